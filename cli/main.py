@@ -1,0 +1,203 @@
+"""The ``gpufit`` command.
+
+Exit codes: 0 ok; 2 invalid spec; 3 nothing feasible; 4 over budget; 5 unusable catalog;
+64 bad command line. Errors are one line per problem on stderr, never a traceback.
+Cloud SDKs and pulumi are never imported on the ``plan``/``offers`` path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import NoReturn
+
+EXIT_OK = 0
+EXIT_INVALID_SPEC = 2
+EXIT_INFEASIBLE = 3
+EXIT_OVER_BUDGET = 4
+EXIT_BAD_CATALOG = 5
+EXIT_USAGE = 64
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        sys.stderr.write(f"gpufit: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("expected a non-negative integer")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="gpufit", description="Find the cheapest GPU instance that fits a generative-AI workload."
+    )
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("plan", help="choose the cheapest feasible offer for a workload spec")
+    p.add_argument("spec", help="a spec YAML file or a Pulumi stack file (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--explain", action="store_true", help="show every term with its value and formula")
+    p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
+    p.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
+
+    o = sub.add_parser("offers", help="the comparison table of GPU offers")
+    o.add_argument("--cloud", choices=["aws", "gcp"])
+    o.add_argument("--region", help="region name or glob")
+    o.add_argument("--gpu", help="GPU name (e.g. H100, L40S), case-insensitive")
+    o.add_argument("--min-vram-gib", type=float, default=0.0, help="minimum memory per GPU")
+    o.add_argument("--fp8", action="store_true", help="only GPUs with FP8 tensor cores")
+    o.add_argument("--nvlink", action="store_true", help="only NVLink/NVSwitch instances")
+    o.add_argument("--spot", action="store_true", help="only spot offers")
+    o.add_argument("--sort", choices=["price", "vram", "bandwidth", "price-per-gib"], default="price")
+    o.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
+    o.add_argument("--json", action="store_true", help="print a JSON list of offers")
+
+    sub.add_parser("schema", help="print the workload spec's JSON Schema")
+    sub.add_parser("presets", help="list the model presets with their sources")
+    return parser
+
+
+def _fail(lines: Sequence[str], code: int) -> int:
+    for line in lines:
+        sys.stderr.write(f"{line}\n")
+    return code
+
+
+def _load_catalog(path: str | None):  # type: ignore[no-untyped-def]
+    from selector.catalog import load_catalog
+
+    return load_catalog(path)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from selector.catalog import CatalogError
+    from selector.report import plan_to_dict
+    from selector.select import plan
+    from selector.spec import SpecError, load_spec
+
+    try:
+        spec = load_spec(args.spec)
+    except SpecError as err:
+        return _fail([f"{err.source}: {p}" for p in err.problems], EXIT_INVALID_SPEC)
+    try:
+        catalog = _load_catalog(args.catalog)
+    except CatalogError as err:
+        return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
+    result = plan(spec, catalog, top=args.top)
+    if args.json:
+        sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
+    else:
+        from cli.render import render_explain, render_plan
+
+        sys.stdout.write(render_plan(result) + "\n")
+        if args.explain:
+            sys.stdout.write(render_explain(result) + "\n")
+    if result.status == "ok":
+        return EXIT_OK
+    if not args.json:
+        reason = "over budget" if result.status == "over-budget" else "nothing feasible"
+        sys.stderr.write(f"gpufit: {spec.name}: {reason}; see the closest misses above\n")
+    return EXIT_OVER_BUDGET if result.status == "over-budget" else EXIT_INFEASIBLE
+
+
+def cmd_offers(args: argparse.Namespace) -> int:
+    import fnmatch
+
+    from selector.catalog import CatalogError
+    from selector.report import offer_to_dict
+
+    try:
+        catalog = _load_catalog(args.catalog)
+    except CatalogError as err:
+        return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
+    gpu = args.gpu.lower() if args.gpu else None
+    chosen = []
+    for offer in catalog.offers:
+        it = offer.instance
+        if args.cloud and it.cloud != args.cloud:
+            continue
+        if args.region and not fnmatch.fnmatchcase(offer.region, args.region):
+            continue
+        if gpu and gpu not in (it.gpu.name.lower(), *(a.lower() for a in it.gpu.aliases)):
+            continue
+        if it.gpu.memory_gib < args.min_vram_gib:
+            continue
+        if (args.fp8 and not it.gpu.fp8) or (args.nvlink and not it.nvlink):
+            continue
+        if args.spot and offer.market != "spot":
+            continue
+        chosen.append(offer)
+    sort_keys = {
+        "price": lambda o: (o.hourly_usd, o.instance.name),
+        "vram": lambda o: (-o.instance.gpu.memory_gib * o.instance.gpu_count, o.hourly_usd),
+        "bandwidth": lambda o: (-o.instance.gpu.bandwidth_gbps, o.hourly_usd),
+        "price-per-gib": lambda o: (
+            o.hourly_usd / (o.instance.gpu_count * o.instance.gpu.memory_gib),
+            o.instance.name,
+        ),
+    }
+    chosen.sort(key=sort_keys[args.sort])
+    if args.json:
+        sys.stdout.write(json.dumps([offer_to_dict(o) for o in chosen], indent=1) + "\n")
+    else:
+        from cli.render import render_offers
+
+        sys.stdout.write(render_offers(chosen) + "\n")
+        sys.stdout.write(f"{len(chosen)} offers; catalog as of {catalog.as_of} ({catalog.source})\n")
+    return EXIT_OK
+
+
+def cmd_schema(_: argparse.Namespace) -> int:
+    from selector.spec import json_schema
+
+    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+    return EXIT_OK
+
+
+def cmd_presets(_: argparse.Namespace) -> int:
+    from cli.render import table
+    from selector.presets import preset_entry, preset_names
+
+    rows = []
+    for name in preset_names():
+        e = preset_entry(name)
+        arch = f"{e.get('layers', '-')}L h{e.get('hidden', '-')} kv{e.get('kv_heads', '-')}"
+        if e.get("experts"):
+            arch += f" {e['experts']}x{e['experts_active']} experts"
+        rows.append(
+            [
+                name,
+                e["kind"],
+                f"{e['params_b']:g}B",
+                arch if e["kind"] == "transformer" else "-",
+                str(e.get("context", "-")),
+                e["source_ref"]["url"],
+            ]
+        )
+    sys.stdout.write(table(["preset", "kind", "params", "architecture", "context", "source"], rows) + "\n")
+    return EXIT_OK
+
+
+COMMANDS = {"plan": cmd_plan, "offers": cmd_offers, "schema": cmd_schema, "presets": cmd_presets}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except BrokenPipeError:  # `gpufit offers | head`
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,255 @@
+"""Plans and offers as text a person reads in a terminal."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from selector.catalog import Offer
+from selector.cost import Cost
+from selector.select import Candidate, Plan
+from selector.sizing import Term, usable_gib
+from selector.units import format_hours
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
+    """A plain aligned table; columns listed in ``right`` are right-aligned."""
+    widths = [len(h) for h in headers]
+    for row in rows:
+        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
+
+    def line(cells: Sequence[str]) -> str:
+        out = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        ]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def money(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _where(offer: Offer) -> str:
+    return offer.zone or offer.region
+
+
+def _gpus(candidate: Candidate) -> str:
+    it = candidate.offer.instance
+    count = it.gpu_count * candidate.shape.instances
+    return f"{count}×{it.gpu.name}"
+
+
+def _flag(offer: Offer) -> str:
+    low = (
+        offer.confidence == "low"
+        or offer.instance.confidence == "low"
+        or offer.instance.gpu.confidence == "low"
+    )
+    return " (low-confidence figure)" if low else ""
+
+
+def _cost_line(cost: Cost, serving: bool) -> str:
+    parts = [
+        f"compute {money(cost.compute_usd)}",
+        f"storage {money(cost.storage_usd)}",
+        f"egress {money(cost.egress_usd)}",
+    ]
+    if cost.data_transfer_usd:
+        parts.append(f"dataset transfer {money(cost.data_transfer_usd)}")
+    span = "for" if serving else "per job,"
+    line = f"{money(cost.total_usd)} {span} {format_hours(cost.hours)}: " + " · ".join(parts)
+    if cost.spot_factor > 1.0:
+        line += f" (spot rework ×{cost.spot_factor:.4f})"
+    return line
+
+
+def render_plan(plan: Plan) -> str:
+    spec, req = plan.spec, plan.requirements
+    head = (
+        f"{spec.name}: {spec.task} {req.arch.name} in {spec.precision} — catalog "
+        f"{plan.catalog.source or plan.catalog.path}, as of {plan.catalog.as_of}"
+    )
+    lines = [head, ""]
+    choice = plan.choice
+    serving = spec.task == "serve"
+    if choice is not None:
+        offer, shape, cost = choice.offer, choice.shape, choice.cost
+        it = offer.instance
+        link = "NVLink" if it.nvlink else "PCIe"
+        lines.append(
+            f"Choice    {it.cloud} {it.name} in {_where(offer)}, {offer.market}, "
+            f"{money(offer.hourly_usd)}/h × {shape.instances} instance"
+            f"{'s' if shape.instances > 1 else ''}{_flag(offer)}"
+        )
+        lines.append(
+            f"          {it.gpu_count}×{it.gpu.name} ({it.gpu.memory_gib:.1f} GiB, "
+            f"{it.gpu.bandwidth_gbps:g} GB/s, {link}{', FP8' if it.gpu.fp8 else ''}); "
+            f"TP {shape.tensor_parallel}, {shape.gpus_per_replica} GPU"
+            f"{'s' if shape.gpus_per_replica > 1 else ''} per replica, "
+            f"{shape.nodes_per_replica} node{'s' if shape.nodes_per_replica > 1 else ''}, "
+            f"{shape.replicas} replica{'s' if shape.replicas > 1 else ''}"
+        )
+        if shape.tokens_per_s_per_stream is not None:
+            target = f" (needs {req.tokens_per_s_per_stream:g})" if req.tokens_per_s_per_stream else ""
+            lines.append(
+                f"          {shape.tokens_per_s_per_stream:.1f} tok/s per stream{target}, "
+                f"{shape.tokens_per_s_per_replica or 0:.0f} tok/s per replica"
+            )
+        if shape.job_hours is not None:
+            lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
+        lines.append(
+            f"Needs     {req.vram_gib_per_replica:.1f} GiB per replica, "
+            f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu):.1f} usable"
+            + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
+        )
+        lines.append(f"Cost      {_cost_line(cost, serving)}")
+        for item in cost.unpriced:
+            lines.append(f"          not priced: {item}")
+        lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
+    else:
+        verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
+        lines.append(f"No choice: {verdict} among {plan.considered} offers.")
+    if plan.alternatives:
+        lines += ["", "Alternatives (best offer per instance type and market)"]
+        rows = []
+        for i, cand in enumerate(plan.alternatives, start=1):
+            o = cand.offer
+            tok = cand.shape.tokens_per_s_per_stream
+            rows.append(
+                [
+                    str(i),
+                    o.instance.cloud,
+                    o.instance.name,
+                    _where(o),
+                    o.market,
+                    _gpus(cand),
+                    money(cand.cost.hourly_usd),
+                    money(cand.cost.total_usd),
+                    f"{tok:.1f}" if tok is not None else format_hours(cand.cost.hours),
+                ]
+            )
+        last = "tok/s" if serving else "hours"
+        lines.append(
+            table(
+                ["#", "cloud", "instance", "where", "market", "GPUs", "$/h", "total", last],
+                rows,
+                right=(6, 7, 8),
+            )
+        )
+    if plan.rejections:
+        lines += ["", f"Rejected {sum(plan.rejections.values())} of {plan.considered} offers:"]
+        for name, count in sorted(plan.rejections.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {name:<12} {count:>6}  e.g. {plan.rejection_examples[name]}")
+    if plan.misses and (choice is None or plan.status != "ok" or len(plan.misses) > 0):
+        lines += ["", "Closest misses"]
+        for miss in plan.misses[:3]:
+            o = miss.offer
+            lines.append(
+                f"  {o.instance.cloud} {o.instance.name} ({_where(o)}, {o.market}, "
+                f"{money(o.hourly_usd)}/h) — {miss.rejection.filter}: {miss.rejection.reason}"
+            )
+    return "\n".join(lines)
+
+
+def number(value: float) -> str:
+    """Four significant figures, thousands separated, no exponent below 10^15."""
+    if value == 0 or abs(value) >= 1e15 or abs(value) < 1e-3:
+        return f"{value:.4g}"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.4g}"
+
+
+def _term_rows(terms: Sequence[Term]) -> list[list[str]]:
+    return [
+        [t.name, f"{t.value:.6f}" if t.unit == "×" else number(t.value), t.unit, t.formula] for t in terms
+    ]
+
+
+def render_explain(plan: Plan) -> str:
+    """Every term of the arithmetic with its value and formula."""
+    req = plan.requirements
+    lines = ["", "Requirements (independent of the GPU)"]
+    lines.append(table(["term", "value", "unit", "formula"], _term_rows(req.terms), right=(1,)))
+    lines.append(
+        f"  efficiency: bandwidth {req.bandwidth_efficiency:g}, MFU {req.mfu:g} "
+        "(override with tuning.bandwidth_efficiency / tuning.mfu)"
+    )
+    if plan.choice is not None:
+        c = plan.choice
+        lines += ["", f"Fit on {c.offer.instance.name}"]
+        lines.append(table(["term", "value", "unit", "formula"], _term_rows(c.shape.terms), right=(1,)))
+        cost = c.cost
+        cost_terms = [
+            Term("hours run", cost.hours, "h", "duration, or job hours × spot rework factor"),
+            Term("billed hours", cost.billed_hours, "h", "per-second billing, 60 s minimum"),
+            Term(
+                "compute",
+                cost.compute_usd,
+                "USD",
+                f"{money(c.offer.hourly_usd)}/h × {c.shape.instances} × billed hours",
+            ),
+            Term("boot disks", cost.disk_usd, "USD", "GB × $/GB-month × instances × hours ÷ 730"),
+            Term("checkpoint bucket", cost.bucket_usd, "USD", "GB × $/GB-month × (hours + keep_days) ÷ 730"),
+            Term("egress", cost.egress_usd, "USD", "GB by the cloud's monthly tiers"),
+            Term("dataset transfer", cost.data_transfer_usd, "USD", "dataset GB moved from data.region"),
+            Term("total", cost.total_usd, "USD", "sum"),
+        ]
+        if cost.spot_factor > 1.0:
+            cost_terms.insert(
+                1,
+                Term(
+                    "spot rework factor",
+                    cost.spot_factor,
+                    "×",
+                    f"1 + {cost.interruption_rate_per_h:.3g}/h × (interval/2 + restart)",
+                ),
+            )
+        lines += ["", "Cost"]
+        lines.append(table(["term", "value", "unit", "formula"], _term_rows(cost_terms), right=(1,)))
+    return "\n".join(lines)
+
+
+def render_offers(offers: Sequence[Offer]) -> str:
+    rows = []
+    for o in offers:
+        it, gpu = o.instance, o.instance.gpu
+        rows.append(
+            [
+                it.cloud,
+                o.region + (f"/{o.zone}" if o.zone else ""),
+                it.name,
+                gpu.name,
+                str(it.gpu_count),
+                f"{gpu.memory_gib:.1f}",
+                f"{gpu.bandwidth_gbps:g}",
+                "yes" if gpu.fp8 else "-",
+                "yes" if it.nvlink else "-",
+                o.market,
+                f"{o.hourly_usd:,.3f}" + ("*" if o.confidence == "low" else ""),
+                f"{o.hourly_usd / (it.gpu_count * gpu.memory_gib):.4f}",
+                o.as_of,
+            ]
+        )
+    out = table(
+        [
+            "cloud",
+            "region",
+            "instance",
+            "GPU",
+            "n",
+            "GiB/GPU",
+            "GB/s",
+            "FP8",
+            "NVLink",
+            "market",
+            "$/h",
+            "$/GiB-h",
+            "as of",
+        ],
+        rows,
+        right=(4, 5, 6, 10, 11),
+    )
+    return out + "\nBilling: per second, 60 s minimum (AWS and GCP). * = low-confidence price."

@@ -1,0 +1,196 @@
+"""Expected total cost of a workload on one offer: compute, storage and egress.
+
+Compute is billed by the cloud's granularity; spot adds the expected rework of interruptions;
+storage is the boot disks and the checkpoint bucket, prorated per GB-month; egress is priced
+by the clouds' monthly tiers, including moving the dataset to where the GPUs are.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from selector.catalog import Offer
+from selector.rates import HOURS_PER_MONTH, CloudRates
+from selector.sizing import Requirements, Shape
+from selector.spec import WorkloadSpec
+
+DEFAULT_SERVING_HOURS = HOURS_PER_MONTH
+"""A service with no declared duration is costed for one month (730 h)."""
+
+OS_IMAGE_GB = 100.0
+"""Boot disk room for the operating system, drivers, CUDA and frameworks: a gpufit default
+(deep-learning images are tens of GB); override with ``storage.disk_gb``."""
+
+CHECKPOINTS_KEPT = 2
+"""Checkpoints held at once: the last complete one and the one being written."""
+
+DISK_ROUND_GB = 10.0
+
+INTERRUPTED_SHARE_PER_MONTH: dict[str, float] = {
+    "<5%": 0.05,
+    "5-10%": 0.10,
+    "10-15%": 0.15,
+    "15-20%": 0.20,
+    ">20%": 0.30,
+}
+"""AWS Spot Instance Advisor buckets (share of instances interrupted in the past month),
+taken at their upper bound to stay conservative; the open-ended '>20%' bucket is taken as
+30%, a gpufit assumption."""
+
+UNKNOWN_INTERRUPTION_BUCKET = ">20%"
+"""Spot offers with no sourced interruption frequency (all of GCP, unlisted AWS types) are
+costed as the worst bucket."""
+
+
+def interruption_rate_per_hour(bucket: str | None) -> float:
+    """Interruptions per instance-hour: −ln(1 − share) ÷ 730, the Poisson rate that
+    interrupts ``share`` of instances within a month."""
+    share = INTERRUPTED_SHARE_PER_MONTH[bucket or UNKNOWN_INTERRUPTION_BUCKET]
+    return -math.log(1.0 - share) / HOURS_PER_MONTH
+
+
+def spot_overhead_factor(rate_per_hour: float, checkpoint_interval_h: float, restart_h: float) -> float:
+    """Expected run-time factor on spot: 1 + rate × (checkpoint interval ÷ 2 + restart overhead).
+
+    Each interruption loses on average half a checkpoint interval of work plus the restart
+    (the classic expected-rework model; stateless work loses only the restart)."""
+    return 1.0 + rate_per_hour * (checkpoint_interval_h / 2.0 + restart_h)
+
+
+@dataclass(frozen=True, slots=True)
+class CostInputs:
+    """Everything the cost model reads from the spec and requirements, computed once."""
+
+    run_hours: float | None  # serving duration; None = from the job's own hours
+    disk_gb: float
+    bucket_gb: float
+    keep_hours: float
+    egress_gb: float
+    egress_to: str
+    dataset_gb: float
+    data_cloud: str | None
+    data_region: str | None
+    checkpoint_interval_h: float
+    restart_h: float
+    budget_hourly: float | None
+    budget_total: float | None
+
+
+def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
+    storage = spec.storage
+    if storage.disk_gb is not None:
+        disk = storage.disk_gb
+    else:
+        raw = OS_IMAGE_GB + req.weights_file_bytes / 1e9 + storage.dataset_gb
+        disk = math.ceil(raw / DISK_ROUND_GB) * DISK_ROUND_GB
+    run_hours = None
+    if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and req.work_tflop is None):
+        run_hours = spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
+    stateless = spec.fault_tolerance == "stateless"
+    return CostInputs(
+        run_hours=run_hours,
+        disk_gb=disk,
+        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9,
+        keep_hours=storage.keep_days * 24.0,
+        egress_gb=spec.egress.gb,
+        egress_to=spec.egress.to,
+        dataset_gb=storage.dataset_gb,
+        data_cloud=spec.data.cloud if spec.data else None,
+        data_region=spec.data.region if spec.data else None,
+        checkpoint_interval_h=0.0 if stateless else spec.checkpoint_interval,
+        restart_h=spec.restart_overhead,
+        budget_hourly=spec.budget.max_hourly_usd,
+        budget_total=spec.budget.max_total_usd,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """The expected cost of running the workload on one offer, with its parts."""
+
+    hours: float
+    billed_hours: float
+    hourly_usd: float
+    compute_usd: float
+    disk_usd: float
+    bucket_usd: float
+    egress_usd: float
+    data_transfer_usd: float
+    spot_factor: float
+    interruption_rate_per_h: float
+    unpriced: tuple[str, ...]
+
+    @property
+    def storage_usd(self) -> float:
+        return self.disk_usd + self.bucket_usd
+
+    @property
+    def other_usd(self) -> float:
+        """Everything but compute: storage, egress and moving the dataset."""
+        return self.disk_usd + self.bucket_usd + self.egress_usd + self.data_transfer_usd
+
+    @property
+    def total_usd(self) -> float:
+        return self.compute_usd + self.other_usd
+
+
+def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: float) -> float | None:
+    if gb <= 0:
+        return 0.0
+    if same_cloud:
+        rate = rates_from.egress_inter_region_usd_per_gb
+        return None if rate is None else gb * rate
+    return rates_from.internet_egress_usd(gb, months)
+
+
+def run_hours(offer: Offer, shape: Shape, inputs: CostInputs) -> tuple[float, float, float]:
+    """Expected hours the instances run, the spot factor and the interruption rate."""
+    base = inputs.run_hours if inputs.run_hours is not None else (shape.job_hours or 0.0)
+    if offer.market != "spot":
+        return base, 1.0, 0.0
+    rate = interruption_rate_per_hour(offer.interruption_bucket) * shape.instances
+    factor = spot_overhead_factor(rate, inputs.checkpoint_interval_h, inputs.restart_h)
+    return base * factor, factor, rate
+
+
+def offer_cost(offer: Offer, shape: Shape, inputs: CostInputs, rates: dict[str, CloudRates]) -> Cost:
+    """Expected total cost of the workload on ``offer`` run as ``shape``."""
+    cloud_rates = rates[offer.cloud]
+    hours, factor, rate = run_hours(offer, shape, inputs)
+    billed = cloud_rates.billed_hours(hours)
+    hourly = offer.hourly_usd * shape.instances
+    months = max(hours / HOURS_PER_MONTH, 1.0)
+    unpriced: list[str] = []
+    disk = cloud_rates.block_usd_per_gb_month * inputs.disk_gb * shape.instances * billed / HOURS_PER_MONTH
+    bucket = (
+        cloud_rates.object_usd_per_gb_month * inputs.bucket_gb * (hours + inputs.keep_hours) / HOURS_PER_MONTH
+    )
+    if inputs.egress_to == "other-region":
+        egress = _transfer_usd(cloud_rates, True, inputs.egress_gb, months)
+    else:
+        egress = cloud_rates.internet_egress_usd(inputs.egress_gb, months)
+    if egress is None:
+        unpriced.append(f"egress to another region on {offer.cloud} (no sourced price)")
+        egress = 0.0
+    transfer: float | None = 0.0
+    if inputs.data_cloud is not None and inputs.dataset_gb > 0:
+        same_cloud = inputs.data_cloud == offer.cloud
+        if not (same_cloud and inputs.data_region == offer.region):
+            transfer = _transfer_usd(rates[inputs.data_cloud], same_cloud, inputs.dataset_gb, 1.0)
+            if transfer is None:
+                unpriced.append(f"moving the dataset between {inputs.data_cloud} regions (no sourced price)")
+                transfer = 0.0
+    return Cost(
+        hours=hours,
+        billed_hours=billed,
+        hourly_usd=hourly,
+        compute_usd=hourly * billed,
+        disk_usd=disk,
+        bucket_usd=bucket,
+        egress_usd=egress,
+        data_transfer_usd=transfer or 0.0,
+        spot_factor=factor,
+        interruption_rate_per_h=rate,
+        unpriced=tuple(unpriced),
+    )

@@ -1,0 +1,130 @@
+"""Plans and offers as plain data: the JSON contract of ``gpufit plan --json`` and ``offers --json``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from selector.catalog import Offer
+from selector.cost import Cost
+from selector.select import Candidate, Plan
+from selector.sizing import GIB, Shape
+
+
+def _r(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def offer_to_dict(offer: Offer) -> dict[str, Any]:
+    it = offer.instance
+    gpu = it.gpu
+    return {
+        "cloud": it.cloud,
+        "region": offer.region,
+        "zone": offer.zone,
+        "instance_type": it.name,
+        "machine_type": it.machine_type,
+        "gpu": gpu.name,
+        "gpu_count": it.gpu_count,
+        "gpu_memory_gib": _r(gpu.memory_gib, 2),
+        "bandwidth_gbps": gpu.bandwidth_gbps,
+        "fp8": gpu.fp8,
+        "nvlink": it.nvlink,
+        "node_interconnect": it.node_interconnect,
+        "vcpus": it.vcpus,
+        "memory_gib": it.memory_gib,
+        "market": offer.market,
+        "hourly_usd": offer.hourly_usd,
+        "hourly_usd_range": list(offer.hourly_usd_range) if offer.hourly_usd_range else None,
+        "interruption_bucket": offer.interruption_bucket,
+        "source": offer.source,
+        "as_of": offer.as_of,
+        "confidence": offer.confidence,
+    }
+
+
+def cost_to_dict(cost: Cost) -> dict[str, Any]:
+    return {
+        "compute_usd": _r(cost.compute_usd, 2),
+        "storage_usd": _r(cost.storage_usd, 2),
+        "disk_usd": _r(cost.disk_usd, 2),
+        "bucket_usd": _r(cost.bucket_usd, 2),
+        "egress_usd": _r(cost.egress_usd, 2),
+        "data_transfer_usd": _r(cost.data_transfer_usd, 2),
+        "total_usd": _r(cost.total_usd, 2),
+        "hours": _r(cost.hours, 3),
+        "billed_hours": _r(cost.billed_hours, 4),
+        "hourly_usd": _r(cost.hourly_usd, 4),
+        "spot_overhead_factor": _r(cost.spot_factor, 6),
+        "unpriced": list(cost.unpriced),
+    }
+
+
+def shape_to_dict(shape: Shape) -> dict[str, Any]:
+    return {
+        "tensor_parallel": shape.tensor_parallel,
+        "gpus_per_replica": shape.gpus_per_replica,
+        "nodes_per_replica": shape.nodes_per_replica,
+        "replicas_per_instance": shape.replicas_per_instance,
+        "replicas": shape.replicas,
+        "instances": shape.instances,
+        "vram_gib_per_gpu": _r(shape.vram_gib_per_gpu, 2),
+        "tokens_per_s_per_stream": _r(shape.tokens_per_s_per_stream, 2),
+        "tokens_per_s_per_replica": _r(shape.tokens_per_s_per_replica, 2),
+        "job_hours": _r(shape.job_hours, 3),
+    }
+
+
+def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
+    out = offer_to_dict(candidate.offer)
+    out["instances"] = candidate.shape.instances
+    out["tokens_per_s_per_stream"] = _r(candidate.shape.tokens_per_s_per_stream, 2)
+    out["shape"] = shape_to_dict(candidate.shape)
+    out["cost"] = cost_to_dict(candidate.cost)
+    return out
+
+
+def plan_to_dict(plan: Plan) -> dict[str, Any]:
+    """The ``plan --json`` document (keys other tools rely on are listed in the README)."""
+    req = plan.requirements
+    choice = plan.choice
+    shape = choice.shape if choice else None
+    requirements: dict[str, Any] = {
+        "vram_gib_per_replica": _r(req.vram_gib_per_replica, 2),
+        "gpus_per_replica": shape.gpus_per_replica if shape else None,
+        "nodes": shape.nodes_per_replica if shape else None,
+        "needs_fp8": req.needs_fp8,
+        "needs_nvlink": shape.needs_nvlink if shape else None,
+        "needs_node_interconnect": shape.needs_node_interconnect if shape else None,
+        "min_bandwidth_gbps": _r(req.min_bandwidth_gbps or req.min_gpu_bandwidth_gbps or 0.0, 1),
+        "host_memory_gib": _r(req.host_bytes / GIB, 2),
+        "breakdown": [t.as_dict() for t in req.terms],
+        "fit": [t.as_dict() for t in shape.terms] if shape else [],
+    }
+    spec = plan.spec
+    return {
+        "status": plan.status,
+        "workload": {
+            "name": spec.name,
+            "task": spec.task,
+            "model": req.arch.name,
+            "precision": spec.precision,
+            "fault_tolerance": spec.fault_tolerance,
+        },
+        "requirements": requirements,
+        "choice": candidate_to_dict(choice) if choice else None,
+        "cost": cost_to_dict(choice.cost) if choice else None,
+        "alternatives": [candidate_to_dict(c) for c in plan.alternatives],
+        "rejections": dict(sorted(plan.rejections.items())),
+        "rejection_examples": dict(sorted(plan.rejection_examples.items())),
+        "closest_misses": [
+            {**offer_to_dict(m.offer), "filter": m.rejection.filter, "reason": m.rejection.reason}
+            for m in plan.misses
+        ],
+        "offers_considered": plan.considered,
+        "offers_feasible": plan.feasible,
+        "catalog": {
+            "as_of": plan.catalog.as_of,
+            "source": plan.catalog.source,
+            "path": plan.catalog.path,
+        },
+    }

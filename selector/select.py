@@ -1,0 +1,223 @@
+"""Choose the cheapest offer that satisfies a workload.
+
+Offers pass a chain of named filters (placement, market, the sizing fit, budget); each
+rejection says which filter and why. Survivors are ranked by expected total cost of the
+workload (per job for batch and training, for the duration when serving), tie-broken by
+fewer GPUs, then more memory bandwidth. The ``Plan`` carries the choice, the best
+alternative per instance type and market, rejection counts and the closest misses.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections import Counter
+from dataclasses import dataclass
+from typing import Literal
+
+from selector.catalog import Catalog, Offer
+from selector.cost import Cost, CostInputs, cost_inputs, offer_cost
+from selector.rates import CloudRates, load_rates
+from selector.sizing import Rejection, Requirements, Shape, fit, requirements
+from selector.spec import WorkloadSpec
+
+PlanStatus = Literal["ok", "infeasible", "over-budget"]
+
+FIT_FILTERS = (
+    "fp8",
+    "precision",
+    "bandwidth",
+    "vram",
+    "nvlink",
+    "interconnect",
+    "speed",
+    "deadline",
+    "host-memory",
+)
+"""Filters that say the hardware cannot do the job (as opposed to placement, market, budget)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A feasible offer with how the workload runs on it and what it costs."""
+
+    offer: Offer
+    shape: Shape
+    cost: Cost
+
+    @property
+    def total_gpus(self) -> int:
+        return self.offer.instance.gpu_count * self.shape.instances
+
+
+@dataclass(frozen=True, slots=True)
+class Miss:
+    """An offer that almost made it: the cheapest offer of its instance type, and why not."""
+
+    offer: Offer
+    rejection: Rejection
+
+
+@dataclass(frozen=True)
+class Plan:
+    spec: WorkloadSpec
+    requirements: Requirements
+    choice: Candidate | None
+    alternatives: tuple[Candidate, ...]
+    rejections: dict[str, int]
+    rejection_examples: dict[str, str]
+    misses: tuple[Miss, ...]
+    feasible: int
+    considered: int
+    catalog: Catalog
+
+    @property
+    def status(self) -> PlanStatus:
+        if self.choice is not None:
+            return "ok"
+        return "over-budget" if self.rejections.get("budget") else "infeasible"
+
+
+def _market_preference(spec: WorkloadSpec, market: str) -> int | None:
+    """None = not allowed; lower ranks first. none → on-demand only; stateless → spot first,
+    on-demand as fallback; checkpointed → both, by expected cost."""
+    if spec.fault_tolerance == "none":
+        return 0 if market == "on-demand" else None
+    if spec.fault_tolerance == "stateless":
+        return 0 if market == "spot" else 1
+    return 0
+
+
+def _matches(patterns: list[str] | None, value: str) -> bool:
+    return patterns is None or any(fnmatch.fnmatchcase(value, p) for p in patterns)
+
+
+def rank_key(pref: int, total: float, gpus: int, offer: Offer) -> tuple[object, ...]:
+    """Expected total cost, then fewer GPUs, then more bandwidth, then names (determinism)."""
+    it = offer.instance
+    return (
+        pref,
+        total,
+        gpus,
+        -it.gpu.bandwidth_gbps,
+        it.cloud,
+        it.name,
+        offer.region,
+        offer.zone or "",
+        offer.market,
+    )
+
+
+class _Tally:
+    """Rejection counts, one example reason per filter, the closest miss per instance type."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.examples: dict[str, str] = {}
+        self.misses: dict[tuple[str, str], Miss] = {}
+
+    def reject(self, rejection: Rejection, offers: int = 1, offer: Offer | None = None) -> None:
+        self.counts[rejection.filter] += offers
+        self.examples.setdefault(rejection.filter, rejection.reason)
+        if offer is None or rejection.filter not in (*FIT_FILTERS, "budget"):
+            return
+        key = (offer.instance.cloud, offer.instance.name)
+        best = self.misses.get(key)
+        if best is None or (rejection.gap, offer.hourly_usd) < (best.rejection.gap, best.offer.hourly_usd):
+            self.misses[key] = Miss(offer, rejection)
+
+
+def _budget(inputs: CostInputs, hourly: float, total: float) -> Rejection | None:
+    if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
+        over = hourly - inputs.budget_hourly
+        return Rejection(
+            "budget",
+            f"${hourly:,.2f}/h is ${over:,.2f}/h over max_hourly_usd ${inputs.budget_hourly:,.2f}",
+            gap=over / inputs.budget_hourly,
+        )
+    if inputs.budget_total is not None and total > inputs.budget_total:
+        over = total - inputs.budget_total
+        return Rejection(
+            "budget",
+            f"${total:,.2f} in all is ${over:,.2f} over max_total_usd ${inputs.budget_total:,.2f}",
+            gap=over / inputs.budget_total,
+        )
+    return None
+
+
+def plan(
+    spec: WorkloadSpec,
+    catalog: Catalog,
+    top: int = 5,
+    rates: dict[str, CloudRates] | None = None,
+) -> Plan:
+    """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice."""
+    rates = rates if rates is not None else load_rates()
+    req = requirements(spec)
+    inputs = cost_inputs(spec, req)
+    placement = spec.placement
+    tally = _Tally()
+    best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
+    feasible = 0
+    fits: dict[tuple[object, ...], Shape | Rejection] = {}
+    for it, offers in catalog.by_instance_type:
+        if it.cloud not in placement.clouds:
+            tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
+            continue
+        if not _matches(placement.instance_types, it.name):
+            tally.reject(
+                Rejection("placement", f"{it.name} does not match placement.instance_types"), len(offers)
+            )
+            continue
+        key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
+        shape = fits.get(key)
+        if shape is None:
+            shape = fits[key] = fit(req, it)
+        allowed = [o for o in offers if _matches(placement.regions, o.region)]
+        if len(allowed) < len(offers):
+            tally.reject(
+                Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
+            )
+        if isinstance(shape, Rejection):
+            if allowed:
+                tally.reject(shape, len(allowed), min(allowed, key=lambda o: o.hourly_usd))
+            continue
+        costs: dict[tuple[str, str, str | None], tuple[float, float]] = {}
+        for offer in allowed:
+            pref = _market_preference(spec, offer.market)
+            if pref is None:
+                tally.reject(
+                    Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
+                )
+                continue
+            ck = (offer.region, offer.market, offer.interruption_bucket)
+            cached = costs.get(ck)
+            if cached is None:
+                c = offer_cost(offer, shape, inputs, rates)
+                cached = costs[ck] = (c.billed_hours, c.other_usd)
+            hourly = offer.hourly_usd * shape.instances
+            total = hourly * cached[0] + cached[1]
+            over = _budget(inputs, hourly, total)
+            if over is not None:
+                tally.reject(over, 1, offer)
+                continue
+            feasible += 1
+            rk = rank_key(pref, total, it.gpu_count * shape.instances, offer)
+            group = (it.cloud, it.name, offer.market)
+            incumbent = best.get(group)
+            if incumbent is None or rk < incumbent[0]:
+                best[group] = (rk, offer, shape)
+    ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
+    candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
+    misses = sorted(tally.misses.values(), key=lambda m: (m.rejection.gap, m.offer.hourly_usd))
+    return Plan(
+        spec=spec,
+        requirements=req,
+        choice=candidates[0] if candidates else None,
+        alternatives=candidates[1:],
+        rejections=dict(tally.counts),
+        rejection_examples=tally.examples,
+        misses=tuple(misses[:5]),
+        feasible=feasible,
+        considered=len(catalog.offers),
+        catalog=catalog,
+    )

@@ -1,0 +1,449 @@
+"""The workload spec: what a user declares, validated into an immutable ``WorkloadSpec``.
+
+A spec is a YAML file, or the ``gpufit:workload`` object of a Pulumi stack file. Quantities
+take units (see ``selector.units``). Every problem becomes one ``SpecProblem`` line naming
+the field, what was wrong and what was expected; loading never raises anything else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
+
+from selector import units
+from selector.presets import (
+    ModelArch,
+    arch_from_preset,
+    closest_presets,
+    preset_names,
+)
+
+Task = Literal["serve", "batch", "finetune-lora", "finetune-qlora", "finetune-full", "pretrain"]
+Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
+FaultTolerance = Literal["none", "checkpointed", "stateless"]
+Cloud = Literal["aws", "gcp"]
+Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
+EgressTarget = Literal["internet", "other-region", "other-cloud"]
+
+ALL_CLOUDS: tuple[Cloud, ...] = ("aws", "gcp")
+TRAINING_TASKS: frozenset[str] = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain"})
+SERVING_TASKS: frozenset[str] = frozenset({"serve", "batch"})
+
+
+def _parser(fn: Any) -> BeforeValidator:
+    def run(value: object) -> object:
+        try:
+            return fn(value)
+        except ValueError as err:
+            raise ValueError(str(err)) from None
+
+    return BeforeValidator(run)
+
+
+SizeGB = Annotated[
+    float,
+    _parser(units.parse_size_gb),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": units.SIZE_PATTERN},
+            ],
+            "description": "size: a number of GB, or e.g. 200GB, 1.5TiB",
+        }
+    ),
+]
+Hours = Annotated[
+    float,
+    _parser(units.parse_duration_hours),
+    WithJsonSchema(
+        {
+            "type": "string",
+            "pattern": units.DURATION_PATTERN,
+            "description": "duration with a unit: 90s, 30m, 12h, 7d, 2w",
+        }
+    ),
+]
+Count = Annotated[
+    float,
+    _parser(units.parse_count),
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {"type": "number", "minimum": 0},
+                {"type": "string", "pattern": units.COUNT_PATTERN},
+            ],
+            "description": "count: a number, or e.g. 5e7, 50M, 2B",
+        }
+    ),
+]
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(_Strict):
+    """A preset, an explicit architecture, or ``kind: custom`` with needs stated directly."""
+
+    preset: str | None = Field(None, description="a name from `gpufit presets`")
+    kind: Literal["transformer", "diffusion", "custom"] | None = None
+    params_b: float | None = Field(None, gt=0, description="parameters, in billions")
+    params_active_b: float | None = Field(None, gt=0, description="MoE: parameters used per token")
+    layers: int | None = Field(None, gt=0)
+    hidden: int | None = Field(None, gt=0)
+    heads: int | None = Field(None, gt=0)
+    kv_heads: int | None = Field(None, gt=0)
+    head_dim: int | None = Field(None, gt=0, description="default hidden / heads")
+    ffn: int | None = Field(None, gt=0, description="MLP width; default 4 x hidden")
+    vocab: int | None = Field(None, gt=0)
+    experts: int | None = Field(None, gt=0)
+    experts_active: int | None = Field(None, gt=0)
+    vram_gib: float | None = Field(None, gt=0, description="custom: GPU memory one replica needs")
+    min_bandwidth_gbps: float | None = Field(
+        None, gt=0, description="custom: minimum GPU memory bandwidth, GB/s"
+    )
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ModelSpec:
+        explicit = [
+            name
+            for name in ("params_b", "layers", "hidden", "heads", "kv_heads", "vocab")
+            if getattr(self, name) is not None
+        ]
+        if self.preset is not None:
+            if explicit or self.kind is not None or self.vram_gib is not None:
+                raise ValueError("give either a preset or an explicit architecture, not both")
+            if self.preset not in preset_names():
+                hint = closest_presets(self.preset)
+                tail = f"; did you mean {', '.join(hint)}?" if hint else ""
+                raise ValueError(f"unknown preset {self.preset!r}{tail} (see `gpufit presets`)")
+            return self
+        if self.kind == "custom":
+            if self.vram_gib is None or self.min_bandwidth_gbps is None:
+                raise ValueError("kind: custom needs vram_gib and min_bandwidth_gbps")
+            return self
+        if self.kind == "diffusion":
+            if self.params_b is None:
+                raise ValueError("kind: diffusion needs params_b")
+            return self
+        missing = [n for n in ("params_b", "layers", "hidden", "heads") if getattr(self, n) is None]
+        if missing:
+            raise ValueError(
+                "expected a preset, kind: custom (vram_gib, min_bandwidth_gbps), or an explicit "
+                f"architecture; missing {', '.join(missing)}"
+            )
+        assert self.hidden is not None and self.heads is not None
+        if self.head_dim is None and self.hidden % self.heads:
+            raise ValueError("hidden must be a multiple of heads, or give head_dim")
+        if self.kv_heads is not None and self.heads % self.kv_heads:
+            raise ValueError("heads must be a multiple of kv_heads")
+        if (self.experts is None) != (self.experts_active is None):
+            raise ValueError("MoE needs both experts and experts_active")
+        if (
+            self.experts is not None
+            and self.experts_active is not None
+            and self.experts_active > self.experts
+        ):
+            raise ValueError("experts_active cannot exceed experts")
+        return self
+
+    def resolve(self) -> ModelArch:
+        """The architecture the sizing model reads."""
+        if self.preset is not None:
+            return arch_from_preset(self.preset)
+        if self.kind == "custom":
+            assert self.vram_gib is not None
+            return ModelArch(
+                name="custom",
+                kind="custom",
+                params=(self.params_b or 0.0) * 1e9,
+                params_active=(self.params_active_b or self.params_b or 0.0) * 1e9,
+                vram_gib=self.vram_gib,
+                min_bandwidth_gbps=self.min_bandwidth_gbps,
+            )
+        assert self.params_b is not None
+        params = self.params_b * 1e9
+        if self.kind == "diffusion":
+            return ModelArch("diffusion", "diffusion", params, params)
+        assert self.hidden is not None and self.heads is not None and self.layers is not None
+        return ModelArch(
+            name="explicit",
+            kind="transformer",
+            params=params,
+            params_active=(self.params_active_b or self.params_b) * 1e9,
+            layers=self.layers,
+            hidden=self.hidden,
+            heads=self.heads,
+            kv_heads=self.kv_heads or self.heads,
+            head_dim=self.head_dim or self.hidden // self.heads,
+            ffn=self.ffn or 4 * self.hidden,
+            vocab=self.vocab or 0,
+            experts=self.experts or 1,
+            experts_active=self.experts_active or 1,
+        )
+
+
+class ServingSpec(_Strict):
+    context_tokens: int = Field(4096, gt=0, description="tokens of context per sequence")
+    concurrency: int = Field(1, gt=0, description="sequences resident at once per replica")
+    tokens_per_s_per_stream: float | None = Field(None, gt=0)
+    tokens_per_s_total: float | None = Field(None, gt=0, description="replicas follow from it")
+    kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
+        None, description="default: bf16 (fp32 for fp32 models)"
+    )
+    tokens: Count | None = Field(None, description="batch: tokens to generate in all")
+
+
+class TrainingSpec(_Strict):
+    tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
+    sequence_tokens: int = Field(2048, gt=0)
+    micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
+    activation_checkpointing: bool = True
+    lora_rank: int = Field(16, gt=0)
+    optimizer: Optimizer = "adamw"
+
+
+class WorkSpec(_Strict):
+    """Batch work that is not token generation (images, audio): compute-bound items."""
+
+    items: Count = Field(..., description="items to produce, e.g. 2e5 images")
+    tflop_per_item: float = Field(..., gt=0, description="TFLOP one item costs")
+    batch: int = Field(1, gt=0, description="items resident at once per replica")
+
+
+class EgressSpec(_Strict):
+    gb: SizeGB = 0.0
+    to: EgressTarget = "internet"
+
+
+class PlacementSpec(_Strict):
+    clouds: list[Cloud] = Field(default_factory=lambda: list(ALL_CLOUDS), min_length=1)
+    regions: list[str] | None = Field(None, description="region names or globs")
+    instance_types: list[str] | None = Field(None, description="instance type globs")
+    allow_pcie_tensor_parallel: bool = Field(
+        False, description="allow model-parallel work (TP, sharded training) over PCIe"
+    )
+    max_nodes: int = Field(16, gt=0, le=256)
+
+
+class BudgetSpec(_Strict):
+    max_hourly_usd: float | None = Field(None, gt=0)
+    max_total_usd: float | None = Field(None, gt=0)
+
+
+class StorageSpec(_Strict):
+    dataset_gb: SizeGB = 0.0
+    keep_days: float = Field(7, ge=0, description="days the checkpoint bucket keeps objects")
+    disk_gb: SizeGB | None = Field(None, description="override the boot disk size")
+
+
+class DataSpec(_Strict):
+    cloud: Cloud
+    region: str
+
+
+class TeardownSpec(_Strict):
+    ttl: Hours = Field(..., description="hard deadline after creation")
+
+
+class TuningSpec(_Strict):
+    """Override the named efficiency defaults of the speed model."""
+
+    bandwidth_efficiency: float | None = Field(None, gt=0, le=1)
+    mfu: float | None = Field(None, gt=0, le=1)
+
+
+class WorkloadSpec(_Strict):
+    name: str = Field(..., description="lowercase letters, digits and hyphens, 2-40 characters")
+    task: Task
+    model: ModelSpec
+    precision: Precision = "bf16"
+    serving: ServingSpec | None = None
+    training: TrainingSpec | None = None
+    work: WorkSpec | None = None
+    fault_tolerance: FaultTolerance = "none"
+    checkpoint_interval: Hours = Field(0.5, description="default 30m")
+    restart_overhead: Hours = Field(
+        1 / 6, description="time lost to boot and reload after an interruption; default 10m"
+    )
+    duration: Hours | None = Field(None, description="serving: how long it runs; default 730h")
+    egress: EgressSpec = Field(default_factory=EgressSpec)
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    data: DataSpec | None = None
+    teardown: TeardownSpec | None = None
+    tuning: TuningSpec = Field(default_factory=TuningSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                f"got {value!r}; expected 2-40 lowercase letters, digits or hyphens, starting "
+                "with a letter (it names cloud resources)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> WorkloadSpec:
+        problems: list[str] = []
+        if self.task in TRAINING_TASKS and self.training is None:
+            problems.append(f"task {self.task} needs a training section")
+        if self.task == "serve" and self.serving is None:
+            problems.append("task serve needs a serving section")
+        batch_tokens = self.serving.tokens if self.serving is not None else None
+        if self.task == "batch" and batch_tokens is None and self.work is None and self.duration is None:
+            problems.append("task batch needs serving.tokens, work (items), or a duration")
+        if self.task not in SERVING_TASKS and self.serving is not None:
+            problems.append(f"task {self.task} takes no serving section")
+        if self.task in SERVING_TASKS and self.training is not None:
+            problems.append(f"task {self.task} takes no training section")
+        if self.task == "finetune-qlora" and self.precision not in ("nf4", "int4"):
+            problems.append("finetune-qlora quantises the base model: precision must be nf4 or int4")
+        if self.task in ("finetune-full", "pretrain") and self.precision not in (
+            "fp32",
+            "bf16",
+            "fp16",
+            "fp8",
+        ):
+            problems.append(f"{self.task} trains every weight: precision must be fp32, bf16, fp16 or fp8")
+        arch_kind = self.model.kind or ("transformer" if self.model.preset is None else None)
+        if self.model.preset is not None:
+            arch_kind = self.model.resolve().kind
+        if self.task in TRAINING_TASKS and arch_kind != "transformer":
+            problems.append("training needs a transformer architecture (a preset or explicit layers)")
+        if self.work is not None and self.task != "batch":
+            problems.append("work (items) is for task batch")
+        if self.task in SERVING_TASKS and arch_kind == "transformer":
+            if self.serving is None and self.task == "batch":
+                problems.append(
+                    "task batch with a transformer model needs a serving section "
+                    "(context_tokens, concurrency, tokens)"
+                )
+            if self.work is not None:
+                problems.append(
+                    "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def arch(self) -> ModelArch:
+        return self.model.resolve()
+
+
+@dataclass(frozen=True, slots=True)
+class SpecProblem:
+    """One thing wrong with a spec: where, and what was expected."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class SpecError(Exception):
+    """A spec that cannot be used; ``problems`` holds one line per problem."""
+
+    def __init__(self, source: str, problems: list[SpecProblem]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__("\n".join(f"{source}: {p}" for p in problems))
+
+
+def _problems_from(err: ValidationError, prefix: str) -> list[SpecProblem]:
+    problems: list[SpecProblem] = []
+    for item in err.errors(include_url=False):
+        loc = [str(part) for part in item["loc"]]
+        path = ".".join(([prefix] if prefix else []) + loc)
+        msg = str(item["msg"])
+        msg = msg.removeprefix("Value error, ")
+        kind = item["type"]
+        if kind == "extra_forbidden":
+            msg = "unknown field (see `gpufit schema` for the fields)"
+        elif kind == "missing":
+            msg = "required field is missing"
+        elif kind in ("literal_error", "enum"):
+            msg = f"got {item.get('input')!r}; {msg.lower()}"
+        elif "input" in item and kind not in ("value_error", "assertion_error"):
+            shown = item["input"]
+            if not isinstance(shown, dict | list):
+                msg = f"got {shown!r}; {msg.lower()}"
+        problems.append(SpecProblem(path or prefix, msg))
+    return problems
+
+
+def parse_spec(data: object, source: str = "spec", prefix: str = "") -> WorkloadSpec:
+    """Validate a decoded spec object; raise ``SpecError`` with one line per problem."""
+    if not isinstance(data, dict):
+        raise SpecError(
+            source, [SpecProblem(prefix, f"expected a mapping of fields, got {type(data).__name__}")]
+        )
+    try:
+        return WorkloadSpec.model_validate(data)
+    except ValidationError as err:
+        raise SpecError(source, _problems_from(err, prefix)) from None
+    except (ValueError, TypeError, RecursionError) as err:  # defensive: never a traceback
+        raise SpecError(source, [SpecProblem(prefix, f"could not read the spec: {err}")]) from None
+
+
+STACK_KEY = "gpufit:workload"
+
+
+def load_spec_text(text: str, source: str) -> WorkloadSpec:
+    """Read a spec from YAML text: a plain spec or a Pulumi stack file holding one."""
+    from selector.datafile import load_yaml_text
+
+    try:
+        doc = load_yaml_text(text)
+    except Exception as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise SpecError(source, [SpecProblem("", f"{where}not valid YAML ({problem})")]) from None
+    if isinstance(doc, dict) and isinstance(doc.get("config"), dict) and "name" not in doc:
+        config = doc["config"]
+        if STACK_KEY not in config:
+            raise SpecError(
+                source,
+                [SpecProblem("config", f"a Pulumi stack file needs a {STACK_KEY!r} object")],
+            )
+        return parse_spec(config[STACK_KEY], source, prefix=f"config.{STACK_KEY}")
+    return parse_spec(doc, source)
+
+
+def load_spec(path: str | Path) -> WorkloadSpec:
+    """Read a spec file (plain spec or Pulumi stack file)."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(str(file), [SpecProblem("", "no such file")]) from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise SpecError(str(file), [SpecProblem("", f"cannot read the file ({err})")]) from None
+    return load_spec_text(text, str(file))
+
+
+def json_schema() -> dict[str, Any]:
+    schema = WorkloadSpec.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "gpufit workload spec"
+    return schema

@@ -1,0 +1,104 @@
+"""The cost model: billing granularity, spot rework, storage, egress tiers, data gravity."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from selector.catalog import Catalog
+from selector.cost import (
+    OS_IMAGE_GB,
+    cost_inputs,
+    interruption_rate_per_hour,
+    offer_cost,
+    spot_overhead_factor,
+)
+from selector.rates import load_rates
+from selector.sizing import Shape, fit, requirements
+from tests.conftest import QLORA_65B, SERVE_70B, spec_of
+
+RATES = load_rates()
+
+
+def test_billing_per_second_with_a_minute_minimum() -> None:
+    aws = RATES["aws"]
+    assert aws.billed_hours(10 / 3600) == pytest.approx(60 / 3600)  # 10 s bills 60 s
+    assert aws.billed_hours(2.5) == pytest.approx(2.5)
+    assert aws.billed_hours((3600 + 0.4) / 3600) == pytest.approx(3601 / 3600)  # rounds up a second
+    assert RATES["gcp"].billed_hours(0.0) == pytest.approx(1 / 60)
+
+
+def test_aws_internet_egress_tiers() -> None:
+    """$0.09/GB to 10 TB, $0.085 for the next 40 TB (gpu-cloud-facts.md §4)."""
+    aws = RATES["aws"]
+    assert aws.internet_egress_usd(500) == pytest.approx(45.0)
+    assert aws.internet_egress_usd(20480) == pytest.approx(10240 * 0.09 + 10240 * 0.085)
+    # the same volume spread over two months stays in the first tier
+    assert aws.internet_egress_usd(20480, months=2) == pytest.approx(20480 * 0.09)
+
+
+def test_gcp_egress_first_tier() -> None:
+    assert RATES["gcp"].internet_egress_usd(100) == pytest.approx(12.0)
+
+
+def test_interruption_rate_from_advisor_bucket() -> None:
+    """'<5%' of instances interrupted a month → −ln(0.95)/730 per hour."""
+    assert interruption_rate_per_hour("<5%") == pytest.approx(-math.log(0.95) / 730)
+    assert interruption_rate_per_hour(None) == interruption_rate_per_hour(">20%")
+
+
+def test_spot_overhead_formula() -> None:
+    """spot price × (1 + rate × (interval/2 + restart)), as the issue specifies."""
+    assert spot_overhead_factor(0.1, 0.5, 1 / 6) == pytest.approx(1 + 0.1 * (0.25 + 1 / 6))
+
+
+def _candidate(catalog: Catalog, spec_dict: dict, name: str, market: str, region: str | None = None):  # type: ignore[no-untyped-def]
+    spec = spec_of(spec_dict)
+    req = requirements(spec)
+    offer = next(
+        o
+        for o in catalog.offers
+        if o.instance.name == name and o.market == market and (region is None or o.region == region)
+    )
+    shape = fit(req, offer.instance)
+    assert isinstance(shape, Shape)
+    return spec, req, offer, shape
+
+
+def test_serving_cost_for_the_duration(mini_catalog: Catalog) -> None:
+    spec, req, offer, shape = _candidate(mini_catalog, SERVE_70B, "p4de.24xlarge", "on-demand")
+    inputs = cost_inputs(spec, req)
+    cost = offer_cost(offer, shape, inputs, RATES)
+    assert cost.hours == 720 and cost.compute_usd == pytest.approx(27.447 * 720)
+    disk_gb = math.ceil((OS_IMAGE_GB + 70.6e9 * 2 / 1e9) / 10) * 10
+    assert inputs.disk_gb == disk_gb
+    assert cost.disk_usd == pytest.approx(0.08 * disk_gb * 720 / 730)
+    assert cost.egress_usd == pytest.approx(45.0)
+    assert cost.total_usd == pytest.approx(cost.compute_usd + cost.disk_usd + cost.egress_usd)
+
+
+def test_training_cost_per_job_with_spot_rework_and_data_gravity(mini_catalog: Catalog) -> None:
+    spec, req, offer, shape = _candidate(mini_catalog, QLORA_65B, "g6e.xlarge", "spot")
+    inputs = cost_inputs(spec, req)
+    cost = offer_cost(offer, shape, inputs, RATES)
+    assert shape.job_hours is not None
+    rate = interruption_rate_per_hour("5-10%")
+    factor = 1 + rate * (0.5 / 2 + 1 / 6)
+    assert cost.spot_factor == pytest.approx(factor)
+    assert cost.hours == pytest.approx(shape.job_hours * factor)
+    assert 0 <= cost.billed_hours - cost.hours < 1 / 3600  # rounded up to the second
+    assert cost.compute_usd == pytest.approx(1.21 * cost.billed_hours)
+    assert cost.data_transfer_usd == 0  # dataset already in us-east-1 on AWS
+    # checkpoint bucket: two adapter checkpoints kept for the job plus 7 days
+    assert cost.bucket_usd == pytest.approx(0.023 * inputs.bucket_gb * (cost.hours + 168) / 730)
+    _, _, gcp_offer, gcp_shape = _candidate(mini_catalog, QLORA_65B, "a3-highgpu-4g", "spot")
+    moved = offer_cost(gcp_offer, gcp_shape, inputs, RATES)
+    assert moved.data_transfer_usd == pytest.approx(5 * 0.09)  # 5 GB out of AWS to the internet
+
+
+def test_cross_region_on_gcp_is_reported_unpriced(mini_catalog: Catalog) -> None:
+    spec_dict = {**QLORA_65B, "data": {"cloud": "gcp", "region": "us-central1"}}
+    spec, req, offer, shape = _candidate(mini_catalog, spec_dict, "a3-highgpu-4g", "spot")
+    cost = offer_cost(offer, shape, cost_inputs(spec, req), RATES)
+    assert cost.data_transfer_usd == 0 and any("no sourced price" in u for u in cost.unpriced)

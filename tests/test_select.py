@@ -1,0 +1,264 @@
+"""Choosing the cheapest feasible offer: market policy, budget, rejections, and a property
+test against a brute-force minimum over random catalogs and specs."""
+
+from __future__ import annotations
+
+import fnmatch
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from selector.catalog import INTERRUPTION_BUCKETS, Catalog, catalog_from_doc, load_gpus
+from selector.cost import cost_inputs, offer_cost
+from selector.rates import load_rates
+from selector.select import Candidate, _market_preference, plan, rank_key
+from selector.sizing import Shape, fit, requirements
+from selector.spec import WorkloadSpec
+from tests.conftest import QLORA_65B, SERVE_70B, spec_of
+
+RATES = load_rates()
+
+
+def test_serving_picks_cheapest_fitting_on_demand(mini_catalog: Catalog) -> None:
+    result = plan(spec_of(SERVE_70B), mini_catalog)
+    assert result.status == "ok" and result.choice is not None
+    assert result.choice.offer.instance.name == "p4de.24xlarge"
+    assert result.choice.offer.market == "on-demand"  # fault_tolerance none
+    assert result.rejections["market"] >= 1
+    totals = [c.cost.total_usd for c in (result.choice, *result.alternatives)]
+    assert totals == sorted(totals)
+
+
+def test_checkpointed_work_takes_spot_when_cheaper(mini_catalog: Catalog) -> None:
+    result = plan(spec_of(QLORA_65B), mini_catalog)
+    assert result.choice is not None and result.choice.offer.market == "spot"
+
+
+def test_stateless_prefers_spot_then_falls_back(mini_catalog: Catalog) -> None:
+    spec = spec_of(QLORA_65B, fault_tolerance="stateless")
+    result = plan(spec, mini_catalog)
+    assert result.choice is not None and result.choice.offer.market == "spot"
+    only_od = spec_of(QLORA_65B, fault_tolerance="stateless", placement={"instance_types": ["p5.4xlarge"]})
+    fallback = plan(only_od, mini_catalog)
+    assert fallback.choice is not None and fallback.choice.offer.market == "on-demand"
+
+
+def test_cost_per_job_lets_a_faster_gpu_win(mini_catalog: Catalog) -> None:
+    """Per hour, a 1×L40S is far cheaper than 4×H100; per job on spot, the H100s finish
+    sooner and the ranking follows the job's total, not the hourly price."""
+    result = plan(spec_of(QLORA_65B), mini_catalog)
+    assert result.choice is not None
+    cheapest_hourly = min((c for c in (result.choice, *result.alternatives)), key=lambda c: c.cost.hourly_usd)
+    assert result.choice.cost.hourly_usd > cheapest_hourly.cost.hourly_usd
+    assert result.choice.cost.total_usd <= cheapest_hourly.cost.total_usd
+
+
+def test_budget_rejects_with_amount_over(mini_catalog: Catalog) -> None:
+    result = plan(spec_of(SERVE_70B, budget={"max_hourly_usd": 10}), mini_catalog)
+    assert result.status == "over-budget" and result.choice is None
+    budget_misses = [m for m in result.misses if m.rejection.filter == "budget"]
+    assert budget_misses and "over max_hourly_usd $10.00" in budget_misses[0].rejection.reason
+    total = plan(spec_of(SERVE_70B, budget={"max_total_usd": 100}), mini_catalog)
+    assert total.status == "over-budget"
+
+
+def test_nothing_feasible_explains_closest_misses(mini_catalog: Catalog) -> None:
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-405b"}, placement={"clouds": ["gcp"]}, budget=None)
+    result = plan(spec, mini_catalog)
+    assert result.status == "infeasible"
+    assert result.rejections["placement"] > 0 and result.misses
+    assert all(m.offer.instance.cloud == "gcp" for m in result.misses)
+    assert "vram" in {m.rejection.filter for m in result.misses}
+    gaps = [m.rejection.gap for m in result.misses]
+    assert gaps == sorted(gaps)
+
+
+def test_placement_globs_and_regions(mini_catalog: Catalog) -> None:
+    spec = spec_of(QLORA_65B, placement={"instance_types": ["g6e.*"], "regions": ["us-east-*"]})
+    result = plan(spec, mini_catalog)
+    assert result.choice is not None and result.choice.offer.instance.name.startswith("g6e.")
+    assert all(c.offer.instance.name.startswith("g6e.") for c in result.alternatives)
+
+
+def test_alternatives_are_distinct_instance_types_and_markets(mini_catalog: Catalog) -> None:
+    result = plan(spec_of(QLORA_65B), mini_catalog, top=10)
+    keys = [(c.offer.instance.name, c.offer.market) for c in (result.choice, *result.alternatives) if c]
+    assert len(keys) == len(set(keys))
+
+
+# --- the property test --------------------------------------------------------------------
+
+
+def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
+    """Score every offer on its own, with no caching or grouping, and take the minimum."""
+    req = requirements(spec)
+    inputs = cost_inputs(spec, req)
+    best: tuple[tuple[object, ...], Candidate] | None = None
+    p = spec.placement
+    for offer in catalog.offers:
+        it = offer.instance
+        if it.cloud not in p.clouds:
+            continue
+        if p.instance_types and not any(fnmatch.fnmatchcase(it.name, g) for g in p.instance_types):
+            continue
+        if p.regions and not any(fnmatch.fnmatchcase(offer.region, g) for g in p.regions):
+            continue
+        pref = _market_preference(spec, offer.market)
+        if pref is None:
+            continue
+        shape = fit(req, it)
+        if not isinstance(shape, Shape):
+            continue
+        cost = offer_cost(offer, shape, inputs, RATES)
+        if spec.budget.max_hourly_usd is not None and cost.hourly_usd > spec.budget.max_hourly_usd:
+            continue
+        if spec.budget.max_total_usd is not None and cost.total_usd > spec.budget.max_total_usd:
+            continue
+        key = rank_key(pref, cost.total_usd, it.gpu_count * shape.instances, offer)
+        if best is None or key < best[0]:
+            best = (key, Candidate(offer, shape, cost))
+    return best[1] if best else None
+
+
+GPU_NAMES = sorted(load_gpus())
+REGIONS = {"aws": ["us-east-1", "us-west-2", "eu-west-1"], "gcp": ["us-central1", "us-east4"]}
+
+
+@st.composite
+def catalogs(draw: Any) -> Catalog:
+    types, offers = [], []
+    for i in range(draw(st.integers(1, 12))):
+        cloud = draw(st.sampled_from(["aws", "gcp"]))
+        count = draw(st.sampled_from([1, 2, 4, 8]))
+        name = f"t{i}.{count}x"
+        types.append(
+            {
+                "cloud": cloud,
+                "name": name,
+                "gpu": draw(st.sampled_from(GPU_NAMES)),
+                "gpu_count": count,
+                "vcpus": 4 * count,
+                "memory_gib": draw(st.sampled_from([16, 64, 256, 1024])),
+                "nvlink": draw(st.booleans()) if count > 1 else False,
+                "node_interconnect": draw(st.sampled_from([None, "efa"])),
+                "source": "T",
+            }
+        )
+        seen = set()
+        for _ in range(draw(st.integers(1, 5))):
+            region = draw(st.sampled_from(REGIONS[cloud]))
+            market = draw(st.sampled_from(["on-demand", "spot"]))
+            if (region, market) in seen:
+                continue
+            seen.add((region, market))
+            offers.append(
+                {
+                    "cloud": cloud,
+                    "instance_type": name,
+                    "region": region,
+                    "zone": None,
+                    "market": market,
+                    "source": "T",
+                    "as_of": "2026-01",
+                    "hourly_usd": draw(st.floats(0.1, 120, allow_nan=False).map(lambda x: round(x, 3))),
+                }
+            )
+    interruptions = [
+        {
+            "cloud": o["cloud"],
+            "region": o["region"],
+            "instance_type": o["instance_type"],
+            "bucket": draw(st.sampled_from(INTERRUPTION_BUCKETS)),
+            "source": "T",
+            "as_of": "2026",
+        }
+        for o in offers
+        if o["market"] == "spot" and draw(st.booleans())
+    ]
+    doc = {
+        "schema_version": 1,
+        "as_of": "2026-01",
+        "source": "random",
+        "sources": {"T": {}},
+        "instance_types": types,
+        "offers": offers,
+        "spot_interruption": interruptions,
+    }
+    return catalog_from_doc(doc, "random")
+
+
+@st.composite
+def specs(draw: Any) -> WorkloadSpec:
+    template = draw(st.sampled_from(["serve8b", "serve70b", "qlora", "full7b", "diffusion"]))
+    common: dict[str, Any] = {
+        "fault_tolerance": draw(st.sampled_from(["none", "checkpointed", "stateless"])),
+        "placement": {
+            "clouds": draw(st.sampled_from([["aws"], ["gcp"], ["aws", "gcp"]])),
+            "allow_pcie_tensor_parallel": draw(st.booleans()),
+            **({"regions": ["us-*"]} if draw(st.booleans()) else {}),
+        },
+        "budget": draw(st.sampled_from([{}, {"max_hourly_usd": 20}, {"max_total_usd": 5000}])),
+        "egress": {"gb": draw(st.sampled_from([0, 50, 20000])), "to": "internet"},
+    }
+    if template.startswith("serve"):
+        model = "llama-3.1-8b" if template == "serve8b" else "llama-3.1-70b"
+        serving = {
+            "context_tokens": draw(st.sampled_from([1024, 8192])),
+            "concurrency": draw(st.sampled_from([1, 8, 32])),
+        }
+        if draw(st.booleans()):
+            serving["tokens_per_s_per_stream"] = draw(st.sampled_from([10, 40]))
+        if draw(st.booleans()):
+            serving["tokens_per_s_total"] = 3000
+        return spec_of(
+            {
+                **SERVE_70B,
+                **common,
+                "model": {"preset": model},
+                "serving": serving,
+                "precision": draw(st.sampled_from(["bf16", "fp8", "int4"])),
+            }
+        )
+    if template == "qlora":
+        return spec_of(
+            {**QLORA_65B, **common, "teardown": draw(st.sampled_from([{"ttl": "48h"}, {"ttl": "4h"}]))}
+        )
+    if template == "full7b":
+        return spec_of(
+            {
+                **QLORA_65B,
+                **common,
+                "task": "finetune-full",
+                "precision": "bf16",
+                "model": {"preset": "llama-2-7b"},
+                "training": {"tokens": "1e9"},
+            }
+        )
+    return spec_of(
+        {
+            **SERVE_70B,
+            **common,
+            "task": "batch",
+            "serving": None,
+            "model": {"preset": "sdxl-base-1.0"},
+            "precision": "fp16",
+            "work": {"items": "2e5", "tflop_per_item": 100},
+            "duration": None,
+        }
+    )
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(catalogs(), specs())
+def test_choice_equals_brute_force_minimum(catalog: Catalog, spec: WorkloadSpec) -> None:
+    expected = brute_force(spec, catalog)
+    result = plan(spec, catalog)
+    if expected is None:
+        assert result.choice is None
+        return
+    assert result.choice is not None
+    assert result.choice.offer.key == expected.offer.key
+    assert result.choice.cost.total_usd == pytest.approx(expected.cost.total_usd, rel=1e-12)
+    assert result.feasible >= 1 + len(result.alternatives)

@@ -1,0 +1,313 @@
+"""The sizing arithmetic against hand-worked figures from published sources."""
+
+from __future__ import annotations
+
+import pytest
+
+from selector.catalog import InstanceType, load_gpus
+from selector.presets import arch_from_preset
+from selector.sizing import (
+    BYTES_PER_PARAM,
+    GIB,
+    Rejection,
+    Shape,
+    decode_weight_bytes,
+    expected_experts_touched,
+    fit,
+    kv_bytes_per_token,
+    lora_params,
+    requirements,
+    usable_gib,
+)
+from selector.spec import parse_spec
+from tests.conftest import QLORA_65B, SERVE_70B, merged, spec_of
+
+GPUS = load_gpus()
+
+
+def instance(
+    gpu: str, n: int = 1, nvlink: bool = False, interconnect: str | None = None, memory_gib: float = 1024.0
+) -> InstanceType:
+    return InstanceType(
+        cloud="aws",
+        name=f"test-{n}x{gpu}",
+        machine_type="t",
+        gpu=GPUS[gpu],
+        gpu_count=n,
+        vcpus=8 * n,
+        memory_gib=memory_gib,
+        nvlink=nvlink,
+        node_interconnect=interconnect,
+    )
+
+
+def shape(result: Shape | Rejection) -> Shape:
+    assert isinstance(result, Shape), result
+    return result
+
+
+def rejection(result: Shape | Rejection) -> Rejection:
+    assert isinstance(result, Rejection), result
+    return result
+
+
+# --- KV cache (vLLM paper, Kwon et al. SOSP'23; gpu-cloud-facts.md §6) -------------------------
+
+
+def test_kv_cache_per_token_llama_3_1() -> None:
+    assert kv_bytes_per_token(arch_from_preset("llama-3.1-8b"), 2) == 128 * 1024
+    assert kv_bytes_per_token(arch_from_preset("llama-3.1-70b"), 2) == 320 * 1024
+
+
+def test_kv_cache_per_token_opt_13b_without_gqa() -> None:
+    """vLLM paper §2.3: OPT-13B needs 800 KB of KV cache per token (2·40 layers·5120·2 B)."""
+    spec = spec_of(SERVE_70B, model={"params_b": 13, "layers": 40, "hidden": 5120, "heads": 40})
+    assert kv_bytes_per_token(spec.arch(), 2) == 800 * 1024
+
+
+def test_kv_cache_scales_with_context_and_concurrency() -> None:
+    req = requirements(spec_of(SERVE_70B))
+    assert req.kv_bytes == 320 * 1024 * 8192 * 16  # = 40 GiB
+    fp8 = requirements(spec_of(SERVE_70B, serving={**SERVE_70B["serving"], "kv_cache_precision": "fp8"}))
+    assert fp8.kv_bytes == req.kv_bytes / 2 and fp8.needs_fp8
+
+
+# --- weights and training state --------------------------------------------------------------
+
+
+def test_weight_bytes_per_precision() -> None:
+    assert BYTES_PER_PARAM["bf16"] == 2 and BYTES_PER_PARAM["fp8"] == 1 and BYTES_PER_PARAM["int4"] == 0.5
+    assert BYTES_PER_PARAM["nf4"] == pytest.approx(0.516, abs=1e-3)  # QLoRA: ~4.13 bits/param
+
+
+def _full(params_b: float, optimizer: str = "adamw", precision: str = "bf16") -> float:
+    spec = spec_of(
+        QLORA_65B,
+        task="finetune-full",
+        precision=precision,
+        model={"params_b": params_b, "layers": 32, "hidden": 4096, "heads": 32},
+        training={"tokens": "1e9", "optimizer": optimizer},
+    )
+    return requirements(spec).sharded_bytes / (params_b * 1e9)
+
+
+def test_mixed_precision_adamw_is_16_bytes_per_param() -> None:
+    """Transformer Math 101: 2 (bf16 weights) + 2 (grads) + 12 (fp32 master, m, v) bytes."""
+    assert _full(7) == 16
+    assert _full(7, "adamw-8bit") == 10  # 8-bit Adam: 6 B of optimiser state
+    assert _full(7, "sgd") == 12  # momentum SGD: 8 B
+    assert _full(7, precision="fp32") == 16  # fp32 weights, grads, m, v
+
+
+def test_qlora_65b_fits_one_48gb_gpu_but_not_24gb() -> None:
+    """QLoRA (Dettmers et al. 2023): a 65B model fine-tunes on a single 48 GB GPU."""
+    req = requirements(spec_of(QLORA_65B))
+    assert req.vram_gib_per_replica < 40.5  # usable on an L40S
+    on_l40s = shape(fit(req, instance("L40S")))
+    assert on_l40s.gpus_per_replica == 1 and on_l40s.vram_gib_per_gpu < usable_gib(GPUS["L40S"])
+    assert rejection(fit(req, instance("L4"))).filter == "vram"
+
+
+def test_full_finetune_of_65b_needs_over_780_gb() -> None:
+    """QLoRA §1: 16-bit full fine-tuning of LLaMA-65B needs more than 780 GB of GPU memory."""
+    req = requirements(spec_of(QLORA_65B, task="finetune-full", precision="bf16"))
+    assert req.sharded_bytes / 1e9 > 780
+
+
+def test_lora_base_of_gpt3_is_350_gb() -> None:
+    """LoRA (Hu et al. 2021, §4.2): GPT-3 175B trains in 350 GB with LoRA (the frozen 16-bit base)."""
+    spec = spec_of(
+        QLORA_65B,
+        task="finetune-lora",
+        precision="bf16",
+        model={"params_b": 175, "layers": 96, "hidden": 12288, "heads": 96},
+        training={"tokens": "1e8", "lora_rank": 4},
+    )
+    req = requirements(spec)
+    assert req.sharded_bytes / 1e9 == pytest.approx(350)
+
+
+def test_lora_parameter_count_for_llama_2_7b() -> None:
+    """Rank 64 on every linear layer of Llama-2-7B: 64·32·(4·8192 + 3·15104) = 159.9M."""
+    assert lora_params(arch_from_preset("llama-2-7b"), 64) == 64 * 32 * (4 * 8192 + 3 * (4096 + 11008))
+
+
+def test_activation_recomputation_shrinks_activations() -> None:
+    """Korthikanti et al. 2023: 34·s·b·h per layer stored without recompute, 2·s·b·h with."""
+    base = merged(QLORA_65B, task="finetune-full", precision="bf16")
+    full = requirements(
+        spec_of(base, training={"tokens": "1e9", "sequence_tokens": 2048, "activation_checkpointing": False})
+    )
+    ckpt = requirements(
+        spec_of(base, training={"tokens": "1e9", "sequence_tokens": 2048, "activation_checkpointing": True})
+    )
+    s, h, layers = 2048, 8192, 80
+    logits = s * 32000 * 8
+    assert full.replicated_bytes == 34 * s * h * layers + logits
+    assert ckpt.replicated_bytes == 2 * s * h * layers + 34 * s * h + logits
+
+
+# --- parallelism ----------------------------------------------------------------------------
+
+
+def test_70b_bf16_takes_tp4_on_80gb_gpus_and_needs_nvlink() -> None:
+    req = requirements(spec_of(SERVE_70B))
+    a100 = shape(fit(req, instance("A100-80GB", 8, nvlink=True, interconnect="efa")))
+    assert a100.tensor_parallel == 4 and a100.replicas_per_instance == 2 and a100.instances == 1
+    pcie = rejection(fit(req, instance("L40S", 8)))
+    assert pcie.filter == "nvlink" and "over PCIe" in pcie.reason
+    allowed = requirements(spec_of(SERVE_70B, placement={"allow_pcie_tensor_parallel": True}))
+    assert shape(fit(allowed, instance("L40S", 8))).tensor_parallel == 8
+
+
+def test_405b_spans_two_h100_nodes_but_one_h200_node() -> None:
+    spec = spec_of(
+        SERVE_70B, model={"preset": "llama-3.1-405b"}, serving={"context_tokens": 4096, "concurrency": 4}
+    )
+    req = requirements(spec)
+    h100 = shape(fit(req, instance("H100", 8, nvlink=True, interconnect="efa")))
+    assert h100.nodes_per_replica == 2 and h100.needs_node_interconnect and h100.instances == 2
+    assert shape(fit(req, instance("H200", 8, nvlink=True, interconnect="efa"))).nodes_per_replica == 1
+    no_efa = rejection(fit(req, instance("H100", 8, nvlink=True)))
+    assert no_efa.filter == "vram" and "no node interconnect" in no_efa.reason
+
+
+def test_kv_heads_bound_kv_sharding() -> None:
+    """Past kv_heads GPUs, KV heads replicate instead of splitting."""
+    from selector.sizing import per_gpu_gib
+
+    req = requirements(spec_of(SERVE_70B))
+    at8 = per_gpu_gib(req, 8, 8) - req.sharded_bytes / 8 / GIB
+    at16 = per_gpu_gib(req, 16, 8) - req.sharded_bytes / 16 / GIB
+    assert at8 == pytest.approx(at16)
+
+
+# --- precision support ------------------------------------------------------------------------
+
+
+def test_fp8_requires_fp8_tensor_cores() -> None:
+    req = requirements(spec_of(SERVE_70B, precision="fp8", model={"preset": "llama-3.1-8b"}))
+    assert rejection(fit(req, instance("A100-80GB"))).filter == "fp8"
+    assert isinstance(fit(req, instance("L40S")), Shape)
+
+
+def test_bf16_requires_ampere() -> None:
+    req = requirements(
+        spec_of(SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 2048, "concurrency": 1})
+    )
+    assert rejection(fit(req, instance("T4"))).filter == "precision"
+    fp16 = requirements(
+        spec_of(
+            SERVE_70B,
+            precision="fp16",
+            model={"params_b": 3, "layers": 26, "hidden": 3200, "heads": 32},
+            serving={"context_tokens": 1024, "concurrency": 1},
+        )
+    )
+    assert isinstance(fit(fp16, instance("T4")), Shape)
+
+
+# --- speed ------------------------------------------------------------------------------------
+
+
+def test_decode_speed_is_bandwidth_bound() -> None:
+    """Llama-2-7B bf16, one stream on an A100-80GB: (13.48 GB + KV) ÷ (2039 GB/s × 0.6)."""
+    spec = spec_of(
+        SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024, "concurrency": 1}
+    )
+    req = requirements(spec)
+    weights = 6.74e9 * 2
+    kv = 2 * 32 * 32 * 128 * 2 * 1024
+    expected = 2039e9 * 0.6 / (weights + kv)
+    assert shape(fit(req, instance("A100-80GB"))).tokens_per_s_per_stream == pytest.approx(expected)
+
+
+def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:
+    spec = spec_of(
+        SERVE_70B,
+        model={"preset": "llama-3.1-8b"},
+        serving={"context_tokens": 4096, "concurrency": 8, "tokens_per_s_per_stream": 60},
+    )
+    req = requirements(spec)
+    step_bytes = 8.03e9 * 2 + 128 * 1024 * 4096 * 8
+    assert req.min_bandwidth_gbps == pytest.approx(step_bytes * 60 / 0.6 / 1e9)
+    slow = rejection(fit(req, instance("L4")))
+    assert slow.filter == "speed" and slow.gap > 0
+    assert shape(fit(req, instance("H100"))).tokens_per_s_per_stream > 60
+
+
+def test_throughput_target_sets_replicas_and_instances() -> None:
+    spec = spec_of(
+        SERVE_70B,
+        model={"preset": "llama-3.1-8b"},
+        serving={"context_tokens": 2048, "concurrency": 16, "tokens_per_s_total": 5000},
+    )
+    req = requirements(spec)
+    result = shape(fit(req, instance("L40S")))
+    per_replica = result.tokens_per_s_per_replica
+    assert per_replica is not None
+    assert result.replicas == -(-5000 // per_replica)
+    assert result.instances == result.replicas  # one GPU, one replica per instance
+
+
+def test_mixture_of_experts_reads_touched_experts() -> None:
+    mixtral = arch_from_preset("mixtral-8x7b")
+    assert expected_experts_touched(mixtral, 1) == pytest.approx(2.0)
+    assert expected_experts_touched(mixtral, 64) == pytest.approx(8.0, abs=1e-6)
+    one, _ = decode_weight_bytes(mixtral, 2.0, 1)
+    assert one == pytest.approx(12.9e9 * 2)  # batch 1 reads the active parameters only
+
+
+def test_training_time_matches_llama_2_7b_gpu_hours() -> None:
+    """Llama 2 7B: 2T tokens took 184,320 A100-80GB GPU-hours (Touvron et al. 2023, Table 2).
+    6·P·D at 40% MFU of 312 TFLOPS gives about 180,000: within 3%."""
+    spec = spec_of(
+        QLORA_65B,
+        task="pretrain",
+        precision="bf16",
+        model={"preset": "llama-2-7b"},
+        training={"tokens": "2e12", "sequence_tokens": 4096},
+        teardown=None,
+    )
+    result = shape(fit(requirements(spec), instance("A100-80GB", 8, nvlink=True, interconnect="efa")))
+    assert result.job_hours is not None
+    gpu_hours = result.job_hours * result.gpus_per_replica
+    assert gpu_hours == pytest.approx(184_320, rel=0.03)
+
+
+def test_deadline_adds_nodes_or_rejects() -> None:
+    spec = spec_of(
+        QLORA_65B,
+        task="finetune-full",
+        precision="bf16",
+        model={"preset": "llama-2-7b"},
+        training={"tokens": "2e10"},
+        teardown={"ttl": "48h"},
+    )
+    req = requirements(spec)
+    with_efa = shape(fit(req, instance("H100", 8, nvlink=True, interconnect="efa")))
+    assert with_efa.job_hours is not None and with_efa.job_hours <= 48 and with_efa.nodes_per_replica > 1
+    assert rejection(fit(req, instance("H100", 8, nvlink=True))).filter == "deadline"
+
+
+def test_qlora_paged_optimizer_needs_host_memory() -> None:
+    req = requirements(spec_of(QLORA_65B))
+    assert req.host_bytes == pytest.approx(lora_params(arch_from_preset("llama-65b"), 64) * 8)
+    assert rejection(fit(req, instance("L40S", memory_gib=4))).filter == "host-memory"
+
+
+def test_custom_model_states_its_needs() -> None:
+    spec = parse_spec(
+        merged(
+            SERVE_70B,
+            task="batch",
+            serving=None,
+            duration="8h",
+            model={"kind": "custom", "vram_gib": 30, "min_bandwidth_gbps": 800},
+        )
+    )
+    req = requirements(spec)
+    assert rejection(fit(req, instance("L4"))).filter == "bandwidth"  # 300 GB/s < 800
+    on_l40s = shape(fit(req, instance("L40S")))  # 864 GB/s, 30 of 39.5 GiB usable
+    assert on_l40s.vram_gib_per_gpu == pytest.approx(30)
+    assert rejection(fit(req, instance("A10G"))).filter == "bandwidth"
