@@ -149,8 +149,9 @@ def cmd_offers(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps([offer_to_dict(o) for o in chosen], indent=1) + "\n")
     else:
         from cli.render import render_offers
+        from selector.rates import load_rates
 
-        sys.stdout.write(render_offers(chosen) + "\n")
+        sys.stdout.write(render_offers(chosen, load_rates()) + "\n")
         sys.stdout.write(f"{len(chosen)} offers; catalog as of {catalog.as_of} ({catalog.source})\n")
     return EXIT_OK
 

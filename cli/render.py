@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from selector.catalog import Offer
-from selector.cost import Cost
+from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
+from selector.rates import CloudRates
 from selector.select import Candidate, Plan
 from selector.sizing import Term, usable_gib
 from selector.units import format_hours
@@ -105,6 +106,13 @@ def render_plan(plan: Plan) -> str:
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
         lines.append(f"Cost      {_cost_line(cost, serving)}")
+        if offer.market == "spot":
+            bucket = offer.interruption_bucket
+            if bucket:
+                known = f"{bucket} of instances interrupted a month (Spot Instance Advisor)"
+            else:
+                known = f"no sourced interruption frequency; costed as {UNKNOWN_INTERRUPTION_BUCKET}"
+            lines.append(f"Spot      {known}; {cost.interruption_rate_per_h:.2g} interruptions/h expected")
         for item in cost.unpriced:
             lines.append(f"          not priced: {item}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
@@ -212,7 +220,32 @@ def render_explain(plan: Plan) -> str:
     return "\n".join(lines)
 
 
-def render_offers(offers: Sequence[Offer]) -> str:
+OFFER_COLUMNS = (
+    "cloud",
+    "region",
+    "instance",
+    "GPU",
+    "n",
+    "GiB/GPU",
+    "GB/s",
+    "FP8",
+    "NVLink",
+    "market",
+    "$/h",
+    "$/GiB-h",
+    "billing",
+    "as of",
+)
+
+
+def _billing(rates: CloudRates | None) -> str:
+    if rates is None:
+        return "?"
+    return f"{rates.billing_increment_s:g}s, min {rates.billing_minimum_s:g}s"
+
+
+def render_offers(offers: Sequence[Offer], rates: dict[str, CloudRates]) -> str:
+    """The comparison table a person reads before renting."""
     rows = []
     for o in offers:
         it, gpu = o.instance, o.instance.gpu
@@ -230,26 +263,9 @@ def render_offers(offers: Sequence[Offer]) -> str:
                 o.market,
                 f"{o.hourly_usd:,.3f}" + ("*" if o.confidence == "low" else ""),
                 f"{o.hourly_usd / (it.gpu_count * gpu.memory_gib):.4f}",
+                _billing(rates.get(it.cloud)),
                 o.as_of,
             ]
         )
-    out = table(
-        [
-            "cloud",
-            "region",
-            "instance",
-            "GPU",
-            "n",
-            "GiB/GPU",
-            "GB/s",
-            "FP8",
-            "NVLink",
-            "market",
-            "$/h",
-            "$/GiB-h",
-            "as of",
-        ],
-        rows,
-        right=(4, 5, 6, 10, 11),
-    )
-    return out + "\nBilling: per second, 60 s minimum (AWS and GCP). * = low-confidence price."
+    out = table(OFFER_COLUMNS, rows, right=(4, 5, 6, 10, 11))
+    return out + "\n* = low-confidence price (see the catalog's notes)."

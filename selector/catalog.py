@@ -151,11 +151,13 @@ class Catalog:
             groups[key].append(offer)
         return tuple((types[k], tuple(v)) for k, v in groups.items())
 
-    def describe_source(self, key: str) -> str:
+    def describe_source(self, key: str, full: bool = False) -> str:
+        """``KEY (url, retrieved)``; with ``full``, the source's title as well."""
         ref = self.sources.get(key)
         if not isinstance(ref, dict):
             return key
-        return f"{key}: {ref.get('title', '')} ({ref.get('url', '')}, {ref.get('retrieved', '')})"
+        title = f": {ref.get('title', '')}" if full else ""
+        return f"{key}{title} ({ref.get('url', '')}, retrieved {ref.get('retrieved', '')})"
 
 
 def _req(entry: dict[str, Any], key: str, where: str) -> Any:

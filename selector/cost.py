@@ -154,6 +154,13 @@ def run_hours(offer: Offer, shape: Shape, inputs: CostInputs) -> tuple[float, fl
     return base * factor, factor, rate
 
 
+def cost_key(offer: Offer, inputs: CostInputs) -> tuple[object, ...]:
+    """What, besides the hourly price, ``offer_cost`` depends on for a given instance type:
+    offers that share this key share billed hours and every non-compute cost, so a caller
+    may compute ``offer_cost`` once per key (``select.plan`` does, for speed)."""
+    return (offer.market, offer.interruption_bucket, offer.region == inputs.data_region)
+
+
 def offer_cost(offer: Offer, shape: Shape, inputs: CostInputs, rates: dict[str, CloudRates]) -> Cost:
     """Expected total cost of the workload on ``offer`` run as ``shape``."""
     cloud_rates = rates[offer.cloud]

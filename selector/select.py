@@ -14,8 +14,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from selector.catalog import Catalog, Offer
-from selector.cost import Cost, CostInputs, cost_inputs, offer_cost
+from selector.catalog import MARKETS, Catalog, Offer
+from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, requirements
 from selector.spec import WorkloadSpec
@@ -159,6 +159,9 @@ def plan(
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     feasible = 0
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
+    market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
+    pref_of = {market: _market_preference(spec, market) for market in MARKETS}
+    budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     for it, offers in catalog.by_instance_type:
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
@@ -172,40 +175,49 @@ def plan(
         shape = fits.get(key)
         if shape is None:
             shape = fits[key] = fit(req, it)
-        allowed = [o for o in offers if _matches(placement.regions, o.region)]
-        if len(allowed) < len(offers):
-            tally.reject(
-                Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
-            )
+        allowed = offers
+        if placement.regions is not None:
+            allowed = tuple(o for o in offers if _matches(placement.regions, o.region))
+            if len(allowed) < len(offers):
+                tally.reject(
+                    Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
+                )
         if isinstance(shape, Rejection):
             if allowed:
                 tally.reject(shape, len(allowed), min(allowed, key=lambda o: o.hourly_usd))
             continue
-        costs: dict[tuple[str, str, str | None], tuple[float, float]] = {}
+        instances = shape.instances
+        gpus = it.gpu_count * instances
+        costs: dict[tuple[object, ...], tuple[float, float]] = {}
+        local: dict[str, tuple[tuple[object, ...], Offer]] = {}
         for offer in allowed:
-            pref = _market_preference(spec, offer.market)
+            pref = pref_of[offer.market]
             if pref is None:
-                tally.reject(
-                    Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
-                )
+                tally.reject(market_rejection)
                 continue
-            ck = (offer.region, offer.market, offer.interruption_bucket)
+            ck = cost_key(offer, inputs)
             cached = costs.get(ck)
             if cached is None:
                 c = offer_cost(offer, shape, inputs, rates)
                 cached = costs[ck] = (c.billed_hours, c.other_usd)
-            hourly = offer.hourly_usd * shape.instances
+            hourly = offer.hourly_usd * instances
             total = hourly * cached[0] + cached[1]
-            over = _budget(inputs, hourly, total)
-            if over is not None:
+            if (budget_hourly is not None and hourly > budget_hourly) or (
+                budget_total is not None and total > budget_total
+            ):
+                over = _budget(inputs, hourly, total)
+                assert over is not None
                 tally.reject(over, 1, offer)
                 continue
             feasible += 1
-            rk = rank_key(pref, total, it.gpu_count * shape.instances, offer)
-            group = (it.cloud, it.name, offer.market)
-            incumbent = best.get(group)
+            incumbent = local.get(offer.market)
+            if incumbent is not None and (pref, total) > incumbent[0][:2]:
+                continue
+            rk = rank_key(pref, total, gpus, offer)
             if incumbent is None or rk < incumbent[0]:
-                best[group] = (rk, offer, shape)
+                local[offer.market] = (rk, offer)
+        for market, (rk, offer) in local.items():
+            best[(it.cloud, it.name, market)] = (rk, offer, shape)
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
     misses = sorted(tally.misses.values(), key=lambda m: (m.rejection.gap, m.offer.hourly_usd))

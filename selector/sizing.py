@@ -486,6 +486,11 @@ class Shape:
     terms: tuple[Term, ...] = field(default=())
 
 
+def compute_name(precision: str) -> str:
+    """The tensor-core format a job in ``precision`` computes in (see ``GpuSpec.tflops_at``)."""
+    return {"fp8": "FP8", "fp16": "FP16", "fp32": "TF32"}.get(precision, "BF16/FP16")
+
+
 def usable_gib(gpu: GpuSpec) -> float:
     """Memory a job may plan to use on one GPU: the usable fraction minus the CUDA context."""
     return gpu.memory_gib * USABLE_MEMORY_FRACTION - CUDA_CONTEXT_GIB
@@ -537,14 +542,19 @@ def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
     return _fit_serving(req, it)
 
 
-def _vram_rejection(req: Requirements, it: InstanceType, shards: int, why: str) -> Rejection:
-    need = per_gpu_gib(req, shards, req.arch.kv_heads)
+def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejection:
+    """Memory does not fit one instance: what one replica needs, what each GPU would hold with
+    the instance's GPUs sharing it, and what the instance has. ``gap`` is measured on one node."""
+    n = it.gpu_count
+    kv_heads = req.arch.kv_heads if not req.is_training else 0
+    shards = 1 if req.arch.kind == "diffusion" else n
+    need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
     return Rejection(
         "vram",
         f"needs {req.vram_gib_per_replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
-        f"GPU{'s' if shards > 1 else ''}){why}; {it.name} has {it.gpu_count}×{usable_gib(it.gpu):.1f} "
-        f"GiB usable {it.gpu.name} over {link}",
+        f"GPU{'s' if shards > 1 else ''}){why}; {it.name} has {n}×{usable_gib(it.gpu):.1f} GiB usable "
+        f"{it.gpu.name} over {link}",
         gap=need / usable_gib(it.gpu) - 1.0,
     )
 
@@ -587,17 +597,19 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
     if slow is not None:
         return slow
     if req.arch.kind == "diffusion":
-        return _vram_rejection(req, it, 1, " (diffusion models run on one GPU)")
+        return _vram_rejection(req, it, " (diffusion models run on one GPU)")
     # Beyond one node: tensor parallel inside the node, pipeline stages across nodes.
     top = degrees[-1] if degrees else 1
-    if it.node_interconnect is None:
-        return _vram_rejection(req, it, top, ", and it has no node interconnect to span nodes")
     for nodes in range(2, req.max_nodes + 1):
         if per_gpu_gib(req, top * nodes, req.arch.kv_heads) <= usable:
+            if it.node_interconnect is None:
+                return _vram_rejection(
+                    req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
+                )
             if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
                 return Rejection("nvlink", f"needs NVLink inside each node; {it.name} is PCIe only")
             return _serving_shape(req, it, top, nodes)
-    return _vram_rejection(req, it, top * req.max_nodes, f" even on {req.max_nodes} nodes")
+    return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")
 
 
 def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
@@ -672,7 +684,7 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
         gpus_per_replica=gpus,
         nodes_per_replica=nodes,
         replicas_per_instance=replicas_per_instance,
-        replicas=max(replicas, 1),
+        replicas=n * instances if req.work_tflop else max(replicas, 1),
         instances=instances,
         vram_gib_per_gpu=per_gpu_gib(req, gpus, req.arch.kv_heads),
         vram_gib_per_replica=req.vram_gib_per_replica,
@@ -690,7 +702,9 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
     usable = usable_gib(gpu)
     tflops = gpu.tflops_at(req.precision)
     if tflops is None:
-        return Rejection("speed", f"no sourced {req.precision} tensor throughput for {gpu.name}")
+        return Rejection(
+            "speed", f"no sourced {compute_name(req.precision)} tensor throughput for {gpu.name}"
+        )
     if req.host_bytes / GIB > it.memory_gib * USABLE_MEMORY_FRACTION:
         return Rejection(
             "host-memory",
@@ -704,7 +718,7 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
             continue
         if nodes > 1 and it.node_interconnect is None:
             return _vram_rejection(
-                req, it, gpus, f" (needs {nodes} nodes), and {it.name} has no node interconnect to span nodes"
+                req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
             )
         if shards > 1 and n > 1 and not it.nvlink and not req.allow_pcie_parallel:
             return Rejection(
@@ -749,4 +763,4 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
             job_hours=hours,
             terms=terms,
         )
-    return _vram_rejection(req, it, n * req.max_nodes, f" even sharded over {req.max_nodes} nodes")
+    return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")

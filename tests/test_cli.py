@@ -164,7 +164,7 @@ def test_offers_json_fields_and_filters(capsys: pytest.CaptureFixture[str]) -> N
 
 def test_offers_table(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(["offers", *CAT, "--cloud", "gcp", "--sort", "price-per-gib"], capsys)
-    assert code == EXIT_OK and "a3-highgpu-4g" in out and "g6e" not in out and "Billing:" in out
+    assert code == EXIT_OK and "a3-highgpu-4g" in out and "g6e" not in out and "1s, min 60s" in out
 
 
 def test_schema_and_presets(capsys: pytest.CaptureFixture[str]) -> None:

@@ -169,7 +169,7 @@ def test_405b_spans_two_h100_nodes_but_one_h200_node() -> None:
     assert h100.nodes_per_replica == 2 and h100.needs_node_interconnect and h100.instances == 2
     assert shape(fit(req, instance("H200", 8, nvlink=True, interconnect="efa"))).nodes_per_replica == 1
     no_efa = rejection(fit(req, instance("H100", 8, nvlink=True)))
-    assert no_efa.filter == "vram" and "no node interconnect" in no_efa.reason
+    assert no_efa.filter == "vram" and "lacks EFA/GPUDirect" in no_efa.reason
 
 
 def test_kv_heads_bound_kv_sharding() -> None:
