@@ -184,7 +184,8 @@ def plan(
                 )
         if isinstance(shape, Rejection):
             if allowed:
-                tally.reject(shape, len(allowed), min(allowed, key=lambda o: o.hourly_usd))
+                usable = [o for o in allowed if pref_of[o.market] is not None] or list(allowed)
+                tally.reject(shape, len(allowed), min(usable, key=lambda o: o.hourly_usd))
             continue
         instances = shape.instances
         gpus = it.gpu_count * instances
