@@ -60,8 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
     o.add_argument("--json", action="store_true", help="print a JSON list of offers")
 
-    sub.add_parser("schema", help="print the workload spec's JSON Schema")
+    sc = sub.add_parser("schema", help="print the workload spec's JSON Schema")
+    sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
     sub.add_parser("presets", help="list the model presets with their sources")
+
+    st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
+    st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
+    st.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
     return parser
 
 
@@ -156,10 +161,11 @@ def cmd_offers(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_schema(_: argparse.Namespace) -> int:
-    from selector.spec import json_schema
+def cmd_schema(args: argparse.Namespace) -> int:
+    from selector.spec import json_schema, stack_json_schema
 
-    sys.stdout.write(json.dumps(json_schema(), indent=2) + "\n")
+    schema = stack_json_schema() if args.stack else json_schema()
+    sys.stdout.write(json.dumps(schema, indent=2) + "\n")
     return EXIT_OK
 
 
@@ -187,7 +193,31 @@ def cmd_presets(_: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"plan": cmd_plan, "offers": cmd_offers, "schema": cmd_schema, "presets": cmd_presets}
+def cmd_stacks(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from cli.stacks_table import stacks_table
+    from selector.catalog import CatalogError
+    from selector.spec import SpecError
+
+    try:
+        catalog = _load_catalog(args.catalog)
+    except CatalogError as err:
+        return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
+    try:
+        sys.stdout.write(stacks_table(Path(args.folder), catalog) + "\n")
+    except SpecError as err:
+        return _fail([f"{err.source}: {p}" for p in err.problems], EXIT_INVALID_SPEC)
+    return EXIT_OK
+
+
+COMMANDS = {
+    "plan": cmd_plan,
+    "offers": cmd_offers,
+    "schema": cmd_schema,
+    "presets": cmd_presets,
+    "stacks": cmd_stacks,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -128,3 +128,18 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "path": plan.catalog.path,
         },
     }
+
+
+def failure_summary(plan: Plan, misses: int = 3) -> list[str]:
+    """Why a plan has no choice, in a few lines: the verdict, the rejection counts, the
+    closest misses with their reasons (for the Pulumi program and other non-TTY callers)."""
+    verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
+    counts = ", ".join(f"{name} {n}" for name, n in sorted(plan.rejections.items(), key=lambda kv: -kv[1]))
+    lines = [f"{plan.spec.name}: {verdict} among {plan.considered} offers (rejected: {counts})"]
+    for miss in plan.misses[:misses]:
+        o = miss.offer
+        lines.append(
+            f"  closest: {o.instance.cloud} {o.instance.name} in {o.zone or o.region} ({o.market}, "
+            f"${o.hourly_usd:,.2f}/h): {miss.rejection.filter}: {miss.rejection.reason}"
+        )
+    return lines

@@ -221,7 +221,11 @@ def plan(
             best[(it.cloud, it.name, market)] = (rk, offer, shape)
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
-    misses = sorted(tally.misses.values(), key=lambda m: (m.rejection.gap, m.offer.hourly_usd))
+    # Offers that only cost too much come first: they would run the job as it stands.
+    misses = sorted(
+        tally.misses.values(),
+        key=lambda m: (m.rejection.filter != "budget", m.rejection.gap, m.offer.hourly_usd),
+    )
     return Plan(
         spec=spec,
         requirements=req,

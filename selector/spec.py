@@ -250,6 +250,7 @@ class BudgetSpec(_Strict):
 class StorageSpec(_Strict):
     dataset_gb: SizeGB = 0.0
     keep_days: float = Field(7, ge=0, description="days the checkpoint bucket keeps objects")
+    retain_bucket: bool = Field(False, description="keep the bucket when the stack is destroyed")
     disk_gb: SizeGB | None = Field(None, description="override the boot disk size")
 
 
@@ -260,6 +261,47 @@ class DataSpec(_Strict):
 
 class TeardownSpec(_Strict):
     ttl: Hours = Field(..., description="hard deadline after creation")
+
+
+class JobSpec(_Strict):
+    """What the machine runs once it boots (cloud-init). Without a command it boots ready for you."""
+
+    command: str | None = Field(
+        None,
+        max_length=4096,
+        description="shell command to run; on multi-node plans, a script and its arguments "
+        "that torchrun launches on every node",
+    )
+    checkpoint_command: str | None = Field(
+        None, max_length=4096, description="run when a spot interruption notice arrives"
+    )
+    workdir: str = Field("/var/lib/gpufit", description="working directory; outputs/ is synced to the bucket")
+
+
+class AccessSpec(_Strict):
+    """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
+
+    ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
+    allow_ssh_from_anywhere: bool = Field(False, description="required to list 0.0.0.0/0 or ::/0")
+
+    @model_validator(mode="after")
+    def _cidrs(self) -> AccessSpec:
+        import ipaddress
+
+        problems = []
+        for cidr in self.ssh_cidrs:
+            try:
+                net = ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                problems.append(f"{cidr!r} is not a CIDR such as 203.0.113.7/32")
+                continue
+            if net.prefixlen == 0 and not self.allow_ssh_from_anywhere:
+                problems.append(
+                    f"{cidr} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it"
+                )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
 
 class TuningSpec(_Strict):
@@ -290,6 +332,8 @@ class WorkloadSpec(_Strict):
     data: DataSpec | None = None
     teardown: TeardownSpec | None = None
     tuning: TuningSpec = Field(default_factory=TuningSpec)
+    job: JobSpec = Field(default_factory=JobSpec)
+    access: AccessSpec = Field(default_factory=AccessSpec)
 
     @field_validator("name")
     @classmethod
@@ -447,3 +491,26 @@ def json_schema() -> dict[str, Any]:
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "gpufit workload spec"
     return schema
+
+
+def stack_json_schema() -> dict[str, Any]:
+    """JSON Schema of a Pulumi stack file whose ``config`` holds a ``gpufit:workload``."""
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "gpufit Pulumi stack file",
+        "type": "object",
+        "properties": {
+            "config": {
+                "type": "object",
+                "properties": {
+                    STACK_KEY: {"$ref": "workload.schema.json"},
+                    "gpufit:catalog": {"type": "string"},
+                    "gpufit:image": {"type": "string"},
+                    "gpufit:subnetId": {"type": "string"},
+                    "gpufit:expiresAt": {"type": "string", "format": "date-time"},
+                },
+                "required": [STACK_KEY],
+            }
+        },
+        "required": ["config"],
+    }

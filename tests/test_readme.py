@@ -51,3 +51,10 @@ def test_spec_reference_names_every_field() -> None:
     reference = README[README.index("## The spec") : README.index("## How the numbers are made")]
     missing = sorted(name for name in _field_names(WorkloadSpec) if name not in reference)
     assert not missing, f"README spec reference lacks {missing}"
+
+
+def test_stacks_table_is_current() -> None:
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["stacks", str(ROOT / "stacks")]) == 0
+    assert _block_after("what each costs per the plan (`gpufit stacks`)") == out.getvalue()

@@ -108,8 +108,13 @@ def test_missing_file() -> None:
 
 
 def test_schema_is_committed_and_current() -> None:
+    from selector.spec import stack_json_schema
+
     committed = json.loads((ROOT / "schema" / "workload.schema.json").read_text())
     assert committed == json_schema()
+    stack = json.loads((ROOT / "schema" / "stack.schema.json").read_text())
+    assert stack == stack_json_schema()
+    assert stack["properties"]["config"]["properties"]["gpufit:workload"]["$ref"] == "workload.schema.json"
     assert committed["additionalProperties"] is False
     assert {"name", "task", "model"} <= set(committed["required"])
 

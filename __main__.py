@@ -1,0 +1,83 @@
+"""The Pulumi program: read the stack's workload, plan it, provision the choice, export.
+
+Composition root only. An invalid spec, an infeasible or over-budget plan fails the program
+with the selector's message before any resource is registered.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+
+from providers.base import Deployment, GpuProvider, deployment_from_plan, parse_iso_utc
+from selector.catalog import CatalogError, load_catalog
+from selector.report import failure_summary
+from selector.select import Plan, plan
+from selector.spec import STACK_KEY, SpecError, parse_spec
+
+
+def build_plan(config: pulumi.Config) -> Plan:
+    """The selector's plan for this stack's ``gpufit:workload``; RunError when unusable."""
+    raw = config.get_object("workload")
+    if raw is None:
+        raise pulumi.RunError(f"{STACK_KEY} is not set: add it under config: in the stack file")
+    try:
+        spec = parse_spec(raw, source=f"stack {pulumi.get_stack()}", prefix=STACK_KEY)
+    except SpecError as err:
+        raise pulumi.RunError(
+            "invalid workload spec:\n" + "\n".join(f"  {p}" for p in err.problems)
+        ) from None
+    try:
+        catalog = load_catalog(config.get("catalog") or None)
+    except CatalogError as err:
+        raise pulumi.RunError(f"catalog: {err}") from None
+    result = plan(spec, catalog)
+    if result.choice is None:
+        raise pulumi.RunError("\n".join(failure_summary(result)))
+    return result
+
+
+def cloud_provider(deployment: Deployment) -> GpuProvider:
+    """The chosen cloud's provider, with an explicit Pulumi provider for the plan's region."""
+    if deployment.cloud == "aws":
+        import pulumi_aws as aws
+
+        from providers.aws.component import AwsProvider
+
+        return AwsProvider(aws.Provider(f"aws-{deployment.region}", region=deployment.region))
+    import pulumi_gcp as gcp
+
+    from providers.gcp.component import GcpProvider
+
+    project = pulumi.Config("gcp").require("project")
+    return GcpProvider(gcp.Provider(f"gcp-{deployment.region}", project=project, region=deployment.region))
+
+
+def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, Any]:
+    config = pulumi.Config("gpufit")
+    result = build_plan(config)
+    pinned = config.get("expiresAt") or None
+    try:
+        expires_at = parse_iso_utc(pinned) if pinned else None
+        deployment = deployment_from_plan(
+            result,
+            stack=pulumi.get_stack(),
+            project=pulumi.get_project(),
+            created_at=now(),
+            expires_at=expires_at,
+            image=config.get("image") or None,
+            subnet_id=config.get("subnetId") or None,
+        )
+    except ValueError as err:
+        raise pulumi.RunError(f"gpufit:expiresAt: {err}") from None
+    outputs = cloud_provider(deployment).provision(deployment)
+    for key, value in outputs.items():
+        pulumi.export(key, value)
+    return outputs
+
+
+if __name__ == "__main__":
+    main()

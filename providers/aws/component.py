@@ -1,0 +1,452 @@
+"""The AWS side: a ``gpufit:aws:GpuInstance`` component that provisions a ``Deployment``.
+
+Secure by default: no inbound rule unless the spec lists SSH CIDRs (access is through SSM
+Session Manager), IMDSv2 required, encrypted gp3 root volumes, a private encrypted checkpoint
+bucket with lifecycle expiry, and an instance role that may touch that bucket only. Spot
+follows fault tolerance: one-time + terminate for stateless work, persistent + stop (valid
+until the deadline) for checkpointed work. An EventBridge Scheduler one-time schedule
+terminates the instances at ``expires_at`` even if nobody is watching; its role may
+terminate those instances and nothing else. Multi-node plans get a cluster placement group
+and an EFA interface per node.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from providers.base import Deployment, iso_utc
+from providers.startup import NodeRole, as_boot_service, render
+
+DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
+"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``; override with the
+``gpufit:image`` config key."""
+
+SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
+DEADLINE_GRACE_MINUTES = 1
+"""The terminate schedule fires a minute after ``expires_at``: the persistent spot request
+(``valid_until`` = ``expires_at``) has closed by then and cannot relaunch the instance."""
+
+
+def _policy(statements: list[dict[str, Any]]) -> str:
+    return json.dumps({"Version": "2012-10-17", "Statement": statements})
+
+
+def _trust(service: str, account: str | None = None) -> str:
+    statement: dict[str, Any] = {
+        "Effect": "Allow",
+        "Principal": {"Service": service},
+        "Action": "sts:AssumeRole",
+    }
+    if account:
+        statement["Condition"] = {"StringEquals": {"aws:SourceAccount": account}}
+    return _policy([statement])
+
+
+def bucket_policy_document(bucket_arn: str) -> str:
+    """The instance role's only data access: list, read and write its own bucket."""
+    return _policy(
+        [
+            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
+            {
+                "Effect": "Allow",
+                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
+                "Resource": [f"{bucket_arn}/*"],
+            },
+        ]
+    )
+
+
+def deny_insecure_transport(bucket_arn: str) -> str:
+    """Refuse any request to the bucket that is not over TLS."""
+    return _policy(
+        [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ]
+    )
+
+
+def terminate_policy_document(instance_arns: list[str]) -> str:
+    """The deadline schedule's only permission: terminate these instances."""
+    return _policy([{"Effect": "Allow", "Action": ["ec2:TerminateInstances"], "Resource": instance_arns}])
+
+
+def schedule_expression(deployment: Deployment) -> str:
+    """``at(yyyy-mm-ddThh:mm:ss)`` in UTC, a minute after the deadline."""
+    from datetime import timedelta
+
+    fire = deployment.expires_at + timedelta(minutes=DEADLINE_GRACE_MINUTES)
+    return f"at({iso_utc(fire)[:-1]})"
+
+
+def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]:
+    v4 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
+    v6 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 6]
+    if not cidrs:
+        return []
+    return [
+        aws.ec2.SecurityGroupIngressArgs(
+            description="SSH from access.ssh_cidrs",
+            protocol="tcp",
+            from_port=22,
+            to_port=22,
+            cidr_blocks=v4 or None,
+            ipv6_cidr_blocks=v6 or None,
+        )
+    ]
+
+
+def _user_data(d: Deployment, role: tuple[int, int, int], resolved: list[Any]) -> str:
+    """EC2 user data for one machine once its bucket name and leader address resolve."""
+    rank, nodes, machine = role
+    return as_boot_service(render(d, str(resolved[0]), NodeRole(rank, nodes, str(resolved[1]), machine)))
+
+
+class AwsGpuInstance(pulumi.ComponentResource):
+    """GPU instances, their network access, bucket, role and deadline, for one deployment."""
+
+    outputs: dict[str, Any]
+
+    def __init__(self, name: str, deployment: Deployment, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpufit:aws:GpuInstance", name, None, opts)
+        d = deployment
+        tags = d.tags()
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOptions(parent=self)
+
+        subnet_id, vpc_id, zone = self._network(d, invoke)
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-sg",
+            description=f"gpufit {d.workload}: no inbound unless access.ssh_cidrs lists it",
+            vpc_id=vpc_id,
+            ingress=_ssh_rules(d.ssh_cidrs),
+            egress=[
+                aws.ec2.SecurityGroupEgressArgs(
+                    description="outbound for packages, models and the bucket",
+                    protocol="-1",
+                    from_port=0,
+                    to_port=0,
+                    cidr_blocks=["0.0.0.0/0"],
+                )
+            ],
+            tags=tags,
+            opts=child,
+        )
+        if d.needs_node_interconnect:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{name}-intra-cluster",
+                description="all traffic between the job's nodes (NCCL, EFA)",
+                security_group_id=sg.id,
+                referenced_security_group_id=sg.id,
+                ip_protocol="-1",
+                tags=tags,
+                opts=child,
+            )
+
+        bucket = self._bucket(name, d, tags, child)
+        profile = self._instance_profile(name, bucket.arn, tags, child)
+        ami = (
+            d.image
+            or aws.ec2.get_ami_output(
+                most_recent=True,
+                owners=["amazon"],
+                filters=[
+                    aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME_PATTERN]),
+                    aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+                ],
+                opts=invoke,
+            ).id
+        )
+        placement = (
+            aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
+            if d.needs_node_interconnect
+            else None
+        )
+        instances: list[aws.ec2.Instance] = []
+        for index in range(d.nodes):
+            rank, leader = d.role(index)
+            master = instances[leader].private_ip if rank else pulumi.Output.from_input("")
+            role = (rank, d.nodes_per_replica, index)
+            user_data = pulumi.Output.all(bucket.bucket, master).apply(functools.partial(_user_data, d, role))
+            instances.append(
+                self._instance(
+                    f"{name}-node{index}" if d.nodes > 1 else name,
+                    d,
+                    ami=ami,
+                    subnet_id=subnet_id,
+                    sg_id=sg.id,
+                    profile=profile.name,
+                    user_data=user_data,
+                    placement=placement,
+                    tags={**tags, "Name": f"gpufit-{d.name}-{index}"},
+                    opts=child,
+                )
+            )
+        schedule = self._deadline(name, d, instances, child, invoke)
+
+        ids = [i.id for i in instances]
+        self.instances = instances
+        self.bucket = bucket
+        self.security_group = sg
+        self.schedule = schedule
+        self.outputs = {
+            "instance_id": ids[0],
+            "instance_ids": pulumi.Output.all(*ids),
+            "instance_type": d.instance_type,
+            "cloud": "aws",
+            "region": d.region,
+            "zone": instances[0].availability_zone if d.zone is None else zone,
+            "market": d.market,
+            "nodes": d.nodes,
+            "hourly_usd": round(d.hourly_usd, 4),
+            "estimated_total_usd": round(d.estimated_total_usd, 2),
+            "expires_at": iso_utc(d.expires_at),
+            "bucket": bucket.bucket,
+            "connect": ids[0].apply(lambda i: f"aws ssm start-session --region {d.region} --target {i}"),
+        }
+        self.register_outputs(self.outputs)
+
+    @staticmethod
+    def _network(
+        d: Deployment, invoke: pulumi.InvokeOptions
+    ) -> tuple[pulumi.Input[str], pulumi.Input[str], str | None]:
+        """The configured subnet, or the default VPC's default subnet in the plan's zone."""
+        if d.subnet_id:
+            subnet = aws.ec2.get_subnet_output(id=d.subnet_id, opts=invoke)
+            return d.subnet_id, subnet.vpc_id, d.zone
+        vpc = aws.ec2.get_vpc_output(default=True, opts=invoke)
+        filters = [
+            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),  # type: ignore[list-item]
+            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
+        ]
+        if d.zone:
+            filters.append(aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[d.zone]))
+        subnets = aws.ec2.get_subnets_output(filters=filters, opts=invoke)
+        subnet_id = subnets.ids.apply(lambda ids: sorted(ids)[0])
+        return subnet_id, vpc.id, d.zone
+
+    @staticmethod
+    def _bucket(
+        name: str, d: Deployment, tags: dict[str, str], child: pulumi.ResourceOptions
+    ) -> aws.s3.Bucket:
+        keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
+        bucket = aws.s3.Bucket(
+            f"{name}-checkpoints",
+            bucket_prefix=f"gpufit-{d.name[:30]}-",
+            force_destroy=not d.retain_bucket,
+            tags=tags,
+            opts=keep,
+        )
+        on_bucket = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[bucket]))
+        aws.s3.BucketPublicAccessBlock(
+            f"{name}-public-access-block",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=on_bucket,
+        )
+        aws.s3.BucketOwnershipControls(
+            f"{name}-ownership",
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=on_bucket,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            f"{name}-encryption",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms"
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=on_bucket,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            f"{name}-lifecycle",
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="gpufit-retention",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=d.bucket_keep_days),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=1
+                    ),
+                )
+            ],
+            opts=on_bucket,
+        )
+        aws.s3.BucketPolicy(
+            f"{name}-tls-only",
+            bucket=bucket.id,
+            policy=bucket.arn.apply(deny_insecure_transport),
+            opts=on_bucket,
+        )
+        return bucket
+
+    @staticmethod
+    def _instance_profile(
+        name: str, bucket_arn: pulumi.Output[str], tags: dict[str, str], child: pulumi.ResourceOptions
+    ) -> aws.iam.InstanceProfile:
+        role = aws.iam.Role(
+            f"{name}-role",
+            assume_role_policy=_trust("ec2.amazonaws.com"),
+            description="gpufit instance: SSM sessions and its checkpoint bucket only",
+            tags=tags,
+            opts=child,
+        )
+        aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
+        aws.iam.RolePolicy(
+            f"{name}-bucket-access", role=role.id, policy=bucket_arn.apply(bucket_policy_document), opts=child
+        )
+        return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags, opts=child)
+
+    @staticmethod
+    def _instance(
+        resource_name: str,
+        d: Deployment,
+        *,
+        ami: pulumi.Input[str],
+        subnet_id: pulumi.Input[str],
+        sg_id: pulumi.Input[str],
+        profile: pulumi.Input[str],
+        user_data: pulumi.Input[str],
+        placement: aws.ec2.PlacementGroup | None,
+        tags: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> aws.ec2.Instance:
+        market = None
+        if d.spot:
+            resumes = d.resumes_after_interruption
+            market = aws.ec2.InstanceInstanceMarketOptionsArgs(
+                market_type="spot",
+                spot_options=aws.ec2.InstanceInstanceMarketOptionsSpotOptionsArgs(
+                    spot_instance_type="persistent" if resumes else "one-time",
+                    instance_interruption_behavior="stop" if resumes else "terminate",
+                    valid_until=iso_utc(d.expires_at) if resumes else None,
+                ),
+            )
+        network: dict[str, Any] = {"subnet_id": subnet_id, "vpc_security_group_ids": [sg_id]}
+        if d.needs_node_interconnect:
+            eni = aws.ec2.NetworkInterface(
+                f"{resource_name}-efa",
+                subnet_id=subnet_id,
+                security_groups=[sg_id],
+                interface_type="efa",
+                description="EFA for NCCL between the job's nodes",
+                tags=tags,
+                opts=opts,
+            )
+            network = {
+                "primary_network_interface": aws.ec2.InstancePrimaryNetworkInterfaceArgs(
+                    network_interface_id=eni.id
+                )
+            }
+        return aws.ec2.Instance(
+            resource_name,
+            ami=ami,
+            instance_type=d.machine_type,
+            iam_instance_profile=profile,
+            **network,
+            placement_group=placement.name if placement else None,
+            metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+            ),
+            root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
+                volume_size=d.disk_gb,
+                volume_type="gp3",
+                encrypted=True,
+                delete_on_termination=True,
+                tags=tags,
+            ),
+            instance_market_options=market,
+            # A persistent spot request cannot take "terminate"; a stopped instance bills no compute.
+            instance_initiated_shutdown_behavior="stop"
+            if d.spot and d.resumes_after_interruption
+            else "terminate",
+            user_data=user_data,
+            user_data_replace_on_change=False,
+            tags=tags,
+            opts=opts,
+        )
+
+    @staticmethod
+    def _deadline(
+        name: str,
+        d: Deployment,
+        instances: list[aws.ec2.Instance],
+        child: pulumi.ResourceOptions,
+        invoke: pulumi.InvokeOptions,
+    ) -> aws.scheduler.Schedule:
+        identity = aws.get_caller_identity_output(opts=invoke)
+        arns = pulumi.Output.all(identity.account_id, *[i.id for i in instances]).apply(
+            lambda v: [f"arn:aws:ec2:{d.region}:{v[0]}:instance/{iid}" for iid in v[1:]]
+        )
+        role = aws.iam.Role(
+            f"{name}-deadline-role",
+            assume_role_policy=identity.account_id.apply(
+                lambda acct: _trust("scheduler.amazonaws.com", acct)
+            ),
+            description="gpufit deadline: may terminate this stack's instances only",
+            tags=d.tags(),
+            opts=child,
+        )
+        policy = aws.iam.RolePolicy(
+            f"{name}-deadline-terminate",
+            role=role.id,
+            policy=arns.apply(terminate_policy_document),
+            opts=child,
+        )
+        return aws.scheduler.Schedule(
+            f"{name}-deadline",
+            description=f"gpufit: terminate {d.workload} ({d.stack}) at its deadline {iso_utc(d.expires_at)}",
+            schedule_expression=schedule_expression(d),
+            schedule_expression_timezone="UTC",
+            flexible_time_window=aws.scheduler.ScheduleFlexibleTimeWindowArgs(mode="OFF"),
+            target=aws.scheduler.ScheduleTargetArgs(
+                arn=TERMINATE_TARGET,
+                role_arn=role.arn,
+                input=pulumi.Output.all(*[i.id for i in instances]).apply(
+                    lambda ids: json.dumps({"InstanceIds": list(ids)})
+                ),
+                retry_policy=aws.scheduler.ScheduleTargetRetryPolicyArgs(
+                    maximum_event_age_in_seconds=86400, maximum_retry_attempts=185
+                ),
+            ),
+            # Kept after it fires so the stack's state matches the cloud; the reaper destroys the stack.
+            action_after_completion="NONE",
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[policy])),
+        )
+
+
+class AwsProvider:
+    """Provisions deployments on AWS through an explicit regional ``aws.Provider``."""
+
+    cloud = "aws"
+
+    def __init__(self, provider: pulumi.ProviderResource | None = None) -> None:
+        self._provider = provider
+
+    def provision(self, deployment: Deployment) -> dict[str, Any]:
+        providers = [self._provider] if self._provider is not None else None
+        component = AwsGpuInstance(deployment.name, deployment, pulumi.ResourceOptions(providers=providers))
+        return component.outputs

@@ -1,0 +1,228 @@
+"""What every cloud provider implements, and the plan-to-deployment translation they share.
+
+A ``Deployment`` is pure data derived from a selector ``Plan``: which machine, where, which
+market and spot behaviour, how big a disk, when it expires, how it is tagged. The clouds'
+Pulumi components (``providers.aws.component``, ``providers.gcp.component``) turn it into
+resources; they implement ``GpuProvider`` so the composition root never branches on cloud
+internals. This module imports no cloud SDK and no pulumi.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
+from selector.select import Plan
+
+TAG_MANAGED = "gpufit:managed"
+TAG_STACK = "gpufit:stack"
+TAG_WORKLOAD = "gpufit:workload"
+TAG_EXPIRES_AT = "gpufit:expires-at"
+
+JOB_DEADLINE_FACTOR = 1.5
+"""A job without a TTL expires after its expected hours × 1.5 + ``JOB_DEADLINE_SLACK_H``: room
+for a slower run than planned, yet nothing outlives its purpose by more than half again."""
+JOB_DEADLINE_SLACK_H = 1.0
+
+SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch"})
+
+
+def iso_utc(moment: datetime) -> str:
+    """``2026-12-04T13:00:00Z``: the expiry as tags carry it."""
+    return moment.astimezone(UTC).replace(microsecond=0).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_iso_utc(text: str) -> datetime:
+    """The inverse of ``iso_utc`` (also accepts an explicit offset); ValueError if malformed."""
+    value = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if value.tzinfo is None:
+        raise ValueError(f"{text!r} has no time zone")
+    return value.astimezone(UTC)
+
+
+def gcp_label_time(moment: datetime) -> str:
+    """GCP label values allow only lowercase letters, digits, ``-`` and ``_``:
+    ``2026-12-04t13-00-00z``."""
+    return iso_utc(moment).lower().replace(":", "-")
+
+
+def parse_gcp_label_time(text: str) -> datetime:
+    match = re.fullmatch(r"(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z", text)
+    if not match:
+        raise ValueError(f"{text!r} is not a gpufit expiry label")
+    date, hh, mm, ss = match.groups()
+    return parse_iso_utc(f"{date}T{hh}:{mm}:{ss}Z")
+
+
+def gcp_label(text: str) -> str:
+    """A GCP label value: lowercase, [a-z0-9_-], at most 63 characters."""
+    return re.sub(r"[^a-z0-9_-]", "-", text.lower())[:63]
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything a cloud component needs to provision a plan's choice."""
+
+    stack: str
+    project: str
+    workload: str
+    task: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    machine_type: str
+    attached_accelerator: str | None
+    gpu: str
+    gpu_count: int
+    nodes: int  # machines in all (replicas × nodes per replica)
+    market: str
+    fault_tolerance: str
+    disk_gb: int
+    bucket_keep_days: int
+    retain_bucket: bool
+    ssh_cidrs: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime
+    hourly_usd: float
+    estimated_total_usd: float
+    needs_node_interconnect: bool
+    command: str | None
+    checkpoint_command: str | None
+    workdir: str
+    nodes_per_replica: int = 1
+    image: str | None = None
+    subnet_id: str | None = None
+    extra_tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """Base name for cloud resources: ``<workload>-<stack>``, DNS-safe, ≤ 40 characters."""
+        return gcp_label(f"{self.workload}-{self.stack}").strip("-")[:40].rstrip("-")
+
+    def role(self, index: int) -> tuple[int, int]:
+        """(rank inside its distributed group, index of the group's first machine) for the
+        machine at ``index``: machines form groups of ``nodes_per_replica``; rank 0 leads."""
+        group = index // self.nodes_per_replica
+        return index % self.nodes_per_replica, group * self.nodes_per_replica
+
+    @property
+    def spot(self) -> bool:
+        return self.market == "spot"
+
+    @property
+    def resumes_after_interruption(self) -> bool:
+        """Checkpointed work resumes after an interruption: on AWS the persistent request
+        restarts the stopped instance on the same disk when capacity returns; on GCP the VM is
+        deleted (one termination action governs both preemption and the deadline, and it
+        must delete at the deadline), so the job resumes from the bucket on the next
+        ``pulumi up``. Stateless work is simply deleted on both."""
+        return self.fault_tolerance == "checkpointed"
+
+    @property
+    def runs_to_completion(self) -> bool:
+        """Jobs power off when their command ends; services run until the deadline."""
+        return self.task != "serve" and self.command is not None
+
+    @property
+    def lifetime_seconds(self) -> int:
+        return max(60, math.ceil((self.expires_at - self.created_at).total_seconds()))
+
+    def tags(self) -> dict[str, str]:
+        """AWS tags on everything gpufit creates."""
+        return {
+            TAG_MANAGED: "true",
+            TAG_STACK: self.stack,
+            TAG_WORKLOAD: self.workload,
+            TAG_EXPIRES_AT: iso_utc(self.expires_at),
+            **self.extra_tags,
+        }
+
+    def labels(self) -> dict[str, str]:
+        """GCP labels carrying the same facts (label syntax forbids ``:``)."""
+        return {
+            "gpufit-managed": "true",
+            "gpufit-stack": gcp_label(self.stack),
+            "gpufit-workload": gcp_label(self.workload),
+            "gpufit-expires-at": gcp_label_time(self.expires_at),
+            **{gcp_label(k): gcp_label(v) for k, v in self.extra_tags.items()},
+        }
+
+
+def lifetime_hours(plan: Plan) -> float:
+    """How long the machines may live: the TTL if the spec sets one; else the service's
+    duration; else the job's expected hours × ``JOB_DEADLINE_FACTOR`` + slack."""
+    spec = plan.spec
+    if spec.teardown is not None:
+        return spec.teardown.ttl
+    if spec.task == "serve" or plan.choice is None or plan.choice.shape.job_hours is None:
+        return spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
+    return plan.choice.cost.hours * JOB_DEADLINE_FACTOR + JOB_DEADLINE_SLACK_H
+
+
+def deployment_from_plan(
+    plan: Plan,
+    *,
+    stack: str,
+    project: str,
+    created_at: datetime,
+    expires_at: datetime | None = None,
+    image: str | None = None,
+    subnet_id: str | None = None,
+) -> Deployment:
+    """Translate the plan's choice into a ``Deployment``; ValueError if the plan has none."""
+    choice = plan.choice
+    if choice is None:
+        raise ValueError(f"plan for {plan.spec.name} has no choice ({plan.status})")
+    spec, offer, shape = plan.spec, choice.offer, choice.shape
+    inputs = cost_inputs(spec, plan.requirements)
+    created = created_at.astimezone(UTC)
+    expiry = expires_at or created + timedelta(hours=lifetime_hours(plan))
+    if expiry <= created:
+        raise ValueError(f"expires_at {iso_utc(expiry)} is not after the creation time {iso_utc(created)}")
+    it = offer.instance
+    return Deployment(
+        stack=stack,
+        project=project,
+        workload=spec.name,
+        task=spec.task,
+        cloud=it.cloud,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=it.name,
+        machine_type=it.machine_type,
+        attached_accelerator=it.attached_accelerator,
+        gpu=it.gpu.name,
+        gpu_count=it.gpu_count,
+        nodes=shape.instances,
+        nodes_per_replica=shape.nodes_per_replica,
+        market=offer.market,
+        fault_tolerance=spec.fault_tolerance,
+        disk_gb=math.ceil(inputs.disk_gb),
+        bucket_keep_days=max(1, math.ceil(spec.storage.keep_days)),
+        retain_bucket=spec.storage.retain_bucket,
+        ssh_cidrs=tuple(spec.access.ssh_cidrs),
+        created_at=created,
+        expires_at=expiry,
+        hourly_usd=choice.cost.hourly_usd,
+        estimated_total_usd=choice.cost.total_usd,
+        needs_node_interconnect=shape.needs_node_interconnect,
+        command=spec.job.command,
+        checkpoint_command=spec.job.checkpoint_command,
+        workdir=spec.job.workdir,
+        image=image,
+        subnet_id=subnet_id,
+    )
+
+
+class GpuProvider(Protocol):
+    """One cloud's way of provisioning a deployment. ``provision`` registers the resources
+    (a Pulumi ComponentResource and its children) and returns the stack outputs."""
+
+    cloud: str
+
+    def provision(self, deployment: Deployment) -> dict[str, Any]: ...

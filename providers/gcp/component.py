@@ -1,0 +1,453 @@
+"""The GCP side: a ``gpufit:gcp:GpuInstance`` component that provisions a ``Deployment``.
+
+Secure by default: the VMs sit in their own VPC and subnet (so the ``default`` network's
+pre-made allow-SSH-from-anywhere rules never apply) and no ingress rule exists unless the spec
+lists SSH CIDRs; access is OS Login, through IAP when ``35.235.240.0/20`` is among those CIDRs.
+Shielded VM is on, project-wide SSH keys are blocked, and the VMs run as a service account
+whose only grant is object access on the stack's private checkpoint bucket. The deadline is
+Compute Engine's own ``max_run_duration`` with the DELETE action, so the VMs go away at
+``expires_at`` even if nobody is watching. ``nodes`` VMs form replicas of
+``nodes_per_replica``; when a replica spans VMs, the plan gets a compact placement policy, a
+firewall rule open between the job's VMs only, and a reserved internal address for each
+replica's rank-0 VM that the others' torchrun rendezvous points at.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from providers.base import Deployment, iso_utc
+from providers.startup import NodeRole, render
+
+DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
+"""Deep Learning VM image family (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570 preinstalled);
+``Deployment.image`` overrides it."""
+
+CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+"""The scope Google recommends for service-account VMs: IAM, not OAuth scopes, does the limiting."""
+
+BUCKET_ROLE = "roles/storage.objectUser"
+"""Read, write, list and delete objects in the one bucket it is granted on; no bucket admin."""
+
+IAP_SSH_RANGE = "35.235.240.0/20"
+"""Where IAP TCP forwarding connects from: ``gcloud compute ssh --tunnel-through-iap`` needs it
+in ``access.ssh_cidrs``."""
+
+SUBNET_CIDR = "10.64.0.0/20"
+"""The stack's own subnet: any private range will do, the VPC holds nothing else."""
+
+JUMBO_MTU = 8896
+"""The largest VPC MTU: Google recommends it for GPU VMs exchanging NCCL traffic."""
+
+MAX_RUN_DURATION_LIMIT_S = 120 * 24 * 3600
+"""Compute Engine accepts a VM run-time limit of 30 seconds to 120 days."""
+
+HYPERDISK_ONLY_SERIES = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
+"""Machine series that attach Hyperdisk only: their boot disk cannot be a Persistent Disk."""
+
+GVNIC_REQUIRED_SERIES = ("a3-", "a4-", "a4x-", "g4-")
+"""Machine series whose VMs boot only with a gVNIC network interface."""
+
+NO_COMPACT_PLACEMENT_SERIES = ("n1-",)
+"""Machine series that compact placement policies do not support: N1 multi-node plans are
+created without one rather than failing."""
+
+
+def gce_name(text: str) -> str:
+    """A Compute Engine resource name stem: lowercase letters, digits and ``-``, starting with a
+    letter (names derived from a stack may carry ``_`` or start with a digit)."""
+    stem = re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
+    return stem if stem[:1].isalpha() else f"g-{stem}".rstrip("-")
+
+
+def network_tag(deployment: Deployment) -> str:
+    """The tag that firewall rules target: only this stack's VMs carry it."""
+    return f"gpufit-{gce_name(deployment.name)}"[:63].rstrip("-")
+
+
+def service_account_id(deployment: Deployment) -> str:
+    """A service account id (6-30 characters, ``[a-z][-a-z0-9]*[a-z0-9]``, unique in the
+    project): the deployment name, cut short, plus a digest of project, stack and workload so
+    two long names that share a prefix do not collide."""
+    digest = hashlib.sha256(
+        f"{deployment.project}/{deployment.stack}/{deployment.workload}".encode()
+    ).hexdigest()[:6]
+    stem = f"gf-{gce_name(deployment.name)}"[:23].rstrip("-")
+    return f"{stem}-{digest}"
+
+
+def boot_disk_type(machine_type: str) -> str:
+    """``pd-balanced``, or ``hyperdisk-balanced`` where the machine series takes Hyperdisk only."""
+    return "hyperdisk-balanced" if machine_type.startswith(HYPERDISK_ONLY_SERIES) else "pd-balanced"
+
+
+def nic_type(deployment: Deployment) -> str | None:
+    """gVNIC where the machine series requires it or the default image (which supports it) is
+    used; otherwise the image's default, since a custom image may lack the gVNIC driver."""
+    if deployment.machine_type.startswith(GVNIC_REQUIRED_SERIES) or deployment.image is None:
+        return "GVNIC"
+    return None
+
+
+def ssh_source_ranges(cidrs: Sequence[str]) -> list[list[str]]:
+    """The SSH CIDRs grouped by IP version: one firewall rule cannot mix IPv4 and IPv6 sources."""
+    groups: dict[int, list[str]] = {}
+    for cidr in cidrs:
+        groups.setdefault(ipaddress.ip_network(cidr, strict=False).version, []).append(cidr)
+    return [groups[v] for v in sorted(groups)]
+
+
+def scheduling(deployment: Deployment) -> gcp.compute.InstanceSchedulingArgs:
+    """Market, maintenance and deadline behaviour of every VM in the deployment.
+
+    One ``instance_termination_action`` governs both a spot preemption and the
+    ``max_run_duration`` deadline (pulumi-gcp 10.2: "the termination action could be defined in
+    ``instance_termination_action``"; ``termination_time`` and ``on_instance_stop_action`` apply
+    the same action). The deadline must delete the VM, so the action is DELETE for on-demand and
+    spot alike, checkpointed work included. The trade-off: a preempted checkpointed spot VM is
+    deleted rather than stopped, losing its boot disk. Compute Engine never restarts a stopped
+    spot VM by itself, so STOP would only have kept the disk for a manual restart; the
+    preemption notice runs the checkpoint hook and syncs outputs to the bucket, and the next
+    ``pulumi up`` recreates the VM, which resumes from the bucket. STOP would instead leave a
+    stopped VM (and its disk bill) past the deadline, restartable by anyone.
+    """
+    d = deployment
+    seconds = d.lifetime_seconds
+    if seconds > MAX_RUN_DURATION_LIMIT_S:
+        raise ValueError(
+            f"{d.name}: lifetime {seconds} s exceeds Compute Engine's 120-day max_run_duration limit"
+        )
+    return gcp.compute.InstanceSchedulingArgs(
+        provisioning_model="SPOT" if d.spot else "STANDARD",
+        preemptible=d.spot,
+        automatic_restart=not d.spot,
+        on_host_maintenance="TERMINATE",
+        instance_termination_action="DELETE",
+        max_run_duration=gcp.compute.InstanceSchedulingMaxRunDurationArgs(seconds=seconds),
+    )
+
+
+def first_up_zone(region: str, names: Sequence[str] | None) -> str:
+    """The first zone by name among those reported UP; ValueError if there are none."""
+    if not names:
+        raise ValueError(f"no zone of {region} is UP")
+    return sorted(names)[0]
+
+
+def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], str]:
+    """Renders machine ``index``'s boot script (``rank`` in its group) from the resolved
+    ``[bucket name, group leader's address]``."""
+
+    def rendered(values: list[Any]) -> str:
+        bucket, master = values
+        return render(d, str(bucket), NodeRole(rank, d.nodes_per_replica, str(master), index))
+
+    return rendered
+
+
+class GcpGpuInstance(pulumi.ComponentResource):
+    """GPU VMs, their network, firewall rules, service account, bucket and deadline, for one
+    deployment. ``outputs`` holds the stack outputs, also registered on the component; its
+    ``instance_id``/``instance_ids`` are VM names, which is what every ``gcloud`` command takes."""
+
+    outputs: dict[str, pulumi.Input[Any]]
+
+    def __init__(self, name: str, deployment: Deployment, opts: pulumi.ResourceOptions | None = None) -> None:
+        d = deployment
+        if d.cloud != "gcp":
+            raise ValueError(f"{d.name}: a {d.cloud} deployment cannot be provisioned on GCP")
+        if d.nodes < 1 or d.nodes_per_replica < 1 or d.nodes % d.nodes_per_replica:
+            raise ValueError(f"{d.name}: {d.nodes} machines do not form groups of {d.nodes_per_replica}")
+        vm_scheduling = scheduling(d)
+        super().__init__("gpufit:gcp:GpuInstance", name, None, opts)
+        base = gce_name(name)
+        labels = d.labels()
+        tag = network_tag(d)
+        child = pulumi.ResourceOptions(parent=self)
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+
+        zone = self._zone(d, invoke)
+        network, subnetwork = self._network(base, d, child, invoke)
+        self.firewalls = self._firewalls(base, d, tag, network, child)
+        self.bucket = self._bucket(base, d, labels, child)
+        self.service_account = gcp.serviceaccount.Account(
+            f"{base}-sa",
+            account_id=service_account_id(d),
+            display_name=f"gpufit {d.workload} ({d.stack})"[:100],
+            description="gpufit VM identity: object access on its checkpoint bucket only",
+            opts=child,
+        )
+        bucket_access = gcp.storage.BucketIAMMember(
+            f"{base}-sa-bucket",
+            bucket=self.bucket.name,
+            role=BUCKET_ROLE,
+            member=self.service_account.member,
+            opts=child,
+        )
+
+        distributed = d.nodes_per_replica > 1
+        # Each distributed group's leader gets a reserved internal address: known before any VM
+        # exists, so all VMs are created together (as a compact policy's vm_count expects) and
+        # a recreated leader keeps the address its followers rendezvous at.
+        leader_ips: dict[int, pulumi.Output[str]] = {}
+        if distributed:
+            for leader in range(0, d.nodes, d.nodes_per_replica):
+                leader_ips[leader] = gcp.compute.Address(
+                    f"{base}-node{leader}-ip",
+                    address_type="INTERNAL",
+                    purpose="GCE_ENDPOINT",
+                    region=d.region,
+                    subnetwork=subnetwork,
+                    description=f"node {leader}: the torchrun rendezvous endpoint of its group",
+                    labels=labels,
+                    opts=child,
+                ).address
+        self.placement: gcp.compute.ResourcePolicy | None = None
+        if distributed and not d.machine_type.startswith(NO_COMPACT_PLACEMENT_SERIES):
+            self.placement = gcp.compute.ResourcePolicy(
+                f"{base}-compact",
+                region=d.region,
+                description="gpufit: the job's VMs close together for NCCL",
+                group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
+                    collocation="COLLOCATED", vm_count=d.nodes
+                ),
+                opts=child,
+            )
+
+        # The VMs wait for the bucket grant so the boot script can write from its first minute.
+        vm_opts = pulumi.ResourceOptions(parent=self, depends_on=[bucket_access])
+        self.instances: list[gcp.compute.Instance] = []
+        for index in range(d.nodes):
+            rank, leader = d.role(index)
+            master: pulumi.Input[str] = leader_ips[leader] if rank else ""
+            startup_script = pulumi.Output.all(self.bucket.name, master).apply(_boot_script(d, rank, index))
+            self.instances.append(
+                self._instance(
+                    f"{base}-node{index}" if d.nodes > 1 else base,
+                    d,
+                    zone=zone,
+                    subnetwork=subnetwork,
+                    network_ip=leader_ips.get(index),
+                    startup_script=startup_script,
+                    service_account_email=self.service_account.email,
+                    placement=self.placement,
+                    schedule=vm_scheduling,
+                    tag=tag,
+                    labels=labels,
+                    opts=vm_opts,
+                )
+            )
+
+        names = [vm.name for vm in self.instances]
+        self.outputs = {
+            "instance_id": names[0],
+            "instance_ids": pulumi.Output.all(*names),
+            "instance_type": d.instance_type,
+            "cloud": "gcp",
+            "region": d.region,
+            "zone": zone,
+            "market": d.market,
+            "nodes": d.nodes,
+            "hourly_usd": round(d.hourly_usd, 4),
+            "estimated_total_usd": round(d.estimated_total_usd, 2),
+            "expires_at": iso_utc(d.expires_at),
+            "bucket": self.bucket.name,
+            "connect": pulumi.Output.all(names[0], zone).apply(
+                lambda v: (
+                    f"gcloud compute ssh {v[0]} --zone {v[1]} --tunnel-through-iap"
+                    f"  # IAP connects from {IAP_SSH_RANGE}: list it in access.ssh_cidrs"
+                )
+            ),
+        }
+        self.register_outputs(self.outputs)
+
+    @staticmethod
+    def _zone(d: Deployment, invoke: pulumi.InvokeOutputOptions) -> pulumi.Input[str]:
+        """The plan's zone, else the region's first zone (by name) that is UP."""
+        if d.zone:
+            return d.zone
+        zones = gcp.compute.get_zones_output(region=d.region, status="UP", opts=invoke)
+        return zones.names.apply(lambda names: first_up_zone(d.region, names))
+
+    @staticmethod
+    def _network(
+        base: str, d: Deployment, child: pulumi.ResourceOptions, invoke: pulumi.InvokeOutputOptions
+    ) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
+        """(network, subnetwork): the configured subnet and its network, or a VPC of our own."""
+        if d.subnet_id:
+            existing = (
+                gcp.compute.get_subnetwork_output(self_link=d.subnet_id, opts=invoke)
+                if "/" in d.subnet_id
+                else gcp.compute.get_subnetwork_output(name=d.subnet_id, region=d.region, opts=invoke)
+            )
+            return existing.network, existing.self_link
+        network = gcp.compute.Network(
+            f"{base}-net",
+            auto_create_subnetworks=False,
+            mtu=JUMBO_MTU if d.nodes_per_replica > 1 else None,
+            description=f"gpufit {d.workload} ({d.stack}): no ingress unless access.ssh_cidrs lists it",
+            opts=child,
+        )
+        subnet = gcp.compute.Subnetwork(
+            f"{base}-subnet",
+            network=network.self_link,
+            region=d.region,
+            ip_cidr_range=SUBNET_CIDR,
+            private_ip_google_access=True,
+            description=f"gpufit {d.workload} ({d.stack})",
+            opts=child,
+        )
+        return network.self_link, subnet.self_link
+
+    @staticmethod
+    def _firewalls(
+        base: str, d: Deployment, tag: str, network: pulumi.Input[str], child: pulumi.ResourceOptions
+    ) -> list[gcp.compute.Firewall]:
+        """SSH from exactly ``access.ssh_cidrs``, and all TCP/UDP between the job's own VMs when
+        they form distributed groups; nothing else gets in (a VPC's implied rule denies all
+        other ingress)."""
+        rules: list[gcp.compute.Firewall] = []
+        for ranges in ssh_source_ranges(d.ssh_cidrs):
+            suffix = "ssh" if ipaddress.ip_network(ranges[0], strict=False).version == 4 else "ssh-v6"
+            rules.append(
+                gcp.compute.Firewall(
+                    f"{base}-{suffix}",
+                    network=network,
+                    direction="INGRESS",
+                    allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                    source_ranges=ranges,
+                    target_tags=[tag],
+                    description="gpufit: SSH from access.ssh_cidrs",
+                    opts=child,
+                )
+            )
+        if d.nodes_per_replica > 1:
+            rules.append(
+                gcp.compute.Firewall(
+                    f"{base}-intra-cluster",
+                    network=network,
+                    direction="INGRESS",
+                    allows=[
+                        gcp.compute.FirewallAllowArgs(protocol="tcp"),
+                        gcp.compute.FirewallAllowArgs(protocol="udp"),
+                    ],
+                    source_tags=[tag],
+                    target_tags=[tag],
+                    description="gpufit: torchrun rendezvous and NCCL between the job's VMs",
+                    opts=child,
+                )
+            )
+        return rules
+
+    @staticmethod
+    def _bucket(
+        base: str, d: Deployment, labels: dict[str, str], child: pulumi.ResourceOptions
+    ) -> gcp.storage.Bucket:
+        """The private checkpoint bucket: uniform access, public access prevented, objects
+        expire after ``bucket_keep_days``. Cloud Storage encrypts every object with
+        Google-managed keys by default, so no encryption block is needed."""
+        opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
+        return gcp.storage.Bucket(
+            f"{base}-ckpt",
+            location=d.region.upper(),
+            storage_class="STANDARD",
+            uniform_bucket_level_access=True,
+            public_access_prevention="enforced",
+            force_destroy=not d.retain_bucket,
+            lifecycle_rules=[
+                gcp.storage.BucketLifecycleRuleArgs(
+                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=d.bucket_keep_days),
+                )
+            ],
+            labels=labels,
+            opts=opts,
+        )
+
+    @staticmethod
+    def _instance(
+        resource_name: str,
+        d: Deployment,
+        *,
+        zone: pulumi.Input[str],
+        subnetwork: pulumi.Input[str],
+        network_ip: pulumi.Input[str] | None,
+        startup_script: pulumi.Input[str],
+        service_account_email: pulumi.Input[str],
+        placement: gcp.compute.ResourcePolicy | None,
+        schedule: gcp.compute.InstanceSchedulingArgs,
+        tag: str,
+        labels: dict[str, str],
+        opts: pulumi.ResourceOptions,
+    ) -> gcp.compute.Instance:
+        accelerators = (
+            [gcp.compute.InstanceGuestAcceleratorArgs(type=d.attached_accelerator, count=d.gpu_count)]
+            if d.attached_accelerator
+            else None
+        )
+        return gcp.compute.Instance(
+            resource_name,
+            machine_type=d.machine_type,
+            zone=zone,
+            description=f"gpufit {d.workload} ({d.stack}), deleted at {iso_utc(d.expires_at)}",
+            boot_disk=gcp.compute.InstanceBootDiskArgs(
+                auto_delete=True,
+                initialize_params=gcp.compute.InstanceBootDiskInitializeParamsArgs(
+                    image=d.image or DLVM_IMAGE,
+                    size=d.disk_gb,
+                    type=boot_disk_type(d.machine_type),
+                    labels=labels,
+                ),
+            ),
+            guest_accelerators=accelerators,
+            network_interfaces=[
+                gcp.compute.InstanceNetworkInterfaceArgs(
+                    subnetwork=subnetwork,
+                    network_ip=network_ip,
+                    nic_type=nic_type(d),
+                    # An ephemeral public IP for egress (packages, models, the bucket); no
+                    # firewall rule lets anything in through it unless access.ssh_cidrs says so.
+                    access_configs=[gcp.compute.InstanceNetworkInterfaceAccessConfigArgs()],
+                )
+            ],
+            scheduling=schedule,
+            service_account=gcp.compute.InstanceServiceAccountArgs(
+                email=service_account_email, scopes=[CLOUD_PLATFORM_SCOPE]
+            ),
+            shielded_instance_config=gcp.compute.InstanceShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
+            ),
+            metadata={
+                "enable-oslogin": "TRUE",
+                "block-project-ssh-keys": "TRUE",
+                "startup-script": startup_script,
+            },
+            resource_policies=placement.self_link if placement else None,
+            labels=labels,
+            tags=[tag],
+            allow_stopping_for_update=True,
+            opts=opts,
+        )
+
+
+class GcpProvider:
+    """``GpuProvider`` for Google Cloud: one ``GcpGpuInstance`` per deployment, created with the
+    given explicit provider (project, credentials) or the ambient default one."""
+
+    cloud: str = "gcp"
+
+    def __init__(self, provider: pulumi.ProviderResource | None = None) -> None:
+        self._provider = provider
+
+    def provision(self, deployment: Deployment) -> dict[str, Any]:
+        component = GcpGpuInstance(
+            deployment.name, deployment, pulumi.ResourceOptions(provider=self._provider)
+        )
+        return component.outputs

@@ -1,0 +1,153 @@
+"""The boot script every gpufit machine runs (cloud-init user data / GCP startup-script).
+
+It arms an in-VM shutdown at the deadline (a backstop to the cloud-side deadline), watches
+for a spot interruption notice (AWS IMDSv2 ``spot/instance-action`` every 5 s; GCP metadata
+``instance/preempted``) and then runs the checkpoint hook and syncs outputs, runs the job
+(through ``torchrun`` rendezvous on node 0 when the plan spans nodes), syncs its outputs to
+the checkpoint bucket, and powers off when a job ends so billing ends with it.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+
+from providers.base import Deployment
+
+RENDEZVOUS_PORT = 29500
+"""torchrun's c10d rendezvous port on node 0 (PyTorch's default master port)."""
+
+SPOT_POLL_SECONDS = 5
+"""AWS recommends polling ``spot/instance-action`` every 5 seconds (two-minute notice)."""
+
+_AWS_WATCH = """\
+imds_token() {{ curl -sf -X PUT http://169.254.169.254/latest/api/token \\
+  -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600'; }}
+interrupted() {{
+  code=$(curl -s -o /dev/null -w '%{{http_code}}' -H "X-aws-ec2-metadata-token: $(imds_token)" \\
+    http://169.254.169.254/latest/meta-data/spot/instance-action)
+  [ "$code" = "200" ]
+}}
+watch_interruption() {{
+  while ! interrupted; do sleep {poll}; done
+  log "spot interruption notice received"
+  on_interruption
+}}"""
+
+_GCP_WATCH = """\
+watch_interruption() {
+  until curl -sf -H 'Metadata-Flavor: Google' \\
+      'http://metadata.google.internal/computeMetadata/v1/instance/preempted?wait_for_change=true' \\
+      | grep -q TRUE; do sleep 1; done
+  log "spot preemption notice received"
+  on_interruption
+}"""
+
+_SYNC = {
+    "aws": 'aws s3 sync --only-show-errors "$WORKDIR/outputs" "s3://$BUCKET/$NODE_PREFIX/outputs"',
+    "gcp": 'gcloud storage rsync --recursive "$WORKDIR/outputs" "gs://$BUCKET/$NODE_PREFIX/outputs"',
+}
+_RESTORE = {
+    "aws": 'aws s3 sync --only-show-errors "s3://$BUCKET/$NODE_PREFIX/outputs" "$WORKDIR/outputs"',
+    "gcp": 'gcloud storage rsync --recursive "gs://$BUCKET/$NODE_PREFIX/outputs" "$WORKDIR/outputs"',
+}
+"""Pulled before the job starts: a machine that replaces an interrupted one (a new GCP VM, a
+fresh disk) starts from the last synced checkpoint."""
+
+
+@dataclass(frozen=True)
+class NodeRole:
+    """Where one machine stands in a multi-node job."""
+
+    rank: int
+    nodes: int
+    master_addr: str  # node 0's private address; "" on node 0 itself
+    machine: int = 0  # index among all the deployment's machines (names its bucket prefix)
+
+
+def render(deployment: Deployment, bucket: str, role: NodeRole) -> str:
+    """The bash boot script for one node of ``deployment``."""
+    d = deployment
+    expires_epoch = int(d.expires_at.timestamp())
+    watch = _AWS_WATCH.format(poll=SPOT_POLL_SECONDS) if d.cloud == "aws" else _GCP_WATCH
+    checkpoint = d.checkpoint_command or "true"
+    master = role.master_addr or "$(hostname -I | cut -d' ' -f1)"
+    if d.command is None:
+        run = 'log "no job command: the machine is ready; it powers off at the deadline"'
+    elif role.nodes > 1 and d.task != "serve":
+        run = (
+            f"torchrun --nnodes={role.nodes} --node-rank={role.rank} --nproc-per-node={d.gpu_count} "
+            f"--rdzv-backend=c10d --rdzv-id={shlex.quote(d.name)} "
+            '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT" '
+            f"{d.command}"
+        )
+    else:
+        run = d.command
+    finish = (
+        'log "job finished (exit $status): syncing outputs and powering off"\nsync_outputs\npoweroff'
+        if d.runs_to_completion
+        else 'log "job exited ($status); the machine stays up until the deadline"\nsync_outputs'
+    )
+    return f"""#!/bin/bash
+# gpufit boot script: workload {d.workload}, stack {d.stack}, node {role.rank + 1} of {role.nodes}
+# expires at {d.expires_at.isoformat()} (also enforced by the cloud)
+set -uo pipefail
+export WORKDIR={shlex.quote(d.workdir)} BUCKET={shlex.quote(bucket)} NODE_PREFIX=machine-{role.machine}
+export GPUFIT_NODE_RANK={role.rank} GPUFIT_NNODES={role.nodes} GPUFIT_EXPIRES_AT={expires_epoch}
+export GPUFIT_MASTER_ADDR="{master}" GPUFIT_MASTER_PORT={RENDEZVOUS_PORT}
+mkdir -p "$WORKDIR/outputs" && cd "$WORKDIR"
+log() {{ echo "gpufit: $*" | systemd-cat -t gpufit 2>/dev/null || echo "gpufit: $*"; }}
+
+# Backstop deadline: power off at expiry even if the cloud-side deadline never fires.
+minutes=$(( ({expires_epoch} - $(date +%s)) / 60 ))
+if [ "$minutes" -le 0 ]; then log "past the deadline at boot"; poweroff; fi
+shutdown -h +"$minutes" "gpufit deadline" || true
+
+sync_outputs() {{ {_SYNC[d.cloud]} || log "output sync failed"; }}
+on_interruption() {{
+  ( cd "$WORKDIR" && {checkpoint} ) || log "checkpoint hook failed"
+  sync_outputs
+}}
+{watch}
+{"watch_interruption &" if d.spot else "# on-demand: no interruption watcher"}
+
+{_RESTORE[d.cloud]} || log "nothing to restore from the bucket"
+
+( {run} )
+status=$?
+{finish}
+"""
+
+
+SERVICE_UNIT = """[Unit]
+Description=gpufit job (runs at every boot, so a stopped spot instance resumes its job)
+Wants=network-online.target
+After=network-online.target
+
+[Service]
+Type=simple
+ExecStart=/usr/local/sbin/gpufit-boot.sh
+Restart=no
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def as_boot_service(script: str) -> str:
+    """Wrap ``script`` as EC2 user data that installs it as a systemd service.
+
+    EC2 runs user data on the first boot only; a persistent spot instance that was stopped by
+    an interruption must resume its job when capacity returns, so the script runs as a
+    service enabled at every boot (GCP runs startup-script at every boot by itself)."""
+    return f"""#!/bin/bash
+set -euo pipefail
+install -d -m 755 /usr/local/sbin
+cat > /usr/local/sbin/gpufit-boot.sh <<'GPUFIT_SCRIPT_EOF'
+{script}GPUFIT_SCRIPT_EOF
+chmod 700 /usr/local/sbin/gpufit-boot.sh
+cat > /etc/systemd/system/gpufit-boot.service <<'GPUFIT_UNIT_EOF'
+{SERVICE_UNIT}GPUFIT_UNIT_EOF
+systemctl daemon-reload
+systemctl enable --now gpufit-boot.service
+"""

@@ -1,0 +1,133 @@
+"""Run the Pulumi program and components under ``pulumi.runtime.set_mocks``, recording every
+resource registered, with fixed clocks: no CLI, no cloud, no network."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pulumi
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str | None
+
+
+@dataclass
+class RecordingMocks(pulumi.runtime.Mocks):
+    """Records each resource; answers the invokes the components make with fixed values."""
+
+    resources: list[Registered] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
+        state = dict(args.inputs)
+        n = len(self.resources)
+        if args.typ == "aws:ec2/instance:Instance":
+            state.update(
+                privateIp=f"10.0.0.{n}",
+                availabilityZone=state.get("availabilityZone") or "us-east-1a",
+                spotInstanceRequestId="sir-1" if state.get("instanceMarketOptions") else "",
+            )
+        elif args.typ == "aws:s3/bucket:Bucket":
+            bucket = f"{state.get('bucketPrefix', 'b')}abc123"
+            state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")
+        elif args.typ == "aws:iam/role:Role":
+            state.update(arn=f"arn:aws:iam::123456789012:role/{args.name}", name=args.name)
+        elif args.typ in ("aws:iam/instanceProfile:InstanceProfile", "aws:ec2/placementGroup:PlacementGroup"):
+            state.update(name=args.name)
+        elif args.typ == "gcp:compute/instance:Instance":
+            nics = state.get("networkInterfaces") or [{}]
+            nics[0] = {**nics[0], "networkIp": f"10.42.0.{n}"}
+            state.update(networkInterfaces=nics, selfLink=f"projects/p/zones/z/instances/{args.name}")
+        elif args.typ == "gcp:storage/bucket:Bucket":
+            state.update(name=state.get("name") or f"{args.name}-abc", url=f"gs://{args.name}")
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        self.calls.append(args.token)
+        answers: dict[str, dict[str, Any]] = {
+            "aws:ec2/getVpc:getVpc": {"id": "vpc-0default", "cidrBlock": "172.31.0.0/16"},
+            "aws:ec2/getSubnets:getSubnets": {"ids": ["subnet-0b", "subnet-0a"]},
+            "aws:ec2/getSubnet:getSubnet": {"id": "subnet-0given", "vpcId": "vpc-0given"},
+            "aws:ec2/getAmi:getAmi": {"id": "ami-0dlami", "name": "Deep Learning OSS Nvidia Driver AMI GPU"},
+            "aws:index/getCallerIdentity:getCallerIdentity": {
+                "accountId": "123456789012",
+                "arn": "arn",
+                "userId": "u",
+            },
+            "gcp:compute/getZones:getZones": {"names": ["us-central1-c", "us-central1-a"]},
+        }
+        return answers.get(args.token, {})
+
+    def of_type(self, typ: str) -> list[Registered]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def one(self, typ: str) -> Registered:
+        found = self.of_type(typ)
+        assert len(found) == 1, f"expected one {typ}, found {len(found)}"
+        return found[0]
+
+
+def stack_config(stack_file: Path) -> dict[str, Any]:
+    doc = yaml.safe_load(stack_file.read_text())
+    return dict(doc.get("config") or {})
+
+
+def load_program() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gpufit_program", ROOT / "__main__.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # defines main(); __name__ is not "__main__", so it does not run
+    return module
+
+
+def run_program(
+    config: dict[str, Any], now: datetime, stack: str = "test", mocks: RecordingMocks | None = None
+) -> tuple[RecordingMocks, dict[str, Any]]:
+    """Run ``__main__.main`` with this stack config; return the recorded resources and the
+    resolved outputs. Exceptions from the program propagate (pass ``mocks`` to inspect them)."""
+    mocks = mocks if mocks is not None else RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="gpufit", stack=stack, preview=False)
+    pulumi.runtime.set_all_config(
+        {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, []
+    )
+    program = load_program()
+    resolved: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def body() -> Any:
+        outputs = program.main(now=lambda: now)
+        return pulumi.Output.all(**outputs).apply(resolved.update)
+
+    body()
+    return mocks, resolved
+
+
+def run_component(build: Callable[[], dict[str, Any]]) -> tuple[RecordingMocks, dict[str, Any]]:
+    """Build a component under fresh mocks and resolve its outputs."""
+    mocks = RecordingMocks()
+    pulumi.runtime.set_mocks(mocks, project="gpufit", stack="test", preview=False)
+    pulumi.runtime.set_all_config({}, [])
+    resolved: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def body() -> Any:
+        return pulumi.Output.all(**build()).apply(resolved.update)
+
+    body()
+    return mocks, resolved

@@ -1,0 +1,145 @@
+"""The boot script and the plan-to-deployment translation shared by both clouds."""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from providers.base import (
+    deployment_from_plan,
+    gcp_label_time,
+    iso_utc,
+    lifetime_hours,
+    parse_gcp_label_time,
+    parse_iso_utc,
+)
+from providers.startup import NodeRole, as_boot_service, render
+from selector.catalog import load_catalog
+from selector.select import plan
+from selector.spec import load_spec
+from tests.conftest import ROOT
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+CATALOG = load_catalog()
+
+
+def deployment(stack: str):  # type: ignore[no-untyped-def]
+    result = plan(load_spec(ROOT / "stacks" / f"Pulumi.{stack}.yaml"), CATALOG)
+    return deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW), result
+
+
+def bash_syntax_ok(script: str) -> bool:
+    return (
+        subprocess.run(["bash", "-n"], input=script, text=True, capture_output=True, check=False).returncode
+        == 0
+    )
+
+
+@pytest.mark.parametrize(
+    "stack", ["guanaco-65b", "llama70b-chat", "sdxl-batch", "llama70b-full-ft", "llama13b-gcp"]
+)
+def test_scripts_are_valid_bash(stack: str) -> None:
+    d, _ = deployment(stack)
+    for rank in range(d.nodes_per_replica):
+        script = render(d, "bucket-x", NodeRole(rank, d.nodes_per_replica, "10.0.0.1" if rank else "", rank))
+        assert bash_syntax_ok(script), script
+        assert bash_syntax_ok(as_boot_service(script))
+
+
+def test_job_script_order_and_deadline_backstop() -> None:
+    d, _ = deployment("guanaco-65b")
+    script = render(d, "bkt", NodeRole(0, 1, ""))
+    expires = int((NOW + timedelta(hours=48)).timestamp())
+    assert f"GPUFIT_EXPIRES_AT={expires}" in script
+    positions = [
+        script.index(s)
+        for s in (
+            'shutdown -h +"$minutes"',
+            "watch_interruption &",
+            'aws s3 sync --only-show-errors "s3://$BUCKET',
+            "( python qlora.py",
+            "sync_outputs\npoweroff",
+        )
+    ]
+    assert positions == sorted(positions)
+    assert "touch outputs/INTERRUPTED" in script
+
+
+def test_service_keeps_running_and_on_demand_has_no_watcher() -> None:
+    d, _ = deployment("llama70b-chat")
+    script = render(d, "bkt", NodeRole(0, 1, ""))
+    assert "# on-demand: no interruption watcher" in script
+    assert "poweroff\n" not in script.split("( vllm serve")[1]  # a service stays up until the deadline
+
+
+def test_gcp_script_watches_preemption_and_uses_gcloud() -> None:
+    d, _ = deployment("llama13b-gcp")
+    script = render(replace(d, market="spot", fault_tolerance="stateless"), "bkt", NodeRole(0, 1, ""))
+    assert "instance/preempted?wait_for_change=true" in script
+    assert 'gcloud storage rsync --recursive "$WORKDIR/outputs" "gs://$BUCKET' in script
+
+
+def test_multi_node_training_uses_torchrun_rendezvous_on_node_0() -> None:
+    d, _ = deployment("llama70b-full-ft")
+    assert d.nodes == d.nodes_per_replica == 2 and d.needs_node_interconnect
+    leader = render(d, "bkt", NodeRole(0, 2, "", 0))
+    worker = render(d, "bkt", NodeRole(1, 2, "10.1.2.3", 1))
+    assert "--node-rank=0" in leader and "hostname -I" in leader
+    assert "--node-rank=1" in worker and 'GPUFIT_MASTER_ADDR="10.1.2.3"' in worker
+    assert '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT"' in worker
+    assert "NODE_PREFIX=machine-1" in worker
+
+
+def test_no_command_boots_ready() -> None:
+    d, _ = deployment("sdxl-batch")
+    script = render(replace(d, command=None), "bkt", NodeRole(0, 1, ""))
+    assert "no job command" in script and "poweroff\n" not in script.split("no job command")[1]
+
+
+def test_lifetime_follows_ttl_duration_or_job_hours() -> None:
+    _, guanaco = deployment("guanaco-65b")
+    assert lifetime_hours(guanaco) == 48  # teardown.ttl
+    _, chat = deployment("llama70b-chat")
+    assert lifetime_hours(chat) == 720  # duration
+    spec = load_spec(ROOT / "examples" / "guanaco-65b.yaml").model_copy(update={"teardown": None})
+    no_ttl = plan(spec, CATALOG)
+    assert no_ttl.choice is not None
+    assert lifetime_hours(no_ttl) == pytest.approx(no_ttl.choice.cost.hours * 1.5 + 1)
+
+
+def test_deployment_carries_the_plan() -> None:
+    d, result = deployment("llama8b-fp8")
+    assert result.choice is not None
+    assert (d.cloud, d.region, d.instance_type, d.market) == (
+        result.choice.offer.cloud,
+        result.choice.offer.region,
+        result.choice.offer.instance.name,
+        result.choice.offer.market,
+    )
+    assert d.nodes == result.choice.shape.instances and d.nodes_per_replica == 1
+    assert d.tags()["gpufit:expires-at"] == iso_utc(d.expires_at)
+    assert d.labels()["gpufit-expires-at"] == gcp_label_time(d.expires_at)
+    assert [d.role(i) for i in range(3)] == [(0, 0), (0, 1), (0, 2)]
+
+
+def test_expiry_encodings_round_trip() -> None:
+    moment = datetime(2026, 12, 4, 13, 5, 9, tzinfo=UTC)
+    assert parse_iso_utc(iso_utc(moment)) == moment
+    assert gcp_label_time(moment) == "2026-12-04t13-05-09z"
+    assert parse_gcp_label_time(gcp_label_time(moment)) == moment
+    for bad in ("2026-12-04", "tomorrow"):
+        with pytest.raises(ValueError):
+            parse_iso_utc(bad)
+    with pytest.raises(ValueError):
+        parse_gcp_label_time("2026-12-04T13:05:09Z")
+
+
+def test_deadline_must_follow_creation() -> None:
+    _, result = deployment("sdxl-batch")
+    with pytest.raises(ValueError, match="not after"):
+        deployment_from_plan(
+            result, stack="s", project="p", created_at=NOW, expires_at=NOW - timedelta(hours=1)
+        )
