@@ -38,6 +38,8 @@ test: lint typecheck pytest
 
 bench: sync
 	$(UV) run --no-sync python benchmarks/bench_plan.py
+	$(UV) run --no-sync python benchmarks/bench_refresh.py --latency-ms 50
+	$(UV) run --no-sync python benchmarks/bench_refresh.py --latency-ms 150
 
 clean:
 	rm -rf .venv .tools .pytest_cache .mypy_cache .ruff_cache

@@ -13,7 +13,8 @@ from typing import Any
 import pulumi
 
 from providers.base import Deployment, GpuProvider, deployment_from_plan, parse_iso_utc
-from selector.catalog import CatalogError, load_catalog
+from providers.catalog_store import resolve
+from selector.catalog import CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan
 from selector.spec import STACK_KEY, SpecError, parse_spec
@@ -31,9 +32,12 @@ def build_plan(config: pulumi.Config) -> Plan:
             "invalid workload spec:\n" + "\n".join(f"  {p}" for p in err.problems)
         ) from None
     try:
-        catalog = load_catalog(config.get("catalog") or None)
+        resolved = resolve(config.get("catalog") or None)
     except CatalogError as err:
         raise pulumi.RunError(f"catalog: {err}") from None
+    if resolved.warning:
+        pulumi.log.warn(resolved.warning)
+    catalog = resolved.catalog
     result = plan(spec, catalog)
     if result.choice is None:
         raise pulumi.RunError("\n".join(failure_summary(result)))

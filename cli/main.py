@@ -1,6 +1,7 @@
 """The ``gpufit`` command.
 
 Exit codes: 0 ok; 2 invalid spec; 3 nothing feasible; 4 over budget; 5 unusable catalog;
+6 catalog refresh fetched nothing useful; 7 cloud credentials or permission missing;
 64 bad command line. Errors are one line per problem on stderr, never a traceback.
 Cloud SDKs and pulumi are never imported on the ``plan``/``offers`` path.
 """
@@ -11,7 +12,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
+
+if TYPE_CHECKING:
+    from selector.catalog import Catalog
 
 EXIT_OK = 0
 EXIT_INVALID_SPEC = 2
@@ -46,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the plan as JSON")
     p.add_argument("--explain", action="store_true", help="show every term with its value and formula")
     p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
-    p.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
+    p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
 
     o = sub.add_parser("offers", help="the comparison table of GPU offers")
     o.add_argument("--cloud", choices=["aws", "gcp"])
@@ -57,16 +61,20 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--nvlink", action="store_true", help="only NVLink/NVSwitch instances")
     o.add_argument("--spot", action="store_true", help="only spot offers")
     o.add_argument("--sort", choices=["price", "vram", "bandwidth", "price-per-gib"], default="price")
-    o.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
+    o.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     o.add_argument("--json", action="store_true", help="print a JSON list of offers")
 
     sc = sub.add_parser("schema", help="print the workload spec's JSON Schema")
     sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
     sub.add_parser("presets", help="list the model presets with their sources")
 
+    from cli import catalog_cmd
+
+    catalog_cmd.add_parser(sub)
+
     st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
     st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
-    st.add_argument("--catalog", help="catalog file (default: the embedded snapshot)")
+    st.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     return parser
 
 
@@ -76,10 +84,15 @@ def _fail(lines: Sequence[str], code: int) -> int:
     return code
 
 
-def _load_catalog(path: str | None):  # type: ignore[no-untyped-def]
-    from selector.catalog import load_catalog
+def _load_catalog(choice: str | None) -> Catalog:
+    """The catalog named by ``--catalog`` (snapshot, cache or a path), else the freshest valid
+    one; a fallback to the embedded snapshot is announced in one line on stderr."""
+    from providers.catalog_store import resolve
 
-    return load_catalog(path)
+    resolved = resolve(choice)
+    if resolved.warning:
+        sys.stderr.write(resolved.warning + "\n")
+    return resolved.catalog
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -211,12 +224,19 @@ def cmd_stacks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_catalog(args: argparse.Namespace) -> int:
+    from cli.catalog_cmd import cmd_catalog as run
+
+    return run(args)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "offers": cmd_offers,
     "schema": cmd_schema,
     "presets": cmd_presets,
     "stacks": cmd_stacks,
+    "catalog": cmd_catalog,
 }
 
 

@@ -118,6 +118,7 @@ class Offer:
     hourly_usd_range: tuple[float, float] | None = None
     interruption_bucket: str | None = None
     notes: str = ""
+    stale: bool = False  # kept from an earlier catalog because its region failed to refresh
 
     @property
     def cloud(self) -> str:
@@ -298,6 +299,7 @@ def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | 
             hourly_usd_range=(float(spread[0]), float(spread[1])) if spread else None,
             interruption_bucket=buckets.get((it.cloud, region, it.name)) if market == "spot" else None,
             notes=str(entry.get("notes", "")),
+            stale=bool(entry.get("stale", False)),
         )
         if offer.key in seen:
             raise CatalogError(f"{where}: duplicate offer {offer.key}")

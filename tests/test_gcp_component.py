@@ -19,12 +19,13 @@ import pytest
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
 from providers.base import Deployment
-from providers.gcp import GcpGpuInstance, GcpProvider
 from providers.gcp.component import (
     BUCKET_ROLE,
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
     IAP_SSH_RANGE,
+    GcpGpuInstance,
+    GcpProvider,
     first_up_zone,
     scheduling,
     service_account_id,

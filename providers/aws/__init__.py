@@ -1,0 +1,1 @@
+"""AWS: the Pulumi component (component.py) and the catalog refresh (catalog.py)."""

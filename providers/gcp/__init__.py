@@ -1,5 +1,3 @@
-"""Google Cloud: the ``gpufit:gcp:GpuInstance`` component and the ``GpuProvider`` around it."""
+"""Google Cloud: the Pulumi component (component.py) and the catalog refresh (catalog.py).
 
-from providers.gcp.component import GcpGpuInstance, GcpProvider
-
-__all__ = ["GcpGpuInstance", "GcpProvider"]
+Nothing is imported here, so that loading one does not load the other's heavy SDK."""

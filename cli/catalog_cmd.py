@@ -1,0 +1,166 @@
+"""``gpufit catalog refresh`` and ``gpufit catalog show``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+EXIT_OK = 0
+EXIT_BAD_CATALOG = 5
+EXIT_REFRESH_FAILED = 6
+EXIT_AUTH = 7
+
+
+def add_parser(sub: Any) -> None:
+    catalog = sub.add_parser("catalog", help="refresh or inspect the price catalog")
+    verbs = catalog.add_subparsers(dest="verb", required=True, parser_class=type(catalog))
+    refresh = verbs.add_parser("refresh", help="fetch today's specs and prices from the clouds")
+    refresh.add_argument("--cloud", choices=["aws", "gcp"], action="append", help="default: both")
+    refresh.add_argument("--regions", nargs="+", help="default: every enabled region")
+    refresh.add_argument("--out", help="default: the user cache directory")
+    refresh.add_argument("--workers", type=int, default=None, help="concurrent API calls (default 16)")
+    refresh.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
+    show = verbs.add_parser("show", help="which catalog plans use, its age and coverage")
+    show.add_argument("--catalog", help="snapshot, cache or a file (default: the freshest valid)")
+    show.add_argument("--json", action="store_true")
+
+
+@contextmanager
+def _progress(clouds: list[str]) -> Iterator[Callable[[str], None]]:
+    """A rich progress display per cloud on a terminal; plain log lines otherwise."""
+    if not sys.stderr.isatty():
+        yield lambda message: print(f"gpufit: {message}", file=sys.stderr, flush=True)
+        return
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    ) as progress:
+        tasks = {cloud: progress.add_task(f"{cloud}: starting", total=None) for cloud in clouds}
+
+        def update(message: str) -> None:
+            cloud = message.split(":", 1)[0]
+            if cloud in tasks:
+                progress.update(tasks[cloud], description=message)
+
+        yield update
+
+
+def cmd_refresh(args: argparse.Namespace) -> int:
+    from providers.catalog_store import default_cache_path, read_catalog_file, write_catalog
+    from providers.refresh import DEFAULT_WORKERS, AuthError, CallCounter, refresh
+    from selector.catalog import SNAPSHOT_FILE, CatalogError
+
+    out = Path(args.out) if args.out else default_cache_path()
+    previous_path = out if out.exists() else SNAPSHOT_FILE
+    try:
+        previous = read_catalog_file(previous_path)
+    except CatalogError as err:
+        print(f"gpufit: {err}; merging over the embedded snapshot instead", file=sys.stderr)
+        previous_path = SNAPSHOT_FILE
+        previous = read_catalog_file(previous_path)
+    previous_doc = json.loads(previous_path.read_text(encoding="utf-8"))
+    clouds = args.cloud or ["aws", "gcp"]
+    counter = CallCounter()
+    fetchers: list[Any] = []
+    try:
+        if "aws" in clouds:
+            from providers.aws.catalog import AwsCatalogFetcher
+
+            fetchers.append(AwsCatalogFetcher(counter=counter))
+        if "gcp" in clouds:
+            from providers.gcp.catalog import GcpCatalogFetcher
+
+            fetchers.append(GcpCatalogFetcher(project=args.project, counter=counter))
+        with _progress(clouds) as progress:
+            report = refresh(
+                fetchers,
+                previous,
+                previous_doc,
+                regions=args.regions,
+                workers=args.workers or DEFAULT_WORKERS,
+                progress=progress,
+            )
+    except AuthError as err:
+        print(f"gpufit: {err}", file=sys.stderr)
+        return EXIT_AUTH
+    except ValueError as err:
+        print(f"gpufit: {err}", file=sys.stderr)
+        return EXIT_REFRESH_FAILED
+    for line in report.lines():
+        print(line)
+    for error in report.auth_errors:
+        print(f"gpufit: {error}", file=sys.stderr)
+    if not report.useful:
+        print("gpufit: nothing useful was fetched; the previous catalog is unchanged", file=sys.stderr)
+        return EXIT_AUTH if report.auth_errors else EXIT_REFRESH_FAILED
+    path = write_catalog(report.doc, out)
+    print(
+        f"wrote {path}: {len(report.doc['offers'])} offers, "
+        f"{len(report.doc['instance_types'])} instance types"
+    )
+    return EXIT_AUTH if report.auth_errors else EXIT_OK
+
+
+def describe(resolved: Any, now: datetime) -> dict[str, Any]:
+    catalog = resolved.catalog
+    regions: dict[str, set[str]] = {}
+    for offer in catalog.offers:
+        regions.setdefault(offer.cloud, set()).add(offer.region)
+    stale = sorted({f"{o.cloud}:{o.region}" for o in catalog.offers if o.stale})
+    try:
+        age = (now.date() - datetime.fromisoformat(catalog.as_of[:10]).date()).days
+    except ValueError:
+        age = None
+    return {
+        "kind": resolved.kind,
+        "path": catalog.path,
+        "source": catalog.source,
+        "as_of": catalog.as_of,
+        "age_days": age,
+        "offers": len(catalog.offers),
+        "instance_types": len(catalog.instance_types),
+        "regions": {cloud: sorted(r) for cloud, r in sorted(regions.items())},
+        "stale_regions": stale,
+        "warning": resolved.warning,
+    }
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from providers.catalog_store import resolve
+    from selector.catalog import CatalogError
+
+    try:
+        resolved = resolve(args.catalog)
+    except CatalogError as err:
+        print(f"gpufit: catalog: {err}", file=sys.stderr)
+        return EXIT_BAD_CATALOG
+    info = describe(resolved, datetime.now(UTC))
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return EXIT_OK
+    print(f"catalog in use: {info['kind']} ({info['path']})")
+    print(f"source: {info['source']}; as of {info['as_of']} ({info['age_days']} days old)")
+    print(f"{info['offers']} offers, {info['instance_types']} instance types")
+    for cloud, regions in info["regions"].items():
+        print(f"  {cloud}: {len(regions)} regions: {', '.join(regions)}")
+    if info["stale_regions"]:
+        print(f"stale (kept from an earlier catalog): {', '.join(info['stale_regions'])}")
+    if info["warning"]:
+        print(info["warning"], file=sys.stderr)
+    return EXIT_OK
+
+
+def cmd_catalog(args: argparse.Namespace) -> int:
+    return cmd_refresh(args) if args.verb == "refresh" else cmd_show(args)

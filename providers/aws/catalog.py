@@ -1,0 +1,502 @@
+"""Refresh AWS GPU instance specs, availability and prices with boto3.
+
+Per region, concurrently: ``describe_instance_types`` (GPU families, GpuInfo), where each
+type is offered (``describe_instance_type_offerings`` by availability zone) and the current
+spot price per zone (``describe_spot_price_history`` from now). Then, concurrently per
+instance type, on-demand prices from the Price List API (``pricing.get_products``: Linux,
+shared tenancy, no pre-installed software, capacity status Used), which answers for every
+region at once. GPU names are normalised through the selector's GPU facts (which add
+bandwidth, FP8 and NVLink, the facts the API lacks); a GPU not in the table is reported,
+never guessed. Endpoints come from the standard AWS configuration (``AWS_ENDPOINT_URL``,
+``AWS_ENDPOINT_URL_EC2``, ``AWS_ENDPOINT_URL_PRICING``): a local server needs no code path.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor
+from datetime import UTC, date, datetime
+from typing import Any
+
+from providers.refresh import AuthError, CallCounter, FetchResult
+from providers.retry import RetryPolicy, call_with_retry
+from selector.catalog import GpuSpec, load_gpus
+
+SOURCE_KEY_PRICING = "AWS_PRICE_LIST"
+SOURCE_KEY_SPOT = "AWS_SPOT_HISTORY"
+SOURCE_KEY_EC2 = "AWS_EC2_API"
+PRICING_REGION = "us-east-1"
+"""The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
+
+GPU_FAMILIES = ["g*", "p*"]
+"""Instance-type patterns that hold every NVIDIA GPU family on EC2; others are filtered by GpuInfo."""
+
+FAMILY_GPU = {"p5en": "H200", "p5e": "H200"}
+"""EC2 reports p5e/p5en GPUs as plain "NVIDIA" in some API versions: their GPU by family."""
+
+NO_NVLINK_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "g5g", "g4ad"})
+"""Families whose multi-GPU sizes join GPUs over PCIe only (AWS accelerated-computing docs)."""
+
+TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "Unavailable",
+        "InternalError",
+        "InternalFailure",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    }
+)
+AUTH_CODES = frozenset(
+    {
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "AccessDenied",
+        "AccessDeniedException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "SignatureDoesNotMatch",
+        "OptInRequired",
+    }
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Throttling, 5xx and connection trouble are worth another try; nothing else is."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return code in TRANSIENT_CODES or status >= 500
+    return isinstance(
+        error, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
+    )
+
+
+def _auth_error(error: BaseException, service: str, operation: str) -> AuthError | None:
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return AuthError("aws: no credentials found (set AWS_PROFILE, or run `aws configure`)")
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in AUTH_CODES:
+            return AuthError(f"aws: {code}: the credentials lack permission {service}:{operation}")
+    return None
+
+
+def parse_gbps(text: str | None) -> float | None:
+    """ "Up to 25 Gigabit", "3200 Gigabit", "100 Gigabit" → Gbit/s."""
+    if not text:
+        return None
+    match = re.search(r"([0-9.]+)\s*Gigabit", text)
+    return float(match.group(1)) if match else None
+
+
+def normalise_gpu(gpus: dict[str, GpuSpec], name: str, memory_mib: int, family: str) -> GpuSpec | None:
+    """The GPU facts entry for an EC2 GPU: by family where the API's name is wrong, else by
+    name (or alias) and the memory the API reports (A100 comes in 40 and 80 GB)."""
+    if family in FAMILY_GPU:
+        return gpus[FAMILY_GPU[family]]
+    lowered = name.lower()
+    candidates = [g for g in gpus.values() if lowered in (g.name.lower(), *(a.lower() for a in g.aliases))]
+    candidates += [
+        g for g in gpus.values() if g.name.lower().startswith(lowered + "-") and g not in candidates
+    ]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda g: abs(g.memory_mib - memory_mib))
+
+
+class AwsCatalogFetcher:
+    """Fetches the AWS part of a catalog with a boto3 session."""
+
+    cloud = "aws"
+
+    def __init__(
+        self,
+        session: Any = None,
+        counter: CallCounter | None = None,
+        policy: RetryPolicy | None = None,
+        today: Callable[[], date] | None = None,
+        now: Callable[[], datetime] | None = None,
+    ) -> None:
+        if session is None:
+            import boto3
+
+            session = boto3.Session()
+        self._session = session
+        self.counter = counter or CallCounter()
+        self._policy = policy or RetryPolicy()
+        self._today = today or (lambda: datetime.now(UTC).date())
+        self._now = now or (lambda: datetime.now(UTC))
+        self._gpus = load_gpus()
+        self._unknown: set[str] = set()  # GPU types the facts table lacks (added from worker threads)
+        self._skipped: set[str] = set()  # fractional-GPU types
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients_lock = threading.Lock()
+
+    # -- calls -------------------------------------------------------------------------------
+    def _client(self, service: str, region: str) -> Any:
+        """One client per service and region, made once: building a boto3 client costs far
+        more CPU than a call, and clients (unlike sessions) are safe to share across threads."""
+        from botocore.config import Config
+
+        key = (service, region)
+        with self._clients_lock:
+            client = self._clients.get(key)
+            if client is None:
+                # tenacity is the only retry layer: botocore's own retries off (total attempts 1).
+                config = Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=5,
+                    read_timeout=30,
+                    max_pool_connections=32,
+                )
+                client = self._clients[key] = self._session.client(service, region_name=region, config=config)
+            return client
+
+    def _call(self, service: str, operation: str, fn: Callable[[], Any]) -> Any:
+        def attempt() -> Any:
+            self.counter.add()
+            return fn()
+
+        try:
+            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
+        except Exception as error:
+            auth = _auth_error(error, service, operation)
+            if auth is not None:
+                raise auth from None
+            raise
+
+    def _pages(self, client: Any, service: str, operation: str, method: str, **kwargs: Any) -> Iterator[Any]:
+        """Each page is its own retried call, so a throttled page does not restart the listing."""
+        token: str | None = None
+        token_in, token_out = ("NextToken", "NextToken")
+        while True:
+            args = dict(kwargs)
+            if token:
+                args[token_in] = token
+            page = self._call(service, operation, functools.partial(getattr(client, method), **args))
+            yield page
+            token = page.get(token_out)
+            if not token:
+                return
+
+    # -- fetch -------------------------------------------------------------------------------
+    def regions(self) -> list[str]:
+        ec2 = self._client("ec2", PRICING_REGION)
+        answer = self._call(
+            "ec2",
+            "DescribeRegions",
+            lambda: ec2.describe_regions(
+                Filters=[{"Name": "opt-in-status", "Values": ["opt-in-not-required", "opted-in"]}]
+            ),
+        )
+        return sorted(r["RegionName"] for r in answer["Regions"])
+
+    def fetch(
+        self, regions: list[str] | None, pool: Executor, progress: Callable[[str], None]
+    ) -> FetchResult:
+        """Specs once, in us-east-1 (where every GPU family is offered), then per region where each type is
+        offered and its spot prices, and per type its on-demand prices: all concurrently."""
+        start = self.counter.count
+        result = FetchResult(cloud="aws")
+        result.sources = self._sources()
+        wanted = regions or self.regions()
+        home = PRICING_REGION if PRICING_REGION in wanted else wanted[0]
+        progress(f"aws: {len(wanted)} regions")
+        try:
+            specs = self._specs(home, None)
+        except AuthError:
+            raise
+        except Exception as error:
+            reason = f"instance types in {home}: {type(error).__name__}: {error}"[:300]
+            result.regions_failed = dict.fromkeys(wanted, reason)
+            result.calls = self.counter.count - start
+            return result
+        offered = self._per_region(pool, wanted, sorted(specs), result, progress)
+        progress(f"aws: {len(specs)} GPU instance types; spot and on-demand prices")
+        spot_jobs = {
+            r: pool.submit(self._spot, r, sorted(n for n in offered[r] if n in specs)) for r in offered
+        }
+        price_jobs = {name: pool.submit(self._on_demand_prices, name) for name in sorted(specs)}
+        spot: dict[str, dict[tuple[str, str], float]] = {}
+        for region, spot_job in spot_jobs.items():
+            try:
+                spot[region] = spot_job.result()
+            except AuthError:
+                raise
+            except Exception as error:
+                for name in offered[region]:
+                    result.kept[(region, name, "spot")] = f"{type(error).__name__}: {error}"[:200]
+                result.notes.append(f"{region}: spot prices failed ({type(error).__name__}); kept previous")
+        prices: dict[str, dict[str, float]] = {}
+        for name, price_job in price_jobs.items():
+            try:
+                prices[name] = price_job.result()
+            except AuthError:
+                raise
+            except Exception as error:
+                result.notes.append(
+                    f"on-demand prices for {name} failed ({type(error).__name__}); kept previous"
+                )
+                for region in offered:
+                    result.kept[(region, name, "on-demand")] = str(error)[:200]
+        self._assemble(result, offered, specs, spot, prices)
+        result.calls = self.counter.count - start
+        return result
+
+    def _per_region(
+        self,
+        pool: Executor,
+        regions: list[str],
+        names: list[str],
+        result: FetchResult,
+        progress: Callable[[str], None],
+    ) -> dict[str, dict[str, set[str]]]:
+        """Offerings per region, concurrently; a region that fails after its retries is
+        recorded in ``regions_failed`` and keeps its previous data."""
+        jobs = {r: pool.submit(self._offerings, r, names) for r in regions}
+        out: dict[str, dict[str, set[str]]] = {}
+        for region, job in jobs.items():
+            try:
+                out[region] = job.result()
+                progress(f"aws: {region} done")
+            except AuthError:
+                raise
+            except Exception as error:
+                result.regions_failed[region] = f"{type(error).__name__}: {error}"[:300]
+                progress(f"aws: {region} failed, keeping its previous data")
+        return out
+
+    def _specs(self, region: str, names: list[str] | None) -> dict[str, dict[str, Any]]:
+        """GPU instance types described in ``region``: the GPU families, or the named types."""
+        ec2 = self._client("ec2", region)
+        args: dict[str, Any] = (
+            {"InstanceTypes": names}
+            if names
+            else {"Filters": [{"Name": "instance-type", "Values": GPU_FAMILIES}], "MaxResults": 100}
+        )
+        specs: dict[str, dict[str, Any]] = {}
+        for page in self._pages(ec2, "ec2", "DescribeInstanceTypes", "describe_instance_types", **args):
+            for info in page.get("InstanceTypes", []):
+                spec = self._instance_type(info)
+                if spec is not None:
+                    specs[spec["name"]] = spec
+        return specs
+
+    def _offerings(self, region: str, names: list[str]) -> dict[str, set[str]]:
+        """Instance type → the availability zones of ``region`` that offer it."""
+        ec2 = self._client("ec2", region)
+        zones: dict[str, set[str]] = {}
+        for chunk in _chunks(names, 100):
+            for page in self._pages(
+                ec2,
+                "ec2",
+                "DescribeInstanceTypeOfferings",
+                "describe_instance_type_offerings",
+                LocationType="availability-zone",
+                Filters=[{"Name": "instance-type", "Values": chunk}],
+            ):
+                for row in page.get("InstanceTypeOfferings", []):
+                    zones.setdefault(row["InstanceType"], set()).add(row["Location"])
+        return zones
+
+    def _spot(self, region: str, names: list[str]) -> dict[tuple[str, str], float]:
+        """(instance type, zone) → the latest Linux spot price, from now."""
+        if not names:
+            return {}
+        ec2 = self._client("ec2", region)
+        latest: dict[tuple[str, str], tuple[datetime, float]] = {}
+        for page in self._pages(
+            ec2,
+            "ec2",
+            "DescribeSpotPriceHistory",
+            "describe_spot_price_history",
+            InstanceTypes=names,
+            ProductDescriptions=["Linux/UNIX"],
+            StartTime=self._now(),
+        ):
+            for row in page.get("SpotPriceHistory", []):
+                key = (row["InstanceType"], row["AvailabilityZone"])
+                stamp = row.get("Timestamp")
+                stamp = stamp if isinstance(stamp, datetime) else self._now()
+                if key not in latest or stamp > latest[key][0]:
+                    latest[key] = (stamp, float(row["SpotPrice"]))
+        return {key: price for key, (_, price) in latest.items()}
+
+    def _instance_type(self, info: dict[str, Any]) -> dict[str, Any] | None:
+        gpu_info = info.get("GpuInfo") or {}
+        gpus = gpu_info.get("Gpus") or []
+        if not gpus or any(g.get("Manufacturer", "NVIDIA") != "NVIDIA" for g in gpus):
+            return None
+        name = info["InstanceType"]
+        family = name.split(".")[0]
+        first = gpus[0]
+        count = sum(int(g.get("Count", 0)) for g in gpus)
+        if count < 1:  # a fraction of a GPU (g6f, gr6f): the sizing model plans whole GPUs
+            self._skipped.add(name)
+            return None
+        memory = int(first.get("MemoryInfo", {}).get("SizeInMiB", 0))
+        gpu = normalise_gpu(self._gpus, str(first.get("Name", "")), memory, family)
+        if gpu is None:
+            self._unknown.add(f"{name}: GPU {first.get('Name')!r} ({memory} MiB)")
+            return None
+        network = info.get("NetworkInfo") or {}
+        storage = info.get("InstanceStorageInfo") or {}
+        return {
+            "cloud": "aws",
+            "name": name,
+            "machine_type": name,
+            "gpu": gpu.name,
+            "gpu_count": count,
+            "attached_accelerator": None,
+            "vcpus": int(info.get("VCpuInfo", {}).get("DefaultVCpus", 0)),
+            "memory_gib": round(int(info.get("MemoryInfo", {}).get("SizeInMiB", 0)) / 1024, 2),
+            "local_nvme_gb": storage.get("TotalSizeInGB"),
+            "network_gbps": parse_gbps(network.get("NetworkPerformance")),
+            "nvlink": count > 1 and gpu.nvlink_gbps is not None and family not in NO_NVLINK_FAMILIES,
+            "node_interconnect": "efa" if network.get("EfaSupported") else None,
+            "source": SOURCE_KEY_EC2,
+            "confidence": "high",
+        }
+
+    def _on_demand_prices(self, instance_type: str) -> dict[str, float]:
+        """Region code → Linux on-demand $/h for one instance type, from the Price List API."""
+        pricing = self._client("pricing", PRICING_REGION)
+        filters = [
+            {"Type": "TERM_MATCH", "Field": field_name, "Value": value}
+            for field_name, value in (
+                ("instanceType", instance_type),
+                ("operatingSystem", "Linux"),
+                ("tenancy", "Shared"),
+                ("preInstalledSw", "NA"),
+                ("capacitystatus", "Used"),
+            )
+        ]
+        prices: dict[str, float] = {}
+        for page in self._pages(
+            pricing, "pricing", "GetProducts", "get_products", ServiceCode="AmazonEC2", Filters=filters
+        ):
+            for item in page.get("PriceList", []):
+                product = json.loads(item) if isinstance(item, str) else item
+                region = product.get("product", {}).get("attributes", {}).get("regionCode")
+                price = _on_demand_usd(product)
+                if region and price:
+                    prices[region] = price
+        return prices
+
+    def _assemble(
+        self,
+        result: FetchResult,
+        offered: dict[str, dict[str, set[str]]],
+        specs: dict[str, dict[str, Any]],
+        spot: dict[str, dict[tuple[str, str], float]],
+        prices: dict[str, dict[str, float]],
+    ) -> None:
+        today = self._today().isoformat()
+        used: set[str] = set()
+        for region, zones_by_type in sorted(offered.items()):
+            result.regions_ok.add(region)
+            for name in sorted(n for n in zones_by_type if n in specs):
+                od = prices.get(name, {}).get(region)
+                if od:
+                    used.add(name)
+                    result.offers.append(
+                        _offer(name, region, None, "on-demand", od, SOURCE_KEY_PRICING, today)
+                    )
+                for zone in sorted(zones_by_type[name]):
+                    price = spot.get(region, {}).get((name, zone))
+                    if price:
+                        used.add(name)
+                        result.offers.append(
+                            _offer(name, region, zone, "spot", price, SOURCE_KEY_SPOT, today)
+                        )
+        result.instance_types = [specs[n] for n in sorted(used)]
+        if self._skipped:
+            result.notes.append(
+                f"{len(self._skipped)} fractional-GPU instance types skipped: "
+                + ", ".join(sorted(self._skipped))
+            )
+        if self._unknown:
+            result.notes.append(
+                f"{len(self._unknown)} GPU instance types skipped, GPU not in the facts table: "
+                + "; ".join(sorted(self._unknown)[:5])
+            )
+
+    def _sources(self) -> dict[str, dict[str, str]]:
+        today = self._today().isoformat()
+        return {
+            SOURCE_KEY_PRICING: {
+                "title": "AWS Price List Query API, pricing:GetProducts (AmazonEC2, Linux, "
+                "shared tenancy, capacity status Used)",
+                "url": "https://docs.aws.amazon.com/aws-cost-management/latest/APIReference/"
+                "API_pricing_GetProducts.html",
+                "retrieved": today,
+            },
+            SOURCE_KEY_SPOT: {
+                "title": "EC2 DescribeSpotPriceHistory (Linux/UNIX), latest price per zone",
+                "url": "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/"
+                "API_DescribeSpotPriceHistory.html",
+                "retrieved": today,
+            },
+            SOURCE_KEY_EC2: {
+                "title": "EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings",
+                "url": "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/"
+                "API_DescribeInstanceTypes.html",
+                "retrieved": today,
+            },
+        }
+
+
+def _on_demand_usd(product: dict[str, Any]) -> float | None:
+    """``terms.OnDemand.<offer>.priceDimensions.<rate>.pricePerUnit.USD`` of an hourly rate."""
+    for term in (product.get("terms", {}).get("OnDemand") or {}).values():
+        for dimension in (term.get("priceDimensions") or {}).values():
+            if dimension.get("unit") not in (None, "Hrs"):
+                continue
+            usd = dimension.get("pricePerUnit", {}).get("USD")
+            if usd is not None and float(usd) > 0:
+                return float(usd)
+    return None
+
+
+def _offer(
+    name: str, region: str, zone: str | None, market: str, price: float, source: str, today: str
+) -> dict[str, Any]:
+    return {
+        "cloud": "aws",
+        "instance_type": name,
+        "region": region,
+        "zone": zone,
+        "market": market,
+        "hourly_usd": round(price, 6),
+        "source": source,
+        "as_of": today,
+        "confidence": "high",
+    }
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]

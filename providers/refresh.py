@@ -1,0 +1,223 @@
+"""``gpufit catalog refresh``: fetch instance specs and prices from the clouds, merge them
+with the previous catalog so a refresh can never leave the user worse off, and report.
+
+Each cloud implements ``CatalogFetcher`` (``providers/aws/catalog.py``,
+``providers/gcp/catalog.py``); this module runs them with a bounded thread pool, keeps a
+failed region's previous offers (marked stale), flags prices that moved more than
+``PRICE_MOVE_FACTOR`` from the previous catalog, checks the result loads, and writes it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from selector.catalog import Catalog, catalog_from_doc
+
+PRICE_MOVE_FACTOR = 3.0
+"""A refreshed price more than 3× above or below the previous one is kept but reported:
+real moves that large are rare; API or parsing errors are not."""
+
+DEFAULT_WORKERS = 16
+"""Concurrent API calls: enough to hide per-call latency over ~20 regions, well below the
+clouds' per-account request-rate limits."""
+
+
+class AuthError(Exception):
+    """Credentials are missing or lack a permission: retrying cannot help."""
+
+
+@dataclass
+class FetchResult:
+    """What one cloud's fetch produced, in the catalog file's own schema."""
+
+    cloud: str
+    instance_types: list[dict[str, Any]] = field(default_factory=list)
+    offers: list[dict[str, Any]] = field(default_factory=list)
+    regions_ok: set[str] = field(default_factory=set)
+    regions_failed: dict[str, str] = field(default_factory=dict)
+    kept: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    """(region, instance type, market) whose fresh prices failed inside a refreshed region:
+    the previous offers are kept, marked stale."""
+    notes: list[str] = field(default_factory=list)
+    sources: dict[str, dict[str, str]] = field(default_factory=dict)
+    calls: int = 0
+
+
+class CallCounter:
+    """Counts API calls across threads (for the report and the benchmark)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.count = 0
+
+    def add(self, n: int = 1) -> None:
+        with self._lock:
+            self.count += n
+
+
+class CatalogFetcher(Protocol):
+    """One cloud's catalog source. ``fetch`` may run calls concurrently on ``pool``; it
+    records regions that failed after their retries in ``regions_failed`` rather than raising,
+    and raises ``AuthError`` for credential or permission problems."""
+
+    cloud: str
+
+    def fetch(
+        self, regions: list[str] | None, pool: Executor, progress: Callable[[str], None]
+    ) -> FetchResult: ...
+
+
+@dataclass
+class RefreshReport:
+    doc: dict[str, Any]
+    results: list[FetchResult]
+    stale_regions: dict[str, str]
+    price_moves: list[str]
+    useful: bool
+    auth_errors: list[str] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        out = []
+        for r in self.results:
+            out.append(
+                f"{r.cloud}: {len(r.regions_ok)} regions refreshed, {len(r.regions_failed)} failed, "
+                f"{len(r.instance_types)} instance types, {len(r.offers)} offers, {r.calls} API calls"
+            )
+            out.extend(f"  {note}" for note in r.notes)
+        out.extend(
+            f"stale (kept previous prices): {key}: {why}" for key, why in sorted(self.stale_regions.items())
+        )
+        out.extend(f"price moved: {line}" for line in self.price_moves)
+        return out
+
+
+def _offer_key(offer: dict[str, Any]) -> tuple[Any, ...]:
+    return (offer["cloud"], offer["instance_type"], offer["region"], offer.get("zone"), offer["market"])
+
+
+def price_moves(
+    previous: Iterable[dict[str, Any]], fresh: Iterable[dict[str, Any]], factor: float
+) -> list[str]:
+    """Offers whose price moved by more than ``factor`` either way."""
+    before = {_offer_key(o): float(o["hourly_usd"]) for o in previous}
+    moves = []
+    for offer in fresh:
+        old = before.get(_offer_key(offer))
+        new = float(offer["hourly_usd"])
+        if old and (new > old * factor or new < old / factor):
+            cloud, name, region, zone, market = _offer_key(offer)
+            moves.append(f"{cloud} {name} {zone or region} {market}: ${old:.4g}/h -> ${new:.4g}/h")
+    return moves
+
+
+def merge(
+    previous: dict[str, Any],
+    results: list[FetchResult],
+    now: datetime,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The new catalog document: fresh data where a region was refreshed, the previous data
+    (marked stale) where it failed, and everything of clouds not refreshed, untouched."""
+    refreshed_clouds = {r.cloud for r in results}
+    ok = {(r.cloud, region) for r in results for region in r.regions_ok}
+    failed = {(r.cloud, region): why for r in results for region, why in r.regions_failed.items()}
+    everywhere = {r.cloud: r.regions_failed["*"] for r in results if "*" in r.regions_failed}
+    for offer in previous.get("offers", []):  # "*": every region of that cloud not refreshed failed
+        where = (offer["cloud"], offer["region"])
+        if offer["cloud"] in everywhere and where not in ok:
+            failed.setdefault(where, everywhere[offer["cloud"]])
+    types: dict[tuple[str, str], dict[str, Any]] = {
+        (t["cloud"], t["name"]): t for t in previous.get("instance_types", [])
+    }
+    for r in results:
+        for t in r.instance_types:
+            key = (t["cloud"], t["name"])
+            old = types.get(key, {})
+            # An API that does not report a spec (local NVMe, network) keeps the previous figure.
+            types[key] = {**t, **{k: v for k, v in old.items() if t.get(k) is None and v is not None}}
+    offers: list[dict[str, Any]] = []
+    stale: dict[str, str] = {}
+    partial = {(r.cloud, *key): why for r in results for key, why in r.kept.items()}
+    for offer in previous.get("offers", []):
+        where = (offer["cloud"], offer["region"])
+        part = (offer["cloud"], offer["region"], offer["instance_type"], offer["market"])
+        if offer["cloud"] in refreshed_clouds and where in ok and part not in partial:
+            continue
+        kept = dict(offer)
+        reason = failed.get(where) or partial.get(part)
+        if reason is not None:
+            kept["stale"] = True
+            kept["notes"] = (kept.get("notes", "") + f" stale: refresh failed {now:%Y-%m-%d}").strip()
+            stale[f"{where[0]}:{where[1]}"] = reason
+        offers.append(kept)
+    for r in results:
+        offers.extend(r.offers)
+    sources = dict(previous.get("sources", {}))
+    for r in results:
+        sources.update(r.sources)
+    used_types = {(o["cloud"], o["instance_type"]) for o in offers}
+    doc = {
+        "schema_version": 1,
+        "as_of": now.strftime("%Y-%m-%d"),
+        "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "source": "refresh "
+        + "+".join(sorted(refreshed_clouds))
+        + f" over {previous.get('source', 'snapshot')}",
+        "sources": sources,
+        "instance_types": sorted(
+            (t for key, t in types.items() if key in used_types), key=lambda t: (t["cloud"], t["name"])
+        ),
+        "offers": sorted(
+            offers,
+            key=lambda o: (o["cloud"], o["instance_type"], o["region"], o.get("zone") or "", o["market"]),
+        ),
+        "spot_interruption": previous.get("spot_interruption", []),
+        "refresh": {
+            "regions_ok": sorted(f"{c}:{r}" for c, r in ok),
+            "regions_stale": stale,
+        },
+    }
+    return doc, stale
+
+
+def refresh(
+    fetchers: list[CatalogFetcher],
+    previous: Catalog,
+    previous_doc: dict[str, Any],
+    regions: list[str] | None = None,
+    workers: int = DEFAULT_WORKERS,
+    now: datetime | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+) -> RefreshReport:
+    """Run the fetchers and build the merged catalog (not yet written)."""
+    now = now or datetime.now(UTC)
+    results: list[FetchResult] = []
+    auth_errors: list[str] = []
+    with (
+        ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gpufit-refresh") as pool,
+        ThreadPoolExecutor(max_workers=max(1, len(fetchers)), thread_name_prefix="gpufit-cloud") as clouds,
+    ):
+        jobs = [clouds.submit(fetcher.fetch, regions, pool, progress) for fetcher in fetchers]
+        for job in jobs:
+            try:
+                results.append(job.result())
+            except AuthError as error:  # this cloud stops; the others' results still count
+                auth_errors.append(str(error))
+    doc, stale = merge(previous_doc, results, now)
+    catalog_from_doc(doc, "refreshed catalog", previous.gpus)  # the result must load
+    moves = price_moves(
+        previous_doc.get("offers", []), [o for r in results for o in r.offers], PRICE_MOVE_FACTOR
+    )
+    useful = any(r.offers for r in results)
+    return RefreshReport(
+        doc=doc,
+        results=results,
+        stale_regions=stale,
+        price_moves=moves,
+        useful=useful,
+        auth_errors=auth_errors,
+    )

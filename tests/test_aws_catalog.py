@@ -1,0 +1,284 @@
+"""AWS catalog refresh against moto as a real local server (EC2) and a local Price List API,
+with throttling, permission errors and a timing-out region injected per call."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.aws.catalog import AwsCatalogFetcher, normalise_gpu
+from providers.catalog_store import read_catalog_file, write_catalog
+from providers.refresh import AuthError, CallCounter, refresh
+from providers.retry import RetryPolicy
+from selector.catalog import SNAPSHOT_FILE, load_catalog, load_gpus
+from tests.fakes.aws import Faults, PricingServer, aws_env, error_response, moto_server, operation, region_of
+
+TODAY = date(2026, 12, 2)
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+NO_SLEEP = RetryPolicy(sleep=lambda _: None)
+REGIONS = ["us-east-1", "us-west-2"]
+
+
+def snapshot_prices() -> dict[tuple[str, str], float]:
+    """On-demand prices the fake Price List serves: the embedded snapshot's own figures."""
+    return {
+        (o.instance.name, o.region): o.hourly_usd
+        for o in load_catalog().offers
+        if o.cloud == "aws" and o.market == "on-demand"
+    }
+
+
+@pytest.fixture(scope="module")
+def servers() -> Iterator[tuple[str, PricingServer]]:
+    with moto_server() as ec2_url, PricingServer(snapshot_prices()) as pricing:
+        yield ec2_url, pricing
+
+
+@pytest.fixture
+def env(servers: tuple[str, PricingServer], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    ec2_url, pricing = servers
+    values = aws_env(ec2_url, pricing.url)
+    for key, value in values.items():
+        monkeypatch.setenv(key, value)
+    for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
+        monkeypatch.delenv(key, raising=False)
+    return values
+
+
+def fetcher(faults: Faults | None = None, counter: CallCounter | None = None) -> AwsCatalogFetcher:
+    import boto3
+
+    session = boto3.Session()
+    if faults is not None:
+        session.events.register("before-send", faults)
+    return AwsCatalogFetcher(
+        session=session, counter=counter, policy=NO_SLEEP, today=lambda: TODAY, now=lambda: NOW
+    )
+
+
+def run(f: AwsCatalogFetcher, regions: list[str] | None = REGIONS) -> Any:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        return f.fetch(regions, pool, lambda _: None)
+
+
+def test_normalises_gpu_names_by_memory_and_family() -> None:
+    gpus = load_gpus()
+    assert normalise_gpu(gpus, "A100", 40960, "p4d").name == "A100-40GB"
+    assert normalise_gpu(gpus, "A100", 81920, "p4de").name == "A100-80GB"
+    assert normalise_gpu(gpus, "NVIDIA", 144384, "p5en").name == "H200"  # the API's wrong name
+    assert normalise_gpu(gpus, "V100", 32768, "p3dn").name == "V100-32GB"
+    assert normalise_gpu(gpus, "Radeon Pro V520", 8192, "g4ad") is None
+
+
+def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:
+    result = run(fetcher())
+    assert result.regions_ok == set(REGIONS) and not result.regions_failed
+    types = {t["name"]: t for t in result.instance_types}
+    p4d = types["p4d.24xlarge"]
+    assert (p4d["gpu"], p4d["gpu_count"], p4d["nvlink"], p4d["node_interconnect"]) == (
+        "A100-40GB",
+        8,
+        True,
+        "efa",
+    )
+    g5 = types["g5.12xlarge"]
+    assert (g5["gpu"], g5["gpu_count"], g5["nvlink"]) == ("A10G", 4, False)  # PCIe family
+    assert types["g6.xlarge"]["node_interconnect"] is None  # EFA as the API reports it
+    offers = {(o["instance_type"], o["region"], o["zone"], o["market"]): o for o in result.offers}
+    assert (
+        offers[("p4d.24xlarge", "us-east-1", None, "on-demand")]["hourly_usd"] == 21.958
+    )  # from GetProducts
+    spot = [o for o in result.offers if o["market"] == "spot" and o["region"] == "us-east-1"]
+    assert spot and all(o["zone"].startswith("us-east-1") for o in spot)  # one per availability zone
+    assert all(o["as_of"] == "2026-12-02" and o["source"] in result.sources for o in result.offers)
+    assert result.calls >= 1 + 2 * 2 + len(types)  # specs once; per region offerings, spot; per type pricing
+
+
+def test_throttling_is_retried_and_recovered(env: dict[str, str]) -> None:
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeInstanceTypes",
+        lambda r: error_response(r, 400, "RequestLimitExceeded"),
+        times=3,
+    )
+    faults.fail(
+        lambda r: operation(r) == "GetProducts",
+        lambda r: error_response(r, 400, "ThrottlingException"),
+        times=2,
+    )
+    baseline = run(fetcher())
+    result = run(fetcher(faults))
+    assert not result.regions_failed and not result.kept
+    assert len(result.offers) == len(baseline.offers)
+    assert result.calls == baseline.calls + 5  # every injected failure cost exactly one extra call
+
+
+def test_access_denied_fails_fast_naming_the_permission(env: dict[str, str]) -> None:
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeInstanceTypes",
+        lambda r: error_response(r, 403, "UnauthorizedOperation", "not authorized"),
+    )
+    counter = CallCounter()
+    with pytest.raises(AuthError, match=r"permission ec2:DescribeInstanceTypes"):
+        run(fetcher(faults, counter), ["us-east-1"])
+    assert counter.count == 1  # no retry on a permission error
+
+
+def test_a_region_that_times_out_keeps_its_previous_data(env: dict[str, str]) -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    def timeout(request: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    faults = Faults()
+    faults.fail(lambda r: region_of(r) == "us-west-2", timeout)
+    result = run(fetcher(faults))
+    assert (
+        set(result.regions_failed) == {"us-west-2"}
+        and "ReadTimeoutError" in result.regions_failed["us-west-2"]
+    )
+    previous_doc = json.loads(SNAPSHOT_FILE.read_text())
+    report = refresh([_Fixed(result)], load_catalog(), previous_doc, now=NOW)
+    kept = [o for o in report.doc["offers"] if o["cloud"] == "aws" and o["region"] == "us-west-2"]
+    before = [o for o in previous_doc["offers"] if o["cloud"] == "aws" and o["region"] == "us-west-2"]
+    assert len(kept) == len(before) and all(o["stale"] for o in kept)
+    assert "aws:us-west-2" in report.stale_regions and report.useful
+    fresh = [o for o in report.doc["offers"] if o["cloud"] == "aws" and o["region"] == "us-east-1"]
+    assert fresh and all(o["as_of"] == "2026-12-02" and not o.get("stale") for o in fresh)
+    gcp_before = [o for o in previous_doc["offers"] if o["cloud"] == "gcp"]
+    assert [o for o in report.doc["offers"] if o["cloud"] == "gcp"] == gcp_before  # untouched
+
+
+def test_nothing_fetched_is_not_useful(env: dict[str, str]) -> None:
+    from botocore.exceptions import ReadTimeoutError
+
+    def timeout(request: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    faults = Faults()
+    faults.fail(lambda r: True, timeout)
+    result = run(fetcher(faults))
+    assert set(result.regions_failed) == set(REGIONS)
+    report = refresh([_Fixed(result)], load_catalog(), json.loads(SNAPSHOT_FILE.read_text()), now=NOW)
+    assert not report.useful
+
+
+def test_price_moves_are_kept_and_reported(env: dict[str, str], servers: tuple[str, PricingServer]) -> None:
+    _, pricing = servers
+    original = pricing.prices[("p4d.24xlarge", "us-east-1")]
+    pricing.prices[("p4d.24xlarge", "us-east-1")] = original * 10
+    try:
+        result = run(fetcher(), ["us-east-1"])
+    finally:
+        pricing.prices[("p4d.24xlarge", "us-east-1")] = original
+    report = refresh([_Fixed(result)], load_catalog(), json.loads(SNAPSHOT_FILE.read_text()), now=NOW)
+    assert any(
+        m.startswith("aws p4d.24xlarge us-east-1 on-demand: $21.96/h -> $219.6/h") for m in report.price_moves
+    )
+    kept = [
+        o
+        for o in report.doc["offers"]
+        if o["instance_type"] == "p4d.24xlarge" and o["region"] == "us-east-1" and o["market"] == "on-demand"
+    ]
+    assert kept[0]["hourly_usd"] == pytest.approx(original * 10)
+
+
+class _Fixed:
+    """A fetcher that returns a result computed earlier (to test the merge on its own)."""
+
+    cloud = "aws"
+
+    def __init__(self, result: Any) -> None:
+        self.result = result
+
+    def fetch(self, regions: Any, pool: Any, progress: Any) -> Any:
+        return self.result
+
+
+def test_cli_refresh_writes_a_checked_catalog_that_plan_uses(
+    env: dict[str, str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+
+    out = tmp_path / "catalog.json"
+    code = main(["catalog", "refresh", "--cloud", "aws", "--regions", *REGIONS, "--out", str(out)])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert "aws: 2 regions refreshed, 0 failed" in printed.out and f"wrote {out}" in printed.out
+    catalog = read_catalog_file(out, require_checksum=True)
+    assert catalog.source.startswith("refresh aws")
+    assert not list(tmp_path.glob(".catalog-*"))  # the temp file was renamed, not left behind
+    code = main(
+        [
+            "plan",
+            str(Path(__file__).parent.parent / "examples" / "guanaco-65b.yaml"),
+            "--catalog",
+            str(out),
+            "--json",
+        ]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["catalog"]["path"] == str(out)
+    chosen = doc["choice"]
+    if chosen["cloud"] == "aws" and chosen["region"] in REGIONS:
+        assert chosen["source"] in ("AWS_PRICE_LIST", "AWS_SPOT_HISTORY")
+
+
+def test_cli_refresh_auth_error_exit_code(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    code = main(
+        ["catalog", "refresh", "--cloud", "aws", "--regions", "us-east-1", "--out", str(tmp_path / "c.json")]
+    )
+    err = capsys.readouterr().err
+    assert code == 7 and "no credentials" in err and not (tmp_path / "c.json").exists()
+    assert os.environ.get("AWS_ENDPOINT_URL_EC2")
+
+
+def test_corrupt_cache_is_ignored_with_a_warning(tmp_path: Path) -> None:
+    from providers.catalog_store import resolve
+
+    doc = json.loads(SNAPSHOT_FILE.read_text())
+    doc["as_of"] = "2026-12-05"
+    cache = write_catalog(doc, tmp_path / "catalog.json")
+    now = datetime(2026, 12, 6, tzinfo=UTC)
+    assert resolve(None, now=now, cache_path=cache).kind == "cache"
+    text = cache.read_text().replace('"hourly_usd": 55.04', '"hourly_usd": 5.04', 1)
+    cache.write_text(text)
+    resolved = resolve(None, now=now, cache_path=cache)
+    assert resolved.kind == "snapshot" and "checksum mismatch" in (resolved.warning or "")
+    cache.write_text(cache.read_text()[:1000])  # a partial write
+    resolved = resolve(None, now=now, cache_path=cache)
+    assert resolved.kind == "snapshot" and "not a readable catalog" in (resolved.warning or "")
+
+
+def test_cache_is_used_only_when_newer_and_fresh(tmp_path: Path) -> None:
+    from providers.catalog_store import resolve
+    from selector.catalog import CatalogError
+
+    doc = json.loads(SNAPSHOT_FILE.read_text())
+    doc["as_of"] = "2026-12-05"
+    cache = write_catalog(doc, tmp_path / "catalog.json")
+    assert (
+        resolve(None, now=datetime(2026, 12, 20, tzinfo=UTC), cache_path=cache).kind == "snapshot"
+    )  # too old
+    doc["as_of"] = "2026-11-01"
+    write_catalog(doc, cache)
+    older = resolve(None, now=datetime(2026, 12, 3, tzinfo=UTC), cache_path=cache)
+    assert older.kind == "snapshot" and "older than the snapshot" in (older.warning or "")
+    assert resolve("snapshot", cache_path=cache).kind == "snapshot"
+    with pytest.raises(CatalogError):
+        resolve("cache", cache_path=tmp_path / "missing.json")

@@ -1,0 +1,82 @@
+"""The refresh's merge and orchestration, with stand-in fetchers: never worse than before."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from providers.refresh import AuthError, FetchResult, merge, refresh
+from selector.catalog import SNAPSHOT_FILE, load_catalog
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+PREVIOUS = json.loads(SNAPSHOT_FILE.read_text())
+
+
+class Stub:
+    def __init__(self, cloud: str, result: FetchResult | None = None, error: Exception | None = None) -> None:
+        self.cloud, self.result, self.error = cloud, result, error
+
+    def fetch(self, regions: Any, pool: Any, progress: Any) -> FetchResult:
+        if self.error:
+            raise self.error
+        assert self.result is not None
+        return self.result
+
+
+def _gcp_offers(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [o for o in doc["offers"] if o["cloud"] == "gcp"]
+
+
+def test_a_cloud_wide_failure_keeps_every_previous_region_stale() -> None:
+    result = FetchResult(cloud="gcp", regions_failed={"*": "billing: 503 after 5 attempts"})
+    doc, stale = merge(PREVIOUS, [result], NOW)
+    assert len(_gcp_offers(doc)) == len(_gcp_offers(PREVIOUS))
+    assert all(o["stale"] for o in _gcp_offers(doc))
+    assert {k for k in stale if k.startswith("gcp:")} == {f"gcp:{o['region']}" for o in _gcp_offers(PREVIOUS)}
+
+
+def test_refreshed_types_keep_specs_the_api_does_not_report() -> None:
+    before = next(t for t in PREVIOUS["instance_types"] if t["name"] == "a3-highgpu-8g")
+    fresh = {**before, "local_nvme_gb": None, "vcpus": 208}
+    offer = {
+        "cloud": "gcp",
+        "instance_type": "a3-highgpu-8g",
+        "region": "us-east4",
+        "zone": None,
+        "market": "spot",
+        "hourly_usd": 20.0,
+        "source": "X",
+        "as_of": "2026-12-02",
+    }
+    result = FetchResult(cloud="gcp", instance_types=[fresh], offers=[offer], regions_ok={"us-east4"})
+    doc, _ = merge(PREVIOUS, [result], NOW)
+    merged = next(t for t in doc["instance_types"] if t["name"] == "a3-highgpu-8g")
+    assert merged["local_nvme_gb"] == before["local_nvme_gb"] and merged["local_nvme_gb"] is not None
+    east4 = [o for o in _gcp_offers(doc) if o["region"] == "us-east4"]
+    assert east4 == [offer]  # a refreshed region holds exactly what was fetched
+    others = [o for o in _gcp_offers(doc) if o["region"] != "us-east4"]
+    assert others and not any(o.get("stale") for o in others)  # not refreshed, not failed: untouched
+
+
+def test_one_cloud_without_permission_does_not_stop_the_other() -> None:
+    offer = {
+        "cloud": "aws",
+        "instance_type": "g6e.xlarge",
+        "region": "us-east-1",
+        "zone": None,
+        "market": "on-demand",
+        "hourly_usd": 1.9,
+        "source": "X",
+        "as_of": "2026-12-02",
+    }
+    spec = next(t for t in PREVIOUS["instance_types"] if t["name"] == "g6e.xlarge")
+    aws = Stub(
+        "aws", FetchResult(cloud="aws", instance_types=[spec], offers=[offer], regions_ok={"us-east-1"})
+    )
+    gcp = Stub("gcp", error=AuthError("gcp: PermissionDenied: compute.machineTypes.list"))
+    report = refresh([aws, gcp], load_catalog(), PREVIOUS, now=NOW)
+    assert report.useful and report.auth_errors == ["gcp: PermissionDenied: compute.machineTypes.list"]
+    assert _gcp_offers(report.doc) == _gcp_offers(PREVIOUS)
+    east1 = [o for o in report.doc["offers"] if o["cloud"] == "aws" and o["region"] == "us-east-1"]
+    assert east1 == [offer]
