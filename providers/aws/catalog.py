@@ -29,6 +29,8 @@ from selector.catalog import GpuSpec, load_gpus
 SOURCE_KEY_PRICING = "AWS_PRICE_LIST"
 SOURCE_KEY_SPOT = "AWS_SPOT_HISTORY"
 SOURCE_KEY_EC2 = "AWS_EC2_API"
+PRICING_BATCH = 10
+"""Instance types per Price List query: each answers for every region, ~25 products a type."""
 PRICING_REGION = "us-east-1"
 """The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
 
@@ -234,12 +236,16 @@ class AwsCatalogFetcher:
             result.regions_failed = dict.fromkeys(wanted, reason)
             result.calls = self.counter.count - start
             return result
+        # On-demand prices need only the type names: ask for them while availability is fetched.
+        price_jobs = {
+            tuple(batch): pool.submit(self._on_demand_prices, batch)
+            for batch in _chunks(sorted(specs), PRICING_BATCH)
+        }
         offered = self._per_region(pool, wanted, sorted(specs), result, progress)
         progress(f"aws: {len(specs)} GPU instance types; spot and on-demand prices")
         spot_jobs = {
             r: pool.submit(self._spot, r, sorted(n for n in offered[r] if n in specs)) for r in offered
         }
-        price_jobs = {name: pool.submit(self._on_demand_prices, name) for name in sorted(specs)}
         spot: dict[str, dict[tuple[str, str], float]] = {}
         for region, spot_job in spot_jobs.items():
             try:
@@ -251,17 +257,18 @@ class AwsCatalogFetcher:
                     result.kept[(region, name, "spot")] = f"{type(error).__name__}: {error}"[:200]
                 result.notes.append(f"{region}: spot prices failed ({type(error).__name__}); kept previous")
         prices: dict[str, dict[str, float]] = {}
-        for name, price_job in price_jobs.items():
+        for batch, price_job in price_jobs.items():
             try:
-                prices[name] = price_job.result()
+                prices.update(price_job.result())
             except AuthError:
                 raise
             except Exception as error:
                 result.notes.append(
-                    f"on-demand prices for {name} failed ({type(error).__name__}); kept previous"
+                    f"on-demand prices for {', '.join(batch)} failed ({type(error).__name__}); kept previous"
                 )
                 for region in offered:
-                    result.kept[(region, name, "on-demand")] = str(error)[:200]
+                    for name in batch:
+                        result.kept[(region, name, "on-demand")] = str(error)[:200]
         self._assemble(result, offered, specs, spot, prices)
         result.calls = self.counter.count - start
         return result
@@ -381,29 +388,36 @@ class AwsCatalogFetcher:
             "confidence": "high",
         }
 
-    def _on_demand_prices(self, instance_type: str) -> dict[str, float]:
-        """Region code → Linux on-demand $/h for one instance type, from the Price List API."""
+    def _on_demand_prices(self, instance_types: list[str]) -> dict[str, dict[str, float]]:
+        """Instance type → region code → Linux on-demand $/h, for a batch of types in one
+        paginated Price List query (``ANY_OF`` on instanceType)."""
         pricing = self._client("pricing", PRICING_REGION)
-        filters = [
+        filters = [{"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)}] + [
             {"Type": "TERM_MATCH", "Field": field_name, "Value": value}
             for field_name, value in (
-                ("instanceType", instance_type),
                 ("operatingSystem", "Linux"),
                 ("tenancy", "Shared"),
                 ("preInstalledSw", "NA"),
                 ("capacitystatus", "Used"),
             )
         ]
-        prices: dict[str, float] = {}
+        prices: dict[str, dict[str, float]] = {}
         for page in self._pages(
-            pricing, "pricing", "GetProducts", "get_products", ServiceCode="AmazonEC2", Filters=filters
+            pricing,
+            "pricing",
+            "GetProducts",
+            "get_products",
+            ServiceCode="AmazonEC2",
+            Filters=filters,
+            MaxResults=100,
         ):
             for item in page.get("PriceList", []):
                 product = json.loads(item) if isinstance(item, str) else item
-                region = product.get("product", {}).get("attributes", {}).get("regionCode")
+                attributes = product.get("product", {}).get("attributes", {})
+                name, region = attributes.get("instanceType"), attributes.get("regionCode")
                 price = _on_demand_usd(product)
-                if region and price:
-                    prices[region] = price
+                if name in instance_types and region and price:
+                    prices.setdefault(name, {})[region] = price
         return prices
 
     def _assemble(

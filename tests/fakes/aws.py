@@ -63,8 +63,11 @@ def product(instance_type: str, region: str, usd: float) -> str:
 class PricingServer:
     """``prices[(instance_type, region)] = usd``; answers GetProducts filtered by instanceType."""
 
-    def __init__(self, prices: dict[tuple[str, str], float], latency_s: float = 0.0) -> None:
+    def __init__(
+        self, prices: dict[tuple[str, str], float], latency_s: float = 0.0, page_size: int = 100
+    ) -> None:
         self.prices = prices
+        self.page_size = page_size
         self.latency_s = latency_s
         self.requests = 0
         outer = self
@@ -81,17 +84,18 @@ class PricingServer:
                 if not target.endswith("GetProducts"):
                     self._send(400, {"__type": "InvalidParameterException", "Message": target})
                     return
-                wanted = {f["Field"]: f["Value"] for f in body.get("Filters", [])}
-                items = [
-                    product(t, r, usd)
-                    for (t, r), usd in sorted(outer.prices.items())
-                    if t == wanted.get("instanceType")
-                ]
+                types: set[str] = set()
+                for f in body.get("Filters", []):
+                    if f["Field"] == "instanceType":
+                        values = f["Value"].split(",") if f["Type"] == "ANY_OF" else [f["Value"]]
+                        types.update(v.strip() for v in values)
+                items = [product(t, r, usd) for (t, r), usd in sorted(outer.prices.items()) if t in types]
+                size = min(int(body.get("MaxResults") or PAGE_SIZE), outer.page_size)
                 start = int(body.get("NextToken") or 0)
-                page = items[start : start + PAGE_SIZE]
+                page = items[start : start + size]
                 answer: dict[str, Any] = {"FormatVersion": "aws_v1", "PriceList": page}
-                if start + PAGE_SIZE < len(items):
-                    answer["NextToken"] = str(start + PAGE_SIZE)
+                if start + size < len(items):
+                    answer["NextToken"] = str(start + size)
                 self._send(200, answer)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
