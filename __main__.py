@@ -8,16 +8,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pulumi
 
 from providers.base import Deployment, GpuProvider, deployment_from_plan, parse_iso_utc
 from providers.catalog_store import resolve
-from selector.catalog import CatalogError
+from providers.lock import lock_path, locked_catalog, read_lock, spec_hash
+from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan
-from selector.spec import STACK_KEY, SpecError, parse_spec
+from selector.spec import STACK_KEY, SpecError, WorkloadSpec, parse_spec
 
 
 def build_plan(config: pulumi.Config) -> Plan:
@@ -38,10 +40,38 @@ def build_plan(config: pulumi.Config) -> Plan:
     if resolved.warning:
         pulumi.log.warn(resolved.warning)
     catalog = resolved.catalog
+    lock_file = lock_path(
+        Path(__file__).parent / (config.get("lockDir") or "stacks") / f"Pulumi.{pulumi.get_stack()}.yaml"
+    )
+    if lock_file.exists():
+        catalog = _locked(lock_file, spec, catalog)
+    else:
+        pulumi.log.info(
+            f"no {lock_file.name}: planning against the current catalog (`gpufit lock` pins a choice)"
+        )
     result = plan(spec, catalog)
     if result.choice is None:
         raise pulumi.RunError("\n".join(failure_summary(result)))
     return result
+
+
+def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:
+    """The reviewed choice from the stack's lock, or RunError if the spec changed since."""
+    try:
+        lock = read_lock(lock_file)
+    except ValueError as err:
+        raise pulumi.RunError(str(err)) from None
+    if lock["spec_sha256"] != spec_hash(spec):
+        raise pulumi.RunError(
+            f"{lock_file.name} was made for a different spec: the workload changed since it was reviewed; "
+            f"run `gpufit lock {pulumi.get_stack()}` and commit the new lock"
+        )
+    offer = lock["offer"]
+    pulumi.log.info(
+        f"provisioning the locked choice of {lock['locked_at']}: {offer['cloud']} {offer['instance_type']} "
+        f"in {offer['zone'] or offer['region']} ({offer['market']}, ${offer['hourly_usd']}/h)"
+    )
+    return locked_catalog(lock, catalog)
 
 
 def cloud_provider(deployment: Deployment) -> GpuProvider:

@@ -2,6 +2,7 @@
 
 Exit codes: 0 ok; 2 invalid spec; 3 nothing feasible; 4 over budget; 5 unusable catalog;
 6 catalog refresh fetched nothing useful; 7 cloud credentials or permission missing;
+8 a lock is missing or stale; 9 reaping failed;
 64 bad command line. Errors are one line per problem on stderr, never a traceback.
 Cloud SDKs and pulumi are never imported on the ``plan``/``offers`` path.
 """
@@ -47,7 +48,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("plan", help="choose the cheapest feasible offer for a workload spec")
     p.add_argument("spec", help="a spec YAML file or a Pulumi stack file (stacks/Pulumi.<stack>.yaml)")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (same as --format json)")
+    p.add_argument(
+        "--format",
+        choices=["text", "json", "markdown"],
+        default=None,
+        help="text (default), json, or markdown for a pull-request comment",
+    )
     p.add_argument("--explain", action="store_true", help="show every term with its value and formula")
     p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
@@ -68,9 +75,10 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
     sub.add_parser("presets", help="list the model presets with their sources")
 
-    from cli import catalog_cmd
+    from cli import catalog_cmd, gitops_cmd
 
     catalog_cmd.add_parser(sub)
+    gitops_cmd.add_parsers(sub)
 
     st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
     st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
@@ -110,8 +118,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     result = plan(spec, catalog, top=args.top)
-    if args.json:
+    fmt = "json" if args.json else (args.format or "text")
+    if fmt == "json":
         sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
+    elif fmt == "markdown":
+        from cli.render import render_markdown
+
+        sys.stdout.write(render_markdown(result) + "\n")
     else:
         from cli.render import render_explain, render_plan
 
@@ -120,7 +133,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
             sys.stdout.write(render_explain(result) + "\n")
     if result.status == "ok":
         return EXIT_OK
-    if not args.json:
+    if fmt == "text":
         reason = "over budget" if result.status == "over-budget" else "nothing feasible"
         sys.stderr.write(f"gpufit: {spec.name}: {reason}; see the closest misses above\n")
     return EXIT_OVER_BUDGET if result.status == "over-budget" else EXIT_INFEASIBLE
@@ -230,6 +243,15 @@ def cmd_catalog(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_gitops(args: argparse.Namespace) -> int:
+    from cli import gitops_cmd
+
+    run = {"lock": gitops_cmd.cmd_lock, "diff": gitops_cmd.cmd_diff, "reap": gitops_cmd.cmd_reap}[
+        args.command
+    ]
+    return run(args)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "offers": cmd_offers,
@@ -237,6 +259,9 @@ COMMANDS = {
     "presets": cmd_presets,
     "stacks": cmd_stacks,
     "catalog": cmd_catalog,
+    "lock": cmd_gitops,
+    "diff": cmd_gitops,
+    "reap": cmd_gitops,
 }
 
 

@@ -269,3 +269,91 @@ def render_offers(offers: Sequence[Offer], rates: dict[str, CloudRates]) -> str:
         )
     out = table(OFFER_COLUMNS, rows, right=(4, 5, 6, 10, 11))
     return out + "\n* = low-confidence price (see the catalog's notes)."
+
+
+def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def render_markdown(plan: Plan) -> str:
+    """The plan as a pull-request comment: choice, requirements, cost, alternatives, rejections."""
+    spec, req = plan.spec, plan.requirements
+    lines = [f"### gpufit plan: `{spec.name}` ({spec.task} {req.arch.name}, {spec.precision})", ""]
+    choice = plan.choice
+    if choice is None:
+        verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
+        lines.append(f"**No choice: {verdict}** among {plan.considered} offers.")
+    else:
+        o, shape, cost = choice.offer, choice.shape, choice.cost
+        it = o.instance
+        rows = [
+            ["choice", f"**{it.cloud} {it.name}** × {shape.instances} in {_where(o)}, {o.market}{_flag(o)}"],
+            [
+                "GPUs",
+                f"{it.gpu_count}×{it.gpu.name} per instance ({it.gpu.memory_gib:.1f} GiB, "
+                f"{it.gpu.bandwidth_gbps:g} GB/s, {'NVLink' if it.nvlink else 'PCIe'})",
+            ],
+            [
+                "layout",
+                f"TP {shape.tensor_parallel}, {shape.gpus_per_replica} GPUs per replica, "
+                f"{shape.nodes_per_replica} node(s), {shape.replicas} replica(s)",
+            ],
+            [
+                "memory",
+                f"{req.vram_gib_per_replica:.1f} GiB per replica, {shape.vram_gib_per_gpu:.1f} GiB per GPU",
+            ],
+        ]
+        if shape.tokens_per_s_per_stream is not None:
+            rows.append(["speed", f"{shape.tokens_per_s_per_stream:.1f} tok/s per stream"])
+        if shape.job_hours is not None:
+            rows.append(["job time", format_hours(shape.job_hours)])
+        rows += [
+            ["$/h", money(cost.hourly_usd)],
+            ["total", f"**{money(cost.total_usd)}** over {format_hours(cost.hours)}"],
+            [
+                "breakdown",
+                f"compute {money(cost.compute_usd)} · storage {money(cost.storage_usd)} · "
+                f"egress {money(cost.egress_usd)} · dataset transfer {money(cost.data_transfer_usd)}",
+            ],
+            ["price source", f"{o.source}, as of {o.as_of}"],
+        ]
+        lines.append(_md_table(["", ""], rows))
+    if plan.alternatives:
+        lines += ["", "<details><summary>Alternatives</summary>", ""]
+        lines.append(
+            _md_table(
+                ["cloud", "instance", "where", "market", "GPUs", "$/h", "total"],
+                [
+                    [
+                        c.offer.instance.cloud,
+                        c.offer.instance.name,
+                        _where(c.offer),
+                        c.offer.market,
+                        _gpus(c),
+                        money(c.cost.hourly_usd),
+                        money(c.cost.total_usd),
+                    ]
+                    for c in plan.alternatives
+                ],
+            )
+        )
+        lines += ["", "</details>"]
+    if plan.rejections:
+        lines += ["", "<details><summary>Rejections</summary>", ""]
+        lines.append(
+            _md_table(
+                ["filter", "offers", "example"],
+                [
+                    [name, str(n), plan.rejection_examples[name]]
+                    for name, n in sorted(plan.rejections.items(), key=lambda kv: -kv[1])
+                ],
+            )
+        )
+        lines += ["", "</details>"]
+    lines += ["", f"_Catalog: {plan.catalog.source}, as of {plan.catalog.as_of}._"]
+    return "\n".join(lines)

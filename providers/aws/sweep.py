@@ -1,0 +1,340 @@
+"""Sweep orphaned gpufit EC2 instances: list, decide, cancel their spot requests, terminate.
+
+Per region, concurrently: ``DescribeInstances`` filtered server-side on the tag
+``gpufit:managed=true`` and the states pending/running/stopping/stopped, one retried call per
+page; each instance is checked again here (managed tag exactly ``"true"``, state) before
+``providers.sweep.decide`` reads its expiry. Acting, the spot requests of the chosen instances
+are cancelled first (AWS relaunches the instance of a persistent request that is still open
+when its instance is terminated), then the instances are terminated in batches; a batch that
+one instance spoils (gone, termination protection) is retried one instance at a time so the
+others still go. Calls go through ``providers.retry`` (botocore's own retries off); credential
+and permission errors raise ``AuthError`` at once, naming the permission. Endpoints come from
+the standard AWS configuration (``AWS_ENDPOINT_URL_EC2``): a local server needs no code path.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from providers.aws.catalog import PRICING_REGION, _auth_error, is_transient
+from providers.base import TAG_MANAGED
+from providers.refresh import AuthError, CallCounter
+from providers.retry import RetryPolicy, call_with_retry
+from providers.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
+
+SWEPT_STATES = ("pending", "running", "stopping", "stopped")
+"""States worth terminating; shutting-down and terminated instances are already going."""
+BILLING_STATES = frozenset({"pending", "running"})
+"""States that bill compute: a stopping or stopped instance bills only its volumes."""
+PAGE_SIZE = 1000
+"""DescribeInstances ``MaxResults`` (the API accepts 5 to 1000)."""
+TERMINATE_BATCH = 100
+"""Instance ids per TerminateInstances call (the API takes up to 1000)."""
+DEFAULT_WORKERS = 16
+PER_INSTANCE_CODES = frozenset(
+    {
+        "InvalidInstanceID.NotFound",
+        "InvalidInstanceID.Malformed",
+        "OperationNotPermitted",
+        "IncorrectInstanceState",
+        "UnsupportedOperation",
+    }
+)
+"""Errors one instance of a batch causes for the whole batch: retried one instance a call."""
+AWS_REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]+$")
+
+
+def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _error_code(error: BaseException) -> str:
+    response = getattr(error, "response", None)
+    if isinstance(response, dict):
+        return str(response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def _describe(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())[:300]
+
+
+@dataclass
+class _RegionSweep:
+    candidates: list[Candidate] = field(default_factory=list)
+    actions: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    auth_error: str | None = None
+    error: str | None = None  # the region failed after its retries
+
+
+class AwsSweeper:
+    """Finds and terminates orphaned gpufit instances with a boto3 session."""
+
+    cloud = "aws"
+
+    def __init__(
+        self,
+        session: Any = None,
+        policy: RetryPolicy | None = None,
+        counter: CallCounter | None = None,
+        workers: int = DEFAULT_WORKERS,
+        page_size: int = PAGE_SIZE,
+        batch_size: int = TERMINATE_BATCH,
+    ) -> None:
+        if session is None:
+            import boto3
+
+            session = boto3.Session()
+        self._session = session
+        self._policy = policy or RetryPolicy()
+        self.counter = counter or CallCounter()
+        self._workers = max(1, workers)
+        self._page_size = page_size
+        self._batch_size = max(1, batch_size)
+        self._clients: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    # -- calls -------------------------------------------------------------------------------
+    def _client(self, region: str) -> Any:
+        from botocore.config import Config
+
+        with self._lock:
+            client = self._clients.get(region)
+            if client is None:
+                # tenacity is the only retry layer: botocore's own retries off (total attempts 1).
+                config = Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=5,
+                    read_timeout=30,
+                    max_pool_connections=16,
+                )
+                client = self._clients[region] = self._session.client("ec2", region_name=region, config=config)
+            return client
+
+    def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
+        def attempt() -> Any:
+            self.counter.add()
+            return fn()
+
+        try:
+            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
+        except Exception as error:
+            auth = _auth_error(error, "ec2", operation)
+            if auth is not None:
+                raise auth from None
+            raise
+
+    def regions(self) -> list[str]:
+        """Every region enabled for the account (needs ec2:DescribeRegions)."""
+        ec2 = self._client(PRICING_REGION)
+        answer = self._call(
+            "DescribeRegions",
+            lambda: ec2.describe_regions(
+                Filters=[{"Name": "opt-in-status", "Values": ["opt-in-not-required", "opted-in"]}]
+            ),
+        )
+        return sorted(r["RegionName"] for r in answer["Regions"])
+
+    # -- sweep -------------------------------------------------------------------------------
+    def sweep(self, regions: list[str] | None, now: datetime, act: bool, price: PriceFn) -> SweepResult:
+        """List every region's orphans concurrently and, with ``act``, terminate them."""
+        result = SweepResult(cloud=self.cloud, acted=act)
+        start = self.counter.count
+        try:
+            if regions:
+                wanted = sorted(dict.fromkeys(r for r in regions if AWS_REGION.match(r)))
+                ignored = sorted(set(regions) - set(wanted))
+                if ignored:
+                    result.notes.append(f"ignored names that are not AWS regions: {', '.join(ignored)}")
+            else:
+                wanted = self.regions()
+        except AuthError as error:
+            result.auth_error = str(error)
+            return result
+        except Exception as error:
+            result.regions_failed["*"] = f"listing the regions: {_describe(error)}"
+            return result
+        if not wanted:
+            result.calls = self.counter.count - start
+            return result
+        with ThreadPoolExecutor(min(self._workers, len(wanted)), thread_name_prefix="gpufit-sweep-aws") as pool:
+            jobs = {region: pool.submit(self._region, region, now, act, price) for region in wanted}
+            for region, job in jobs.items():
+                done = job.result()
+                result.candidates.extend(done.candidates)
+                result.actions.update(done.actions)
+                result.failed.update(done.failed)
+                result.notes.extend(f"{region}: {note}" for note in done.notes)
+                if done.auth_error and result.auth_error is None:
+                    result.auth_error = done.auth_error
+                if done.error is not None:
+                    result.regions_failed[region] = done.error
+                elif done.auth_error is None:
+                    result.regions_ok.add(region)
+        result.sort()
+        result.calls = self.counter.count - start
+        return result
+
+    def _region(self, region: str, now: datetime, act: bool, price: PriceFn) -> _RegionSweep:
+        out = _RegionSweep()
+        try:
+            found, spot_requests = self._find(region, now, price)
+        except AuthError as error:
+            out.auth_error = str(error)
+            return out
+        except Exception as error:
+            out.error = f"DescribeInstances: {_describe(error)}"
+            return out
+        out.candidates = found
+        if act and found:
+            self._terminate_all(region, found, spot_requests, out)
+        return out
+
+    def _find(self, region: str, now: datetime, price: PriceFn) -> tuple[list[Candidate], dict[str, str]]:
+        """The region's orphans, and the spot request id of each that has one."""
+        ec2 = self._client(region)
+        filters = [
+            {"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]},
+            {"Name": "instance-state-name", "Values": list(SWEPT_STATES)},
+        ]
+        found: dict[str, Candidate] = {}
+        spot_requests: dict[str, str] = {}
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Filters": filters, "MaxResults": self._page_size}
+            if token:
+                args["NextToken"] = token
+            page = self._call("DescribeInstances", functools.partial(ec2.describe_instances, **args))
+            for reservation in page.get("Reservations", []):
+                for instance in reservation.get("Instances", []):
+                    candidate = self._candidate(region, instance, now, price)
+                    if candidate is None:
+                        continue
+                    found[candidate.instance_id] = candidate
+                    request = instance.get("SpotInstanceRequestId")
+                    if request:
+                        spot_requests[candidate.instance_id] = str(request)
+            token = page.get("NextToken")
+            if not token:
+                break
+        return list(found.values()), spot_requests
+
+    @staticmethod
+    def _candidate(region: str, instance: dict[str, Any], now: datetime, price: PriceFn) -> Candidate | None:
+        state = str(instance.get("State", {}).get("Name", ""))
+        if state not in SWEPT_STATES:
+            return None
+        tags = {str(t.get("Key")): str(t.get("Value", "")) for t in instance.get("Tags") or []}
+        reason = decide(tags, now, cloud="aws")  # checks the managed tag again, whatever the filter did
+        if reason is None:
+            return None
+        expires_at, _ = read_expiry(tags, cloud="aws")
+        stack, workload = stack_and_workload(tags, cloud="aws")
+        lifecycle = instance.get("InstanceLifecycle")
+        market = "on-demand" if not lifecycle else str(lifecycle)
+        zone = instance.get("Placement", {}).get("AvailabilityZone") or None
+        instance_type = str(instance.get("InstanceType", "?"))
+        hourly = price("aws", instance_type, region, zone, market) if market in ("on-demand", "spot") else None
+        return Candidate(
+            cloud="aws",
+            region=region,
+            zone=zone,
+            instance_id=str(instance["InstanceId"]),
+            name=tags.get("Name"),
+            instance_type=instance_type,
+            stack=stack,
+            workload=workload,
+            expires_at=expires_at,
+            reason=reason,
+            hourly_usd=hourly,
+            market=market,
+            state=state,
+            billing=state in BILLING_STATES,
+        )
+
+    # -- acting ------------------------------------------------------------------------------
+    def _terminate_all(
+        self, region: str, found: list[Candidate], spot_requests: dict[str, str], out: _RegionSweep
+    ) -> None:
+        ec2 = self._client(region)
+        ids = [c.instance_id for c in found]
+        if spot_requests:
+            try:
+                self._cancel_spot_requests(ec2, sorted(set(spot_requests.values())), out)
+            except AuthError as error:
+                # terminating now would let a persistent request launch a replacement: leave those
+                out.auth_error = str(error)
+                for instance_id in spot_requests:
+                    out.failed[instance_id] = "not terminated: its spot request could not be cancelled"
+                ids = [i for i in ids if i not in spot_requests]
+        for batch in _chunks(ids, self._batch_size):
+            try:
+                self._terminate(ec2, batch, out)
+            except AuthError as error:
+                out.auth_error = str(error)
+                left = [i for i in ids if i not in out.actions and i not in out.failed]
+                for instance_id in left:
+                    out.failed[instance_id] = "not terminated: permission denied"
+                return
+            except Exception as error:
+                why = f"TerminateInstances: {_describe(error)}"
+                out.error = out.error or why
+                for instance_id in batch:
+                    if instance_id not in out.actions:
+                        out.failed[instance_id] = why
+
+    def _cancel_spot_requests(self, ec2: Any, request_ids: list[str], out: _RegionSweep) -> None:
+        for batch in _chunks(request_ids, self._batch_size):
+            try:
+                answer = self._call(
+                    "CancelSpotInstanceRequests",
+                    functools.partial(ec2.cancel_spot_instance_requests, SpotInstanceRequestIds=batch),
+                )
+            except AuthError:
+                raise
+            except Exception as error:
+                out.notes.append(f"cancelling spot requests {', '.join(batch)} failed: {_describe(error)}")
+                continue
+            cancelled = [r.get("SpotInstanceRequestId") for r in answer.get("CancelledSpotInstanceRequests", [])]
+            out.notes.append(f"cancelled spot requests: {', '.join(str(r) for r in cancelled)}")
+
+    def _terminate(self, ec2: Any, batch: list[str], out: _RegionSweep) -> None:
+        try:
+            answer = self._call(
+                "TerminateInstances", functools.partial(ec2.terminate_instances, InstanceIds=batch)
+            )
+        except AuthError:
+            raise
+        except Exception as error:
+            code = _error_code(error)
+            if code not in PER_INSTANCE_CODES:
+                raise
+            if len(batch) > 1:
+                for instance_id in batch:
+                    self._terminate(ec2, [instance_id], out)
+                return
+            if code == "InvalidInstanceID.NotFound":
+                out.actions[batch[0]] = "already gone"
+            else:
+                out.failed[batch[0]] = _describe(error)
+            return
+        states = {
+            str(row.get("InstanceId")): str(row.get("CurrentState", {}).get("Name", ""))
+            for row in answer.get("TerminatingInstances", [])
+        }
+        for instance_id in batch:
+            state = states.get(instance_id)
+            if state in ("shutting-down", "terminated"):
+                out.actions[instance_id] = "terminating" if state == "shutting-down" else "terminated"
+            else:
+                out.failed[instance_id] = f"TerminateInstances answered state {state!r}"
