@@ -11,10 +11,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-EXIT_OK = 0
-EXIT_BAD_CATALOG = 5
-EXIT_REFRESH_FAILED = 6
-EXIT_AUTH = 7
+from cli.exit_codes import (
+    AUTH as EXIT_AUTH,
+    BAD_CATALOG as EXIT_BAD_CATALOG,
+    OK as EXIT_OK,
+    REFRESH_FAILED as EXIT_REFRESH_FAILED,
+)
 
 
 def add_parser(sub: Any) -> None:

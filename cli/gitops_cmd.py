@@ -8,12 +8,16 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-EXIT_OK = 0
-EXIT_INVALID_SPEC = 2
-EXIT_INFEASIBLE = 3
-EXIT_BAD_CATALOG = 5
-EXIT_LOCK_STALE = 8
-EXIT_REAP_FAILED = 9
+from cli.exit_codes import (
+    BAD_CATALOG as EXIT_BAD_CATALOG,
+    INFEASIBLE as EXIT_INFEASIBLE,
+    INVALID_SPEC as EXIT_INVALID_SPEC,
+    LOCK_STALE as EXIT_LOCK_STALE,
+    OK as EXIT_OK,
+    OVER_BUDGET as EXIT_OVER_BUDGET,
+    REAP_FAILED as EXIT_REAP_FAILED,
+    USAGE as EXIT_USAGE,
+)
 
 
 def add_parsers(sub: Any) -> None:
@@ -64,7 +68,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
         return EXIT_OK
     if not args.target:
         print("gpufit: lock needs a stack name or spec file (or --check)", file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     from cli.main import _load_catalog
     from selector.catalog import CatalogError
     from selector.select import plan
@@ -84,7 +88,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     result = plan(spec, catalog)
     if result.choice is None:
         print(f"gpufit: {spec.name}: {result.status}; nothing to lock", file=sys.stderr)
-        return EXIT_INFEASIBLE if result.status == "infeasible" else 4
+        return EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_OVER_BUDGET
     doc = make_lock(result, spec_file, now or datetime.now(UTC))
     path = write_lock(doc, lock_path(spec_file))
     o = doc["offer"]
@@ -189,7 +193,7 @@ def cmd_reap(args: argparse.Namespace, backend: Any = None, now: datetime | None
         older_than = timedelta(hours=parse_duration_hours(args.older_than))
     except ValueError as err:
         print(f"gpufit: --older-than: {err}", file=sys.stderr)
-        return 64
+        return EXIT_USAGE
     if backend is None:
         try:
             backend = AutomationBackend(Path(args.project_dir))

@@ -15,15 +15,17 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, NoReturn
 
+from cli.exit_codes import (
+    BAD_CATALOG as EXIT_BAD_CATALOG,
+    INFEASIBLE as EXIT_INFEASIBLE,
+    INVALID_SPEC as EXIT_INVALID_SPEC,
+    OK as EXIT_OK,
+    OVER_BUDGET as EXIT_OVER_BUDGET,
+    USAGE as EXIT_USAGE,
+)
+
 if TYPE_CHECKING:
     from selector.catalog import Catalog
-
-EXIT_OK = 0
-EXIT_INVALID_SPEC = 2
-EXIT_INFEASIBLE = 3
-EXIT_OVER_BUDGET = 4
-EXIT_BAD_CATALOG = 5
-EXIT_USAGE = 64
 
 
 class _Parser(argparse.ArgumentParser):

@@ -7,8 +7,7 @@ import fnmatch
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from selector.catalog import INTERRUPTION_BUCKETS, Catalog, catalog_from_doc, load_gpus
 from selector.cost import cost_inputs, offer_cost

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from selector.spec import SpecError, json_schema, load_spec, load_spec_text, parse_spec
 from tests.conftest import QLORA_65B, ROOT, SERVE_70B, merged

@@ -1,0 +1,123 @@
+"""``gpufit sweep``: find gpufit instances whose expiry has passed, or that carry no valid
+expiry, and (with ``--yes``) remove them. Dry run by default.
+
+Exit codes: 0 ok (nothing to do included); 6 some region failed after its retries, or some
+instance could not be removed (named in the report); 7 cloud credentials or a permission
+missing (named). Without ``--cloud`` both clouds are swept, GCP only when a project is set
+(``--project`` or ``GOOGLE_CLOUD_PROJECT``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+EXIT_OK = 0
+EXIT_FAILED = 6
+EXIT_AUTH = 7
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="remove gpufit instances past their expiry or without a valid one (dry run unless --yes)",
+        description="Find instances tagged gpufit:managed=true (GCP label gpufit-managed=true) whose "
+        "expiry has passed or is missing or malformed, and terminate (AWS) or delete (GCP) them. "
+        "Instances without the managed tag/label are never touched. Dry run unless --yes.",
+    )
+    p.add_argument(
+        "--cloud",
+        choices=["aws", "gcp"],
+        nargs="+",
+        action="extend",
+        help="default: aws, and gcp when a project is set",
+    )
+    p.add_argument(
+        "--regions", nargs="+", help="AWS regions and/or GCP regions (default: every enabled region)"
+    )
+    p.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
+    p.add_argument("--yes", action="store_true", help="remove them (default: only list what would go)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--catalog", help="prices from: snapshot, cache or a catalog file (default: freshest valid)"
+    )
+
+
+def _pricer(choice: str | None, now: datetime) -> Any:
+    from providers.catalog_store import resolve
+    from providers.sweep import Pricer
+    from selector.catalog import CatalogError
+
+    try:
+        resolved = resolve(choice, now=now)
+    except CatalogError as err:
+        print(f"gpufit: catalog: {err}; prices shown as ?", file=sys.stderr)
+        return Pricer.empty()
+    if resolved.warning:
+        print(resolved.warning, file=sys.stderr)
+    return Pricer(resolved.catalog.offers)
+
+
+def _sweeper(cloud: str, args: argparse.Namespace) -> Any:
+    if cloud == "aws":
+        from providers.aws.sweep import AwsSweeper
+
+        return AwsSweeper()
+    from providers.gcp.sweep import GcpSweeper
+
+    return GcpSweeper(project=args.project)
+
+
+def cmd_sweep(
+    args: argparse.Namespace, now: datetime | None = None, *, sweepers: Mapping[str, Any] | None = None
+) -> int:
+    """Run the sweep; ``sweepers`` (cloud -> object with ``sweep(regions, now, act, price)``)
+    replaces the default AWS/GCP sweepers (tests inject retry policies and faults)."""
+    from providers.refresh import AuthError
+    from providers.sweep import SweepResult, render, to_json
+
+    now = now or datetime.now(UTC)
+    if args.cloud:
+        clouds = list(dict.fromkeys(args.cloud))
+    else:
+        clouds = ["aws"]
+        if args.project or os.environ.get("GOOGLE_CLOUD_PROJECT") or (sweepers and "gcp" in sweepers):
+            clouds.append("gcp")
+        else:
+            print(
+                "gpufit: gcp skipped: no project (set GOOGLE_CLOUD_PROJECT or pass --project)",
+                file=sys.stderr,
+            )
+    price = _pricer(getattr(args, "catalog", None), now)
+    results: list[SweepResult] = []
+    for cloud in clouds:
+        try:
+            sweeper = sweepers[cloud] if sweepers and cloud in sweepers else _sweeper(cloud, args)
+        except AuthError as err:
+            results.append(SweepResult(cloud=cloud, acted=args.yes, auth_error=str(err)))
+            continue
+        except ValueError as err:  # a malformed endpoint setting
+            results.append(SweepResult(cloud=cloud, acted=args.yes, regions_failed={"*": str(err)}))
+            continue
+        results.append(sweeper.sweep(args.regions, now, args.yes, price))
+    if args.json:
+        print(json.dumps(to_json(results), indent=2))
+    else:
+        print(render(results))
+    for result in results:
+        if result.auth_error:
+            print(f"gpufit: {result.auth_error}", file=sys.stderr)
+    if any(r.auth_error for r in results):
+        return EXIT_AUTH
+    failed_regions = [f"{r.cloud}:{region}" for r in results for region in sorted(r.regions_failed)]
+    failed_instances = [f"{r.cloud}:{i}" for r in results for i in sorted(r.failed)]
+    if failed_regions:
+        print(f"gpufit: sweep incomplete: failed in {', '.join(failed_regions)}", file=sys.stderr)
+    if failed_instances:
+        print(f"gpufit: could not remove {', '.join(failed_instances)}", file=sys.stderr)
+    return EXIT_FAILED if failed_regions or failed_instances else EXIT_OK
