@@ -1,0 +1,174 @@
+"""The gpufit policy pack: ``pulumi preview --policy-pack policy [--policy-pack-config FILE]``.
+
+Wires the plain validators of ``gpufit_policies`` into pulumi_policy policies, all MANDATORY.
+The only clock read in the pack is here: each validation takes ``now`` = ``datetime.now(UTC)``
+unless the policy's config pins ``now``.
+
+The pack runs from the repository: ``selector`` (for catalog prices) is imported from the
+directory above this one, put on ``sys.path`` below, rather than installed, because installing
+the gpufit project into the pack's virtualenv would pull in google-cloud-billing, whose
+protobuf>=6.33 conflicts with pulumi-policy's protobuf~=5.29 (see README.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+for _entry in (str(HERE), str(HERE.parent)):
+    if _entry not in sys.path:
+        sys.path.insert(0, _entry)
+
+from gpufit_policies import (  # noqa: E402
+    PolicyConfig,
+    check_disk_encryption,
+    check_expiry,
+    check_hourly_budget,
+    check_imdsv2,
+    check_no_open_ingress,
+    check_private_buckets,
+    check_stack,
+    check_stack_budget,
+    config_from,
+)
+from pulumi_policy import (  # noqa: E402
+    EnforcementLevel,
+    PolicyConfigSchema,
+    PolicyPack,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+ResourceCheck = Callable[[ResourceValidationArgs, PolicyConfig], list[str]]
+StackCheck = Callable[[Sequence[tuple[str, Mapping[str, Any], str | None]], PolicyConfig], list[str]]
+
+NOW_SCHEMA: dict[str, dict[str, Any]] = {
+    "now": {"type": "string", "description": "Pin the present (ISO 8601 with a zone); default: the clock"},
+}
+NO_SCHEMA: dict[str, dict[str, Any]] = {}
+BUDGET_SCHEMA: dict[str, dict[str, Any]] = {
+    "max_hourly_usd": {"type": "number", "minimum": 0, "description": "The stack's hourly budget, USD"},
+    "catalog": {"type": "string", "description": "Catalog file to price against; default the snapshot"},
+}
+
+
+def _provider_region(provider: Any) -> str | None:
+    """The region of the resource's provider (aws/gcp provider ``region`` input), if known."""
+    if provider is None:
+        return None
+    try:
+        region = provider.props.get("region")
+    except Exception:  # an unknown value during preview
+        return None
+    return region if isinstance(region, str) and region else None
+
+
+def _config(raw: Mapping[str, Any], report_violation: ReportViolation) -> PolicyConfig | None:
+    try:
+        return config_from(raw, now=datetime.now(UTC))
+    except ValueError as err:
+        report_violation(f"invalid policy config: {err}", None)
+        return None
+
+
+def resource_policy(
+    name: str, description: str, check: ResourceCheck, schema: dict[str, dict[str, Any]]
+) -> ResourceValidationPolicy:
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        config = _config(args.get_config(), report_violation)
+        if config is None:
+            return
+        for message in check(args, config):
+            report_violation(message, None)
+
+    return ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=PolicyConfigSchema(properties=schema),
+    )
+
+
+def stack_policy(
+    name: str, description: str, check: StackCheck, schema: dict[str, dict[str, Any]]
+) -> StackValidationPolicy:
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        config = _config(args.get_config(), report_violation)
+        if config is None:
+            return
+        resources = [(r.resource_type, r.props, _provider_region(r.provider)) for r in args.resources]
+        for message in check(resources, config):
+            report_violation(message, None)
+
+    return StackValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=EnforcementLevel.MANDATORY,
+        config_schema=PolicyConfigSchema(properties=schema),
+    )
+
+
+POLICIES = [
+    resource_policy(
+        "gpufit-expiry",
+        "GPU instances carry a valid, unexpired gpufit expiry tag/label; GCP VMs a DELETE max_run_duration.",
+        lambda args, config: check_expiry(args.resource_type, args.props, config),
+        NOW_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-aws-deadline-schedule",
+        "A stack with AWS instances holds an EventBridge schedule that terminates them at the deadline.",
+        check_stack,
+        NOW_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-hourly-budget",
+        "A GPU instance's catalog hourly price is within max_hourly_usd.",
+        lambda args, config: check_hourly_budget(
+            args.resource_type, args.props, config, region=_provider_region(args.provider)
+        ),
+        BUDGET_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-stack-hourly-budget",
+        "The stack's GPU instances together cost no more than max_hourly_usd an hour.",
+        check_stack_budget,
+        BUDGET_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-imdsv2",
+        "AWS instances require IMDSv2 (metadataOptions.httpTokens = required).",
+        lambda args, config: check_imdsv2(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-encrypted-disks",
+        "AWS root, EBS block devices and EBS volumes are encrypted.",
+        lambda args, config: check_disk_encryption(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-no-open-ingress",
+        "No security group or firewall rule admits 0.0.0.0/0 or ::/0.",
+        lambda args, config: check_no_open_ingress(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-private-buckets",
+        "S3 and GCS buckets are private: public access blocked, no public ACL or IAM grant.",
+        lambda args, config: check_private_buckets(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+]
+
+if __name__ == "__main__":
+    PolicyPack(name="gpufit", policies=POLICIES, enforcement_level=EnforcementLevel.MANDATORY)

@@ -1,0 +1,550 @@
+"""The policy pack's validators (policy/gpufit_policies.py), called directly: pulumi_policy is
+not installed here and constructing a PolicyPack would start its gRPC server. gpufit's own
+example stacks, run under mocks, must pass every guardrail."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+import yaml
+
+from policy import gpufit_policies as gp
+from policy.gpufit_policies import (
+    AWS_INSTANCE,
+    GCP_INSTANCE,
+    RESOURCE_VALIDATORS,
+    STACK_VALIDATORS,
+    PolicyConfig,
+    check_disk_encryption,
+    check_expiry,
+    check_hourly_budget,
+    check_imdsv2,
+    check_no_open_ingress,
+    check_private_buckets,
+    check_stack,
+    check_stack_budget,
+    config_from,
+    instance_offer,
+)
+from providers.base import TAG_EXPIRES_AT, gcp_label_time, iso_utc
+from selector.catalog import load_catalog
+from selector.select import plan
+from selector.spec import parse_spec
+from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
+
+NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
+EXPIRES = NOW + timedelta(hours=48)
+CONFIG = PolicyConfig(now=NOW)
+POLICY_DIR = ROOT / "policy"
+STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
+SCHEDULE = "aws:scheduler/schedule:Schedule"
+
+
+def aws_instance(**changes: Any) -> dict[str, Any]:
+    """An AWS instance's props as gpufit's component sets them."""
+    props: dict[str, Any] = {
+        "instanceType": "p4d.24xlarge",
+        "metadataOptions": {
+            "httpEndpoint": "enabled",
+            "httpTokens": "required",
+            "httpPutResponseHopLimit": 2,
+        },
+        "rootBlockDevice": {
+            "volumeSize": 250,
+            "volumeType": "gp3",
+            "encrypted": True,
+            "deleteOnTermination": True,
+        },
+        "tags": {"gpufit:managed": "true", TAG_EXPIRES_AT: iso_utc(EXPIRES)},
+    }
+    props.update(changes)
+    return props
+
+
+def gcp_instance(**changes: Any) -> dict[str, Any]:
+    """A GCP VM's props as gpufit's component sets them."""
+    props: dict[str, Any] = {
+        "machineType": "a2-highgpu-2g",
+        "zone": "us-central1-a",
+        "labels": {"gpufit-managed": "true", "gpufit-expires-at": gcp_label_time(EXPIRES)},
+        "scheduling": {
+            "provisioningModel": "STANDARD",
+            "preemptible": False,
+            "instanceTerminationAction": "DELETE",
+            "maxRunDuration": {"seconds": 48 * 3600},
+        },
+    }
+    props.update(changes)
+    return props
+
+
+def schedule(**changes: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "scheduleExpression": f"at({iso_utc(EXPIRES + timedelta(minutes=1))[:-1]})",
+        "scheduleExpressionTimezone": "UTC",
+        "target": {"arn": gp.TERMINATE_TARGET, "roleArn": "arn:aws:iam::1:role/r", "input": "{}"},
+    }
+    props.update(changes)
+    return props
+
+
+def one(messages: list[str], *fragments: str) -> str:
+    """The single violation, which must mention every fragment."""
+    assert len(messages) == 1, messages
+    for fragment in fragments:
+        assert fragment in messages[0], (fragment, messages[0])
+    return messages[0]
+
+
+def frozen(value: Any) -> Any:
+    """Read-only Mapping/tuple copies: the policy engine hands validators proxies, not dicts/lists."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+# -- the pack's files ---------------------------------------------------------------------------
+
+
+def _main_tree() -> ast.Module:
+    return ast.parse((POLICY_DIR / "__main__.py").read_text())
+
+
+def test_every_validator_is_listed_and_wired_into_the_pack() -> None:
+    defined = {
+        name
+        for name, fn in inspect.getmembers(gp, inspect.isfunction)
+        if name.startswith("check_") and fn.__module__ == gp.__name__
+    }
+    listed = {fn.__name__ for fn in (*RESOURCE_VALIDATORS, *STACK_VALIDATORS)}
+    assert defined == listed
+    used = {node.id for node in ast.walk(_main_tree()) if isinstance(node, ast.Name)}
+    assert listed <= used, listed - used
+
+
+def _calls(tree: ast.Module) -> list[tuple[str, ast.Call]]:
+    """(function name, call) for every call of a plain name."""
+    return [
+        (node.func.id, node)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    ]
+
+
+def test_every_policy_in_the_pack_is_mandatory() -> None:
+    calls = _calls(_main_tree())
+    policies = [(n, c) for n, c in calls if n in ("ResourceValidationPolicy", "StackValidationPolicy")]
+    assert {n for n, _ in policies} == {"ResourceValidationPolicy", "StackValidationPolicy"}
+    for _, call in policies:
+        level = {k.arg: k.value for k in call.keywords}["enforcement_level"]
+        assert ast.unparse(level) == "EnforcementLevel.MANDATORY"
+    (pack,) = [c for n, c in calls if n == "PolicyPack"]
+    assert {k.arg: ast.unparse(k.value) for k in pack.keywords}["name"] == "'gpufit'"
+    wired = [c for n, c in calls if n in ("resource_policy", "stack_policy")]
+    assert len(wired) == len(RESOURCE_VALIDATORS) + len(STACK_VALIDATORS)
+
+
+def test_validators_do_not_import_pulumi_policy() -> None:
+    tree = ast.parse((POLICY_DIR / "gpufit_policies.py").read_text())
+    modules = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    modules |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert not any(m.split(".")[0] in ("pulumi_policy", "pulumi") for m in modules), modules
+
+
+def test_pack_project_files() -> None:
+    project = yaml.safe_load((POLICY_DIR / "PulumiPolicy.yaml").read_text())
+    assert project["runtime"]["name"] == "python"
+    requirements = (POLICY_DIR / "requirements.txt").read_text().splitlines()
+    assert "pulumi-policy==1.21.0" in requirements
+    readme = (POLICY_DIR / "README.md").read_text()
+    assert "--policy-pack-config" in readme and "protobuf" in readme
+
+
+def test_constants_agree_with_the_components() -> None:
+    from providers.aws.component import TERMINATE_TARGET
+
+    assert gp.TAG_EXPIRES_AT == TAG_EXPIRES_AT
+    assert gp.TERMINATE_TARGET == TERMINATE_TARGET
+    moment = datetime(2026, 12, 4, 13, 5, 9, tzinfo=UTC)
+    assert gp.parse_gcp_label_time(gcp_label_time(moment)) == moment
+    assert gp.parse_iso(iso_utc(moment)) == moment
+
+
+def test_config_from_policy_config() -> None:
+    config = config_from({"max_hourly_usd": 60, "catalog": "c.json"}, now=NOW)
+    assert config == PolicyConfig(now=NOW, max_hourly_usd=60.0, catalog="c.json")
+    assert config_from({"now": "2027-01-01T00:00:00Z"}, now=NOW).now == datetime(2027, 1, 1, tzinfo=UTC)
+    assert config_from({}, now=NOW) == CONFIG
+    for bad in ({"max_hourly_usd": 0}, {"max_hourly_usd": True}, {"max_hourly_usd": "60"}, {"now": "soon"}):
+        with pytest.raises(ValueError):
+            config_from(bad, now=NOW)
+    with pytest.raises(ValueError):
+        PolicyConfig(now=datetime(2026, 12, 2))
+
+
+# -- 1. expiry and cloud-side deadline ----------------------------------------------------------
+
+
+def test_expiry_passes_gpufit_instances_and_ignores_other_types() -> None:
+    assert check_expiry(AWS_INSTANCE, aws_instance(), CONFIG) == []
+    assert check_expiry(GCP_INSTANCE, gcp_instance(), CONFIG) == []
+    assert check_expiry(AWS_INSTANCE, aws_instance(tags={TAG_EXPIRES_AT: iso_utc(NOW)}), CONFIG) == []
+    assert check_expiry("aws:s3/bucket:Bucket", {}, CONFIG) == []
+
+
+@pytest.mark.parametrize(
+    ("typ", "props", "fragment"),
+    [
+        (AWS_INSTANCE, aws_instance(tags={"gpufit:managed": "true"}), "missing the tag 'gpufit:expires-at'"),
+        (AWS_INSTANCE, aws_instance(tags=None), "missing the tag"),
+        (GCP_INSTANCE, gcp_instance(labels={}), "missing the label 'gpufit-expires-at'"),
+        (AWS_INSTANCE, aws_instance(tags={TAG_EXPIRES_AT: "next tuesday"}), "malformed"),
+        (AWS_INSTANCE, aws_instance(tags={TAG_EXPIRES_AT: "2026-12-04T13:00:00"}), "no time zone"),
+        (GCP_INSTANCE, gcp_instance(labels={"gpufit-expires-at": iso_utc(EXPIRES)}), "malformed"),
+        (GCP_INSTANCE, gcp_instance(labels={"gpufit-expires-at": "2026-13-04t13-00-00z"}), "malformed"),
+        (AWS_INSTANCE, aws_instance(tags={TAG_EXPIRES_AT: "2026-12-02T11:59:59Z"}), "expired at"),
+        (GCP_INSTANCE, gcp_instance(labels={"gpufit-expires-at": "2026-12-01t00-00-00z"}), "expired at"),
+    ],
+    ids=[
+        "aws-missing",
+        "aws-no-tags",
+        "gcp-missing",
+        "aws-garbage",
+        "aws-no-zone",
+        "gcp-unencoded",
+        "gcp-bad-month",
+        "aws-past",
+        "gcp-past",
+    ],
+)
+def test_expiry_violations(typ: str, props: dict[str, Any], fragment: str) -> None:
+    one(check_expiry(typ, props, CONFIG), fragment)
+
+
+def test_gcp_vm_needs_a_deleting_max_run_duration_within_its_label() -> None:
+    base = gcp_instance()["scheduling"]
+    missing = {k: v for k, v in base.items() if k != "maxRunDuration"}
+    one(check_expiry(GCP_INSTANCE, gcp_instance(scheduling=missing), CONFIG), "maxRunDuration is not set")
+    unscheduled = check_expiry(GCP_INSTANCE, gcp_instance(scheduling=None), CONFIG)
+    assert len(unscheduled) == 2 and "maxRunDuration is not set" in unscheduled[0]
+    zero = {**base, "maxRunDuration": {"seconds": 0}}
+    one(check_expiry(GCP_INSTANCE, gcp_instance(scheduling=zero), CONFIG), "maxRunDuration is not set")
+    stop = {**base, "instanceTerminationAction": "STOP"}
+    one(check_expiry(GCP_INSTANCE, gcp_instance(scheduling=stop), CONFIG), "'STOP', not 'DELETE'")
+    longer = {**base, "maxRunDuration": {"seconds": 72 * 3600}}
+    one(check_expiry(GCP_INSTANCE, gcp_instance(scheduling=longer), CONFIG), "past the expiry label")
+    slack = {**base, "maxRunDuration": {"seconds": 48 * 3600 + 600}}
+    assert check_expiry(GCP_INSTANCE, gcp_instance(scheduling=slack), CONFIG) == []
+
+
+def test_stack_with_aws_instances_needs_a_terminate_schedule() -> None:
+    instances = [(AWS_INSTANCE, aws_instance()), (AWS_INSTANCE, aws_instance())]
+    assert check_stack([*instances, (SCHEDULE, schedule())]) == []
+    one(check_stack(instances), "2 AWS instance(s)", gp.TERMINATE_TARGET)
+    other = schedule(target={"arn": "arn:aws:scheduler:::aws-sdk:ec2:stopInstances"})
+    one(check_stack([*instances, (SCHEDULE, other)]), "no enabled")
+    one(check_stack([*instances, (SCHEDULE, schedule(state="DISABLED"))]), "DISABLED")
+    assert check_stack([(GCP_INSTANCE, gcp_instance())]) == []  # GCP VMs carry their own deadline
+    assert check_stack([]) == []
+
+
+def test_terminate_schedule_must_fire_by_the_expiry() -> None:
+    instance = (AWS_INSTANCE, aws_instance())
+    late = schedule(scheduleExpression=f"at({iso_utc(EXPIRES + timedelta(hours=2))[:-1]})")
+    one(check_stack([instance, (SCHEDULE, late)]), "fires at", "after the earliest instance expiry")
+    # 09:00 in New York is 14:00 UTC, two hours past a 12:00 UTC expiry
+    zoned = schedule(
+        scheduleExpression="at(2026-12-04T09:00:00)", scheduleExpressionTimezone="America/New_York"
+    )
+    one(check_stack([instance, (SCHEDULE, zoned)]), "fires at")
+    on_time = schedule(
+        scheduleExpression="at(2026-12-04T07:00:00)", scheduleExpressionTimezone="America/New_York"
+    )
+    assert check_stack([instance, (SCHEDULE, on_time)]) == []
+    assert check_stack([instance, (SCHEDULE, schedule(scheduleExpression="rate(1 hour)"))]) == []
+
+
+# -- 2. hourly price within the budget ------------------------------------------------------------
+
+
+def test_no_budget_passes_any_price() -> None:
+    assert check_hourly_budget(AWS_INSTANCE, aws_instance(instanceType="p5.48xlarge"), CONFIG) == []
+    assert check_hourly_budget(AWS_INSTANCE, aws_instance(instanceType="no.such"), CONFIG) == []
+    assert check_stack_budget([(AWS_INSTANCE, aws_instance())] * 8, CONFIG) == []
+
+
+def test_price_over_budget_names_the_price_and_the_budget() -> None:
+    config = PolicyConfig(now=NOW, max_hourly_usd=20)
+    message = one(check_hourly_budget(AWS_INSTANCE, aws_instance(), config, region="us-east-1"))
+    assert message.startswith("aws p4d.24xlarge (on-demand, us-east-1) costs $21.9580/h")
+    assert "over the budget max_hourly_usd $20.00/h" in message
+    within = PolicyConfig(now=NOW, max_hourly_usd=22)
+    assert check_hourly_budget(AWS_INSTANCE, aws_instance(), within, region="us-east-1") == []
+    assert check_hourly_budget("aws:s3/bucket:Bucket", {}, config) == []
+
+
+def test_price_follows_the_market_and_the_region() -> None:
+    config = PolicyConfig(now=NOW, max_hourly_usd=1.0)
+    spot = aws_instance(instanceType="g6e.xlarge", instanceMarketOptions={"marketType": "spot"})
+    assert check_hourly_budget(AWS_INSTANCE, spot, config, region="us-east-2") == []  # $0.7518
+    on_demand = aws_instance(instanceType="g6e.xlarge")
+    one(check_hourly_budget(AWS_INSTANCE, on_demand, config, region="us-east-2"), "$1.8610/h", "on-demand")
+    zoned = aws_instance(instanceType="g6e.xlarge", availabilityZone="us-east-2b")
+    one(check_hourly_budget(AWS_INSTANCE, zoned, config), "us-east-2")
+    gcp_spot = gcp_instance(scheduling={**gcp_instance()["scheduling"], "provisioningModel": "SPOT"})
+    spot_offer = instance_offer(GCP_INSTANCE, gcp_spot, CONFIG)
+    assert spot_offer is not None and (spot_offer.market, spot_offer.region) == ("spot", "us-central1")
+
+
+def test_n1_price_counts_the_attached_gpus() -> None:
+    config = PolicyConfig(now=NOW, max_hourly_usd=1.2)
+    t4 = {"type": "nvidia-tesla-t4", "count": 1}
+    n1 = gcp_instance(machineType="n1-standard-16", guestAccelerators=[t4])
+    assert check_hourly_budget(GCP_INSTANCE, n1, config) == []  # $1.11 in us-central1
+    four = gcp_instance(machineType="n1-standard-16", guestAccelerators=[{**t4, "count": 4}])
+    one(
+        check_hourly_budget(GCP_INSTANCE, four, config), "gcp n1-standard-16 + nvidia-tesla-t4x4", "$2.1600/h"
+    )
+    bare = gcp_instance(machineType="zones/us-central1-a/machineTypes/n1-standard-16")
+    one(check_hourly_budget(GCP_INSTANCE, bare, config), "no on-demand price", "in us-central1")
+
+
+def test_unpriced_instance_fails_when_a_budget_is_set() -> None:
+    config = PolicyConfig(now=NOW, max_hourly_usd=100)
+    one(check_hourly_budget(AWS_INSTANCE, aws_instance(instanceType="no.such"), config), "no on-demand price")
+    wrong_region = aws_instance(instanceType="p4d.24xlarge")
+    one(check_hourly_budget(AWS_INSTANCE, wrong_region, config, region="mars-north-1"), "in mars-north-1")
+
+
+def test_stack_budget_counts_every_node() -> None:
+    node = aws_instance(instanceType="g6e.xlarge", instanceMarketOptions={"marketType": "spot"})
+    five = [(AWS_INSTANCE, node, "us-east-2")] * 5  # 5 × $0.7518 = $3.759
+    assert check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=3.759)) == []
+    message = one(check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=3)), "5 GPU instance(s)")
+    assert "$3.7590/h together, over the budget max_hourly_usd $3.00/h" in message
+
+
+# -- 3-6. IMDSv2, encryption, ingress, buckets ------------------------------------------------------
+
+
+def test_imdsv2_required() -> None:
+    assert check_imdsv2(AWS_INSTANCE, aws_instance(), CONFIG) == []
+    optional = aws_instance(metadataOptions={"httpTokens": "optional"})
+    one(check_imdsv2(AWS_INSTANCE, optional, CONFIG), "'optional'")
+    one(check_imdsv2(AWS_INSTANCE, aws_instance(metadataOptions=None), CONFIG), "defaults to optional")
+    assert check_imdsv2(GCP_INSTANCE, gcp_instance(), CONFIG) == []
+
+
+def test_disks_encrypted() -> None:
+    assert check_disk_encryption(AWS_INSTANCE, aws_instance(), CONFIG) == []
+    plain_root = aws_instance(rootBlockDevice={"volumeSize": 100, "encrypted": False})
+    one(check_disk_encryption(AWS_INSTANCE, plain_root, CONFIG), "rootBlockDevice")
+    one(check_disk_encryption(AWS_INSTANCE, aws_instance(rootBlockDevice=None), CONFIG), "rootBlockDevice")
+    ebs = aws_instance(
+        ebsBlockDevices=[{"deviceName": "/dev/sdb", "encrypted": True}, {"deviceName": "/dev/sdc"}]
+    )
+    one(check_disk_encryption(AWS_INSTANCE, ebs, CONFIG), "ebsBlockDevices[1] (/dev/sdc)")
+    one(check_disk_encryption("aws:ebs/volume:Volume", {"size": 100}, CONFIG), "EBS volume")
+    one(check_disk_encryption("aws:ebs/volume:Volume", {"encrypted": False}, CONFIG), "EBS volume")
+    assert check_disk_encryption("aws:ebs/volume:Volume", {"encrypted": True}, CONFIG) == []
+
+
+@pytest.mark.parametrize(
+    ("typ", "props", "fragment"),
+    [
+        (
+            "aws:ec2/securityGroup:SecurityGroup",
+            {"ingress": [{"protocol": "tcp", "fromPort": 22, "toPort": 22, "cidrBlocks": ["0.0.0.0/0"]}]},
+            "ingress[0] admits 0.0.0.0/0 (ports tcp 22-22)",
+        ),
+        (
+            "aws:ec2/securityGroup:SecurityGroup",
+            {"ingress": [{"cidrBlocks": ["10.0.0.0/8"]}, {"ipv6CidrBlocks": ["::/0"]}]},
+            "ingress[1] admits ::/0",
+        ),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv4": "0.0.0.0/0"}, "0.0.0.0/0"),
+        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv6": "::/0"}, "::/0"),
+        (
+            "aws:ec2/securityGroupRule:SecurityGroupRule",
+            {
+                "type": "ingress",
+                "cidrBlocks": ["0.0.0.0/0"],
+                "fromPort": 443,
+                "toPort": 443,
+                "protocol": "tcp",
+            },
+            "0.0.0.0/0",
+        ),
+        (
+            "aws:ec2/securityGroupRule:SecurityGroupRule",
+            {"type": "ingress", "ipv6CidrBlocks": ["::/0"]},
+            "::/0",
+        ),
+        (
+            "gcp:compute/firewall:Firewall",
+            {"direction": "INGRESS", "sourceRanges": ["0.0.0.0/0"]},
+            "0.0.0.0/0",
+        ),
+        (
+            "gcp:compute/firewall:Firewall",
+            {"allows": [{"protocol": "tcp"}], "sourceRanges": ["::/0"]},
+            "::/0",
+        ),
+        ("gcp:compute/firewall:Firewall", {"direction": "INGRESS", "allows": [{}]}, "names no source"),
+    ],
+    ids=[
+        "sg-v4",
+        "sg-v6",
+        "rule-v4",
+        "rule-v6",
+        "sgrule-v4",
+        "sgrule-v6",
+        "fw-v4",
+        "fw-v6-default",
+        "fw-no-src",
+    ],
+)
+def test_open_ingress_violations(typ: str, props: dict[str, Any], fragment: str) -> None:
+    one(check_no_open_ingress(typ, props, CONFIG), fragment)
+
+
+def test_closed_ingress_passes() -> None:
+    sg = {
+        "ingress": [{"cidrBlocks": ["203.0.113.7/32"], "ipv6CidrBlocks": ["2001:db8::/64"]}],
+        "egress": [{"cidrBlocks": ["0.0.0.0/0"]}],
+    }
+    assert check_no_open_ingress("aws:ec2/securityGroup:SecurityGroup", sg, CONFIG) == []
+    egress = {"type": "egress", "cidrBlocks": ["0.0.0.0/0"]}
+    assert check_no_open_ingress("aws:ec2/securityGroupRule:SecurityGroupRule", egress, CONFIG) == []
+    fw = "gcp:compute/firewall:Firewall"
+    assert (
+        check_no_open_ingress(fw, {"direction": "EGRESS", "destinationRanges": ["0.0.0.0/0"]}, CONFIG) == []
+    )
+    deny = {"direction": "INGRESS", "denies": [{"protocol": "all"}], "sourceRanges": ["0.0.0.0/0"]}
+    assert check_no_open_ingress(fw, deny, CONFIG) == []
+    tags = {"direction": "INGRESS", "allows": [{"protocol": "tcp"}], "sourceTags": ["gpufit-x"]}
+    assert check_no_open_ingress(fw, tags, CONFIG) == []
+    iap = {"direction": "INGRESS", "sourceRanges": ["35.235.240.0/20"]}
+    assert check_no_open_ingress(fw, iap, CONFIG) == []
+
+
+def test_private_buckets() -> None:
+    pab = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+    flags = dict.fromkeys(gp.PUBLIC_ACCESS_BLOCK_FLAGS, True)
+    assert check_private_buckets(pab, flags, CONFIG) == []
+    one(
+        check_private_buckets(pab, {**flags, "restrictPublicBuckets": False}, CONFIG), "restrictPublicBuckets"
+    )
+    assert len(check_private_buckets(pab, {"bucket": "b"}, CONFIG)) == 4
+    one(check_private_buckets("aws:s3/bucket:Bucket", {"acl": "public-read"}, CONFIG), "'public-read'")
+    one(check_private_buckets("aws:s3/bucketAcl:BucketAcl", {"acl": "public-read-write"}, CONFIG), "public")
+    assert check_private_buckets("aws:s3/bucket:Bucket", {"acl": "private"}, CONFIG) == []
+    gcs = {"publicAccessPrevention": "enforced", "uniformBucketLevelAccess": True}
+    assert check_private_buckets("gcp:storage/bucket:Bucket", gcs, CONFIG) == []
+    inherited = {**gcs, "publicAccessPrevention": "inherited"}
+    one(check_private_buckets("gcp:storage/bucket:Bucket", inherited, CONFIG), "'inherited', not 'enforced'")
+    fine_grained = {**gcs, "uniformBucketLevelAccess": False}
+    one(check_private_buckets("gcp:storage/bucket:Bucket", fine_grained, CONFIG), "uniformBucketLevelAccess")
+    member = "gcp:storage/bucketIAMMember:BucketIAMMember"
+    for who in ("allUsers", "allAuthenticatedUsers"):
+        one(check_private_buckets(member, {"member": who, "role": "roles/storage.objectViewer"}, CONFIG), who)
+    sa = {"member": "serviceAccount:gf@p.iam.gserviceaccount.com", "role": "roles/storage.objectUser"}
+    assert check_private_buckets(member, sa, CONFIG) == []
+    binding = {"members": ["user:a@example.com", "allUsers"], "role": "roles/storage.objectViewer"}
+    one(check_private_buckets("gcp:storage/bucketIAMBinding:BucketIAMBinding", binding, CONFIG), "allUsers")
+
+
+def test_validators_accept_read_only_mappings_and_sequences() -> None:
+    bad = frozen(
+        aws_instance(
+            metadataOptions={"httpTokens": "optional"},
+            ebsBlockDevices=[{"deviceName": "/dev/sdb", "encrypted": False}],
+        )
+    )
+    assert len(check_imdsv2(AWS_INSTANCE, bad, CONFIG)) == 1
+    assert len(check_disk_encryption(AWS_INSTANCE, bad, CONFIG)) == 1
+    sg = frozen({"ingress": [{"cidrBlocks": ["0.0.0.0/0"]}]})
+    assert len(check_no_open_ingress("aws:ec2/securityGroup:SecurityGroup", sg, CONFIG)) == 1
+    n1 = frozen(
+        gcp_instance(
+            machineType="n1-standard-16", guestAccelerators=[{"type": "nvidia-tesla-t4", "count": 4}]
+        )
+    )
+    assert len(check_hourly_budget(GCP_INSTANCE, n1, PolicyConfig(now=NOW, max_hourly_usd=1))) == 1
+    assert check_expiry(GCP_INSTANCE, frozen(gcp_instance()), CONFIG) == []
+
+
+# -- gpufit's own stacks pass its own guardrails -------------------------------------------------------
+
+
+def _stack_id(path: Path) -> str:
+    return path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+
+
+def _all_violations(mocks: RecordingMocks, config: PolicyConfig) -> list[str]:
+    regions = {
+        r.name: r.inputs.get("region") for r in mocks.resources if r.typ.startswith("pulumi:providers:")
+    }
+
+    def region_of(provider: str | None) -> str | None:
+        name = (provider or "").split("::")[-1].removesuffix("-id")
+        return regions.get(name)
+
+    found: list[str] = []
+    for r in mocks.resources:
+        for check in RESOURCE_VALIDATORS:
+            if check is check_hourly_budget:
+                messages = check_hourly_budget(r.typ, r.inputs, config, region=region_of(r.provider))
+            else:
+                messages = check(r.typ, r.inputs, config)
+            found += [f"{check.__name__} {r.typ} {r.name}: {m}" for m in messages]
+    stack = [(r.typ, r.inputs, region_of(r.provider)) for r in mocks.resources]
+    for stack_check in STACK_VALIDATORS:
+        found += [f"{stack_check.__name__}: {m}" for m in stack_check(stack, config)]
+    return found
+
+
+@pytest.mark.parametrize("stack_file", STACKS, ids=_stack_id)
+def test_example_stack_passes_every_policy(stack_file: Path) -> None:
+    config = stack_config(stack_file)
+    mocks, outputs = run_program(config, NOW)
+    planned = plan(parse_spec(config["gpufit:workload"]), load_catalog())
+    assert planned.choice is not None
+    instances = [r for r in mocks.resources if r.typ in (AWS_INSTANCE, GCP_INSTANCE)]
+    assert len(instances) == planned.choice.shape.instances >= 1
+    # the tightest budget the plan allows: its own, else exactly what it costs an hour
+    own = (config["gpufit:workload"].get("budget") or {}).get("max_hourly_usd")
+    budget = own or planned.choice.cost.hourly_usd
+    policy_config = PolicyConfig(now=NOW, max_hourly_usd=float(budget))
+    assert _all_violations(mocks, policy_config) == []
+    # the policy prices each instance at the offer the plan chose
+    region = outputs["region"]
+    for instance in instances:
+        offer = instance_offer(instance.typ, instance.inputs, policy_config, region=region)
+        assert offer is not None and offer.hourly_usd == planned.choice.offer.hourly_usd
+    # and the same resources fail once the budget is a cent under the plan's price
+    under = PolicyConfig(now=NOW, max_hourly_usd=planned.choice.offer.hourly_usd - 0.01)
+    assert any(v.startswith("check_hourly_budget") for v in _all_violations(mocks, under))
+
+
+def test_ssh_from_anywhere_opt_in_is_caught_by_the_ingress_policy() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    access = {"ssh_cidrs": ["0.0.0.0/0", "::/0"], "allow_ssh_from_anywhere": True}
+    config["gpufit:workload"] = {**config["gpufit:workload"], "access": access}
+    mocks, _ = run_program(config, NOW)
+    found = _all_violations(mocks, PolicyConfig(now=NOW))
+    assert found == [
+        "check_no_open_ingress aws:ec2/securityGroup:SecurityGroup llama70b-chat-test-sg: "
+        "ingress[0] admits 0.0.0.0/0 (ports tcp 22-22)",
+        "check_no_open_ingress aws:ec2/securityGroup:SecurityGroup llama70b-chat-test-sg: "
+        "ingress[0] admits ::/0 (ports tcp 22-22)",
+    ]
