@@ -2,7 +2,8 @@
 
 Exit codes: 0 ok; 2 invalid spec; 3 nothing feasible; 4 over budget; 5 unusable catalog;
 6 catalog refresh fetched nothing useful; 7 cloud credentials or permission missing;
-8 a lock is missing or stale; 9 reaping failed;
+8 a lock is missing or stale; 9 reaping failed; 10 a sweep could not finish (a region or
+instance failed);
 64 bad command line. Errors are one line per problem on stderr, never a traceback.
 Cloud SDKs and pulumi are never imported on the ``plan``/``offers`` path.
 """
@@ -77,10 +78,11 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
     sub.add_parser("presets", help="list the model presets with their sources")
 
-    from cli import catalog_cmd, gitops_cmd
+    from cli import catalog_cmd, gitops_cmd, sweep_cmd
 
     catalog_cmd.add_parser(sub)
     gitops_cmd.add_parsers(sub)
+    sweep_cmd.add_parser(sub)
 
     st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
     st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
@@ -254,6 +256,12 @@ def cmd_gitops(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from cli.sweep_cmd import cmd_sweep as run
+
+    return run(args)
+
+
 COMMANDS = {
     "plan": cmd_plan,
     "offers": cmd_offers,
@@ -264,6 +272,7 @@ COMMANDS = {
     "lock": cmd_gitops,
     "diff": cmd_gitops,
     "reap": cmd_gitops,
+    "sweep": cmd_sweep,
 }
 
 

@@ -17,9 +17,10 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-EXIT_OK = 0
-EXIT_FAILED = 6
-EXIT_AUTH = 7
+from cli.exit_codes import AUTH as EXIT_AUTH, OK as EXIT_OK, SWEEP_INCOMPLETE
+
+EXIT_FAILED = SWEEP_INCOMPLETE
+"""6: the cloud APIs failed after their retries (a region), or an instance could not be removed."""
 
 
 def add_parser(sub: Any) -> None:

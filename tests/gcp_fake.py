@@ -442,3 +442,289 @@ def parse_filter(text: str) -> dict[str, re.Pattern[str]]:
     if text and not terms:
         raise ValueError(f"filter not understood by the fake: {text!r}")
     return {name: re.compile(pattern) for name, pattern in terms}
+
+
+# ------------------------------------------------------------------ instances (gpufit sweep)
+#
+#   GET    /compute/v1/projects/{project}/aggregated/instances     (filter, maxResults, pageToken)
+#   DELETE /compute/v1/projects/{project}/zones/{zone}/instances/{instance}   (requestId)
+#
+# The filter is the AIP-160 form Compute documents for labels: ``labels.KEY = "VALUE"`` terms,
+# each in parentheses when there are several (ANDed); anything else is refused with a 400.
+
+
+def instance(
+    project: str,
+    zone: str,
+    name: str,
+    labels: dict[str, str] | None = None,
+    status: str = "RUNNING",
+    machine: str = "g2-standard-4",
+    accelerators: tuple[tuple[str, int], ...] = (),
+    spot: bool = False,
+) -> dict[str, Any]:
+    """A ``compute#instance`` as the REST API returns it (URLs for zone, machine and GPU types)."""
+    zone_url = f"{API}/projects/{project}/zones/{zone}"
+    item: dict[str, Any] = {
+        "kind": "compute#instance",
+        "id": stable_id(project, zone, name, digits=19),
+        "creationTimestamp": "2026-11-30T04:00:00.000-08:00",
+        "name": name,
+        "machineType": f"{zone_url}/machineTypes/{machine}",
+        "status": status,
+        "zone": zone_url,
+        "selfLink": f"{zone_url}/instances/{name}",
+        "scheduling": {
+            "onHostMaintenance": "TERMINATE",
+            "automaticRestart": not spot,
+            "preemptible": spot,
+            "provisioningModel": "SPOT" if spot else "STANDARD",
+        },
+        "labelFingerprint": "42WmSpB8rSM=",
+    }
+    if labels:
+        item["labels"] = dict(labels)
+    if accelerators:
+        item["guestAccelerators"] = [
+            {"acceleratorType": f"{zone_url}/acceleratorTypes/{kind}", "acceleratorCount": count}
+            for kind, count in accelerators
+        ]
+    return item
+
+
+@dataclass
+class InstanceFault:
+    route: str  # "instances" (the aggregated list) | "delete"
+    status: int
+    times: int | None  # None: every matching request
+    name: str | None = None  # only deletes of this instance
+    page_token: str | None = None  # only the listing request for this page
+
+
+@dataclass(frozen=True)
+class DeleteSeen:
+    zone: str
+    name: str
+    request_id: str
+    status: int
+
+
+class FakeGcpInstances:
+    """The instances API's data, faults and request log; ``with FakeGcpInstances(...) as fake``
+    serves it. ``deleted`` lists (zone, name) of the VMs actually deleted, once each."""
+
+    def __init__(
+        self, project: str, zones: list[str], instances: list[dict[str, Any]], per_page: int = 2
+    ) -> None:
+        self.project = project
+        self.zones = zones
+        self.instances = list(instances)
+        self.per_page = per_page
+        self.unreachable_zones: set[str] = set()
+        self.reject_filters = False
+        self.faults: list[InstanceFault] = []
+        self.lists: list[dict[str, str]] = []  # query of every listing request
+        self.deletes: list[DeleteSeen] = []  # every DELETE request
+        self.deleted: list[tuple[str, str]] = []
+        self._operations: dict[str, dict[str, Any]] = {}  # requestId -> the operation it started
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    def fail(
+        self,
+        route: str,
+        status: int,
+        times: int | None = 1,
+        name: str | None = None,
+        page_token: str | None = None,
+    ) -> None:
+        self.faults.append(InstanceFault(route, status, times, name, page_token))
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> FakeGcpInstances:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+            def _answer(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json; charset=UTF-8")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._answer(*fake.handle_get(self.path))
+
+            def do_DELETE(self) -> None:
+                self._answer(*fake.handle_delete(self.path))
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name="fake-gcp-instances",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._server is not None and self._thread is not None
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _take_fault(self, route: str, name: str | None, token: str | None) -> InstanceFault | None:
+        for fault in self.faults:
+            if fault.route != route or (fault.times is not None and fault.times <= 0):
+                continue
+            if fault.name is not None and fault.name != name:
+                continue
+            if fault.page_token is not None and fault.page_token != token:
+                continue
+            if fault.times is not None:
+                fault.times -= 1
+            return fault
+        return None
+
+    def handle_get(self, raw_path: str) -> tuple[int, dict[str, Any]]:
+        parts = urlsplit(raw_path)
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        match = re.fullmatch(r"/compute/v1/projects/([^/]+)/aggregated/instances", parts.path)
+        if not match:
+            return FakeGcp._error(404, f"The requested URL {parts.path} was not found")[:2]
+        with self._lock:
+            self.lists.append(query)
+            fault = self._take_fault("instances", None, query.get("pageToken", ""))
+        if fault is not None:
+            return FakeGcp._error(fault.status, f"injected {fault.status}")[:2]
+        if match.group(1) != self.project:
+            return FakeGcp._error(404, f"The resource 'projects/{match.group(1)}' was not found")[:2]
+        expression = query.get("filter", "")
+        if expression and self.reject_filters:
+            return FakeGcp._error(400, "Invalid value for field 'filter'")[:2]
+        try:
+            wanted = parse_label_filter(expression)
+        except ValueError as error:
+            return FakeGcp._error(400, str(error))[:2]
+        with self._lock:
+            chosen = sorted(
+                (
+                    i
+                    for i in self.instances
+                    if i["zone"].rsplit("/", 1)[-1] not in self.unreachable_zones
+                    and all(i.get("labels", {}).get(k) == v for k, v in wanted.items())
+                ),
+                key=lambda i: (i["zone"], i["name"]),
+            )
+        size = min(int(query.get("maxResults") or 500), self.per_page) or self.per_page
+        kind = f"instances{stable_id(expression, digits=8)}"
+        token = query.get("pageToken", "")
+        start = 0
+        if token:
+            found = re.fullmatch(rf"{kind}-(\d+)", token)
+            if not found:
+                return FakeGcp._error(400, "Invalid page token")[:2]
+            start = int(found.group(1))
+        page = chosen[start : start + size]
+        items: dict[str, Any] = {}
+        for zone in sorted(self.zones):
+            if zone in self.unreachable_zones:
+                warning = {"code": "UNREACHABLE", "message": f"Scope 'zones/{zone}' is unreachable"}
+                items[f"zones/{zone}"] = {"warning": warning}
+                continue
+            here = [i for i in page if i["zone"].rsplit("/", 1)[-1] == zone]
+            if here:
+                items[f"zones/{zone}"] = {"instances": here}
+            else:
+                message = f"There are no results for scope 'zones/{zone}' on this page."
+                items[f"zones/{zone}"] = {"warning": {"code": "NO_RESULTS_ON_PAGE", "message": message}}
+        body: dict[str, Any] = {
+            "kind": "compute#instanceAggregatedList",
+            "id": f"projects/{self.project}/aggregated/instances",
+            "items": items,
+            "selfLink": f"{API}/projects/{self.project}/aggregated/instances",
+        }
+        if start + size < len(chosen):
+            body["nextPageToken"] = f"{kind}-{start + size}"
+        if self.unreachable_zones:
+            body["unreachables"] = [f"zones/{z}" for z in sorted(self.unreachable_zones)]
+        return 200, body
+
+    def handle_delete(self, raw_path: str) -> tuple[int, dict[str, Any]]:
+        parts = urlsplit(raw_path)
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        match = re.fullmatch(r"/compute/v1/projects/([^/]+)/zones/([^/]+)/instances/([^/]+)", parts.path)
+        if not match:
+            return FakeGcp._error(404, f"The requested URL {parts.path} was not found")[:2]
+        project, zone, name = match.groups()
+        request_id = query.get("requestId", "")
+        with self._lock:
+            fault = self._take_fault("delete", name, None)
+            status = fault.status if fault else 200
+            if fault is None and request_id in self._operations:  # a retry of a delete already done
+                self.deletes.append(DeleteSeen(zone, name, request_id, 200))
+                return 200, self._operations[request_id]
+            target = next(
+                (
+                    i
+                    for i in self.instances
+                    if i["name"] == name and i["zone"].rsplit("/", 1)[-1] == zone and project == self.project
+                ),
+                None,
+            )
+            if fault is None and target is None:
+                status = 404
+            self.deletes.append(DeleteSeen(zone, name, request_id, status))
+            if fault is not None:
+                return FakeGcp._error(fault.status, f"injected {fault.status}")[:2]
+            if target is None:
+                message = f"The resource 'projects/{project}/zones/{zone}/instances/{name}' was not found"
+                return FakeGcp._error(404, message)[:2]
+            self.instances.remove(target)
+            self.deleted.append((zone, name))
+            zone_url = f"{API}/projects/{project}/zones/{zone}"
+            operation = {
+                "kind": "compute#operation",
+                "id": stable_id("op", zone, name, request_id, digits=19),
+                "name": f"operation-{stable_id('op', zone, name, request_id)}",
+                "zone": zone_url,
+                "operationType": "delete",
+                "targetLink": f"{zone_url}/instances/{name}",
+                "targetId": target["id"],
+                "status": "RUNNING",
+                "user": "gpufit@example.iam.gserviceaccount.com",
+                "progress": 0,
+                "insertTime": "2026-12-04T05:00:00.000-08:00",
+                "startTime": "2026-12-04T05:00:00.000-08:00",
+                "selfLink": f"{zone_url}/operations/operation-{stable_id('op', zone, name, request_id)}",
+            }
+            if request_id:
+                self._operations[request_id] = operation
+            return 200, operation
+
+
+def parse_label_filter(text: str) -> dict[str, str]:
+    """``labels.KEY = "VALUE"`` or ``(labels.K1 = "V1") (labels.K2 = V2)`` -> {KEY: VALUE}."""
+    if not text.strip():
+        return {}
+    term = r'\(?\s*labels\.([a-z0-9_-]+)\s*=\s*(?:"([^"]*)"|([a-z0-9_-]+))\s*\)?'
+    if not re.fullmatch(rf"(?:\s*{term}\s*)+", text):
+        raise ValueError(f"filter not understood by the fake: {text!r}")
+    return {key: quoted or bare for key, quoted, bare in re.findall(term, text)}

@@ -118,7 +118,9 @@ class AwsSweeper:
                     read_timeout=30,
                     max_pool_connections=16,
                 )
-                client = self._clients[region] = self._session.client("ec2", region_name=region, config=config)
+                client = self._clients[region] = self._session.client(
+                    "ec2", region_name=region, config=config
+                )
             return client
 
     def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
@@ -167,7 +169,9 @@ class AwsSweeper:
         if not wanted:
             result.calls = self.counter.count - start
             return result
-        with ThreadPoolExecutor(min(self._workers, len(wanted)), thread_name_prefix="gpufit-sweep-aws") as pool:
+        with ThreadPoolExecutor(
+            min(self._workers, len(wanted)), thread_name_prefix="gpufit-sweep-aws"
+        ) as pool:
             jobs = {region: pool.submit(self._region, region, now, act, price) for region in wanted}
             for region, job in jobs.items():
                 done = job.result()
@@ -244,7 +248,9 @@ class AwsSweeper:
         market = "on-demand" if not lifecycle else str(lifecycle)
         zone = instance.get("Placement", {}).get("AvailabilityZone") or None
         instance_type = str(instance.get("InstanceType", "?"))
-        hourly = price("aws", instance_type, region, zone, market) if market in ("on-demand", "spot") else None
+        hourly = (
+            price("aws", instance_type, region, zone, market) if market in ("on-demand", "spot") else None
+        )
         return Candidate(
             cloud="aws",
             region=region,
@@ -305,7 +311,9 @@ class AwsSweeper:
             except Exception as error:
                 out.notes.append(f"cancelling spot requests {', '.join(batch)} failed: {_describe(error)}")
                 continue
-            cancelled = [r.get("SpotInstanceRequestId") for r in answer.get("CancelledSpotInstanceRequests", [])]
+            cancelled = [
+                r.get("SpotInstanceRequestId") for r in answer.get("CancelledSpotInstanceRequests", [])
+            ]
             out.notes.append(f"cancelled spot requests: {', '.join(str(r) for r in cancelled)}")
 
     def _terminate(self, ec2: Any, batch: list[str], out: _RegionSweep) -> None:

@@ -1,0 +1,370 @@
+"""Sweep orphaned gpufit Compute Engine VMs: list, decide, delete.
+
+One ``instances.aggregatedList`` over every zone of the project, filtered server-side on the
+label ``gpufit-managed = "true"`` (should the API refuse the filter, the listing is made
+without it), one retried call per page (``page_token`` in, ``next_page_token`` out) with
+``return_partial_success`` so that an unreachable zone fails its region, not the sweep. Each VM
+is checked again here (managed label exactly ``"true"``, region, status) before
+``providers.sweep.decide`` reads its expiry. VMs STOPPING, PENDING_STOP or DEPROVISIONING are
+left alone (they may already be going: Compute reports a VM being deleted as STOPPING); a
+TERMINATED, STOPPED or SUSPENDED one (Compute's words for a stopped or suspended VM) is swept,
+since its disks still bill. Acting, every chosen VM gets ``instances.delete``, concurrently, each
+with a request id that its retries repeat so that Compute does not act twice.
+
+Clients, endpoint and credentials as in ``providers.gcp.catalog``: ``GPUFIT_GCP_COMPUTE_ENDPOINT``
+(plain http only on loopback, with anonymous credentials there), else the application default
+credentials; the project from ``--project`` or ``GOOGLE_CLOUD_PROJECT``. The Google clients'
+own retries are off (``retry=None``); ``providers.retry`` retries 429, 5xx and transport errors;
+401/403 raise ``AuthError`` naming the permission.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from providers.gcp.catalog import (
+    _GCP_REGION,
+    COMPUTE_ENDPOINT_ENV,
+    PROJECT_ENV,
+    _Api,
+    auth_error,
+    check_endpoint,
+    describe_error,
+    is_transient,
+)
+from providers.refresh import AuthError, CallCounter
+from providers.retry import RetryPolicy, call_with_retry
+from providers.sweep import (
+    LABEL_MANAGED,
+    Candidate,
+    PriceFn,
+    SweepResult,
+    decide,
+    read_expiry,
+    stack_and_workload,
+)
+
+if TYPE_CHECKING:
+    from google.auth.credentials import Credentials
+
+T = TypeVar("T")
+
+INSTANCES_LIST = _Api("compute instances.aggregatedList", "compute.instances.list", "roles/compute.viewer")
+INSTANCES_DELETE = _Api(
+    "compute instances.delete", "compute.instances.delete", "roles/compute.instanceAdmin.v1"
+)
+MANAGED_FILTER = f'labels.{LABEL_MANAGED} = "true"'
+LEFT_STATUSES = frozenset({"STOPPING", "PENDING_STOP", "DEPROVISIONING"})
+"""Statuses of a VM that may already be going (being deleted, or torn down): left alone."""
+BILLING_STATUSES = frozenset({"PROVISIONING", "STAGING", "RUNNING", "REPAIRING"})
+"""Statuses that bill the machine; a TERMINATED (stopped) or SUSPENDED VM bills only storage."""
+PAGE_SIZE = 500
+"""``maxResults`` of the aggregated listing (the API accepts 0 to 500)."""
+DEFAULT_WORKERS = 16
+
+
+class _NotAttempted(Exception):
+    """A delete not sent because an earlier one was refused for want of a permission."""
+
+
+def _last(url: str) -> str:
+    return url.rsplit("/", 1)[-1]
+
+
+def region_of(zone: str) -> str:
+    return zone.rsplit("-", 1)[0]
+
+
+def instance_type(machine_type: str, accelerators: list[tuple[str, int]]) -> str:
+    """The catalog's instance type: the machine type, or for an N1 VM with one attached GPU
+    model ``n1-standard-8+t4x1`` (as ``providers.gcp.catalog`` names those offers)."""
+    if machine_type.startswith("n1-") and len(accelerators) == 1:
+        accelerator, count = accelerators[0]
+        short = accelerator.removeprefix("nvidia-").removeprefix("tesla-")
+        return f"{machine_type}+{short}x{count}"
+    return machine_type
+
+
+class GcpSweeper:
+    """Finds and deletes orphaned gpufit VMs through the Compute Engine REST API."""
+
+    cloud = "gcp"
+
+    def __init__(
+        self,
+        project: str | None = None,
+        compute_endpoint: str | None = None,
+        policy: RetryPolicy | None = None,
+        counter: CallCounter | None = None,
+        workers: int = DEFAULT_WORKERS,
+        page_size: int = PAGE_SIZE,
+        request_timeout: float = 30.0,
+    ) -> None:
+        self._endpoint, self._loopback = check_endpoint(
+            compute_endpoint if compute_endpoint is not None else os.environ.get(COMPUTE_ENDPOINT_ENV),
+            "compute",
+        )
+        project = project or os.environ.get(PROJECT_ENV)
+        if not project:
+            raise AuthError("no GCP project: set GOOGLE_CLOUD_PROJECT or pass --project")
+        self.project = project
+        self._policy = policy or RetryPolicy()
+        self.counter = counter or CallCounter()
+        self._workers = max(1, workers)
+        self._page_size = page_size
+        self._timeout = request_timeout
+        self._local = threading.local()
+        self._creds_lock = threading.Lock()
+        self._default_creds: Credentials | None = None
+        self._abort = threading.Event()
+
+    # -- clients and calls -------------------------------------------------------------------
+    def _credentials(self) -> Credentials:
+        """Anonymous against a loopback endpoint, else the application default credentials."""
+        if self._loopback:
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials()  # type: ignore[no-untyped-call]
+        with self._creds_lock:
+            if self._default_creds is None:
+                import google.auth
+                from google.auth.exceptions import DefaultCredentialsError
+
+                try:
+                    creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+                except DefaultCredentialsError as error:
+                    raise AuthError(
+                        "gcp: no credentials found: run `gcloud auth application-default login` "
+                        f"or set GOOGLE_APPLICATION_CREDENTIALS ({describe_error(error)})"
+                    ) from None
+                self._default_creds = creds
+            return self._default_creds
+
+    def _client(self) -> Any:
+        """One InstancesClient per thread (the REST transport's session is not documented
+        thread-safe)."""
+        client = getattr(self._local, "client", None)
+        if client is None:
+            from google.api_core.client_options import ClientOptions
+            from google.cloud import compute_v1
+
+            options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
+            client = self._local.client = compute_v1.InstancesClient(
+                credentials=self._credentials(), client_options=options
+            )
+        return client
+
+    def _call(self, api: _Api, fn: Callable[[], T]) -> T:
+        def attempt() -> T:
+            self.counter.add()
+            return fn()
+
+        try:
+            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
+        except Exception as error:
+            auth = auth_error(error, api, self.project)
+            if auth is not None:
+                raise auth from None
+            raise
+
+    # -- sweep -------------------------------------------------------------------------------
+    def sweep(self, regions: list[str] | None, now: datetime, act: bool, price: PriceFn) -> SweepResult:
+        """List the project's orphans (in ``regions``' zones, or everywhere) and, with ``act``,
+        delete them."""
+        self._abort.clear()
+        result = SweepResult(cloud=self.cloud, acted=act)
+        start = self.counter.count
+        wanted: set[str] | None = None
+        if regions:
+            wanted = {r for r in regions if _GCP_REGION.match(r)}
+            ignored = sorted(set(regions) - wanted)
+            if ignored:
+                result.notes.append(f"ignored names that are not GCP regions: {', '.join(ignored)}")
+            if not wanted:
+                return result
+        try:
+            seen = self._find(wanted, now, price, result)
+        except AuthError as error:
+            result.auth_error = str(error)
+            result.calls = self.counter.count - start
+            return result
+        except Exception as error:
+            why = f"{INSTANCES_LIST.name}: {describe_error(error)}"
+            for region in sorted(wanted) if wanted else ["*"]:
+                result.regions_failed[region] = why
+            result.candidates.clear()
+            result.calls = self.counter.count - start
+            return result
+        result.regions_ok = (wanted if wanted is not None else seen) - set(result.regions_failed)
+        if act and result.candidates:
+            self._delete_all(result)
+        result.sort()
+        result.calls = self.counter.count - start
+        return result
+
+    def _pages(self, expression: str) -> Iterator[Any]:
+        from google.cloud import compute_v1
+
+        client = self._client()
+        token = ""
+        tokens: set[str] = set()
+        while True:
+            fields: dict[str, Any] = {
+                "project": self.project,
+                "max_results": self._page_size,
+            }
+            if expression:
+                fields["filter"] = expression
+            if token:
+                fields["page_token"] = token
+            request = compute_v1.AggregatedListInstancesRequest(**fields)
+
+            def page(request: Any = request) -> Any:
+                pager = client.aggregated_list(request=request, retry=None, timeout=self._timeout)
+                return next(iter(pager.pages))
+
+            response = self._call(INSTANCES_LIST, page)
+            yield response
+            token = response.next_page_token
+            if not token:
+                return
+            if token in tokens:
+                raise RuntimeError(f"page token {token!r} repeated")
+            tokens.add(token)
+
+    def _find(self, wanted: set[str] | None, now: datetime, price: PriceFn, result: SweepResult) -> set[str]:
+        """Fill ``result`` with the orphans; return the regions whose zones answered."""
+        from google.api_core.exceptions import BadRequest
+
+        try:
+            responses = list(self._pages(MANAGED_FILTER))
+        except BadRequest:
+            result.notes.append(
+                f"the API refused the filter {MANAGED_FILTER!r}: listed every VM and filtered here"
+            )
+            responses = list(self._pages(""))
+        seen: set[str] = set()
+        found: dict[str, Candidate] = {}
+        for response in responses:
+            for scope in response.unreachables:
+                zone = _last(scope)
+                region = region_of(zone) if zone.count("-") >= 2 else zone
+                if wanted is None or region in wanted:
+                    result.regions_failed[region] = f"{INSTANCES_LIST.name}: zone {zone} unreachable"
+            for scope, scoped in response.items.items():
+                if not scope.startswith("zones/"):
+                    continue
+                zone = _last(scope)
+                region = region_of(zone)
+                if wanted is not None and region not in wanted:
+                    continue
+                if scoped.warning.code == "UNREACHABLE":
+                    result.regions_failed[region] = f"{INSTANCES_LIST.name}: zone {zone} unreachable"
+                    continue
+                seen.add(region)
+                for instance in scoped.instances:
+                    candidate = self._candidate(instance, zone, now, price)
+                    if candidate is not None:
+                        found[candidate.instance_id] = candidate
+        result.candidates = list(found.values())
+        return seen
+
+    @staticmethod
+    def _candidate(instance: Any, zone: str, now: datetime, price: PriceFn) -> Candidate | None:
+        status = str(instance.status)
+        if status in LEFT_STATUSES:
+            return None
+        if instance.zone and _last(instance.zone) != zone:
+            return None  # a VM listed under another zone's scope: not ours to judge here
+        labels = dict(instance.labels)
+        reason = decide(labels, now, cloud="gcp")  # checks the managed label again
+        if reason is None:
+            return None
+        expires_at, _ = read_expiry(labels, cloud="gcp")
+        stack, workload = stack_and_workload(labels, cloud="gcp")
+        accelerators = [
+            (_last(a.accelerator_type), int(a.accelerator_count)) for a in instance.guest_accelerators
+        ]
+        kind = instance_type(_last(instance.machine_type), accelerators)
+        scheduling = instance.scheduling
+        spot = scheduling.provisioning_model == "SPOT" or bool(scheduling.preemptible)
+        market = "spot" if spot else "on-demand"
+        region = region_of(zone)
+        return Candidate(
+            cloud="gcp",
+            region=region,
+            zone=zone,
+            instance_id=str(instance.id) if instance.id else f"{zone}/{instance.name}",
+            name=str(instance.name),
+            instance_type=kind,
+            stack=stack,
+            workload=workload,
+            expires_at=expires_at,
+            reason=reason,
+            hourly_usd=price("gcp", kind, region, zone, market),
+            market=market,
+            state=status,
+            billing=status in BILLING_STATUSES,
+        )
+
+    # -- acting ------------------------------------------------------------------------------
+    def _delete_all(self, result: SweepResult) -> None:
+        workers = min(self._workers, len(result.candidates))
+        with ThreadPoolExecutor(workers, thread_name_prefix="gpufit-sweep-gcp") as pool:
+            jobs = {c.instance_id: (c, pool.submit(self._delete, c)) for c in result.candidates}
+            for instance_id, (candidate, job) in jobs.items():
+                try:
+                    outcome, problem = job.result()
+                except _NotAttempted:
+                    result.failed[instance_id] = "not attempted after a permission error"
+                    continue
+                except AuthError as error:
+                    result.auth_error = result.auth_error or str(error)
+                    result.failed[instance_id] = "not deleted: permission denied"
+                    continue
+                except Exception as error:
+                    why = f"{INSTANCES_DELETE.name}: {describe_error(error)}"
+                    result.failed[instance_id] = why
+                    if is_transient(error):  # retries spent: the region failed, not just this VM
+                        result.regions_failed.setdefault(candidate.region, why)
+                        result.regions_ok.discard(candidate.region)
+                    continue
+                if problem is not None:
+                    result.failed[instance_id] = problem
+                else:
+                    result.actions[instance_id] = outcome
+
+    def _delete(self, candidate: Candidate) -> tuple[str, str | None]:
+        """("deleting" | "already gone", None), or ("", why the operation failed)."""
+        from google.api_core.exceptions import NotFound
+        from google.cloud import compute_v1
+
+        if self._abort.is_set():
+            raise _NotAttempted
+        client = self._client()
+        request = compute_v1.DeleteInstanceRequest(
+            project=self.project,
+            zone=candidate.zone,
+            instance=candidate.name,
+            request_id=str(uuid.uuid4()),  # the same id on every retry: Compute ignores a repeat
+        )
+        try:
+            operation = self._call(
+                INSTANCES_DELETE,
+                lambda: client.delete_unary(request=request, retry=None, timeout=self._timeout),
+            )
+        except NotFound:
+            return "already gone", None
+        except AuthError:
+            self._abort.set()
+            raise
+        errors = [f"{e.code}: {e.message}" for e in operation.error.errors]
+        if errors:
+            return "", f"{INSTANCES_DELETE.name} operation failed: {'; '.join(errors)}"[:300]
+        return "deleting", None

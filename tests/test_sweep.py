@@ -1,0 +1,737 @@
+"""``gpufit sweep``: the decision on tags alone, AWS against moto as a real local server, GCP
+against the local Compute Engine fake (``tests/gcp_fake.py``), and the command's output and
+exit codes. No test sleeps: retries run with a policy whose sleep does nothing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+
+from cli.sweep_cmd import add_parser, cmd_sweep
+from providers.aws.sweep import AwsSweeper
+from providers.base import TAG_EXPIRES_AT, TAG_MANAGED, TAG_STACK, TAG_WORKLOAD
+from providers.gcp.sweep import GcpSweeper, instance_type
+from providers.refresh import CallCounter
+from providers.retry import RetryPolicy
+from providers.sweep import (
+    EXPIRED,
+    MALFORMED,
+    NO_EXPIRY,
+    Candidate,
+    Pricer,
+    SweepResult,
+    decide,
+    read_expiry,
+    render,
+)
+from selector.catalog import SNAPSHOT_FILE, load_catalog
+from tests.fakes.aws import Faults, aws_env, error_response, moto_server, operation, region_of
+from tests.gcp_fake import FakeGcpInstances, instance
+
+NOW = datetime(2026, 12, 4, 13, 0, tzinfo=UTC)
+PAST = "2026-12-01T00:00:00Z"
+FUTURE = "2026-12-05T00:00:00Z"
+PAST_LABEL = "2026-12-01t00-00-00z"
+FUTURE_LABEL = "2026-12-05t00-00-00z"
+NO_SLEEP = RetryPolicy(sleep=lambda _: None)
+PROJECT = "gpufit-test"
+
+
+@pytest.fixture(scope="module")
+def prices() -> Pricer:
+    return Pricer(load_catalog(SNAPSHOT_FILE).offers)
+
+
+def snapshot_price(cloud: str, name: str, region: str, market: str) -> float:
+    for offer in load_catalog(SNAPSHOT_FILE).offers:
+        if offer.key == (cloud, name, region, None, market):
+            return offer.hourly_usd
+    raise KeyError((cloud, name, region, market))
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="gpufit")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    return parser.parse_args(["sweep", *argv])
+
+
+# ---------------------------------------------------------------------------------- decide
+
+
+AWS = {TAG_MANAGED: "true", TAG_STACK: "dev", TAG_WORKLOAD: "llama"}
+GCP = {"gpufit-managed": "true", "gpufit-stack": "dev", "gpufit-workload": "llama"}
+
+
+@pytest.mark.parametrize(
+    ("tags", "reason"),
+    [
+        ({**AWS, TAG_EXPIRES_AT: PAST}, EXPIRED),
+        ({**AWS, TAG_EXPIRES_AT: "2026-12-04T13:00:00Z"}, EXPIRED),  # the very second: gone
+        ({**AWS, TAG_EXPIRES_AT: "2026-12-04T13:00:01Z"}, None),
+        ({**AWS, TAG_EXPIRES_AT: FUTURE}, None),
+        ({**AWS, TAG_EXPIRES_AT: "2026-12-04T14:30:00+02:00"}, EXPIRED),  # 12:30 UTC
+        ({**AWS, TAG_EXPIRES_AT: "2026-12-04T10:00:00-05:00"}, None),  # 15:00 UTC
+        ({**AWS, TAG_EXPIRES_AT: "2026-12-01T00:00:00"}, MALFORMED),  # no zone: could be any
+        ({**AWS, TAG_EXPIRES_AT: "2099-01-01T00:00:00"}, MALFORMED),
+        ({**AWS, TAG_EXPIRES_AT: "next tuesday"}, MALFORMED),
+        ({**AWS, TAG_EXPIRES_AT: PAST_LABEL}, MALFORMED),  # the GCP form is not an AWS tag value
+        ({**AWS, TAG_EXPIRES_AT: ""}, NO_EXPIRY),
+        ({**AWS, TAG_EXPIRES_AT: "   "}, NO_EXPIRY),
+        (AWS, NO_EXPIRY),
+        ({**AWS, TAG_MANAGED: "false", TAG_EXPIRES_AT: PAST}, None),
+        ({**AWS, TAG_MANAGED: "TRUE", TAG_EXPIRES_AT: PAST}, None),  # exactly "true", as filtered
+        ({TAG_STACK: "dev", TAG_EXPIRES_AT: PAST}, None),
+        ({}, None),
+        ({"Name": "someone-elses-box"}, None),
+        ({**GCP, "gpufit-expires-at": PAST_LABEL}, EXPIRED),
+        ({**GCP, "gpufit-expires-at": FUTURE_LABEL}, None),
+        ({**GCP, "gpufit-expires-at": "2026-12-01T00:00:00Z"}, MALFORMED),  # labels cannot carry ':'
+        ({**GCP, "gpufit-expires-at": "2026-12-01t00-00-00"}, MALFORMED),  # no z
+        ({**GCP, "gpufit-expires-at": ""}, NO_EXPIRY),
+        (GCP, NO_EXPIRY),
+        ({**GCP, "gpufit-managed": "false", "gpufit-expires-at": PAST_LABEL}, None),
+    ],
+)
+def test_decide(tags: dict[str, str], reason: str | None) -> None:
+    assert decide(tags, NOW) == reason
+
+
+def test_decide_keeps_to_the_clouds_scheme() -> None:
+    gcp_style_on_aws = {"gpufit-managed": "true", "gpufit-expires-at": PAST_LABEL}
+    assert decide(gcp_style_on_aws, NOW) == EXPIRED
+    assert decide(gcp_style_on_aws, NOW, cloud="aws") is None  # not AWS's managed tag
+    assert decide({**AWS, TAG_EXPIRES_AT: PAST}, NOW, cloud="gcp") is None
+
+
+def test_decide_takes_any_aware_clock_and_refuses_a_naive_one() -> None:
+    tags = {**AWS, TAG_EXPIRES_AT: "2026-12-04T13:00:00Z"}
+    assert decide(tags, datetime(2026, 12, 4, 21, 59, tzinfo=timezone(timedelta(hours=9)))) is None
+    assert decide(tags, datetime(2026, 12, 4, 22, 0, tzinfo=timezone(timedelta(hours=9)))) == EXPIRED
+    with pytest.raises(ValueError, match="time zone"):
+        decide(tags, datetime(2026, 12, 4, 13, 0))
+
+
+def test_read_expiry_parses_both_forms() -> None:
+    assert read_expiry({TAG_EXPIRES_AT: PAST}) == (datetime(2026, 12, 1, tzinfo=UTC), None)
+    assert read_expiry({"gpufit-expires-at": PAST_LABEL}, cloud="gcp") == (
+        datetime(2026, 12, 1, tzinfo=UTC),
+        None,
+    )
+
+
+def test_pricer_prefers_the_zones_own_price() -> None:
+    class Offer:
+        def __init__(self, zone: str | None, usd: float) -> None:
+            self.key = ("aws", "g5.xlarge", "us-east-1", zone, "spot")
+            self.hourly_usd = usd
+
+    price = Pricer([Offer(None, 0.5), Offer("us-east-1b", 0.4)])
+    assert price("aws", "g5.xlarge", "us-east-1", "us-east-1b", "spot") == 0.4
+    assert price("aws", "g5.xlarge", "us-east-1", "us-east-1c", "spot") == 0.5
+    assert price("aws", "g5.xlarge", "us-east-1", None, "on-demand") is None
+    assert Pricer.empty()("aws", "g5.xlarge", "us-east-1", None, "spot") is None
+
+
+def test_gcp_instance_type_names_match_the_catalog(prices: Pricer) -> None:
+    assert instance_type("n1-standard-8", [("nvidia-tesla-t4", 1)]) == "n1-standard-8+t4x1"
+    assert instance_type("g2-standard-4", [("nvidia-l4", 1)]) == "g2-standard-4"  # bundled GPU
+    assert prices("gcp", "n1-standard-8+t4x1", "us-central1", None, "spot") is not None
+
+
+# ---------------------------------------------------------------------------------- AWS (moto)
+
+
+@pytest.fixture(scope="module")
+def aws_session() -> Iterator[Any]:
+    """moto as a local server, the standard AWS settings pointing at it, and one boto3 session
+    for the module (a session's first EC2 client loads the service model: most of a second)."""
+    import boto3
+
+    with moto_server() as url, pytest.MonkeyPatch.context() as patch:
+        for key, value in aws_env(url, "http://127.0.0.1:9").items():
+            patch.setenv(key, value)
+        for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
+            patch.delenv(key, raising=False)
+        session = boto3.Session()
+        session.moto_url = url
+        yield session
+
+
+_CLIENTS: dict[str, Any] = {}
+_AMIS: dict[str, str] = {}
+LIVE = ["pending", "running", "stopping", "stopped"]
+
+
+@pytest.fixture
+def aws(aws_session: Any) -> Iterator[Any]:
+    """The module's session, with every instance earlier tests left alive terminated (quicker
+    than resetting moto, which rebuilds each region); hooks registered are undone after."""
+    for region in REGIONS:
+        if region not in _CLIENTS:
+            _CLIENTS[region] = aws_session.client("ec2", region_name=region)
+        live = [
+            i["InstanceId"]
+            for reservation in ec2(region).describe_instances(
+                Filters=[{"Name": "instance-state-name", "Values": LIVE}]
+            )["Reservations"]
+            for i in reservation["Instances"]
+        ]
+        if live:
+            ec2(region).terminate_instances(InstanceIds=live)
+    hooks: list[Any] = []
+    aws_session.hooks = hooks
+    yield aws_session
+    for hook in hooks:
+        aws_session.events.unregister("before-send", hook)
+
+
+REGIONS = ("us-east-1", "us-west-2")
+
+
+def ec2(region: str) -> Any:
+    """The tests' own client (made before any hook is registered: its calls are not counted)."""
+    return _CLIENTS[region]
+
+
+def ami(region: str) -> str:
+    """An AMI of moto's defaults (filtered by name: the unfiltered listing serialises ~1300)."""
+    if region not in _AMIS:
+        images = ec2(region).describe_images(Filters=[{"Name": "name", "Values": ["amzn2-ami-hvm-*"]}])
+        _AMIS[region] = str(sorted(i["ImageId"] for i in images["Images"])[0])
+    return _AMIS[region]
+
+
+def launch(region: str, tags: list[dict[str, str]], kind: str = "g5.xlarge", spot: bool = False) -> list[str]:
+    """One reservation of ``len(tags)`` instances, each tagged with its own tags."""
+    args: dict[str, Any] = {"ImageId": ami(region), "MinCount": len(tags), "MaxCount": len(tags)}
+    args["InstanceType"] = kind
+    if spot:
+        args["InstanceMarketOptions"] = {
+            "MarketType": "spot",
+            "SpotOptions": {"SpotInstanceType": "one-time"},
+        }
+    ids = [str(i["InstanceId"]) for i in ec2(region).run_instances(**args)["Instances"]]
+    for iid, own in zip(ids, tags, strict=True):
+        if own:
+            ec2(region).create_tags(Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in own.items()])
+    return ids
+
+
+def managed(expiry: str | None, workload: str) -> dict[str, str]:
+    tags = {TAG_MANAGED: "true", TAG_STACK: "dev", TAG_WORKLOAD: workload, "Name": f"gpufit-{workload}-0"}
+    if expiry is not None:
+        tags[TAG_EXPIRES_AT] = expiry
+    return tags
+
+
+def aws_world() -> dict[str, str]:
+    """Instances in two regions, by role: us-east-1 holds three reservations, so that pages of
+    one reservation make the listing walk NextToken."""
+    east, west = REGIONS
+    first = {
+        "expired": managed(PAST, "expired"),
+        "future": managed(FUTURE, "future"),
+        "missing": managed(None, "missing"),
+        "malformed": managed("next tuesday", "malformed"),
+        "naive": managed("2026-12-01T00:00:00", "naive"),
+    }
+    second = {
+        "unmanaged": {**managed(PAST, "unmanaged"), TAG_MANAGED: "false"},
+        "untagged": {},
+        "shouting": {**managed(PAST, "shouting"), TAG_MANAGED: "TRUE"},
+        "terminated": managed(PAST, "terminated"),
+        "stopped": managed(PAST, "stopped"),
+    }
+    west_on_demand = {
+        "west-future": managed(FUTURE, "west-future"),
+        "west-gcp-style": {"gpufit-managed": "true", "gpufit-expires-at": PAST_LABEL},
+    }
+    ids: dict[str, str] = {}
+    for region, group, kind, spot in (
+        (east, first, "g5.xlarge", False),
+        (east, second, "g5.xlarge", False),
+        (east, {"unpriced": managed(PAST, "unpriced")}, "t3.micro", False),
+        (west, {"west-spot": managed(PAST, "west-spot")}, "g4dn.xlarge", True),
+        (west, west_on_demand, "g4dn.xlarge", False),
+    ):
+        ids.update(zip(group, launch(region, list(group.values()), kind, spot), strict=True))
+    ec2(east).terminate_instances(InstanceIds=[ids["terminated"]])
+    ec2(east).stop_instances(InstanceIds=[ids["stopped"]])
+    return ids
+
+
+SWEPT = {"expired", "missing", "malformed", "naive", "stopped", "unpriced", "west-spot"}
+
+
+def states(ids: dict[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for region in REGIONS:
+        answer = ec2(region).describe_instances(
+            Filters=[{"Name": "instance-id", "Values": list(ids.values())}]
+        )
+        for reservation in answer["Reservations"]:
+            for i in reservation["Instances"]:
+                out[i["InstanceId"]] = i["State"]["Name"]
+    return {role: out[iid] for role, iid in ids.items()}
+
+
+class Calls:
+    """A ``before-send`` hook that records (operation, region) and lets the call through."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def __call__(self, request: Any, **_: Any) -> None:
+        self.seen.append((operation(request), region_of(request)))
+
+    def count(self, op: str, region: str | None = None) -> int:
+        return sum(1 for o, r in self.seen if o == op and (region is None or r == region))
+
+
+def aws_sweeper(session: Any, *hooks: Any, batch_size: int = 2, page_size: int = 1) -> AwsSweeper:
+    """A sweeper on the module's session whose calls pass ``hooks``; retries do not sleep."""
+    for hook in hooks:
+        session.events.register("before-send", hook)
+        session.hooks.append(hook)
+    return AwsSweeper(session=session, policy=NO_SLEEP, batch_size=batch_size, page_size=page_size)
+
+
+def test_aws_dry_run_lists_the_orphans_then_yes_terminates_exactly_them(aws: Any, prices: Pricer) -> None:
+    ids = aws_world()
+    before = states(ids)
+    calls = Calls()
+    sweeper = aws_sweeper(aws, calls)
+    result = sweeper.sweep(list(REGIONS), NOW, act=False, price=prices)
+    by_id = {c.instance_id: c for c in result.candidates}
+    assert {role for role, iid in ids.items() if iid in by_id} == SWEPT
+    assert {role: by_id[ids[role]].reason for role in SWEPT} == {
+        "expired": "expired",
+        "missing": "no expiry",
+        "malformed": "malformed expiry",
+        "naive": "malformed expiry",
+        "stopped": "expired",
+        "unpriced": "expired",
+        "west-spot": "expired",
+    }
+    expired = by_id[ids["expired"]]
+    assert (expired.region, expired.zone, expired.instance_type, expired.market) == (
+        "us-east-1",
+        "us-east-1a",
+        "g5.xlarge",
+        "on-demand",
+    )
+    assert (expired.stack, expired.workload, expired.name) == ("dev", "expired", "gpufit-expired-0")
+    assert expired.expires_at == datetime(2026, 12, 1, tzinfo=UTC)
+    assert expired.hourly_usd == snapshot_price("aws", "g5.xlarge", "us-east-1", "on-demand")
+    spot = by_id[ids["west-spot"]]
+    assert (spot.market, spot.hourly_usd) == (
+        "spot",
+        snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot"),
+    )
+    assert by_id[ids["unpriced"]].hourly_usd is None
+    assert by_id[ids["stopped"]].billing is False and by_id[ids["stopped"]].state == "stopped"
+    assert result.regions_ok == set(REGIONS) and not result.regions_failed
+    assert not result.actions and not result.acted
+    assert states(ids) == before  # the dry run touched nothing
+    assert calls.count("TerminateInstances") == 0 and calls.count("CancelSpotInstanceRequests") == 0
+    assert calls.count("DescribeInstances", "us-east-1") == 3  # one reservation a page: NextToken walked
+
+    result = sweeper.sweep(list(REGIONS), NOW, act=True, price=prices)
+    after = states(ids)
+    assert {role for role in ids if after[role] == "terminated"} == SWEPT | {"terminated"}
+    assert after["future"] == after["unmanaged"] == after["untagged"] == after["shouting"] == "running"
+    assert after["west-future"] == after["west-gcp-style"] == "running"
+    assert set(result.actions) == {ids[r] for r in SWEPT} and not result.failed
+    assert calls.count("TerminateInstances", "us-east-1") == 3  # 6 instances in batches of 2
+    assert calls.count("TerminateInstances", "us-west-2") == 1
+    assert not sweeper.sweep(list(REGIONS), NOW, act=True, price=prices).candidates  # nothing left
+
+
+def test_aws_every_enabled_region_by_default(
+    aws: Any, prices: Pricer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweeper = aws_sweeper(aws)
+    assert {"us-east-1", "us-west-2", "eu-west-1"} <= set(sweeper.regions())  # DescribeRegions
+    monkeypatch.setattr(sweeper, "regions", lambda: list(REGIONS))  # moto builds ~30 regions slowly
+    ids = small_world()
+    result = sweeper.sweep(None, NOW, act=False, price=prices)
+    assert {c.instance_id for c in result.candidates} == {ids["east"], ids["west"]}
+    assert result.regions_ok == set(REGIONS)
+    assert sweeper.sweep(["us-central1"], NOW, act=False, price=prices).notes == [
+        "ignored names that are not AWS regions: us-central1"
+    ]
+
+
+def test_cli_cloud_option_both_forms() -> None:
+    assert parse("--cloud", "aws", "--cloud", "gcp").cloud == ["aws", "gcp"]  # as teardown.yml writes it
+    assert parse("--cloud", "aws", "gcp", "--regions", "us-east-1", "us-central1").cloud == ["aws", "gcp"]
+    assert parse().yes is False and parse("--yes").yes is True
+
+
+def test_aws_a_protected_instance_fails_alone(aws: Any, prices: Pricer) -> None:
+    roles = ["a", "b", "c"]
+    ids = dict(zip(roles, launch("us-east-1", [managed(PAST, r) for r in roles]), strict=True))
+    ec2("us-east-1").modify_instance_attribute(InstanceId=ids["b"], DisableApiTermination={"Value": True})
+    result = aws_sweeper(aws, batch_size=100).sweep(["us-east-1"], NOW, act=True, price=prices)
+    assert set(result.failed) == {ids["b"]} and "OperationNotPermitted" in result.failed[ids["b"]]
+    assert set(result.actions) == {ids["a"], ids["c"]}
+    after = states(ids)
+    ec2("us-east-1").modify_instance_attribute(InstanceId=ids["b"], DisableApiTermination={"Value": False})
+    assert after == {"a": "terminated", "b": "running", "c": "terminated"}
+
+
+def test_aws_cancels_a_spot_request_before_terminating(aws: Any, prices: Pricer) -> None:
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.ec2.models import ec2_backends
+
+    client = ec2("us-east-1")
+    answer = client.request_spot_instances(
+        SpotPrice="1",
+        InstanceCount=1,
+        Type="persistent",
+        LaunchSpecification={"ImageId": ami("us-east-1"), "InstanceType": "g5.xlarge"},
+    )["SpotInstanceRequests"][0]
+    iid, request = answer["InstanceId"], answer["SpotInstanceRequestId"]
+    client.create_tags(
+        Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in managed(None, "sir").items()]
+    )
+    # moto launches the request's instance but does not report its request id: set it, as EC2 reports it
+    moto_instance: Any = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_instance(iid)
+    moto_instance.spot_instance_request_id = request
+    calls = Calls()
+    result = aws_sweeper(aws, calls).sweep(["us-east-1"], NOW, act=True, price=prices)
+    assert result.actions == {iid: "terminating"}
+    order = [op for op, _ in calls.seen if op in ("CancelSpotInstanceRequests", "TerminateInstances")]
+    assert order == ["CancelSpotInstanceRequests", "TerminateInstances"]
+    assert client.describe_spot_instance_requests()["SpotInstanceRequests"] == []
+    assert any(request in note for note in result.notes)
+
+
+def test_aws_throttling_and_5xx_are_retried(aws: Any, prices: Pricer) -> None:
+    roles = ["a", "b"]
+    ids = dict(zip(roles, launch("us-east-1", [managed(PAST, r) for r in roles]), strict=True))
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeInstances",
+        lambda r: error_response(r, 400, "RequestLimitExceeded"),
+        times=2,
+    )
+    faults.fail(
+        lambda r: operation(r) == "TerminateInstances",
+        lambda r: error_response(r, 503, "Unavailable"),
+        times=1,
+    )
+    calls = Calls()  # before the faults: a hook that answers hides the call from later ones
+    result = aws_sweeper(aws, calls, faults).sweep(["us-east-1"], NOW, act=True, price=prices)
+    assert not result.regions_failed and not result.failed and set(result.actions) == set(ids.values())
+    assert calls.count("DescribeInstances") == 3  # throttled twice, then the one page
+    assert calls.count("TerminateInstances") == 2
+    assert states(ids) == {"a": "terminated", "b": "terminated"}
+
+
+# ---------------------------------------------------------------------------------- GCP (fake)
+
+ZONES = ["asia-east1-a", "europe-west4-a", "us-central1-a", "us-central1-b"]
+
+
+def labels(expiry: str | None, workload: str, **changes: str) -> dict[str, str]:
+    out = {"gpufit-managed": "true", "gpufit-stack": "dev", "gpufit-workload": workload}
+    if expiry is not None:
+        out["gpufit-expires-at"] = expiry
+    return {**out, **changes}
+
+
+def gcp_world() -> list[dict[str, Any]]:
+    def vm(zone: str, name: str, lab: dict[str, str] | None, **kw: Any) -> dict[str, Any]:
+        return instance(PROJECT, zone, name, lab, **kw)
+
+    return [
+        vm("us-central1-a", "expired", labels(PAST_LABEL, "expired")),
+        vm("us-central1-a", "future", labels(FUTURE_LABEL, "future")),
+        vm("us-central1-a", "missing", labels(None, "missing")),
+        vm("us-central1-b", "malformed", labels("2026-12-01T00:00:00Z", "malformed")),
+        vm("us-central1-b", "naive", labels("2026-12-01t00-00-00", "naive")),
+        vm("us-central1-b", "unmanaged", labels(PAST_LABEL, "unmanaged", **{"gpufit-managed": "false"})),
+        vm("us-central1-b", "shouting", labels(PAST_LABEL, "shouting", **{"gpufit-managed": "True"})),
+        vm("us-central1-b", "unlabelled", None),
+        vm("us-central1-a", "stopped", labels(PAST_LABEL, "stopped"), status="TERMINATED"),
+        vm("us-central1-a", "stopping", labels(PAST_LABEL, "stopping"), status="STOPPING"),
+        vm(
+            "europe-west4-a",
+            "eu-spot",
+            labels(PAST_LABEL, "eu-spot"),
+            machine="n1-standard-8",
+            accelerators=(("nvidia-tesla-t4", 1),),
+            spot=True,
+        ),
+        vm("europe-west4-a", "eu-odd", labels(PAST_LABEL, "eu-odd"), machine="e2-standard-4"),
+        vm("asia-east1-a", "asia-expired", labels(PAST_LABEL, "asia-expired")),
+    ]
+
+
+GCP_SWEPT = {"expired", "missing", "malformed", "naive", "stopped", "eu-spot", "eu-odd"}
+GCP_REGIONS = ["us-central1", "europe-west4"]
+
+
+@pytest.fixture
+def gcp(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGcpInstances]:
+    with FakeGcpInstances(PROJECT, ZONES, gcp_world(), per_page=2) as fake:
+        monkeypatch.setenv("GPUFIT_GCP_COMPUTE_ENDPOINT", fake.url)
+        monkeypatch.setenv("GOOGLE_CLOUD_PROJECT", PROJECT)
+        yield fake
+
+
+def gcp_sweeper(fake: FakeGcpInstances, counter: CallCounter | None = None) -> GcpSweeper:
+    return GcpSweeper(project=PROJECT, compute_endpoint=fake.url, policy=NO_SLEEP, counter=counter)
+
+
+def test_gcp_dry_run_lists_exactly_the_orphans(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    result = gcp_sweeper(gcp).sweep(GCP_REGIONS, NOW, act=False, price=prices)
+    by_name = {c.name: c for c in result.candidates}
+    assert set(by_name) == GCP_SWEPT
+    assert {n: c.reason for n, c in by_name.items()} == {
+        "expired": "expired",
+        "missing": "no expiry",
+        "malformed": "malformed expiry",
+        "naive": "malformed expiry",
+        "stopped": "expired",
+        "eu-spot": "expired",
+        "eu-odd": "expired",
+    }
+    spot = by_name["eu-spot"]
+    assert (spot.region, spot.zone, spot.instance_type, spot.market) == (
+        "europe-west4",
+        "europe-west4-a",
+        "n1-standard-8+t4x1",
+        "spot",
+    )
+    assert spot.hourly_usd == snapshot_price("gcp", "n1-standard-8+t4x1", "europe-west4", "spot")
+    assert by_name["expired"].hourly_usd == snapshot_price("gcp", "g2-standard-4", "us-central1", "on-demand")
+    assert by_name["eu-odd"].hourly_usd is None
+    assert by_name["stopped"].billing is False  # TERMINATED: stopped, its disk still bills
+    assert gcp.deletes == []
+    assert result.regions_ok == set(GCP_REGIONS)
+    filters = {q.get("filter") for q in gcp.lists}
+    assert filters == {'labels.gpufit-managed = "true"'}
+    assert len(gcp.lists) >= 3 and any(q.get("pageToken") for q in gcp.lists)  # pages of 2 walked
+
+
+def test_gcp_yes_deletes_exactly_the_orphans(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    result = gcp_sweeper(gcp).sweep(GCP_REGIONS, NOW, act=True, price=prices)
+    assert {name for _, name in gcp.deleted} == GCP_SWEPT
+    assert len(gcp.deletes) == len(GCP_SWEPT)  # one DELETE each, none elsewhere
+    assert {(d.zone, d.name) for d in gcp.deletes} == set(gcp.deleted)
+    assert set(result.actions.values()) == {"deleting"} and len(result.actions) == len(GCP_SWEPT)
+    left = {i["name"] for i in gcp.instances}
+    assert {"future", "unmanaged", "shouting", "unlabelled", "stopping", "asia-expired"} <= left
+
+
+def test_gcp_every_region_when_none_named(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    result = gcp_sweeper(gcp).sweep(None, NOW, act=False, price=prices)
+    assert {c.name for c in result.candidates} == GCP_SWEPT | {"asia-expired"}
+
+
+def test_gcp_refused_filter_is_checked_here(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    gcp.reject_filters = True
+    result = gcp_sweeper(gcp).sweep(GCP_REGIONS, NOW, act=True, price=prices)
+    assert {name for _, name in gcp.deleted} == GCP_SWEPT
+    assert any("refused the filter" in n for n in result.notes)
+    assert any(not q.get("filter") for q in gcp.lists)
+
+
+def test_gcp_delete_retried_with_the_same_request_id(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    gcp.fail("delete", 503, times=1, name="expired")
+    gcp.fail("instances", 429, times=1)
+    result = gcp_sweeper(gcp).sweep(GCP_REGIONS, NOW, act=True, price=prices)
+    tries = [d for d in gcp.deletes if d.name == "expired"]
+    assert [d.status for d in tries] == [503, 200]
+    assert tries[0].request_id and tries[0].request_id == tries[1].request_id
+    assert gcp.deleted.count(("us-central1-a", "expired")) == 1
+    assert not result.failed and not result.regions_failed
+
+
+def test_gcp_a_refused_delete_fails_that_vm_only(
+    gcp: FakeGcpInstances, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gcp.fail("delete", 400, times=None, name="expired")  # as deletion protection answers
+    assert cmd_sweep(parse("--cloud", "gcp", "--regions", *GCP_REGIONS, "--yes"), now=NOW) == 10
+    captured = capsys.readouterr()
+    assert {name for _, name in gcp.deleted} == GCP_SWEPT - {"expired"}
+    assert "FAILED: compute instances.delete: 400" in captured.out and "1 failed" in captured.out
+    assert "could not remove gcp:" in captured.err and "sweep incomplete" not in captured.err
+    assert [d.status for d in gcp.deletes if d.name == "expired"] == [400]  # not retried
+
+
+def test_gcp_gone_before_delete_is_fine(gcp: FakeGcpInstances, prices: Pricer) -> None:
+    gcp.fail("delete", 404, times=1, name="missing")
+    result = gcp_sweeper(gcp).sweep(GCP_REGIONS, NOW, act=True, price=prices)
+    by_name = {c.name: c.instance_id for c in result.candidates}
+    assert result.actions[by_name["missing"]] == "already gone" and not result.failed
+
+
+# ---------------------------------------------------------------------------------- the command
+
+
+def test_cli_aws_dry_run_then_yes(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = aws_world()
+    before = states(ids)
+    regions = ["--regions", "us-east-1", "us-west-2"]
+    sweepers = {"aws": aws_sweeper(aws, page_size=1000, batch_size=100)}
+    assert cmd_sweep(parse("--cloud", "aws", *regions, "--catalog", "snapshot"), NOW, sweepers=sweepers) == 0
+    out = capsys.readouterr().out
+    g5 = snapshot_price("aws", "g5.xlarge", "us-east-1", "on-demand")
+    spot = snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot")
+    total = 4 * g5 + spot  # expired, missing, malformed, naive + the spot one; stopped bills no compute
+    assert (
+        f"dry run: would remove 7 instances, stopping ${total:,.2f}/h (+ 1 of unknown price); "
+        "1 not running (disks only, not counted)"
+    ) in out
+    for role in SWEPT:
+        assert ids[role] in out
+    for role in set(ids) - SWEPT:
+        assert ids[role] not in out
+    assert f"${g5:,.2f}/h" in out and "?" in out and "no expiry" in out and "malformed expiry" in out
+    assert "not running" in out  # the stopped one: its price not counted
+    assert states(ids) == before  # a dry run touches nothing
+
+    args = parse("--cloud", "aws", *regions, "--catalog", "snapshot", "--yes")
+    assert cmd_sweep(args, NOW, sweepers=sweepers) == 0
+    out = capsys.readouterr().out
+    assert f"removed 7 instances: stopped ${total:,.2f}/h (+ 1 of unknown price); 1 not running" in out
+    assert "terminating" in out and "dry run" not in out
+    after = states(ids)
+    assert {role for role in ids if after[role] == "terminated"} == SWEPT | {"terminated"}
+
+    assert cmd_sweep(parse("--cloud", "aws", *regions, "--yes"), NOW, sweepers=sweepers) == 0
+    assert "nothing to sweep" in capsys.readouterr().out
+
+
+def test_cli_gcp_json(gcp: FakeGcpInstances, capsys: pytest.CaptureFixture[str]) -> None:
+    args = parse("--cloud", "gcp", "--regions", *GCP_REGIONS, "--json", "--catalog", "snapshot", "--yes")
+    assert cmd_sweep(args, now=NOW) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["mode"] == "act" and report["instances"] == len(GCP_SWEPT) and report["unpriced"] == 1
+    rows = report["clouds"][0]["candidates"]
+    assert {r["name"] for r in rows} == GCP_SWEPT
+    assert {r["result"] for r in rows} == {"deleting"}
+    billed = [r["hourly_usd"] for r in rows if r["billing"] and r["hourly_usd"] is not None]
+    assert report["hourly_usd_stopped"] == pytest.approx(sum(billed))
+    assert {name for _, name in gcp.deleted} == GCP_SWEPT
+
+
+def small_world() -> dict[str, str]:
+    """One expired instance in each region, and one not expired."""
+    (east, keep) = launch("us-east-1", [managed(PAST, "east"), managed(FUTURE, "keep")])
+    (west,) = launch("us-west-2", [managed(PAST, "west")])
+    return {"east": east, "keep": keep, "west": west}
+
+
+def test_cli_aws_permission_denied_names_it(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = small_world()
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "TerminateInstances",
+        lambda r: error_response(r, 403, "UnauthorizedOperation", "You are not authorized"),
+    )
+    args = parse("--cloud", "aws", "--regions", "us-east-1", "--yes")
+    assert cmd_sweep(args, now=NOW, sweepers={"aws": aws_sweeper(aws, faults)}) == 7
+    captured = capsys.readouterr()
+    assert "ec2:TerminateInstances" in captured.err and "UnauthorizedOperation" in captured.err
+    assert "permission denied" in captured.out  # each instance's result says why it is still there
+    assert set(states(ids).values()) == {"running"}
+
+    denied = Faults()
+    denied.fail(
+        lambda r: operation(r) == "DescribeInstances",
+        lambda r: error_response(r, 403, "UnauthorizedOperation"),
+    )
+    calls = Calls()
+    args = parse("--cloud", "aws", "--regions", "us-east-1", "us-west-2")
+    assert cmd_sweep(args, now=NOW, sweepers={"aws": aws_sweeper(aws, calls, denied)}) == 7
+    captured = capsys.readouterr()
+    assert "ec2:DescribeInstances" in captured.err
+    assert calls.count("DescribeInstances", "us-east-1") == 1  # a permission error is not retried
+    assert "incomplete: aws: permission or credentials missing" in captured.out
+    assert "nothing to sweep:" not in captured.out  # a refused listing is not an empty one
+
+
+def test_cli_gcp_permission_denied_names_it(
+    gcp: FakeGcpInstances, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gcp.fail("instances", 403, times=None)
+    assert cmd_sweep(parse("--cloud", "gcp"), now=NOW) == 7
+    err = capsys.readouterr().err
+    assert "compute.instances.list" in err and PROJECT in err
+    assert len(gcp.lists) == 1  # not retried
+
+    gcp.faults.clear()
+    gcp.fail("delete", 403, times=None)
+    assert cmd_sweep(parse("--cloud", "gcp", "--yes"), now=NOW) == 7
+    assert "compute.instances.delete" in capsys.readouterr().err
+    assert gcp.deleted == []
+
+
+def test_cli_a_failed_region_is_named(aws: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    ids = small_world()
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeInstances" and region_of(r) == "us-west-2",
+        lambda r: error_response(r, 503, "Unavailable"),
+    )
+    calls = Calls()
+    args = parse("--cloud", "aws", "--regions", "us-east-1", "us-west-2", "--yes")
+    assert cmd_sweep(args, now=NOW, sweepers={"aws": aws_sweeper(aws, calls, faults)}) == 10
+    captured = capsys.readouterr()
+    assert "aws:us-west-2" in captured.err and "region us-west-2 failed" in captured.out
+    assert calls.count("DescribeInstances", "us-west-2") == NO_SLEEP.max_attempts  # retried, then given up
+    assert states(ids) == {"east": "terminated", "keep": "running", "west": "running"}
+
+
+def test_cli_gcp_unreachable_zone_fails_its_region(
+    gcp: FakeGcpInstances, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gcp.unreachable_zones = {"europe-west4-a"}
+    assert cmd_sweep(parse("--cloud", "gcp", "--regions", *GCP_REGIONS, "--yes"), now=NOW) == 10
+    captured = capsys.readouterr()
+    assert "gcp:europe-west4" in captured.err
+    assert {name for _, name in gcp.deleted} == GCP_SWEPT - {"eu-spot", "eu-odd"}
+
+
+def test_cli_default_aws_settings_and_no_gcp_project(
+    aws: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command's own AwsSweeper finds moto through AWS_ENDPOINT_URL_EC2 alone; without a
+    GCP project, GCP is skipped rather than failing the sweep."""
+    (iid,) = launch("us-east-1", [managed(PAST, "expired")])
+    monkeypatch.delenv("GOOGLE_CLOUD_PROJECT", raising=False)
+    assert cmd_sweep(parse("--regions", "us-east-1", "--catalog", "snapshot"), now=NOW) == 0
+    captured = capsys.readouterr()
+    assert "gcp skipped" in captured.err and iid in captured.out and "dry run" in captured.out
+
+
+def test_render_marks_failures() -> None:
+    c = Candidate(
+        cloud="aws",
+        region="us-east-1",
+        zone="us-east-1a",
+        instance_id="i-1",
+        name=None,
+        instance_type="g5.xlarge",
+        stack=None,
+        workload=None,
+        expires_at=None,
+        reason="no expiry",
+        hourly_usd=1.0,
+        market="on-demand",
+    )
+    result = SweepResult(cloud="aws", acted=True, candidates=[c], failed={"i-1": "OperationNotPermitted"})
+    text = render([result])
+    assert (
+        "FAILED: OperationNotPermitted" in text and "removed 0 instances: stopped $0.00/h; 1 failed" in text
+    )
