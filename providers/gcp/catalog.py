@@ -378,6 +378,35 @@ def _unit_price(sku: billing_v1.Sku) -> tuple[float, str, str] | None:
 # ---------------------------------------------------------------------------------- fetcher
 
 
+class CredentialSource:
+    """Anonymous credentials against a loopback endpoint (as Google's emulators use), else the
+    application default credentials, resolved once and shared across threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._default: Credentials | None = None
+
+    def get(self, loopback: bool) -> Credentials:
+        if loopback:
+            from google.auth.credentials import AnonymousCredentials
+
+            return AnonymousCredentials()  # type: ignore[no-untyped-call]
+        with self._lock:
+            if self._default is None:
+                import google.auth
+                from google.auth.exceptions import DefaultCredentialsError
+
+                try:
+                    creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
+                except DefaultCredentialsError as error:
+                    raise AuthError(
+                        "gcp: no credentials found: run `gcloud auth application-default login` "
+                        f"or set GOOGLE_APPLICATION_CREDENTIALS ({describe_error(error)})"
+                    ) from None
+                self._default = creds
+            return self._default
+
+
 class GcpCatalogFetcher:
     """Fetches the GCP part of a catalog through the Compute Engine and Cloud Billing REST APIs."""
 
@@ -419,33 +448,13 @@ class GcpCatalogFetcher:
         self._max_wait = max_wait
         self._gpus = load_gpus()
         self._local = threading.local()
-        self._creds_lock = threading.Lock()
-        self._default_creds: Credentials | None = None
+        self._creds = CredentialSource()
         self._abort = threading.Event()
         self._calls = CallCounter()
 
     # -- clients ----------------------------------------------------------------------------
     def _credentials(self, loopback: bool) -> Credentials:
-        """Anonymous against a loopback endpoint (as Google's emulators are used), else the
-        application default credentials (resolved once)."""
-        if loopback:
-            from google.auth.credentials import AnonymousCredentials
-
-            return AnonymousCredentials()  # type: ignore[no-untyped-call]
-        with self._creds_lock:
-            if self._default_creds is None:
-                import google.auth
-                from google.auth.exceptions import DefaultCredentialsError
-
-                try:
-                    creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-                except DefaultCredentialsError as error:
-                    raise AuthError(
-                        "gcp: no credentials found: run `gcloud auth application-default login` "
-                        f"or set GOOGLE_APPLICATION_CREDENTIALS ({describe_error(error)})"
-                    ) from None
-                self._default_creds = creds
-            return self._default_creds
+        return self._creds.get(loopback)
 
     def _client(self, kind: str) -> Any:
         """One client per kind per thread (the REST transport's requests.Session is not

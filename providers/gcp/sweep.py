@@ -32,6 +32,7 @@ from providers.gcp.catalog import (
     _GCP_REGION,
     COMPUTE_ENDPOINT_ENV,
     PROJECT_ENV,
+    CredentialSource,
     _Api,
     auth_error,
     check_endpoint,
@@ -120,31 +121,12 @@ class GcpSweeper:
         self._page_size = page_size
         self._timeout = request_timeout
         self._local = threading.local()
-        self._creds_lock = threading.Lock()
-        self._default_creds: Credentials | None = None
+        self._creds = CredentialSource()
         self._abort = threading.Event()
 
     # -- clients and calls -------------------------------------------------------------------
     def _credentials(self) -> Credentials:
-        """Anonymous against a loopback endpoint, else the application default credentials."""
-        if self._loopback:
-            from google.auth.credentials import AnonymousCredentials
-
-            return AnonymousCredentials()  # type: ignore[no-untyped-call]
-        with self._creds_lock:
-            if self._default_creds is None:
-                import google.auth
-                from google.auth.exceptions import DefaultCredentialsError
-
-                try:
-                    creds, _ = google.auth.default(scopes=["https://www.googleapis.com/auth/cloud-platform"])
-                except DefaultCredentialsError as error:
-                    raise AuthError(
-                        "gcp: no credentials found: run `gcloud auth application-default login` "
-                        f"or set GOOGLE_APPLICATION_CREDENTIALS ({describe_error(error)})"
-                    ) from None
-                self._default_creds = creds
-            return self._default_creds
+        return self._creds.get(self._loopback)
 
     def _client(self) -> Any:
         """One InstancesClient per thread (the REST transport's session is not documented
