@@ -35,7 +35,7 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, Future, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
@@ -631,12 +631,9 @@ class GcpCatalogFetcher:
                 return listing(""), True
             raise
 
-    def _list_machine_types(self, region: str) -> _Listing:
-        names = "|".join(BUNDLED_FAMILIES)
-        hosts = "|".join(h.removeprefix("n1-standard-") for h in N1_HOSTS)
-        expression = f'({self._zone_filter(region)}) (name eq "({names})-.*|n1-standard-({hosts})")'
-        pages, rejected = self._aggregated("machine_types", MACHINE_TYPES_LIST, region, expression)
-        listing = _Listing(filter_rejected=rejected)
+    def _zone_scopes(self, pages: Iterable[Any], region: str, listing: _Listing) -> Iterator[tuple[str, Any]]:
+        """The (zone, scoped list) pairs of an aggregated listing that lie in ``region``,
+        recording the zones seen and those reported unreachable in ``listing``."""
         for response in pages:
             self._scopes_unreachable(response, region, listing)
             for scope, scoped in response.items.items():
@@ -646,18 +643,27 @@ class GcpCatalogFetcher:
                 listing.zones.add(zone)
                 if scoped.warning.code == "UNREACHABLE":
                     listing.unreachable.add(zone)
-                for mt in scoped.machine_types:
-                    if not self._wanted_machine_type(mt.name) or mt.deprecated.state in (
-                        "OBSOLETE",
-                        "DELETED",
-                    ):
-                        continue
-                    accelerators = tuple(
-                        sorted((a.guest_accelerator_type, a.guest_accelerator_count) for a in mt.accelerators)
-                    )
-                    listing.machine_types.append(
-                        _MachineType(mt.name, zone, mt.guest_cpus, mt.memory_mb, accelerators)
-                    )
+                yield zone, scoped
+
+    def _list_machine_types(self, region: str) -> _Listing:
+        names = "|".join(BUNDLED_FAMILIES)
+        hosts = "|".join(h.removeprefix("n1-standard-") for h in N1_HOSTS)
+        expression = f'({self._zone_filter(region)}) (name eq "({names})-.*|n1-standard-({hosts})")'
+        pages, rejected = self._aggregated("machine_types", MACHINE_TYPES_LIST, region, expression)
+        listing = _Listing(filter_rejected=rejected)
+        for zone, scoped in self._zone_scopes(pages, region, listing):
+            for mt in scoped.machine_types:
+                if not self._wanted_machine_type(mt.name) or mt.deprecated.state in (
+                    "OBSOLETE",
+                    "DELETED",
+                ):
+                    continue
+                accelerators = tuple(
+                    sorted((a.guest_accelerator_type, a.guest_accelerator_count) for a in mt.accelerators)
+                )
+                listing.machine_types.append(
+                    _MachineType(mt.name, zone, mt.guest_cpus, mt.memory_mb, accelerators)
+                )
         return listing
 
     def _list_accelerator_types(self, region: str) -> _Listing:
@@ -665,21 +671,13 @@ class GcpCatalogFetcher:
             "accelerator_types", ACCELERATOR_TYPES_LIST, region, self._zone_filter(region)
         )
         listing = _Listing(filter_rejected=rejected)
-        for response in pages:
-            self._scopes_unreachable(response, region, listing)
-            for scope, scoped in response.items.items():
-                zone = self._zone_of(scope)
-                if not scope.startswith("zones/") or self._region_of(zone) != region:
+        for zone, scoped in self._zone_scopes(pages, region, listing):
+            for accelerator in scoped.accelerator_types:
+                if accelerator.deprecated.state in ("OBSOLETE", "DELETED"):
                     continue
-                listing.zones.add(zone)
-                if scoped.warning.code == "UNREACHABLE":
-                    listing.unreachable.add(zone)
-                for accelerator in scoped.accelerator_types:
-                    if accelerator.deprecated.state in ("OBSOLETE", "DELETED"):
-                        continue
-                    listing.accelerators.setdefault(zone, {})[accelerator.name] = (
-                        accelerator.maximum_cards_per_instance
-                    )
+                listing.accelerators.setdefault(zone, {})[accelerator.name] = (
+                    accelerator.maximum_cards_per_instance
+                )
         return listing
 
     def _scopes_unreachable(self, response: Any, region: str, listing: _Listing) -> None:
