@@ -52,7 +52,25 @@ def build_plan(config: pulumi.Config) -> Plan:
     result = plan(spec, catalog)
     if result.choice is None:
         raise pulumi.RunError("\n".join(failure_summary(result)))
+    if lock_file.exists():
+        _same_as_reviewed(lock_file, result)
     return result
+
+
+def _same_as_reviewed(lock_file: Path, result: Plan) -> None:
+    """The plan of the locked offer must be the one the review saw: same machines, market and
+    price. Sizing data or code that changed since (a preset, a GPU fact) shows up here."""
+    lock = read_lock(lock_file)
+    choice = result.choice
+    assert choice is not None
+    seen = (lock["instances"], lock["offer"]["market"], round(lock["cost"]["hourly_usd"], 4))
+    now = (choice.shape.instances, choice.offer.market, round(choice.cost.hourly_usd, 4))
+    if seen != now:
+        raise pulumi.RunError(
+            f"{lock_file.name}: the locked offer now plans as {now[0]} × {now[1]} at ${now[2]}/h, but the "
+            f"review saw {seen[0]} × {seen[1]} at ${seen[2]}/h; run `gpufit lock {pulumi.get_stack()}` "
+            "and review the change"
+        )
 
 
 def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:

@@ -17,6 +17,10 @@ from providers.base import Deployment
 RENDEZVOUS_PORT = 29500
 """torchrun's c10d rendezvous port on node 0 (PyTorch's default master port)."""
 
+TORCHRUN_MAX_RESTARTS = 3
+"""torchrun restarts the workers this many times when a peer drops out (elastic rendezvous),
+so a node that comes back after a spot interruption rejoins the job."""
+
 SPOT_POLL_SECONDS = 5
 """AWS recommends polling ``spot/instance-action`` every 5 seconds (two-minute notice)."""
 
@@ -77,17 +81,25 @@ def render(deployment: Deployment, bucket: str, role: NodeRole) -> str:
     elif role.nodes > 1 and d.task != "serve":
         run = (
             f"torchrun --nnodes={role.nodes} --node-rank={role.rank} --nproc-per-node={d.gpu_count} "
+            f"--max-restarts={TORCHRUN_MAX_RESTARTS} "
             f"--rdzv-backend=c10d --rdzv-id={shlex.quote(d.name)} "
             '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT" '
             f"{d.command}"
         )
     else:
         run = d.command
-    finish = (
-        'log "job finished (exit $status): syncing outputs and powering off"\nsync_outputs\npoweroff'
-        if d.runs_to_completion
-        else 'log "job exited ($status); the machine stays up until the deadline"\nsync_outputs'
-    )
+    if not d.runs_to_completion:
+        finish = 'log "job exited ($status); the machine stays up until the deadline"\nsync_outputs'
+    elif role.nodes > 1 and d.spot and d.resumes_after_interruption:
+        # A peer's spot interruption fails the others' collective: powering off here would stop
+        # this node for good (a user stop disables its persistent request), stranding the job.
+        finish = (
+            'sync_outputs\nif [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; '
+            'else log "job failed ($status): staying up for the peers to resume, until the deadline"; fi'
+        )
+    else:
+        finish = 'log "job finished (exit $status): syncing outputs and powering off"\nsync_outputs\npoweroff'
+
     return f"""#!/bin/bash
 # gpufit boot script: workload {d.workload}, stack {d.stack}, node {role.rank + 1} of {role.nodes}
 # expires at {d.expires_at.isoformat()} (also enforced by the cloud)
@@ -105,7 +117,7 @@ shutdown -h +"$minutes" "gpufit deadline" || true
 
 sync_outputs() {{ {_SYNC[d.cloud]} || log "output sync failed"; }}
 on_interruption() {{
-  ( cd "$WORKDIR" && {checkpoint} ) || log "checkpoint hook failed"
+  ( cd "$WORKDIR" && bash -c {shlex.quote(checkpoint)} ) || log "checkpoint hook failed"
   sync_outputs
 }}
 {watch}
@@ -113,7 +125,9 @@ on_interruption() {{
 
 {_RESTORE[d.cloud]} || log "nothing to restore from the bucket"
 
-( {run} )
+# The job runs in a bash of its own: a comment, a dangling && or a syntax error in the
+# command fails the job, never the rest of this script.
+bash -c {shlex.quote(run)}
 status=$?
 {finish}
 """

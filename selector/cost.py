@@ -184,7 +184,9 @@ def offer_cost(offer: Offer, shape: Shape, inputs: CostInputs, rates: dict[str, 
     if inputs.data_cloud is not None and inputs.dataset_gb > 0:
         same_cloud = inputs.data_cloud == offer.cloud
         if not (same_cloud and inputs.data_region == offer.region):
-            transfer = _transfer_usd(rates[inputs.data_cloud], same_cloud, inputs.dataset_gb, 1.0)
+            # Every machine of the job pulls the dataset.
+            gb = inputs.dataset_gb * shape.instances
+            transfer = _transfer_usd(rates[inputs.data_cloud], same_cloud, gb, 1.0)
             if transfer is None:
                 unpriced.append(f"moving the dataset between {inputs.data_cloud} regions (no sourced price)")
                 transfer = 0.0

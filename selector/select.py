@@ -162,6 +162,8 @@ def plan(
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
     pref_of = {market: _market_preference(spec, market) for market in MARKETS}
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
+    # Jobs must finish, interruptions included, before the TTL tears them down.
+    deadline = req.deadline_hours if inputs.run_hours is None else None
     for it, offers in catalog.by_instance_type:
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
@@ -189,7 +191,7 @@ def plan(
             continue
         instances = shape.instances
         gpus = it.gpu_count * instances
-        costs: dict[tuple[object, ...], tuple[float, float]] = {}
+        costs: dict[tuple[object, ...], tuple[float, float, float]] = {}
         local: dict[str, tuple[tuple[object, ...], Offer]] = {}
         for offer in allowed:
             pref = pref_of[offer.market]
@@ -200,7 +202,18 @@ def plan(
             cached = costs.get(ck)
             if cached is None:
                 c = offer_cost(offer, shape, inputs, rates)
-                cached = costs[ck] = (c.billed_hours, c.other_usd)
+                cached = costs[ck] = (c.billed_hours, c.other_usd, c.hours)
+            if deadline is not None and cached[2] > deadline:
+                tally.reject(
+                    Rejection(
+                        "deadline",
+                        f"expects {cached[2]:.1f} h with spot rework, over the {deadline:g} h ttl",
+                        gap=cached[2] / deadline - 1.0,
+                    ),
+                    1,
+                    offer,
+                )
+                continue
             hourly = offer.hourly_usd * instances
             total = hourly * cached[0] + cached[1]
             if (budget_hourly is not None and hourly > budget_hourly) or (

@@ -74,16 +74,43 @@ def _program_with_lock(
     return run_program(config, NOW, stack=stack, mocks=mocks)
 
 
-def test_program_provisions_the_locked_offer_even_if_prices_moved(stacks: Path) -> None:
+def test_program_provisions_the_locked_offer_even_if_prices_moved(stacks: Path, tmp_path: Path) -> None:
+    assert main(["lock", "guanaco-65b", "--stacks", str(stacks), "--catalog", "snapshot"]) == 0
+    lock = read_lock(stacks / "guanaco-65b.lock.json")
+    from selector.catalog import SNAPSHOT_FILE
+
+    moved = json.loads(SNAPSHOT_FILE.read_text())
+    for offer in moved["offers"]:  # today's prices: the locked offer tripled, a rival halved
+        if (offer["instance_type"], offer["region"], offer["market"]) == (
+            lock["offer"]["instance_type"],
+            lock["offer"]["region"],
+            lock["offer"]["market"],
+        ):
+            offer["hourly_usd"] *= 3
+        elif offer["instance_type"] == "a3-highgpu-4g":
+            offer["hourly_usd"] /= 2
+    catalog = tmp_path / "today.json"
+    catalog.write_text(json.dumps(moved))
+    config = stack_config(stacks / "Pulumi.guanaco-65b.yaml")
+    config["gpufit:lockDir"] = str(stacks)
+    config["gpufit:catalog"] = str(catalog)
+    mocks, outputs = run_program(config, NOW, stack="guanaco-65b")
+    (instance,) = mocks.of_type("aws:ec2/instance:Instance")
+    assert instance.inputs["instanceType"] == lock["offer"]["instance_type"]
+    assert outputs["region"] == lock["offer"]["region"]
+    assert outputs["hourly_usd"] == pytest.approx(lock["cost"]["hourly_usd"], abs=1e-4)
+
+
+def test_program_refuses_a_lock_that_no_longer_plans_the_same(stacks: Path) -> None:
     assert main(["lock", "guanaco-65b", "--stacks", str(stacks), "--catalog", "snapshot"]) == 0
     lock_file = stacks / "guanaco-65b.lock.json"
     lock = json.loads(lock_file.read_text())
-    lock["offer"]["hourly_usd"] = 3.21  # the price the review saw, not today's
+    lock["instances"] = 2  # as if sizing data had changed since the review
     lock_file.write_text(json.dumps(lock))
-    mocks, outputs = _program_with_lock(stacks, "guanaco-65b")
-    (instance,) = mocks.of_type("aws:ec2/instance:Instance")
-    assert instance.inputs["instanceType"] == lock["offer"]["instance_type"]
-    assert outputs["region"] == lock["offer"]["region"] and outputs["hourly_usd"] == pytest.approx(3.21)
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"now plans as 1 × spot .* but the review saw 2 × spot"):
+        _program_with_lock(stacks, "guanaco-65b", mocks=mocks)
+    assert mocks.resources == []
 
 
 def test_program_refuses_a_spec_changed_after_locking(stacks: Path) -> None:

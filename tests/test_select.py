@@ -111,6 +111,8 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
         if not isinstance(shape, Shape):
             continue
         cost = offer_cost(offer, shape, inputs, RATES)
+        if spec.teardown is not None and inputs.run_hours is None and cost.hours > spec.teardown.ttl:
+            continue
         if spec.budget.max_hourly_usd is not None and cost.hourly_usd > spec.budget.max_hourly_usd:
             continue
         if spec.budget.max_total_usd is not None and cost.total_usd > spec.budget.max_total_usd:
@@ -261,3 +263,19 @@ def test_choice_equals_brute_force_minimum(catalog: Catalog, spec: WorkloadSpec)
     assert result.choice.offer.key == expected.offer.key
     assert result.choice.cost.total_usd == pytest.approx(expected.cost.total_usd, rel=1e-12)
     assert result.feasible >= 1 + len(result.alternatives)
+
+
+def test_spot_rework_past_the_ttl_is_rejected(mini_catalog: Catalog) -> None:
+    """A job that fits the TTL on demand but not with its expected spot rework loses the spot offer."""
+    base = plan(spec_of(QLORA_65B), mini_catalog)
+    assert base.choice is not None and base.choice.shape.job_hours is not None
+    hours = base.choice.shape.job_hours
+    tight = spec_of(
+        QLORA_65B,
+        teardown={"ttl": f"{hours * 1.0001 * 3600:.0f}s"},
+        restart_overhead="2h",
+        placement={"instance_types": [base.choice.offer.instance.name]},
+    )
+    result = plan(tight, mini_catalog)
+    assert result.rejections.get("deadline", 0) >= 1
+    assert "with spot rework" in result.rejection_examples["deadline"]

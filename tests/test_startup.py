@@ -60,7 +60,7 @@ def test_job_script_order_and_deadline_backstop() -> None:
             'shutdown -h +"$minutes"',
             "watch_interruption &",
             'aws s3 sync --only-show-errors "s3://$BUCKET',
-            "( python qlora.py",
+            "bash -c 'python qlora.py",
             "sync_outputs\npoweroff",
         )
     ]
@@ -72,7 +72,7 @@ def test_service_keeps_running_and_on_demand_has_no_watcher() -> None:
     d, _ = deployment("llama70b-chat")
     script = render(d, "bkt", NodeRole(0, 1, ""))
     assert "# on-demand: no interruption watcher" in script
-    assert "poweroff\n" not in script.split("( vllm serve")[1]  # a service stays up until the deadline
+    assert "poweroff\n" not in script.split("vllm serve")[1]  # a service stays up until the deadline
 
 
 def test_gcp_script_watches_preemption_and_uses_gcloud() -> None:
@@ -143,3 +143,17 @@ def test_deadline_must_follow_creation() -> None:
         deployment_from_plan(
             result, stack="s", project="p", created_at=NOW, expires_at=NOW - timedelta(hours=1)
         )
+
+
+def test_commands_with_comments_or_continuations_keep_the_script_valid() -> None:
+    d, _ = deployment("sdxl-batch")
+    for command in ("python train.py  # resume from outputs", "python a.py &&", "echo one; \\", "it's"):
+        script = render(replace(d, command=command, checkpoint_command=command), "bkt", NodeRole(0, 1, ""))
+        assert bash_syntax_ok(script), command
+
+
+def test_multi_node_checkpointed_spot_stays_up_after_a_failure() -> None:
+    d, _ = deployment("llama70b-full-ft")
+    script = render(d, "bkt", NodeRole(1, 2, "10.1.2.3", 1))
+    assert "--max-restarts=3" in script
+    assert 'if [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; else' in script
