@@ -95,6 +95,7 @@ class Deployment:
     checkpoint_command: str | None
     workdir: str
     nodes_per_replica: int = 1
+    deadline_pinned: bool = False  # expires_at came from gpufit:expiresAt, not from the clock
     image: str | None = None
     subnet_id: str | None = None
     extra_tags: dict[str, str] = field(default_factory=dict)
@@ -200,6 +201,7 @@ def deployment_from_plan(
         gpu_count=it.gpu_count,
         nodes=shape.instances,
         nodes_per_replica=shape.nodes_per_replica,
+        deadline_pinned=expires_at is not None,
         market=offer.market,
         fault_tolerance=spec.fault_tolerance,
         disk_gb=math.ceil(inputs.disk_gb),
@@ -217,6 +219,28 @@ def deployment_from_plan(
         image=image,
         subnet_id=subnet_id,
     )
+
+
+DEADLINE_PROPERTIES = (
+    "tags",
+    "tagsAll",
+    "labels",
+    "userData",
+    "metadata",
+    "instanceMarketOptions",
+    "rootBlockDevice.tags",
+    "scheduleExpression",
+    "description",
+)
+"""Properties that carry the deadline (tags and labels, boot scripts, the spot request's end,
+the schedule). When the deadline comes from the clock rather than ``gpufit:expiresAt``, a
+later ``pulumi up`` recomputes it; ignoring changes to these keeps the first deadline (and
+spares the running machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move
+a deadline on purpose."""
+
+
+def deadline_ignore_changes(deployment: Deployment) -> list[str]:
+    return [] if deployment.deadline_pinned else list(DEADLINE_PROPERTIES)
 
 
 class GpuProvider(Protocol):

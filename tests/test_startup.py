@@ -157,3 +157,15 @@ def test_multi_node_checkpointed_spot_stays_up_after_a_failure() -> None:
     script = render(d, "bkt", NodeRole(1, 2, "10.1.2.3", 1))
     assert "--max-restarts=3" in script
     assert 'if [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; else' in script
+
+
+def test_a_clock_deadline_is_kept_by_later_updates_and_a_pinned_one_moves() -> None:
+    from providers.base import DEADLINE_PROPERTIES, deadline_ignore_changes
+
+    d, result = deployment("guanaco-65b")
+    assert not d.deadline_pinned and deadline_ignore_changes(d) == list(DEADLINE_PROPERTIES)
+    assert {"tags", "labels", "userData", "metadata", "scheduleExpression"} <= set(DEADLINE_PROPERTIES)
+    pinned = deployment_from_plan(
+        result, stack="dev", project="gpufit", created_at=NOW, expires_at=NOW + timedelta(hours=5)
+    )
+    assert pinned.deadline_pinned and deadline_ignore_changes(pinned) == []

@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from providers.base import Deployment, iso_utc
+from providers.base import TAG_EXPIRES_AT, Deployment, deadline_ignore_changes, iso_utc
 from providers.startup import NodeRole, as_boot_service, render
 
 DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
@@ -124,7 +124,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         super().__init__("gpufit:aws:GpuInstance", name, None, opts)
         d = deployment
         tags = d.tags()
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
         invoke = pulumi.InvokeOptions(parent=self)
 
         subnet_id, vpc_id, zone = self._network(d, invoke)
@@ -213,7 +213,10 @@ class AwsGpuInstance(pulumi.ComponentResource):
             "nodes": d.nodes,
             "hourly_usd": round(d.hourly_usd, 4),
             "estimated_total_usd": round(d.estimated_total_usd, 2),
-            "expires_at": iso_utc(d.expires_at),
+            # From the instance's state: the deadline set when it was created (see deadline_ignore_changes).
+            "expires_at": instances[0].tags.apply(
+                lambda tags: (tags or {}).get(TAG_EXPIRES_AT, iso_utc(d.expires_at))
+            ),
             "bucket": bucket.bucket,
             "connect": ids[0].apply(lambda i: f"aws ssm start-session --region {d.region} --target {i}"),
         }

@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 import ipaddress
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment, iso_utc
+from providers.base import Deployment, deadline_ignore_changes, iso_utc, parse_gcp_label_time
 from providers.startup import NodeRole, render
 
 DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
@@ -152,6 +152,14 @@ def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], 
     return rendered
 
 
+def _label_expiry(labels: Mapping[str, str] | None, d: Deployment) -> str:
+    raw = (labels or {}).get("gpufit-expires-at")
+    try:
+        return iso_utc(parse_gcp_label_time(raw)) if raw else iso_utc(d.expires_at)
+    except ValueError:
+        return iso_utc(d.expires_at)
+
+
 class GcpGpuInstance(pulumi.ComponentResource):
     """GPU VMs, their network, firewall rules, service account, bucket and deadline, for one
     deployment. ``outputs`` holds the stack outputs, also registered on the component; its
@@ -170,7 +178,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
         base = gce_name(name)
         labels = d.labels()
         tag = network_tag(d)
-        child = pulumi.ResourceOptions(parent=self)
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
         invoke = pulumi.InvokeOutputOptions(parent=self)
 
         zone = self._zone(d, invoke)
@@ -257,7 +265,8 @@ class GcpGpuInstance(pulumi.ComponentResource):
             "nodes": d.nodes,
             "hourly_usd": round(d.hourly_usd, 4),
             "estimated_total_usd": round(d.estimated_total_usd, 2),
-            "expires_at": iso_utc(d.expires_at),
+            # From the VM's state: the deadline set when it was created (see deadline_ignore_changes).
+            "expires_at": self.instances[0].labels.apply(lambda labels: _label_expiry(labels, d)),
             "bucket": self.bucket.name,
             "connect": pulumi.Output.all(names[0], zone).apply(
                 lambda v: (
