@@ -197,6 +197,8 @@ def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
     assert all(n.inputs["placementGroup"] == "llama70b-sft-test-cluster" for n in nodes)
     enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
     assert len(enis) == 2 and all(e.inputs["interfaceType"] == "efa" for e in enis)
+    eips = mocks.of_type("aws:ec2/eip:Eip")
+    assert sorted(e.inputs["networkInterface"] for e in eips) == sorted(f"{e.name}-id" for e in enis)
     assert all("primaryNetworkInterface" in n.inputs and "subnetId" not in n.inputs for n in nodes)
     intra = mocks.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule").inputs
     assert intra["referencedSecurityGroupId"] == intra["securityGroupId"]  # only between the nodes

@@ -364,6 +364,9 @@ class AwsGpuInstance(pulumi.ComponentResource):
                     network_interface_id=eni.id
                 )
             }
+            # A pre-made primary interface gets no auto-assigned public IPv4: without one, a node
+            # in the default VPC (no NAT) could not reach SSM, the bucket or model downloads.
+            aws.ec2.Eip(f"{resource_name}-eip", domain="vpc", network_interface=eni.id, tags=tags, opts=opts)
         return aws.ec2.Instance(
             resource_name,
             ami=ami,
