@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from cli.exit_codes import (
     BAD_CATALOG as EXIT_BAD_CATALOG,
@@ -43,12 +43,47 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or (``only``) just one command's: building every subcommand costs
+    tens of milliseconds on the cold path of ``gpufit plan``."""
+
+    def want(*names: str) -> bool:
+        return only is None or only in names
+
     parser = _Parser(
         prog="gpufit", description="Find the cheapest GPU instance that fits a generative-AI workload."
     )
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
+    if want("plan"):
+        _plan_parser(sub)
+    if want("offers"):
+        _offers_parser(sub)
+    if want("schema"):
+        sc = sub.add_parser("schema", help="print the workload spec's JSON Schema")
+        sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
+    if want("presets"):
+        sub.add_parser("presets", help="list the model presets with their sources")
+    if want("catalog"):
+        from cli import catalog_cmd
+
+        catalog_cmd.add_parser(sub)
+    if want("lock", "diff", "reap"):
+        from cli import gitops_cmd
+
+        gitops_cmd.add_parsers(sub)
+    if want("sweep"):
+        from cli import sweep_cmd
+
+        sweep_cmd.add_parser(sub)
+    if want("stacks"):
+        st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
+        st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
+        st.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
+    return parser
+
+
+def _plan_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="choose the cheapest feasible offer for a workload spec")
     p.add_argument("spec", help="a spec YAML file or a Pulumi stack file (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--json", action="store_true", help="print the plan as JSON (same as --format json)")
@@ -62,6 +97,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
 
+
+def _offers_parser(sub: Any) -> None:
     o = sub.add_parser("offers", help="the comparison table of GPU offers")
     o.add_argument("--cloud", choices=["aws", "gcp"])
     o.add_argument("--region", help="region name or glob")
@@ -73,21 +110,6 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--sort", choices=["price", "vram", "bandwidth", "price-per-gib"], default="price")
     o.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     o.add_argument("--json", action="store_true", help="print a JSON list of offers")
-
-    sc = sub.add_parser("schema", help="print the workload spec's JSON Schema")
-    sc.add_argument("--stack", action="store_true", help="the schema of a Pulumi stack file instead")
-    sub.add_parser("presets", help="list the model presets with their sources")
-
-    from cli import catalog_cmd, gitops_cmd, sweep_cmd
-
-    catalog_cmd.add_parser(sub)
-    gitops_cmd.add_parsers(sub)
-    sweep_cmd.add_parser(sub)
-
-    st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
-    st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
-    st.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
-    return parser
 
 
 def _fail(lines: Sequence[str], code: int) -> int:
@@ -277,7 +299,10 @@ COMMANDS = {
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    first = next((w for w in words if not w.startswith("-")), None)
+    wants_help = any(w in ("-h", "--help") for w in words[:1])
+    args = build_parser(first if first in COMMANDS and not wants_help else None).parse_args(words)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `gpufit offers | head`

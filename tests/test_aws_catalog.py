@@ -282,3 +282,19 @@ def test_cache_is_used_only_when_newer_and_fresh(tmp_path: Path) -> None:
     assert resolve("snapshot", cache_path=cache).kind == "snapshot"
     with pytest.raises(CatalogError):
         resolve("cache", cache_path=tmp_path / "missing.json")
+
+
+def test_cache_dir_follows_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from platformdirs import user_cache_dir
+
+    from providers.catalog_store import cache_dir
+
+    monkeypatch.delenv("GPUFIT_CACHE_DIR", raising=False)
+    for xdg in (None, "/tmp/xdg-cache"):
+        if xdg is None:
+            monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+        else:
+            monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+        assert cache_dir() == Path(user_cache_dir("gpufit", appauthor=False)), sys.platform
