@@ -15,9 +15,10 @@ import os
 import sys
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.exit_codes import AUTH as EXIT_AUTH, OK as EXIT_OK, SWEEP_INCOMPLETE
+from cli.render import money, table
 
 EXIT_FAILED = SWEEP_INCOMPLETE
 """6: the cloud APIs failed after their retries (a region), or an instance could not be removed."""
@@ -80,7 +81,7 @@ def cmd_sweep(
     """Run the sweep; ``sweepers`` (cloud -> object with ``sweep(regions, now, act, price)``)
     replaces the default AWS/GCP sweepers (tests inject retry policies and faults)."""
     from providers.refresh import AuthError
-    from providers.sweep import SweepResult, render, to_json
+    from providers.sweep import SweepResult, to_json
 
     now = now or datetime.now(UTC)
     if args.cloud:
@@ -122,3 +123,97 @@ def cmd_sweep(
     if failed_instances:
         print(f"gpufit: could not remove {', '.join(failed_instances)}", file=sys.stderr)
     return EXIT_FAILED if failed_regions or failed_instances else EXIT_OK
+
+
+if TYPE_CHECKING:
+    from providers.sweep import Candidate, SweepResult
+
+
+def _price_cell(c: Candidate) -> str:
+    """An instance's cost in the report."""
+    if not c.billing:
+        return "not running"  # stopping it stops no machine cost; its disks still bill
+    return "?" if c.hourly_usd is None else f"{money(c.hourly_usd)}/h"
+
+
+def render(results: list[SweepResult]) -> str:
+    """The sweep's report: one table of candidates across clouds, what happened to each when
+    acting, failures, and the hourly cost stopped (or that acting would stop)."""
+    from providers.base import iso_utc
+    from providers.sweep import totals
+
+    acted = any(r.acted for r in results)
+    headers = [
+        "cloud",
+        "where",
+        "instance",
+        "name",
+        "type",
+        "market",
+        "stack",
+        "workload",
+        "expires",
+        "reason",
+    ]
+    headers += ["$/h"] + (["result"] if acted else [])
+    rows: list[list[str]] = []
+    for result in results:
+        for c in result.candidates:
+            row = [
+                c.cloud,
+                c.zone or c.region,
+                c.instance_id,
+                c.name or "-",
+                c.instance_type,
+                c.market,
+                c.stack or "-",
+                c.workload or "-",
+                iso_utc(c.expires_at) if c.expires_at else "-",
+                c.reason,
+                _price_cell(c),
+            ]
+            if acted:
+                row.append(
+                    result.actions.get(c.instance_id) or f"FAILED: {result.failed.get(c.instance_id, '?')}"
+                )
+            rows.append(row)
+    lines: list[str] = []
+    if rows:
+        lines.extend(table(headers, rows, right=(10,)).splitlines())
+    for result in results:
+        lines.extend(f"{result.cloud}: {note}" for note in result.notes)
+        lines.extend(
+            f"{result.cloud}: region {region} failed: {why}"
+            for region, why in sorted(result.regions_failed.items())
+        )
+    usd, count, unknown = totals(results, done_only=acted)
+    idle = sum(
+        1
+        for r in results
+        for c in r.candidates
+        if not c.billing and (not acted or c.instance_id in r.actions)
+    )
+    unpriced = f" (+ {unknown} of unknown price)" if unknown else ""
+    if idle:
+        unpriced += f"; {idle} not running (disks only, not counted)"
+    incomplete = [
+        f"{r.cloud}: {'permission or credentials missing' if r.auth_error else 'some regions failed'}"
+        for r in results
+        if r.auth_error or r.regions_failed
+    ]
+    caveat = f" (incomplete: {'; '.join(incomplete)})" if incomplete else ""
+    if not any(r.candidates for r in results):
+        if incomplete:
+            lines.append(f"found nothing to sweep where the listing succeeded{caveat}")
+        else:
+            lines.append("nothing to sweep: no gpufit instance past its expiry or without a valid one")
+    elif acted:
+        failed = sum(len(r.failed) for r in results)
+        tail = f"; {failed} failed" if failed else ""
+        lines.append(f"removed {count} instances: stopped {money(usd)}/h{unpriced}{tail}{caveat}")
+    else:
+        lines.append(
+            f"dry run: would remove {count} instances, stopping {money(usd)}/h{unpriced}{caveat}; "
+            "run again with --yes to remove them"
+        )
+    return "\n".join(lines)

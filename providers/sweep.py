@@ -183,31 +183,6 @@ class Pricer:
 # ---------------------------------------------------------------------------------- report
 
 
-def _money(value: float) -> str:
-    return f"${value:,.2f}"
-
-
-def _table(headers: list[str], rows: list[list[str]], right: set[int]) -> list[str]:
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-
-    def line(cells: list[str]) -> str:
-        out = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(out).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)]
-
-
-def _price_cell(c: Candidate) -> str:
-    if not c.billing:
-        return "not running"  # stopping it stops no machine cost; its disks still bill
-    return "?" if c.hourly_usd is None else f"{_money(c.hourly_usd)}/h"
-
-
 def totals(results: Iterable[SweepResult], done_only: bool) -> tuple[float, int, int]:
     """(USD an hour stopped, candidates counted, candidates of unknown price): over every
     candidate, or (``done_only``) those whose removal was accepted."""
@@ -223,86 +198,6 @@ def totals(results: Iterable[SweepResult], done_only: bool) -> tuple[float, int,
             else:
                 usd += stops
     return usd, count, unknown
-
-
-def render(results: list[SweepResult]) -> str:
-    """The sweep's report: one table of candidates across clouds, what happened to each when
-    acting, failures, and the hourly cost stopped (or that acting would stop)."""
-    acted = any(r.acted for r in results)
-    headers = [
-        "cloud",
-        "where",
-        "instance",
-        "name",
-        "type",
-        "market",
-        "stack",
-        "workload",
-        "expires",
-        "reason",
-    ]
-    headers += ["$/h"] + (["result"] if acted else [])
-    rows: list[list[str]] = []
-    for result in results:
-        for c in result.candidates:
-            row = [
-                c.cloud,
-                c.zone or c.region,
-                c.instance_id,
-                c.name or "-",
-                c.instance_type,
-                c.market,
-                c.stack or "-",
-                c.workload or "-",
-                iso_utc(c.expires_at) if c.expires_at else "-",
-                c.reason,
-                _price_cell(c),
-            ]
-            if acted:
-                row.append(
-                    result.actions.get(c.instance_id) or f"FAILED: {result.failed.get(c.instance_id, '?')}"
-                )
-            rows.append(row)
-    lines: list[str] = []
-    if rows:
-        lines.extend(_table(headers, rows, right={10}))
-    for result in results:
-        lines.extend(f"{result.cloud}: {note}" for note in result.notes)
-        lines.extend(
-            f"{result.cloud}: region {region} failed: {why}"
-            for region, why in sorted(result.regions_failed.items())
-        )
-    usd, count, unknown = totals(results, done_only=acted)
-    idle = sum(
-        1
-        for r in results
-        for c in r.candidates
-        if not c.billing and (not acted or c.instance_id in r.actions)
-    )
-    unpriced = f" (+ {unknown} of unknown price)" if unknown else ""
-    if idle:
-        unpriced += f"; {idle} not running (disks only, not counted)"
-    incomplete = [
-        f"{r.cloud}: {'permission or credentials missing' if r.auth_error else 'some regions failed'}"
-        for r in results
-        if r.auth_error or r.regions_failed
-    ]
-    caveat = f" (incomplete: {'; '.join(incomplete)})" if incomplete else ""
-    if not any(r.candidates for r in results):
-        if incomplete:
-            lines.append(f"found nothing to sweep where the listing succeeded{caveat}")
-        else:
-            lines.append("nothing to sweep: no gpufit instance past its expiry or without a valid one")
-    elif acted:
-        failed = sum(len(r.failed) for r in results)
-        tail = f"; {failed} failed" if failed else ""
-        lines.append(f"removed {count} instances: stopped {_money(usd)}/h{unpriced}{tail}{caveat}")
-    else:
-        lines.append(
-            f"dry run: would remove {count} instances, stopping {_money(usd)}/h{unpriced}{caveat}; "
-            "run again with --yes to remove them"
-        )
-    return "\n".join(lines)
 
 
 def to_json(results: list[SweepResult]) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from cli.sweep_cmd import add_parser, cmd_sweep
+from cli.sweep_cmd import add_parser, cmd_sweep, render
 from providers.aws.sweep import AwsSweeper
 from providers.base import TAG_EXPIRES_AT, TAG_MANAGED, TAG_STACK, TAG_WORKLOAD
 from providers.gcp.sweep import GcpSweeper, instance_type
@@ -27,7 +27,6 @@ from providers.sweep import (
     SweepResult,
     decide,
     read_expiry,
-    render,
 )
 from selector.catalog import SNAPSHOT_FILE, load_catalog
 from tests.fakes.aws import Faults, aws_env, error_response, moto_server, operation, region_of

@@ -13,17 +13,16 @@ never guessed. Endpoints come from the standard AWS configuration (``AWS_ENDPOIN
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor
 from datetime import UTC, date, datetime
 from typing import Any
 
+from providers.aws.api import AwsApi
 from providers.refresh import AuthError, CallCounter, FetchResult
-from providers.retry import RetryPolicy, call_with_retry
+from providers.retry import RetryPolicy
 from selector.catalog import GpuSpec, load_gpus
 
 SOURCE_KEY_PRICING = "AWS_PRICE_LIST"
@@ -42,68 +41,6 @@ FAMILY_GPU = {"p5en": "H200", "p5e": "H200"}
 
 NO_NVLINK_FAMILIES = frozenset({"g4dn", "g5", "g6", "g6e", "g5g", "g4ad"})
 """Families whose multi-GPU sizes join GPUs over PCIe only (AWS accelerated-computing docs)."""
-
-TRANSIENT_CODES = frozenset(
-    {
-        "Throttling",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "RequestThrottled",
-        "TooManyRequestsException",
-        "ServiceUnavailable",
-        "Unavailable",
-        "InternalError",
-        "InternalFailure",
-        "RequestTimeout",
-        "RequestTimeoutException",
-        "PriorRequestNotComplete",
-    }
-)
-AUTH_CODES = frozenset(
-    {
-        "AuthFailure",
-        "UnauthorizedOperation",
-        "AccessDenied",
-        "AccessDeniedException",
-        "InvalidClientTokenId",
-        "UnrecognizedClientException",
-        "ExpiredToken",
-        "ExpiredTokenException",
-        "SignatureDoesNotMatch",
-        "OptInRequired",
-    }
-)
-
-
-def is_transient(error: BaseException) -> bool:
-    """Throttling, 5xx and connection trouble are worth another try; nothing else is."""
-    from botocore.exceptions import (
-        ClientError,
-        ConnectionClosedError,
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        ReadTimeoutError,
-    )
-
-    if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
-        return code in TRANSIENT_CODES or status >= 500
-    return isinstance(
-        error, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
-    )
-
-
-def _auth_error(error: BaseException, service: str, operation: str) -> AuthError | None:
-    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
-
-    if isinstance(error, NoCredentialsError | PartialCredentialsError):
-        return AuthError("aws: no credentials found (set AWS_PROFILE, or run `aws configure`)")
-    if isinstance(error, ClientError):
-        code = error.response.get("Error", {}).get("Code", "")
-        if code in AUTH_CODES:
-            return AuthError(f"aws: {code}: the credentials lack permission {service}:{operation}")
-    return None
 
 
 def parse_gbps(text: str | None) -> float | None:
@@ -154,60 +91,12 @@ class AwsCatalogFetcher:
         self._gpus = load_gpus()
         self._unknown: set[str] = set()  # GPU types the facts table lacks (added from worker threads)
         self._skipped: set[str] = set()  # fractional-GPU types
-        self._clients: dict[tuple[str, str], Any] = {}
-        self._clients_lock = threading.Lock()
-
-    # -- calls -------------------------------------------------------------------------------
-    def _client(self, service: str, region: str) -> Any:
-        """One client per service and region, made once: building a boto3 client costs far
-        more CPU than a call, and clients (unlike sessions) are safe to share across threads."""
-        from botocore.config import Config
-
-        key = (service, region)
-        with self._clients_lock:
-            client = self._clients.get(key)
-            if client is None:
-                # tenacity is the only retry layer: botocore's own retries off (total attempts 1).
-                config = Config(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=5,
-                    read_timeout=30,
-                    max_pool_connections=32,
-                )
-                client = self._clients[key] = self._session.client(service, region_name=region, config=config)
-            return client
-
-    def _call(self, service: str, operation: str, fn: Callable[[], Any]) -> Any:
-        def attempt() -> Any:
-            self.counter.add()
-            return fn()
-
-        try:
-            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
-        except Exception as error:
-            auth = _auth_error(error, service, operation)
-            if auth is not None:
-                raise auth from None
-            raise
-
-    def _pages(self, client: Any, service: str, operation: str, method: str, **kwargs: Any) -> Iterator[Any]:
-        """Each page is its own retried call, so a throttled page does not restart the listing."""
-        token: str | None = None
-        token_in, token_out = ("NextToken", "NextToken")
-        while True:
-            args = dict(kwargs)
-            if token:
-                args[token_in] = token
-            page = self._call(service, operation, functools.partial(getattr(client, method), **args))
-            yield page
-            token = page.get(token_out)
-            if not token:
-                return
+        self._api = AwsApi(session, self.counter, self._policy)
 
     # -- fetch -------------------------------------------------------------------------------
     def regions(self) -> list[str]:
-        ec2 = self._client("ec2", PRICING_REGION)
-        answer = self._call(
+        ec2 = self._api.client("ec2", PRICING_REGION)
+        answer = self._api.call(
             "ec2",
             "DescribeRegions",
             lambda: ec2.describe_regions(
@@ -298,14 +187,14 @@ class AwsCatalogFetcher:
 
     def _specs(self, region: str, names: list[str] | None) -> dict[str, dict[str, Any]]:
         """GPU instance types described in ``region``: the GPU families, or the named types."""
-        ec2 = self._client("ec2", region)
+        ec2 = self._api.client("ec2", region)
         args: dict[str, Any] = (
             {"InstanceTypes": names}
             if names
             else {"Filters": [{"Name": "instance-type", "Values": GPU_FAMILIES}], "MaxResults": 100}
         )
         specs: dict[str, dict[str, Any]] = {}
-        for page in self._pages(ec2, "ec2", "DescribeInstanceTypes", "describe_instance_types", **args):
+        for page in self._api.pages(ec2, "ec2", "DescribeInstanceTypes", "describe_instance_types", **args):
             for info in page.get("InstanceTypes", []):
                 spec = self._instance_type(info)
                 if spec is not None:
@@ -314,10 +203,10 @@ class AwsCatalogFetcher:
 
     def _offerings(self, region: str, names: list[str]) -> dict[str, set[str]]:
         """Instance type → the availability zones of ``region`` that offer it."""
-        ec2 = self._client("ec2", region)
+        ec2 = self._api.client("ec2", region)
         zones: dict[str, set[str]] = {}
         for chunk in _chunks(names, 100):
-            for page in self._pages(
+            for page in self._api.pages(
                 ec2,
                 "ec2",
                 "DescribeInstanceTypeOfferings",
@@ -333,9 +222,9 @@ class AwsCatalogFetcher:
         """(instance type, zone) → the latest Linux spot price, from now."""
         if not names:
             return {}
-        ec2 = self._client("ec2", region)
+        ec2 = self._api.client("ec2", region)
         latest: dict[tuple[str, str], tuple[datetime, float]] = {}
-        for page in self._pages(
+        for page in self._api.pages(
             ec2,
             "ec2",
             "DescribeSpotPriceHistory",
@@ -391,7 +280,7 @@ class AwsCatalogFetcher:
     def _on_demand_prices(self, instance_types: list[str]) -> dict[str, dict[str, float]]:
         """Instance type → region code → Linux on-demand $/h, for a batch of types in one
         paginated Price List query (``ANY_OF`` on instanceType)."""
-        pricing = self._client("pricing", PRICING_REGION)
+        pricing = self._api.client("pricing", PRICING_REGION)
         filters = [{"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)}] + [
             {"Type": "TERM_MATCH", "Field": field_name, "Value": value}
             for field_name, value in (
@@ -402,7 +291,7 @@ class AwsCatalogFetcher:
             )
         ]
         prices: dict[str, dict[str, float]] = {}
-        for page in self._pages(
+        for page in self._api.pages(
             pricing,
             "pricing",
             "GetProducts",

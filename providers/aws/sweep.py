@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from providers.aws.catalog import PRICING_REGION, _auth_error, is_transient
+from providers.aws.api import AwsApi
+from providers.aws.catalog import PRICING_REGION
 from providers.base import TAG_MANAGED
 from providers.refresh import AuthError, CallCounter
-from providers.retry import RetryPolicy, call_with_retry
+from providers.retry import RetryPolicy
 from providers.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
 
 SWEPT_STATES = ("pending", "running", "stopping", "stopped")
@@ -101,40 +101,14 @@ class AwsSweeper:
         self._workers = max(1, workers)
         self._page_size = page_size
         self._batch_size = max(1, batch_size)
-        self._clients: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._api = AwsApi(session, self.counter, self._policy, max_pool=16)
 
     # -- calls -------------------------------------------------------------------------------
     def _client(self, region: str) -> Any:
-        from botocore.config import Config
-
-        with self._lock:
-            client = self._clients.get(region)
-            if client is None:
-                # tenacity is the only retry layer: botocore's own retries off (total attempts 1).
-                config = Config(
-                    retries={"total_max_attempts": 1, "mode": "standard"},
-                    connect_timeout=5,
-                    read_timeout=30,
-                    max_pool_connections=16,
-                )
-                client = self._clients[region] = self._session.client(
-                    "ec2", region_name=region, config=config
-                )
-            return client
+        return self._api.client("ec2", region)
 
     def _call(self, operation: str, fn: Callable[[], Any]) -> Any:
-        def attempt() -> Any:
-            self.counter.add()
-            return fn()
-
-        try:
-            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
-        except Exception as error:
-            auth = _auth_error(error, "ec2", operation)
-            if auth is not None:
-                raise auth from None
-            raise
+        return self._api.call("ec2", operation, fn)
 
     def regions(self) -> list[str]:
         """Every region enabled for the account (needs ec2:DescribeRegions)."""

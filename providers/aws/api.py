@@ -1,0 +1,132 @@
+"""Calling AWS: one botocore client per service and region, every call retried by tenacity
+alone (botocore's own retries off), counted, and permission errors turned into ``AuthError``
+naming the missing permission. Shared by the catalog refresh and the sweeper."""
+
+from __future__ import annotations
+
+import functools
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from providers.refresh import AuthError, CallCounter
+from providers.retry import RetryPolicy, call_with_retry
+
+TRANSIENT_CODES = frozenset(
+    {
+        "Throttling",
+        "ThrottlingException",
+        "RequestLimitExceeded",
+        "RequestThrottled",
+        "TooManyRequestsException",
+        "ServiceUnavailable",
+        "Unavailable",
+        "InternalError",
+        "InternalFailure",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "PriorRequestNotComplete",
+    }
+)
+AUTH_CODES = frozenset(
+    {
+        "AuthFailure",
+        "UnauthorizedOperation",
+        "AccessDenied",
+        "AccessDeniedException",
+        "InvalidClientTokenId",
+        "UnrecognizedClientException",
+        "ExpiredToken",
+        "ExpiredTokenException",
+        "SignatureDoesNotMatch",
+        "OptInRequired",
+    }
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Throttling, 5xx and connection trouble are worth another try; nothing else is."""
+    from botocore.exceptions import (
+        ClientError,
+        ConnectionClosedError,
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        ReadTimeoutError,
+    )
+
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = int(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+        return code in TRANSIENT_CODES or status >= 500
+    return isinstance(
+        error, EndpointConnectionError | ConnectTimeoutError | ReadTimeoutError | ConnectionClosedError
+    )
+
+
+def auth_error(error: BaseException, service: str, operation: str) -> AuthError | None:
+    from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
+
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return AuthError("aws: no credentials found (set AWS_PROFILE, or run `aws configure`)")
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        if code in AUTH_CODES:
+            return AuthError(f"aws: {code}: the credentials lack permission {service}:{operation}")
+    return None
+
+
+class AwsApi:
+    """Clients made once per (service, region) and shared across threads: building a boto3
+    client costs far more CPU than a call, and clients (unlike sessions) are thread-safe."""
+
+    def __init__(self, session: Any, counter: CallCounter, policy: RetryPolicy, max_pool: int = 32) -> None:
+        self._session = session
+        self._counter = counter
+        self._policy = policy
+        self._max_pool = max_pool
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def client(self, service: str, region: str) -> Any:
+        from botocore.config import Config
+
+        key = (service, region)
+        with self._lock:
+            client = self._clients.get(key)
+            if client is None:
+                config = Config(
+                    retries={"total_max_attempts": 1, "mode": "standard"},
+                    connect_timeout=5,
+                    read_timeout=30,
+                    max_pool_connections=self._max_pool,
+                )
+                client = self._clients[key] = self._session.client(service, region_name=region, config=config)
+            return client
+
+    def call(self, service: str, operation: str, fn: Callable[[], Any]) -> Any:
+        """``fn`` retried on throttling and transient errors; AuthError on permission errors."""
+
+        def attempt() -> Any:
+            self._counter.add()
+            return fn()
+
+        try:
+            return call_with_retry(attempt, transient=is_transient, policy=self._policy)
+        except Exception as error:
+            auth = auth_error(error, service, operation)
+            if auth is not None:
+                raise auth from None
+            raise
+
+    def pages(self, client: Any, service: str, operation: str, method: str, **kwargs: Any) -> Iterator[Any]:
+        """Each page is its own retried call, so a throttled page does not restart the listing."""
+        token: str | None = None
+        while True:
+            args = dict(kwargs)
+            if token:
+                args["NextToken"] = token
+            page = self.call(service, operation, functools.partial(getattr(client, method), **args))
+            yield page
+            token = page.get("NextToken")
+            if not token:
+                return
