@@ -19,6 +19,17 @@ from cli.exit_codes import (
 )
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number ≥ 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return value
+
+
 def add_parser(sub: Any) -> None:
     catalog = sub.add_parser("catalog", help="refresh or inspect the price catalog")
     verbs = catalog.add_subparsers(dest="verb", required=True, parser_class=type(catalog))
@@ -26,7 +37,9 @@ def add_parser(sub: Any) -> None:
     refresh.add_argument("--cloud", choices=["aws", "gcp"], action="append", help="default: both")
     refresh.add_argument("--regions", nargs="+", help="default: every enabled region")
     refresh.add_argument("--out", help="default: the user cache directory")
-    refresh.add_argument("--workers", type=int, default=None, help="concurrent API calls (default 16)")
+    refresh.add_argument(
+        "--workers", type=positive_int, default=None, help="concurrent API calls (default 32)"
+    )
     refresh.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
     show = verbs.add_parser("show", help="which catalog plans use, its age and coverage")
     show.add_argument("--catalog", help="snapshot, cache or a file (default: the freshest valid)")

@@ -9,9 +9,11 @@ failed region's previous offers (marked stale), flags prices that moved more tha
 
 from __future__ import annotations
 
+import gc
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -22,9 +24,12 @@ PRICE_MOVE_FACTOR = 3.0
 """A refreshed price more than 3× above or below the previous one is kept but reported:
 real moves that large are rare; API or parsing errors are not."""
 
-DEFAULT_WORKERS = 16
-"""Concurrent API calls: enough to hide per-call latency over ~20 regions, well below the
-clouds' per-account request-rate limits."""
+DEFAULT_WORKERS = 32
+"""Concurrent API calls. A 20-region AWS refresh has ~50 calls after its first; at 32 they go
+out in two waves rather than four at 16: measured against fakes at 150 ms a call, 0.80 s
+against 1.04 s (no difference at 50 ms, where client CPU bounds it). Each AWS region sees at
+most two calls at once, far inside EC2's per-region request buckets, and a GCP refresh's
+~100 calls sit inside the Compute API's per-minute read quota whatever the concurrency."""
 
 
 class AuthError(Exception):
@@ -184,6 +189,24 @@ def merge(
     return doc, stale
 
 
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the fetchers run, back on (if it was) after.
+
+    A refresh allocates hundreds of thousands of short-lived objects (botocore's per-call
+    machinery, parsed answers); each allocation burst triggers collections that walk every
+    live object. Measured on a 2-core machine, those passes cost 0.10–0.15 s of a 0.65 s
+    AWS refresh's CPU, and the threads all wait on them. Memory is bounded by one refresh's
+    garbage and freed at the next collection once the collector is back on."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 def refresh(
     fetchers: list[CatalogFetcher],
     previous: Catalog,
@@ -198,6 +221,7 @@ def refresh(
     results: list[FetchResult] = []
     auth_errors: list[str] = []
     with (
+        collector_paused(),
         ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gpufit-refresh") as pool,
         ThreadPoolExecutor(max_workers=max(1, len(fetchers)), thread_name_prefix="gpufit-cloud") as clouds,
     ):

@@ -12,7 +12,15 @@ from typing import Any
 
 import pytest
 
-from providers.aws.catalog import AwsCatalogFetcher, normalise_gpu
+from providers.aws.catalog import PRICING_PAGE, AwsCatalogFetcher, normalise_gpu, pricing_batches
+from providers.aws.lean_botocore import (
+    READ_MEMBERS,
+    REFRESH_OPERATIONS,
+    parse_timestamp,
+    refresh_session,
+    trim_endpoints,
+    trim_service_model,
+)
 from providers.catalog_store import read_catalog_file, write_catalog
 from providers.refresh import AuthError, CallCounter, refresh
 from providers.retry import RetryPolicy
@@ -52,9 +60,7 @@ def env(servers: tuple[str, PricingServer], monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def fetcher(faults: Faults | None = None, counter: CallCounter | None = None) -> AwsCatalogFetcher:
-    import boto3
-
-    session = boto3.Session()
+    session = refresh_session()
     if faults is not None:
         session.events.register("before-send", faults)
     return AwsCatalogFetcher(
@@ -78,6 +84,129 @@ def test_normalises_gpu_names_by_memory_and_family() -> None:
     assert normalise_gpu(gpus, "Radeon Pro V520", 8192, "g4ad") is None
 
 
+def test_trimmed_model_keeps_the_operations_and_every_shape_they_reach() -> None:
+    model = {
+        "version": "2.0",
+        "metadata": {"protocol": "ec2"},
+        "documentation": "the service",
+        "operations": {
+            "Wanted": {
+                "name": "Wanted",
+                "input": {"shape": "In"},
+                "output": {"shape": "Out"},
+                "errors": [{"shape": "Oops"}],
+                "documentation": "op docs",
+            },
+            "Other": {"name": "Other", "input": {"shape": "OtherIn"}},
+        },
+        "shapes": {
+            "In": {"type": "structure", "members": {"Names": {"shape": "NameList", "documentation": "d"}}},
+            "NameList": {"type": "list", "member": {"shape": "Name"}},
+            "Name": {"type": "string"},
+            "Out": {"type": "structure", "members": {"Tags": {"shape": "TagMap"}}},
+            "TagMap": {"type": "map", "key": {"shape": "Key"}, "value": {"shape": "Out"}},  # a cycle
+            "Key": {"type": "string"},
+            "Oops": {"type": "structure", "members": {}},
+            "OtherIn": {"type": "structure", "members": {"X": {"shape": "Unused"}}},
+            "Unused": {"type": "integer"},
+        },
+    }
+    trimmed = trim_service_model(model, ("Wanted",))
+    assert list(trimmed["operations"]) == ["Wanted"]
+    assert set(trimmed["shapes"]) == {"In", "NameList", "Name", "Out", "TagMap", "Key", "Oops"}
+    assert "documentation" not in json.dumps(trimmed)
+    assert trimmed["metadata"] == model["metadata"] and trimmed["version"] == "2.0"
+    with pytest.raises(KeyError):
+        trim_service_model(model, ("Missing",))
+    narrowed = trim_service_model(model, ("Wanted",), {"Out": ()})  # the answer's Tags unread
+    assert set(narrowed["shapes"]) == {"In", "NameList", "Name", "Out", "Oops"}
+    assert narrowed["shapes"]["Out"]["members"] == {}
+    assert model["shapes"]["Out"]["members"]  # the input is not modified
+    with pytest.raises(KeyError):
+        trim_service_model(model, ("Wanted",), {"Out": ("Missing",)})
+
+
+def test_trimmed_endpoints_keep_every_partition_and_only_the_named_services() -> None:
+    endpoints = {
+        "version": 3,
+        "partitions": [
+            {
+                "partition": "aws",
+                "dnsSuffix": "amazonaws.com",
+                "regions": {"us-east-1": {}},
+                "services": {"ec2": {"endpoints": {"us-east-1": {}}}, "s3": {}, "pricing": {}},
+            },
+            {
+                "partition": "aws-cn",
+                "dnsSuffix": "amazonaws.com.cn",
+                "regions": {"cn-north-1": {}},
+                "services": {"s3": {}},
+            },
+        ],
+    }
+    trimmed = trim_endpoints(endpoints, ("ec2", "pricing"))
+    assert [p["partition"] for p in trimmed["partitions"]] == ["aws", "aws-cn"]
+    assert trimmed["partitions"][0]["services"] == {"ec2": {"endpoints": {"us-east-1": {}}}, "pricing": {}}
+    assert trimmed["partitions"][1] == {**endpoints["partitions"][1], "services": {}}
+    assert trimmed["version"] == 3
+
+
+def test_timestamps_parse_as_botocore_would() -> None:
+    from botocore.utils import parse_timestamp as botocore_parse
+
+    texts = ("2026-12-02T11:00:00.000Z", "2026-12-02T11:00:00Z", "2026-12-02T11:00:00+02:00", "1764673200")
+    for text in texts:
+        assert parse_timestamp(text) == botocore_parse(text)
+    assert parse_timestamp("2026-12-02T11:00:00.000Z").tzinfo is not None
+
+
+def test_shipped_botocore_data_is_the_installed_botocores_cut() -> None:
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "scripts/trim_botocore_data.py", "--check"],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_refresh_session_builds_ec2_clients_from_the_cut_and_other_services_in_full() -> None:
+    import boto3
+    from botocore.config import Config
+
+    config = Config(region_name="us-east-1")
+    lean = refresh_session().client("ec2", config=config).meta.service_model
+    full = boto3.Session().client("ec2", config=config).meta.service_model
+    assert sorted(lean.operation_names) == sorted(REFRESH_OPERATIONS)
+    assert len(full.operation_names) > 500
+    for name in REFRESH_OPERATIONS:  # same wire format: the same requests and answer shapes
+        for which in ("input_shape", "output_shape"):
+            ours, theirs = (
+                getattr(lean.operation_model(name), which),
+                getattr(full.operation_model(name), which),
+            )
+            assert ours.name == theirs.name and list(ours.members) == list(theirs.members)
+    answer = lean.operation_model("DescribeInstanceTypes").output_shape.members["InstanceTypes"].member
+    assert tuple(answer.members) == READ_MEMBERS["InstanceTypeInfo"]  # only what the refresh reads
+    pricing = refresh_session().client("pricing", config=config).meta.service_model
+    assert "GetProducts" in pricing.operation_names
+
+
+def test_a_refresh_through_the_cut_data_equals_one_through_botocores_own(env: dict[str, str]) -> None:
+    import boto3
+
+    def fetched(session: Any) -> tuple[Any, ...]:
+        f = AwsCatalogFetcher(session=session, policy=NO_SLEEP, today=lambda: TODAY, now=lambda: NOW)
+        result = run(f)
+        return result.instance_types, result.offers, result.regions_ok, result.notes
+
+    lean, full = fetched(refresh_session()), fetched(boto3.Session())
+    assert lean == full and lean[0] and lean[1]
+
+
 def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:
     result = run(fetcher())
     assert result.regions_ok == set(REGIONS) and not result.regions_failed
@@ -99,7 +228,55 @@ def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:
     spot = [o for o in result.offers if o["market"] == "spot" and o["region"] == "us-east-1"]
     assert spot and all(o["zone"].startswith("us-east-1") for o in spot)  # one per availability zone
     assert all(o["as_of"] == "2026-12-02" and o["source"] in result.sources for o in result.offers)
-    assert result.calls >= 1 + 2 * 2 + len(types) // 10  # specs; per region offerings, spot; pricing batches
+    batches = len(pricing_batches(sorted(types), REGIONS))
+    assert result.calls >= 1 + 2 * 2 + batches  # specs; per region offerings, spot; pricing batches
+
+
+def test_spot_offers_only_where_the_type_is_offered(env: dict[str, str]) -> None:
+    import boto3
+
+    result = run(fetcher())
+    names = sorted({t["name"] for t in result.instance_types})
+    offered = set()
+    for region in REGIONS:
+        answer = boto3.client("ec2", region).describe_instance_type_offerings(
+            LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": names}]
+        )
+        offered |= {(row["InstanceType"], row["Location"]) for row in answer["InstanceTypeOfferings"]}
+    spot = {(o["instance_type"], o["zone"]) for o in result.offers if o["market"] == "spot"}
+    assert spot and spot <= offered
+
+
+def test_price_list_queries_ask_for_the_wanted_regions_a_page_at_a_time(
+    env: dict[str, str], servers: tuple[str, PricingServer]
+) -> None:
+    pricing = servers[1]
+    pricing.queries.clear()
+    result = run(fetcher(), ["us-west-2"])
+    assert pricing.queries
+    for filters in pricing.queries:
+        fields = {f["Field"]: (f["Type"], f["Value"]) for f in filters}
+        assert fields["regionCode"] == ("ANY_OF", "us-west-2")
+        assert fields["instanceType"][0] == "ANY_OF"
+        assert len(fields["instanceType"][1].split(",")) <= PRICING_PAGE
+        assert {k: v for k, v in fields.items() if v[0] == "TERM_MATCH"} == {
+            "operatingSystem": ("TERM_MATCH", "Linux"),
+            "tenancy": ("TERM_MATCH", "Shared"),
+            "preInstalledSw": ("TERM_MATCH", "NA"),
+            "capacitystatus": ("TERM_MATCH", "Used"),
+        }
+    on_demand = [o for o in result.offers if o["market"] == "on-demand"]
+    assert on_demand and {o["region"] for o in on_demand} == {"us-west-2"}
+    snapshot = snapshot_prices()
+    assert all(o["hourly_usd"] == round(snapshot[(o["instance_type"], "us-west-2")], 6) for o in on_demand)
+
+
+def test_pricing_batches_fit_one_page_of_products() -> None:
+    types = [f"t{i}" for i in range(41)]
+    assert [len(b) for b in pricing_batches(types, ["r"] * 20)] == [5] * 8 + [1]
+    assert pricing_batches(types, ["us-east-1"]) == [types]
+    assert len(pricing_batches(types, ["r"] * 150)) == 41  # never fewer than one type a query
+    assert [t for batch in pricing_batches(types, ["r"] * 7) for t in batch] == types
 
 
 def test_throttling_is_retried_and_recovered(env: dict[str, str]) -> None:

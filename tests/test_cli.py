@@ -127,6 +127,12 @@ def test_usage_errors_are_distinct(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["offers", "--sort", "colour"])
     assert exc.value.code == EXIT_USAGE
+    for workers in ("0", "-3", "many"):
+        with pytest.raises(SystemExit) as exc:
+            main(["catalog", "refresh", "--workers", workers])
+        assert exc.value.code == EXIT_USAGE
+        err = capsys.readouterr().err
+        assert f"--workers: expected a whole number of at least 1, got '{workers}'" in err
 
 
 def test_stack_file_is_accepted(capsys: pytest.CaptureFixture[str]) -> None:

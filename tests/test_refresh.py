@@ -80,3 +80,26 @@ def test_one_cloud_without_permission_does_not_stop_the_other() -> None:
     assert _gcp_offers(report.doc) == _gcp_offers(PREVIOUS)
     east1 = [o for o in report.doc["offers"] if o["cloud"] == "aws" and o["region"] == "us-east-1"]
     assert east1 == [offer]
+
+
+def test_the_garbage_collector_is_paused_only_while_fetching() -> None:
+    import gc
+
+    import pytest
+
+    from providers.refresh import collector_paused
+
+    assert gc.isenabled()
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("a fetch failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # left as the caller had it
+    finally:
+        gc.enable()

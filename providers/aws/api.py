@@ -79,26 +79,44 @@ class AwsApi:
     """Clients made once per (service, region) and shared across threads: building a boto3
     client costs far more CPU than a call, and clients (unlike sessions) are thread-safe."""
 
-    def __init__(self, session: Any, counter: CallCounter, policy: RetryPolicy, max_pool: int = 32) -> None:
+    def __init__(
+        self,
+        session: Any,
+        counter: CallCounter,
+        policy: RetryPolicy,
+        max_pool: int = 32,
+        validate_parameters: bool = True,
+    ) -> None:
+        """``validate_parameters=False`` skips botocore's client-side check of each call's
+        arguments (``Config(parameter_validation=False)``): for callers whose few calls have
+        fixed shapes, exercised by the tests, where the check is only CPU."""
         self._session = session
         self._counter = counter
         self._policy = policy
         self._max_pool = max_pool
+        self._validate = validate_parameters
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
 
     def client(self, service: str, region: str) -> Any:
-        from botocore.config import Config
-
+        """The shared client for ``service`` in ``region``, built on first use. Building goes
+        through the session, which is not thread-safe, so one thread builds at a time; a
+        thread whose client exists takes it without waiting for that lock."""
         key = (service, region)
+        client = self._clients.get(key)
+        if client is not None:
+            return client
         with self._lock:
             client = self._clients.get(key)
             if client is None:
+                from botocore.config import Config
+
                 config = Config(
                     retries={"total_max_attempts": 1, "mode": "standard"},
                     connect_timeout=5,
                     read_timeout=30,
                     max_pool_connections=self._max_pool,
+                    parameter_validation=self._validate,
                 )
                 client = self._clients[key] = self._session.client(service, region_name=region, config=config)
             return client

@@ -1,14 +1,18 @@
 """Refresh AWS GPU instance specs, availability and prices with boto3.
 
-Per region, concurrently: ``describe_instance_types`` (GPU families, GpuInfo), where each
-type is offered (``describe_instance_type_offerings`` by availability zone) and the current
-spot price per zone (``describe_spot_price_history`` from now). Then, concurrently per
-instance type, on-demand prices from the Price List API (``pricing.get_products``: Linux,
-shared tenancy, no pre-installed software, capacity status Used), which answers for every
-region at once. GPU names are normalised through the selector's GPU facts (which add
-bandwidth, FP8 and NVLink, the facts the API lacks); a GPU not in the table is reported,
-never guessed. Endpoints come from the standard AWS configuration (``AWS_ENDPOINT_URL``,
+First the GPU instance types (``describe_instance_types``, GPU families, GpuInfo) in one
+region; then, all concurrently: per region, where each type is offered
+(``describe_instance_type_offerings`` by availability zone) and the current spot price per
+zone (``describe_spot_price_history`` from now); per batch of types, on-demand prices in the
+wanted regions from the Price List API (``pricing.get_products``: Linux, shared tenancy, no
+pre-installed software, capacity status Used). Two round trips in a row, plus pages.
+
+GPU names are normalised through the selector's GPU facts (which add bandwidth, FP8 and
+NVLink, the facts the API lacks); a GPU not in the table is reported, never guessed.
+Endpoints come from the standard AWS configuration (``AWS_ENDPOINT_URL``,
 ``AWS_ENDPOINT_URL_EC2``, ``AWS_ENDPOINT_URL_PRICING``): a local server needs no code path.
+The default session reads cuts of botocore's data (``lean_botocore``: the EC2 model with the
+calls made here, the endpoints of the services used), which make each regional client cheap.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from providers.aws.api import AwsApi
+from providers.aws.lean_botocore import refresh_session
 from providers.refresh import AuthError, CallCounter, FetchResult
 from providers.retry import RetryPolicy
 from selector.catalog import GpuSpec, load_gpus
@@ -28,8 +33,8 @@ from selector.catalog import GpuSpec, load_gpus
 SOURCE_KEY_PRICING = "AWS_PRICE_LIST"
 SOURCE_KEY_SPOT = "AWS_SPOT_HISTORY"
 SOURCE_KEY_EC2 = "AWS_EC2_API"
-PRICING_BATCH = 10
-"""Instance types per Price List query: each answers for every region, ~25 products a type."""
+PRICING_PAGE = 100
+"""Products per Price List page (the API's maximum ``MaxResults``)."""
 PRICING_REGION = "us-east-1"
 """The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
 
@@ -80,9 +85,7 @@ class AwsCatalogFetcher:
         now: Callable[[], datetime] | None = None,
     ) -> None:
         if session is None:
-            import boto3
-
-            session = boto3.Session()
+            session = refresh_session()
         self._session = session
         self.counter = counter or CallCounter()
         self._policy = policy or RetryPolicy()
@@ -91,7 +94,7 @@ class AwsCatalogFetcher:
         self._gpus = load_gpus()
         self._unknown: set[str] = set()  # GPU types the facts table lacks (added from worker threads)
         self._skipped: set[str] = set()  # fractional-GPU types
-        self._api = AwsApi(session, self.counter, self._policy)
+        self._api = AwsApi(session, self.counter, self._policy, validate_parameters=False)
 
     # -- fetch -------------------------------------------------------------------------------
     def regions(self) -> list[str]:
@@ -108,14 +111,22 @@ class AwsCatalogFetcher:
     def fetch(
         self, regions: list[str] | None, pool: Executor, progress: Callable[[str], None]
     ) -> FetchResult:
-        """Specs once, in us-east-1 (where every GPU family is offered), then per region where each type is
-        offered and its spot prices, and per type its on-demand prices: all concurrently."""
+        """Specs once, in us-east-1 (where every GPU family is offered) when it is wanted, else in the
+        first wanted region; then per region where each type is offered and its spot prices,
+        and per batch of types their on-demand prices: all concurrently."""
         start = self.counter.count
         result = FetchResult(cloud="aws")
         result.sources = self._sources()
         wanted = regions or self.regions()
         home = PRICING_REGION if PRICING_REGION in wanted else wanted[0]
         progress(f"aws: {len(wanted)} regions")
+        self._api.client("ec2", home)
+        # Building a client is CPU work; waiting for the specs is not: build the other
+        # regions' clients meanwhile (a client that fails to build is built, and fails, again
+        # where it is used).
+        for region in wanted:
+            pool.submit(self._api.client, "ec2", region)
+        pool.submit(self._api.client, "pricing", PRICING_REGION)
         try:
             specs = self._specs(home, None)
         except AuthError:
@@ -125,20 +136,20 @@ class AwsCatalogFetcher:
             result.regions_failed = dict.fromkeys(wanted, reason)
             result.calls = self.counter.count - start
             return result
-        # On-demand prices need only the type names: ask for them while availability is fetched.
+        # Everything else needs only the type names: prices, where each type is offered and
+        # its spot prices, all at once (a type a region lacks simply has no spot rows there).
+        names = sorted(specs)
         price_jobs = {
-            tuple(batch): pool.submit(self._on_demand_prices, batch)
-            for batch in _chunks(sorted(specs), PRICING_BATCH)
+            tuple(batch): pool.submit(self._on_demand_prices, batch, wanted)
+            for batch in pricing_batches(names, wanted)
         }
-        offered = self._per_region(pool, wanted, sorted(specs), result, progress)
+        spot_jobs = {r: pool.submit(self._spot, r, names) for r in wanted}
+        offered = self._per_region(pool, wanted, names, result, progress)
         progress(f"aws: {len(specs)} GPU instance types; spot and on-demand prices")
-        spot_jobs = {
-            r: pool.submit(self._spot, r, sorted(n for n in offered[r] if n in specs)) for r in offered
-        }
         spot: dict[str, dict[tuple[str, str], float]] = {}
-        for region, spot_job in spot_jobs.items():
+        for region in offered:
             try:
-                spot[region] = spot_job.result()
+                spot[region] = spot_jobs[region].result()
             except AuthError:
                 raise
             except Exception as error:
@@ -277,11 +288,14 @@ class AwsCatalogFetcher:
             "confidence": "high",
         }
 
-    def _on_demand_prices(self, instance_types: list[str]) -> dict[str, dict[str, float]]:
-        """Instance type → region code → Linux on-demand $/h, for a batch of types in one
-        paginated Price List query (``ANY_OF`` on instanceType)."""
+    def _on_demand_prices(self, instance_types: list[str], regions: list[str]) -> dict[str, dict[str, float]]:
+        """Instance type → region code → Linux on-demand $/h, for a batch of types in
+        ``regions``: one paginated Price List query (``ANY_OF`` on instanceType and regionCode)."""
         pricing = self._api.client("pricing", PRICING_REGION)
-        filters = [{"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)}] + [
+        filters = [
+            {"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)},
+            {"Type": "ANY_OF", "Field": "regionCode", "Value": ",".join(regions)},
+        ] + [
             {"Type": "TERM_MATCH", "Field": field_name, "Value": value}
             for field_name, value in (
                 ("operatingSystem", "Linux"),
@@ -298,7 +312,7 @@ class AwsCatalogFetcher:
             "get_products",
             ServiceCode="AmazonEC2",
             Filters=filters,
-            MaxResults=100,
+            MaxResults=PRICING_PAGE,
         ):
             for item in page.get("PriceList", []):
                 product = json.loads(item) if isinstance(item, str) else item
@@ -398,6 +412,14 @@ def _offer(
         "as_of": today,
         "confidence": "high",
     }
+
+
+def pricing_batches(instance_types: list[str], regions: list[str]) -> list[list[str]]:
+    """Instance types per Price List query, so that each answer fits one page: a type has one
+    product per region under the query's filters, so a page holds ``PRICING_PAGE ÷ regions``
+    types. Pages of one query are fetched one after another, queries concurrently, so for the
+    same number of calls this takes the fewest round trips in a row."""
+    return list(_chunks(instance_types, max(1, PRICING_PAGE // max(1, len(regions)))))
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

@@ -20,21 +20,31 @@ from typing import Any
 PAGE_SIZE = 2
 
 
-def product(instance_type: str, region: str, usd: float) -> str:
-    sku = f"SKU{abs(hash((instance_type, region))) % 10**8:08d}"
+def matches(attributes: dict[str, str], term: dict[str, str]) -> bool:
+    """A GetProducts filter: ``TERM_MATCH`` one value, ``ANY_OF`` a comma-separated list."""
+    values = term["Value"].split(",") if term["Type"] == "ANY_OF" else [term["Value"]]
+    return attributes.get(term["Field"]) in {v.strip() for v in values}
+
+
+def attributes(instance_type: str, region: str, os: str = "Linux") -> dict[str, str]:
+    return {
+        "instanceType": instance_type,
+        "regionCode": region,
+        "operatingSystem": os,
+        "tenancy": "Shared",
+        "preInstalledSw": "NA",
+        "capacitystatus": "Used",
+        "servicecode": "AmazonEC2",
+    }
+
+
+def product(instance_type: str, region: str, usd: float, os: str = "Linux") -> str:
+    sku = f"SKU{abs(hash((instance_type, region, os))) % 10**8:08d}"
     return json.dumps(
         {
             "product": {
                 "productFamily": "Compute Instance",
-                "attributes": {
-                    "instanceType": instance_type,
-                    "regionCode": region,
-                    "operatingSystem": "Linux",
-                    "tenancy": "Shared",
-                    "preInstalledSw": "NA",
-                    "capacitystatus": "Used",
-                    "servicecode": "AmazonEC2",
-                },
+                "attributes": attributes(instance_type, region, os),
                 "sku": sku,
             },
             "serviceCode": "AmazonEC2",
@@ -45,7 +55,7 @@ def product(instance_type: str, region: str, usd: float) -> str:
                             f"{sku}.JRTCKXETXF.6YS6EN2CT7": {
                                 "unit": "Hrs",
                                 "pricePerUnit": {"USD": f"{usd:.10f}"},
-                                "description": f"${usd} per On Demand Linux {instance_type} Instance Hour",
+                                "description": f"${usd} per On Demand {os} {instance_type} Instance Hour",
                             }
                         },
                         "sku": sku,
@@ -61,7 +71,8 @@ def product(instance_type: str, region: str, usd: float) -> str:
 
 
 class PricingServer:
-    """``prices[(instance_type, region)] = usd``; answers GetProducts filtered by instanceType."""
+    """``prices[(instance_type, region)] = usd`` for Linux (Windows at twice that, so a query
+    without the operating-system filter shows); answers GetProducts with every filter applied."""
 
     def __init__(
         self, prices: dict[tuple[str, str], float], latency_s: float = 0.0, page_size: int = 100
@@ -70,6 +81,7 @@ class PricingServer:
         self.page_size = page_size
         self.latency_s = latency_s
         self.requests = 0
+        self.queries: list[list[dict[str, str]]] = []  # each request's Filters
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -84,12 +96,14 @@ class PricingServer:
                 if not target.endswith("GetProducts"):
                     self._send(400, {"__type": "InvalidParameterException", "Message": target})
                     return
-                types: set[str] = set()
-                for f in body.get("Filters", []):
-                    if f["Field"] == "instanceType":
-                        values = f["Value"].split(",") if f["Type"] == "ANY_OF" else [f["Value"]]
-                        types.update(v.strip() for v in values)
-                items = [product(t, r, usd) for (t, r), usd in sorted(outer.prices.items()) if t in types]
+                filters = body.get("Filters", [])
+                outer.queries.append(filters)
+                items = [
+                    product(t, r, price, os)
+                    for (t, r), usd in sorted(outer.prices.items())
+                    for os, price in (("Linux", usd), ("Windows", usd * 2))
+                    if all(matches(attributes(t, r, os), f) for f in filters)
+                ]
                 size = min(int(body.get("MaxResults") or PAGE_SIZE), outer.page_size)
                 start = int(body.get("NextToken") or 0)
                 page = items[start : start + size]
