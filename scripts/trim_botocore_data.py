@@ -1,13 +1,12 @@
 #!/usr/bin/env python3
-"""Cut the installed botocore's EC2 model and endpoints file to what the catalog refresh uses.
+"""Cut the installed botocore's EC2 model to what the catalog refresh uses.
 
-Writes ``providers/aws/botocore_data/ec2/<latest api version>/service-2.json`` and
-``providers/aws/botocore_data/endpoints.json`` (see ``providers/aws/lean_botocore.py`` for
-why). Rerun after upgrading botocore.
+Writes ``providers/aws/botocore_data/ec2/<latest api version>/service-2.json`` (see
+``providers/aws/lean_botocore.py`` for why). Rerun after upgrading botocore.
 
 Usage
   uv run python scripts/trim_botocore_data.py           # regenerate
-  uv run python scripts/trim_botocore_data.py --check   # fail if the shipped cuts are out of date
+  uv run python scripts/trim_botocore_data.py --check   # fail if the shipped cut is out of date
 """
 
 from __future__ import annotations
@@ -23,11 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 from providers.aws.lean_botocore import (  # noqa: E402
     DATA_DIR,
-    ENDPOINT_SERVICES,
     READ_MEMBERS,
     REFRESH_OPERATIONS,
     SERVICE,
-    trim_endpoints,
     trim_service_model,
 )
 
@@ -40,25 +37,23 @@ def build() -> dict[Path, str]:
     """Shipped file → its text, from the installed botocore's own data."""
     from botocore.loaders import Loader
 
-    # botocore's own data only: not AWS_DATA_PATH, ~/.aws/models or the shipped cuts
+    # botocore's own data only: not AWS_DATA_PATH, ~/.aws/models or the shipped cut
     loader = Loader(extra_search_paths=[Loader.BUILTIN_DATA_PATH], include_default_search_paths=False)
     version = loader.determine_latest_version(SERVICE, "service-2")
     model = loader.load_service_model(SERVICE, "service-2", version)
-    endpoints = loader.load_data("endpoints")
     return {
         DATA_DIR / SERVICE / version / "service-2.json": render(
             trim_service_model(model, REFRESH_OPERATIONS, READ_MEMBERS)
         ),
-        DATA_DIR / "endpoints.json": render(trim_endpoints(endpoints, ENDPOINT_SERVICES)),
     }
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the shipped cuts are out of date")
+    parser.add_argument("--check", action="store_true", help="fail if the shipped cut is out of date")
     args = parser.parse_args(argv)
     files = build()
-    shipped = {*DATA_DIR.glob(f"{SERVICE}/*/service-2.json"), *DATA_DIR.glob("endpoints.json")}
+    shipped = {*DATA_DIR.glob(f"{SERVICE}/*/service-2.json"), *DATA_DIR.glob("*.json")}
     if args.check:
         differ = {p for p, text in files.items() if p in shipped and p.read_text(encoding="utf-8") != text}
         stale = sorted(str(p.relative_to(ROOT)) for p in (shipped ^ set(files)) | differ)

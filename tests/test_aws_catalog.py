@@ -12,13 +12,19 @@ from typing import Any
 
 import pytest
 
-from providers.aws.catalog import PRICING_PAGE, AwsCatalogFetcher, normalise_gpu, pricing_batches
+from providers.aws.catalog import (
+    FILTER_VALUE_MAX,
+    PRICING_PAGE,
+    PRICING_QUERIES,
+    AwsCatalogFetcher,
+    normalise_gpu,
+    pricing_batches,
+)
 from providers.aws.lean_botocore import (
     READ_MEMBERS,
     REFRESH_OPERATIONS,
     parse_timestamp,
     refresh_session,
-    trim_endpoints,
     trim_service_model,
 )
 from providers.catalog_store import read_catalog_file, write_catalog
@@ -126,29 +132,53 @@ def test_trimmed_model_keeps_the_operations_and_every_shape_they_reach() -> None
         trim_service_model(model, ("Wanted",), {"Out": ("Missing",)})
 
 
-def test_trimmed_endpoints_keep_every_partition_and_only_the_named_services() -> None:
-    endpoints = {
-        "version": 3,
-        "partitions": [
-            {
-                "partition": "aws",
-                "dnsSuffix": "amazonaws.com",
-                "regions": {"us-east-1": {}},
-                "services": {"ec2": {"endpoints": {"us-east-1": {}}}, "s3": {}, "pricing": {}},
-            },
-            {
-                "partition": "aws-cn",
-                "dnsSuffix": "amazonaws.com.cn",
-                "regions": {"cn-north-1": {}},
-                "services": {"s3": {}},
-            },
-        ],
+class _Sent(Exception):
+    """Raised from ``before-send`` to capture a request's URL without a network."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+
+def _url_of(session: Any, service: str, region: str, config: Any, call: str, **kwargs: Any) -> str:
+    from botocore.config import Config
+
+    client = session.client(service, region_name=region, config=Config(**config))
+
+    def capture(request: Any, **_: Any) -> None:
+        raise _Sent(request.url)
+
+    client.meta.events.register("before-send", capture)
+    try:
+        getattr(client, call)(**kwargs)
+    except _Sent as sent:
+        return sent.url
+    raise AssertionError("no request was sent")
+
+
+def test_refresh_session_resolves_every_endpoint_as_botocore_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    import boto3
+
+    for key in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_EC2", "AWS_ENDPOINT_URL_PRICING", "AWS_PROFILE"):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    lean, full = refresh_session(), boto3.Session()
+    calls = {
+        "ec2": ("describe_regions", {}),
+        "pricing": ("describe_services", {}),
+        "sts": ("get_caller_identity", {}),
+        "sso": ("list_accounts", {"accessToken": "t"}),
+        "sso-oidc": ("create_token", {"clientId": "c", "clientSecret": "s", "grantType": "g"}),
     }
-    trimmed = trim_endpoints(endpoints, ("ec2", "pricing"))
-    assert [p["partition"] for p in trimmed["partitions"]] == ["aws", "aws-cn"]
-    assert trimmed["partitions"][0]["services"] == {"ec2": {"endpoints": {"us-east-1": {}}}, "pricing": {}}
-    assert trimmed["partitions"][1] == {**endpoints["partitions"][1], "services": {}}
-    assert trimmed["version"] == 3
+    configs = [{}, {"use_fips_endpoint": True}, {"use_dualstack_endpoint": True}]
+    regions = ["us-east-1", "eu-west-1", "cn-north-1", "us-gov-west-1"]
+    for service, (call, kwargs) in calls.items():
+        for region in regions if service not in ("pricing",) else ["us-east-1", "ap-south-1"]:
+            for config in configs:
+                assert _url_of(lean, service, region, config, call, **kwargs) == _url_of(
+                    full, service, region, config, call, **kwargs
+                ), (service, region, config)
 
 
 def test_timestamps_parse_as_botocore_would() -> None:
@@ -271,12 +301,52 @@ def test_price_list_queries_ask_for_the_wanted_regions_a_page_at_a_time(
     assert all(o["hourly_usd"] == round(snapshot[(o["instance_type"], "us-west-2")], 6) for o in on_demand)
 
 
-def test_pricing_batches_fit_one_page_of_products() -> None:
+def test_pricing_batches_fit_one_page_within_the_quota_and_the_filter_length() -> None:
     types = [f"t{i}" for i in range(41)]
-    assert [len(b) for b in pricing_batches(types, ["r"] * 20)] == [5] * 8 + [1]
+    assert [len(b) for b in pricing_batches(types, ["r"] * 10)] == [10] * 4 + [1]  # a page each
+    assert [len(b) for b in pricing_batches(types, ["r"] * 20)] == [6] * 6 + [5]  # ≤ 8 queries
+    assert len(pricing_batches(types, ["r"] * 150)) <= PRICING_QUERIES
     assert pricing_batches(types, ["us-east-1"]) == [types]
-    assert len(pricing_batches(types, ["r"] * 150)) == 41  # never fewer than one type a query
     assert [t for batch in pricing_batches(types, ["r"] * 7) for t in batch] == types
+    long_names = [f"p{i:03d}.metal-48xlarge-with-a-long-suffix" for i in range(100)]
+    batches = pricing_batches(long_names, ["us-east-1"])
+    assert all(len(",".join(b)) <= FILTER_VALUE_MAX for b in batches) and len(batches) > 1
+    assert [t for batch in batches for t in batch] == long_names
+
+
+def test_the_fake_price_list_rejects_an_over_long_filter(servers: tuple[str, PricingServer]) -> None:
+    import urllib.error
+    import urllib.request
+
+    body = json.dumps({"Filters": [{"Type": "ANY_OF", "Field": "instanceType", "Value": "x" * 1025}]})
+    request = urllib.request.Request(
+        servers[1].url, data=body.encode(), headers={"X-Amz-Target": "AWSPriceListService.GetProducts"}
+    )
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request, timeout=5)
+    assert error.value.code == 400
+
+
+def test_price_list_calls_are_paced_to_the_quota() -> None:
+    from providers.aws.api import AwsApi
+    from providers.pacing import TokenBucket
+
+    now = [0.0]
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        waits.append(round(seconds, 6))
+
+    bucket = TokenBucket(10, 5.0, clock=lambda: now[0], sleep=sleep)
+    api = AwsApi(None, CallCounter(), NO_SLEEP, quotas={("pricing", "GetProducts"): bucket})
+    for _ in range(12):
+        api.call("pricing", "GetProducts", lambda: None)
+    api.call("ec2", "DescribeRegions", lambda: None)  # another operation is not paced
+    assert waits == [0.2, 0.4]
+    now[0] = 10.0  # the bucket refills, never beyond its size
+    for _ in range(10):
+        api.call("pricing", "GetProducts", lambda: None)
+    assert waits == [0.2, 0.4]
 
 
 def test_throttling_is_retried_and_recovered(env: dict[str, str]) -> None:
@@ -333,6 +403,53 @@ def test_a_region_that_times_out_keeps_its_previous_data(env: dict[str, str]) ->
     assert fresh and all(o["as_of"] == "2026-12-02" and not o.get("stale") for o in fresh)
     gcp_before = [o for o in previous_doc["offers"] if o["cloud"] == "gcp"]
     assert [o for o in report.doc["offers"] if o["cloud"] == "gcp"] == gcp_before  # untouched
+
+
+def test_spot_failing_in_a_region_keeps_its_availability_and_on_demand_prices(env: dict[str, str]) -> None:
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeSpotPriceHistory" and region_of(r) == "us-west-2",
+        lambda r: error_response(r, 503, "Unavailable"),
+    )
+    result = run(fetcher(faults))
+    assert not result.regions_failed and "us-west-2" in result.regions_ok
+    west = [o for o in result.offers if o["region"] == "us-west-2"]
+    assert west and {o["market"] for o in west} == {"on-demand"}
+    kept = {key for key in result.kept if key[0] == "us-west-2"}
+    assert kept and all(market == "spot" for _, _, market in kept)
+    assert any("us-west-2: spot prices failed" in note for note in result.notes)
+    assert any(o["market"] == "spot" and o["region"] == "us-east-1" for o in result.offers)
+
+
+def test_a_permission_error_in_one_region_stops_the_refresh_without_the_queued_calls(
+    env: dict[str, str],
+) -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    asked: list[str] = []
+    released = threading.Event()
+
+    def offerings(request: Any) -> bool:
+        if operation(request) != "DescribeInstanceTypeOfferings":
+            return False
+        asked.append(region_of(request))
+        if asked[-1] != "us-east-1":
+            released.wait(10)  # a call in flight when the refresh stops
+        return True
+
+    faults = Faults()
+    faults.fail(offerings, lambda r: error_response(r, 403, "UnauthorizedOperation"))
+    regions = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-central-1"]
+    pool = ThreadPoolExecutor(1)
+    try:
+        with pytest.raises(AuthError, match="ec2:DescribeInstanceTypeOfferings"):
+            fetcher(faults).fetch(regions, pool, lambda _: None)
+    finally:
+        released.set()
+        pool.shutdown(wait=True)
+    # at most the call already in flight besides the failing one; the queued ones were cancelled
+    assert asked[0] == "us-east-1" and len(asked) <= 2
 
 
 def test_nothing_fetched_is_not_useful(env: dict[str, str]) -> None:
@@ -423,6 +540,26 @@ def test_cli_refresh_auth_error_exit_code(
     err = capsys.readouterr().err
     assert code == 7 and "no credentials" in err and not (tmp_path / "c.json").exists()
     assert os.environ.get("AWS_ENDPOINT_URL_EC2")
+
+
+def test_cli_refresh_failing_credential_provider_is_one_line_not_a_traceback(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cli.main import main
+
+    config = tmp_path / "config"
+    config.write_text("[profile broken]\ncredential_process = /bin/false\n")
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_PROFILE", "broken")
+    code = main(
+        ["catalog", "refresh", "--cloud", "aws", "--regions", "us-east-1", "--out", str(tmp_path / "c.json")]
+    )
+    out, err = capsys.readouterr()
+    assert code == 6 and "Traceback" not in out + err
+    assert "us-east-1" in out and "CredentialRetrievalError" in out  # why the region failed
+    assert not (tmp_path / "c.json").exists()
 
 
 def test_corrupt_cache_is_ignored_with_a_warning(tmp_path: Path) -> None:

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from providers.pacing import TokenBucket
 from providers.refresh import AuthError, CallCounter
 from providers.retry import RetryPolicy, call_with_retry
 
+NO_CREDENTIALS = "aws: no credentials found (set AWS_PROFILE, or run `aws configure`)"
 TRANSIENT_CODES = frozenset(
     {
         "Throttling",
@@ -67,7 +69,7 @@ def auth_error(error: BaseException, service: str, operation: str) -> AuthError 
     from botocore.exceptions import ClientError, NoCredentialsError, PartialCredentialsError
 
     if isinstance(error, NoCredentialsError | PartialCredentialsError):
-        return AuthError("aws: no credentials found (set AWS_PROFILE, or run `aws configure`)")
+        return AuthError(NO_CREDENTIALS)
     if isinstance(error, ClientError):
         code = error.response.get("Error", {}).get("Code", "")
         if code in AUTH_CODES:
@@ -86,17 +88,29 @@ class AwsApi:
         policy: RetryPolicy,
         max_pool: int = 32,
         validate_parameters: bool = True,
+        quotas: Mapping[tuple[str, str], TokenBucket] | None = None,
     ) -> None:
         """``validate_parameters=False`` skips botocore's client-side check of each call's
         arguments (``Config(parameter_validation=False)``): for callers whose few calls have
-        fixed shapes, exercised by the tests, where the check is only CPU."""
+        fixed shapes, exercised by the tests, where the check is only CPU. ``quotas`` paces
+        each attempt of a (service, operation) to its published request quota."""
         self._session = session
         self._counter = counter
         self._policy = policy
         self._max_pool = max_pool
         self._validate = validate_parameters
+        self._quotas = dict(quotas or {})
         self._clients: dict[tuple[str, str], Any] = {}
         self._lock = threading.Lock()
+
+    def resolve_credentials(self) -> None:
+        """Resolve the session's credentials once, before clients are built from several
+        threads; missing credentials raise ``AuthError``, a failing provider its own error."""
+        with self._lock:
+            credentials = self._session.get_credentials()
+            if credentials is None:
+                raise AuthError(NO_CREDENTIALS)
+            credentials.get_frozen_credentials()
 
     def client(self, service: str, region: str) -> Any:
         """The shared client for ``service`` in ``region``, built on first use. Building goes
@@ -124,7 +138,11 @@ class AwsApi:
     def call(self, service: str, operation: str, fn: Callable[[], Any]) -> Any:
         """``fn`` retried on throttling and transient errors; AuthError on permission errors."""
 
+        quota = self._quotas.get((service, operation))
+
         def attempt() -> Any:
+            if quota is not None:
+                quota.acquire()
             self._counter.add()
             return fn()
 

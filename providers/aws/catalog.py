@@ -2,10 +2,11 @@
 
 First the GPU instance types (``describe_instance_types``, GPU families, GpuInfo) in one
 region; then, all concurrently: per region, where each type is offered
-(``describe_instance_type_offerings`` by availability zone) and the current spot price per
-zone (``describe_spot_price_history`` from now); per batch of types, on-demand prices in the
-wanted regions from the Price List API (``pricing.get_products``: Linux, shared tenancy, no
-pre-installed software, capacity status Used). Two round trips in a row, plus pages.
+(``describe_instance_type_offerings`` by availability zone) and then the current spot price
+per zone of the types offered (``describe_spot_price_history`` from now); per batch of types,
+on-demand prices in the wanted regions from the Price List API (``pricing.get_products``:
+Linux, shared tenancy, no pre-installed software, capacity status Used), paced to the API's
+request quota.
 
 GPU names are normalised through the selector's GPU facts (which add bandwidth, FP8 and
 NVLink, the facts the API lacks); a GPU not in the table is reported, never guessed.
@@ -20,12 +21,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor
+from concurrent.futures import Executor, Future
 from datetime import UTC, date, datetime
 from typing import Any
 
 from providers.aws.api import AwsApi
 from providers.aws.lean_botocore import refresh_session
+from providers.pacing import TokenBucket
 from providers.refresh import AuthError, CallCounter, FetchResult
 from providers.retry import RetryPolicy
 from selector.catalog import GpuSpec, load_gpus
@@ -35,6 +37,15 @@ SOURCE_KEY_SPOT = "AWS_SPOT_HISTORY"
 SOURCE_KEY_EC2 = "AWS_EC2_API"
 PRICING_PAGE = 100
 """Products per Price List page (the API's maximum ``MaxResults``)."""
+PRICING_QUERIES = 8
+"""At most this many Price List queries for one refresh, so they can all start at once."""
+GET_PRODUCTS_QUOTA = (10, 5.0)
+"""GetProducts is throttled by a token bucket of 10 calls refilled at 5 a second, per account
+and region (AWS Billing User Guide, "Using the AWS Price List Query API", Quotas:
+https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-pelong.html, read
+2026-12-02): calls are paced to it rather than throttled and retried."""
+FILTER_VALUE_MAX = 1024
+"""Longest Price List filter value (``Filter.Value``, max 1024 in the pricing API model)."""
 PRICING_REGION = "us-east-1"
 """The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
 
@@ -94,7 +105,13 @@ class AwsCatalogFetcher:
         self._gpus = load_gpus()
         self._unknown: set[str] = set()  # GPU types the facts table lacks (added from worker threads)
         self._skipped: set[str] = set()  # fractional-GPU types
-        self._api = AwsApi(session, self.counter, self._policy, validate_parameters=False)
+        self._api = AwsApi(
+            session,
+            self.counter,
+            self._policy,
+            validate_parameters=False,
+            quotas={("pricing", "GetProducts"): TokenBucket(*GET_PRODUCTS_QUOTA)},
+        )
 
     # -- fetch -------------------------------------------------------------------------------
     def regions(self) -> list[str]:
@@ -111,23 +128,25 @@ class AwsCatalogFetcher:
     def fetch(
         self, regions: list[str] | None, pool: Executor, progress: Callable[[str], None]
     ) -> FetchResult:
-        """Specs once, in us-east-1 (where every GPU family is offered) when it is wanted, else in the
-        first wanted region; then per region where each type is offered and its spot prices,
-        and per batch of types their on-demand prices: all concurrently."""
+        """Specs once, in us-east-1 (where every GPU family is offered) when it is wanted, else in
+        the first wanted region; then, concurrently, per region where each type is offered and
+        its spot prices, and per batch of types their on-demand prices."""
         start = self.counter.count
         result = FetchResult(cloud="aws")
         result.sources = self._sources()
         wanted = regions or self.regions()
         home = PRICING_REGION if PRICING_REGION in wanted else wanted[0]
         progress(f"aws: {len(wanted)} regions")
-        self._api.client("ec2", home)
-        # Building a client is CPU work; waiting for the specs is not: build the other
-        # regions' clients meanwhile (a client that fails to build is built, and fails, again
-        # where it is used).
-        for region in wanted:
-            pool.submit(self._api.client, "ec2", region)
-        pool.submit(self._api.client, "pricing", PRICING_REGION)
         try:
+            # Credentials first (a provider such as SSO or assume-role builds its own client
+            # through the session), then the first client, then, while the instance types are
+            # asked for, the other regions' clients: building is CPU work, waiting is not. A
+            # client that fails to build is built, and fails, again where it is used.
+            self._api.resolve_credentials()
+            self._api.client("ec2", home)
+            for region in wanted:
+                pool.submit(self._api.client, "ec2", region)
+            pool.submit(self._api.client, "pricing", PRICING_REGION)
             specs = self._specs(home, None)
         except AuthError:
             raise
@@ -143,23 +162,78 @@ class AwsCatalogFetcher:
             tuple(batch): pool.submit(self._on_demand_prices, batch, wanted)
             for batch in pricing_batches(names, wanted)
         }
-        spot_jobs = {r: pool.submit(self._spot, r, names) for r in wanted}
-        offered = self._per_region(pool, wanted, names, result, progress)
-        progress(f"aws: {len(specs)} GPU instance types; spot and on-demand prices")
+        region_jobs = {r: pool.submit(self._region, r, names) for r in wanted}
+        try:
+            offered, spot = self._collect_regions(region_jobs, result, progress)
+            progress(f"aws: {len(specs)} GPU instance types; on-demand prices")
+            prices = self._collect_prices(price_jobs, offered, result)
+        except AuthError:
+            pending: list[Future[Any]] = [*region_jobs.values(), *price_jobs.values()]
+            for job in pending:
+                job.cancel()  # the calls not yet started: they would only fail the same way
+            raise
+        self._assemble(result, offered, specs, spot, prices)
+        result.calls = self.counter.count - start
+        return result
+
+    def _region(self, region: str, names: list[str]) -> tuple[dict[str, set[str]], Any]:
+        """Where each of ``names`` is offered in ``region``, then the spot prices of the types
+        offered there, one after the other on the region's one connection (a new HTTPS
+        connection costs a TLS handshake and, in urllib3, a reload of the CA bundle). Spot
+        failing is returned, not raised, so the region's availability still counts."""
+        offered = self._offerings(region, names)
+        if not offered:
+            return offered, {}
+        try:
+            return offered, self._spot(region, sorted(offered))
+        except AuthError:
+            raise
+        except Exception as error:
+            return offered, error
+
+    def _collect_regions(
+        self,
+        jobs: dict[str, Future[tuple[dict[str, set[str]], Any]]],
+        result: FetchResult,
+        progress: Callable[[str], None],
+    ) -> tuple[dict[str, dict[str, set[str]]], dict[str, dict[tuple[str, str], float]]]:
+        """Availability and spot prices per region. A region whose availability fails after its
+        retries is recorded in ``regions_failed`` and keeps its previous data; one whose spot
+        prices fail keeps its previous spot offers, marked stale."""
+        offered: dict[str, dict[str, set[str]]] = {}
         spot: dict[str, dict[tuple[str, str], float]] = {}
-        for region in offered:
+        for region, job in jobs.items():
             try:
-                spot[region] = spot_jobs[region].result()
+                offered[region], spot_or_error = job.result()
             except AuthError:
                 raise
             except Exception as error:
+                result.regions_failed[region] = f"{type(error).__name__}: {error}"[:300]
+                progress(f"aws: {region} failed, keeping its previous data")
+                continue
+            if isinstance(spot_or_error, Exception):
+                reason = f"{type(spot_or_error).__name__}: {spot_or_error}"[:200]
                 for name in offered[region]:
-                    result.kept[(region, name, "spot")] = f"{type(error).__name__}: {error}"[:200]
-                result.notes.append(f"{region}: spot prices failed ({type(error).__name__}); kept previous")
+                    result.kept[(region, name, "spot")] = reason
+                result.notes.append(
+                    f"{region}: spot prices failed ({type(spot_or_error).__name__}); kept previous"
+                )
+            else:
+                spot[region] = spot_or_error
+            progress(f"aws: {region} done")
+        return offered, spot
+
+    def _collect_prices(
+        self,
+        jobs: dict[tuple[str, ...], Future[dict[str, dict[str, float]]]],
+        offered: dict[str, dict[str, set[str]]],
+        result: FetchResult,
+    ) -> dict[str, dict[str, float]]:
+        """On-demand prices by type and region; a batch that fails keeps its previous prices."""
         prices: dict[str, dict[str, float]] = {}
-        for batch, price_job in price_jobs.items():
+        for batch, job in jobs.items():
             try:
-                prices.update(price_job.result())
+                prices.update(job.result())
             except AuthError:
                 raise
             except Exception as error:
@@ -169,32 +243,7 @@ class AwsCatalogFetcher:
                 for region in offered:
                     for name in batch:
                         result.kept[(region, name, "on-demand")] = str(error)[:200]
-        self._assemble(result, offered, specs, spot, prices)
-        result.calls = self.counter.count - start
-        return result
-
-    def _per_region(
-        self,
-        pool: Executor,
-        regions: list[str],
-        names: list[str],
-        result: FetchResult,
-        progress: Callable[[str], None],
-    ) -> dict[str, dict[str, set[str]]]:
-        """Offerings per region, concurrently; a region that fails after its retries is
-        recorded in ``regions_failed`` and keeps its previous data."""
-        jobs = {r: pool.submit(self._offerings, r, names) for r in regions}
-        out: dict[str, dict[str, set[str]]] = {}
-        for region, job in jobs.items():
-            try:
-                out[region] = job.result()
-                progress(f"aws: {region} done")
-            except AuthError:
-                raise
-            except Exception as error:
-                result.regions_failed[region] = f"{type(error).__name__}: {error}"[:300]
-                progress(f"aws: {region} failed, keeping its previous data")
-        return out
+        return prices
 
     def _specs(self, region: str, names: list[str] | None) -> dict[str, dict[str, Any]]:
         """GPU instance types described in ``region``: the GPU families, or the named types."""
@@ -292,10 +341,10 @@ class AwsCatalogFetcher:
         """Instance type → region code → Linux on-demand $/h, for a batch of types in
         ``regions``: one paginated Price List query (``ANY_OF`` on instanceType and regionCode)."""
         pricing = self._api.client("pricing", PRICING_REGION)
-        filters = [
-            {"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)},
-            {"Type": "ANY_OF", "Field": "regionCode", "Value": ",".join(regions)},
-        ] + [
+        filters = [{"Type": "ANY_OF", "Field": "instanceType", "Value": ",".join(instance_types)}]
+        if len(",".join(regions)) <= FILTER_VALUE_MAX:  # else every region is asked for, then dropped
+            filters.append({"Type": "ANY_OF", "Field": "regionCode", "Value": ",".join(regions)})
+        filters += [
             {"Type": "TERM_MATCH", "Field": field_name, "Value": value}
             for field_name, value in (
                 ("operatingSystem", "Linux"),
@@ -319,7 +368,7 @@ class AwsCatalogFetcher:
                 attributes = product.get("product", {}).get("attributes", {})
                 name, region = attributes.get("instanceType"), attributes.get("regionCode")
                 price = _on_demand_usd(product)
-                if name in instance_types and region and price:
+                if name in instance_types and region in regions and price:
                     prices.setdefault(name, {})[region] = price
         return prices
 
@@ -415,11 +464,20 @@ def _offer(
 
 
 def pricing_batches(instance_types: list[str], regions: list[str]) -> list[list[str]]:
-    """Instance types per Price List query, so that each answer fits one page: a type has one
-    product per region under the query's filters, so a page holds ``PRICING_PAGE ÷ regions``
-    types. Pages of one query are fetched one after another, queries concurrently, so for the
-    same number of calls this takes the fewest round trips in a row."""
-    return list(_chunks(instance_types, max(1, PRICING_PAGE // max(1, len(regions)))))
+    """Instance types per Price List query. A type has one product per region under the
+    query's filters, so ``PRICING_PAGE ÷ regions`` types fill one page, and one page per
+    query takes the fewest round trips in a row; but never more than ``PRICING_QUERIES``
+    queries (the API's quota would throttle them), and never a type list longer than a filter
+    value may be (``FILTER_VALUE_MAX`` characters, comma-joined)."""
+    size = max(1, PRICING_PAGE // max(1, len(regions)), -(-len(instance_types) // PRICING_QUERIES))
+    batches: list[list[str]] = []
+    for name in instance_types:
+        last = batches[-1] if batches else None
+        if last is None or len(last) == size or len(",".join([*last, name])) > FILTER_VALUE_MAX:
+            batches.append([name])
+        else:
+            last.append(name)
+    return batches
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:

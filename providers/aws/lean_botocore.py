@@ -1,29 +1,25 @@
-"""A boto3 session for the catalog refresh whose botocore data holds only what the refresh uses.
+"""A boto3 session for the catalog refresh whose EC2 model holds only what the refresh uses.
 
-botocore builds every client from data files: the whole EC2 service model (~800 operations),
-parsed once per session and turned into methods and an event-handler copy once per client,
-and ``endpoints.json`` (1.2 MB, every service in every partition), parsed once per session
-before the first client exists. Measured on a 2-core machine, the first EC2 client cost
-270–410 ms and each further regional client 20–40 ms: more CPU than the 40–50 calls of a
-20-region refresh spent parsing answers, and on a GIL-bound thread pool that CPU, not the
-network, set the refresh's wall time (2.1 s at 50 ms a call; 0.7 s with this data).
+botocore builds every client from the whole EC2 service model (~800 operations), parsed once
+per session and turned into methods and an event-handler copy once per client. Measured on a
+2-core machine, the first EC2 client cost 270–410 ms and each further regional client
+20–40 ms: more CPU than the ~50 calls of a 20-region refresh spent parsing answers, and on a
+GIL-bound thread pool that CPU, not the network, set the refresh's wall time. With this cut
+the first client costs about 100 ms and each further one about 5 ms.
 
-botocore looks for its data files in its loader's search paths before its own directory
-(``botocore.loaders``: "extra search paths", as ``~/.aws/models`` or ``AWS_DATA_PATH``).
-gpufit ships, under ``botocore_data/``, cuts of the installed botocore's files, made by
-``scripts/trim_botocore_data.py`` and checked against the installed botocore by the tests:
+botocore looks for its data files in its loader's search paths (``botocore.loaders``: extra
+search paths such as ``AWS_DATA_PATH`` and ``~/.aws/models``, then its own directory).
+gpufit ships ``botocore_data/ec2/<api version>/service-2.json``, a cut of the installed
+botocore's EC2 model made by ``scripts/trim_botocore_data.py``: only ``REFRESH_OPERATIONS``,
+the shapes they reach, no documentation, and the two big answer structures narrowed to the
+members the refresh reads (``READ_MEMBERS``; the XML parser skips elements its shape lacks).
+Requests are serialised exactly as with botocore's own model. It is searched after the
+user's own data paths and before botocore's. Only the refresh's session uses it; the tests
+check it against the installed botocore (pinned in ``pyproject.toml``) and that a refresh
+through it produces exactly what botocore's full model produces.
 
-- ``ec2/<api version>/service-2.json``: the EC2 model with only ``REFRESH_OPERATIONS``, the
-  shapes they reach, no documentation, and the two big answer structures narrowed to the
-  members the refresh reads (``READ_MEMBERS``): the XML parser skips elements its shape
-  lacks, so unread parts of an answer cost nothing. Requests are serialised exactly as
-  botocore's own model would.
-- ``endpoints.json``: every partition as botocore has it, with the service entries of
-  ``ENDPOINT_SERVICES`` only (EC2, the Price List, and the credential services a profile
-  may call). Endpoints themselves come from each service's endpoint rule set, as always.
-
-Only the refresh's session uses these; ``tests/test_aws_catalog.py`` checks that a refresh
-through it produces exactly what botocore's full data produces.
+(Cutting ``endpoints.json`` the same way was tried and dropped: botocore treats an endpoints
+file from outside its own directory as a custom endpoint, which changes endpoint resolution.)
 """
 
 from __future__ import annotations
@@ -53,7 +49,6 @@ READ_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "NetworkInfo": ("NetworkPerformance", "EfaSupported"),
 }
 """Answer structures narrowed to what ``AwsCatalogFetcher`` reads (its ``_instance_type``)."""
-ENDPOINT_SERVICES = ("ec2", "pricing", "sts", "sso", "sso-oidc")
 
 
 def trim_service_model(
@@ -97,17 +92,6 @@ def trim_service_model(
     return _without_documentation(trimmed)  # type: ignore[no-any-return]
 
 
-def trim_endpoints(endpoints: dict[str, Any], services: tuple[str, ...]) -> dict[str, Any]:
-    """botocore's ``endpoints.json`` with each partition's ``services`` cut to ``services``."""
-    return {
-        **endpoints,
-        "partitions": [
-            {**p, "services": {k: v for k, v in p["services"].items() if k in services}}
-            for p in endpoints["partitions"]
-        ],
-    }
-
-
 def _without_documentation(node: Any) -> Any:
     if isinstance(node, dict):
         return {k: _without_documentation(v) for k, v in node.items() if k != "documentation"}
@@ -133,9 +117,9 @@ def parse_timestamp(text: str) -> datetime:
 
 def refresh_session() -> Any:
     """A ``boto3.Session`` (credentials, profile, region and endpoints from the standard AWS
-    configuration, as ever) whose loader finds the shipped cuts first and whose answers'
-    timestamps are parsed by ``parse_timestamp``. Everything else (other services' models,
-    endpoint rule sets, paginators) comes from botocore's own data."""
+    configuration, as ever) whose loader finds the shipped EC2 model before botocore's own and
+    whose answers' timestamps are parsed by ``parse_timestamp``. Everything else (other
+    services' models, endpoints, paginators) comes from botocore's own data."""
     import boto3
     import botocore.session
     from botocore.loaders import Loader
@@ -143,7 +127,9 @@ def refresh_session() -> Any:
     core = botocore.session.Session()
     default = core.get_component("data_loader")
     core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
-    paths = [str(DATA_DIR), *default.search_paths]  # AWS_DATA_PATH, ~/.aws/models, botocore's data
+    builtin = default.BUILTIN_DATA_PATH
+    user_paths = [p for p in default.search_paths if p != builtin]  # AWS_DATA_PATH, ~/.aws/models
+    paths = [*user_paths, str(DATA_DIR), builtin]
     loader = Loader(extra_search_paths=paths, include_default_search_paths=False)
     core.register_component("data_loader", loader)
     return boto3.Session(botocore_session=core)
