@@ -191,21 +191,21 @@ def merge(
 
 
 @contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off while the fetchers run, back on (if it was) after.
+def long_lived_objects_frozen() -> Iterator[None]:
+    """Objects that exist before the fetchers run (modules, the previous catalog, botocore's
+    models) moved out of the garbage collector's sight while they run (``gc.freeze``), and
+    back after (``gc.unfreeze``).
 
     A refresh allocates hundreds of thousands of short-lived objects (botocore's per-call
-    machinery, parsed answers); each allocation burst triggers collections that walk every
-    live object. Measured on a 2-core machine, those passes cost 0.10–0.15 s of a 0.65 s
-    AWS refresh's CPU, and the threads all wait on them. Memory is bounded by one refresh's
-    garbage and freed at the next collection once the collector is back on."""
-    enabled = gc.isenabled()
-    gc.disable()
+    machinery, parsed answers); every collection they trigger would also walk every
+    long-lived object. Measured on a 2-core machine over a 20-region AWS refresh: 0.51 s of
+    CPU frozen against 0.53 s not, and pausing the collector instead only moved the work to one
+    large collection at the end (0.54 s)."""
+    gc.freeze()
     try:
         yield
     finally:
-        if enabled:
-            gc.enable()
+        gc.unfreeze()
 
 
 def refresh(
@@ -222,7 +222,7 @@ def refresh(
     results: list[FetchResult] = []
     auth_errors: list[str] = []
     with (
-        collector_paused(),
+        long_lived_objects_frozen(),
         ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="gpufit-refresh") as pool,
         ThreadPoolExecutor(max_workers=max(1, len(fetchers)), thread_name_prefix="gpufit-cloud") as clouds,
     ):

@@ -82,24 +82,17 @@ def test_one_cloud_without_permission_does_not_stop_the_other() -> None:
     assert east1 == [offer]
 
 
-def test_the_garbage_collector_is_paused_only_while_fetching() -> None:
+def test_long_lived_objects_are_frozen_only_while_fetching() -> None:
     import gc
 
     import pytest
 
-    from providers.refresh import collector_paused
+    from providers.refresh import long_lived_objects_frozen
 
-    assert gc.isenabled()
-    with collector_paused():
-        assert not gc.isenabled()
-    assert gc.isenabled()
-    with pytest.raises(RuntimeError), collector_paused():
+    assert gc.get_freeze_count() == 0
+    with long_lived_objects_frozen():
+        assert gc.get_freeze_count() > 0 and gc.isenabled()
+    assert gc.get_freeze_count() == 0
+    with pytest.raises(RuntimeError), long_lived_objects_frozen():
         raise RuntimeError("a fetch failed")
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        with collector_paused():
-            pass
-        assert not gc.isenabled()  # left as the caller had it
-    finally:
-        gc.enable()
+    assert gc.get_freeze_count() == 0
