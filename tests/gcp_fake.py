@@ -19,12 +19,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import socket
 import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.fakes.http import FakeHandler
 
 API = "https://www.googleapis.com/compute/v1"
 STATUS_NAMES = {
@@ -231,28 +232,11 @@ class FakeGcp:
     def __enter__(self) -> FakeGcp:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                # headers and body go out in two writes: without this, Nagle's algorithm and the
-                # client's delayed ACK hold the body back ~40 ms per request
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class Handler(FakeHandler):
             def do_GET(self) -> None:
                 status, body, headers = fake.handle(self.path)
                 data = body.encode() if isinstance(body, str) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in headers.items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
+                self.send_body(status, data, "application/json; charset=UTF-8", headers)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -549,29 +533,15 @@ class FakeGcpInstances:
     def __enter__(self) -> FakeGcpInstances:
         fake = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
+        class Handler(FakeHandler):
             def _answer(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=UTF-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_body(status, json.dumps(body).encode(), "application/json; charset=UTF-8")
 
             def do_GET(self) -> None:
                 self._answer(*fake.handle_get(self.path))
 
             def do_DELETE(self) -> None:
                 self._answer(*fake.handle_delete(self.path))
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True

@@ -10,13 +10,13 @@ Faults and latency are injected per call through botocore's ``before-send`` even
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from tests.fakes.http import FakeHandler, LocalServer
 
 PAGE_SIZE = 2
 FILTER_VALUE_MAX = 1024
@@ -72,7 +72,7 @@ def product(instance_type: str, region: str, usd: float, os: str = "Linux") -> s
     )
 
 
-class PricingServer:
+class PricingServer(LocalServer):
     """``prices[(instance_type, region)] = usd`` for Linux (Windows at twice that, so a query
     without the operating-system filter shows); answers GetProducts with every filter applied."""
 
@@ -86,16 +86,7 @@ class PricingServer:
         self.queries: list[list[dict[str, str]]] = []  # each request's Filters
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def setup(self) -> None:
-                super().setup()
-                # headers and body go out in two writes: without this, Nagle's algorithm and the
-                # client's delayed ACK hold the body back ~40 ms on a reused connection
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def do_POST(self) -> None:
                 outer.requests += 1
                 time.sleep(outer.latency_s)
@@ -126,28 +117,9 @@ class PricingServer:
                 self._send(200, answer)
 
             def _send(self, status: int, payload: dict[str, Any]) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/x-amz-json-1.1")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_body(status, json.dumps(payload).encode(), "application/x-amz-json-1.1")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> PricingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler, "fake-pricing")
 
 
 @contextmanager
@@ -242,7 +214,7 @@ def region_of(request: Any) -> str:
     return scope[2] if len(scope) > 2 else ""
 
 
-class ReplayServer:
+class ReplayServer(LocalServer):
     """Replays recorded EC2 answers by (region, request body), after ``latency_s``.
 
     moto spends far more CPU per call than EC2 does; for timing the refresh's concurrency,
@@ -254,18 +226,7 @@ class ReplayServer:
         self.latency_s = latency_s
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                # headers and body go out in two writes: without this, Nagle's algorithm and the
-                # client's delayed ACK hold the body back ~40 ms on a reused connection
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
+        class Handler(FakeHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"])).decode()
                 auth = self.headers.get("Authorization", "")
@@ -277,28 +238,9 @@ class ReplayServer:
                 data = (
                     answer or b"<Response><Errors><Error><Code>NotRecorded</Code></Error></Errors></Response>"
                 )
-                self.send_response(status)
-                self.send_header("Content-Type", "text/xml")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_body(status, data, "text/xml")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
-
-    @property
-    def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    def __enter__(self) -> ReplayServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        super().__init__(Handler, "fake-ec2-replay")
 
 
 class Recorder:
