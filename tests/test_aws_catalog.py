@@ -23,6 +23,10 @@ from providers.aws.catalog import (
 from providers.aws.lean_botocore import (
     READ_MEMBERS,
     REFRESH_OPERATIONS,
+    SESSION_SERVICES,
+    PlainJSONFileLoader,
+    RefreshLoader,
+    handler_applies,
     parse_timestamp,
     refresh_session,
     trim_service_model,
@@ -223,6 +227,90 @@ def test_refresh_session_builds_ec2_clients_from_the_cut_and_other_services_in_f
     assert tuple(answer.members) == READ_MEMBERS["InstanceTypeInfo"]  # only what the refresh reads
     pricing = refresh_session().client("pricing", config=config).meta.service_model
     assert "GetProducts" in pricing.operation_names
+
+
+def test_handler_applies_drops_only_handlers_bound_to_another_plain_service() -> None:
+    services, aliases = (
+        frozenset({"ec2", "pricing"}),
+        {"api.pricing": "pricing", "autoscaling": "auto-scaling"},
+    )
+    kept = [
+        "before-call",  # every service
+        "before-parameter-build.ec2.RunInstances",
+        "before-parameter-build.*.*",
+        "docs.*.ec2.CopySnapshot.complete-section",
+        "before-call.api.pricing",  # an alias of one of ours
+        "before-parameter-build.autoscaling.CreateLaunchConfiguration",  # aliased: kept, to be safe
+    ]
+    dropped = ["before-call.s3", "needs-retry.s3.*", "docs.*.s3.CopyObject.complete-section"]
+    assert all(handler_applies(name, services, aliases) for name in kept)
+    assert not any(handler_applies(name, services, aliases) for name in dropped)
+
+
+def _handler_names(client: Any, event_name: str) -> list[str]:
+    """The handlers botocore would run for ``event_name`` on ``client``, in order (botocore
+    has no public way to list them; the test reads its emitter)."""
+    emitter = client.meta.events
+    found = emitter._emitter._handlers.prefix_search(emitter._alias_event_name(event_name))
+    return [getattr(h, "__qualname__", type(h).__qualname__) for h in found]
+
+
+def test_the_refresh_session_runs_every_handler_botocore_would_for_its_services() -> None:
+    import boto3
+    from botocore.handlers import BUILTIN_HANDLERS
+
+    lean, full = refresh_session(), boto3.Session()
+    kinds = sorted({spec[0].split(".")[0] for spec in BUILTIN_HANDLERS} - {"docs"})
+    sections = ("request-params", "response-params", "request-example", "response-example")
+    checked = 0
+    for service in sorted(SESSION_SERVICES):
+        ours = lean.client(service, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b")
+        theirs = full.client(
+            service, region_name="us-east-1", aws_access_key_id="a", aws_secret_access_key="b"
+        )
+        service_id = theirs.meta.service_model.service_id.hyphenize()
+        assert service_id in SESSION_SERVICES  # the name its events carry
+        for name_of_operation in theirs.meta.service_model.operation_names:
+            names = [f"{kind}.{service_id}.{name_of_operation}" for kind in kinds]
+            names += [
+                f"docs.{section}.{service_id}.{name_of_operation}.complete-section" for section in sections
+            ]
+            for name in names:
+                assert _handler_names(ours, name) == _handler_names(theirs, name), name
+                checked += 1
+    assert checked > 1000
+    assert len(
+        lean._session.get_component("event_emitter")._emitter._handlers.prefix_search("before-call.s3")
+    ) < len(
+        full._session.get_component("event_emitter")._emitter._handlers.prefix_search("before-call.s3")
+    )  # and it does leave out the handlers of services it does not serve
+
+
+def test_refresh_loader_loads_what_botocores_loader_does() -> None:
+    from botocore.exceptions import UnknownServiceError
+    from botocore.loaders import Loader
+
+    ours, theirs = RefreshLoader(file_loader=PlainJSONFileLoader()), Loader()
+    cases = [
+        ("ec2", "service-2", None),
+        ("ec2", "service-2", "2015-03-01"),
+        ("ec2", "paginators-1", None),  # has sdk-extras to merge
+        ("pricing", "service-2", None),
+        ("sts", "endpoint-rule-set-1", None),
+        ("s3", "service-2", None),
+    ]
+    for service, type_name, version in cases:
+        assert ours.load_service_model(service, type_name, version) == theirs.load_service_model(
+            service, type_name, version
+        ), (service, type_name, version)
+    version = ours.determine_latest_version("ec2", "paginators-1")
+    raw = PlainJSONFileLoader().load_file(f"{ours.BUILTIN_DATA_PATH}/ec2/{version}/paginators-1")
+    assert ours.load_service_model("ec2", "paginators-1") != raw  # the extras were merged
+    assert ours.load_data("endpoints") == theirs.load_data("endpoints")
+    assert ours.is_builtin_path(ours.load_data_with_path("endpoints")[1])  # so not a custom endpoint
+    for loader in (ours, theirs):
+        with pytest.raises(UnknownServiceError, match="Unknown service: 'no-such-service'"):
+            loader.load_service_model("no-such-service", "service-2")
 
 
 def test_a_refresh_through_the_cut_data_equals_one_through_botocores_own(env: dict[str, str]) -> None:

@@ -82,17 +82,29 @@ def test_one_cloud_without_permission_does_not_stop_the_other() -> None:
     assert east1 == [offer]
 
 
-def test_long_lived_objects_are_frozen_only_while_fetching() -> None:
+def test_the_collector_is_paused_only_while_refreshing_and_survivors_join_the_oldest_generation() -> None:
     import gc
 
     import pytest
 
-    from providers.refresh import long_lived_objects_frozen
+    from providers.refresh import collector_paused
 
-    assert gc.get_freeze_count() == 0
-    with long_lived_objects_frozen():
-        assert gc.get_freeze_count() > 0 and gc.isenabled()
-    assert gc.get_freeze_count() == 0
-    with pytest.raises(RuntimeError), long_lived_objects_frozen():
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    with collector_paused():
+        assert not gc.isenabled()
+        survivors = [[i] for i in range(5000)]  # made while paused, alive after
+        young = gc.get_count()[0]
+        assert young >= 5000
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    assert gc.get_count()[0] < young  # filed in the oldest generation, not left to the youngest
+    assert all(gc.is_tracked(s) for s in survivors[:3])
+    with pytest.raises(RuntimeError), collector_paused():
         raise RuntimeError("a fetch failed")
-    assert gc.get_freeze_count() == 0
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a collector paused by the caller stays paused
+    finally:
+        gc.enable()

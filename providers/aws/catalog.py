@@ -139,15 +139,17 @@ class AwsCatalogFetcher:
         progress(f"aws: {len(wanted)} regions")
         try:
             # Credentials first (a provider such as SSO or assume-role builds its own client
-            # through the session), then the first client, then, while the instance types are
-            # asked for, the other regions' clients: building is CPU work, waiting is not. A
-            # client that fails to build is built, and fails, again where it is used.
+            # through the session), then the first client; then the instance types are asked
+            # for, and while that answer is awaited the other regions' clients are built:
+            # building is CPU work, waiting is not. A client that fails to build is built, and
+            # fails, again where it is used.
             self._api.resolve_credentials()
             self._api.client("ec2", home)
+            specs_job = pool.submit(self._specs, home, None)
             for region in wanted:
                 pool.submit(self._api.client, "ec2", region)
             pool.submit(self._api.client, "pricing", PRICING_REGION)
-            specs = self._specs(home, None)
+            specs = specs_job.result()
         except AuthError:
             raise
         except Exception as error:
@@ -158,11 +160,11 @@ class AwsCatalogFetcher:
         # Everything else needs only the type names: prices, where each type is offered and
         # its spot prices, all at once (a type a region lacks simply has no spot rows there).
         names = sorted(specs)
+        region_jobs = {r: pool.submit(self._region, r, names) for r in wanted}
         price_jobs = {
             tuple(batch): pool.submit(self._on_demand_prices, batch, wanted)
             for batch in pricing_batches(names, wanted)
         }
-        region_jobs = {r: pool.submit(self._region, r, names) for r in wanted}
         try:
             offered, spot = self._collect_regions(region_jobs, result, progress)
             progress(f"aws: {len(specs)} GPU instance types; on-demand prices")
