@@ -23,12 +23,14 @@ from providers.aws.catalog import (
 from providers.aws.lean_botocore import (
     READ_MEMBERS,
     REFRESH_OPERATIONS,
+    SESSION_ENDPOINT_PREFIXES,
     SESSION_SERVICES,
     PlainJSONFileLoader,
     RefreshLoader,
     handler_applies,
     parse_timestamp,
     refresh_session,
+    session_event_parts,
     trim_service_model,
 )
 from providers.catalog_store import read_catalog_file, write_catalog
@@ -255,6 +257,74 @@ def _handler_names(client: Any, event_name: str) -> list[str]:
     return [getattr(h, "__qualname__", type(h).__qualname__) for h in found]
 
 
+def test_the_endpoint_prefixes_are_those_of_the_session_services() -> None:
+    import botocore.session
+
+    core = botocore.session.get_session()
+    prefixes = {core.get_service_model(name).endpoint_prefix for name in SESSION_SERVICES}
+    assert prefixes == SESSION_ENDPOINT_PREFIXES
+
+
+def _handler_name(handler: Any) -> str:
+    return getattr(handler, "__qualname__", type(handler).__qualname__)  # type: ignore[no-any-return]
+
+
+def _trie_nodes(trie: Any) -> dict[str, tuple[list[str], ...]]:
+    """Every node of a botocore handler trie that holds handlers, by event name, with its
+    first, middle and last handlers' names (botocore's internals: no public way to list them)."""
+    nodes: dict[str, tuple[list[str], ...]] = {}
+
+    def walk(node: dict[str, Any], path: list[str]) -> None:
+        if node["values"] is not None:
+            nodes[".".join(path)] = tuple(
+                [_handler_name(h) for h in section]
+                for section in (node["values"].first, node["values"].middle, node["values"].last)
+            )
+        for chunk, child in node["children"].items():
+            walk(child, [*path, chunk])
+
+    walk(trie._root, [])
+    return nodes
+
+
+def test_the_refresh_session_holds_botocores_handlers_for_its_services_in_their_places() -> None:
+    import boto3
+    import botocore
+    from botocore.handlers import BUILTIN_HANDLERS
+    from botocore.hooks import EventAliaser, HierarchicalEmitter
+    from botocore.utils import EVENT_ALIASES
+
+    def nodes(session: Any) -> dict[str, tuple[list[str], ...]]:
+        return _trie_nodes(session._session.get_component("event_emitter")._emitter._handlers)
+
+    def plugin_handler(**_: Any) -> None:
+        """A plugin's handler, on an event that has a built-in one."""
+
+    def plugin(core: Any) -> None:
+        core.register("before-parameter-build.ec2.RunInstances", plugin_handler)
+
+    botocore.register_initializer(plugin)  # runs in every new session, after the built-ins
+    try:
+        ours, theirs = nodes(refresh_session()), nodes(boto3.Session())
+    finally:
+        botocore.unregister_initializer(plugin)
+    assert ours["before-parameter-build.ec2.RunInstances"][1][-1].endswith("plugin_handler")
+    aliaser = EventAliaser(HierarchicalEmitter())  # the trie holds names after aliasing
+    dropped = {
+        (aliaser._alias_event_name(spec[0]), _handler_name(spec[1]))
+        for spec in BUILTIN_HANDLERS
+        if not handler_applies(spec[0], session_event_parts(), EVENT_ALIASES)
+    }
+    kept = {
+        name: sections
+        for name, all_sections in theirs.items()
+        if any(sections := tuple([h for h in hs if (name, h) not in dropped] for hs in all_sections))
+    }
+    assert ours == kept  # each event's first, middle and last handlers, in order
+    assert any(first or last for first, _, last in kept.values())  # placement is in what is compared
+    assert len(kept) < len(theirs)
+
+
 def test_the_refresh_session_runs_every_handler_botocore_would_for_its_services() -> None:
     import boto3
     from botocore.handlers import BUILTIN_HANDLERS
@@ -275,6 +345,7 @@ def test_the_refresh_session_runs_every_handler_botocore_would_for_its_services(
             names += [
                 f"docs.{section}.{service_id}.{name_of_operation}.complete-section" for section in sections
             ]
+            names.append(f"creating-serializer.{theirs.meta.service_model.endpoint_prefix}")
             for name in names:
                 assert _handler_names(ours, name) == _handler_names(theirs, name), name
                 checked += 1
@@ -311,6 +382,24 @@ def test_refresh_loader_loads_what_botocores_loader_does() -> None:
     for loader in (ours, theirs):
         with pytest.raises(UnknownServiceError, match="Unknown service: 'no-such-service'"):
             loader.load_service_model("no-such-service", "service-2")
+        for path_like in ("./ec2", "ec2/", "ec2/..", "..", ".", ""):  # not names a listing holds
+            with pytest.raises(UnknownServiceError):
+                loader.load_service_model(path_like, "service-2")
+
+
+def test_a_json_file_holding_null_counts_as_absent_as_in_botocore(tmp_path: Path) -> None:
+    import gzip
+
+    from botocore.loaders import JSONFileLoader
+
+    (tmp_path / "data.json").write_text("null")
+    with gzip.open(tmp_path / "data.json.gz", "wt") as handle:
+        handle.write('{"b": 1, "a": 2}')
+    (tmp_path / "none.json").write_text("null")
+    for loader in (PlainJSONFileLoader(), JSONFileLoader()):
+        assert loader.load_file(str(tmp_path / "data")) == {"b": 1, "a": 2}
+        assert loader.load_file(str(tmp_path / "none")) is None
+    assert list(PlainJSONFileLoader().load_file(str(tmp_path / "data"))) == ["b", "a"]
 
 
 def test_a_refresh_through_the_cut_data_equals_one_through_botocores_own(env: dict[str, str]) -> None:
@@ -323,6 +412,28 @@ def test_a_refresh_through_the_cut_data_equals_one_through_botocores_own(env: di
 
     lean, full = fetched(refresh_session()), fetched(boto3.Session())
     assert lean == full and lean[0] and lean[1]
+
+
+def test_the_instance_types_are_asked_for_while_the_shared_pool_is_busy(env: dict[str, str]) -> None:
+    """In an all-clouds refresh another cloud's jobs may fill the pool first: the instance
+    types, which every later AWS call waits on, must not queue behind them."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = fetcher()
+    asked = threading.Event()
+    specs = f._specs
+
+    def observed_specs(*args: Any) -> Any:
+        asked.set()
+        return specs(*args)
+
+    f._specs = observed_specs  # type: ignore[method-assign]
+    with ThreadPoolExecutor(1) as pool:
+        other_cloud = pool.submit(asked.wait, 30)  # holds the pool's one worker until asked
+        result = f.fetch(REGIONS, pool, lambda _: None)
+        assert other_cloud.result() is True
+    assert result.regions_ok == set(REGIONS) and result.instance_types
 
 
 def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from typing import Any
 
@@ -141,15 +141,19 @@ class AwsCatalogFetcher:
             # Credentials first (a provider such as SSO or assume-role builds its own client
             # through the session), then the first client; then the instance types are asked
             # for, and while that answer is awaited the other regions' clients are built:
-            # building is CPU work, waiting is not. A client that fails to build is built, and
-            # fails, again where it is used.
+            # building is CPU work, waiting is not. The instance types are asked for on a thread
+            # of their own, not the pool, where another cloud's jobs may be queued ahead of
+            # them, and before the builds start, which would hold the GIL while the request is
+            # being sent. A client that fails to build is built, and fails, again where it is
+            # used.
             self._api.resolve_credentials()
             self._api.client("ec2", home)
-            specs_job = pool.submit(self._specs, home, None)
-            for region in wanted:
-                pool.submit(self._api.client, "ec2", region)
-            pool.submit(self._api.client, "pricing", PRICING_REGION)
-            specs = specs_job.result()
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpufit-aws-specs") as own:
+                specs_job = own.submit(self._specs, home, None)
+                for region in wanted:
+                    pool.submit(self._api.client, "ec2", region)
+                pool.submit(self._api.client, "pricing", PRICING_REGION)
+                specs = specs_job.result()
         except AuthError:
             raise
         except Exception as error:

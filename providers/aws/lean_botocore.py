@@ -30,7 +30,9 @@ loader checks that service's own directories, which answers the same. And its fi
 And the session registers only the built-in event handlers that can fire for the services its
 clients are of (``SESSION_SERVICES``): botocore registers 127, most of them for S3, RDS,
 Glacier and the like, and copies all of them into every client it builds, which then looks
-each event up among them (``handler_applies`` says which are kept, and why that is exact).
+each event up among them (``handler_applies`` says which are kept, and why that is exact;
+the tests check each kept event's handlers, and their first/middle/last places, against a
+plain session's, with a ``botocore.register_initializer`` plugin present).
 
 (Cutting ``endpoints.json`` the same way was tried and dropped: botocore treats an endpoints
 file from outside its own directory as a custom endpoint, which changes endpoint resolution.)
@@ -39,6 +41,7 @@ file from outside its own directory as a custom endpoint, which changes endpoint
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import json
 import os
@@ -129,16 +132,30 @@ SESSION_SERVICES = frozenset({"ec2", "pricing", "sts", "sso", "sso-oidc", "signi
 botocore's credential providers build through the session (assume-role and web identity:
 sts; IAM Identity Center: sso and sso-oidc; ``aws login``: signin)."""
 
+SESSION_ENDPOINT_PREFIXES = frozenset({"ec2", "api.pricing", "sts", "portal.sso", "oidc", "signin"})
+"""The endpoint prefixes of ``SESSION_SERVICES`` (``endpointPrefix`` in their models; the
+tests check them against the installed botocore). A few events carry the endpoint prefix
+rather than the service's name: ``creating-serializer.<prefix>`` is one."""
+
+
+def session_event_parts(
+    services: frozenset[str] = SESSION_SERVICES, prefixes: frozenset[str] = SESSION_ENDPOINT_PREFIXES
+) -> frozenset[str]:
+    """The names that can stand as the service part of an event emitted for a client of one
+    of ``services``: the services' names and their endpoint prefixes' first parts."""
+    return services | {prefix.split(".")[0] for prefix in prefixes}
+
 
 def handler_applies(event_name: str, services: frozenset[str], aliases: Mapping[str, str]) -> bool:
     """Whether a handler registered for ``event_name`` can fire for a client of one of
-    ``services``. botocore names events ``<event>.<service>.<operation>...`` (documentation
-    events ``docs.<section>.<service>...``) and matches them part by part, ``*`` matching any
-    part; a handler registered without a service part fires for every service. Before
-    matching, both the registered and the emitted names go through botocore's event aliases
-    (``aliases``: ``EVENT_ALIASES``, e.g. ``api.pricing`` → ``pricing``). So a handler whose
-    service part is a plain name, neither one of ``services``, nor ``*``, nor any part of an
-    alias, can only fire for that other service, and is the only kind this says False to."""
+    ``services`` (the names its events carry: ``session_event_parts``). botocore names events
+    ``<event>.<service>.<operation>...`` (documentation events ``docs.<section>.<service>...``)
+    and matches them part by part, ``*`` matching any part; a handler registered without a
+    service part fires for every service. Before matching, both the registered and the
+    emitted names go through botocore's event aliases (``aliases``: ``EVENT_ALIASES``, e.g.
+    ``api.pricing`` → ``pricing``). So a handler whose service part is a plain name, neither
+    one of ``services``, nor ``*``, nor any part of an alias, can only fire for that other
+    service, and is the only kind this says False to."""
     parts = event_name.split(".")
     at = 2 if parts[0] == "docs" else 1
     if len(parts) <= at:
@@ -148,24 +165,23 @@ def handler_applies(event_name: str, services: frozenset[str], aliases: Mapping[
     return service == "*" or service in services or service in aliased
 
 
-def register_handlers_for(core: Any, services: frozenset[str]) -> None:
-    """Register on botocore session ``core`` (made with ``include_builtin_handlers=False``)
-    the built-in handlers that ``handler_applies`` keeps, in botocore's order and with its
-    first/last placement, exactly as ``Session`` registers all of them."""
+def register_handlers_for(events: Any, services: frozenset[str]) -> None:
+    """Register on botocore event emitter ``events`` the built-in handlers that
+    ``handler_applies`` keeps for ``services``, in botocore's order and with its first/last
+    placement, exactly as ``botocore.session.Session`` registers all of them."""
     from botocore import handlers
     from botocore.utils import EVENT_ALIASES
 
-    emitter = core.get_component("event_emitter")
     for spec in handlers.BUILTIN_HANDLERS:
         event_name, handler = spec[0], spec[1]
         if not handler_applies(event_name, services, EVENT_ALIASES):
             continue
         if len(spec) == 2:
-            core.register(event_name, handler)
+            events.register(event_name, handler)
         elif spec[2] is handlers.REGISTER_FIRST:
-            emitter.register_first(event_name, handler)
+            events.register_first(event_name, handler)
         elif spec[2] is handlers.REGISTER_LAST:
-            emitter.register_last(event_name, handler)
+            events.register_last(event_name, handler)
 
 
 def parse_timestamp(text: str) -> datetime:
@@ -195,8 +211,17 @@ class PlainJSONFileLoader(JSONFileLoader):  # type: ignore[misc]
             path = file_path + extension
             if os.path.isfile(path):
                 with opener(path, "rb") as handle:
-                    return json.loads(handle.read().decode("utf-8"))
+                    data = json.loads(handle.read().decode("utf-8"))
+                if data is not None:  # as botocore's: a file holding ``null`` counts as absent
+                    return data
         return None
+
+
+def is_directory_name(name: str) -> bool:
+    """Whether ``name`` names one entry of a directory: not empty, not ``.`` or ``..``, and
+    free of path separators."""
+    separators = [os.sep] + ([os.altsep] if os.altsep else [])
+    return name not in ("", ".", "..") and not any(sep in name for sep in separators)
 
 
 class RefreshLoader(Loader):  # type: ignore[misc]
@@ -208,7 +233,11 @@ class RefreshLoader(Loader):  # type: ignore[misc]
         """What ``Loader.load_service_model`` returns: the model of ``type_name`` for
         ``service_name`` at ``api_version`` (else its latest), with its extras merged in. A
         service with no ``type_name`` data in any search path goes to botocore's own method,
-        whose ``UnknownServiceError`` names the known services."""
+        whose ``UnknownServiceError`` names the known services, and so does a name that is not
+        a single directory name (``./ec2``, ``ec2/``, ``..``), which botocore's listing of
+        services could never hold."""
+        if not is_directory_name(service_name):
+            return super().load_service_model(service_name, type_name, api_version)
         try:
             latest = self.determine_latest_version(service_name, type_name)
         except DataNotFoundError:
@@ -225,6 +254,24 @@ class RefreshLoader(Loader):  # type: ignore[misc]
         return model
 
 
+@functools.cache
+def _refresh_core_session_class() -> type[Any]:
+    """``botocore.session.Session`` registering only the built-in handlers that can fire for
+    ``SESSION_SERVICES``. The handlers go in where botocore's own go
+    (``_register_builtin_handlers``, called before the session's components exist), so
+    anything registered later (boto3's handlers, initializers added with
+    ``botocore.register_initializer``) is placed after them, exactly as in a plain session.
+    ``_register_builtin_handlers`` is botocore's own, not a public API: the tests check the
+    result against a plain session of the pinned botocore."""
+    import botocore.session
+
+    class RefreshCoreSession(botocore.session.Session):  # type: ignore[misc]
+        def _register_builtin_handlers(self, events: Any) -> None:
+            register_handlers_for(events, session_event_parts())
+
+    return RefreshCoreSession
+
+
 def refresh_session() -> Any:
     """A ``boto3.Session`` (credentials, profile, region and endpoints from the standard AWS
     configuration, as ever) whose loader finds the shipped EC2 model before botocore's own and
@@ -232,10 +279,8 @@ def refresh_session() -> Any:
     services' models, endpoints, paginators) comes from botocore's own data. Only for clients
     of ``SESSION_SERVICES``: built-in handlers for other services are not registered."""
     import boto3
-    import botocore.session
 
-    core = botocore.session.Session(include_builtin_handlers=False)
-    register_handlers_for(core, SESSION_SERVICES)
+    core = _refresh_core_session_class()()
     default = core.get_component("data_loader")
     core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=parse_timestamp)
     builtin = default.BUILTIN_DATA_PATH
