@@ -28,10 +28,11 @@ DEFAULT_WORKERS = 32
 """Concurrent API calls. A 20-region AWS refresh starts ~30 jobs after its first call (a region's
 two calls, and the price queries); at 32 none waits for a worker. Measured against fakes at
 150 ms a call: 0.84 s, against 0.96 s at 16; at 50 ms, where client CPU bounds it, 0.42 s at
-32, 0.39 s at 20 and 0.46 s at 12 (medians of 8, differences within this machine's noise
-except at 12). Each AWS region sees one call at a time, far inside EC2's per-region request buckets;
-price queries are paced to their own quota; a GCP refresh's ~100 calls sit inside the Compute
-API's per-minute read quota whatever the concurrency."""
+32, 0.39 s at 20 and 0.46 s at 12 (medians of 8 on a shared 2-core machine, 2026-12-02;
+differences within its noise except at 12). Each AWS region sees one call at a time, far
+inside EC2's per-region request buckets; price queries are paced to their own quota; a GCP
+refresh's ~100 calls sit inside the Compute API's per-minute read quota whatever the
+concurrency."""
 
 
 class AuthError(Exception):
