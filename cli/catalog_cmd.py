@@ -38,7 +38,10 @@ def add_parser(sub: Any) -> None:
     refresh.add_argument("--regions", nargs="+", help="default: every enabled region")
     refresh.add_argument("--out", help="default: the user cache directory")
     refresh.add_argument(
-        "--workers", type=positive_int, default=None, help="concurrent API calls (default 32)"
+        "--workers",
+        type=positive_int,
+        default=None,
+        help="threads making API calls, shared by the clouds (default 32)",
     )
     refresh.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
     show = verbs.add_parser("show", help="which catalog plans use, its age and coverage")

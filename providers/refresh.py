@@ -208,13 +208,14 @@ class CollectorPause:
     paused stays paused. Resuming plainly would make the next young collection walk every
     survivor at once; so the first time in a process, the survivors are instead frozen and
     unfrozen (``gc.freeze``, ``gc.unfreeze``), which files them in the oldest generation,
-    walked only by full collections. Objects filed that way do not count towards the
-    collector's trigger for its next full collection, so the refresh's cyclic leftovers
-    (~20,000 objects for 20 AWS regions) wait for one: once per process that is harmless,
-    but repeated it would let garbage pile up in a long-running process; so later pauses
-    resume plainly, and their survivors age through the generations as any object does. Nor
-    is it done when the caller has frozen objects of its own, which ``gc.unfreeze`` would
-    thaw."""
+    walked only by full collections (with them, any object of the process's other threads
+    still in a younger generation: harmless, it ages the same way). Objects filed that way do
+    not count towards the collector's trigger for its next full collection, so the refresh's
+    cyclic leftovers (~20,000 objects for 20 AWS regions) wait for one: once per process
+    that is harmless, but repeated it would let garbage pile up in a long-running process;
+    so later pauses resume plainly, and their survivors age through the generations as any
+    object does. Nor is it done when the caller has frozen objects of its own, which
+    ``gc.unfreeze`` would thaw."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

@@ -257,6 +257,14 @@ def _handler_names(client: Any, event_name: str) -> list[str]:
     return [getattr(h, "__qualname__", type(h).__qualname__) for h in found]
 
 
+def test_events_named_by_endpoint_prefix_keep_their_handlers() -> None:
+    parts = session_event_parts()
+    for prefix in ("oidc", "portal.sso", "api.pricing"):  # creating-serializer.<endpoint prefix>
+        assert handler_applies(f"creating-serializer.{prefix}", parts, {})
+    assert not handler_applies("creating-serializer.oidc", SESSION_SERVICES, {})  # names alone miss it
+    assert not handler_applies("creating-serializer.s3", parts, {})
+
+
 def test_the_endpoint_prefixes_are_those_of_the_session_services() -> None:
     import botocore.session
 
@@ -382,7 +390,7 @@ def test_refresh_loader_loads_what_botocores_loader_does() -> None:
     for loader in (ours, theirs):
         with pytest.raises(UnknownServiceError, match="Unknown service: 'no-such-service'"):
             loader.load_service_model("no-such-service", "service-2")
-        for path_like in ("./ec2", "ec2/", "ec2/..", "..", ".", ""):  # not names a listing holds
+        for path_like in ("./ec2", "ec2/", "ec2/..", "..", ".", "", "EC2"):  # not names a listing holds
             with pytest.raises(UnknownServiceError):
                 loader.load_service_model(path_like, "service-2")
 
@@ -414,7 +422,9 @@ def test_a_refresh_through_the_cut_data_equals_one_through_botocores_own(env: di
     assert lean == full and lean[0] and lean[1]
 
 
-def test_the_instance_types_are_asked_for_while_the_shared_pool_is_busy(env: dict[str, str]) -> None:
+def test_the_instance_types_are_asked_for_while_the_shared_pool_is_busy(
+    env: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """In an all-clouds refresh another cloud's jobs may fill the pool first: the instance
     types, which every later AWS call waits on, must not queue behind them."""
     import threading
@@ -428,9 +438,9 @@ def test_the_instance_types_are_asked_for_while_the_shared_pool_is_busy(env: dic
         asked.set()
         return specs(*args)
 
-    f._specs = observed_specs  # type: ignore[method-assign]
+    monkeypatch.setattr(f, "_specs", observed_specs)
     with ThreadPoolExecutor(1) as pool:
-        other_cloud = pool.submit(asked.wait, 30)  # holds the pool's one worker until asked
+        other_cloud = pool.submit(asked.wait, 10)  # holds the pool's one worker until asked
         result = f.fetch(REGIONS, pool, lambda _: None)
         assert other_cloud.result() is True
     assert result.regions_ok == set(REGIONS) and result.instance_types

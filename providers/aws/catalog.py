@@ -143,9 +143,9 @@ class AwsCatalogFetcher:
             # for, and while that answer is awaited the other regions' clients are built:
             # building is CPU work, waiting is not. The instance types are asked for on a thread
             # of their own, not the pool, where another cloud's jobs may be queued ahead of
-            # them, and before the builds start, which would hold the GIL while the request is
-            # being sent. A client that fails to build is built, and fails, again where it is
-            # used.
+            # them, and submitted before the builds, so that their thread starts first (the
+            # builds then compete with it for the GIL). A client that fails to build is built,
+            # and fails, again where it is used.
             self._api.resolve_credentials()
             self._api.client("ec2", home)
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="gpufit-aws-specs") as own:

@@ -45,6 +45,7 @@ import functools
 import gzip
 import json
 import os
+import re
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
@@ -217,11 +218,16 @@ class PlainJSONFileLoader(JSONFileLoader):  # type: ignore[misc]
         return None
 
 
-def is_directory_name(name: str) -> bool:
-    """Whether ``name`` names one entry of a directory: not empty, not ``.`` or ``..``, and
-    free of path separators."""
-    separators = [os.sep] + ([os.altsep] if os.altsep else [])
-    return name not in ("", ".", "..") and not any(sep in name for sep in separators)
+SERVICE_DIRECTORY_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
+"""How botocore's service directories are named (lower-case letters, digits and hyphens):
+the names ``RefreshLoader`` looks up itself."""
+
+
+def is_service_directory_name(name: str) -> bool:
+    """Whether ``name`` is spelt as botocore's service directories are. Anything else (a path
+    such as ``./ec2`` or ``..``, or ``EC2``, which a case-insensitive file system would find
+    though botocore's listing of services would not) is not."""
+    return SERVICE_DIRECTORY_NAME.fullmatch(name) is not None
 
 
 class RefreshLoader(Loader):  # type: ignore[misc]
@@ -235,8 +241,8 @@ class RefreshLoader(Loader):  # type: ignore[misc]
         service with no ``type_name`` data in any search path goes to botocore's own method,
         whose ``UnknownServiceError`` names the known services, and so does a name that is not
         a single directory name (``./ec2``, ``ec2/``, ``..``), which botocore's listing of
-        services could never hold."""
-        if not is_directory_name(service_name):
+        services could never hold, or one spelt otherwise than botocore's directories."""
+        if not is_service_directory_name(service_name):
             return super().load_service_model(service_name, type_name, api_version)
         try:
             latest = self.determine_latest_version(service_name, type_name)
