@@ -249,12 +249,16 @@ def test_handler_applies_drops_only_handlers_bound_to_another_plain_service() ->
     assert not any(handler_applies(name, services, aliases) for name in dropped)
 
 
+def _handler_name(handler: Any) -> str:
+    return getattr(handler, "__qualname__", type(handler).__qualname__)  # type: ignore[no-any-return]
+
+
 def _handler_names(client: Any, event_name: str) -> list[str]:
     """The handlers botocore would run for ``event_name`` on ``client``, in order (botocore
     has no public way to list them; the test reads its emitter)."""
     emitter = client.meta.events
     found = emitter._emitter._handlers.prefix_search(emitter._alias_event_name(event_name))
-    return [getattr(h, "__qualname__", type(h).__qualname__) for h in found]
+    return [_handler_name(h) for h in found]
 
 
 def test_events_named_by_endpoint_prefix_keep_their_handlers() -> None:
@@ -271,10 +275,6 @@ def test_the_endpoint_prefixes_are_those_of_the_session_services() -> None:
     core = botocore.session.get_session()
     prefixes = {core.get_service_model(name).endpoint_prefix for name in SESSION_SERVICES}
     assert prefixes == SESSION_ENDPOINT_PREFIXES
-
-
-def _handler_name(handler: Any) -> str:
-    return getattr(handler, "__qualname__", type(handler).__qualname__)  # type: ignore[no-any-return]
 
 
 def _trie_nodes(trie: Any) -> dict[str, tuple[list[str], ...]]:
