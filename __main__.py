@@ -15,7 +15,7 @@ import pulumi
 
 from providers.base import Deployment, GpuProvider, deployment_from_plan, parse_iso_utc
 from providers.catalog_store import resolve
-from providers.lock import lock_path, locked_catalog, read_lock, spec_hash
+from providers.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
 from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan
@@ -58,18 +58,12 @@ def build_plan(config: pulumi.Config) -> Plan:
 
 
 def _same_as_reviewed(lock_file: Path, result: Plan) -> None:
-    """The plan of the locked offer must be the one the review saw: same machines, market and
-    price. Sizing data or code that changed since (a preset, a GPU fact) shows up here."""
-    lock = read_lock(lock_file)
-    choice = result.choice
-    assert choice is not None
-    seen = (lock["instances"], lock["offer"]["market"], round(lock["cost"]["hourly_usd"], 4))
-    now = (choice.shape.instances, choice.offer.market, round(choice.cost.hourly_usd, 4))
-    if seen != now:
+    """The plan of the locked offers must be the one the review saw: same machines, market,
+    price and fallback list."""
+    difference = reviewed_difference(read_lock(lock_file), result)
+    if difference is not None:
         raise pulumi.RunError(
-            f"{lock_file.name}: the locked offer now plans as {now[0]} × {now[1]} at ${now[2]}/h, but the "
-            f"review saw {seen[0]} × {seen[1]} at ${seen[2]}/h; run `gpufit lock {pulumi.get_stack()}` "
-            "and review the change"
+            f"{lock_file.name}: {difference}; run `gpufit lock {pulumi.get_stack()}` and review the change"
         )
 
 
@@ -89,7 +83,7 @@ def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:
         f"provisioning the locked choice of {lock['locked_at']}: {offer['cloud']} {offer['instance_type']} "
         f"in {offer['zone'] or offer['region']} ({offer['market']}, ${offer['hourly_usd']}/h)"
     )
-    return locked_catalog(lock, catalog)
+    return locked_catalog(lock, catalog.gpus)
 
 
 def cloud_provider(deployment: Deployment) -> GpuProvider:
@@ -105,7 +99,9 @@ def cloud_provider(deployment: Deployment) -> GpuProvider:
     from providers.gcp.component import GcpProvider
 
     project = pulumi.Config("gcp").require("project")
-    return GcpProvider(gcp.Provider(f"gcp-{deployment.region}", project=project, region=deployment.region))
+    return GcpProvider(
+        gcp.Provider(f"gcp-{deployment.region}", project=project, region=deployment.region), project=project
+    )
 
 
 def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, Any]:

@@ -66,6 +66,25 @@ def _cost_line(cost: Cost, serving: bool) -> str:
     return line
 
 
+def fleet_line(plan: Plan) -> str:
+    """What the cloud's fleet engine may launch when the choice has no capacity, in order."""
+    if not plan.fallbacks:
+        choice = plan.choice
+        if choice is not None and choice.shape.nodes_per_replica > 1:
+            return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
+        return "fallbacks: none (no same-shape offer in this region and market)"
+    weighted = any(f.weighted_capacity != f.shape.replicas_per_instance for f in plan.fallbacks) or any(
+        f.weighted_capacity != plan.fallbacks[0].weighted_capacity for f in plan.fallbacks
+    )
+    parts = []
+    for f in plan.fallbacks:
+        o = f.offer
+        weight = f" ×{f.weighted_capacity}" if weighted else ""
+        parts.append(f"{o.instance.name} {_where(o)} {o.market} {money(o.hourly_usd)}/h{weight}")
+    key = f" (×N: replicas one instance holds, of {plan.fleet_units} wanted)" if weighted else ""
+    return "fallbacks: " + ", ".join(parts) + key
+
+
 def render_plan(plan: Plan) -> str:
     spec, req = plan.spec, plan.requirements
     head = (
@@ -116,6 +135,7 @@ def render_plan(plan: Plan) -> str:
         for item in cost.unpriced:
             lines.append(f"          not priced: {item}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
+        lines.append(f"Fleet     {fleet_line(plan)}")
     else:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
         lines.append(f"No choice: {verdict} among {plan.considered} offers.")
@@ -321,6 +341,7 @@ def render_markdown(plan: Plan) -> str:
                 f"egress {money(cost.egress_usd)} · dataset transfer {money(cost.data_transfer_usd)}",
             ],
             ["price source", f"{o.source}, as of {o.as_of}"],
+            ["fleet", fleet_line(plan)],
         ]
         lines.append(_md_table(["", ""], rows))
     if plan.alternatives:

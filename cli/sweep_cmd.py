@@ -136,6 +136,19 @@ def _price_cell(c: Candidate) -> str:
     return "?" if c.hourly_usd is None else f"{money(c.hourly_usd)}/h"
 
 
+def _what(results: list[SweepResult], count: int) -> str:
+    """``3 instances`` or ``2 instances and 1 group`` (a group is removed with its machines)."""
+    groups = sum(
+        1
+        for r in results
+        for c in r.candidates
+        if c.kind == "group" and (not r.acted or c.instance_id in r.actions)
+    )
+    if not groups:
+        return f"{count} instances"
+    return f"{count - groups} instances and {groups} group{'s' if groups > 1 else ''}"
+
+
 def render(results: list[SweepResult]) -> str:
     """The sweep's report: one table of candidates across clouds, what happened to each when
     acting, failures, and the hourly cost stopped (or that acting would stop)."""
@@ -162,7 +175,9 @@ def render(results: list[SweepResult]) -> str:
             row = [
                 c.cloud,
                 c.zone or c.region,
-                c.instance_id,
+                f"group {c.instance_id.rsplit('/', 1)[-1]} ({c.state})"
+                if c.kind == "group"
+                else c.instance_id,
                 c.name or "-",
                 c.instance_type,
                 c.market,
@@ -210,10 +225,10 @@ def render(results: list[SweepResult]) -> str:
     elif acted:
         failed = sum(len(r.failed) for r in results)
         tail = f"; {failed} failed" if failed else ""
-        lines.append(f"removed {count} instances: stopped {money(usd)}/h{unpriced}{tail}{caveat}")
+        lines.append(f"removed {_what(results, count)}: stopped {money(usd)}/h{unpriced}{tail}{caveat}")
     else:
         lines.append(
-            f"dry run: would remove {count} instances, stopping {money(usd)}/h{unpriced}{caveat}; "
+            f"dry run: would remove {_what(results, count)}, stopping {money(usd)}/h{unpriced}{caveat}; "
             "run again with --yes to remove them"
         )
     return "\n".join(lines)

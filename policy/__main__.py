@@ -27,6 +27,7 @@ from gpufit_policies import (  # noqa: E402
     PolicyConfig,
     check_disk_encryption,
     check_expiry,
+    check_fleet_deadline,
     check_hourly_budget,
     check_imdsv2,
     check_no_open_ingress,
@@ -120,7 +121,8 @@ def stack_policy(
 POLICIES = [
     resource_policy(
         "gpufit-expiry",
-        "GPU instances carry a valid, unexpired gpufit expiry tag/label; GCP VMs a DELETE max_run_duration.",
+        "GPU instances and machine templates carry a valid, unexpired gpufit expiry tag/label; GCP VMs "
+        "and templates a DELETE deadline.",
         lambda args, config: check_expiry(args.resource_type, args.props, config),
         NOW_SCHEMA,
     ),
@@ -129,6 +131,12 @@ POLICIES = [
         "A stack with AWS instances holds an EventBridge schedule that terminates them at the deadline.",
         check_stack,
         NOW_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-fleet-deadline",
+        "Every Auto Scaling group is scaled to 0 at its deadline; every managed instance group resized to 0.",
+        check_fleet_deadline,
+        NO_SCHEMA,
     ),
     resource_policy(
         "gpufit-hourly-budget",
@@ -140,19 +148,19 @@ POLICIES = [
     ),
     stack_policy(
         "gpufit-stack-hourly-budget",
-        "The stack's GPU instances together cost no more than max_hourly_usd an hour.",
+        "The stack's GPU instances and fleet groups (at their dearest type) cost at most max_hourly_usd.",
         check_stack_budget,
         BUDGET_SCHEMA,
     ),
     resource_policy(
         "gpufit-imdsv2",
-        "AWS instances require IMDSv2 (metadataOptions.httpTokens = required).",
+        "AWS instances and launch templates require IMDSv2 (metadataOptions.httpTokens = required).",
         lambda args, config: check_imdsv2(args.resource_type, args.props, config),
         NO_SCHEMA,
     ),
     resource_policy(
         "gpufit-encrypted-disks",
-        "AWS root, EBS block devices and EBS volumes are encrypted.",
+        "AWS root, EBS block devices, launch-template volumes and EBS volumes are encrypted.",
         lambda args, config: check_disk_encryption(args.resource_type, args.props, config),
         NO_SCHEMA,
     ),

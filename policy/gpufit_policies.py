@@ -46,6 +46,20 @@ AWS_ACL_TYPES = (
     "aws:s3/bucketAcl:BucketAcl",
     "aws:s3/bucketAclV2:BucketAclV2",
 )
+AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_GROUP = "aws:autoscaling/group:Group"
+AWS_GROUP_SCHEDULE = "aws:autoscaling/schedule:Schedule"
+GCP_TEMPLATES = (
+    "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+    "gcp:compute/instanceTemplate:InstanceTemplate",
+)
+GCP_GROUPS = (
+    "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
+    "gcp:compute/instanceGroupManager:InstanceGroupManager",
+)
+GCP_SCHEDULER_JOB = "gcp:cloudscheduler/job:Job"
+MACHINE_TEMPLATES = (AWS_LAUNCH_TEMPLATE, *GCP_TEMPLATES)
+"""What a fleet group launches its GPU machines from: checked like the machines themselves."""
 GCP_BUCKET = "gcp:storage/bucket:Bucket"
 GCP_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GCP_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
@@ -153,8 +167,16 @@ def _is_open(cidr: Any) -> bool:
 
 
 def instance_expiry(resource_type: str, props: Mapping[str, Any]) -> tuple[datetime | None, str | None]:
-    """(expiry, None) from the instance's gpufit expiry tag or label, or (None, why not)."""
-    if resource_type == AWS_INSTANCE:
+    """(expiry, None) from the instance's (or machine template's) gpufit expiry tag or label,
+    or (None, why not). A launch template must also pass the tag to the instances it launches
+    (``tagSpecifications`` of resource type ``instance``)."""
+    if resource_type == AWS_LAUNCH_TEMPLATE:
+        specs = [
+            _map(t) for t in _seq(props.get("tagSpecifications")) if _map(t).get("resourceType") == "instance"
+        ]
+        if not any(_map(t.get("tags")).get(TAG_EXPIRES_AT) for t in specs):
+            return None, f"tagSpecifications give launched instances no {TAG_EXPIRES_AT!r} tag"
+    if resource_type in (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE):
         key, value = TAG_EXPIRES_AT, _map(props.get("tags")).get(TAG_EXPIRES_AT)
         parse = parse_iso
         where = f"tag {key!r}"
@@ -196,7 +218,7 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
     its own deadline: ``scheduling.maxRunDuration`` with ``instanceTerminationAction`` DELETE,
     ending no later than the label (plus ``DEADLINE_SLACK``). The AWS deadline lives in a
     separate EventBridge schedule: ``check_stack`` checks it."""
-    if resource_type not in GPU_INSTANCES:
+    if resource_type not in (*GPU_INSTANCES, *MACHINE_TEMPLATES):
         return []
     problems: list[str] = []
     expiry, why = instance_expiry(resource_type, props)
@@ -207,6 +229,8 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
             f"expired at {expiry.isoformat()} (now {config.now.astimezone(UTC).isoformat()}): "
             "an expired instance must be destroyed, not deployed"
         )
+    if resource_type in GCP_TEMPLATES:
+        problems += _template_deadline(_map(props.get("scheduling")), expiry, config)
     if resource_type == GCP_INSTANCE:
         scheduling = _map(props.get("scheduling"))
         seconds = _seconds(_map(scheduling.get("maxRunDuration")))
@@ -228,6 +252,35 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
                     f"scheduling.maxRunDuration ({seconds:.0f} s from now) runs until "
                     f"{ends.astimezone(UTC).isoformat()}, past the expiry label {expiry.isoformat()}"
                 )
+    return problems
+
+
+def _template_deadline(
+    scheduling: Mapping[str, Any], expiry: datetime | None, config: PolicyConfig
+) -> list[str]:
+    """A GCP instance template deletes its VMs at the deadline: an absolute ``terminationTime``
+    no later than the expiry label (plus ``DEADLINE_SLACK``), or a ``maxRunDuration``; either
+    with the DELETE action."""
+    problems: list[str] = []
+    action = scheduling.get("instanceTerminationAction")
+    if action != "DELETE":
+        problems.append(
+            f"scheduling.instanceTerminationAction is {action!r}, not 'DELETE': at its deadline "
+            "a VM must be deleted, not left stopped"
+        )
+    at = scheduling.get("terminationTime")
+    if not at and _seconds(_map(scheduling.get("maxRunDuration"))) is None:
+        problems.append("scheduling sets neither terminationTime nor maxRunDuration: no VM-side deadline")
+    elif at:
+        try:
+            ends = parse_iso(str(at))
+        except ValueError:
+            return [*problems, f"scheduling.terminationTime {at!r} is not a timestamp"]
+        if expiry is not None and ends > expiry + DEADLINE_SLACK:
+            problems.append(
+                f"scheduling.terminationTime {ends.isoformat()} is past the expiry label {expiry.isoformat()}"
+            )
+    del config
     return problems
 
 
@@ -294,6 +347,67 @@ def check_stack(resources: Iterable[tuple[Any, ...]], config: PolicyConfig | Non
             f"{DEADLINE_SLACK} after the earliest instance expiry {earliest_expiry.isoformat()}"
         ]
     return []
+
+
+def check_fleet_deadline(
+    resources: Iterable[tuple[Any, ...]], config: PolicyConfig | None = None
+) -> list[str]:
+    """Stack-level deadline of fleet groups: every AWS Auto Scaling group has a scheduled action
+    that sets its min, max and desired capacity to 0 no later than the earliest launch-template
+    expiry (plus ``DEADLINE_SLACK``); every GCP managed instance group has an unpaused Cloud
+    Scheduler job that resizes it to 0 (``.../instanceGroupManagers/NAME/resize?size=0``).
+    Without them the group would relaunch machines after their own deadline deleted them."""
+    del config
+    items = _stack_items(resources)
+    problems: list[str] = []
+    expiries = [
+        e
+        for e, _ in (instance_expiry(AWS_LAUNCH_TEMPLATE, p) for t, p, _ in items if t == AWS_LAUNCH_TEMPLATE)
+        if e is not None
+    ]
+    actions = [p for t, p, _ in items if t == AWS_GROUP_SCHEDULE]
+    for typ, props, _ in items:
+        if typ != AWS_GROUP:
+            continue
+        name = props.get("name")
+        to_zero = [
+            a
+            for a in actions
+            if a.get("autoscalingGroupName") == name
+            and all(_count(a.get(k)) == 0 for k in ("minSize", "maxSize", "desiredCapacity"))
+        ]
+        if not to_zero:
+            problems.append(
+                f"Auto Scaling group {name!r} has no {AWS_GROUP_SCHEDULE} setting min, max and desired "
+                "capacity to 0: nothing stops it relaunching machines after their deadline"
+            )
+            continue
+        starts = [parse_iso(str(a["startTime"])) for a in to_zero if _is_time(a.get("startTime"))]
+        if expiries and starts and min(starts) > min(expiries) + DEADLINE_SLACK:
+            problems.append(
+                f"group {name!r} is scaled to 0 at {min(starts).isoformat()}, more than {DEADLINE_SLACK} "
+                f"after its machines' expiry {min(expiries).isoformat()}"
+            )
+    jobs = [p for t, p, _ in items if t == GCP_SCHEDULER_JOB and p.get("paused") is not True]
+    for typ, props, _ in items:
+        if typ not in GCP_GROUPS:
+            continue
+        name = props.get("name")
+        suffix = f"/instanceGroupManagers/{name}/resize?size=0"
+        if not any(str(_map(j.get("httpTarget")).get("uri") or "").endswith(suffix) for j in jobs):
+            problems.append(
+                f"managed instance group {name!r} has no Cloud Scheduler job resizing it to 0: nothing "
+                "stops it recreating VMs after their deadline"
+            )
+    return problems
+
+
+def _is_time(value: Any) -> bool:
+    try:
+        parse_iso(str(value))
+    except ValueError:
+        return False
+    return True
 
 
 # -- 2. hourly price within the budget ---------------------------------------------------------
@@ -411,12 +525,75 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
         if offer is not None:
             total += offer.hourly_usd
             count += 1
+    problems: list[str] = []
+    templates = [props for typ, props, _ in _stack_items(resources) if typ in GCP_TEMPLATES]
+    for typ, props, region in _stack_items(resources):
+        if typ not in (AWS_GROUP, *GCP_GROUPS):
+            continue
+        worst, unpriced = group_hourly(typ, props, templates, config, region)
+        if unpriced:
+            problems.append(
+                f"no catalog price for {', '.join(unpriced)} in {region or 'any region'}: cannot show "
+                f"the group {props.get('name')!r} is within the budget"
+            )
+        total += worst
+        count += 1
     if total > config.max_hourly_usd + PRICE_TOLERANCE_USD:
-        return [
-            f"the stack's {count} GPU instance(s) cost ${total:,.4f}/h together, over the budget "
-            f"max_hourly_usd ${config.max_hourly_usd:,.2f}/h"
-        ]
-    return []
+        problems.append(
+            f"the stack's {count} GPU instance(s) and group(s) cost up to ${total:,.4f}/h together, over "
+            f"the budget max_hourly_usd ${config.max_hourly_usd:,.2f}/h"
+        )
+    return problems
+
+
+def group_hourly(
+    resource_type: str,
+    props: Mapping[str, Any],
+    templates: Sequence[Mapping[str, Any]],
+    config: PolicyConfig,
+    region: str | None,
+) -> tuple[float, list[str]]:
+    """The most a fleet group can cost an hour, and the types the catalog cannot price: over the
+    types it may launch, price × instances needed for its capacity (AWS: ⌈max size ÷ weight⌉,
+    in the market its instances distribution says; GCP: target size, in the template's market,
+    with its attached GPUs)."""
+    worst, unpriced = 0.0, []
+    if resource_type == AWS_GROUP:
+        policy = _map(props.get("mixedInstancesPolicy"))
+        distribution = _map(policy.get("instancesDistribution"))
+        spot = _count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
+        capacity = _count(props.get("maxSize")) or 0
+        for override in _seq(_map(policy.get("launchTemplate")).get("overrides")):
+            o = _map(override)
+            weight = _count(o.get("weightedCapacity")) or 1
+            shape = {"instanceType": o.get("instanceType")}
+            if spot:
+                shape["instanceMarketOptions"] = {"marketType": "spot"}
+            offer = instance_offer(AWS_INSTANCE, shape, config, region)
+            if offer is None:
+                unpriced.append(f"aws {o.get('instanceType')}")
+                continue
+            worst = max(worst, offer.hourly_usd * -(-capacity // weight))
+        return worst, unpriced
+    template = templates[0] if templates else {}
+    selections = _map(_map(props.get("instanceFlexibilityPolicy")).get("instanceSelections"))
+    types = [
+        t for sel in (selections.values() if selections else []) for t in _seq(_map(sel).get("machineTypes"))
+    ]
+    if not types:
+        types = [_last_segment(template.get("machineType"))]
+    for machine_type in types:
+        shape = {
+            "machineType": machine_type,
+            "guestAccelerators": template.get("guestAccelerators"),
+            "scheduling": template.get("scheduling"),
+        }
+        offer = instance_offer(GCP_INSTANCE, shape, config, region)
+        if offer is None:
+            unpriced.append(f"gcp {machine_type}")
+            continue
+        worst = max(worst, offer.hourly_usd * (_count(props.get("targetSize")) or 0))
+    return worst, unpriced
 
 
 # -- 3. IMDSv2 -----------------------------------------------------------------------------------
@@ -426,7 +603,7 @@ def check_imdsv2(resource_type: str, props: Mapping[str, Any], config: PolicyCon
     """An AWS instance requires IMDSv2 session tokens (``metadataOptions.httpTokens`` = required):
     IMDSv1 hands the instance role's credentials to any SSRF."""
     del config
-    if resource_type != AWS_INSTANCE:
+    if resource_type not in (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE):
         return []
     tokens = _map(props.get("metadataOptions")).get("httpTokens")
     if tokens != "required":
@@ -447,6 +624,15 @@ def check_disk_encryption(resource_type: str, props: Mapping[str, Any], config: 
         if props.get("encrypted") is True:
             return []
         return ["EBS volume is not encrypted (encrypted must be true)"]
+    if resource_type == AWS_LAUNCH_TEMPLATE:
+        mappings = [_map(m) for m in _seq(props.get("blockDeviceMappings"))]
+        if not mappings:
+            return ["blockDeviceMappings is empty: the root volume takes the AMI's default encryption"]
+        return [
+            f"blockDeviceMappings[{i}] ({m.get('deviceName')}) is not encrypted (ebs.encrypted must be true)"
+            for i, m in enumerate(mappings)
+            if str(_map(m.get("ebs")).get("encrypted")).lower() != "true"
+        ]
     if resource_type != AWS_INSTANCE:
         return []
     problems: list[str] = []
@@ -542,5 +728,5 @@ RESOURCE_VALIDATORS = (
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 
-STACK_VALIDATORS = (check_stack, check_stack_budget)
+STACK_VALIDATORS = (check_stack, check_fleet_deadline, check_stack_budget)
 """Every stack validator, each callable as ``check(resources, config)``."""

@@ -64,6 +64,25 @@ def gcp_label(text: str) -> str:
 
 
 @dataclass(frozen=True)
+class FleetMember:
+    """One instance type the fleet may launch: the choice first, then its fallbacks in cost
+    order. ``weighted_capacity`` is how many replicas (capacity units) one instance holds."""
+
+    instance_type: str
+    machine_type: str
+    attached_accelerator: str | None
+    gpu_count: int
+    weighted_capacity: int
+    hourly_usd: float
+
+
+def weighted(members: tuple[FleetMember, ...]) -> bool:
+    """Whether the fleet's types hold different numbers of replicas, so that the group counts
+    capacity in replicas (weights) rather than in instances."""
+    return len({m.weighted_capacity for m in members}) > 1
+
+
+@dataclass(frozen=True)
 class Deployment:
     """Everything a cloud component needs to provision a plan's choice."""
 
@@ -99,6 +118,43 @@ class Deployment:
     image: str | None = None
     subnet_id: str | None = None
     extra_tags: dict[str, str] = field(default_factory=dict)
+    fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
+    capacity_units: int = 0  # the fleet's desired capacity in replicas; 0 = ``nodes``
+
+    @property
+    def grouped(self) -> bool:
+        """Single-node replicas run in the cloud's fleet engine (an Auto Scaling group, a
+        managed instance group), which fails over between the fleet's types and replaces
+        interrupted or failed machines. A replica spanning nodes stays on plain instances:
+        a group that replaces one node would break the job's torchrun rendezvous."""
+        return self.nodes_per_replica == 1
+
+    @property
+    def members(self) -> tuple[FleetMember, ...]:
+        """The fleet's instance types, choice first (the choice alone when none was given)."""
+        if self.fleet:
+            return self.fleet
+        return (
+            FleetMember(
+                self.instance_type,
+                self.machine_type,
+                self.attached_accelerator,
+                self.gpu_count,
+                1,
+                self.hourly_usd / max(self.nodes, 1),
+            ),
+        )
+
+    def desired_capacity(self, members: tuple[FleetMember, ...]) -> int:
+        """What a group of ``members`` keeps running: replicas when they hold different
+        numbers of replicas (see ``weighted``), else instances."""
+        return max(self.capacity_units, 1) if weighted(members) else self.nodes
+
+    @property
+    def group_name(self) -> str:
+        """The fleet group's name, fixed before the group exists so that the boot script and
+        the instance role's policy can name it: ``gpufit-<workload>-<stack>``."""
+        return f"gpufit-{self.name}"
 
     @property
     def name(self) -> str:
@@ -218,6 +274,28 @@ def deployment_from_plan(
         workdir=spec.job.workdir,
         image=image,
         subnet_id=subnet_id,
+        fleet=(
+            FleetMember(
+                it.name,
+                it.machine_type,
+                it.attached_accelerator,
+                it.gpu_count,
+                shape.replicas_per_instance,
+                offer.hourly_usd,
+            ),
+            *(
+                FleetMember(
+                    f.offer.instance.name,
+                    f.offer.instance.machine_type,
+                    f.offer.instance.attached_accelerator,
+                    f.offer.instance.gpu_count,
+                    f.weighted_capacity,
+                    f.offer.hourly_usd,
+                )
+                for f in plan.fallbacks
+            ),
+        ),
+        capacity_units=plan.fleet_units,
     )
 
 
@@ -231,6 +309,10 @@ DEADLINE_PROPERTIES = (
     "rootBlockDevice.tags",
     "scheduleExpression",
     "description",
+    "tagSpecifications",
+    "startTime",
+    "schedule",
+    "scheduling.terminationTime",
 )
 """Properties that carry the deadline (tags and labels, boot scripts, the spot request's end,
 the schedule). When the deadline comes from the clock rather than ``gpufit:expiresAt``, a

@@ -1,7 +1,8 @@
 """Reviewed plans pinned in lock files: ``stacks/<stack>.lock.json``.
 
-A lock holds the chosen offer (with its instance type, price and source), the cost the
-review saw, a hash of the validated spec and the catalog's identity. The Pulumi program
+A lock holds the chosen offer (with its instance type, price and source), the fleet's
+fallback offers in order (with theirs), the cost the review saw, a hash of the validated spec
+and the catalog's identity. The Pulumi program
 provisions the locked choice when the spec still hashes the same, so ``pulumi up`` applies
 what the pull request showed even if prices moved since; a spec changed without re-locking
 fails with a clear message. No cloud SDK is imported here.
@@ -16,12 +17,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from selector.catalog import Catalog, Offer, catalog_from_doc
+from selector.catalog import Catalog, GpuSpec, Offer, catalog_from_doc
 from selector.report import cost_to_dict
 from selector.select import Plan
 from selector.spec import WorkloadSpec
 
-LOCK_SCHEMA_VERSION = 1
+LOCK_SCHEMA_VERSION = 2
+"""2: the fleet's fallback offers are pinned too (``fallbacks``)."""
 LOCK_SUFFIX = ".lock.json"
 
 
@@ -78,7 +80,8 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
     if choice is None:
         raise ValueError(f"{plan.spec.name}: {plan.status}: nothing to lock")
     offer = choice.offer
-    source_ref = plan.catalog.sources.get(offer.source, {})
+    pinned = [offer, *(f.offer for f in plan.fallbacks)]
+    sources = {o.source: plan.catalog.sources[o.source] for o in pinned if o.source in plan.catalog.sources}
     return {
         "schema_version": LOCK_SCHEMA_VERSION,
         "workload": plan.spec.name,
@@ -93,10 +96,41 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "instance_type": _instance_dict(offer),
         "offer": _offer_dict(offer),
         "interruption_bucket": offer.interruption_bucket,
-        "sources": {offer.source: source_ref} if source_ref else {},
+        "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),
+        "fallbacks": [
+            {
+                "instance_type": _instance_dict(f.offer),
+                "offer": _offer_dict(f.offer),
+                "interruption_bucket": f.offer.interruption_bucket,
+                "weighted_capacity": f.weighted_capacity,
+                "instances": f.shape.instances,
+            }
+            for f in plan.fallbacks
+        ],
     }
+
+
+def fallback_summary(entries: list[dict[str, Any]]) -> list[tuple[str, str, float, int]]:
+    """(instance type, market, $/h, weighted capacity) per fallback: what a review compares."""
+    return [
+        (
+            str(e["offer"]["instance_type"]),
+            str(e["offer"]["market"]),
+            round(float(e["offer"]["hourly_usd"]), 4),
+            int(e["weighted_capacity"]),
+        )
+        for e in entries
+    ]
+
+
+def plan_fallbacks(plan: Plan) -> list[tuple[str, str, float, int]]:
+    """The same summary of a plan's fallbacks."""
+    return [
+        (f.offer.instance.name, f.offer.market, round(f.offer.hourly_usd, 4), f.weighted_capacity)
+        for f in plan.fallbacks
+    ]
 
 
 def catalog_fingerprint(catalog: Catalog) -> str:
@@ -117,39 +151,58 @@ def read_lock(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable lock ({err})") from None
     if not isinstance(doc, dict) or doc.get("schema_version") != LOCK_SCHEMA_VERSION:
         raise ValueError(f"{path}: not a gpufit lock (schema_version {LOCK_SCHEMA_VERSION} expected)")
-    for key in ("spec_sha256", "instance_type", "offer", "workload"):
+    for key in ("spec_sha256", "instance_type", "offer", "workload", "fallbacks"):
         if key not in doc:
             raise ValueError(f"{path}: lock lacks {key!r}")
     return doc
 
 
-def locked_catalog(lock: dict[str, Any], base: Catalog) -> Catalog:
-    """A one-offer catalog holding exactly the locked offer at its locked price, so planning
-    the spec against it reproduces the reviewed choice."""
-    offer = lock["offer"]
+def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
+    """A catalog holding exactly the locked offer and its fallbacks at their locked prices, so
+    planning the spec against it reproduces the reviewed choice and fallback list."""
+    entries = [lock, *lock.get("fallbacks", [])]
     doc = {
         "schema_version": 1,
         "as_of": lock["catalog"]["as_of"],
         "source": f"lock of {lock['locked_at']} ({lock['catalog']['source']})",
         "sources": lock.get("sources", {}),
-        "instance_types": [lock["instance_type"]],
-        "offers": [offer],
-        "spot_interruption": (
-            [
-                {
-                    "cloud": offer["cloud"],
-                    "region": offer["region"],
-                    "instance_type": offer["instance_type"],
-                    "bucket": lock["interruption_bucket"],
-                    "source": offer["source"],
-                    "as_of": offer["as_of"],
-                }
-            ]
-            if lock.get("interruption_bucket") and offer["market"] == "spot"
-            else []
-        ),
+        "instance_types": [e["instance_type"] for e in entries],
+        "offers": [e["offer"] for e in entries],
+        "spot_interruption": [
+            {
+                "cloud": e["offer"]["cloud"],
+                "region": e["offer"]["region"],
+                "instance_type": e["offer"]["instance_type"],
+                "bucket": e["interruption_bucket"],
+                "source": e["offer"]["source"],
+                "as_of": e["offer"]["as_of"],
+            }
+            for e in entries
+            if e.get("interruption_bucket") and e["offer"]["market"] == "spot"
+        ],
     }
-    return catalog_from_doc(doc, f"lock {lock['workload']}", base.gpus)
+    return catalog_from_doc(doc, f"lock {lock['workload']}", gpus)
+
+
+def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
+    """How the plan of the locked offers differs from what the review saw (machines, market,
+    price, fallback list), or None when it is the same. Sizing data or code that changed since
+    (a preset, a GPU fact, the fallback rules) shows up here."""
+    choice = replanned.choice
+    if choice is None:
+        return f"the locked offers no longer plan ({replanned.status})"
+    seen = (lock["instances"], lock["offer"]["market"], round(lock["cost"]["hourly_usd"], 4))
+    now = (choice.shape.instances, choice.offer.market, round(choice.cost.hourly_usd, 4))
+    if seen != now:
+        return (
+            f"the locked offer now plans as {now[0]} × {now[1]} at ${now[2]}/h, but the review saw "
+            f"{seen[0]} × {seen[1]} at ${seen[2]}/h"
+        )
+    was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
+    if was != is_now:
+        names = ", ".join(f"{t} ×{w}" for t, _, _, w in is_now) or "none"
+        return f"the fleet's fallbacks now plan as [{names}], not the reviewed list"
+    return None
 
 
 @dataclass(frozen=True)
@@ -174,5 +227,16 @@ def check_lock(spec: WorkloadSpec, spec_file: Path) -> LockStatus:
             path,
             "stale",
             f"the spec changed since it was locked; run `gpufit lock {spec_file}` and commit the lock",
+        )
+    from selector.catalog import load_gpus
+    from selector.select import plan
+
+    try:
+        difference = reviewed_difference(lock, plan(spec, locked_catalog(lock, load_gpus())))
+    except (KeyError, TypeError, ValueError) as err:
+        return LockStatus(spec_file, path, "unreadable", f"{path}: {err}")
+    if difference is not None:
+        return LockStatus(
+            spec_file, path, "stale", f"{difference}; run `gpufit lock {spec_file}` and review the change"
         )
     return LockStatus(spec_file, path, "current")

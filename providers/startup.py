@@ -5,6 +5,13 @@ for a spot interruption notice (AWS IMDSv2 ``spot/instance-action`` every 5 s; G
 ``instance/preempted``) and then runs the checkpoint hook and syncs outputs, runs the job
 (through ``torchrun`` rendezvous on node 0 when the plan spans nodes), syncs its outputs to
 the checkpoint bucket, and powers off when a job ends so billing ends with it.
+
+A machine of a fleet group (``FleetGroup``) must not merely power off: its group would launch a
+replacement. It leaves its group instead, decrementing the group's desired capacity (AWS
+``terminate-instance-in-auto-scaling-group --should-decrement-desired-capacity``, GCP
+``instance-groups managed delete-instances``), when its job ends, at the deadline (a transient
+systemd timer, the in-VM layer under the cloud-side scale-to-0) and when it boots past the
+deadline; the plain power-off stays as the last resort.
 """
 
 from __future__ import annotations
@@ -24,9 +31,11 @@ so a node that comes back after a spot interruption rejoins the job."""
 SPOT_POLL_SECONDS = 5
 """AWS recommends polling ``spot/instance-action`` every 5 seconds (two-minute notice)."""
 
+_AWS_IMDS = """\
+imds_token() { curl -sf -X PUT http://169.254.169.254/latest/api/token \\
+  -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600'; }"""
+
 _AWS_WATCH = """\
-imds_token() {{ curl -sf -X PUT http://169.254.169.254/latest/api/token \\
-  -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600'; }}
 interrupted() {{
   code=$(curl -s -o /dev/null -w '%{{http_code}}' -H "X-aws-ec2-metadata-token: $(imds_token)" \\
     http://169.254.169.254/latest/meta-data/spot/instance-action)
@@ -59,6 +68,58 @@ _RESTORE = {
 fresh disk) starts from the last synced checkpoint."""
 
 
+LEAVE_GROUP_SCRIPT = "/usr/local/sbin/gpufit-leave-group"
+DEADLINE_BACKSTOP_GRACE_MIN = 5
+"""A grouped machine's plain power-off comes this many minutes after its deadline: first it
+leaves its group (so nothing relaunches it); the power-off only catches a failed leave."""
+
+
+@dataclass(frozen=True)
+class FleetGroup:
+    """The fleet group a machine belongs to: its cloud, region and name."""
+
+    cloud: str
+    region: str
+    name: str
+
+
+def leave_group_script(group: FleetGroup) -> str:
+    """The script a grouped machine runs to leave its group with the group's desired capacity
+    decremented, then power off. AWS: the instance may call
+    ``TerminateInstanceInAutoScalingGroup`` only on this group (IAM), and checks first that
+    DescribeAutoScalingInstances names this group; the CLI retries on its own (standard mode).
+    GCP: ``delete-instances`` on the regional MIG decrements its target size (Compute API
+    ``regionInstanceGroupManagers.deleteInstances``)."""
+    g = shlex.quote(group.name)
+    r = shlex.quote(group.region)
+    if group.cloud == "aws":
+        body = f"""export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS=8
+token=$(curl -sf -X PUT http://169.254.169.254/latest/api/token \\
+  -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
+id=$(curl -sf -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)
+group=$(aws autoscaling describe-auto-scaling-instances --region {r} --instance-ids "$id" \\
+  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)
+if [ "$group" = {g} ]; then
+  aws autoscaling terminate-instance-in-auto-scaling-group --region {r} --instance-id "$id" \\
+    --should-decrement-desired-capacity || echo "gpufit: could not leave group {group.name}"
+else
+  echo "gpufit: $id is not in group {group.name} (found '$group')"
+fi"""
+    else:
+        body = f"""meta=http://metadata.google.internal/computeMetadata/v1/instance
+name=$(curl -sf -H 'Metadata-Flavor: Google' "$meta/name")
+zone=$(curl -sf -H 'Metadata-Flavor: Google' "$meta/zone" | sed 's:.*/::')
+gcloud compute instance-groups managed delete-instances {g} --region {r} \\
+  --instances "zones/$zone/instances/$name" --quiet || echo "gpufit: could not leave group {group.name}"
+"""
+    return f"""#!/bin/bash
+# gpufit: leave fleet group {group.name} ($1), decrementing its size, then power off.
+set -u
+{body}
+poweroff
+"""
+
+
 @dataclass(frozen=True)
 class NodeRole:
     """Where one machine stands in a multi-node job."""
@@ -69,11 +130,15 @@ class NodeRole:
     machine: int = 0  # index among all the deployment's machines (names its bucket prefix)
 
 
-def render(deployment: Deployment, bucket: str, role: NodeRole) -> str:
-    """The bash boot script for one node of ``deployment``."""
+def render(deployment: Deployment, bucket: str, role: NodeRole, group: FleetGroup | None = None) -> str:
+    """The bash boot script for one node of ``deployment`` (a member of ``group`` when the
+    machines run in a fleet group)."""
     d = deployment
     expires_epoch = int(d.expires_at.timestamp())
     watch = _AWS_WATCH.format(poll=SPOT_POLL_SECONDS) if d.cloud == "aws" else _GCP_WATCH
+    if d.cloud == "aws":
+        watch = f"{_AWS_IMDS}\n{watch}"
+    prefix = "fleet" if group else f"machine-{role.machine}"
     checkpoint = d.checkpoint_command or "true"
     master = role.master_addr or "$(hostname -I | cut -d' ' -f1)"
     if d.command is None:
@@ -97,23 +162,49 @@ def render(deployment: Deployment, bucket: str, role: NodeRole) -> str:
             'sync_outputs\nif [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; '
             'else log "job failed ($status): staying up for the peers to resume, until the deadline"; fi'
         )
+    elif group is not None:
+        finish = (
+            f'log "job finished (exit $status): syncing outputs and leaving group {group.name}"\n'
+            f'sync_outputs\nstop_machine "job finished"'
+        )
     else:
         finish = 'log "job finished (exit $status): syncing outputs and powering off"\nsync_outputs\npoweroff'
+    if group is not None:
+        deadline = f"""install_leave_group
+# Backstop deadline: leave the group (decrementing it) at expiry even if the cloud-side
+# scale-to-0 never fires; a plain power-off {DEADLINE_BACKSTOP_GRACE_MIN} minutes later
+# catches a failed leave.
+seconds=$(( {expires_epoch} - $(date +%s) ))
+if [ "$seconds" -le 0 ]; then log "past the deadline at boot"; stop_machine "past the deadline at boot"; fi
+systemd-run --on-active="${{seconds}}s" --unit=gpufit-deadline {LEAVE_GROUP_SCRIPT} deadline \\
+  || log "could not arm the deadline timer"
+shutdown -h +"$(( seconds / 60 + {DEADLINE_BACKSTOP_GRACE_MIN} ))" "gpufit deadline" || true"""
+        helpers = f"""install_leave_group() {{
+  cat > {LEAVE_GROUP_SCRIPT} <<'GPUFIT_LEAVE_EOF'
+{leave_group_script(group)}GPUFIT_LEAVE_EOF
+  chmod 700 {LEAVE_GROUP_SCRIPT}
+}}
+stop_machine() {{ {LEAVE_GROUP_SCRIPT} "$1"; }}"""
+    else:
+        deadline = f"""# Backstop deadline: power off at expiry even if the cloud-side deadline never fires.
+minutes=$(( ({expires_epoch} - $(date +%s)) / 60 ))
+if [ "$minutes" -le 0 ]; then log "past the deadline at boot"; poweroff; fi
+shutdown -h +"$minutes" "gpufit deadline" || true"""
+        helpers = "stop_machine() { poweroff; }"
 
     return f"""#!/bin/bash
 # gpufit boot script: workload {d.workload}, stack {d.stack}, node {role.rank + 1} of {role.nodes}
 # expires at {d.expires_at.isoformat()} (also enforced by the cloud)
 set -uo pipefail
-export WORKDIR={shlex.quote(d.workdir)} BUCKET={shlex.quote(bucket)} NODE_PREFIX=machine-{role.machine}
+export WORKDIR={shlex.quote(d.workdir)} BUCKET={shlex.quote(bucket)} NODE_PREFIX={prefix}
 export GPUFIT_NODE_RANK={role.rank} GPUFIT_NNODES={role.nodes} GPUFIT_EXPIRES_AT={expires_epoch}
 export GPUFIT_MASTER_ADDR="{master}" GPUFIT_MASTER_PORT={RENDEZVOUS_PORT}
+export GPUFIT_GROUP={shlex.quote(group.name) if group else '""'}
 mkdir -p "$WORKDIR/outputs" && cd "$WORKDIR"
 log() {{ echo "gpufit: $*" | systemd-cat -t gpufit 2>/dev/null || echo "gpufit: $*"; }}
+{helpers}
 
-# Backstop deadline: power off at expiry even if the cloud-side deadline never fires.
-minutes=$(( ({expires_epoch} - $(date +%s)) / 60 ))
-if [ "$minutes" -le 0 ]; then log "past the deadline at boot"; poweroff; fi
-shutdown -h +"$minutes" "gpufit deadline" || true
+{deadline}
 
 sync_outputs() {{ {_SYNC[d.cloud]} || log "output sync failed"; }}
 on_interruption() {{

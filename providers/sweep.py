@@ -104,7 +104,9 @@ def stack_and_workload(tags: Mapping[str, str], cloud: str | None = None) -> tup
 
 @dataclass(frozen=True)
 class Candidate:
-    """One orphan to stop. ``hourly_usd`` is the catalog's price of its instance type in its
+    """One orphan to stop: a machine, or a fleet group (an Auto Scaling group, a managed
+    instance group) that would otherwise relaunch machines; a group's ``hourly_usd`` is what its
+    running machines cost together. ``hourly_usd`` is the catalog's price of its instance type in its
     region and market (None: not in the catalog); ``billing`` is whether it is running, so
     that stopping it stops that hourly cost (a stopped machine bills only its disk)."""
 
@@ -122,6 +124,7 @@ class Candidate:
     market: str
     state: str = "running"
     billing: bool = True
+    kind: str = "instance"  # or "group": a fleet group (``instance_id`` is then its name)
 
     @property
     def stops_usd(self) -> float | None:
@@ -231,6 +234,7 @@ def to_json(results: list[SweepResult]) -> dict[str, Any]:
                         "reason": c.reason,
                         "hourly_usd": c.hourly_usd,
                         "billing": c.billing,
+                        "kind": c.kind,
                         "result": r.actions.get(c.instance_id),
                         "error": r.failed.get(c.instance_id),
                     }

@@ -6,6 +6,7 @@ from typing import Any
 
 from selector.catalog import Offer
 from selector.cost import Cost
+from selector.fallbacks import Fallback
 from selector.select import Candidate, Plan
 from selector.sizing import GIB, Shape
 
@@ -83,6 +84,24 @@ def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
     return out
 
 
+def fallback_to_dict(fallback: Fallback) -> dict[str, Any]:
+    """One entry of ``choice.fallbacks``: what the fleet may launch instead of the choice."""
+    offer = fallback.offer
+    return {
+        "instance_type": offer.instance.name,
+        "machine_type": offer.instance.machine_type,
+        "region": offer.region,
+        "zone": offer.zone,
+        "market": offer.market,
+        "hourly_usd": offer.hourly_usd,
+        "weighted_capacity": fallback.weighted_capacity,
+        "instances": fallback.shape.instances,
+        "total_usd": _r(fallback.cost.total_usd, 2),
+        "source": offer.source,
+        "as_of": offer.as_of,
+    }
+
+
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """The ``plan --json`` document (keys other tools rely on are listed in the README)."""
     req = plan.requirements
@@ -111,7 +130,16 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "fault_tolerance": spec.fault_tolerance,
         },
         "requirements": requirements,
-        "choice": candidate_to_dict(choice) if choice else None,
+        "choice": (
+            {
+                **candidate_to_dict(choice),
+                "weighted_capacity": choice.shape.replicas_per_instance,
+                "fleet_units": plan.fleet_units,
+                "fallbacks": [fallback_to_dict(f) for f in plan.fallbacks],
+            }
+            if choice
+            else None
+        ),
         "cost": cost_to_dict(choice.cost) if choice else None,
         "alternatives": [candidate_to_dict(c) for c in plan.alternatives],
         "rejections": dict(sorted(plan.rejections.items())),

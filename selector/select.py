@@ -14,8 +14,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
-from selector.catalog import MARKETS, Catalog, Offer
+from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
+from selector.fallbacks import Fallback, fallbacks, fleet_units
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, requirements
 from selector.spec import WorkloadSpec
@@ -69,6 +70,12 @@ class Plan:
     feasible: int
     considered: int
     catalog: Catalog
+    fallbacks: tuple[Fallback, ...] = ()
+
+    @property
+    def fleet_units(self) -> int:
+        """The fleet's desired capacity in replicas (0 without a choice)."""
+        return fleet_units(self.choice.shape) if self.choice is not None else 0
 
     @property
     def status(self) -> PlanStatus:
@@ -159,6 +166,14 @@ def plan(
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     feasible = 0
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
+
+    def fit_of(it: InstanceType) -> Shape | Rejection:
+        key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
+        shape = fits.get(key)
+        if shape is None:
+            shape = fits[key] = fit(req, it)
+        return shape
+
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
     pref_of = {market: _market_preference(spec, market) for market in MARKETS}
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
@@ -173,10 +188,7 @@ def plan(
                 Rejection("placement", f"{it.name} does not match placement.instance_types"), len(offers)
             )
             continue
-        key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
-        shape = fits.get(key)
-        if shape is None:
-            shape = fits[key] = fit(req, it)
+        shape = fit_of(it)
         allowed = offers
         if placement.regions is not None:
             allowed = tuple(o for o in offers if _matches(placement.regions, o.region))
@@ -234,6 +246,20 @@ def plan(
             best[(it.cloud, it.name, market)] = (rk, offer, shape)
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
+    backups: tuple[Fallback, ...] = ()
+    if candidates:
+        first = candidates[0]
+        backups = fallbacks(
+            first.offer,
+            first.shape,
+            catalog,
+            fit_of,
+            inputs,
+            rates,
+            placement.instance_types,
+            deadline,
+            lambda hourly, total: _budget(inputs, hourly, total) is None,
+        )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),
@@ -250,4 +276,5 @@ def plan(
         feasible=feasible,
         considered=len(catalog.offers),
         catalog=catalog,
+        fallbacks=backups,
     )

@@ -446,6 +446,7 @@ def instance(
     machine: str = "g2-standard-4",
     accelerators: tuple[tuple[str, int], ...] = (),
     spot: bool = False,
+    created_by: str | None = None,
 ) -> dict[str, Any]:
     """A ``compute#instance`` as the REST API returns it (URLs for zone, machine and GPU types)."""
     zone_url = f"{API}/projects/{project}/zones/{zone}"
@@ -473,6 +474,8 @@ def instance(
             {"acceleratorType": f"{zone_url}/acceleratorTypes/{kind}", "acceleratorCount": count}
             for kind, count in accelerators
         ]
+    if created_by:  # what a managed instance group writes on the VMs it creates
+        item["metadata"] = {"items": [{"key": "created-by", "value": created_by}]}
     return item
 
 
@@ -510,6 +513,8 @@ class FakeGcpInstances:
         self.lists: list[dict[str, str]] = []  # query of every listing request
         self.deletes: list[DeleteSeen] = []  # every DELETE request
         self.deleted: list[tuple[str, str]] = []
+        self.groups: dict[str, int] = {}  # "regions/R/instanceGroupManagers/NAME" -> target size
+        self.group_calls: list[tuple[str, str]] = []  # (method, group) of every group request
         self._operations: dict[str, dict[str, Any]] = {}  # requestId -> the operation it started
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
@@ -541,7 +546,16 @@ class FakeGcpInstances:
                 self._answer(*fake.handle_get(self.path))
 
             def do_DELETE(self) -> None:
-                self._answer(*fake.handle_delete(self.path))
+                if "/instanceGroupManagers/" in self.path:
+                    self._answer(*fake.handle_group("DELETE", self.path))
+                else:
+                    self._answer(*fake.handle_delete(self.path))
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                if length:
+                    self.rfile.read(length)
+                self._answer(*fake.handle_group("POST", self.path))
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -637,6 +651,43 @@ class FakeGcpInstances:
             body["unreachables"] = [f"zones/{z}" for z in sorted(self.unreachable_zones)]
         return 200, body
 
+    def handle_group(self, method: str, raw_path: str) -> tuple[int, dict[str, Any]]:
+        """``POST .../instanceGroupManagers/NAME/resize?size=N`` and ``DELETE .../NAME`` of a
+        regional or zonal managed instance group; deleting one deletes the VMs it created."""
+        parts = urlsplit(raw_path)
+        query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
+        match = re.fullmatch(
+            r"/compute/v1/projects/([^/]+)/((?:regions|zones)/[^/]+/instanceGroupManagers/[^/]+)(/resize)?",
+            parts.path,
+        )
+        if not match or match.group(1) != self.project or (method == "POST") != bool(match.group(3)):
+            return FakeGcp._error(404, f"The requested URL {parts.path} was not found")[:2]
+        group = match.group(2)
+        with self._lock:
+            self.group_calls.append((method, group))
+            if group not in self.groups:
+                return FakeGcp._error(404, f"The resource 'projects/{self.project}/{group}' was not found")[
+                    :2
+                ]
+            if method == "POST":
+                self.groups[group] = int(query["size"])
+            else:
+                del self.groups[group]
+                for vm in [i for i in self.instances if _created_by(i) == f"projects/{self.project}/{group}"]:
+                    self.instances.remove(vm)
+                    self.deleted.append((vm["zone"].rsplit("/", 1)[-1], vm["name"]))
+        url = f"{API}/projects/{self.project}/{group}"
+        return 200, {
+            "kind": "compute#operation",
+            "id": stable_id("op", method, group, query.get("requestId", ""), digits=19),
+            "name": f"operation-{stable_id('op', method, group)}",
+            "operationType": "compute.instanceGroupManagers.resize" if method == "POST" else "delete",
+            "targetLink": url,
+            "status": "DONE",
+            "progress": 100,
+            "selfLink": f"{url}/operations/x",
+        }
+
     def handle_delete(self, raw_path: str) -> tuple[int, dict[str, Any]]:
         parts = urlsplit(raw_path)
         query = {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()}
@@ -688,6 +739,13 @@ class FakeGcpInstances:
             if request_id:
                 self._operations[request_id] = operation
             return 200, operation
+
+
+def _created_by(vm: dict[str, Any]) -> str | None:
+    for item in vm.get("metadata", {}).get("items", []):
+        if item["key"] == "created-by":
+            return str(item["value"])
+    return None
 
 
 def parse_label_filter(text: str) -> dict[str, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,12 +27,21 @@ class Registered:
     provider: str | None
 
 
+OFFERED_ZONES = ("a", "b")
+"""Zone letters where the mock EC2 offers every instance type: a region's zone ``c`` offers none,
+so that a group's subnets can be seen to be restricted to the offering zones."""
+NOT_OFFERED: set[str] = set()
+"""Instance types the mock EC2 offers nowhere (tests add to it and clear it)."""
+
+
 @dataclass
 class RecordingMocks(pulumi.runtime.Mocks):
     """Records each resource; answers the invokes the components make with fixed values."""
 
     resources: list[Registered] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
+    invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    region: str = "us-east-1"
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
@@ -49,28 +59,79 @@ class RecordingMocks(pulumi.runtime.Mocks):
         elif args.typ == "aws:iam/role:Role":
             state.update(arn=f"arn:aws:iam::123456789012:role/{args.name}", name=args.name)
         elif args.typ in ("aws:iam/instanceProfile:InstanceProfile", "aws:ec2/placementGroup:PlacementGroup"):
-            state.update(name=args.name)
+            state.update(name=args.name, arn=f"arn:aws:iam::123456789012:instance-profile/{args.name}")
+        elif args.typ == "aws:autoscaling/group:Group":
+            state.update(name=state.get("name") or args.name, arn=f"arn:aws:autoscaling:::{args.name}")
+        elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
+            state.update(latestVersion=1, arn=f"arn:aws:ec2:::launch-template/{args.name}")
         elif args.typ == "gcp:compute/instance:Instance":
             nics = state.get("networkInterfaces") or [{}]
             nics[0] = {**nics[0], "networkIp": f"10.42.0.{n}"}
             state.update(networkInterfaces=nics, selfLink=f"projects/p/zones/z/instances/{args.name}")
+        elif args.typ == "gcp:serviceaccount/account:Account":
+            email = f"{state['accountId']}@test-project.iam.gserviceaccount.com"
+            state.update(email=email, member=f"serviceAccount:{email}")
+        elif args.typ == "gcp:projects/iAMCustomRole:IAMCustomRole":
+            state.update(name=f"projects/{state['project']}/roles/{state['roleId']}")
+        elif args.typ == "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate":
+            state.update(selfLink=f"projects/test-project/regions/r/instanceTemplates/{args.name}")
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.update(name=state.get("name") or f"{args.name}-abc", url=f"gs://{args.name}")
         return f"{args.name}-id", state
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         self.calls.append(args.token)
+        self.invokes.append((args.token, dict(args.args)))
+        found = re.search(r"::(?:aws|gcp)-([a-z0-9-]+)::", args.provider or "")
+        if found:
+            self.region = found.group(1)
+        filters = {f.get("name"): list(f.get("values") or []) for f in args.args.get("filters") or []}
+        if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
+            types = [t for t in filters.get("instance-type", []) if t not in NOT_OFFERED]
+            rows = [(t, f"{self.region}{z}") for t in types for z in OFFERED_ZONES]
+            return {
+                "id": self.region,
+                "instanceTypes": [t for t, _ in rows],
+                "locations": [z for _, z in rows],
+                "locationTypes": ["availability-zone"] * len(rows),
+            }
+        if args.token == "aws:ec2/getSubnets:getSubnets" and "availability-zone" in filters:
+            return {"id": "subnets", "ids": [f"subnet-{z}" for z in filters["availability-zone"]]}
+        if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
+            zone = str(args.args.get("zone", ""))
+            wanted = str(args.args.get("filter", ""))
+            names = [n for n in wanted.split('"')[1].strip("()").split("|")] if '"' in wanted else []
+            # zone -b of a region offers no GPU machine type in this mock
+            offered = [] if zone.endswith("-b") else names
+            return {
+                "id": zone,
+                "zone": zone,
+                "project": "test-project",
+                "filter": wanted,
+                "machineTypes": [_machine_type(n, zone) for n in offered],
+            }
         answers: dict[str, dict[str, Any]] = {
             "aws:ec2/getVpc:getVpc": {"id": "vpc-0default", "cidrBlock": "172.31.0.0/16"},
             "aws:ec2/getSubnets:getSubnets": {"ids": ["subnet-0b", "subnet-0a"]},
-            "aws:ec2/getSubnet:getSubnet": {"id": "subnet-0given", "vpcId": "vpc-0given"},
-            "aws:ec2/getAmi:getAmi": {"id": "ami-0dlami", "name": "Deep Learning OSS Nvidia Driver AMI GPU"},
+            "aws:ec2/getSubnet:getSubnet": {
+                "id": "subnet-0given",
+                "vpcId": "vpc-0given",
+                "availabilityZone": f"{self.region}a",
+            },
+            "aws:ec2/getAmi:getAmi": {
+                "id": "ami-0dlami",
+                "name": "Deep Learning OSS Nvidia Driver AMI GPU",
+                "rootDeviceName": "/dev/sda1",
+            },
             "aws:index/getCallerIdentity:getCallerIdentity": {
                 "accountId": "123456789012",
                 "arn": "arn",
                 "userId": "u",
             },
-            "gcp:compute/getZones:getZones": {"names": ["us-central1-c", "us-central1-a"]},
+            "gcp:compute/getZones:getZones": {
+                "names": [f"{self.region}-c", f"{self.region}-a", f"{self.region}-b"]
+            },
+            "gcp:organizations/getClientConfig:getClientConfig": {"project": "test-project", "id": "cc"},
         }
         return answers.get(args.token, {})
 
@@ -81,6 +142,24 @@ class RecordingMocks(pulumi.runtime.Mocks):
         found = self.of_type(typ)
         assert len(found) == 1, f"expected one {typ}, found {len(found)}"
         return found[0]
+
+
+def _machine_type(name: str, zone: str) -> dict[str, Any]:
+    """A machine type as the getMachineTypes invoke answers it (every field its result type requires)."""
+    return {
+        "name": name,
+        "accelerators": [],
+        "architecture": "X86_64",
+        "bundledLocalSsds": [],
+        "deprecateds": [],
+        "description": name,
+        "guestCpus": 8,
+        "isSharedCpus": False,
+        "maximumPersistentDisks": 128,
+        "maximumPersistentDisksSizeGb": 263168,
+        "memoryMb": 32768,
+        "selfLink": f"projects/test-project/zones/{zone}/machineTypes/{name}",
+    }
 
 
 def stack_config(stack_file: Path) -> dict[str, Any]:
@@ -118,9 +197,11 @@ def run_program(
     return mocks, resolved
 
 
-def run_component(build: Callable[[], dict[str, Any]]) -> tuple[RecordingMocks, dict[str, Any]]:
-    """Build a component under fresh mocks and resolve its outputs."""
-    mocks = RecordingMocks()
+def run_component(
+    build: Callable[[], dict[str, Any]], mocks: RecordingMocks | None = None
+) -> tuple[RecordingMocks, dict[str, Any]]:
+    """Build a component under fresh mocks (or ``mocks``) and resolve its outputs."""
+    mocks = mocks if mocks is not None else RecordingMocks()
     pulumi.runtime.set_mocks(mocks, project="gpufit", stack="test", preview=False)
     pulumi.runtime.set_all_config({}, [])
     resolved: dict[str, Any] = {}

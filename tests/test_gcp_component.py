@@ -1,4 +1,4 @@
-"""The GCP component under Pulumi's mock engine: what it asks Google Cloud to create.
+"""The GCP plain-VM component under Pulumi's mock engine: what it asks Google Cloud to create.
 
 Every test builds a ``Deployment`` by hand (fixed times, no clock), runs the component under
 ``pulumi.runtime.set_mocks`` and inspects the recorded resource inputs (camelCase, numbers as
@@ -201,7 +201,10 @@ def provision(deployment: Deployment, *, with_provider: bool = False) -> Run:
     @pulumi.runtime.test
     def build() -> pulumi.Output[None]:
         provider = gcp.Provider("explicit", project="my-project") if with_provider else None
-        outputs = GcpProvider(provider).provision(deployment)
+        # The plain-VM component (replicas that span nodes); single-node replicas go to the
+        # fleet (tests/test_gcp_fleet.py), but the component serves any deployment.
+        component = GcpGpuInstance(deployment.name, deployment, pulumi.ResourceOptions(provider=provider))
+        outputs = component.outputs
         return pulumi.Output.all(**outputs).apply(resolved.update)
 
     build()

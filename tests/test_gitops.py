@@ -95,8 +95,12 @@ def test_program_provisions_the_locked_offer_even_if_prices_moved(stacks: Path, 
     config["gpufit:lockDir"] = str(stacks)
     config["gpufit:catalog"] = str(catalog)
     mocks, outputs = run_program(config, NOW, stack="guanaco-65b")
-    (instance,) = mocks.of_type("aws:ec2/instance:Instance")
-    assert instance.inputs["instanceType"] == lock["offer"]["instance_type"]
+    (template,) = mocks.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert template.inputs["instanceType"] == lock["offer"]["instance_type"]
+    (group,) = mocks.of_type("aws:autoscaling/group:Group")
+    overrides = group.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    locked = [lock["offer"]["instance_type"], *(f["offer"]["instance_type"] for f in lock["fallbacks"])]
+    assert [o["instanceType"] for o in overrides] == locked  # the reviewed fallbacks, not today's
     assert outputs["region"] == lock["offer"]["region"]
     assert outputs["hourly_usd"] == pytest.approx(lock["cost"]["hourly_usd"], abs=1e-4)
 

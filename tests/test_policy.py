@@ -513,6 +513,9 @@ def _all_violations(mocks: RecordingMocks, config: PolicyConfig) -> list[str]:
     return found
 
 
+GROUPS = ("aws:autoscaling/group:Group", "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
+
+
 @pytest.mark.parametrize("stack_file", STACKS, ids=_stack_id)
 def test_example_stack_passes_every_policy(stack_file: Path) -> None:
     config = stack_config(stack_file)
@@ -520,20 +523,30 @@ def test_example_stack_passes_every_policy(stack_file: Path) -> None:
     planned = plan(parse_spec(config["gpufit:workload"]), load_catalog())
     assert planned.choice is not None
     instances = [r for r in mocks.resources if r.typ in (AWS_INSTANCE, GCP_INSTANCE)]
-    assert len(instances) == planned.choice.shape.instances >= 1
-    # the tightest budget the plan allows: its own, else exactly what it costs an hour
+    groups = [r for r in mocks.resources if r.typ in GROUPS]
+    if planned.choice.shape.nodes_per_replica > 1:
+        assert len(instances) == planned.choice.shape.instances >= 1 and not groups
+        # the tightest budget the plan allows: its own, else exactly what it costs an hour
+        worst = planned.choice.cost.hourly_usd
+    else:
+        assert len(groups) == 1 and not instances
+        # a group may launch any of its types: the budget must hold for the dearest fleet
+        worst = max([planned.choice.cost.hourly_usd, *(f.cost.hourly_usd for f in planned.fallbacks)])
     own = (config["gpufit:workload"].get("budget") or {}).get("max_hourly_usd")
-    budget = own or planned.choice.cost.hourly_usd
-    policy_config = PolicyConfig(now=NOW, max_hourly_usd=float(budget))
+    policy_config = PolicyConfig(now=NOW, max_hourly_usd=float(own or worst))
     assert _all_violations(mocks, policy_config) == []
-    # the policy prices each instance at the offer the plan chose
     region = outputs["region"]
-    for instance in instances:
+    for instance in instances:  # the policy prices each instance at the offer the plan chose
         offer = instance_offer(instance.typ, instance.inputs, policy_config, region=region)
         assert offer is not None and offer.hourly_usd == planned.choice.offer.hourly_usd
-    # and the same resources fail once the budget is a cent under the plan's price
-    under = PolicyConfig(now=NOW, max_hourly_usd=planned.choice.offer.hourly_usd - 0.01)
-    assert any(v.startswith("check_hourly_budget") for v in _all_violations(mocks, under))
+    # and the same resources fail once the budget is a cent under one instance's (or the dearest
+    # fleet's) hour
+    cap = planned.choice.offer.hourly_usd if instances else worst
+    under = PolicyConfig(now=NOW, max_hourly_usd=cap - 0.01)
+    found = _all_violations(mocks, under)
+    assert any(v.startswith("check_stack_budget") for v in found), found
+    if instances:
+        assert any(v.startswith("check_hourly_budget") for v in found)
 
 
 def test_ssh_from_anywhere_opt_in_is_caught_by_the_ingress_policy() -> None:
@@ -548,3 +561,126 @@ def test_ssh_from_anywhere_opt_in_is_caught_by_the_ingress_policy() -> None:
         "check_no_open_ingress aws:ec2/securityGroup:SecurityGroup llama70b-chat-test-sg: "
         "ingress[0] admits ::/0 (ports tcp 22-22)",
     ]
+
+
+# ---------------------------------------------------------------------------------- fleet groups
+
+LT = gp.AWS_LAUNCH_TEMPLATE
+ASG = gp.AWS_GROUP
+GCP_TEMPLATE = gp.GCP_TEMPLATES[0]
+MIG = gp.GCP_GROUPS[0]
+
+
+def launch_template(**changes: Any) -> dict[str, Any]:
+    """A launch template's props as gpufit's fleet sets them."""
+    tags = {"gpufit:managed": "true", TAG_EXPIRES_AT: iso_utc(EXPIRES)}
+    props: dict[str, Any] = {
+        "instanceType": "g6e.48xlarge",
+        "metadataOptions": {"httpEndpoint": "enabled", "httpTokens": "required"},
+        "blockDeviceMappings": [
+            {"deviceName": "/dev/sda1", "ebs": {"volumeSize": 200, "volumeType": "gp3", "encrypted": "true"}}
+        ],
+        "tagSpecifications": [
+            {"resourceType": "instance", "tags": tags},
+            {"resourceType": "volume", "tags": tags},
+        ],
+        "tags": tags,
+    }
+    props.update(changes)
+    return props
+
+
+def group(**changes: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "name": "gpufit-w-s",
+        "minSize": 0,
+        "maxSize": 8,
+        "desiredCapacity": 8,
+        "mixedInstancesPolicy": {
+            "launchTemplate": {
+                "overrides": [
+                    {"instanceType": "g6e.48xlarge", "weightedCapacity": "8"},
+                    {"instanceType": "g6e.xlarge", "weightedCapacity": "1"},
+                ]
+            },
+            "instancesDistribution": {"onDemandBaseCapacity": 0, "onDemandPercentageAboveBaseCapacity": 0},
+        },
+    }
+    props.update(changes)
+    return props
+
+
+def to_zero(**changes: Any) -> dict[str, Any]:
+    props: dict[str, Any] = {
+        "autoscalingGroupName": "gpufit-w-s",
+        "minSize": 0,
+        "maxSize": 0,
+        "desiredCapacity": 0,
+        "startTime": iso_utc(EXPIRES),
+    }
+    props.update(changes)
+    return props
+
+
+def test_launch_templates_are_checked_like_instances() -> None:
+    assert check_imdsv2(LT, launch_template(), CONFIG) == []
+    one(check_imdsv2(LT, launch_template(metadataOptions={}), CONFIG), "httpTokens")
+    assert check_disk_encryption(LT, launch_template(), CONFIG) == []
+    unencrypted = launch_template(
+        blockDeviceMappings=[{"deviceName": "/dev/sda1", "ebs": {"encrypted": "false"}}]
+    )
+    one(check_disk_encryption(LT, unencrypted, CONFIG), "blockDeviceMappings[0]", "/dev/sda1")
+    one(check_disk_encryption(LT, launch_template(blockDeviceMappings=[]), CONFIG), "AMI's default")
+    assert check_expiry(LT, launch_template(), CONFIG) == []
+    untagged = launch_template(tagSpecifications=[{"resourceType": "volume", "tags": {}}])
+    one(check_expiry(LT, untagged, CONFIG), "tagSpecifications", TAG_EXPIRES_AT)
+
+
+def test_gcp_templates_must_delete_their_vms_at_the_deadline() -> None:
+    labels = {"gpufit-managed": "true", "gpufit-expires-at": gcp_label_time(EXPIRES)}
+    good = {
+        "labels": labels,
+        "scheduling": {"instanceTerminationAction": "DELETE", "terminationTime": iso_utc(EXPIRES)},
+    }
+    assert check_expiry(GCP_TEMPLATE, good, CONFIG) == []
+    late = {
+        **good,
+        "scheduling": {**good["scheduling"], "terminationTime": iso_utc(EXPIRES + timedelta(hours=1))},
+    }
+    one(check_expiry(GCP_TEMPLATE, late, CONFIG), "terminationTime", "past the expiry label")
+    none = {**good, "scheduling": {"instanceTerminationAction": "DELETE"}}
+    one(check_expiry(GCP_TEMPLATE, none, CONFIG), "neither terminationTime nor maxRunDuration")
+    stop = {**good, "scheduling": {**good["scheduling"], "instanceTerminationAction": "STOP"}}
+    one(check_expiry(GCP_TEMPLATE, stop, CONFIG), "'STOP'")
+
+
+def test_every_group_is_scaled_to_zero_at_its_deadline() -> None:
+    check = gp.check_fleet_deadline
+    assert check([(LT, launch_template()), (ASG, group()), (gp.AWS_GROUP_SCHEDULE, to_zero())]) == []
+    one(check([(LT, launch_template()), (ASG, group())]), "'gpufit-w-s'", "capacity to 0")
+    one(check([(ASG, group()), (gp.AWS_GROUP_SCHEDULE, to_zero(maxSize=2))]), "capacity to 0")
+    one(check([(ASG, group()), (gp.AWS_GROUP_SCHEDULE, to_zero(autoscalingGroupName="other"))]), "no ")
+    late = to_zero(startTime=iso_utc(EXPIRES + timedelta(hours=2)))
+    one(
+        check([(LT, launch_template()), (ASG, group()), (gp.AWS_GROUP_SCHEDULE, late)]),
+        "after its machines' expiry",
+    )
+    resize = {
+        "httpTarget": {
+            "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize?size=0"
+        }
+    }
+    assert check([(MIG, {"name": "m"}), (gp.GCP_SCHEDULER_JOB, resize)]) == []
+    one(check([(MIG, {"name": "m"})]), "'m'", "Cloud Scheduler")
+    one(check([(MIG, {"name": "m"}), (gp.GCP_SCHEDULER_JOB, {**resize, "paused": True})]), "Cloud Scheduler")
+
+
+def test_a_group_is_budgeted_at_its_dearest_type() -> None:
+    # spot g6e.48xlarge us-east-2 $4.9598/h × 1; g6e.xlarge $0.7518/h × 8 = $6.0144/h
+    worst, unpriced = gp.group_hourly(ASG, group(), [], CONFIG, "us-east-2")
+    assert unpriced == [] and worst == pytest.approx(8 * 0.7518)
+    assert check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.02)) == []
+    over = check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.0))
+    one(over, "cost up to $6.0144/h")
+    odd = group(mixedInstancesPolicy={"launchTemplate": {"overrides": [{"instanceType": "x9.huge"}]}})
+    one(check_stack_budget([(ASG, odd, "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.0)), "x9.huge")

@@ -3,6 +3,7 @@ with the security defaults, spot settings, deadline and tags; bad input register
 
 from __future__ import annotations
 
+import base64
 import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,12 +16,17 @@ from providers.base import TAG_EXPIRES_AT, lifetime_hours
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
-from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
+from tests.pulumi_harness import NOT_OFFERED, ROOT, RecordingMocks, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 GCP_INSTANCE = "gcp:compute/instance:Instance"
+AWS_GROUP = "aws:autoscaling/group:Group"
+AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_GROUP_SCHEDULE = "aws:autoscaling/schedule:Schedule"
+GCP_GROUP = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+GCP_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
 
 
 def planned(config: dict[str, Any]) -> Plan:
@@ -44,23 +50,46 @@ def test_every_stack_provisions_the_planned_offer(stack_file: Path) -> None:
     assert expected.choice is not None
     offer, shape = expected.choice.offer, expected.choice.shape
     mocks, outputs = run_program(config, NOW)
-    typ = AWS_INSTANCE if offer.cloud == "aws" else GCP_INSTANCE
-    instances = mocks.of_type(typ)
-    assert len(instances) == shape.instances
-    key = "instanceType" if offer.cloud == "aws" else "machineType"
-    assert {i.inputs[key] for i in instances} == {offer.instance.machine_type}
+    planned_types = [
+        offer.instance.machine_type,
+        *(f.offer.instance.machine_type for f in expected.fallbacks),
+    ]
+    if shape.nodes_per_replica > 1:  # a replica spanning nodes: plain instances
+        typ = AWS_INSTANCE if offer.cloud == "aws" else GCP_INSTANCE
+        instances = mocks.of_type(typ)
+        assert len(instances) == shape.instances
+        key = "instanceType" if offer.cloud == "aws" else "machineType"
+        assert {i.inputs[key] for i in instances} == {offer.instance.machine_type}
+        assert not mocks.of_type(AWS_GROUP) and not mocks.of_type(GCP_GROUP)
+        assert {"instance_id", "zone"} <= set(outputs)
+    elif offer.cloud == "aws":
+        group = mocks.one(AWS_GROUP)
+        overrides = group.inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+        assert [o["instanceType"] for o in overrides] == planned_types  # plan order
+        assert mocks.one(AWS_LAUNCH_TEMPLATE).inputs["instanceType"] == offer.instance.machine_type
+        assert not mocks.of_type(AWS_INSTANCE)
+        assert outputs["group"] == group.inputs["name"]
+        assert outputs["fallbacks"] == [f.offer.instance.name for f in expected.fallbacks]
+        assert (group.provider or "").endswith(f"aws-{offer.region}::aws-{offer.region}-id") or (
+            f"aws-{offer.region}" in (group.provider or "")
+        )
+    else:
+        group = mocks.one(GCP_GROUP)
+        assert group.inputs["targetSize"] == shape.instances
+        assert mocks.one(GCP_TEMPLATE).inputs["machineType"] == offer.instance.machine_type
+        assert not mocks.of_type(GCP_INSTANCE)
+        assert f"gcp-{offer.region}" in (group.provider or "")
     assert outputs["instance_type"] == offer.instance.name
     assert (outputs["cloud"], outputs["region"], outputs["market"]) == (
         offer.cloud,
         offer.region,
         offer.market,
     )
-    assert all(f"{offer.cloud}-{offer.region}" in (i.provider or "") for i in instances)
     expiry = NOW + timedelta(hours=lifetime_hours(expected))
     assert outputs["expires_at"] == expiry.strftime("%Y-%m-%dT%H:%M:%SZ")
     assert outputs["hourly_usd"] == pytest.approx(expected.choice.cost.hourly_usd, abs=1e-4)
     assert outputs["estimated_total_usd"] == pytest.approx(expected.choice.cost.total_usd, abs=0.01)
-    assert {"instance_id", "zone", "bucket", "connect"} <= set(outputs)
+    assert {"bucket", "connect"} <= set(outputs)
 
 
 def _aws(stack: str, **workload_changes: Any) -> tuple[RecordingMocks, dict[str, Any], dict[str, Any]]:
@@ -70,15 +99,24 @@ def _aws(stack: str, **workload_changes: Any) -> tuple[RecordingMocks, dict[str,
     return mocks, outputs, config
 
 
+def user_data(template: Any) -> str:
+    """The boot script a launch template carries (base64 user data, decoded)."""
+    return base64.b64decode(template.inputs["userData"]).decode()
+
+
 def test_aws_security_defaults() -> None:
     mocks, outputs, _ = _aws("llama70b-chat")
-    inst = mocks.one(AWS_INSTANCE).inputs
-    assert inst["metadataOptions"]["httpTokens"] == "required"
-    root = inst["rootBlockDevice"]
-    assert root["encrypted"] is True and root["volumeType"] == "gp3"
-    assert root["volumeSize"] == 100 + 150  # OS image + 70.6B × 2 B of weights, rounded up to 10 GB
+    template = mocks.one(AWS_LAUNCH_TEMPLATE).inputs
+    assert template["metadataOptions"]["httpTokens"] == "required"
+    (root,) = template["blockDeviceMappings"]
+    assert root["deviceName"] == "/dev/sda1"  # the AMI's root device
+    assert root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeType"] == "gp3"
+    assert root["ebs"]["volumeSize"] == 100 + 150  # OS image + 70.6B × 2 B of weights, rounded up to 10 GB
+    assert template["instanceInitiatedShutdownBehavior"] == "terminate"
+    assert "instanceMarketOptions" not in template  # the group's distribution chooses the market
     sg = mocks.one("aws:ec2/securityGroup:SecurityGroup").inputs
     assert sg["ingress"] == []  # SSM Session Manager, no inbound
+    assert template["vpcSecurityGroupIds"] == ["llama70b-chat-test-sg-id"]
     pab = mocks.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
     assert all(
         pab[k] is True
@@ -101,58 +139,131 @@ def test_aws_security_defaults() -> None:
     assert all("*" not in a for s in statements for a in s["Action"])
     attach = mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
     assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
-    assert outputs["connect"].startswith("aws ssm start-session --region us-east-1 --target ")
+    assert outputs["connect"].startswith(
+        "aws ssm start-session --region us-east-1 --target $(aws autoscaling"
+    )
 
 
 def test_aws_on_demand_for_fault_tolerance_none() -> None:
     mocks, _, _ = _aws("llama70b-chat")
-    inst = mocks.one(AWS_INSTANCE).inputs
-    assert "instanceMarketOptions" not in inst
-    assert inst["instanceInitiatedShutdownBehavior"] == "terminate"
+    distribution = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandPercentageAboveBaseCapacity"] == 100
+    assert distribution["onDemandAllocationStrategy"] == "prioritized"
+    assert "spotAllocationStrategy" not in distribution
+    assert mocks.one(AWS_GROUP).inputs["capacityRebalance"] is False
 
 
-def test_aws_checkpointed_spot_is_persistent_and_stops() -> None:
-    mocks, outputs, _ = _aws("guanaco-65b")
-    inst = mocks.one(AWS_INSTANCE).inputs
-    spot = inst["instanceMarketOptions"]
-    assert spot["marketType"] == "spot"
-    assert spot["spotOptions"] == {
-        "spotInstanceType": "persistent",
-        "instanceInterruptionBehavior": "stop",
-        "validUntil": outputs["expires_at"],
-    }
-    assert "maxPrice" not in spot["spotOptions"]
-    assert inst["instanceInitiatedShutdownBehavior"] == "stop"
-    script = inst["userData"]
-    assert "systemctl enable --now gpufit-boot.service" in script  # resumes at every boot
+def test_aws_checkpointed_single_node_runs_on_spot_without_rebalancing() -> None:
+    mocks, _, _ = _aws("guanaco-65b")
+    group = mocks.one(AWS_GROUP).inputs
+    distribution = group["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandPercentageAboveBaseCapacity"] == 0
+    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+    # two copies of one checkpointed replica must never run at once
+    assert group["capacityRebalance"] is False
+    script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+    assert "systemctl enable --now gpufit-boot.service" in script
     assert "meta-data/spot/instance-action" in script and "sleep 5" in script
     assert "touch outputs/INTERRUPTED" in script  # the checkpoint hook
-    assert "poweroff" in script and 'shutdown -h +"$minutes"' in script
+    # a replacement restores the fleet's shared outputs from the bucket
+    assert 'aws s3 sync --only-show-errors "s3://$BUCKET/$NODE_PREFIX/outputs"' in script
+    assert "NODE_PREFIX=fleet" in script
 
 
-def test_aws_stateless_spot_is_one_time_and_terminates() -> None:
-    mocks, _, _ = _aws("sdxl-batch")
-    inst = mocks.one(AWS_INSTANCE).inputs
-    assert inst["instanceMarketOptions"]["spotOptions"] == {
-        "spotInstanceType": "one-time",
-        "instanceInterruptionBehavior": "terminate",
-    }
-    assert inst["instanceInitiatedShutdownBehavior"] == "terminate"
+def test_aws_checkpointed_multi_node_spot_is_persistent_and_stops() -> None:
+    mocks, outputs, _ = _aws("llama70b-full-ft")
+    for node in mocks.of_type(AWS_INSTANCE):
+        spot = node.inputs["instanceMarketOptions"]
+        assert spot["marketType"] == "spot"
+        assert spot["spotOptions"] == {
+            "spotInstanceType": "persistent",
+            "instanceInterruptionBehavior": "stop",
+            "validUntil": outputs["expires_at"],
+        }
+        assert node.inputs["instanceInitiatedShutdownBehavior"] == "stop"
+        assert 'shutdown -h +"$minutes"' in node.inputs["userData"]
 
 
-def test_aws_deadline_schedule_terminates_only_these_instances() -> None:
+def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> None:
+    mocks, _, config = _aws("sdxl-batch")
+    expected = planned(config)
+    group = mocks.one(AWS_GROUP).inputs
+    distribution = group["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandPercentageAboveBaseCapacity"] == 0
+    assert distribution["onDemandBaseCapacity"] == 0
+    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+    assert group["capacityRebalance"] is True
+    overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert len(overrides) >= 2
+    totals = [expected.choice.cost.total_usd, *(f.cost.total_usd for f in expected.fallbacks)]
+    assert totals == sorted(totals)  # cheapest expected job first
+    # capacity in replicas: an 8-GPU type counts 8, a one-GPU type 1
+    weights = {o["instanceType"]: int(o["weightedCapacity"]) for o in overrides}
+    assert weights["g6e.48xlarge"] == 8 and weights["g6e.xlarge"] == 1
+    assert group["desiredCapacity"] == group["maxSize"] == expected.fleet_units == 8
+    assert group["minSize"] == 0 and group["desiredCapacityType"] == "units"
+    assert group["healthCheckType"] == "EC2" and group["waitForCapacityTimeout"] == "0"
+
+
+def test_aws_group_subnets_lie_only_where_the_types_are_offered() -> None:
+    mocks, outputs, _ = _aws("sdxl-batch")
+    group = mocks.one(AWS_GROUP).inputs
+    # the mock offers every type in zones a and b of the region, none in c
+    assert group["vpcZoneIdentifiers"] == ["subnet-us-east-2a", "subnet-us-east-2b"]
+    assert outputs["zones"] == ["us-east-2a", "us-east-2b"]
+    offerings = [args for token, args in mocks.invokes if token.endswith("getInstanceTypeOfferings")]
+    assert offerings[0]["locationType"] == "availability-zone"
+    subnets = [args for token, args in mocks.invokes if token == "aws:ec2/getSubnets:getSubnets"]
+    zone_filter = [f for f in subnets[0]["filters"] if f["name"] == "availability-zone"]
+    assert zone_filter == [{"name": "availability-zone", "values": ["us-east-2a", "us-east-2b"]}]
+
+
+def test_aws_group_is_scaled_to_zero_at_the_deadline() -> None:
     mocks, outputs, _ = _aws("guanaco-65b")
     expires = datetime.fromisoformat(outputs["expires_at"].replace("Z", "+00:00"))
     assert expires == NOW + timedelta(hours=48)  # teardown.ttl
+    action = mocks.one(AWS_GROUP_SCHEDULE).inputs
+    assert action["autoscalingGroupName"] == outputs["group"] == "gpufit-guanaco-65b-test"
+    assert (action["minSize"], action["maxSize"], action["desiredCapacity"]) == (0, 0, 0)
+    assert action["startTime"] == outputs["expires_at"]
+    # and the in-VM layer: the machine leaves its group at the deadline too
+    script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+    assert "systemd-run --on-active=" in script and "gpufit-leave-group deadline" in script
+
+
+def test_aws_finished_job_leaves_its_own_group() -> None:
+    mocks, outputs, _ = _aws("sdxl-batch")
+    script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+    group = outputs["group"]
+    assert "aws autoscaling terminate-instance-in-auto-scaling-group --region us-east-2" in script
+    assert "--should-decrement-desired-capacity" in script
+    assert f'if [ "$group" = {group} ]; then' in script  # only its own group
+    assert script.index("bash -c 'python generate.py") < script.rindex('stop_machine "job finished"')
+    fleet = [r for r in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("fleet-access")]
+    statements = json.loads(fleet[0].inputs["policy"])["Statement"]
+    leave = next(s for s in statements if s["Sid"] == "LeaveOwnGroup")
+    assert leave["Action"] == ["autoscaling:TerminateInstanceInAutoScalingGroup"]
+    assert leave["Resource"] == [
+        f"arn:aws:autoscaling:us-east-2:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
+    ]
+    assert leave["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
+    others = [s for s in statements if s["Sid"] != "LeaveOwnGroup"]
+    assert [a for s in others for a in s["Action"]] == ["autoscaling:DescribeAutoScalingInstances"]
+
+
+def test_aws_deadline_schedule_terminates_only_these_instances() -> None:
+    mocks, outputs, _ = _aws("llama70b-full-ft")
     schedule = mocks.one("aws:scheduler/schedule:Schedule").inputs
-    assert schedule["scheduleExpression"] == "at(2026-12-04T12:01:00)"
+    expires = datetime.fromisoformat(outputs["expires_at"].replace("Z", "+00:00"))
+    fire = (expires + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    assert schedule["scheduleExpression"] == f"at({fire})"
     assert schedule["scheduleExpressionTimezone"] == "UTC"
     assert schedule["flexibleTimeWindow"] == {"mode": "OFF"}
     target = schedule["target"]
     assert target["arn"] == "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
-    assert json.loads(target["input"]) == {"InstanceIds": [outputs["instance_id"]]}
+    assert json.loads(target["input"]) == {"InstanceIds": outputs["instance_ids"]}
     roles = {r.name: r.inputs for r in mocks.of_type("aws:iam/role:Role")}
-    trust = json.loads(roles["guanaco-65b-test-deadline-role"]["assumeRolePolicy"])["Statement"][0]
+    trust = json.loads(roles["llama70b-sft-test-deadline-role"]["assumeRolePolicy"])["Statement"][0]
     assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
     assert trust["Condition"] == {"StringEquals": {"aws:SourceAccount": "123456789012"}}
     terminate = [
@@ -163,20 +274,33 @@ def test_aws_deadline_schedule_terminates_only_these_instances() -> None:
         {
             "Effect": "Allow",
             "Action": ["ec2:TerminateInstances"],
-            "Resource": [f"arn:aws:ec2:us-east-2:123456789012:instance/{outputs['instance_id']}"],
+            "Resource": [f"arn:aws:ec2:us-west-2:123456789012:instance/{i}" for i in outputs["instance_ids"]],
         }
     ]
 
 
-def test_every_aws_resource_carries_the_expiry_tag() -> None:
-    mocks, outputs, _ = _aws("guanaco-65b")
+def _tags(inputs: dict[str, Any]) -> dict[str, str]:
+    """Tags as a map: an Auto Scaling group lists them as {key, value, propagateAtLaunch}."""
+    tags = inputs["tags"]
+    return {t["key"]: t["value"] for t in tags} if isinstance(tags, list) else dict(tags)
+
+
+@pytest.mark.parametrize("stack", ["guanaco-65b", "llama70b-full-ft"])
+def test_every_aws_resource_carries_the_expiry_tag(stack: str) -> None:
+    mocks, outputs, config = _aws(stack)
     tagged = [r for r in mocks.resources if r.typ.startswith("aws:") and "tags" in r.inputs]
     assert tagged
     for resource in tagged:
-        tags = resource.inputs["tags"]
+        tags = _tags(resource.inputs)
         assert tags[TAG_EXPIRES_AT] == outputs["expires_at"], resource.typ
         assert tags["gpufit:managed"] == "true" and tags["gpufit:stack"] == "test"
-        assert tags["gpufit:workload"] == "guanaco-65b"
+        assert tags["gpufit:workload"] == config["gpufit:workload"]["name"]
+    if stack == "guanaco-65b":
+        group = mocks.one(AWS_GROUP).inputs
+        assert all(t["propagateAtLaunch"] is True for t in group["tags"])
+        specs = mocks.one(AWS_LAUNCH_TEMPLATE).inputs["tagSpecifications"]
+        assert {s["resourceType"] for s in specs} == {"instance", "volume"}
+        assert all(s["tags"][TAG_EXPIRES_AT] == outputs["expires_at"] for s in specs)
 
 
 def test_ssh_only_from_listed_cidrs() -> None:
@@ -213,14 +337,53 @@ def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
     assert outputs["nodes"] == 2
 
 
-def test_replicas_are_independent_machines() -> None:
+def test_replicas_run_in_one_group_counted_in_replicas() -> None:
     mocks, _, config = _aws("llama8b-fp8")
     expected = planned(config)
     assert expected.choice is not None and expected.choice.shape.replicas > 1
-    nodes = mocks.of_type(AWS_INSTANCE)
-    assert len(nodes) == expected.choice.shape.instances
+    group = mocks.one(AWS_GROUP).inputs
+    assert group["desiredCapacity"] == expected.choice.shape.replicas  # 5 replicas
+    weights = [
+        int(o["weightedCapacity"]) for o in group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    ]
+    assert weights[0] == 1 and max(weights) == 8  # g6e.xlarge holds one, g6e.48xlarge eight
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
-    assert all("torchrun" not in n.inputs["userData"] for n in nodes)
+    assert "torchrun" not in user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+
+
+def test_a_type_offered_nowhere_in_the_region_is_left_out() -> None:
+    NOT_OFFERED.add("p5e.48xlarge")
+    try:
+        mocks, outputs, _ = _aws("sdxl-batch")
+    finally:
+        NOT_OFFERED.clear()
+    overrides = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert "p5e.48xlarge" not in [o["instanceType"] for o in overrides]
+    assert "p5e.48xlarge" not in outputs["fallbacks"] and len(overrides) >= 2
+
+
+def test_no_type_offered_in_the_region_stops_before_any_resource() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    expected = planned(config)
+    assert expected.choice is not None
+    NOT_OFFERED.update(
+        {expected.choice.offer.instance.machine_type, *(f.offer.instance.name for f in expected.fallbacks)}
+    )
+    mocks = RecordingMocks()
+    try:
+        with pytest.raises(pulumi.RunError, match=r"no availability zone of us-east-1 offers p4d\.24xlarge"):
+            run_program(config, NOW, mocks=mocks)
+    finally:
+        NOT_OFFERED.clear()
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+def test_given_subnet_must_lie_where_the_types_are_offered() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    config["gpufit:subnetId"] = "subnet-0given"  # the mock puts it in zone a: offered
+    mocks, _ = run_program(config, NOW)
+    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-0given"]
+    assert mocks.one("aws:ec2/securityGroup:SecurityGroup").inputs["vpcId"] == "vpc-0given"
 
 
 def test_pinned_deadline_from_config() -> None:
@@ -228,9 +391,7 @@ def test_pinned_deadline_from_config() -> None:
     config["gpufit:expiresAt"] = "2026-12-03T06:30:00Z"
     mocks, outputs = run_program(config, NOW)
     assert outputs["expires_at"] == "2026-12-03T06:30:00Z"
-    assert (
-        mocks.one("aws:scheduler/schedule:Schedule").inputs["scheduleExpression"] == "at(2026-12-03T06:31:00)"
-    )
+    assert mocks.one(AWS_GROUP_SCHEDULE).inputs["startTime"] == "2026-12-03T06:30:00Z"
 
 
 @pytest.mark.parametrize(

@@ -169,3 +169,74 @@ def test_a_clock_deadline_is_kept_by_later_updates_and_a_pinned_one_moves() -> N
         result, stack="dev", project="gpufit", created_at=NOW, expires_at=NOW + timedelta(hours=5)
     )
     assert pinned.deadline_pinned and deadline_ignore_changes(pinned) == []
+
+
+# ------------------------------------------------------------------------- fleet group members
+
+
+@pytest.mark.parametrize("stack", ["sdxl-batch", "guanaco-65b", "llama13b-gcp", "llama70b-chat"])
+def test_group_member_scripts_are_valid_bash_and_leave_their_group(stack: str) -> None:
+    from providers.startup import LEAVE_GROUP_SCRIPT, FleetGroup, leave_group_script
+
+    d, _ = deployment(stack)
+    group = FleetGroup(d.cloud, d.region, d.group_name)
+    script = render(d, "bucket-x", NodeRole(0, 1, ""), group)
+    assert bash_syntax_ok(script) and bash_syntax_ok(as_boot_service(script))
+    leave = leave_group_script(group)
+    assert bash_syntax_ok(leave) and leave in script  # installed by the boot script
+    assert f"export GPUFIT_GROUP={d.group_name}" in script and "NODE_PREFIX=fleet" in script
+    # the deadline: a timer that leaves the group, then the plain power-off 5 minutes later
+    assert f"--unit=gpufit-deadline {LEAVE_GROUP_SCRIPT} deadline" in script
+    assert 'shutdown -h +"$(( seconds / 60 + 5 ))"' in script
+    assert 'stop_machine "past the deadline at boot"' in script
+    if d.cloud == "aws":
+        assert f'--region {d.region} --instance-id "$id"' in leave
+        assert "--should-decrement-desired-capacity" in leave
+        assert f'if [ "$group" = {d.group_name} ]; then' in leave
+    else:
+        assert f"delete-instances {d.group_name} --region {d.region}" in leave
+    if d.runs_to_completion:
+        assert script.rstrip().endswith('stop_machine "job finished"')
+    else:  # a service stays up: only the deadline removes it
+        assert 'stop_machine "job finished"' not in script
+
+
+def test_leave_group_script_passes_shellcheck() -> None:
+    import shutil
+
+    from providers.startup import FleetGroup, leave_group_script
+
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
+    for cloud in ("aws", "gcp"):
+        found = subprocess.run(
+            ["shellcheck", "-s", "bash", "-"],
+            input=leave_group_script(FleetGroup(cloud, "us-east-2", "gpufit-w-s")),
+            text=True,
+            capture_output=True,
+            check=False,
+        )
+        assert found.returncode == 0, found.stdout
+
+
+def test_a_group_member_that_finishes_leaves_after_syncing() -> None:
+    from providers.startup import FleetGroup
+
+    d, _ = deployment("sdxl-batch")
+    script = render(d, "b", NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name))
+    run = script.index("bash -c 'python generate.py")
+    assert run < script.rindex("sync_outputs") < script.rindex('stop_machine "job finished"')
+    assert "\npoweroff\n" not in script[run:]  # a bare power-off would make the group relaunch it
+
+
+def test_deployment_carries_the_fleet_in_plan_order() -> None:
+    d, result = deployment("sdxl-batch")
+    assert d.grouped and d.capacity_units == result.fleet_units == 8
+    assert [m.instance_type for m in d.members] == [
+        result.choice.offer.instance.name,  # type: ignore[union-attr]
+        *(f.offer.instance.name for f in result.fallbacks),
+    ]
+    assert d.desired_capacity(d.members) == 8  # weighted: replicas
+    assert d.desired_capacity(d.members[:1]) == d.nodes  # one type: instances
+    multi, _ = deployment("llama70b-full-ft")
+    assert not multi.grouped

@@ -734,3 +734,133 @@ def test_render_marks_failures() -> None:
     assert (
         "FAILED: OperationNotPermitted" in text and "removed 0 instances: stopped $0.00/h; 1 failed" in text
     )
+
+
+# ---------------------------------------------------------------------------------- AWS groups
+
+
+def autoscaling(session: Any, region: str) -> Any:
+    return session.client("autoscaling", region_name=region)
+
+
+def make_group(session: Any, region: str, name: str, tags: dict[str, str], desired: int = 2) -> None:
+    """An Auto Scaling group as gpufit makes one: a launch template, mixed-instances overrides
+    and tags propagated to its instances."""
+    template = ec2(region).create_launch_template(
+        LaunchTemplateName=f"{name}-lt",
+        LaunchTemplateData={"ImageId": ami(region), "InstanceType": "g5.xlarge"},
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    subnets = ec2(region).describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
+    autoscaling(session, region).create_auto_scaling_group(
+        AutoScalingGroupName=name,
+        MinSize=0,
+        MaxSize=desired,
+        DesiredCapacity=desired,
+        VPCZoneIdentifier=",".join(s["SubnetId"] for s in subnets["Subnets"][:2]),
+        MixedInstancesPolicy={
+            "LaunchTemplate": {
+                "LaunchTemplateSpecification": {"LaunchTemplateId": template, "Version": "$Latest"},
+                "Overrides": [{"InstanceType": "g5.xlarge"}, {"InstanceType": "g5.2xlarge"}],
+            },
+            "InstancesDistribution": {
+                "OnDemandBaseCapacity": 0,
+                "OnDemandPercentageAboveBaseCapacity": 0,
+                "SpotAllocationStrategy": "capacity-optimized-prioritized",
+            },
+        },
+        Tags=[
+            {
+                "Key": k,
+                "Value": v,
+                "PropagateAtLaunch": True,
+                "ResourceId": name,
+                "ResourceType": "auto-scaling-group",
+            }
+            for k, v in tags.items()
+        ],
+    )
+
+
+def groups(session: Any, region: str) -> dict[str, dict[str, Any]]:
+    answer = autoscaling(session, region).describe_auto_scaling_groups()
+    return {g["AutoScalingGroupName"]: g for g in answer["AutoScalingGroups"]}
+
+
+def test_aws_orphaned_group_is_scaled_to_zero_and_deleted_others_untouched(aws: Any, prices: Pricer) -> None:
+    region = "us-east-1"
+    for name in list(groups(aws, region)):  # what an earlier test left
+        autoscaling(aws, region).delete_auto_scaling_group(AutoScalingGroupName=name, ForceDelete=True)
+    make_group(aws, region, "gpufit-orphan-dev", managed(PAST, "orphan"))
+    make_group(aws, region, "gpufit-live-dev", managed(FUTURE, "live"))
+    make_group(aws, region, "someone-elses", {"team": "search", TAG_EXPIRES_AT: PAST})
+    make_group(aws, region, "edited-by-hand", {**managed(PAST, "edited"), TAG_MANAGED: "false"})
+    before = groups(aws, region)
+    assert before["gpufit-orphan-dev"]["Instances"]  # moto launched its machines
+    calls = Calls()
+    sweeper = aws_sweeper(aws, calls)
+
+    result = sweeper.sweep([region], NOW, act=False, price=prices)
+    grouped = [c for c in result.candidates if c.kind == "group"]
+    assert [(c.instance_id, c.reason, c.market) for c in grouped] == [
+        ("gpufit-orphan-dev", "expired", "spot")
+    ]
+    assert grouped[0].instance_type == "g5.xlarge,g5.2xlarge" and grouped[0].billing is True
+    members = {i["InstanceId"] for g in before.values() for i in g["Instances"]}
+    assert not members & {c.instance_id for c in result.candidates}  # machines are left to their group
+    assert groups(aws, region).keys() == before.keys()  # the dry run touched nothing
+    assert calls.count("UpdateAutoScalingGroup") == calls.count("DeleteAutoScalingGroup") == 0
+
+    result = sweeper.sweep([region], NOW, act=True, price=prices)
+    assert result.actions == {"gpufit-orphan-dev": "scaled to 0, deleting"} and not result.failed
+    after = groups(aws, region)
+    assert "gpufit-orphan-dev" not in after
+    for name in ("gpufit-live-dev", "someone-elses", "edited-by-hand"):
+        assert after[name]["DesiredCapacity"] == 2 and after[name]["MaxSize"] == 2, name
+    assert calls.count("UpdateAutoScalingGroup", region) == calls.count("DeleteAutoScalingGroup", region) == 1
+    assert json.loads(json.dumps(to_json_of(result)))["clouds"][0]["candidates"][0]["kind"] == "group"
+
+
+def to_json_of(result: SweepResult) -> dict[str, Any]:
+    from providers.sweep import to_json
+
+    return to_json([result])
+
+
+# ---------------------------------------------------------------------------------- GCP groups
+
+
+def test_gcp_orphaned_mig_is_resized_to_zero_and_deleted_instead_of_its_vms(prices: Pricer) -> None:
+    orphan = f"projects/{PROJECT}/regions/us-central1/instanceGroupManagers/gpufit-orphan-dev"
+    live = f"projects/{PROJECT}/regions/us-central1/instanceGroupManagers/gpufit-live-dev"
+    vms = [
+        instance(PROJECT, "us-central1-a", "orphan-a1", labels(PAST_LABEL, "orphan"), created_by=orphan),
+        instance(PROJECT, "us-central1-b", "orphan-b1", labels(PAST_LABEL, "orphan"), created_by=orphan),
+        instance(PROJECT, "us-central1-a", "live-a1", labels(FUTURE_LABEL, "live"), created_by=live),
+        instance(PROJECT, "us-central1-a", "lone", labels(PAST_LABEL, "lone")),
+    ]
+    with FakeGcpInstances(PROJECT, ZONES, vms, per_page=2) as fake:
+        fake.groups = {orphan.split("/", 2)[2]: 2, live.split("/", 2)[2]: 1}
+        sweeper = gcp_sweeper(fake)
+        result = sweeper.sweep(["us-central1"], NOW, act=False, price=prices)
+        by_id = {c.instance_id: c for c in result.candidates}
+        group_id = "regions/us-central1/instanceGroupManagers/gpufit-orphan-dev"
+        assert set(by_id) == {group_id, next(c.instance_id for c in result.candidates if c.name == "lone")}
+        group = by_id[group_id]
+        assert (group.kind, group.name, group.region, group.zone, group.state) == (
+            "group",
+            "gpufit-orphan-dev",
+            "us-central1",
+            None,
+            "2 VM(s)",
+        )
+        price = snapshot_price("gcp", "g2-standard-4", "us-central1", "on-demand")
+        assert group.hourly_usd == pytest.approx(2 * price)
+        assert fake.group_calls == [] and fake.deletes == []
+
+        result = sweeper.sweep(["us-central1"], NOW, act=True, price=prices)
+        assert result.actions[group_id] == "scaled to 0, deleting" and not result.failed
+        assert fake.group_calls == [("POST", group_id), ("DELETE", group_id)]  # resized first
+        assert {name for _, name in fake.deleted} == {"orphan-a1", "orphan-b1", "lone"}
+        assert [d.name for d in fake.deletes] == ["lone"]  # the group's VMs went with the group
+        assert fake.groups == {"regions/us-central1/instanceGroupManagers/gpufit-live-dev": 1}
+        assert {i["name"] for i in fake.instances} == {"live-a1"}

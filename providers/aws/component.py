@@ -13,75 +13,35 @@ and an EFA interface per node.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import json
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from providers.aws.fleet import AwsGpuFleet, fleet_placement
+from providers.aws.resources import (
+    checkpoint_bucket,
+    instance_profile,
+    machine_image,
+    policy_document,
+    security_group,
+    trust_policy,
+)
 from providers.base import TAG_EXPIRES_AT, Deployment, deadline_ignore_changes, iso_utc
 from providers.startup import NodeRole, as_boot_service, render
 
-DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
-"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``; override with the
-``gpufit:image`` config key."""
-
-SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1
 """The terminate schedule fires a minute after ``expires_at``: the persistent spot request
 (``valid_until`` = ``expires_at``) has closed by then and cannot relaunch the instance."""
 
 
-def _policy(statements: list[dict[str, Any]]) -> str:
-    return json.dumps({"Version": "2012-10-17", "Statement": statements})
-
-
-def _trust(service: str, account: str | None = None) -> str:
-    statement: dict[str, Any] = {
-        "Effect": "Allow",
-        "Principal": {"Service": service},
-        "Action": "sts:AssumeRole",
-    }
-    if account:
-        statement["Condition"] = {"StringEquals": {"aws:SourceAccount": account}}
-    return _policy([statement])
-
-
-def bucket_policy_document(bucket_arn: str) -> str:
-    """The instance role's only data access: list, read and write its own bucket."""
-    return _policy(
-        [
-            {"Effect": "Allow", "Action": ["s3:ListBucket"], "Resource": [bucket_arn]},
-            {
-                "Effect": "Allow",
-                "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:AbortMultipartUpload"],
-                "Resource": [f"{bucket_arn}/*"],
-            },
-        ]
-    )
-
-
-def deny_insecure_transport(bucket_arn: str) -> str:
-    """Refuse any request to the bucket that is not over TLS."""
-    return _policy(
-        [
-            {
-                "Sid": "DenyInsecureTransport",
-                "Effect": "Deny",
-                "Principal": "*",
-                "Action": "s3:*",
-                "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-            }
-        ]
-    )
-
-
 def terminate_policy_document(instance_arns: list[str]) -> str:
     """The deadline schedule's only permission: terminate these instances."""
-    return _policy([{"Effect": "Allow", "Action": ["ec2:TerminateInstances"], "Resource": instance_arns}])
+    return policy_document(
+        [{"Effect": "Allow", "Action": ["ec2:TerminateInstances"], "Resource": instance_arns}]
+    )
 
 
 def schedule_expression(deployment: Deployment) -> str:
@@ -90,23 +50,6 @@ def schedule_expression(deployment: Deployment) -> str:
 
     fire = deployment.expires_at + timedelta(minutes=DEADLINE_GRACE_MINUTES)
     return f"at({iso_utc(fire)[:-1]})"
-
-
-def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]:
-    v4 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
-    v6 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 6]
-    if not cidrs:
-        return []
-    return [
-        aws.ec2.SecurityGroupIngressArgs(
-            description="SSH from access.ssh_cidrs",
-            protocol="tcp",
-            from_port=22,
-            to_port=22,
-            cidr_blocks=v4 or None,
-            ipv6_cidr_blocks=v6 or None,
-        )
-    ]
 
 
 def _user_data(d: Deployment, role: tuple[int, int, int], resolved: list[Any]) -> str:
@@ -128,48 +71,10 @@ class AwsGpuInstance(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
 
         subnet_id, vpc_id, zone = self._network(d, invoke)
-        sg = aws.ec2.SecurityGroup(
-            f"{name}-sg",
-            description=f"gpufit {d.workload}: no inbound unless access.ssh_cidrs lists it",
-            vpc_id=vpc_id,
-            ingress=_ssh_rules(d.ssh_cidrs),
-            egress=[
-                aws.ec2.SecurityGroupEgressArgs(
-                    description="outbound for packages, models and the bucket",
-                    protocol="-1",
-                    from_port=0,
-                    to_port=0,
-                    cidr_blocks=["0.0.0.0/0"],
-                )
-            ],
-            tags=tags,
-            opts=child,
-        )
-        if d.needs_node_interconnect:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{name}-intra-cluster",
-                description="all traffic between the job's nodes (NCCL, EFA)",
-                security_group_id=sg.id,
-                referenced_security_group_id=sg.id,
-                ip_protocol="-1",
-                tags=tags,
-                opts=child,
-            )
-
-        bucket = self._bucket(name, d, tags, child)
-        profile = self._instance_profile(name, bucket.arn, tags, child)
-        ami = (
-            d.image
-            or aws.ec2.get_ami_output(
-                most_recent=True,
-                owners=["amazon"],
-                filters=[
-                    aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME_PATTERN]),
-                    aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
-                ],
-                opts=invoke,
-            ).id
-        )
+        sg = security_group(name, d, vpc_id, tags, child)
+        bucket = checkpoint_bucket(name, d, tags, child)
+        profile = instance_profile(name, bucket.arn, tags, child)
+        ami = d.image or machine_image(d, invoke).id
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
             if d.needs_node_interconnect
@@ -240,88 +145,6 @@ class AwsGpuInstance(pulumi.ComponentResource):
         subnets = aws.ec2.get_subnets_output(filters=filters, opts=invoke)
         subnet_id = subnets.ids.apply(lambda ids: sorted(ids)[0])
         return subnet_id, vpc.id, d.zone
-
-    @staticmethod
-    def _bucket(
-        name: str, d: Deployment, tags: dict[str, str], child: pulumi.ResourceOptions
-    ) -> aws.s3.Bucket:
-        keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
-        bucket = aws.s3.Bucket(
-            f"{name}-checkpoints",
-            bucket_prefix=f"gpufit-{d.name[:30]}-",
-            force_destroy=not d.retain_bucket,
-            tags=tags,
-            opts=keep,
-        )
-        on_bucket = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[bucket]))
-        aws.s3.BucketPublicAccessBlock(
-            f"{name}-public-access-block",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=on_bucket,
-        )
-        aws.s3.BucketOwnershipControls(
-            f"{name}-ownership",
-            bucket=bucket.id,
-            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
-            opts=on_bucket,
-        )
-        aws.s3.BucketServerSideEncryptionConfiguration(
-            f"{name}-encryption",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
-                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="aws:kms"
-                    ),
-                    bucket_key_enabled=True,
-                )
-            ],
-            opts=on_bucket,
-        )
-        aws.s3.BucketLifecycleConfiguration(
-            f"{name}-lifecycle",
-            bucket=bucket.id,
-            rules=[
-                aws.s3.BucketLifecycleConfigurationRuleArgs(
-                    id="gpufit-retention",
-                    status="Enabled",
-                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
-                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(days=d.bucket_keep_days),
-                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
-                        days_after_initiation=1
-                    ),
-                )
-            ],
-            opts=on_bucket,
-        )
-        aws.s3.BucketPolicy(
-            f"{name}-tls-only",
-            bucket=bucket.id,
-            policy=bucket.arn.apply(deny_insecure_transport),
-            opts=on_bucket,
-        )
-        return bucket
-
-    @staticmethod
-    def _instance_profile(
-        name: str, bucket_arn: pulumi.Output[str], tags: dict[str, str], child: pulumi.ResourceOptions
-    ) -> aws.iam.InstanceProfile:
-        role = aws.iam.Role(
-            f"{name}-role",
-            assume_role_policy=_trust("ec2.amazonaws.com"),
-            description="gpufit instance: SSM sessions and its checkpoint bucket only",
-            tags=tags,
-            opts=child,
-        )
-        aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
-        aws.iam.RolePolicy(
-            f"{name}-bucket-access", role=role.id, policy=bucket_arn.apply(bucket_policy_document), opts=child
-        )
-        return aws.iam.InstanceProfile(f"{name}-profile", role=role.name, tags=tags, opts=child)
 
     @staticmethod
     def _instance(
@@ -410,7 +233,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         role = aws.iam.Role(
             f"{name}-deadline-role",
             assume_role_policy=identity.account_id.apply(
-                lambda acct: _trust("scheduler.amazonaws.com", acct)
+                lambda acct: trust_policy("scheduler.amazonaws.com", acct)
             ),
             description="gpufit deadline: may terminate this stack's instances only",
             tags=d.tags(),
@@ -453,6 +276,12 @@ class AwsProvider:
         self._provider = provider
 
     def provision(self, deployment: Deployment) -> dict[str, Any]:
+        """A fleet group for single-node replicas (placed before anything is created, so a type
+        offered nowhere in the region stops the program with nothing half-made); plain
+        instances for a replica that spans nodes."""
         providers = [self._provider] if self._provider is not None else None
-        component = AwsGpuInstance(deployment.name, deployment, pulumi.ResourceOptions(providers=providers))
-        return component.outputs
+        opts = pulumi.ResourceOptions(providers=providers)
+        if deployment.grouped:
+            placement = fleet_placement(deployment, pulumi.InvokeOptions(provider=self._provider))
+            return AwsGpuFleet(deployment.name, deployment, placement, opts).outputs
+        return AwsGpuInstance(deployment.name, deployment, opts).outputs

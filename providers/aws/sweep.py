@@ -1,4 +1,10 @@
-"""Sweep orphaned gpufit EC2 instances: list, decide, cancel their spot requests, terminate.
+"""Sweep orphaned gpufit EC2 instances and Auto Scaling groups: list, decide, act.
+
+Groups first: ``DescribeAutoScalingGroups`` filtered on the tag key ``gpufit:managed``; a group
+whose own tags make it an orphan (``providers.sweep.decide``) is set to 0 (min, max, desired)
+and deleted with ``ForceDelete`` (which terminates its instances); a group without the gpufit
+tags is never touched. Instances that belong to a group (tag ``aws:autoscaling:groupName``)
+are left to their group: terminating one would only make a live group launch another.
 
 Per region, concurrently: ``DescribeInstances`` filtered server-side on the tag
 ``gpufit:managed=true`` and the states pending/running/stopping/stopped, one retried call per
@@ -29,6 +35,8 @@ from providers.refresh import AuthError, CallCounter
 from providers.retry import RetryPolicy
 from providers.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
 
+GROUP_TAG = "aws:autoscaling:groupName"
+"""The tag EC2 Auto Scaling puts on the instances it launches."""
 SWEPT_STATES = ("pending", "running", "stopping", "stopped")
 """States worth terminating; shutting-down and terminated instances are already going."""
 BILLING_STATES = frozenset({"pending", "running"})
@@ -166,6 +174,14 @@ class AwsSweeper:
     def _region(self, region: str, now: datetime, act: bool, price: PriceFn) -> _RegionSweep:
         out = _RegionSweep()
         try:
+            groups = self._find_groups(region, now, price)
+        except AuthError as error:
+            out.auth_error = str(error)
+            return out
+        except Exception as error:
+            out.error = f"DescribeAutoScalingGroups: {_describe(error)}"
+            return out
+        try:
             found, spot_requests = self._find(region, now, price)
         except AuthError as error:
             out.auth_error = str(error)
@@ -173,10 +189,109 @@ class AwsSweeper:
         except Exception as error:
             out.error = f"DescribeInstances: {_describe(error)}"
             return out
-        out.candidates = found
+        out.candidates = [*groups, *found]
+        if act and groups:
+            self._remove_groups(region, groups, out)
         if act and found:
             self._terminate_all(region, found, spot_requests, out)
         return out
+
+    # -- groups ------------------------------------------------------------------------------
+    def _find_groups(self, region: str, now: datetime, price: PriceFn) -> list[Candidate]:
+        """The region's orphaned gpufit Auto Scaling groups (their own tags decide)."""
+        client = self._api.client("autoscaling", region)
+        found: list[Candidate] = []
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Filters": [{"Name": "tag-key", "Values": [TAG_MANAGED]}]}
+            if token:
+                args["NextToken"] = token
+            page = self._api.call(
+                "autoscaling",
+                "DescribeAutoScalingGroups",
+                functools.partial(client.describe_auto_scaling_groups, **args),
+            )
+            for group in page.get("AutoScalingGroups", []):
+                candidate = self._group_candidate(region, group, now, price)
+                if candidate is not None:
+                    found.append(candidate)
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    @staticmethod
+    def _group_candidate(
+        region: str, group: dict[str, Any], now: datetime, price: PriceFn
+    ) -> Candidate | None:
+        tags = {str(t.get("Key")): str(t.get("Value", "")) for t in group.get("Tags") or []}
+        reason = decide(tags, now, cloud="aws")
+        if reason is None:
+            return None
+        expires_at, _ = read_expiry(tags, cloud="aws")
+        stack, workload = stack_and_workload(tags, cloud="aws")
+        policy = group.get("MixedInstancesPolicy") or {}
+        distribution = policy.get("InstancesDistribution") or {}
+        spot = policy and int(distribution.get("OnDemandPercentageAboveBaseCapacity", 100)) == 0
+        market = "spot" if spot else "on-demand"
+        overrides = (policy.get("LaunchTemplate") or {}).get("Overrides") or []
+        types = [str(o.get("InstanceType")) for o in overrides if o.get("InstanceType")]
+        running = [i for i in group.get("Instances") or [] if i.get("LifecycleState") != "Terminated"]
+        costs = [
+            price("aws", str(i.get("InstanceType", "")), region, i.get("AvailabilityZone"), market)
+            for i in running
+        ]
+        hourly = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
+        name = str(group["AutoScalingGroupName"])
+        return Candidate(
+            cloud="aws",
+            region=region,
+            zone=None,
+            instance_id=name,
+            name=tags.get("Name"),
+            instance_type=",".join(types[:3]) + ("…" if len(types) > 3 else "") if types else "?",
+            stack=stack,
+            workload=workload,
+            expires_at=expires_at,
+            reason=reason,
+            hourly_usd=hourly,
+            market=market,
+            state=f"{len(running)} instance(s), desired {group.get('DesiredCapacity', '?')}",
+            billing=bool(running),
+            kind="group",
+        )
+
+    def _remove_groups(self, region: str, groups: list[Candidate], out: _RegionSweep) -> None:
+        """Set each group to 0 (so it launches nothing more), then delete it with its instances."""
+        client = self._api.client("autoscaling", region)
+        for group in groups:
+            name = group.instance_id
+            try:
+                self._api.call(
+                    "autoscaling",
+                    "UpdateAutoScalingGroup",
+                    functools.partial(
+                        client.update_auto_scaling_group,
+                        AutoScalingGroupName=name,
+                        MinSize=0,
+                        MaxSize=0,
+                        DesiredCapacity=0,
+                    ),
+                )
+                self._api.call(
+                    "autoscaling",
+                    "DeleteAutoScalingGroup",
+                    functools.partial(
+                        client.delete_auto_scaling_group, AutoScalingGroupName=name, ForceDelete=True
+                    ),
+                )
+            except AuthError as error:
+                out.auth_error = str(error)
+                out.failed[name] = "not removed: permission denied"
+                return
+            except Exception as error:
+                out.failed[name] = f"{_describe(error)}"
+                continue
+            out.actions[name] = "scaled to 0, deleting"
 
     def _find(self, region: str, now: datetime, price: PriceFn) -> tuple[list[Candidate], dict[str, str]]:
         """The region's orphans, and the spot request id of each that has one."""
@@ -213,6 +328,8 @@ class AwsSweeper:
         if state not in SWEPT_STATES:
             return None
         tags = {str(t.get("Key")): str(t.get("Value", "")) for t in instance.get("Tags") or []}
+        if GROUP_TAG in tags:
+            return None  # its group decides (and is swept itself when it is an orphan)
         reason = decide(tags, now, cloud="aws")  # checks the managed tag again, whatever the filter did
         if reason is None:
             return None

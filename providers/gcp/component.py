@@ -152,12 +152,128 @@ def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], 
     return rendered
 
 
-def _label_expiry(labels: Mapping[str, str] | None, d: Deployment) -> str:
+def label_expiry(labels: Mapping[str, str] | None, d: Deployment) -> str:
     raw = (labels or {}).get("gpufit-expires-at")
     try:
         return iso_utc(parse_gcp_label_time(raw)) if raw else iso_utc(d.expires_at)
     except ValueError:
         return iso_utc(d.expires_at)
+
+
+def network(
+    base: str, d: Deployment, child: pulumi.ResourceOptions, invoke: pulumi.InvokeOutputOptions
+) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
+    """(network, subnetwork): the configured subnet and its network, or a VPC of our own."""
+    if d.subnet_id:
+        existing = (
+            gcp.compute.get_subnetwork_output(self_link=d.subnet_id, opts=invoke)
+            if "/" in d.subnet_id
+            else gcp.compute.get_subnetwork_output(name=d.subnet_id, region=d.region, opts=invoke)
+        )
+        return existing.network, existing.self_link
+    network = gcp.compute.Network(
+        f"{base}-net",
+        auto_create_subnetworks=False,
+        mtu=JUMBO_MTU if d.nodes_per_replica > 1 else None,
+        description=f"gpufit {d.workload} ({d.stack}): no ingress unless access.ssh_cidrs lists it",
+        opts=child,
+    )
+    subnet = gcp.compute.Subnetwork(
+        f"{base}-subnet",
+        network=network.self_link,
+        region=d.region,
+        ip_cidr_range=SUBNET_CIDR,
+        private_ip_google_access=True,
+        description=f"gpufit {d.workload} ({d.stack})",
+        opts=child,
+    )
+    return network.self_link, subnet.self_link
+
+
+def firewalls(
+    base: str, d: Deployment, tag: str, network: pulumi.Input[str], child: pulumi.ResourceOptions
+) -> list[gcp.compute.Firewall]:
+    """SSH from exactly ``access.ssh_cidrs``, and all TCP/UDP between the job's own VMs when
+    they form distributed groups; nothing else gets in (a VPC's implied rule denies all
+    other ingress)."""
+    rules: list[gcp.compute.Firewall] = []
+    for ranges in ssh_source_ranges(d.ssh_cidrs):
+        suffix = "ssh" if ipaddress.ip_network(ranges[0], strict=False).version == 4 else "ssh-v6"
+        rules.append(
+            gcp.compute.Firewall(
+                f"{base}-{suffix}",
+                network=network,
+                direction="INGRESS",
+                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
+                source_ranges=ranges,
+                target_tags=[tag],
+                description="gpufit: SSH from access.ssh_cidrs",
+                opts=child,
+            )
+        )
+    if d.nodes_per_replica > 1:
+        rules.append(
+            gcp.compute.Firewall(
+                f"{base}-intra-cluster",
+                network=network,
+                direction="INGRESS",
+                allows=[
+                    gcp.compute.FirewallAllowArgs(protocol="tcp"),
+                    gcp.compute.FirewallAllowArgs(protocol="udp"),
+                ],
+                source_tags=[tag],
+                target_tags=[tag],
+                description="gpufit: torchrun rendezvous and NCCL between the job's VMs",
+                opts=child,
+            )
+        )
+    return rules
+
+
+def checkpoint_bucket(
+    base: str, d: Deployment, labels: dict[str, str], child: pulumi.ResourceOptions
+) -> gcp.storage.Bucket:
+    """The private checkpoint bucket: uniform access, public access prevented, objects
+    expire after ``bucket_keep_days``. Cloud Storage encrypts every object with
+    Google-managed keys by default, so no encryption block is needed."""
+    opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
+    return gcp.storage.Bucket(
+        f"{base}-ckpt",
+        location=d.region.upper(),
+        storage_class="STANDARD",
+        uniform_bucket_level_access=True,
+        public_access_prevention="enforced",
+        force_destroy=not d.retain_bucket,
+        lifecycle_rules=[
+            gcp.storage.BucketLifecycleRuleArgs(
+                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
+                condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=d.bucket_keep_days),
+            )
+        ],
+        labels=labels,
+        opts=opts,
+    )
+
+
+def vm_identity(
+    base: str, d: Deployment, bucket: gcp.storage.Bucket, child: pulumi.ResourceOptions
+) -> tuple[gcp.serviceaccount.Account, gcp.storage.BucketIAMMember]:
+    """The VMs' service account and its only grant: object access on the checkpoint bucket."""
+    account = gcp.serviceaccount.Account(
+        f"{base}-sa",
+        account_id=service_account_id(d),
+        display_name=f"gpufit {d.workload} ({d.stack})"[:100],
+        description="gpufit VM identity: object access on its checkpoint bucket only",
+        opts=child,
+    )
+    access = gcp.storage.BucketIAMMember(
+        f"{base}-sa-bucket",
+        bucket=bucket.name,
+        role=BUCKET_ROLE,
+        member=account.member,
+        opts=child,
+    )
+    return account, access
 
 
 class GcpGpuInstance(pulumi.ComponentResource):
@@ -182,23 +298,10 @@ class GcpGpuInstance(pulumi.ComponentResource):
         invoke = pulumi.InvokeOutputOptions(parent=self)
 
         zone = self._zone(d, invoke)
-        network, subnetwork = self._network(base, d, child, invoke)
-        self.firewalls = self._firewalls(base, d, tag, network, child)
-        self.bucket = self._bucket(base, d, labels, child)
-        self.service_account = gcp.serviceaccount.Account(
-            f"{base}-sa",
-            account_id=service_account_id(d),
-            display_name=f"gpufit {d.workload} ({d.stack})"[:100],
-            description="gpufit VM identity: object access on its checkpoint bucket only",
-            opts=child,
-        )
-        bucket_access = gcp.storage.BucketIAMMember(
-            f"{base}-sa-bucket",
-            bucket=self.bucket.name,
-            role=BUCKET_ROLE,
-            member=self.service_account.member,
-            opts=child,
-        )
+        network_link, subnetwork = network(base, d, child, invoke)
+        self.firewalls = firewalls(base, d, tag, network_link, child)
+        self.bucket = checkpoint_bucket(base, d, labels, child)
+        self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
 
         distributed = d.nodes_per_replica > 1
         # Each distributed group's leader gets a reserved internal address: known before any VM
@@ -266,7 +369,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
             "hourly_usd": round(d.hourly_usd, 4),
             "estimated_total_usd": round(d.estimated_total_usd, 2),
             # From the VM's state: the deadline set when it was created (see deadline_ignore_changes).
-            "expires_at": self.instances[0].labels.apply(lambda labels: _label_expiry(labels, d)),
+            "expires_at": self.instances[0].labels.apply(lambda labels: label_expiry(labels, d)),
             "bucket": self.bucket.name,
             "connect": pulumi.Output.all(names[0], zone).apply(
                 lambda v: (
@@ -284,101 +387,6 @@ class GcpGpuInstance(pulumi.ComponentResource):
             return d.zone
         zones = gcp.compute.get_zones_output(region=d.region, status="UP", opts=invoke)
         return zones.names.apply(lambda names: first_up_zone(d.region, names))
-
-    @staticmethod
-    def _network(
-        base: str, d: Deployment, child: pulumi.ResourceOptions, invoke: pulumi.InvokeOutputOptions
-    ) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
-        """(network, subnetwork): the configured subnet and its network, or a VPC of our own."""
-        if d.subnet_id:
-            existing = (
-                gcp.compute.get_subnetwork_output(self_link=d.subnet_id, opts=invoke)
-                if "/" in d.subnet_id
-                else gcp.compute.get_subnetwork_output(name=d.subnet_id, region=d.region, opts=invoke)
-            )
-            return existing.network, existing.self_link
-        network = gcp.compute.Network(
-            f"{base}-net",
-            auto_create_subnetworks=False,
-            mtu=JUMBO_MTU if d.nodes_per_replica > 1 else None,
-            description=f"gpufit {d.workload} ({d.stack}): no ingress unless access.ssh_cidrs lists it",
-            opts=child,
-        )
-        subnet = gcp.compute.Subnetwork(
-            f"{base}-subnet",
-            network=network.self_link,
-            region=d.region,
-            ip_cidr_range=SUBNET_CIDR,
-            private_ip_google_access=True,
-            description=f"gpufit {d.workload} ({d.stack})",
-            opts=child,
-        )
-        return network.self_link, subnet.self_link
-
-    @staticmethod
-    def _firewalls(
-        base: str, d: Deployment, tag: str, network: pulumi.Input[str], child: pulumi.ResourceOptions
-    ) -> list[gcp.compute.Firewall]:
-        """SSH from exactly ``access.ssh_cidrs``, and all TCP/UDP between the job's own VMs when
-        they form distributed groups; nothing else gets in (a VPC's implied rule denies all
-        other ingress)."""
-        rules: list[gcp.compute.Firewall] = []
-        for ranges in ssh_source_ranges(d.ssh_cidrs):
-            suffix = "ssh" if ipaddress.ip_network(ranges[0], strict=False).version == 4 else "ssh-v6"
-            rules.append(
-                gcp.compute.Firewall(
-                    f"{base}-{suffix}",
-                    network=network,
-                    direction="INGRESS",
-                    allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                    source_ranges=ranges,
-                    target_tags=[tag],
-                    description="gpufit: SSH from access.ssh_cidrs",
-                    opts=child,
-                )
-            )
-        if d.nodes_per_replica > 1:
-            rules.append(
-                gcp.compute.Firewall(
-                    f"{base}-intra-cluster",
-                    network=network,
-                    direction="INGRESS",
-                    allows=[
-                        gcp.compute.FirewallAllowArgs(protocol="tcp"),
-                        gcp.compute.FirewallAllowArgs(protocol="udp"),
-                    ],
-                    source_tags=[tag],
-                    target_tags=[tag],
-                    description="gpufit: torchrun rendezvous and NCCL between the job's VMs",
-                    opts=child,
-                )
-            )
-        return rules
-
-    @staticmethod
-    def _bucket(
-        base: str, d: Deployment, labels: dict[str, str], child: pulumi.ResourceOptions
-    ) -> gcp.storage.Bucket:
-        """The private checkpoint bucket: uniform access, public access prevented, objects
-        expire after ``bucket_keep_days``. Cloud Storage encrypts every object with
-        Google-managed keys by default, so no encryption block is needed."""
-        opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
-        return gcp.storage.Bucket(
-            f"{base}-ckpt",
-            location=d.region.upper(),
-            storage_class="STANDARD",
-            uniform_bucket_level_access=True,
-            public_access_prevention="enforced",
-            force_destroy=not d.retain_bucket,
-            lifecycle_rules=[
-                gcp.storage.BucketLifecycleRuleArgs(
-                    action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-                    condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=d.bucket_keep_days),
-                )
-            ],
-            labels=labels,
-            opts=opts,
-        )
 
     @staticmethod
     def _instance(
@@ -447,16 +455,29 @@ class GcpGpuInstance(pulumi.ComponentResource):
 
 
 class GcpProvider:
-    """``GpuProvider`` for Google Cloud: one ``GcpGpuInstance`` per deployment, created with the
-    given explicit provider (project, credentials) or the ambient default one."""
+    """``GpuProvider`` for Google Cloud, created with the given explicit provider (project,
+    credentials) or the ambient default one: a ``GcpGpuFleet`` (regional MIG) for single-node
+    replicas, placed before anything is created; ``GcpGpuInstance`` VMs for replicas that span
+    nodes. ``project`` names the project in the group's IAM condition and resize call (default:
+    the provider's own)."""
 
     cloud: str = "gcp"
 
-    def __init__(self, provider: pulumi.ProviderResource | None = None) -> None:
+    def __init__(self, provider: pulumi.ProviderResource | None = None, project: str | None = None) -> None:
         self._provider = provider
+        self._project = project
 
     def provision(self, deployment: Deployment) -> dict[str, Any]:
-        component = GcpGpuInstance(
-            deployment.name, deployment, pulumi.ResourceOptions(provider=self._provider)
-        )
-        return component.outputs
+        from providers.gcp.fleet import GcpGpuFleet, fleet_placement  # it builds on this module
+
+        if deployment.cloud != "gcp":
+            raise ValueError(
+                f"{deployment.name}: a {deployment.cloud} deployment cannot be provisioned on GCP"
+            )
+        opts = pulumi.ResourceOptions(provider=self._provider)
+        if deployment.grouped:
+            placement = fleet_placement(
+                deployment, self._project, pulumi.InvokeOptions(provider=self._provider)
+            )
+            return GcpGpuFleet(deployment.name, deployment, placement, opts).outputs
+        return GcpGpuInstance(deployment.name, deployment, opts).outputs

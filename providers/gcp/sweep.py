@@ -21,6 +21,7 @@ own retries are off (``retry=None``); ``providers.retry`` retries 429, 5xx and t
 from __future__ import annotations
 
 import os
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -60,6 +61,18 @@ INSTANCES_LIST = _Api("compute instances.aggregatedList", "compute.instances.lis
 INSTANCES_DELETE = _Api(
     "compute instances.delete", "compute.instances.delete", "roles/compute.instanceAdmin.v1"
 )
+GROUP_RESIZE = _Api(
+    "compute regionInstanceGroupManagers.resize",
+    "compute.instanceGroupManagers.update",
+    "roles/compute.instanceAdmin.v1",
+)
+GROUP_DELETE = _Api(
+    "compute regionInstanceGroupManagers.delete",
+    "compute.instanceGroupManagers.delete",
+    "roles/compute.instanceAdmin.v1",
+)
+CREATED_BY = re.compile(r"(?:.*/)?projects/[^/]+/(regions|zones)/([^/]+)/instanceGroupManagers/([^/]+)")
+"""The ``created-by`` metadata a managed instance group writes on each VM it creates."""
 MANAGED_FILTER = f'labels.{LABEL_MANAGED} = "true"'
 LEFT_STATUSES = frozenset({"STOPPING", "PENDING_STOP", "DEPROVISIONING"})
 """Statuses of a VM that may already be going (being deleted, or torn down): left alone."""
@@ -90,6 +103,42 @@ def instance_type(machine_type: str, accelerators: list[tuple[str, int]]) -> str
         short = accelerator.removeprefix("nvidia-").removeprefix("tesla-")
         return f"{machine_type}+{short}x{count}"
     return machine_type
+
+
+def _created_by(instance: Any) -> str | None:
+    """``regions/R/instanceGroupManagers/NAME`` (or ``zones/...``) of the managed instance
+    group that created the VM, from its ``created-by`` metadata; None for a lone VM."""
+    for item in instance.metadata.items:
+        if item.key == "created-by":
+            match = CREATED_BY.fullmatch(str(item.value))
+            if match:
+                scope, where, name = match.groups()
+                return f"{scope}/{where}/instanceGroupManagers/{name}"
+    return None
+
+
+def _group_candidate(group: str, vms: list[Candidate]) -> Candidate:
+    """One candidate for a managed instance group from its orphaned VMs (which share labels)."""
+    first = vms[0]
+    scope, where, _, name = group.split("/")
+    costs = [v.hourly_usd for v in vms if v.billing]
+    return Candidate(
+        cloud="gcp",
+        region=where if scope == "regions" else region_of(where),
+        zone=None if scope == "regions" else where,
+        instance_id=group,
+        name=name,
+        instance_type=",".join(sorted({v.instance_type for v in vms})),
+        stack=first.stack,
+        workload=first.workload,
+        expires_at=first.expires_at,
+        reason=first.reason,
+        hourly_usd=None if any(c is None for c in costs) else sum(c for c in costs if c is not None),
+        market=first.market,
+        state=f"{len(vms)} VM(s)",
+        billing=bool(costs),
+        kind="group",
+    )
 
 
 class GcpSweeper:
@@ -128,16 +177,19 @@ class GcpSweeper:
     def _credentials(self) -> Credentials:
         return self._creds.get(self._loopback)
 
-    def _client(self) -> Any:
-        """One InstancesClient per thread (the REST transport's session is not documented
-        thread-safe)."""
-        client = getattr(self._local, "client", None)
+    def _client(self, kind: str = "InstancesClient") -> Any:
+        """One client of each kind per thread (the REST transport's session is not documented
+        thread-safe): ``InstancesClient``, ``RegionInstanceGroupManagersClient``,
+        ``InstanceGroupManagersClient``."""
+        clients: dict[str, Any] = getattr(self._local, "clients", None) or {}
+        self._local.clients = clients
+        client = clients.get(kind)
         if client is None:
             from google.api_core.client_options import ClientOptions
             from google.cloud import compute_v1
 
             options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
-            client = self._local.client = compute_v1.InstancesClient(
+            client = clients[kind] = getattr(compute_v1, kind)(
                 credentials=self._credentials(), client_options=options
             )
         return client
@@ -233,6 +285,7 @@ class GcpSweeper:
             responses = list(self._pages(""))
         seen: set[str] = set()
         found: dict[str, Candidate] = {}
+        members: dict[str, list[Candidate]] = {}
         for response in responses:
             for scope in response.unreachables:
                 zone = _last(scope)
@@ -252,9 +305,14 @@ class GcpSweeper:
                 seen.add(region)
                 for instance in scoped.instances:
                     candidate = self._candidate(instance, zone, now, price)
-                    if candidate is not None:
+                    if candidate is None:
+                        continue
+                    group = _created_by(instance)
+                    if group is None:
                         found[candidate.instance_id] = candidate
-        result.candidates = list(found.values())
+                    else:  # deleting it would make its group recreate it: sweep the group
+                        members.setdefault(group, []).append(candidate)
+        result.candidates = [*found.values(), *(_group_candidate(g, vms) for g, vms in members.items())]
         return seen
 
     @staticmethod
@@ -322,6 +380,44 @@ class GcpSweeper:
                 else:
                     result.actions[instance_id] = outcome
 
+    def _remove_group(self, candidate: Candidate) -> tuple[str, str | None]:
+        """Resize the managed instance group to 0 (so it recreates nothing), then delete it:
+        ("scaled to 0, deleting" | "already gone", None), or ("", why an operation failed)."""
+        from google.api_core.exceptions import NotFound
+
+        match = CREATED_BY.fullmatch(f"projects/{self.project}/{candidate.instance_id}")
+        assert match is not None
+        scope, where, name = match.groups()
+        regional = scope == "regions"
+        client = self._client(
+            "RegionInstanceGroupManagersClient" if regional else "InstanceGroupManagersClient"
+        )
+        place = {"region": where} if regional else {"zone": where}
+        common = {"project": self.project, "instance_group_manager": name, **place}
+        resize_id, delete_id = str(uuid.uuid4()), str(uuid.uuid4())
+        try:
+            operation = self._call(
+                GROUP_RESIZE,
+                lambda: client.resize_unary(
+                    request={**common, "size": 0, "request_id": resize_id}, retry=None, timeout=self._timeout
+                ),
+            )
+            errors = [f"{e.code}: {e.message}" for e in operation.error.errors]
+            if errors:
+                return "", f"{GROUP_RESIZE.name} operation failed: {'; '.join(errors)}"[:300]
+            self._call(
+                GROUP_DELETE,
+                lambda: client.delete_unary(
+                    request={**common, "request_id": delete_id}, retry=None, timeout=self._timeout
+                ),
+            )
+        except NotFound:
+            return "already gone", None
+        except AuthError:
+            self._abort.set()
+            raise
+        return "scaled to 0, deleting", None
+
     def _delete(self, candidate: Candidate) -> tuple[str, str | None]:
         """("deleting" | "already gone", None), or ("", why the operation failed)."""
         from google.api_core.exceptions import NotFound
@@ -329,6 +425,8 @@ class GcpSweeper:
 
         if self._abort.is_set():
             raise _NotAttempted
+        if candidate.kind == "group":
+            return self._remove_group(candidate)
         client = self._client()
         request = compute_v1.DeleteInstanceRequest(
             project=self.project,

@@ -1,0 +1,348 @@
+"""The AWS fleet: a ``gpufit:aws:GpuFleet`` component that runs a deployment's single-node
+replicas in an EC2 Auto Scaling group.
+
+The group, not gpufit, keeps the workload running: a launch template (IMDSv2 required,
+encrypted gp3 root volume, no inbound rule, the boot script) and a mixed-instances policy whose
+overrides are the plan's choice and same-shape fallbacks in expected-cost order, so that when
+one type has no capacity the group launches the next, in any of the region's subnets whose
+availability zone offers a type (``ec2:DescribeInstanceTypeOfferings``). It replaces an
+interrupted spot machine or a failed one by itself (EC2 health checks). The deadline is a
+one-time scheduled action that sets the group to 0 at ``expires_at``; each machine also leaves
+the group at the deadline and when its job ends, decrementing the desired capacity, so a
+finished job is never relaunched and the group is at 0 when the last replica finishes. The
+instance role may leave only its own group.
+
+Spot follows fault tolerance: stateless work runs on spot with the
+``capacity-optimized-prioritized`` allocation strategy and capacity rebalancing; checkpointed
+work runs on spot without rebalancing (a replacement restores from the bucket, and two copies
+of one replica must never run at once); ``none`` runs on-demand only with the ``prioritized``
+strategy. Why prioritized rather than ``price-capacity-optimized``: AWS's price-capacity
+strategy ranks pools by price per capacity unit per hour, which ignores how fast each type does
+the job; gpufit's order is the expected cost of the whole job (a faster, pricier GPU can be the
+cheaper job), and ``capacity-optimized-prioritized`` follows that order on a best-effort basis
+while still avoiding the pools most likely to be interrupted
+(https://docs.aws.amazon.com/autoscaling/ec2/userguide/allocation-strategies.html).
+"""
+
+from __future__ import annotations
+
+import base64
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from providers.aws.resources import (
+    checkpoint_bucket,
+    instance_profile,
+    machine_image,
+    policy_document,
+    security_group,
+)
+from providers.base import (
+    TAG_EXPIRES_AT,
+    TAG_STACK,
+    Deployment,
+    FleetMember,
+    deadline_ignore_changes,
+    iso_utc,
+    weighted,
+)
+from providers.startup import FleetGroup, NodeRole, as_boot_service, render
+
+SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
+ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"
+DEADLINE_ACTION = "gpufit-deadline"
+HEALTH_CHECK_GRACE_S = 300
+"""EC2 status checks start counting five minutes after launch (the Auto Scaling default)."""
+
+
+class FleetPlacementError(ValueError):
+    """No availability zone (or no usable subnet) of the region offers the fleet's types."""
+
+
+@dataclass(frozen=True)
+class FleetPlacement:
+    """Where the group may launch: the fleet's members offered somewhere in the region (plan
+    order kept), the types offered nowhere there, the zones and subnets, and the VPC."""
+
+    members: tuple[FleetMember, ...]
+    dropped: tuple[str, ...]
+    zones: tuple[str, ...]
+    subnet_ids: tuple[str, ...]
+    vpc_id: str
+
+
+def offered_zones(instance_types: Sequence[str], locations: Sequence[str]) -> dict[str, set[str]]:
+    """The zones offering each type, from DescribeInstanceTypeOfferings' parallel answer lists."""
+    zones: dict[str, set[str]] = {}
+    for instance_type, zone in zip(instance_types, locations, strict=True):
+        zones.setdefault(instance_type, set()).add(zone)
+    return zones
+
+
+def place_members(
+    members: Sequence[FleetMember], zones_by_type: dict[str, set[str]], region: str
+) -> tuple[tuple[FleetMember, ...], tuple[str, ...], tuple[str, ...]]:
+    """(members offered in some zone, in plan order; the types offered in none; the zones
+    offering at least one member, sorted). FleetPlacementError when no member is offered."""
+    kept = tuple(m for m in members if zones_by_type.get(m.machine_type))
+    dropped = tuple(m.machine_type for m in members if not zones_by_type.get(m.machine_type))
+    if not kept:
+        names = ", ".join(m.machine_type for m in members)
+        raise FleetPlacementError(
+            f"no availability zone of {region} offers {names} "
+            "(ec2:DescribeInstanceTypeOfferings); plan for another region with placement.regions"
+        )
+    zones = sorted({z for m in kept for z in zones_by_type[m.machine_type]})
+    return kept, dropped, tuple(zones)
+
+
+def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
+    """Ask EC2 which zones offer the fleet's types and which subnets lie there (invokes that
+    run before any resource is registered); RunError when none can be used."""
+    types = [m.machine_type for m in d.members]
+    offerings = aws.ec2.get_instance_type_offerings(
+        location_type="availability-zone",
+        filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=types)],
+        opts=invoke,
+    )
+    try:
+        members, dropped, zones = place_members(
+            d.members, offered_zones(offerings.instance_types or [], offerings.locations or []), d.region
+        )
+    except FleetPlacementError as err:
+        raise pulumi.RunError(str(err)) from None
+    if dropped:
+        pulumi.log.warn(f"no zone of {d.region} offers {', '.join(dropped)}: left out of the group")
+    if d.subnet_id:
+        subnet = aws.ec2.get_subnet(id=d.subnet_id, opts=invoke)
+        if subnet.availability_zone not in zones:
+            raise pulumi.RunError(
+                f"gpufit:subnetId {d.subnet_id} is in {subnet.availability_zone}, where none of "
+                f"{', '.join(m.machine_type for m in members)} is offered (offered in {', '.join(zones)})"
+            )
+        return FleetPlacement(members, dropped, zones, (d.subnet_id,), subnet.vpc_id)
+    vpc = aws.ec2.get_vpc(default=True, opts=invoke)
+    subnets = aws.ec2.get_subnets(
+        filters=[
+            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),
+            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
+            aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=list(zones)),
+        ],
+        opts=invoke,
+    )
+    if not subnets.ids:
+        raise pulumi.RunError(
+            f"the default VPC of {d.region} has no default subnet in {', '.join(zones)}, where the "
+            "fleet's types are offered; set gpufit:subnetId"
+        )
+    return FleetPlacement(members, dropped, zones, tuple(sorted(subnets.ids)), vpc.id)
+
+
+def group_arn_pattern(region: str, account: str, group: str) -> str:
+    """The ARN of the group by name (its UUID part wildcarded: it is known only once created)."""
+    return f"arn:aws:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/{group}"
+
+
+def leave_group_policy(d: Deployment, account: str) -> str:
+    """The instance's only Auto Scaling permissions: leave its own group (by name, and only
+    while the group carries this stack's tag), and ask which group it is in (a read that
+    takes no resource)."""
+    return policy_document(
+        [
+            {
+                "Sid": "LeaveOwnGroup",
+                "Effect": "Allow",
+                "Action": ["autoscaling:TerminateInstanceInAutoScalingGroup"],
+                "Resource": [group_arn_pattern(d.region, account, d.group_name)],
+                "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{TAG_STACK}": d.stack}},
+            },
+            {
+                "Sid": "WhichGroup",
+                "Effect": "Allow",
+                "Action": ["autoscaling:DescribeAutoScalingInstances"],
+                "Resource": ["*"],
+            },
+        ]
+    )
+
+
+def overrides(
+    d: Deployment, members: Sequence[FleetMember]
+) -> list[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs]:
+    """The mixed-instances overrides in plan order; each weighted by the replicas one instance
+    holds when the types differ in that (the group then counts capacity in replicas)."""
+    weigh = weighted(tuple(members))
+    return [
+        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+            instance_type=m.machine_type,
+            weighted_capacity=str(m.weighted_capacity) if weigh else None,
+        )
+        for m in members
+    ]
+
+
+def instances_distribution(
+    d: Deployment,
+) -> aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs:
+    """All spot or all on-demand, by the plan's market (see the module doc for the strategies)."""
+    return aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+        on_demand_base_capacity=0,
+        on_demand_percentage_above_base_capacity=0 if d.spot else 100,
+        on_demand_allocation_strategy=ON_DEMAND_ALLOCATION_STRATEGY,
+        spot_allocation_strategy=SPOT_ALLOCATION_STRATEGY if d.spot else None,
+    )
+
+
+def _user_data(d: Deployment, bucket: str) -> str:
+    """The launch template's user data (base64): the boot script of a group member."""
+    script = render(d, bucket, NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name))
+    return base64.b64encode(as_boot_service(script).encode()).decode()
+
+
+class AwsGpuFleet(pulumi.ComponentResource):
+    """An Auto Scaling group of single-node replicas with its launch template, network access,
+    bucket, role and deadline, for one deployment."""
+
+    outputs: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        placement: FleetPlacement,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpufit:aws:GpuFleet", name, None, opts)
+        d = deployment
+        tags = d.tags()
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        invoke = pulumi.InvokeOptions(parent=self)
+        identity = aws.get_caller_identity_output(opts=invoke)
+
+        sg = security_group(name, d, placement.vpc_id, tags, child)
+        bucket = checkpoint_bucket(name, d, tags, child)
+        profile = instance_profile(
+            name,
+            bucket.arn,
+            tags,
+            child,
+            extra=identity.account_id.apply(functools.partial(leave_group_policy, d)),
+        )
+        image = machine_image(d, invoke)
+        machine_tags = {**tags, "Name": f"gpufit-{d.name}"}
+        template = aws.ec2.LaunchTemplate(
+            f"{name}-lt",
+            name_prefix=f"gpufit-{d.name}-",
+            description=f"gpufit {d.workload} ({d.stack}): expires {iso_utc(d.expires_at)}",
+            image_id=d.image or image.id,
+            instance_type=d.machine_type,
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
+            vpc_security_group_ids=[sg.id],
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+            ),
+            block_device_mappings=[
+                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                    device_name=image.root_device_name,
+                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                        volume_size=d.disk_gb,
+                        volume_type="gp3",
+                        encrypted="true",
+                        delete_on_termination="true",
+                    ),
+                )
+            ],
+            # A machine that powers itself off is terminated (the group then decides what runs).
+            instance_initiated_shutdown_behavior="terminate",
+            user_data=bucket.bucket.apply(functools.partial(_user_data, d)),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=machine_tags)
+                for kind in ("instance", "volume")
+            ],
+            update_default_version=True,
+            tags=tags,
+            opts=child,
+        )
+        desired = d.desired_capacity(placement.members)
+        group = aws.autoscaling.Group(
+            f"{name}-asg",
+            name=d.group_name,
+            min_size=0,
+            max_size=desired,
+            desired_capacity=desired,
+            desired_capacity_type="units",
+            vpc_zone_identifiers=list(placement.subnet_ids),
+            mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
+                launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+                    launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                        launch_template_id=template.id, version="$Latest"
+                    ),
+                    overrides=overrides(d, placement.members),
+                ),
+                instances_distribution=instances_distribution(d),
+            ),
+            capacity_rebalance=d.spot and d.fault_tolerance == "stateless",
+            health_check_type="EC2",
+            health_check_grace_period=HEALTH_CHECK_GRACE_S,
+            # `pulumi up` returns once the group exists; the group keeps launching (and says why it
+            # cannot, in its scaling activities) without holding the deployment up.
+            wait_for_capacity_timeout="0",
+            force_delete=True,
+            tags=[
+                aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
+                for k, v in sorted(machine_tags.items())
+            ],
+            opts=child,
+        )
+        schedule = aws.autoscaling.Schedule(
+            f"{name}-deadline",
+            autoscaling_group_name=group.name,
+            scheduled_action_name=DEADLINE_ACTION,
+            min_size=0,
+            max_size=0,
+            desired_capacity=0,
+            start_time=iso_utc(d.expires_at),
+            opts=child,
+        )
+
+        self.group = group
+        self.launch_template = template
+        self.schedule = schedule
+        self.bucket = bucket
+        self.security_group = sg
+        region = d.region
+        self.outputs = {
+            "group": group.name,
+            "instance_type": d.instance_type,
+            "fallbacks": [m.instance_type for m in placement.members[1:]],
+            "cloud": "aws",
+            "region": region,
+            "zones": list(placement.zones),
+            "market": d.market,
+            "nodes": d.nodes,
+            "desired_capacity": desired,
+            "hourly_usd": round(d.hourly_usd, 4),
+            "estimated_total_usd": round(d.estimated_total_usd, 2),
+            # From the launch template's state: the deadline set when it was created.
+            "expires_at": template.tags.apply(lambda t: (t or {}).get(TAG_EXPIRES_AT, iso_utc(d.expires_at))),
+            "bucket": bucket.bucket,
+            "connect": group.name.apply(
+                lambda g: (
+                    f"aws ssm start-session --region {region} --target $(aws autoscaling "
+                    f"describe-auto-scaling-groups --region {region} --auto-scaling-group-names {g} "
+                    "--query 'AutoScalingGroups[0].Instances[0].InstanceId' --output text)"
+                )
+            ),
+            "activity": group.name.apply(
+                lambda g: (
+                    "aws autoscaling describe-scaling-activities "
+                    + f"--region {region} --auto-scaling-group-name {g}"
+                )
+            ),
+        }
+        self.register_outputs(self.outputs)

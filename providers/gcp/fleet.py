@@ -1,0 +1,399 @@
+"""The GCP fleet: a ``gpufit:gcp:GpuFleet`` component that runs a deployment's single-node
+replicas in a regional managed instance group (MIG).
+
+The MIG, not gpufit, keeps the workload running: a regional instance template (Shielded VM,
+OS Login, no ingress unless the spec lists SSH CIDRs, the boot script as ``startup-script``,
+spot by fault tolerance) and a MIG spread over the region's zones that offer the fleet's
+machine types (``gcp.compute.get_zones`` + ``get_machine_types`` per zone, asked before any
+resource is created). It recreates a preempted or failed VM by itself, and with instance
+flexibility it falls back to the plan's same-shape alternatives in cost order (``rank``: lower
+is preferred) when the choice has no capacity.
+
+Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
+(https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
+template's attached accelerators, boot-disk type and network interface stay. So a fallback
+must attach the same GPUs (N1 + ``guestAccelerators``), or carry its GPUs in its machine type
+like the choice (A2/A3/G2), and take the same boot disk and NIC; others are left out. The
+pages that could be read do not say whether flexibility accepts accelerator-optimized types:
+``pulumi up`` against a live project is the test that settles it (see the README).
+
+The deadline has three layers. A Cloud Scheduler job resizes the MIG to 0 at ``expires_at``
+through the Compute API, with an OAuth token of a service account that may update this MIG
+only; the template's absolute ``termination_time`` deletes every VM at the same moment (a
+relative ``max_run_duration`` would give a VM the MIG recreates late a full run of its own);
+and each VM leaves the group at the deadline and when its job ends (``delete-instances``
+decrements the target size), so a finished job is never recreated and the MIG reaches 0 when
+the last replica finishes. Cloud Scheduler runs cron schedules only
+(https://cloud.google.com/scheduler/docs/creating: "intended for repeated jobs"): the job fires
+on the deadline's minute, day and month, so it would fire again a year later, harmlessly (a
+resize of a group that is already 0, or gone with its stack).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from providers.base import Deployment, FleetMember, deadline_ignore_changes, iso_utc
+from providers.gcp.component import (
+    CLOUD_PLATFORM_SCOPE,
+    DLVM_IMAGE,
+    boot_disk_type,
+    checkpoint_bucket,
+    firewalls,
+    gce_name,
+    label_expiry,
+    network,
+    network_tag,
+    nic_type,
+    vm_identity,
+)
+from providers.startup import FleetGroup, NodeRole, render
+
+GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
+"""What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
+reference: "Authorization requires the following IAM permission ... update")."""
+
+SCHEDULER_ATTEMPT_DEADLINE = "320s"
+SCHEDULER_RETRIES = 5
+
+
+class FleetPlacementError(ValueError):
+    """No zone of the region offers the fleet's machine types."""
+
+
+@dataclass(frozen=True)
+class GcpFleetPlacement:
+    """The members the template can launch and that some zone offers (plan order kept), the
+    types left out and why, and the zones for the MIG's distribution policy."""
+
+    members: tuple[FleetMember, ...]
+    left_out: tuple[str, ...]
+    zones: tuple[str, ...]
+    project: str
+
+
+def template_compatible(d: Deployment, member: FleetMember) -> bool:
+    """Whether one instance template serves ``member`` as it serves the choice: the same
+    attached accelerators (or none, GPUs built into the machine type), the same boot-disk
+    type and the same NIC requirement."""
+    return (
+        member.attached_accelerator == d.attached_accelerator
+        and (member.attached_accelerator is None or member.gpu_count == d.gpu_count)
+        and boot_disk_type(member.machine_type) == boot_disk_type(d.machine_type)
+        and _nic(d, member.machine_type) == nic_type(d)
+    )
+
+
+def _nic(d: Deployment, machine_type: str) -> str | None:
+    return nic_type(replace(d, machine_type=machine_type))
+
+
+def machine_type_filter(names: Sequence[str]) -> str:
+    """A Compute API list filter matching exactly these machine types (RE2, whole field)."""
+    return f'name eq "({"|".join(sorted(set(names)))})"'
+
+
+def place_members(
+    d: Deployment, offered: dict[str, set[str]]
+) -> tuple[tuple[FleetMember, ...], tuple[str, ...], tuple[str, ...]]:
+    """(members the template serves and some zone offers, in plan order; the machine types
+    left out, with why; the zones offering a kept member). ``offered`` maps a zone to the
+    machine types it offers. FleetPlacementError when nothing is left."""
+    kept: list[FleetMember] = []
+    left_out: list[str] = []
+    for member in d.members:
+        zones = {z for z, types in offered.items() if member.machine_type in types}
+        if not zones:
+            left_out.append(f"{member.instance_type} (offered in no zone of {d.region})")
+        elif member is not d.members[0] and not template_compatible(d, member):
+            left_out.append(f"{member.instance_type} (needs another instance template)")
+        else:
+            kept.append(member)
+    if not kept:
+        names = ", ".join(m.instance_type for m in d.members)
+        raise FleetPlacementError(
+            f"no zone of {d.region} offers {names} (compute.machineTypes); "
+            "plan for another region with placement.regions"
+        )
+    kept_types = {m.machine_type for m in kept}
+    placed = sorted(z for z, types in offered.items() if kept_types & types)
+    return tuple(kept), tuple(left_out), tuple(placed)
+
+
+def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOptions) -> GcpFleetPlacement:
+    """Ask Compute which UP zones of the region offer the fleet's machine types (invokes that
+    run before any resource is registered); RunError when none does. For N1 with attached
+    GPUs the machine type is offered nearly everywhere, and no data source reports accelerator
+    types per zone: such a MIG lists every zone that offers the N1 type, and its BALANCED or
+    ANY_SINGLE_ZONE shape creates VMs only where the GPUs can be had."""
+    if project is None:
+        project = gcp.organizations.get_client_config(opts=invoke).project
+    zones = gcp.compute.get_zones(region=d.region, status="UP", opts=invoke).names or []
+    wanted = machine_type_filter([m.machine_type for m in d.members])
+    offered: dict[str, set[str]] = {}
+    for zone in sorted(zones):
+        listing = gcp.compute.get_machine_types(zone=zone, filter=wanted, opts=invoke)
+        offered[zone] = {mt.name for mt in listing.machine_types or []}
+    try:
+        members, left_out, placed = place_members(d, offered)
+    except FleetPlacementError as err:
+        raise pulumi.RunError(str(err)) from None
+    if left_out:
+        pulumi.log.warn(f"left out of the group: {'; '.join(left_out)}")
+    return GcpFleetPlacement(members, left_out, placed, project)
+
+
+def target_shape(d: Deployment) -> str:
+    """BALANCED for serving replicas (spread over zones, as even as capacity allows);
+    ANY_SINGLE_ZONE for a job on more than one GPU (its VMs together in one zone, wherever
+    capacity is); BALANCED for a one-GPU job."""
+    if d.task != "serve" and d.gpu_count * d.nodes > 1:
+        return "ANY_SINGLE_ZONE"
+    return "BALANCED"
+
+
+def cron_at(d: Deployment) -> str:
+    """The Cloud Scheduler cron for the deadline's minute (rounded up), in UTC."""
+    fire = d.expires_at
+    if fire.second or fire.microsecond:
+        fire = fire.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    return f"{fire.minute} {fire.hour} {fire.day} {fire.month} *"
+
+
+def group_resource_name(project: str, region: str, group: str) -> str:
+    """The MIG's resource name, as the Compute API path and IAM Conditions' ``resource.name``."""
+    return f"projects/{project}/regions/{region}/instanceGroupManagers/{group}"
+
+
+def resize_uri(project: str, region: str, group: str) -> str:
+    """``regionInstanceGroupManagers.resize`` to 0 (Compute API v1)."""
+    path = group_resource_name(project, region, group)
+    return f"https://compute.googleapis.com/compute/v1/{path}/resize?size=0"
+
+
+def _digest(d: Deployment) -> str:
+    return hashlib.sha256(f"{d.project}/{d.stack}/{d.workload}".encode()).hexdigest()[:8]
+
+
+def _startup_script(d: Deployment, group: str, bucket: str) -> str:
+    return render(d, bucket, NodeRole(0, 1, ""), FleetGroup("gcp", d.region, group))
+
+
+class GcpGpuFleet(pulumi.ComponentResource):
+    """A regional MIG of single-node replicas with its template, network, firewall rules,
+    service accounts, bucket and deadline, for one deployment."""
+
+    outputs: dict[str, Any]
+
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        placement: GcpFleetPlacement,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        d = deployment
+        super().__init__("gpufit:gcp:GpuFleet", name, None, opts)
+        base = gce_name(name)
+        group_name = gce_name(d.group_name)[:63].rstrip("-")
+        project, region = placement.project, d.region
+        labels = d.labels()
+        tag = network_tag(d)
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        invoke = pulumi.InvokeOutputOptions(parent=self)
+
+        network_link, subnetwork = network(base, d, child, invoke)
+        self.firewalls = firewalls(base, d, tag, network_link, child)
+        self.bucket = checkpoint_bucket(base, d, labels, child)
+        self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
+
+        # Leaving and resizing the group: one custom role, granted on this MIG alone (IAM
+        # condition on its resource name) to the VMs and to the deadline's own account.
+        role = gcp.projects.IAMCustomRole(
+            f"{base}-group-role",
+            project=project,
+            role_id=f"gpufitGroup_{_digest(d)}",
+            title=f"gpufit {d.workload} ({d.stack}): update its group"[:100],
+            description="Resize the stack's managed instance group and delete its own VMs from it",
+            permissions=list(GROUP_PERMISSIONS),
+            opts=child,
+        )
+        condition = gcp.projects.IAMMemberConditionArgs(
+            title=f"only {group_name}"[:100],
+            expression=f'resource.name == "{group_resource_name(project, region, group_name)}"',
+        )
+        vm_group = gcp.projects.IAMMember(
+            f"{base}-sa-group",
+            project=project,
+            role=role.name,
+            member=self.service_account.member,
+            condition=condition,
+            opts=child,
+        )
+        self.deadline_account = gcp.serviceaccount.Account(
+            f"{base}-deadline-sa",
+            account_id=f"gf-deadline-{_digest(d)}",
+            display_name=f"gpufit deadline {d.workload} ({d.stack})"[:100],
+            description="gpufit deadline: may resize its stack's managed instance group only",
+            opts=child,
+        )
+        deadline_group = gcp.projects.IAMMember(
+            f"{base}-deadline-group",
+            project=project,
+            role=role.name,
+            member=self.deadline_account.member,
+            condition=condition,
+            opts=child,
+        )
+
+        accelerators = (
+            [
+                gcp.compute.RegionInstanceTemplateGuestAcceleratorArgs(
+                    type=d.attached_accelerator, count=d.gpu_count
+                )
+            ]
+            if d.attached_accelerator
+            else None
+        )
+        self.template = gcp.compute.RegionInstanceTemplate(
+            f"{base}-tmpl",
+            name_prefix=f"{base[:36]}-",
+            region=region,
+            machine_type=d.machine_type,
+            description=f"gpufit {d.workload} ({d.stack}), deleted at {iso_utc(d.expires_at)}",
+            disks=[
+                gcp.compute.RegionInstanceTemplateDiskArgs(
+                    boot=True,
+                    auto_delete=True,
+                    source_image=d.image or DLVM_IMAGE,
+                    disk_size_gb=d.disk_gb,
+                    disk_type=boot_disk_type(d.machine_type),
+                    labels=labels,
+                )
+            ],
+            guest_accelerators=accelerators,
+            network_interfaces=[
+                gcp.compute.RegionInstanceTemplateNetworkInterfaceArgs(
+                    subnetwork=subnetwork,
+                    nic_type=nic_type(d),
+                    # Ephemeral public IP for egress only; no firewall rule lets anything in.
+                    access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
+                )
+            ],
+            scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
+                provisioning_model="SPOT" if d.spot else "STANDARD",
+                preemptible=d.spot,
+                automatic_restart=not d.spot,
+                on_host_maintenance="TERMINATE",
+                instance_termination_action="DELETE",
+                termination_time=iso_utc(d.expires_at),
+            ),
+            service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
+                email=self.service_account.email, scopes=[CLOUD_PLATFORM_SCOPE]
+            ),
+            shielded_instance_config=gcp.compute.RegionInstanceTemplateShieldedInstanceConfigArgs(
+                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
+            ),
+            metadata={
+                "enable-oslogin": "TRUE",
+                "block-project-ssh-keys": "TRUE",
+                "startup-script": self.bucket.name.apply(lambda b: _startup_script(d, group_name, b)),
+            },
+            labels=labels,
+            tags=[tag],
+            opts=child,
+        )
+        flexibility = (
+            gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(
+                instance_selections=[
+                    gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyInstanceSelectionArgs(
+                        name=f"rank-{rank}", rank=rank, machine_types=[m.machine_type]
+                    )
+                    for rank, m in enumerate(placement.members)
+                ]
+            )
+            if len(placement.members) > 1
+            else None
+        )
+        zones = list(placement.zones)
+        # The VMs wait for their grants so the boot script can write and leave from its first minute.
+        group_opts = pulumi.ResourceOptions.merge(
+            child, pulumi.ResourceOptions(depends_on=[bucket_access, vm_group])
+        )
+        self.group = gcp.compute.RegionInstanceGroupManager(
+            f"{base}-mig",
+            name=group_name,
+            region=region,
+            base_instance_name=base[:50],
+            description=f"gpufit {d.workload} ({d.stack}): resized to 0 at {iso_utc(d.expires_at)}",
+            versions=[
+                gcp.compute.RegionInstanceGroupManagerVersionArgs(
+                    name="primary", instance_template=self.template.self_link
+                )
+            ],
+            target_size=d.nodes,
+            distribution_policy_zones=zones,
+            distribution_policy_target_shape=target_shape(d),
+            instance_flexibility_policy=flexibility,
+            update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
+                type="OPPORTUNISTIC",
+                minimal_action="REPLACE",
+                # BALANCED and ANY_SINGLE_ZONE place VMs where capacity is: no redistribution.
+                instance_redistribution_type="NONE",
+                max_surge_fixed=0,
+                max_unavailable_fixed=len(zones),
+            ),
+            wait_for_instances=False,
+            opts=group_opts,
+        )
+        self.deadline = gcp.cloudscheduler.Job(
+            f"{base}-deadline",
+            region=region,
+            description=f"gpufit: resize {group_name} to 0 at its deadline {iso_utc(d.expires_at)}",
+            schedule=cron_at(d),
+            time_zone="Etc/UTC",
+            attempt_deadline=SCHEDULER_ATTEMPT_DEADLINE,
+            retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
+                retry_count=SCHEDULER_RETRIES, min_backoff_duration="30s", max_backoff_duration="600s"
+            ),
+            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+                http_method="POST",
+                uri=resize_uri(project, region, group_name),
+                oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                    service_account_email=self.deadline_account.email, scope=CLOUD_PLATFORM_SCOPE
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
+            ),
+        )
+
+        self.outputs = {
+            "group": self.group.name,
+            "instance_type": d.instance_type,
+            "fallbacks": [m.instance_type for m in placement.members[1:]],
+            "cloud": "gcp",
+            "region": region,
+            "zones": zones,
+            "market": d.market,
+            "nodes": d.nodes,
+            "desired_capacity": d.nodes,
+            "hourly_usd": round(d.hourly_usd, 4),
+            "estimated_total_usd": round(d.estimated_total_usd, 2),
+            # From the template's state: the deadline set when it was created.
+            "expires_at": self.template.labels.apply(lambda found: label_expiry(found, d)),
+            "bucket": self.bucket.name,
+            "connect": (
+                f"gcloud compute ssh $(gcloud compute instance-groups managed list-instances {group_name} "
+                f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
+            ),
+            "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
+        }
+        self.register_outputs(self.outputs)

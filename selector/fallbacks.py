@@ -1,0 +1,145 @@
+"""The fleet's fallback list: the offers a cloud's fleet engine may launch when the choice has
+no capacity.
+
+A fleet (an AWS Auto Scaling group's mixed-instances overrides, a GCP managed instance group's
+instance flexibility) launches one launch template or instance template on any of several
+instance types. The plan hands it the choice first, then same-shape fallbacks in expected-cost
+order. A fallback is an offer
+
+- of the choice's cloud, region and market (a fleet lives in one region and one market);
+- whose own fit runs each replica the same way: one node per replica and the same GPUs per
+  replica (so the same launch command and tensor parallelism work on it);
+- that can carry the choice's replicas: capacity is counted in replicas, an instance of the
+  type holds ``replicas_per_instance`` of them (its ``weighted_capacity``); a serving fallback
+  must reach the token rate with no more replicas than the choice runs;
+- that still meets the TTL and the budget when it runs the whole fleet;
+- on GCP, that one instance template serves (the same attached accelerators).
+
+Its cost is the workload's expected total on that type alone (the worst case of a fleet made
+only of it): ``offer_cost`` of its fitted shape with as many instances as the replicas need,
+and for jobs the job's hours scaled by the instances (work divides over replicas).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from selector.catalog import Catalog, InstanceType, Offer
+from selector.cost import Cost, CostInputs, offer_cost
+from selector.rates import CloudRates
+from selector.sizing import Rejection, Shape
+
+MAX_FALLBACKS = 9
+"""At most this many fallbacks after the choice: ten instance types in all, well inside an
+Auto Scaling group's 40 overrides, and few enough for a reviewer to read in a plan."""
+
+WEIGHTED_CLOUDS = frozenset({"aws"})
+"""Clouds whose fleet weighs instance types by capacity units. An Auto Scaling group counts
+desired capacity in units (``weighted_capacity`` per override); a managed instance group's
+target size counts VMs, so there every fallback must hold as many replicas per VM as the
+choice."""
+
+
+ACCELERATOR_BOUND_CLOUDS = frozenset({"gcp"})
+"""Clouds whose fleet overrides only the machine type: a GCP MIG's instance flexibility keeps
+the template's attached accelerators, so a fallback must attach the same GPUs as the choice (N1
++ ``guestAccelerators``), or carry them in its machine type as the choice does (A2/A3/G2)."""
+
+
+def same_accelerators(choice: InstanceType, other: InstanceType) -> bool:
+    """Whether one instance template's accelerators serve both types."""
+    if choice.attached_accelerator != other.attached_accelerator:
+        return False
+    return choice.attached_accelerator is None or choice.gpu_count == other.gpu_count
+
+
+@dataclass(frozen=True, slots=True)
+class Fallback:
+    """One fallback instance type: its offer, how the whole fleet would run on it alone, what
+    that costs, and how many capacity units (replicas) one instance of it counts for."""
+
+    offer: Offer
+    shape: Shape
+    cost: Cost
+    weighted_capacity: int
+
+
+def fleet_units(choice: Shape) -> int:
+    """The fleet's desired capacity in replicas (capacity units): a service's replicas (what
+    the token rate needs); for a job, every replica its instances hold, since all of them
+    share the work (``sizing._serving_shape`` times the job over the whole fleet)."""
+    if choice.job_hours is None:
+        return max(choice.replicas, 1)
+    return max(choice.replicas, choice.replicas_per_instance * choice.instances // choice.nodes_per_replica)
+
+
+def fleet_shape(own: Shape, units: int) -> Shape:
+    """``own`` (a fallback type's fitted shape) resized to carry ``units`` replicas: instances
+    ⌈units ÷ replicas per instance⌉; a job's hours scale inversely with the instances, since
+    its work divides over replicas (``sizing._serving_shape``: hours = work ÷ (GPUs × rate))."""
+    instances = math.ceil(units / own.replicas_per_instance)
+    hours = own.job_hours * own.instances / instances if own.job_hours is not None else None
+    return replace(own, instances=instances, replicas=units, job_hours=hours)
+
+
+def same_shape(choice: Shape, own: Shape, units: int, weighted: bool) -> bool:
+    """Whether a type whose fit is ``own`` can run the choice's fleet (see the module doc)."""
+    if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1:
+        return False
+    if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
+        return False
+    if not weighted and own.replicas_per_instance != choice.replicas_per_instance:
+        return False
+    serving_rate = own.job_hours is None and own.tokens_per_s_per_replica is not None
+    return not (serving_rate and own.replicas > units)
+
+
+def fallbacks(
+    choice_offer: Offer,
+    choice_shape: Shape,
+    catalog: Catalog,
+    fit_of: Callable[[InstanceType], Shape | Rejection],
+    inputs: CostInputs,
+    rates: dict[str, CloudRates],
+    instance_patterns: list[str] | None,
+    deadline_hours: float | None,
+    within_budget: Callable[[float, float], bool],
+    limit: int = MAX_FALLBACKS,
+) -> tuple[Fallback, ...]:
+    """The choice's same-shape fallbacks in its region and market, cheapest expected total
+    first (ties: fewer GPUs, then the name), one per instance type, at most ``limit``."""
+    units = fleet_units(choice_shape)
+    cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
+    weighted = cloud in WEIGHTED_CLOUDS
+    found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
+    for it, offers in catalog.by_instance_type:
+        if it.cloud != cloud or it.name == choice_offer.instance.name:
+            continue
+        if cloud in ACCELERATOR_BOUND_CLOUDS and not same_accelerators(choice_offer.instance, it):
+            continue
+        if instance_patterns is not None and not any(
+            fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
+        ):
+            continue
+        here = [o for o in offers if o.region == region and o.market == market]
+        if not here:
+            continue
+        own = fit_of(it)
+        if isinstance(own, Rejection) or not same_shape(choice_shape, own, units, weighted):
+            continue
+        shape = fleet_shape(own, units)
+        for offer in here:
+            cost = offer_cost(offer, shape, inputs, rates)
+            if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
+                continue
+            if not within_budget(cost.hourly_usd, cost.total_usd):
+                continue
+            key = (cost.total_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
+            best = found.get(it.name)
+            if best is None or key < best[0]:
+                found[it.name] = (key, Fallback(offer, shape, cost, own.replicas_per_instance))
+    ranked = sorted(found.values(), key=lambda entry: entry[0])
+    return tuple(fallback for _, fallback in ranked[:limit])

@@ -1,0 +1,254 @@
+"""The GCP fleet under Pulumi's mock engine: single-node replicas run in a regional managed
+instance group across the zones that offer the machine types, with instance flexibility over
+the plan's same-template fallbacks, and a cloud-side resize to 0 at the deadline."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pulumi
+import pytest
+
+from providers.base import Deployment, FleetMember
+from providers.gcp.fleet import (
+    GROUP_PERMISSIONS,
+    FleetPlacementError,
+    cron_at,
+    machine_type_filter,
+    place_members,
+    target_shape,
+)
+from selector.catalog import load_catalog
+from selector.select import Plan, plan
+from selector.spec import parse_spec
+from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+JOB = "gcp:cloudscheduler/job:Job"
+ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+MEMBER = "gcp:projects/iAMMember:IAMMember"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+
+BATCH = {
+    "name": "sdxl-gcp",
+    "task": "batch",
+    "model": {"preset": "sdxl-base-1.0"},
+    "precision": "fp16",
+    "work": {"items": 2e4, "tflop_per_item": 60, "batch": 8},
+    "fault_tolerance": "stateless",
+    "teardown": {"ttl": "12h"},
+    "placement": {"clouds": ["gcp"]},
+    "job": {"command": "python generate.py --resume"},
+}
+
+
+def _run(workload: dict[str, Any]) -> tuple[RecordingMocks, dict[str, Any], Plan]:
+    config = {"gcp:project": "my-project", "gpufit:workload": workload}
+    mocks, outputs = run_program(config, NOW, stack="dev")
+    return mocks, outputs, plan(parse_spec(workload), load_catalog())
+
+
+@pytest.fixture(scope="module")
+def serve() -> tuple[RecordingMocks, dict[str, Any], Plan]:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml")
+    return _run(config["gpufit:workload"])
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[RecordingMocks, dict[str, Any], Plan]:
+    return _run(BATCH)
+
+
+def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve: Any) -> None:
+    mocks, outputs, expected = serve
+    mig = mocks.one(MIG).inputs
+    region = expected.choice.offer.region
+    # the mock's zone -b offers no GPU machine type; -a and -c do
+    assert mig["distributionPolicyZones"] == [f"{region}-a", f"{region}-c"]
+    assert mig["distributionPolicyTargetShape"] == "BALANCED"
+    assert mig["targetSize"] == expected.choice.shape.instances
+    assert mig["region"] == region and mig["name"] == outputs["group"] == "gpufit-llama13b-gcp-dev"
+    assert mig["updatePolicy"]["instanceRedistributionType"] == "NONE"
+    assert mig["updatePolicy"]["maxUnavailableFixed"] == 2  # 0 or at least the zones, for a regional MIG
+    assert "instanceFlexibilityPolicy" not in mig  # no same-template fallback in the plan
+    assert not mocks.of_type("gcp:compute/instance:Instance")
+    assert outputs["zones"] == mig["distributionPolicyZones"]
+    zone_lookups = [a for t, a in mocks.invokes if t == "gcp:compute/getMachineTypes:getMachineTypes"]
+    assert {a["zone"] for a in zone_lookups} == {f"{region}-a", f"{region}-b", f"{region}-c"}
+    assert all(a["filter"] == machine_type_filter(["a2-highgpu-2g"]) for a in zone_lookups)
+
+
+def test_the_mig_is_resized_to_zero_at_the_deadline_from_the_cloud_side(serve: Any) -> None:
+    mocks, outputs, _ = serve
+    job = mocks.one(JOB).inputs
+    expires = datetime.fromisoformat(outputs["expires_at"].replace("Z", "+00:00"))
+    assert expires == NOW + timedelta(hours=336)
+    assert job["schedule"] == f"{expires.minute} {expires.hour} {expires.day} {expires.month} *"
+    assert job["timeZone"] == "Etc/UTC"
+    target = job["httpTarget"]
+    assert target["httpMethod"] == "POST"
+    assert target["uri"] == (
+        "https://compute.googleapis.com/compute/v1/projects/my-project/regions/us-central1/"
+        "instanceGroupManagers/gpufit-llama13b-gcp-dev/resize?size=0"
+    )
+    deadline_sa = next(a for a in mocks.of_type(ACCOUNT) if a.name.endswith("deadline-sa"))
+    email = f"{deadline_sa.inputs['accountId']}@test-project.iam.gserviceaccount.com"
+    assert target["oauthToken"]["serviceAccountEmail"] == email
+    assert target["oauthToken"]["scope"] == "https://www.googleapis.com/auth/cloud-platform"
+    # the template deletes its VMs at the same absolute moment (a replacement gets no extra run)
+    scheduling = mocks.one(TEMPLATE).inputs["scheduling"]
+    assert scheduling["terminationTime"] == outputs["expires_at"]
+    assert scheduling["instanceTerminationAction"] == "DELETE"
+    assert scheduling["provisioningModel"] == "STANDARD" and scheduling["onHostMaintenance"] == "TERMINATE"
+
+
+def test_the_group_may_be_updated_only_by_its_vms_and_its_deadline(serve: Any) -> None:
+    mocks, _, _ = serve
+    role = mocks.one(ROLE).inputs
+    assert sorted(role["permissions"]) == sorted(GROUP_PERMISSIONS)
+    assert role["project"] == "my-project"
+    members = mocks.of_type(MEMBER)
+    assert len(members) == 2
+    name = "projects/my-project/regions/us-central1/instanceGroupManagers/gpufit-llama13b-gcp-dev"
+    for member in members:
+        assert member.inputs["condition"]["expression"] == f'resource.name == "{name}"'
+        assert member.inputs["role"] == f"projects/my-project/roles/{role['roleId']}"
+    accounts = {a.inputs["accountId"] for a in mocks.of_type(ACCOUNT)}
+    granted = {m.inputs["member"].split(":")[1].split("@")[0] for m in members}
+    assert granted == accounts  # the VMs' account and the deadline's, nobody else
+
+
+def test_template_carries_the_secure_defaults_and_the_boot_script(serve: Any) -> None:
+    mocks, outputs, _ = serve
+    template = mocks.one(TEMPLATE).inputs
+    assert template["machineType"] == "a2-highgpu-2g" and "guestAccelerators" not in template
+    assert template["shieldedInstanceConfig"] == {
+        "enableSecureBoot": True,
+        "enableVtpm": True,
+        "enableIntegrityMonitoring": True,
+    }
+    metadata = template["metadata"]
+    assert metadata["enable-oslogin"] == "TRUE" and metadata["block-project-ssh-keys"] == "TRUE"
+    script = metadata["startup-script"]
+    assert "gcloud compute instance-groups managed delete-instances gpufit-llama13b-gcp-dev" in script
+    assert "--region us-central1" in script
+    assert template["labels"]["gpufit-expires-at"] == "2026-12-16t12-00-00z"
+    (disk,) = template["disks"]
+    assert disk["boot"] is True and disk["autoDelete"] is True
+    assert outputs["connect"].startswith("gcloud compute ssh $(gcloud compute instance-groups managed")
+
+
+def test_batch_fleet_falls_back_over_same_template_types_in_cost_order(batch: Any) -> None:
+    mocks, outputs, expected = batch
+    assert expected.choice.offer.instance.attached_accelerator == "nvidia-tesla-t4"
+    assert len(expected.fallbacks) >= 2
+    mig = mocks.one(MIG).inputs
+    selections = mig["instanceFlexibilityPolicy"]["instanceSelections"]
+    ranked = sorted(selections, key=lambda s: s["rank"])
+    machine_types = [s["machineTypes"] for s in ranked]
+    planned_types = [
+        expected.choice.offer.instance.machine_type,
+        *(f.offer.instance.machine_type for f in expected.fallbacks),
+    ]
+    assert machine_types == [[t] for t in planned_types]
+    assert [s["rank"] for s in ranked] == list(range(len(planned_types)))
+    template = mocks.one(TEMPLATE).inputs
+    assert template["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 4}]
+    assert template["scheduling"]["provisioningModel"] == "SPOT"
+    assert mig["distributionPolicyTargetShape"] == "ANY_SINGLE_ZONE"  # a multi-GPU job: one zone
+    assert outputs["fallbacks"] == [f.offer.instance.name for f in expected.fallbacks]
+    script = template["metadata"]["startup-script"]
+    assert script.index("python generate.py --resume") < script.rindex('stop_machine "job finished"')
+
+
+def test_no_zone_offering_the_types_stops_before_any_resource() -> None:
+    mocks = RecordingMocks()
+
+    class NothingOffered(RecordingMocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+            answer = super().call(args)
+            if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
+                answer["machineTypes"] = []
+            return answer
+
+    mocks = NothingOffered()
+    config = {"gcp:project": "my-project", "gpufit:workload": BATCH}
+    with pytest.raises(pulumi.RunError, match=r"no zone of us-east4 offers n1-standard-4\+t4x4"):
+        run_program(config, NOW, mocks=mocks)
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+CHOICE = Deployment(
+    stack="dev",
+    project="gpufit",
+    workload="w",
+    task="batch",
+    cloud="gcp",
+    region="us-central1",
+    zone=None,
+    instance_type="g2-standard-8",
+    machine_type="g2-standard-8",
+    attached_accelerator=None,
+    gpu="L4",
+    gpu_count=1,
+    nodes=2,
+    market="spot",
+    fault_tolerance="stateless",
+    disk_gb=200,
+    bucket_keep_days=7,
+    retain_bucket=False,
+    ssh_cidrs=(),
+    created_at=NOW,
+    expires_at=NOW + timedelta(hours=6, seconds=30),
+    hourly_usd=1.0,
+    estimated_total_usd=6.0,
+    needs_node_interconnect=False,
+    command="run",
+    checkpoint_command=None,
+    workdir="/w",
+)
+
+
+def _member(name: str, attached: str | None = None, gpus: int = 1) -> FleetMember:
+    machine = name.split("+")[0]
+    return FleetMember(name, machine, attached, gpus, 1, 1.0)
+
+
+def test_place_members_keeps_plan_order_and_leaves_out_what_one_template_cannot_serve() -> None:
+    d = dataclasses.replace(
+        CHOICE,
+        fleet=(
+            _member("g2-standard-8"),
+            _member("a3-ultragpu-8g"),  # Hyperdisk-only boot disk: another template
+            _member("g2-standard-12"),
+            _member("g2-standard-16"),
+        ),
+    )
+    offered = {
+        "us-central1-a": {"g2-standard-12", "a3-ultragpu-8g"},
+        "us-central1-b": {"g2-standard-8", "g2-standard-12"},
+        "us-central1-c": set(),
+    }
+    kept, left_out, zones = place_members(d, offered)
+    assert [m.machine_type for m in kept] == ["g2-standard-8", "g2-standard-12"]
+    assert left_out == (
+        "a3-ultragpu-8g (needs another instance template)",
+        "g2-standard-16 (offered in no zone of us-central1)",
+    )
+    assert zones == ("us-central1-a", "us-central1-b")
+    with pytest.raises(FleetPlacementError, match="no zone of us-central1 offers g2-standard-8"):
+        place_members(d, {"us-central1-a": set()})
+
+
+def test_target_shape_and_deadline_cron() -> None:
+    assert target_shape(CHOICE) == "ANY_SINGLE_ZONE"  # two one-GPU VMs of a job: keep them together
+    assert target_shape(dataclasses.replace(CHOICE, nodes=1)) == "BALANCED"
+    assert target_shape(dataclasses.replace(CHOICE, task="serve")) == "BALANCED"
+    assert cron_at(CHOICE) == "1 18 2 12 *"  # 18:00:30 rounds up to the next minute
+    assert cron_at(dataclasses.replace(CHOICE, expires_at=NOW)) == "0 12 2 12 *"
+    assert json.dumps(machine_type_filter(["b", "a", "b"])) == json.dumps('name eq "(a|b)"')
