@@ -252,3 +252,15 @@ def test_target_shape_and_deadline_cron() -> None:
     assert cron_at(CHOICE) == "1 18 2 12 *"  # 18:00:30 rounds up to the next minute
     assert cron_at(dataclasses.replace(CHOICE, expires_at=NOW)) == "0 12 2 12 *"
     assert json.dumps(machine_type_filter(["b", "a", "b"])) == json.dumps('name eq "(a|b)"')
+
+
+def test_no_machine_type_listing_at_all_spans_every_up_zone() -> None:
+    class Silent(RecordingMocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+            if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
+                return {"id": "x", "zone": args.args.get("zone", "")}
+            return super().call(args)
+
+    config = {"gcp:project": "my-project", "gpufit:workload": BATCH}
+    mocks, _ = run_program(config, NOW, mocks=Silent())
+    assert mocks.one(MIG).inputs["distributionPolicyZones"] == ["us-east4-a", "us-east4-b", "us-east4-c"]

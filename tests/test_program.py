@@ -422,3 +422,20 @@ def test_pinned_deadline_must_be_valid() -> None:
     config["gpufit:expiresAt"] = "2026-12-01T00:00:00Z"  # before NOW
     with pytest.raises(pulumi.RunError, match="gpufit:expiresAt"):
         run_program(config, NOW)
+
+
+def test_no_offerings_answer_at_all_keeps_every_default_subnet() -> None:
+    """An empty answer means "offered nowhere" (the program stops); no answer at all (an old
+    provider, a mock) falls back to every default subnet, and the group skips missing types."""
+
+    class Silent(RecordingMocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+            if args.token.endswith("getInstanceTypeOfferings"):
+                return {"id": "x"}
+            return super().call(args)
+
+    config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    mocks, outputs = run_program(config, NOW, mocks=Silent())
+    group = mocks.one(AWS_GROUP).inputs
+    assert group["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]  # every default subnet
+    assert outputs["zones"] == []

@@ -110,9 +110,14 @@ def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlaceme
         filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=types)],
         opts=invoke,
     )
+    if offerings.locations is None:
+        # No answer at all (as opposed to an empty one): keep every default subnet and let the
+        # group skip the zones where a type is missing.
+        pulumi.log.warn(f"DescribeInstanceTypeOfferings gave no answer for {d.region}: using every zone")
+        return _unplaced(d, invoke)
     try:
         members, dropped, zones = place_members(
-            d.members, offered_zones(offerings.instance_types or [], offerings.locations or []), d.region
+            d.members, offered_zones(offerings.instance_types or [], offerings.locations), d.region
         )
     except FleetPlacementError as err:
         raise pulumi.RunError(str(err)) from None
@@ -141,6 +146,22 @@ def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlaceme
             "fleet's types are offered; set gpufit:subnetId"
         )
     return FleetPlacement(members, dropped, zones, tuple(sorted(subnets.ids)), vpc.id)
+
+
+def _unplaced(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
+    """Every member, in the given subnet or every default subnet of the default VPC."""
+    if d.subnet_id:
+        subnet = aws.ec2.get_subnet(id=d.subnet_id, opts=invoke)
+        return FleetPlacement(d.members, (), (subnet.availability_zone,), (d.subnet_id,), subnet.vpc_id)
+    vpc = aws.ec2.get_vpc(default=True, opts=invoke)
+    subnets = aws.ec2.get_subnets(
+        filters=[
+            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),
+            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
+        ],
+        opts=invoke,
+    )
+    return FleetPlacement(d.members, (), (), tuple(sorted(subnets.ids or [])), vpc.id)
 
 
 def group_arn_pattern(region: str, account: str, group: str) -> str:

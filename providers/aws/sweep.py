@@ -173,21 +173,16 @@ class AwsSweeper:
 
     def _region(self, region: str, now: datetime, act: bool, price: PriceFn) -> _RegionSweep:
         out = _RegionSweep()
+        step = "DescribeAutoScalingGroups"
         try:
             groups = self._find_groups(region, now, price)
-        except AuthError as error:
-            out.auth_error = str(error)
-            return out
-        except Exception as error:
-            out.error = f"DescribeAutoScalingGroups: {_describe(error)}"
-            return out
-        try:
+            step = "DescribeInstances"
             found, spot_requests = self._find(region, now, price)
         except AuthError as error:
             out.auth_error = str(error)
             return out
         except Exception as error:
-            out.error = f"DescribeInstances: {_describe(error)}"
+            out.error = f"{step}: {_describe(error)}"
             return out
         out.candidates = [*groups, *found]
         if act and groups:

@@ -138,9 +138,16 @@ def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOpt
     zones = gcp.compute.get_zones(region=d.region, status="UP", opts=invoke).names or []
     wanted = machine_type_filter([m.machine_type for m in d.members])
     offered: dict[str, set[str]] = {}
+    answered = False
     for zone in sorted(zones):
         listing = gcp.compute.get_machine_types(zone=zone, filter=wanted, opts=invoke)
+        answered = answered or listing.machine_types is not None
         offered[zone] = {mt.name for mt in listing.machine_types or []}
+    if zones and not answered:
+        # No listing came back at all (as opposed to empty ones): place by the catalog's word
+        # that the region offers the types, and let the MIG's shape find the zones.
+        pulumi.log.warn(f"no machine-type listing answered for {d.region}: the MIG spans every UP zone")
+        offered = {zone: {m.machine_type for m in d.members} for zone in zones}
     try:
         members, left_out, placed = place_members(d, offered)
     except FleetPlacementError as err:
@@ -229,14 +236,6 @@ class GcpGpuFleet(pulumi.ComponentResource):
             title=f"only {group_name}"[:100],
             expression=f'resource.name == "{group_resource_name(project, region, group_name)}"',
         )
-        vm_group = gcp.projects.IAMMember(
-            f"{base}-sa-group",
-            project=project,
-            role=role.name,
-            member=self.service_account.member,
-            condition=condition,
-            opts=child,
-        )
         self.deadline_account = gcp.serviceaccount.Account(
             f"{base}-deadline-sa",
             account_id=f"gf-deadline-{_digest(d)}",
@@ -244,13 +243,16 @@ class GcpGpuFleet(pulumi.ComponentResource):
             description="gpufit deadline: may resize its stack's managed instance group only",
             opts=child,
         )
-        deadline_group = gcp.projects.IAMMember(
-            f"{base}-deadline-group",
-            project=project,
-            role=role.name,
-            member=self.deadline_account.member,
-            condition=condition,
-            opts=child,
+        vm_group, deadline_group = (
+            gcp.projects.IAMMember(
+                f"{base}-{who}-group",
+                project=project,
+                role=role.name,
+                member=account.member,
+                condition=condition,
+                opts=child,
+            )
+            for who, account in (("sa", self.service_account), ("deadline", self.deadline_account))
         )
 
         accelerators = (
