@@ -73,16 +73,11 @@ def fleet_line(plan: Plan) -> str:
         if choice is not None and choice.shape.nodes_per_replica > 1:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
         return "fallbacks: none (no same-shape offer in this region and market)"
-    weighted = any(f.weighted_capacity != f.shape.replicas_per_instance for f in plan.fallbacks) or any(
-        f.weighted_capacity != plan.fallbacks[0].weighted_capacity for f in plan.fallbacks
-    )
-    parts = []
-    for f in plan.fallbacks:
-        o = f.offer
-        weight = f" ×{f.weighted_capacity}" if weighted else ""
-        parts.append(f"{o.instance.name} {_where(o)} {o.market} {money(o.hourly_usd)}/h{weight}")
-    key = f" (×N: replicas one instance holds, of {plan.fleet_units} wanted)" if weighted else ""
-    return "fallbacks: " + ", ".join(parts) + key
+    parts = [
+        f"{f.offer.instance.name} {_where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
+        for f in plan.fallbacks
+    ]
+    return "fallbacks: " + ", ".join(parts)
 
 
 def render_plan(plan: Plan) -> str:

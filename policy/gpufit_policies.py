@@ -576,10 +576,10 @@ def group_hourly(
             worst = max(worst, offer.hourly_usd * -(-capacity // weight))
         return worst, unpriced
     template = templates[0] if templates else {}
-    selections = _map(_map(props.get("instanceFlexibilityPolicy")).get("instanceSelections"))
-    types = [
-        t for sel in (selections.values() if selections else []) for t in _seq(_map(sel).get("machineTypes"))
-    ]
+    raw = _map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
+    # Pulumi passes the selections as a list; the Compute API writes them as a map by name.
+    selections = list(raw.values()) if isinstance(raw, Mapping) else list(_seq(raw))
+    types = [t for sel in selections for t in _seq(_map(sel).get("machineTypes"))]
     if not types:
         types = [_last_segment(template.get("machineType"))]
     for machine_type in types:

@@ -66,7 +66,8 @@ def gcp_label(text: str) -> str:
 @dataclass(frozen=True)
 class FleetMember:
     """One instance type the fleet may launch: the choice first, then its fallbacks in cost
-    order. ``weighted_capacity`` is how many replicas (capacity units) one instance holds."""
+    order. ``weighted_capacity`` is how many replicas one instance holds (the same for every
+    member: a group's machines are interchangeable)."""
 
     instance_type: str
     machine_type: str
@@ -74,12 +75,6 @@ class FleetMember:
     gpu_count: int
     weighted_capacity: int
     hourly_usd: float
-
-
-def weighted(members: tuple[FleetMember, ...]) -> bool:
-    """Whether the fleet's types hold different numbers of replicas, so that the group counts
-    capacity in replicas (weights) rather than in instances."""
-    return len({m.weighted_capacity for m in members}) > 1
 
 
 @dataclass(frozen=True)
@@ -119,7 +114,6 @@ class Deployment:
     subnet_id: str | None = None
     extra_tags: dict[str, str] = field(default_factory=dict)
     fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
-    capacity_units: int = 0  # the fleet's desired capacity in replicas; 0 = ``nodes``
 
     @property
     def grouped(self) -> bool:
@@ -144,11 +138,6 @@ class Deployment:
                 self.hourly_usd / max(self.nodes, 1),
             ),
         )
-
-    def desired_capacity(self, members: tuple[FleetMember, ...]) -> int:
-        """What a group of ``members`` keeps running: replicas when they hold different
-        numbers of replicas (see ``weighted``), else instances."""
-        return max(self.capacity_units, 1) if weighted(members) else self.nodes
 
     @property
     def group_name(self) -> str:
@@ -295,7 +284,6 @@ def deployment_from_plan(
                 for f in plan.fallbacks
             ),
         ),
-        capacity_units=plan.fleet_units,
     )
 
 

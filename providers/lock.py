@@ -191,12 +191,14 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
     choice = replanned.choice
     if choice is None:
         return f"the locked offers no longer plan ({replanned.status})"
-    seen = (lock["instances"], lock["offer"]["market"], round(lock["cost"]["hourly_usd"], 4))
-    now = (choice.shape.instances, choice.offer.market, round(choice.cost.hourly_usd, 4))
-    if seen != now:
+    locked = lock["offer"]
+    seen = (locked["instance_type"], locked["region"], lock["instances"], locked["market"])
+    now = (choice.offer.instance.name, choice.offer.region, choice.shape.instances, choice.offer.market)
+    seen_usd, now_usd = round(lock["cost"]["hourly_usd"], 4), round(choice.cost.hourly_usd, 4)
+    if (*seen, seen_usd) != (*now, now_usd):
         return (
-            f"the locked offer now plans as {now[0]} × {now[1]} at ${now[2]}/h, but the review saw "
-            f"{seen[0]} × {seen[1]} at ${seen[2]}/h"
+            f"the locked offer now plans as {now[0]} in {now[1]}, {now[2]} × {now[3]} at ${now_usd}/h, "
+            f"but the review saw {seen[0]} in {seen[1]}, {seen[2]} × {seen[3]} at ${seen_usd}/h"
         )
     was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
     if was != is_now:

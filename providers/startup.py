@@ -108,9 +108,8 @@ fi"""
     else:
         body = f"""meta=http://metadata.google.internal/computeMetadata/v1/instance
 name=$(curl -sf -H 'Metadata-Flavor: Google' "$meta/name")
-zone=$(curl -sf -H 'Metadata-Flavor: Google' "$meta/zone" | sed 's:.*/::')
 gcloud compute instance-groups managed delete-instances {g} --region {r} \\
-  --instances "zones/$zone/instances/$name" --quiet || echo "gpufit: could not leave group {group.name}"
+  --instances "$name" --quiet || echo "gpufit: could not leave group {group.name}"
 """
     return f"""#!/bin/bash
 # gpufit: leave fleet group {group.name} ($1), decrementing its size, then power off.
@@ -175,7 +174,9 @@ def render(deployment: Deployment, bucket: str, role: NodeRole, group: FleetGrou
 # scale-to-0 never fires; a plain power-off {DEADLINE_BACKSTOP_GRACE_MIN} minutes later
 # catches a failed leave.
 seconds=$(( {expires_epoch} - $(date +%s) ))
-if [ "$seconds" -le 0 ]; then log "past the deadline at boot"; stop_machine "past the deadline at boot"; fi
+if [ "$seconds" -le 0 ]; then
+  log "past the deadline at boot"; stop_machine "past the deadline at boot"; exit 0
+fi
 systemd-run --on-active="${{seconds}}s" --unit=gpufit-deadline {LEAVE_GROUP_SCRIPT} deadline \\
   || log "could not arm the deadline timer"
 shutdown -h +"$(( seconds / 60 + {DEADLINE_BACKSTOP_GRACE_MIN} ))" "gpufit deadline" || true"""

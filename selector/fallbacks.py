@@ -9,9 +9,11 @@ order. A fallback is an offer
 - of the choice's cloud, region and market (a fleet lives in one region and one market);
 - whose own fit runs each replica the same way: one node per replica and the same GPUs per
   replica (so the same launch command and tensor parallelism work on it);
-- that can carry the choice's replicas: capacity is counted in replicas, an instance of the
-  type holds ``replicas_per_instance`` of them (its ``weighted_capacity``); a serving fallback
-  must reach the token rate with no more replicas than the choice runs;
+- that holds as many replicas per instance as the choice (its ``weighted_capacity``), so that
+  every machine of the fleet is interchangeable: the boot script runs one command per machine
+  and knows no replica index, so a machine holding more replicas than another would do the
+  work of one; a serving fallback must reach the token rate with no more replicas than the
+  choice runs;
 - that still meets the TTL and the budget when it runs the whole fleet;
 - on GCP, that one instance template serves (the same attached accelerators).
 
@@ -35,12 +37,6 @@ from selector.sizing import Rejection, Shape
 MAX_FALLBACKS = 9
 """At most this many fallbacks after the choice: ten instance types in all, well inside an
 Auto Scaling group's 40 overrides, and few enough for a reviewer to read in a plan."""
-
-WEIGHTED_CLOUDS = frozenset({"aws"})
-"""Clouds whose fleet weighs instance types by capacity units. An Auto Scaling group counts
-desired capacity in units (``weighted_capacity`` per override); a managed instance group's
-target size counts VMs, so there every fallback must hold as many replicas per VM as the
-choice."""
 
 
 ACCELERATOR_BOUND_CLOUDS = frozenset({"gcp"})
@@ -85,13 +81,13 @@ def fleet_shape(own: Shape, units: int) -> Shape:
     return replace(own, instances=instances, replicas=units, job_hours=hours)
 
 
-def same_shape(choice: Shape, own: Shape, units: int, weighted: bool) -> bool:
+def same_shape(choice: Shape, own: Shape, units: int) -> bool:
     """Whether a type whose fit is ``own`` can run the choice's fleet (see the module doc)."""
     if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1:
         return False
     if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
         return False
-    if not weighted and own.replicas_per_instance != choice.replicas_per_instance:
+    if own.replicas_per_instance != choice.replicas_per_instance:
         return False
     serving_rate = own.job_hours is None and own.tokens_per_s_per_replica is not None
     return not (serving_rate and own.replicas > units)
@@ -113,7 +109,6 @@ def fallbacks(
     first (ties: fewer GPUs, then the name), one per instance type, at most ``limit``."""
     units = fleet_units(choice_shape)
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
-    weighted = cloud in WEIGHTED_CLOUDS
     found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
     for it, offers in catalog.by_instance_type:
         if it.cloud != cloud or it.name == choice_offer.instance.name:
@@ -128,7 +123,7 @@ def fallbacks(
         if not here:
             continue
         own = fit_of(it)
-        if isinstance(own, Rejection) or not same_shape(choice_shape, own, units, weighted):
+        if isinstance(own, Rejection) or not same_shape(choice_shape, own, units):
             continue
         shape = fleet_shape(own, units)
         for offer in here:

@@ -42,6 +42,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     calls: list[str] = field(default_factory=list)
     invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     region: str = "us-east-1"
+    requests: dict[tuple[str, str], Any] = field(default_factory=dict)  # registrations, with options
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
@@ -162,6 +163,19 @@ def _machine_type(name: str, zone: str) -> dict[str, Any]:
     }
 
 
+class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
+    """The mock engine, also keeping each registration request (resource options such as
+    ``ignoreChanges`` are not in the mock's arguments)."""
+
+    def __init__(self, mocks: RecordingMocks) -> None:
+        super().__init__(mocks)
+        self.recorder = mocks
+
+    def RegisterResource(self, request: Any) -> Any:
+        self.recorder.requests[(request.type, request.name)] = request
+        return super().RegisterResource(request)
+
+
 def stack_config(stack_file: Path) -> dict[str, Any]:
     doc = yaml.safe_load(stack_file.read_text())
     return dict(doc.get("config") or {})
@@ -181,7 +195,9 @@ def run_program(
     """Run ``__main__.main`` with this stack config; return the recorded resources and the
     resolved outputs. Exceptions from the program propagate (pass ``mocks`` to inspect them)."""
     mocks = mocks if mocks is not None else RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="gpufit", stack=stack, preview=False)
+    pulumi.runtime.set_mocks(
+        mocks, project="gpufit", stack=stack, preview=False, monitor=RecordingMonitor(mocks)
+    )
     pulumi.runtime.set_all_config(
         {k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()}, []
     )

@@ -76,6 +76,10 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     assert mig["updatePolicy"]["instanceRedistributionType"] == "NONE"
     assert mig["updatePolicy"]["maxUnavailableFixed"] == 2  # 0 or at least the zones, for a regional MIG
     assert "instanceFlexibilityPolicy" not in mig  # no same-template fallback in the plan
+    # a refresh must not undo finished VMs' leaving, and a changed zone listing must not replace
+    # the group (and delete its VMs)
+    ignored = mocks.requests[(MIG, "llama13b-gcp-dev-mig")].ignoreChanges
+    assert {"targetSize", "distributionPolicyZones"} <= set(ignored)
     assert not mocks.of_type("gcp:compute/instance:Instance")
     assert outputs["zones"] == mig["distributionPolicyZones"]
     zone_lookups = [a for t, a in mocks.invokes if t == "gcp:compute/getMachineTypes:getMachineTypes"]

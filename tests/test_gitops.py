@@ -112,7 +112,11 @@ def test_program_refuses_a_lock_that_no_longer_plans_the_same(stacks: Path) -> N
     lock["instances"] = 2  # as if sizing data had changed since the review
     lock_file.write_text(json.dumps(lock))
     mocks = RecordingMocks()
-    with pytest.raises(pulumi.RunError, match=r"now plans as 1 × spot .* but the review saw 2 × spot"):
+    with pytest.raises(
+        pulumi.RunError,
+        match=r"now plans as g6e\.48xlarge in us-east-2, 1 × spot .* but the review saw "
+        r"g6e\.48xlarge in us-east-2, 2 × spot",
+    ):
         _program_with_lock(stacks, "guanaco-65b", mocks=mocks)
     assert mocks.resources == []
 

@@ -197,11 +197,11 @@ def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> Non
     assert len(overrides) >= 2
     totals = [expected.choice.cost.total_usd, *(f.cost.total_usd for f in expected.fallbacks)]
     assert totals == sorted(totals)  # cheapest expected job first
-    # capacity in replicas: an 8-GPU type counts 8, a one-GPU type 1
-    weights = {o["instanceType"]: int(o["weightedCapacity"]) for o in overrides}
-    assert weights["g6e.48xlarge"] == 8 and weights["g6e.xlarge"] == 1
-    assert group["desiredCapacity"] == group["maxSize"] == expected.fleet_units == 8
-    assert group["minSize"] == 0 and group["desiredCapacityType"] == "units"
+    # every type holds the choice's 8 one-GPU replicas: the group counts interchangeable machines
+    assert all("weightedCapacity" not in o for o in overrides)
+    assert group["desiredCapacity"] == group["maxSize"] == expected.choice.shape.instances == 1
+    assert group["minSize"] == 0 and "desiredCapacityType" not in group
+    assert group["suspendedProcesses"] == ["AZRebalance"]  # a leaving replica must not trigger a swap
     assert group["healthCheckType"] == "EC2" and group["waitForCapacityTimeout"] == "0"
 
 
@@ -337,18 +337,28 @@ def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
     assert outputs["nodes"] == 2
 
 
-def test_replicas_run_in_one_group_counted_in_replicas() -> None:
+def test_replicas_run_in_one_group_of_interchangeable_machines() -> None:
     mocks, _, config = _aws("llama8b-fp8")
     expected = planned(config)
     assert expected.choice is not None and expected.choice.shape.replicas > 1
     group = mocks.one(AWS_GROUP).inputs
-    assert group["desiredCapacity"] == expected.choice.shape.replicas  # 5 replicas
-    weights = [
-        int(o["weightedCapacity"]) for o in group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
-    ]
-    assert weights[0] == 1 and max(weights) == 8  # g6e.xlarge holds one, g6e.48xlarge eight
+    assert group["desiredCapacity"] == expected.choice.shape.instances == 5
+    overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert [o["instanceType"] for o in overrides][:2] == ["g6e.xlarge", "g6e.4xlarge"]
+    assert all("weightedCapacity" not in o for o in overrides)
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert "torchrun" not in user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+
+
+def test_refresh_never_raises_a_groups_capacity_back() -> None:
+    """A finished replica lowers the desired capacity, the deadline sets it to 0: a later
+    `pulumi up --refresh` must not put it back (and relaunch finished work)."""
+    mocks = RecordingMocks()
+    config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    run_program(config, NOW, mocks=mocks)
+    request = mocks.requests[(AWS_GROUP, "sdxl-batch-test-asg")]
+    assert "desiredCapacity" in request.ignoreChanges
+    assert "maxSize" not in request.ignoreChanges  # a re-planned maximum still applies
 
 
 def test_a_type_offered_nowhere_in_the_region_is_left_out() -> None:

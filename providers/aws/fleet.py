@@ -49,7 +49,6 @@ from providers.base import (
     FleetMember,
     deadline_ignore_changes,
     iso_utc,
-    weighted,
 )
 from providers.startup import FleetGroup, NodeRole, as_boot_service, render
 
@@ -125,12 +124,18 @@ def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlaceme
         pulumi.log.warn(f"no zone of {d.region} offers {', '.join(dropped)}: left out of the group")
     if d.subnet_id:
         subnet = aws.ec2.get_subnet(id=d.subnet_id, opts=invoke)
-        if subnet.availability_zone not in zones:
+        zone = subnet.availability_zone
+        by_type = offered_zones(offerings.instance_types or [], offerings.locations)
+        here = tuple(m for m in members if zone in by_type.get(m.machine_type, set()))
+        if not here:
             raise pulumi.RunError(
-                f"gpufit:subnetId {d.subnet_id} is in {subnet.availability_zone}, where none of "
+                f"gpufit:subnetId {d.subnet_id} is in {zone}, where none of "
                 f"{', '.join(m.machine_type for m in members)} is offered (offered in {', '.join(zones)})"
             )
-        return FleetPlacement(members, dropped, zones, (d.subnet_id,), subnet.vpc_id)
+        elsewhere = tuple(m.machine_type for m in members if m not in here)
+        if elsewhere:
+            pulumi.log.warn(f"{', '.join(elsewhere)} not offered in {zone} (gpufit:subnetId): left out")
+        return FleetPlacement(here, (*dropped, *elsewhere), (zone,), (d.subnet_id,), subnet.vpc_id)
     vpc = aws.ec2.get_vpc(default=True, opts=invoke)
     subnets = aws.ec2.get_subnets(
         filters=[
@@ -193,16 +198,12 @@ def leave_group_policy(d: Deployment, account: str) -> str:
 
 
 def overrides(
-    d: Deployment, members: Sequence[FleetMember]
+    members: Sequence[FleetMember],
 ) -> list[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs]:
-    """The mixed-instances overrides in plan order; each weighted by the replicas one instance
-    holds when the types differ in that (the group then counts capacity in replicas)."""
-    weigh = weighted(tuple(members))
+    """The mixed-instances overrides in plan order. No weights: every member holds the same
+    replicas (``selector.fallbacks``), so the group counts instances."""
     return [
-        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
-            instance_type=m.machine_type,
-            weighted_capacity=str(m.weighted_capacity) if weigh else None,
-        )
+        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=m.machine_type)
         for m in members
     ]
 
@@ -289,25 +290,27 @@ class AwsGpuFleet(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        desired = d.desired_capacity(placement.members)
+        desired = d.nodes
         group = aws.autoscaling.Group(
             f"{name}-asg",
             name=d.group_name,
             min_size=0,
             max_size=desired,
             desired_capacity=desired,
-            desired_capacity_type="units",
             vpc_zone_identifiers=list(placement.subnet_ids),
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
                     launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
                         launch_template_id=template.id, version="$Latest"
                     ),
-                    overrides=overrides(d, placement.members),
+                    overrides=overrides(placement.members),
                 ),
                 instances_distribution=instances_distribution(d),
             ),
             capacity_rebalance=d.spot and d.fault_tolerance == "stateless",
+            # A machine leaving at the end of its job unbalances the zones; AZ rebalancing would
+            # then terminate a running replica (with no checkpoint hook) to even them out.
+            suspended_processes=["AZRebalance"],
             health_check_type="EC2",
             health_check_grace_period=HEALTH_CHECK_GRACE_S,
             # `pulumi up` returns once the group exists; the group keeps launching (and says why it
@@ -318,7 +321,11 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                 for k, v in sorted(machine_tags.items())
             ],
-            opts=child,
+            # Finished replicas lower the desired capacity and the deadline sets it to 0: a later
+            # `pulumi up --refresh` must not raise it back and relaunch finished work.
+            opts=pulumi.ResourceOptions(
+                parent=self, ignore_changes=[*deadline_ignore_changes(d), "desiredCapacity"]
+            ),
         )
         schedule = aws.autoscaling.Schedule(
             f"{name}-deadline",

@@ -326,8 +326,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
         zones = list(placement.zones)
         # The VMs wait for their grants so the boot script can write and leave from its first minute.
-        group_opts = pulumi.ResourceOptions.merge(
-            child, pulumi.ResourceOptions(depends_on=[bucket_access, vm_group])
+        # Finished VMs lower the target size and the deadline sets it to 0: a later `pulumi up
+        # --refresh` must not raise it back. The zones are looked up afresh on every `pulumi up`,
+        # and a change of them would replace the group (deleting its running VMs).
+        group_opts = pulumi.ResourceOptions(
+            parent=self,
+            depends_on=[bucket_access, vm_group],
+            ignore_changes=[*deadline_ignore_changes(d), "targetSize", "distributionPolicyZones"],
         )
         self.group = gcp.compute.RegionInstanceGroupManager(
             f"{base}-mig",
