@@ -113,8 +113,11 @@ def _offers_parser(sub: Any) -> None:
 
 
 def _fail(lines: Sequence[str], code: int) -> int:
+    """Write one line per problem (line breaks in quoted input escaped) and return ``code``."""
+    from selector.spec import one_line
+
     for line in lines:
-        sys.stderr.write(f"{line}\n")
+        sys.stderr.write(f"{one_line(line)}\n")
     return code
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from selector.catalog import SNAPSHOT_FILE, Catalog, CatalogError, catalog_from_doc, load_catalog
+from selector.datafile import loads_json
 
 MAX_CACHE_AGE = timedelta(days=7)
 """A refreshed catalog older than this is not trusted over the snapshot: spot prices move daily."""
@@ -75,7 +76,7 @@ def read_catalog_file(path: Path, require_checksum: bool = False) -> Catalog:
     """Load a catalog file. A refreshed catalog carries a checksum, which must match its
     content (a corrupt or partial file is refused); the embedded snapshot has none."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads_json(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise CatalogError(f"{path}: no such catalog file") from None
     except (OSError, ValueError) as err:

@@ -7,6 +7,7 @@ instance type in one region (or zone) and market at one hourly price, with its s
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -171,6 +172,45 @@ def _opt_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
+def _entries(doc: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
+    """``doc[key]``: a list of objects (absent = empty)."""
+    value = doc.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(e, dict) for e in value):
+        raise CatalogError(f"{where}: {key} must be a list of objects")
+    return value
+
+
+def _number(
+    entry: dict[str, Any], key: str, where: str, *, minimum: float = 0.0, strict: bool = False
+) -> float:
+    """A required finite number (not a string, not a boolean) ≥ ``minimum`` (> with ``strict``)."""
+    value = _req(entry, key, where)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise CatalogError(f"{where}: {key} must be a finite number, not {value!r}")
+    if value < minimum or (strict and value <= minimum):
+        bound = "positive" if strict and minimum == 0 else f"{'above' if strict else 'at least'} {minimum:g}"
+        raise CatalogError(f"{where}: {key} must be {bound}, not {value!r}")
+    return float(value)
+
+
+def _opt_number(entry: dict[str, Any], key: str, where: str) -> float | None:
+    return None if entry.get(key) is None else _number(entry, key, where)
+
+
+def _text(entry: dict[str, Any], key: str, where: str, default: str | None = None) -> str:
+    """A required string (or ``default`` when absent)."""
+    if key not in entry and default is not None:
+        return default
+    value = _req(entry, key, where)
+    if not isinstance(value, str) or not value:
+        raise CatalogError(f"{where}: {key} must be a non-empty string, not {value!r}")
+    return value
+
+
+def _opt_text(entry: dict[str, Any], key: str, where: str) -> str | None:
+    return None if entry.get(key) is None else _text(entry, key, where)
+
+
 def _parse_gpu(entry: dict[str, Any], where: str) -> GpuSpec:
     cc = str(_req(entry, "compute_capability", where)).split(".")
     return GpuSpec(
@@ -219,32 +259,35 @@ def gpu_by_alias(gpus: dict[str, GpuSpec], name: str) -> GpuSpec | None:
 
 
 def _parse_instance(entry: dict[str, Any], gpus: dict[str, GpuSpec], where: str) -> InstanceType:
-    gpu_name = str(_req(entry, "gpu", where))
+    gpu_name = _text(entry, "gpu", where)
     if gpu_name not in gpus:
         raise CatalogError(f"{where}: GPU {gpu_name!r} is not in the GPU facts table")
-    cloud = str(_req(entry, "cloud", where))
+    cloud = _text(entry, "cloud", where)
     if cloud not in CLOUDS:
         raise CatalogError(f"{where}: cloud {cloud!r}, expected one of {', '.join(CLOUDS)}")
     interconnect = entry.get("node_interconnect")
     if interconnect is not None and interconnect not in NODE_INTERCONNECTS:
         raise CatalogError(f"{where}: unknown node_interconnect {interconnect!r}")
-    count = int(_req(entry, "gpu_count", where))
-    if count < 1:
-        raise CatalogError(f"{where}: gpu_count must be at least 1")
-    name = str(_req(entry, "name", where))
+    count = _number(entry, "gpu_count", where, minimum=1)
+    if count != int(count):
+        raise CatalogError(f"{where}: gpu_count must be a whole number, not {count!r}")
+    nvlink = _req(entry, "nvlink", where)
+    if not isinstance(nvlink, bool):
+        raise CatalogError(f"{where}: nvlink must be true or false, not {nvlink!r}")
+    name = _text(entry, "name", where)
     return InstanceType(
         cloud=cloud,
         name=name,
-        machine_type=str(entry.get("machine_type", name)),
+        machine_type=_text(entry, "machine_type", where, default=name),
         gpu=gpus[gpu_name],
-        gpu_count=count,
-        vcpus=int(_req(entry, "vcpus", where)),
-        memory_gib=float(_req(entry, "memory_gib", where)),
-        nvlink=bool(_req(entry, "nvlink", where)),
+        gpu_count=int(count),
+        vcpus=int(_number(entry, "vcpus", where, minimum=1)),
+        memory_gib=_number(entry, "memory_gib", where, strict=True),
+        nvlink=nvlink,
         node_interconnect=interconnect,
-        attached_accelerator=entry.get("attached_accelerator"),
-        local_nvme_gb=_opt_float(entry.get("local_nvme_gb")),
-        network_gbps=_opt_float(entry.get("network_gbps")),
+        attached_accelerator=_opt_text(entry, "attached_accelerator", where),
+        local_nvme_gb=_opt_number(entry, "local_nvme_gb", where),
+        network_gbps=_opt_number(entry, "network_gbps", where),
         source=str(entry.get("source", "")),
         confidence=str(entry.get("confidence", "high")),
         notes=str(entry.get("notes", "")),
@@ -254,47 +297,62 @@ def _parse_instance(entry: dict[str, Any], gpus: dict[str, GpuSpec], where: str)
 def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | None = None) -> Catalog:
     """Build a ``Catalog`` from a decoded catalog document, checking it as it goes."""
     gpus = gpus if gpus is not None else load_gpus()
-    if doc.get("schema_version") != 1:
+    if not isinstance(doc, dict):
+        raise CatalogError(f"{path}: not a catalog document (expected a JSON object)")
+    if doc.get("schema_version") != 1 or isinstance(doc.get("schema_version"), bool):
         raise CatalogError(f"{path}: schema_version {doc.get('schema_version')!r}, expected 1")
     sources = doc.get("sources", {})
+    if not isinstance(sources, dict):
+        raise CatalogError(f"{path}: sources must be an object")
     types: dict[tuple[str, str], InstanceType] = {}
-    for i, entry in enumerate(doc.get("instance_types", [])):
+    for i, entry in enumerate(_entries(doc, "instance_types", path)):
         it = _parse_instance(entry, gpus, f"{path}: instance_types[{i}]")
         types[(it.cloud, it.name)] = it
     buckets: dict[tuple[str, str, str], str] = {}
-    for entry in doc.get("spot_interruption", []):
+    for i, entry in enumerate(_entries(doc, "spot_interruption", path)):
+        where = f"{path}: spot_interruption[{i}]"
         bucket = entry.get("bucket")
         if bucket not in INTERRUPTION_BUCKETS:
-            raise CatalogError(
-                f"{path}: spot_interruption bucket {bucket!r} is not one of {INTERRUPTION_BUCKETS}"
-            )
-        buckets[(entry["cloud"], entry["region"], entry["instance_type"])] = bucket
+            raise CatalogError(f"{where}: bucket {bucket!r} is not one of {INTERRUPTION_BUCKETS}")
+        key = (
+            _text(entry, "cloud", where),
+            _text(entry, "region", where),
+            _text(entry, "instance_type", where),
+        )
+        buckets[key] = str(bucket)
     offers: list[Offer] = []
     seen: set[tuple[str, str, str, str | None, str]] = set()
-    for i, entry in enumerate(doc.get("offers", [])):
+    for i, entry in enumerate(_entries(doc, "offers", path)):
         where = f"{path}: offers[{i}]"
-        try:
-            it = types[(entry["cloud"], entry["instance_type"])]
-        except KeyError:
-            raise CatalogError(
-                f"{where}: instance type {entry.get('cloud')}/{entry.get('instance_type')} is not declared"
-            ) from None
+        cloud, name = entry.get("cloud"), entry.get("instance_type")
+        declared = types.get((cloud, name)) if isinstance(cloud, str) and isinstance(name, str) else None
+        if declared is None:
+            raise CatalogError(f"{where}: instance type {cloud}/{name} is not declared")
+        it = declared
         market = entry.get("market")
         if market not in MARKETS:
             raise CatalogError(f"{where}: market {market!r}, expected on-demand or spot")
-        price = float(_req(entry, "hourly_usd", where))
-        if not price > 0:
-            raise CatalogError(f"{where}: hourly_usd must be positive")
+        # A zero price is an error in the catalog, not a bargain.
+        price = _number(entry, "hourly_usd", where, strict=True)
         spread = entry.get("hourly_usd_range")
-        region = str(_req(entry, "region", where))
+        if spread is not None and not (
+            isinstance(spread, list)
+            and len(spread) == 2
+            and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+                for v in spread
+            )
+        ):
+            raise CatalogError(f"{where}: hourly_usd_range must be two positive prices, not {spread!r}")
+        region = _text(entry, "region", where)
         offer = Offer(
             instance=it,
             region=region,
-            zone=entry.get("zone"),
+            zone=_opt_text(entry, "zone", where),
             market=market,
             hourly_usd=price,
-            source=str(_req(entry, "source", where)),
-            as_of=str(_req(entry, "as_of", where)),
+            source=_text(entry, "source", where),
+            as_of=_text(entry, "as_of", where),
             confidence=str(entry.get("confidence", "high")),
             hourly_usd_range=(float(spread[0]), float(spread[1])) if spread else None,
             interruption_bucket=buckets.get((it.cloud, region, it.name)) if market == "spot" else None,

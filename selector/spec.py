@@ -404,6 +404,14 @@ class SpecProblem:
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
+def one_line(text: str) -> str:
+    """``text`` with every line break and control character escaped (``\\x85``), so that a
+    problem quoting the user's input stays one line however that input was written."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class SpecError(Exception):
     """A spec that cannot be used; ``problems`` holds one line per problem."""
 
@@ -454,10 +462,12 @@ STACK_KEY = "gpufit:workload"
 
 def load_spec_text(text: str, source: str) -> WorkloadSpec:
     """Read a spec from YAML text: a plain spec or a Pulumi stack file holding one."""
-    from selector.datafile import load_yaml_text
+    from selector.datafile import DuplicateKeyError, load_yaml_text
 
     try:
         doc = load_yaml_text(text)
+    except DuplicateKeyError as err:
+        raise SpecError(source, [SpecProblem(d.field, d.message) for d in err.duplicates]) from None
     except Exception as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
