@@ -13,7 +13,14 @@ from typing import Any
 
 import pulumi
 
-from providers.base import Deployment, GpuProvider, deployment_from_plan, parse_iso_utc
+from providers.base import (
+    Deployment,
+    GpuProvider,
+    SecretInputs,
+    ServingError,
+    deployment_from_plan,
+    parse_iso_utc,
+)
 from providers.catalog_store import resolve
 from providers.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
 from selector.catalog import Catalog, CatalogError
@@ -119,9 +126,12 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
             image=config.get("image") or None,
             subnet_id=config.get("subnetId") or None,
         )
+    except ServingError as err:
+        raise pulumi.RunError(str(err)) from None
     except ValueError as err:
         raise pulumi.RunError(f"gpufit:expiresAt: {err}") from None
-    outputs = cloud_provider(deployment).provision(deployment)
+    secrets = SecretInputs(api_key=config.get_secret("apiKey"), hf_token=config.get_secret("hfToken"))
+    outputs = cloud_provider(deployment).provision(deployment, secrets)
     for key, value in outputs.items():
         pulumi.export(key, value)
     return outputs

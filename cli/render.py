@@ -66,6 +66,39 @@ def _cost_line(cost: Cost, serving: bool) -> str:
     return line
 
 
+def serve_lines(plan: Plan) -> list[str]:
+    """The model server gpufit will start, and how the endpoint is reached (with a warning
+    when it is plain HTTP); a reason when the server cannot be started as planned."""
+    from providers.base import ServingError, server_launch
+
+    spec = plan.spec
+    try:
+        launch = server_launch(plan)
+    except ServingError as err:
+        return [f"cannot start the server: {err}"]
+    if launch is None or spec.serving is None:
+        return []
+    lines = [
+        f"{launch.engine} ({launch.image}) {launch.model}: TP {launch.tensor_parallel}, "
+        f"max-model-len {launch.max_model_len}, max-num-seqs {launch.max_num_seqs}, "
+        f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
+        f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
+    ]
+    if spec.serving.expose == "load_balancer":
+        https = spec.serving.certificate_arn is not None
+        lines.append(
+            f"load balancer for {', '.join(spec.access.api_cidrs)} over {'HTTPS' if https else 'HTTP'}"
+            + (
+                ""
+                if https
+                else " (WARNING: no serving.certificate_arn: requests and the API key travel unencrypted)"
+            )
+        )
+    else:
+        lines.append("private: no inbound route; the stack's port_forward output brings it to localhost")
+    return lines
+
+
 def fleet_line(plan: Plan) -> str:
     """What the cloud's fleet engine may launch when the choice has no capacity, in order."""
     if not plan.fallbacks:
@@ -131,6 +164,7 @@ def render_plan(plan: Plan) -> str:
             lines.append(f"          not priced: {item}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
         lines.append(f"Fleet     {fleet_line(plan)}")
+        lines += [f"{'Serve' if i == 0 else '':<10}{line}" for i, line in enumerate(serve_lines(plan))]
     else:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
         lines.append(f"No choice: {verdict} among {plan.considered} offers.")
@@ -232,7 +266,34 @@ def render_explain(plan: Plan) -> str:
             )
         lines += ["", "Cost"]
         lines.append(table(["term", "value", "unit", "formula"], _term_rows(cost_terms), right=(1,)))
+        lines += _serve_terms(plan)
     return "\n".join(lines)
+
+
+def _serve_terms(plan: Plan) -> list[str]:
+    """The model server's health grace period and how it is estimated."""
+    from providers.base import ServingError, server_launch
+    from providers.serving import DOWNLOAD_MB_PER_S, ENGINE_START_S
+
+    try:
+        launch = server_launch(plan)
+    except ServingError:
+        return []
+    if launch is None:
+        return []
+    terms = [
+        Term(
+            "weights to download", launch.weights_gb, "GB", "parameters × 2 B (the Hub's 16-bit checkpoint)"
+        ),
+        Term(
+            "health grace period",
+            launch.grace_seconds / 60,
+            "min",
+            f"({ENGINE_START_S} s image and start + 2 × GB × 1000 ÷ {DOWNLOAD_MB_PER_S:g} MB/s "
+            "download and load), rounded up to a minute",
+        ),
+    ]
+    return ["", "Serving", table(["term", "value", "unit", "formula"], _term_rows(terms), right=(1,))]
 
 
 OFFER_COLUMNS = (

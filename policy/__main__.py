@@ -26,11 +26,13 @@ for _entry in (str(HERE), str(HERE.parent)):
 from gpufit_policies import (  # noqa: E402
     PolicyConfig,
     check_disk_encryption,
+    check_endpoint_access,
     check_expiry,
     check_fleet_deadline,
     check_hourly_budget,
     check_imdsv2,
     check_no_open_ingress,
+    check_no_secrets_in_boot_data,
     check_private_buckets,
     check_stack,
     check_stack_budget,
@@ -168,6 +170,18 @@ POLICIES = [
         "gpufit-no-open-ingress",
         "No security group or firewall rule admits 0.0.0.0/0 or ::/0.",
         lambda args, config: check_no_open_ingress(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-no-secrets-in-boot-data",
+        "No secret value (token, key) in user data or a startup script: only secret references.",
+        lambda args, config: check_no_secrets_in_boot_data(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-endpoint-access",
+        "An internet-facing endpoint admits access.api_cidrs only, unless the spec opted in.",
+        lambda args, config: check_endpoint_access(args.resource_type, args.props, config),
         NO_SCHEMA,
     ),
     resource_policy(

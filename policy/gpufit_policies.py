@@ -660,6 +660,8 @@ def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: 
     source at all applies to 0.0.0.0/0 as well)."""
     del config
     problems: list[str] = []
+    if resource_type == AWS_SECURITY_GROUP and _map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true":
+        return []  # a load balancer's group the spec opened on purpose (access.allow_api_from_anywhere)
     if resource_type == AWS_SECURITY_GROUP:
         for index, entry in enumerate(_seq(props.get("ingress"))):
             rule = _map(entry)
@@ -718,6 +720,80 @@ def check_private_buckets(resource_type: str, props: Mapping[str, Any], config: 
     return []
 
 
+# -- 7. endpoints and secrets -------------------------------------------------------------------
+
+SECRET_PATTERNS = (
+    (re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"), "a Hugging Face token"),
+    (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id"),
+    (re.compile(r"(?:VLLM_API_KEY|HF_TOKEN|GPUFIT_API_KEY)=(?!%s|\$)\S+"), "a secret assigned in plain text"),
+    (re.compile(r"--api-key[ =](?![\"']?\$)\S+"), "an API key on a command line"),
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+)
+"""What a secret looks like in a boot script: a value, where gpufit writes only references (a
+secret's ARN or name) and shell variables filled on the machine."""
+
+
+def boot_data(resource_type: str, props: Mapping[str, Any]) -> str:
+    """The boot script a machine or machine template carries (launch templates: base64)."""
+    if resource_type == AWS_LAUNCH_TEMPLATE:
+        import base64
+        import binascii
+
+        raw = str(props.get("userData") or "")
+        try:
+            return base64.b64decode(raw, validate=True).decode("utf-8", "replace")
+        except (binascii.Error, ValueError):
+            return raw
+    if resource_type == AWS_INSTANCE:
+        return str(props.get("userData") or "")
+    if resource_type in (GCP_INSTANCE, *GCP_TEMPLATES):
+        metadata = _map(props.get("metadata"))
+        return str(metadata.get("startup-script") or "") + str(props.get("metadataStartupScript") or "")
+    return ""
+
+
+def check_no_secrets_in_boot_data(
+    resource_type: str, props: Mapping[str, Any], config: PolicyConfig
+) -> list[str]:
+    """No secret value in user data or a startup script: anyone who may describe the instance
+    (or read the stack's state) could read it. Secrets go to Secrets Manager / Secret Manager
+    and the boot script names them."""
+    del config
+    text = boot_data(resource_type, props)
+    return [
+        f"the boot script holds {what}: move it to the secret store"
+        for rx, what in SECRET_PATTERNS
+        if rx.search(text)
+    ]
+
+
+ALB = "aws:lb/loadBalancer:LoadBalancer"
+GCP_SECURITY_POLICY = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
+OPEN_BY_CHOICE = "access.allow_api_from_anywhere"
+OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
+"""The marker gpufit writes (AWS tag ``gpufit:open-endpoint``, GCP description) when the spec
+opted in to an endpoint open to the whole internet."""
+
+
+def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
+    """An internet-facing endpoint admits named CIDRs only, unless the spec opted in: an AWS
+    load balancer must have security groups (an ALB without one admits everyone), and a Cloud
+    Armor policy may allow everyone (``*``, 0.0.0.0/0, ::/0) only when its description carries
+    ``access.allow_api_from_anywhere``."""
+    del config
+    if resource_type == ALB and props.get("internal") is not True and not _seq(props.get("securityGroups")):
+        return ["an internet-facing load balancer without a security group admits everyone"]
+    if resource_type == GCP_SECURITY_POLICY and OPEN_BY_CHOICE not in str(props.get("description") or ""):
+        problems = []
+        for rule in _seq(props.get("rules")):
+            r = _map(rule)
+            ranges = _seq(_map(_map(r.get("match")).get("config")).get("srcIpRanges"))
+            if str(r.get("action", "")).startswith("allow") and any(v == "*" or _is_open(v) for v in ranges):
+                problems.append(f"rule {r.get('priority')} allows every address: name access.api_cidrs")
+        return problems
+    return []
+
+
 RESOURCE_VALIDATORS = (
     check_expiry,
     check_hourly_budget,
@@ -725,6 +801,8 @@ RESOURCE_VALIDATORS = (
     check_disk_encryption,
     check_no_open_ingress,
     check_private_buckets,
+    check_no_secrets_in_boot_data,
+    check_endpoint_access,
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 

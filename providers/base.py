@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
+from providers.serving import ServerLaunch
 from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
 from selector.select import Plan
+from selector.sizing import USABLE_MEMORY_FRACTION
 
 TAG_MANAGED = "gpufit:managed"
 TAG_STACK = "gpufit:stack"
@@ -114,6 +116,11 @@ class Deployment:
     subnet_id: str | None = None
     extra_tags: dict[str, str] = field(default_factory=dict)
     fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
+    server: ServerLaunch | None = None  # the model server a serve deployment starts
+    expose: str = "private"  # or "load_balancer"
+    api_cidrs: tuple[str, ...] = ()
+    certificate_arn: str | None = None
+    hf_gated: bool = False  # the model's repo needs a Hugging Face token
 
     @property
     def grouped(self) -> bool:
@@ -210,6 +217,56 @@ def lifetime_hours(plan: Plan) -> float:
     return plan.choice.cost.hours * JOB_DEADLINE_FACTOR + JOB_DEADLINE_SLACK_H
 
 
+class ServingError(ValueError):
+    """A serve spec whose model server gpufit cannot start as planned, with the reason."""
+
+
+GATED_ORGS = frozenset({"meta-llama", "mistralai", "google"})
+"""Hugging Face organisations whose model repos are gated (a licence to accept, then a token)."""
+
+
+def server_launch(plan: Plan) -> ServerLaunch | None:
+    """The model server of a serve plan from its own numbers: tensor parallelism and replicas
+    per machine from the shape, ``--max-model-len`` = ``serving.context_tokens``,
+    ``--max-num-seqs`` = ``serving.concurrency``, the memory fraction the sizing plans with,
+    FP8 weights and KV cache where the plan computes in them. ServingError when it cannot be
+    started as planned; None when the spec starts no server."""
+    spec, choice = plan.spec, plan.choice
+    engine = spec.server_engine
+    if engine == "none" or choice is None or spec.serving is None:
+        return None
+    shape, arch = choice.shape, spec.arch()
+    if shape.nodes_per_replica > 1:
+        raise ServingError(
+            f"serving.engine {engine}: the plan spreads a replica over {shape.nodes_per_replica} nodes "
+            "(pipeline parallel), which gpufit does not launch; give job.command, or "
+            "placement.instance_types that hold the model on one node"
+        )
+    repo = spec.model.hf or arch.hf
+    if repo is None:
+        raise ServingError(f"serving.engine {engine}: model.hf must name the Hugging Face repo to serve")
+    if spec.precision in ("int8", "int4", "nf4") and spec.model.hf is None:
+        raise ServingError(
+            f"serving.engine {engine}: precision {spec.precision} needs a quantised checkpoint; "
+            f"name one in model.hf ({repo} holds 16-bit weights)"
+        )
+    return ServerLaunch(
+        engine=engine,
+        model=repo,
+        revision=spec.model.revision,
+        served_name=spec.name,
+        tensor_parallel=shape.tensor_parallel,
+        max_model_len=spec.serving.context_tokens,
+        max_num_seqs=spec.serving.concurrency,
+        gpu_memory_utilization=USABLE_MEMORY_FRACTION,
+        quantization="fp8" if spec.precision == "fp8" else None,
+        kv_cache_dtype="fp8" if spec.serving.kv_cache_precision == "fp8" else None,
+        replicas=shape.replicas_per_instance,
+        base_port=spec.serving.port,
+        weights_gb=arch.params * 2 / 1e9,
+    )
+
+
 def deployment_from_plan(
     plan: Plan,
     *,
@@ -263,6 +320,11 @@ def deployment_from_plan(
         workdir=spec.job.workdir,
         image=image,
         subnet_id=subnet_id,
+        server=server_launch(plan),
+        expose=spec.serving.expose if spec.serving is not None else "private",
+        api_cidrs=tuple(spec.access.api_cidrs),
+        certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,
+        hf_gated=(spec.model.hf or spec.arch().hf or "").split("/")[0] in GATED_ORGS,
         fleet=(
             FleetMember(
                 it.name,
@@ -313,10 +375,19 @@ def deadline_ignore_changes(deployment: Deployment) -> list[str]:
     return [] if deployment.deadline_pinned else list(DEADLINE_PROPERTIES)
 
 
+@dataclass(frozen=True)
+class SecretInputs:
+    """The endpoint's secrets as the stack's secret config gives them (Pulumi secret outputs):
+    ``gpufit:apiKey`` (None: generated) and ``gpufit:hfToken`` (None: the model needs none)."""
+
+    api_key: Any = None
+    hf_token: Any = None
+
+
 class GpuProvider(Protocol):
     """One cloud's way of provisioning a deployment. ``provision`` registers the resources
     (a Pulumi ComponentResource and its children) and returns the stack outputs."""
 
     cloud: str
 
-    def provision(self, deployment: Deployment) -> dict[str, Any]: ...
+    def provision(self, deployment: Deployment, secrets: SecretInputs | None = None) -> dict[str, Any]: ...

@@ -28,9 +28,13 @@ LOCK_SUFFIX = ".lock.json"
 
 
 def spec_hash(spec: WorkloadSpec) -> str:
-    """SHA-256 of the validated spec's canonical JSON: formatting and comments do not count,
-    any change of meaning does."""
-    canonical = json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    """SHA-256 of the validated spec's canonical JSON: formatting, comments and defaults written
+    out do not count, any change of meaning does."""
+    # Defaults left out: a field added to the spec later (with its default) keeps old locks
+    # valid; a changed default that changes the plan is caught by replanning the lock.
+    canonical = json.dumps(
+        spec.model_dump(mode="json", exclude_defaults=True), sort_keys=True, separators=(",", ":")
+    )
     return "sha256:" + hashlib.sha256(canonical.encode()).hexdigest()
 
 

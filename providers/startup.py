@@ -20,6 +20,7 @@ import shlex
 from dataclasses import dataclass
 
 from providers.base import Deployment
+from providers.serving import SecretRefs, serving_script
 
 RENDEZVOUS_PORT = 29500
 """torchrun's c10d rendezvous port on node 0 (PyTorch's default master port)."""
@@ -129,10 +130,19 @@ class NodeRole:
     machine: int = 0  # index among all the deployment's machines (names its bucket prefix)
 
 
-def render(deployment: Deployment, bucket: str, role: NodeRole, group: FleetGroup | None = None) -> str:
+def render(
+    deployment: Deployment,
+    bucket: str,
+    role: NodeRole,
+    group: FleetGroup | None = None,
+    secrets: SecretRefs | None = None,
+) -> str:
     """The bash boot script for one node of ``deployment`` (a member of ``group`` when the
-    machines run in a fleet group)."""
+    machines run in a fleet group). A deployment with a model server runs it in place of a job
+    command, with its secrets fetched by reference from ``secrets``."""
     d = deployment
+    if d.server is not None and secrets is None:
+        raise ValueError(f"{d.name}: a model server needs its secrets' references")
     expires_epoch = int(d.expires_at.timestamp())
     watch = _AWS_WATCH.format(poll=SPOT_POLL_SECONDS) if d.cloud == "aws" else _GCP_WATCH
     if d.cloud == "aws":
@@ -140,7 +150,9 @@ def render(deployment: Deployment, bucket: str, role: NodeRole, group: FleetGrou
     prefix = "fleet" if group else f"machine-{role.machine}"
     checkpoint = d.checkpoint_command or "true"
     master = role.master_addr or "$(hostname -I | cut -d' ' -f1)"
-    if d.command is None:
+    if d.server is not None and secrets is not None:
+        run = serving_script(d.server, secrets)
+    elif d.command is None:
         run = 'log "no job command: the machine is ready; it powers off at the deadline"'
     elif role.nodes > 1 and d.task != "serve":
         run = (

@@ -77,6 +77,13 @@ class CostInputs:
     budget_total: float | None
 
 
+def weights_cache_gb(spec: WorkloadSpec) -> float:
+    """A model server's weights, kept in the stack's bucket so that a replacement machine does
+    not download them from the Hub again: parameters × 2 B (the Hub's 16-bit checkpoint, what
+    ``providers.serving`` copies there)."""
+    return spec.arch().params * 2 / 1e9 if spec.server_engine != "none" else 0.0
+
+
 def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     storage = spec.storage
     if storage.disk_gb is not None:
@@ -91,7 +98,7 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     return CostInputs(
         run_hours=run_hours,
         disk_gb=disk,
-        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9,
+        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9 + weights_cache_gb(spec),
         keep_hours=storage.keep_days * 24.0,
         egress_gb=spec.egress.gb,
         egress_to=spec.egress.to,

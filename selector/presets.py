@@ -40,6 +40,7 @@ class ModelArch:
     vram_gib: float | None = None
     min_bandwidth_gbps: float | None = None
     source: str = "spec"
+    hf: str | None = None  # the Hugging Face repo a model server pulls
 
     @property
     def is_moe(self) -> bool:
@@ -105,4 +106,5 @@ def arch_from_preset(name: str) -> ModelArch:
         experts=int(entry.get("experts", 1)),
         experts_active=int(entry.get("experts_active", 1)),
         source=f"preset {name} ({entry['source']})",
+        hf=entry.get("hf"),
     )

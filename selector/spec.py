@@ -118,9 +118,20 @@ class ModelSpec(_Strict):
     min_bandwidth_gbps: float | None = Field(
         None, gt=0, description="custom: minimum GPU memory bandwidth, GB/s"
     )
+    hf: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="Hugging Face repo id the server pulls (org/name); presets name their own",
+    )
+    revision: str | None = Field(None, max_length=200, description="branch, tag or commit of model.hf")
 
     @model_validator(mode="after")
     def _one_form(self) -> ModelSpec:
+        if self.hf is not None and self.preset is None and self.params_b is None and self.kind != "custom":
+            raise ValueError(
+                "model.hf names what the server pulls; give a preset or the architecture to size it "
+                "(sizing a model from its Hub config is not built yet)"
+            )
         explicit = [
             name
             for name in ("params_b", "layers", "hidden", "heads", "kv_heads", "vocab")
@@ -208,6 +219,18 @@ class ServingSpec(_Strict):
         None, description="default: bf16 (fp32 for fp32 models)"
     )
     tokens: Count | None = Field(None, description="batch: tokens to generate in all")
+    engine: Literal["vllm", "sglang", "none"] | None = Field(
+        None,
+        description="model server gpufit starts (serve): default vllm for transformer models "
+        "without a job.command, else none",
+    )
+    expose: Literal["private", "load_balancer"] = Field(
+        "private", description="private: no inbound route (port-forward); load_balancer: an LB for api_cidrs"
+    )
+    port: int = Field(8000, ge=1024, le=65000, description="the server's port on the machine (first replica)")
+    certificate_arn: str | None = Field(
+        None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
+    )
 
 
 class TrainingSpec(_Strict):
@@ -283,12 +306,29 @@ class AccessSpec(_Strict):
 
     ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
     allow_ssh_from_anywhere: bool = Field(False, description="required to list 0.0.0.0/0 or ::/0")
+    api_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to reach a load-balanced endpoint"
+    )
+    allow_api_from_anywhere: bool = Field(
+        False, description="required to list 0.0.0.0/0 or ::/0 in api_cidrs"
+    )
 
     @model_validator(mode="after")
     def _cidrs(self) -> AccessSpec:
         import ipaddress
 
         problems = []
+        for cidr in self.api_cidrs:
+            try:
+                net = ipaddress.ip_network(cidr, strict=False)
+            except ValueError:
+                problems.append(f"api_cidrs: {cidr!r} is not a CIDR such as 203.0.113.0/24")
+                continue
+            if net.prefixlen == 0 and not self.allow_api_from_anywhere:
+                problems.append(
+                    f"api_cidrs: {cidr} opens the endpoint to the whole internet; set "
+                    "allow_api_from_anywhere to mean it"
+                )
         for cidr in self.ssh_cidrs:
             try:
                 net = ipaddress.ip_network(cidr, strict=False)
@@ -385,9 +425,44 @@ class WorkloadSpec(_Strict):
                 problems.append(
                     "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
                 )
+        problems += self._serving_problems(arch_kind)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _serving_problems(self, arch_kind: str | None) -> list[str]:
+        """The model server and its endpoint: only for serve, only for transformer models, not
+        together with a job.command; a load balancer needs the CIDRs it admits."""
+        problems: list[str] = []
+        serving = self.serving
+        if serving is None or self.task != "serve":
+            if serving is not None and (serving.engine not in (None, "none") or serving.expose != "private"):
+                problems.append("serving.engine and serving.expose are for task serve")
+            return problems
+        if serving.engine in ("vllm", "sglang"):
+            if self.job.command is not None:
+                problems.append(f"serving.engine {serving.engine} starts the server; leave job.command out")
+            if arch_kind != "transformer":
+                problems.append(
+                    f"serving.engine {serving.engine} serves transformer models (set engine: none)"
+                )
+        if serving.expose == "load_balancer" and not self.access.api_cidrs:
+            problems.append("serving.expose load_balancer needs access.api_cidrs (who may call the endpoint)")
+        if serving.expose == "load_balancer" and self.server_engine == "none" and self.job.command is None:
+            problems.append("serving.expose load_balancer needs a server: an engine or a job.command")
+        return problems
+
+    @property
+    def server_engine(self) -> str:
+        """The model server gpufit starts: the spec's engine, else vllm for a transformer served
+        without a job.command, else none."""
+        serving = self.serving
+        if self.task != "serve" or serving is None:
+            return "none"
+        if serving.engine is not None:
+            return serving.engine
+        kind = self.model.resolve().kind
+        return "vllm" if kind == "transformer" and self.job.command is None else "none"
 
     def arch(self) -> ModelArch:
         return self.model.resolve()

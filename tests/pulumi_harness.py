@@ -61,6 +61,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.update(arn=f"arn:aws:iam::123456789012:role/{args.name}", name=args.name)
         elif args.typ in ("aws:iam/instanceProfile:InstanceProfile", "aws:ec2/placementGroup:PlacementGroup"):
             state.update(name=args.name, arn=f"arn:aws:iam::123456789012:instance-profile/{args.name}")
+        elif args.typ == "random:index/randomPassword:RandomPassword":
+            state.update(result="generated-api-key-0123456789")
+        elif args.typ == "aws:secretsmanager/secret:Secret":
+            state.update(arn=f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{args.name}-AbCdEf")
+        elif args.typ == "aws:lb/loadBalancer:LoadBalancer":
+            state.update(
+                dnsName=f"{args.name}-1234.elb.amazonaws.com",
+                arn=f"arn:aws:elasticloadbalancing:::{args.name}",
+            )
+        elif args.typ == "aws:lb/targetGroup:TargetGroup":
+            state.update(arn=f"arn:aws:elasticloadbalancing:::targetgroup/{args.name}")
+        elif args.typ == "gcp:compute/address:Address":
+            state.update(address=state.get("address") or "198.51.100.20")
+        elif args.typ == "gcp:secretmanager/secret:Secret":
+            state.update(name=f"projects/test-project/secrets/{state['secretId']}")
         elif args.typ == "aws:autoscaling/group:Group":
             state.update(name=state.get("name") or args.name, arn=f"arn:aws:autoscaling:::{args.name}")
         elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
@@ -174,6 +189,21 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         self.recorder.requests[(request.type, request.name)] = request
         return super().RegisterResource(request)
+
+
+SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+"""The key and value Pulumi marks a secret with on the wire (pulumi.runtime.rpc)."""
+
+
+def is_secret_input(request: Any, key: str) -> bool:
+    """Whether the registration ``request`` sent property ``key`` marked secret."""
+    if key not in request.object.fields:
+        return False
+    value = request.object.fields[key]
+    if not value.HasField("struct_value"):
+        return False
+    fields = value.struct_value.fields
+    return SECRET_SIG[0] in fields and fields[SECRET_SIG[0]].string_value == SECRET_SIG[1]
 
 
 def stack_config(stack_file: Path) -> dict[str, Any]:

@@ -75,7 +75,17 @@ def test_serving_cost_for_the_duration(mini_catalog: Catalog) -> None:
     assert inputs.disk_gb == disk_gb
     assert cost.disk_usd == pytest.approx(0.08 * disk_gb * 720 / 730)
     assert cost.egress_usd == pytest.approx(45.0)
-    assert cost.total_usd == pytest.approx(cost.compute_usd + cost.disk_usd + cost.egress_usd)
+    # vLLM's weights kept in the bucket for replacement machines: 70.6B × 2 B, for the run + 7 days
+    assert inputs.bucket_gb == pytest.approx(70.6e9 * 2 / 1e9)
+    assert cost.bucket_usd == pytest.approx(0.023 * 141.2 * (720 + 168) / 730)
+    parts = cost.compute_usd + cost.disk_usd + cost.bucket_usd + cost.egress_usd
+    assert cost.total_usd == pytest.approx(parts)
+
+
+def test_no_weights_cache_without_a_model_server(mini_catalog: Catalog) -> None:
+    own_server = {**SERVE_70B, "job": {"command": "my-server --port 8000"}}
+    spec, req, _, _ = _candidate(mini_catalog, own_server, "p4de.24xlarge", "on-demand")
+    assert spec.server_engine == "none" and cost_inputs(spec, req).bucket_gb == 0
 
 
 def test_training_cost_per_job_with_spot_rework_and_data_gravity(mini_catalog: Catalog) -> None:

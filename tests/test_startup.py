@@ -16,7 +16,8 @@ from providers.base import (
     parse_gcp_label_time,
     parse_iso_utc,
 )
-from providers.startup import NodeRole, as_boot_service, render
+from providers.serving import SecretRefs
+from providers.startup import NodeRole, as_boot_service, render as render_script
 from selector.catalog import load_catalog
 from selector.select import plan
 from selector.spec import load_spec
@@ -29,6 +30,12 @@ CATALOG = load_catalog()
 def deployment(stack: str):  # type: ignore[no-untyped-def]
     result = plan(load_spec(ROOT / "stacks" / f"Pulumi.{stack}.yaml"), CATALOG)
     return deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW), result
+
+
+def render(d, bucket, role, group=None):  # type: ignore[no-untyped-def]
+    """The boot script; a model server gets its secrets' references, as the components give."""
+    refs = SecretRefs(d.cloud, d.region, f"{d.name}-api-key", None, "p") if d.server is not None else None
+    return render_script(d, bucket, role, group, refs)
 
 
 def bash_syntax_ok(script: str) -> bool:
@@ -72,7 +79,8 @@ def test_service_keeps_running_and_on_demand_has_no_watcher() -> None:
     d, _ = deployment("llama70b-chat")
     script = render(d, "bkt", NodeRole(0, 1, ""))
     assert "# on-demand: no interruption watcher" in script
-    assert "poweroff\n" not in script.split("vllm serve")[1]  # a service stays up until the deadline
+    assert "docker run --detach --name gpufit-serve-0" in script  # the model server, detached
+    assert "poweroff\n" not in script.split("docker run")[1]  # a service stays up until the deadline
 
 
 def test_gcp_script_watches_preemption_and_uses_gcloud() -> None:

@@ -28,7 +28,7 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
-from providers.base import TAG_EXPIRES_AT, Deployment, deadline_ignore_changes, iso_utc
+from providers.base import TAG_EXPIRES_AT, Deployment, SecretInputs, deadline_ignore_changes, iso_utc
 from providers.startup import NodeRole, as_boot_service, render
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
@@ -275,7 +275,7 @@ class AwsProvider:
     def __init__(self, provider: pulumi.ProviderResource | None = None) -> None:
         self._provider = provider
 
-    def provision(self, deployment: Deployment) -> dict[str, Any]:
+    def provision(self, deployment: Deployment, secrets: SecretInputs | None = None) -> dict[str, Any]:
         """A fleet group for single-node replicas (placed before anything is created, so a type
         offered nowhere in the region stops the program with nothing half-made); plain
         instances for a replica that spans nodes."""
@@ -283,5 +283,5 @@ class AwsProvider:
         opts = pulumi.ResourceOptions(providers=providers)
         if deployment.grouped:
             placement = fleet_placement(deployment, pulumi.InvokeOptions(provider=self._provider))
-            return AwsGpuFleet(deployment.name, deployment, placement, opts).outputs
+            return AwsGpuFleet(deployment.name, deployment, placement, opts, secrets).outputs
         return AwsGpuInstance(deployment.name, deployment, opts).outputs

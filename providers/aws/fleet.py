@@ -27,14 +27,14 @@ while still avoiding the pools most likely to be interrupted
 from __future__ import annotations
 
 import base64
-import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
+from providers.aws.endpoint import endpoint_secrets, load_balancer, read_secrets_statement
 from providers.aws.resources import (
     checkpoint_bucket,
     instance_profile,
@@ -47,9 +47,11 @@ from providers.base import (
     TAG_STACK,
     Deployment,
     FleetMember,
+    SecretInputs,
     deadline_ignore_changes,
     iso_utc,
 )
+from providers.serving import SecretRefs
 from providers.startup import FleetGroup, NodeRole, as_boot_service, render
 
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -73,6 +75,7 @@ class FleetPlacement:
     zones: tuple[str, ...]
     subnet_ids: tuple[str, ...]
     vpc_id: str
+    lb_subnet_ids: tuple[str, ...] = ()  # a load balancer's subnets (two zones at least)
 
 
 def offered_zones(instance_types: Sequence[str], locations: Sequence[str]) -> dict[str, set[str]]:
@@ -101,6 +104,25 @@ def place_members(
 
 
 def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
+    """Where the group and (``serving.expose: load_balancer``) its load balancer go: the
+    subnets offering the fleet's types, and for the load balancer every subnet of the VPC that
+    the group uses (default VPC: its default subnets), which must span two zones."""
+    placement = _group_placement(d, invoke)
+    if d.expose != "load_balancer":
+        return placement
+    filters = [aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[placement.vpc_id])]
+    if not d.subnet_id:
+        filters.append(aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]))
+    found = sorted(aws.ec2.get_subnets(filters=filters, opts=invoke).ids or [])
+    if len(found) < 2:
+        raise pulumi.RunError(
+            f"serving.expose load_balancer: an Application Load Balancer needs subnets in two zones; "
+            f"VPC {placement.vpc_id} has {len(found)}"
+        )
+    return replace(placement, lb_subnet_ids=tuple(found))
+
+
+def _group_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
     """Ask EC2 which zones offer the fleet's types and which subnets lie there (invokes that
     run before any resource is registered); RunError when none can be used."""
     types = [m.machine_type for m in d.members]
@@ -174,27 +196,32 @@ def group_arn_pattern(region: str, account: str, group: str) -> str:
     return f"arn:aws:autoscaling:{region}:{account}:autoScalingGroup:*:autoScalingGroupName/{group}"
 
 
-def leave_group_policy(d: Deployment, account: str) -> str:
-    """The instance's only Auto Scaling permissions: leave its own group (by name, and only
-    while the group carries this stack's tag), and ask which group it is in (a read that
-    takes no resource)."""
-    return policy_document(
-        [
-            {
-                "Sid": "LeaveOwnGroup",
-                "Effect": "Allow",
-                "Action": ["autoscaling:TerminateInstanceInAutoScalingGroup"],
-                "Resource": [group_arn_pattern(d.region, account, d.group_name)],
-                "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{TAG_STACK}": d.stack}},
-            },
-            {
-                "Sid": "WhichGroup",
-                "Effect": "Allow",
-                "Action": ["autoscaling:DescribeAutoScalingInstances"],
-                "Resource": ["*"],
-            },
-        ]
-    )
+def fleet_role_policy(d: Deployment, account: str, secret_arns: list[str]) -> str:
+    """The instance's permissions beyond SSM and its bucket: leave its own group (by name, and
+    only while the group carries this stack's tag), ask which group it is in (a read that takes
+    no resource), and read its own secrets."""
+    statements = leave_group_statements(d, account)
+    if secret_arns:
+        statements.append(read_secrets_statement(secret_arns))
+    return policy_document(statements)
+
+
+def leave_group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "Sid": "LeaveOwnGroup",
+            "Effect": "Allow",
+            "Action": ["autoscaling:TerminateInstanceInAutoScalingGroup"],
+            "Resource": [group_arn_pattern(d.region, account, d.group_name)],
+            "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{TAG_STACK}": d.stack}},
+        },
+        {
+            "Sid": "WhichGroup",
+            "Effect": "Allow",
+            "Action": ["autoscaling:DescribeAutoScalingInstances"],
+            "Resource": ["*"],
+        },
+    ]
 
 
 def overrides(
@@ -220,9 +247,15 @@ def instances_distribution(
     )
 
 
-def _user_data(d: Deployment, bucket: str) -> str:
-    """The launch template's user data (base64): the boot script of a group member."""
-    script = render(d, bucket, NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name))
+def _user_data(d: Deployment, bucket: str, secret_arns: list[str]) -> str:
+    """The launch template's user data (base64): the boot script of a group member, naming its
+    secrets by ARN (their values are fetched on the machine)."""
+    refs = (
+        SecretRefs("aws", d.region, secret_arns[0], secret_arns[1] if len(secret_arns) > 1 else None)
+        if d.server is not None
+        else None
+    )
+    script = render(d, bucket, NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name), refs)
     return base64.b64encode(as_boot_service(script).encode()).decode()
 
 
@@ -238,6 +271,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         deployment: Deployment,
         placement: FleetPlacement,
         opts: pulumi.ResourceOptions | None = None,
+        secrets: SecretInputs | None = None,
     ) -> None:
         super().__init__("gpufit:aws:GpuFleet", name, None, opts)
         d = deployment
@@ -248,12 +282,19 @@ class AwsGpuFleet(pulumi.ComponentResource):
 
         sg = security_group(name, d, placement.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
+        given = secrets or SecretInputs()
+        self.secrets = None
+        if d.server is not None:
+            self.secrets = endpoint_secrets(name, d, given.api_key, given.hf_token, tags, child)
+        arns = self.secrets.arns() if self.secrets is not None else []
         profile = instance_profile(
             name,
             bucket.arn,
             tags,
             child,
-            extra=identity.account_id.apply(functools.partial(leave_group_policy, d)),
+            extra=pulumi.Output.all(identity.account_id, *arns).apply(
+                lambda v: fleet_role_policy(d, str(v[0]), [str(a) for a in v[1:]])
+            ),
         )
         image = machine_image(d, invoke)
         machine_tags = {**tags, "Name": f"gpufit-{d.name}"}
@@ -281,7 +322,9 @@ class AwsGpuFleet(pulumi.ComponentResource):
             ],
             # A machine that powers itself off is terminated (the group then decides what runs).
             instance_initiated_shutdown_behavior="terminate",
-            user_data=bucket.bucket.apply(functools.partial(_user_data, d)),
+            user_data=pulumi.Output.all(bucket.bucket, *arns).apply(
+                lambda v: _user_data(d, str(v[0]), [str(a) for a in v[1:]])
+            ),
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=machine_tags)
                 for kind in ("instance", "volume")
@@ -291,6 +334,13 @@ class AwsGpuFleet(pulumi.ComponentResource):
             opts=child,
         )
         desired = d.nodes
+        self.load_balancer = (
+            load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), sg, tags, child)
+            if d.expose == "load_balancer" and d.server is not None
+            else None
+        )
+        balanced = self.load_balancer is not None
+        grace = d.server.grace_seconds if d.server is not None else HEALTH_CHECK_GRACE_S
         group = aws.autoscaling.Group(
             f"{name}-asg",
             name=d.group_name,
@@ -311,8 +361,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
             # A machine leaving at the end of its job unbalances the zones; AZ rebalancing would
             # then terminate a running replica (with no checkpoint hook) to even them out.
             suspended_processes=["AZRebalance"],
-            health_check_type="EC2",
-            health_check_grace_period=HEALTH_CHECK_GRACE_S,
+            # Behind a load balancer, a machine is healthy when its model server is (ELB checks).
+            health_check_type="ELB" if balanced else "EC2",
+            health_check_grace_period=grace,
+            target_group_arns=self.load_balancer.target_group_arns if self.load_balancer else None,
             # `pulumi up` returns once the group exists; the group keeps launching (and says why it
             # cannot, in its scaling activities) without holding the deployment up.
             wait_for_capacity_timeout="0",
@@ -366,6 +418,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                     "--query 'AutoScalingGroups[0].Instances[0].InstanceId' --output text)"
                 )
             ),
+            **self._endpoint_outputs(d, group.name),
             "activity": group.name.apply(
                 lambda g: (
                     "aws autoscaling describe-scaling-activities "
@@ -374,3 +427,27 @@ class AwsGpuFleet(pulumi.ComponentResource):
             ),
         }
         self.register_outputs(self.outputs)
+
+    def _endpoint_outputs(self, d: Deployment, group: pulumi.Output[str]) -> dict[str, Any]:
+        """``endpoint`` (the OpenAI-compatible base URL) and ``api_key`` (secret) for a served
+        model; privately, ``port_forward``: the SSM command that brings the port to localhost."""
+        if d.server is None or self.secrets is None:
+            return {}
+        port = d.server.base_port
+        outputs: dict[str, Any] = {"api_key": self.secrets.api_key_value}
+        if self.load_balancer is not None:
+            scheme = "https" if d.certificate_arn else "http"
+            outputs["endpoint"] = self.load_balancer.balancer.dns_name.apply(lambda h: f"{scheme}://{h}/v1")
+            return outputs
+        region = d.region
+        outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
+        outputs["port_forward"] = group.apply(
+            lambda g: (
+                f"aws ssm start-session --region {region} --document-name AWS-StartPortForwardingSession "
+                f'--parameters \'{{"portNumber":["{port}"],"localPortNumber":["{port}"]}}\' --target '
+                f"$(aws autoscaling describe-auto-scaling-groups --region {region} "
+                f"--auto-scaling-group-names {g} "
+                "--query 'AutoScalingGroups[0].Instances[0].InstanceId' --output text)"
+            )
+        )
+        return outputs

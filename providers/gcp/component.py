@@ -23,7 +23,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment, deadline_ignore_changes, iso_utc, parse_gcp_label_time
+from providers.base import Deployment, SecretInputs, deadline_ignore_changes, iso_utc, parse_gcp_label_time
 from providers.startup import NodeRole, render
 
 DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
@@ -467,7 +467,7 @@ class GcpProvider:
         self._provider = provider
         self._project = project
 
-    def provision(self, deployment: Deployment) -> dict[str, Any]:
+    def provision(self, deployment: Deployment, secrets: SecretInputs | None = None) -> dict[str, Any]:
         from providers.gcp.fleet import GcpGpuFleet, fleet_placement  # it builds on this module
 
         if deployment.cloud != "gcp":
@@ -479,5 +479,5 @@ class GcpProvider:
             placement = fleet_placement(
                 deployment, self._project, pulumi.InvokeOptions(provider=self._provider)
             )
-            return GcpGpuFleet(deployment.name, deployment, placement, opts).outputs
+            return GcpGpuFleet(deployment.name, deployment, placement, opts, secrets).outputs
         return GcpGpuInstance(deployment.name, deployment, opts).outputs

@@ -40,7 +40,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment, FleetMember, deadline_ignore_changes, iso_utc
+from providers.base import Deployment, FleetMember, SecretInputs, deadline_ignore_changes, iso_utc
 from providers.gcp.component import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
@@ -54,6 +54,8 @@ from providers.gcp.component import (
     nic_type,
     vm_identity,
 )
+from providers.gcp.endpoint import endpoint_secrets, health_check, load_balancer, server_firewall
+from providers.serving import SecretRefs
 from providers.startup import FleetGroup, NodeRole, render
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
@@ -189,8 +191,15 @@ def _digest(d: Deployment) -> str:
     return hashlib.sha256(f"{d.project}/{d.stack}/{d.workload}".encode()).hexdigest()[:8]
 
 
-def _startup_script(d: Deployment, group: str, bucket: str) -> str:
-    return render(d, bucket, NodeRole(0, 1, ""), FleetGroup("gcp", d.region, group))
+def _startup_script(d: Deployment, group: str, project: str, values: list[Any]) -> str:
+    """A member's startup script from the resolved ``[bucket, api key secret, token secret?]``."""
+    bucket, names = str(values[0]), [str(v) for v in values[1:]]
+    refs = (
+        SecretRefs("gcp", d.region, names[0], names[1] if len(names) > 1 else None, project)
+        if d.server is not None
+        else None
+    )
+    return render(d, bucket, NodeRole(0, 1, ""), FleetGroup("gcp", d.region, group), refs)
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
@@ -205,6 +214,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         deployment: Deployment,
         placement: GcpFleetPlacement,
         opts: pulumi.ResourceOptions | None = None,
+        secrets: SecretInputs | None = None,
     ) -> None:
         d = deployment
         super().__init__("gpufit:gcp:GpuFleet", name, None, opts)
@@ -220,6 +230,16 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.firewalls = firewalls(base, d, tag, network_link, child)
         self.bucket = checkpoint_bucket(base, d, labels, child)
         self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
+        given = secrets or SecretInputs()
+        self.secrets = None
+        self.health_check = None
+        if d.server is not None:
+            self.secrets = endpoint_secrets(
+                base, d, self.service_account.member, given.api_key, given.hf_token, labels, child
+            )
+            self.health_check = health_check(base, d, child)
+            self.firewalls.append(server_firewall(base, d, network_link, tag, child))
+        names = self.secrets.names() if self.secrets is not None else []
 
         # Leaving and resizing the group: one custom role, granted on this MIG alone (IAM
         # condition on its resource name) to the VMs and to the deadline's own account.
@@ -306,7 +326,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
             metadata={
                 "enable-oslogin": "TRUE",
                 "block-project-ssh-keys": "TRUE",
-                "startup-script": self.bucket.name.apply(lambda b: _startup_script(d, group_name, b)),
+                "startup-script": pulumi.Output.all(self.bucket.name, *names).apply(
+                    lambda v: _startup_script(d, group_name, project, v)
+                ),
             },
             labels=labels,
             tags=[tag],
@@ -358,6 +380,19 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 max_unavailable_fixed=len(zones),
             ),
             wait_for_instances=False,
+            named_ports=[
+                gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
+                for i, p in enumerate(d.server.ports() if d.server else [])
+            ],
+            # A VM whose model server stops answering /health is recreated, after a grace period
+            # long enough to pull the image and load the weights.
+            auto_healing_policies=(
+                gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
+                    health_check=self.health_check.id, initial_delay_sec=d.server.grace_seconds
+                )
+                if self.health_check is not None and d.server is not None
+                else None
+            ),
             opts=group_opts,
         )
         self.deadline = gcp.cloudscheduler.Job(
@@ -382,6 +417,18 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
         )
 
+        self.load_balancer = None
+        if d.expose == "load_balancer" and self.health_check is not None:
+            self.load_balancer = load_balancer(
+                base,
+                d,
+                network_link,
+                self.group.instance_group,
+                self.health_check,
+                make_proxy_subnet=not d.subnet_id,
+                labels=labels,
+                child=child,
+            )
         self.outputs = {
             "group": self.group.name,
             "instance_type": d.instance_type,
@@ -401,6 +448,25 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 f"gcloud compute ssh $(gcloud compute instance-groups managed list-instances {group_name} "
                 f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
             ),
+            **self._endpoint_outputs(d, group_name),
             "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
         }
         self.register_outputs(self.outputs)
+
+    def _endpoint_outputs(self, d: Deployment, group: str) -> dict[str, Any]:
+        """``endpoint``, ``api_key`` (secret) and, privately, ``port_forward`` (an IAP tunnel)."""
+        if d.server is None or self.secrets is None:
+            return {}
+        port = d.server.base_port
+        outputs: dict[str, Any] = {"api_key": self.secrets.api_key_value}
+        if self.load_balancer is not None:
+            outputs["endpoint"] = self.load_balancer.address.address.apply(lambda ip: f"http://{ip}/v1")
+            return outputs
+        outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
+        outputs["port_forward"] = (
+            f"vm=$(gcloud compute instance-groups managed list-instances {group} --region {d.region} "
+            "--format='value(name,zone.basename())' --limit 1); "
+            f"gcloud compute start-iap-tunnel ${{vm%% *}} {port} --local-host-port=localhost:{port} "
+            "--zone ${vm##* }"
+        )
+        return outputs

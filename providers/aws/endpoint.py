@@ -1,0 +1,229 @@
+"""A serve deployment's endpoint on AWS: its secrets in Secrets Manager, and (``serving.expose:
+load_balancer``) an Application Load Balancer in front of the fleet group.
+
+Secrets: the API key (``gpufit:apiKey`` secret config, else generated with ``pulumi_random``)
+and the Hugging Face token (``gpufit:hfToken`` secret config) become Secrets Manager secrets
+whose values only Pulumi state holds, encrypted as secrets; the instance role may read those
+two secrets and nothing else, and the boot script names them by ARN.
+
+The load balancer admits ``access.api_cidrs`` only (its security group), listens on HTTPS with
+``serving.certificate_arn`` or else on HTTP (the plan warns), and forwards to one target group
+per replica port, health-checked on the model server's ``/health``; the machines admit the
+server ports from the load balancer's security group alone. The group's health then follows
+the load balancer's (ELB health checks) after a grace period long enough to load the weights.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_random as random
+
+from providers.base import Deployment
+from providers.serving import HEALTH_PATH
+
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+"""TLS 1.3 and 1.2 only (AWS's recommended policy for ALB HTTPS listeners)."""
+IDLE_TIMEOUT_S = 600
+"""Streamed completions of long generations outlast the ALB's default 60 s idle timeout."""
+
+
+@dataclass
+class EndpointSecrets:
+    """The secrets' resources and the API key's value (a Pulumi secret)."""
+
+    api_key: aws.secretsmanager.Secret
+    hf_token: aws.secretsmanager.Secret | None
+    api_key_value: pulumi.Output[str]
+
+    def arns(self) -> list[pulumi.Output[str]]:
+        return [self.api_key.arn, *([self.hf_token.arn] if self.hf_token is not None else [])]
+
+
+def endpoint_secrets(
+    name: str,
+    d: Deployment,
+    api_key: pulumi.Input[str] | None,
+    hf_token: pulumi.Input[str] | None,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> EndpointSecrets:
+    """The API key (generated when not given) and, if given, the Hugging Face token as
+    Secrets Manager secrets."""
+    if api_key is None:
+        api_key = random.RandomPassword(f"{name}-api-key-gen", length=48, special=False, opts=child).result
+    if hf_token is None and d.hf_gated:
+        pulumi.log.warn(
+            f"{d.server.model if d.server else 'the model'} is gated on Hugging Face: set its token with "
+            "`pulumi config set --secret gpufit:hfToken hf_...` or the server cannot download it"
+        )
+    made: dict[str, aws.secretsmanager.Secret] = {}
+    for key, value, what in (("api-key", api_key, "API key"), ("hf-token", hf_token, "Hugging Face token")):
+        if value is None:
+            continue
+        secret = aws.secretsmanager.Secret(
+            f"{name}-{key}",
+            name_prefix=f"gpufit/{d.name}/{key}-",
+            description=f"gpufit {d.workload} ({d.stack}): the endpoint's {what}",
+            recovery_window_in_days=7,
+            tags=tags,
+            opts=child,
+        )
+        aws.secretsmanager.SecretVersion(
+            f"{name}-{key}-value",
+            secret_id=secret.id,
+            secret_string=pulumi.Output.secret(value),
+            opts=child,
+        )
+        made[key] = secret
+    return EndpointSecrets(made["api-key"], made.get("hf-token"), pulumi.Output.secret(api_key))
+
+
+def read_secrets_statement(arns: list[str]) -> dict[str, Any]:
+    """The instance role's read of its own secrets, by ARN."""
+    return {
+        "Sid": "ReadOwnSecrets",
+        "Effect": "Allow",
+        "Action": ["secretsmanager:GetSecretValue"],
+        "Resource": arns,
+    }
+
+
+OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
+"""On a load balancer's security group opened to the whole internet by
+``access.allow_api_from_anywhere``: the opt-in, visible to the policy pack."""
+
+
+def _opens_all(cidrs: tuple[str, ...]) -> bool:
+    return any(ipaddress.ip_network(c, strict=False).prefixlen == 0 for c in cidrs)
+
+
+def _cidr_groups(cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    v4 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
+    v6 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 6]
+    return v4, v6
+
+
+@dataclass
+class LoadBalancer:
+    balancer: aws.lb.LoadBalancer
+    security_group: aws.ec2.SecurityGroup
+    target_groups: list[aws.lb.TargetGroup]
+    listener: aws.lb.Listener
+
+    @property
+    def target_group_arns(self) -> list[pulumi.Output[str]]:
+        return [tg.arn for tg in self.target_groups]
+
+
+def load_balancer(
+    name: str,
+    d: Deployment,
+    vpc_id: pulumi.Input[str],
+    subnet_ids: list[str],
+    machines: aws.ec2.SecurityGroup,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> LoadBalancer:
+    """An internet-facing ALB for ``access.api_cidrs`` in front of the group's server ports."""
+    assert d.server is not None
+    https = d.certificate_arn is not None
+    port = 443 if https else 80
+    v4, v6 = _cidr_groups(d.api_cidrs)
+    lb_sg = aws.ec2.SecurityGroup(
+        f"{name}-lb-sg",
+        description=f"gpufit {d.workload}: the endpoint, for access.api_cidrs only",
+        vpc_id=vpc_id,
+        ingress=[
+            aws.ec2.SecurityGroupIngressArgs(
+                description="the API from access.api_cidrs",
+                protocol="tcp",
+                from_port=port,
+                to_port=port,
+                cidr_blocks=v4 or None,
+                ipv6_cidr_blocks=v6 or None,
+            )
+        ],
+        egress=[
+            aws.ec2.SecurityGroupEgressArgs(
+                description="to the model servers",
+                protocol="tcp",
+                from_port=d.server.base_port,
+                to_port=d.server.port(d.server.replicas - 1),
+                security_groups=[machines.id],
+            )
+        ],
+        # The policy pack admits an endpoint open to everyone only with this mark of the opt-in.
+        tags={**tags, OPEN_ENDPOINT_TAG: "true"} if _opens_all(d.api_cidrs) else tags,
+        opts=child,
+    )
+    aws.vpc.SecurityGroupIngressRule(
+        f"{name}-from-lb",
+        description="the model servers, from the load balancer only",
+        security_group_id=machines.id,
+        referenced_security_group_id=lb_sg.id,
+        ip_protocol="tcp",
+        from_port=d.server.base_port,
+        to_port=d.server.port(d.server.replicas - 1),
+        tags=tags,
+        opts=child,
+    )
+    balancer = aws.lb.LoadBalancer(
+        f"{name}-lb",
+        load_balancer_type="application",
+        internal=False,
+        security_groups=[lb_sg.id],
+        subnets=subnet_ids,
+        drop_invalid_header_fields=True,
+        idle_timeout=IDLE_TIMEOUT_S,
+        tags=tags,
+        opts=child,
+    )
+    groups = [
+        aws.lb.TargetGroup(
+            f"{name}-tg{replica}",
+            port=server_port,
+            protocol="HTTP",
+            target_type="instance",
+            vpc_id=vpc_id,
+            deregistration_delay=30,
+            health_check=aws.lb.TargetGroupHealthCheckArgs(
+                enabled=True,
+                path=HEALTH_PATH,
+                port="traffic-port",
+                protocol="HTTP",
+                matcher="200",
+                interval=15,
+                timeout=5,
+                healthy_threshold=2,
+                unhealthy_threshold=3,
+            ),
+            tags=tags,
+            opts=child,
+        )
+        for replica, server_port in enumerate(d.server.ports())
+    ]
+    forward = aws.lb.ListenerDefaultActionArgs(
+        type="forward",
+        forward=aws.lb.ListenerDefaultActionForwardArgs(
+            target_groups=[
+                aws.lb.ListenerDefaultActionForwardTargetGroupArgs(arn=g.arn, weight=1) for g in groups
+            ]
+        ),
+    )
+    listener = aws.lb.Listener(
+        f"{name}-{'https' if https else 'http'}",
+        load_balancer_arn=balancer.arn,
+        port=port,
+        protocol="HTTPS" if https else "HTTP",
+        ssl_policy=TLS_POLICY if https else None,
+        certificate_arn=d.certificate_arn,
+        default_actions=[forward],
+        tags=tags,
+        opts=child,
+    )
+    return LoadBalancer(balancer, lb_sg, groups, listener)

@@ -1,0 +1,241 @@
+"""A serve deployment's endpoint on GCP: its secrets in Secret Manager, the model server's
+health check (autohealing for the MIG), and (``serving.expose: load_balancer``) a regional
+external Application Load Balancer with the MIG as its backend.
+
+Secrets: the API key (``gpufit:apiKey``, else generated) and the Hugging Face token
+(``gpufit:hfToken``) are Secret Manager secrets that only the VMs' service account may read
+(``roles/secretmanager.secretAccessor`` on each secret); the startup script names them.
+
+The load balancer (EXTERNAL_MANAGED, regional) needs a proxy-only subnet in the VPC; Cloud
+Armor admits ``access.api_cidrs`` and denies everything else; the VMs admit the server ports
+from Google's health-check ranges and the proxy-only subnet only. GCP's regional load balancer
+has no managed certificate here: it listens on HTTP (the plan warns), and HTTPS is left for a
+Certificate Manager certificate of your own (see the README).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+import pulumi_random as random
+
+from providers.base import Deployment
+from providers.serving import HEALTH_PATH
+
+HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
+"""Where Google Cloud's health checks come from (Cloud Load Balancing documentation)."""
+PROXY_SUBNET_CIDR = "10.129.0.0/23"
+"""The regional load balancer's proxy-only subnet (a /23 is Google's recommended size)."""
+SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
+IAP_RANGE = "35.235.240.0/20"
+"""Where IAP TCP forwarding connects from (``gcloud compute start-iap-tunnel``)."""
+ARMOR_RANGES_PER_RULE = 10
+"""Cloud Armor's basic match rule takes at most 10 source ranges."""
+
+
+@dataclass
+class GcpEndpointSecrets:
+    api_key: gcp.secretmanager.Secret
+    hf_token: gcp.secretmanager.Secret | None
+    api_key_value: pulumi.Output[str]
+
+    def names(self) -> list[pulumi.Output[str]]:
+        return [self.api_key.secret_id, *([self.hf_token.secret_id] if self.hf_token is not None else [])]
+
+
+def endpoint_secrets(
+    base: str,
+    d: Deployment,
+    reader: pulumi.Input[str],
+    api_key: pulumi.Input[str] | None,
+    hf_token: pulumi.Input[str] | None,
+    labels: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> GcpEndpointSecrets:
+    """Secret Manager secrets for the API key (generated when not given) and the token, each
+    readable by ``reader`` (the VMs' service account member) alone."""
+    if api_key is None:
+        api_key = random.RandomPassword(f"{base}-api-key-gen", length=48, special=False, opts=child).result
+    if hf_token is None and d.hf_gated:
+        pulumi.log.warn(
+            f"{d.server.model if d.server else 'the model'} is gated on Hugging Face: set its token with "
+            "`pulumi config set --secret gpufit:hfToken hf_...` or the server cannot download it"
+        )
+    made: dict[str, gcp.secretmanager.Secret] = {}
+    for key, value in (("api-key", api_key), ("hf-token", hf_token)):
+        if value is None:
+            continue
+        secret = gcp.secretmanager.Secret(
+            f"{base}-{key}",
+            secret_id=f"{base[:40]}-{key}",
+            replication=gcp.secretmanager.SecretReplicationArgs(
+                auto=gcp.secretmanager.SecretReplicationAutoArgs()
+            ),
+            labels=labels,
+            opts=child,
+        )
+        gcp.secretmanager.SecretVersion(
+            f"{base}-{key}-value", secret=secret.id, secret_data=pulumi.Output.secret(value), opts=child
+        )
+        gcp.secretmanager.SecretIamMember(
+            f"{base}-{key}-reader", secret_id=secret.id, role=SECRET_ACCESSOR, member=reader, opts=child
+        )
+        made[key] = secret
+    return GcpEndpointSecrets(made["api-key"], made.get("hf-token"), pulumi.Output.secret(api_key))
+
+
+def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp.compute.RegionHealthCheck:
+    """HTTP ``/health`` on the first replica's port: the MIG's autohealing and the backend's."""
+    assert d.server is not None
+    return gcp.compute.RegionHealthCheck(
+        f"{base}-health",
+        region=d.region,
+        description=f"gpufit {d.workload}: the model server is ready",
+        http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
+            port=d.server.base_port, request_path=HEALTH_PATH
+        ),
+        check_interval_sec=15,
+        timeout_sec=5,
+        healthy_threshold=2,
+        unhealthy_threshold=3,
+        opts=child,
+    )
+
+
+def server_firewall(
+    base: str, d: Deployment, network: pulumi.Input[str], tag: str, child: pulumi.ResourceOptions
+) -> gcp.compute.Firewall:
+    """The server ports, from the health checkers and either the load balancer's proxies or,
+    for a private endpoint, IAP's TCP forwarding (the `port_forward` output's tunnel)."""
+    assert d.server is not None
+    last = PROXY_SUBNET_CIDR if d.expose == "load_balancer" else IAP_RANGE
+    sources = [*HEALTH_CHECK_RANGES, last]
+    return gcp.compute.Firewall(
+        f"{base}-serve",
+        network=network,
+        direction="INGRESS",
+        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in d.server.ports()])],
+        source_ranges=sources,
+        target_tags=[tag],
+        description="gpufit: the model server, from Google's health checks and the load balancer's proxies",
+        opts=child,
+    )
+
+
+def armor_rules(cidrs: tuple[str, ...]) -> list[gcp.compute.RegionSecurityPolicyRuleArgs]:
+    """Allow ``cidrs`` (ten ranges a rule), deny the rest."""
+    chunks = [list(cidrs[i : i + ARMOR_RANGES_PER_RULE]) for i in range(0, len(cidrs), ARMOR_RANGES_PER_RULE)]
+    rules = [
+        gcp.compute.RegionSecurityPolicyRuleArgs(
+            action="allow",
+            priority=1000 + i,
+            description="access.api_cidrs",
+            match=gcp.compute.RegionSecurityPolicyRuleMatchArgs(
+                versioned_expr="SRC_IPS_V1",
+                config=gcp.compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=chunk),
+            ),
+        )
+        for i, chunk in enumerate(chunks)
+    ]
+    rules.append(
+        gcp.compute.RegionSecurityPolicyRuleArgs(
+            action="deny(403)",
+            priority=2147483647,
+            description="everyone else",
+            match=gcp.compute.RegionSecurityPolicyRuleMatchArgs(
+                versioned_expr="SRC_IPS_V1",
+                config=gcp.compute.RegionSecurityPolicyRuleMatchConfigArgs(src_ip_ranges=["*"]),
+            ),
+        )
+    )
+    return rules
+
+
+@dataclass
+class GcpLoadBalancer:
+    backend: gcp.compute.RegionBackendService
+    forwarding_rule: gcp.compute.ForwardingRule
+    address: gcp.compute.Address
+    policy: gcp.compute.RegionSecurityPolicy
+
+
+def load_balancer(
+    base: str,
+    d: Deployment,
+    network: pulumi.Input[str],
+    group: pulumi.Input[str],
+    check: gcp.compute.RegionHealthCheck,
+    make_proxy_subnet: bool,
+    labels: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> GcpLoadBalancer:
+    """Regional external Application Load Balancer: address, forwarding rule, HTTP proxy, URL
+    map, backend service on the MIG (port ``serve0``), Cloud Armor for ``access.api_cidrs``."""
+    assert d.server is not None
+    region = d.region
+    proxies: list[Any] = []
+    if make_proxy_subnet:
+        proxies.append(
+            gcp.compute.Subnetwork(
+                f"{base}-proxy-only",
+                network=network,
+                region=region,
+                ip_cidr_range=PROXY_SUBNET_CIDR,
+                purpose="REGIONAL_MANAGED_PROXY",
+                role="ACTIVE",
+                description="gpufit: the regional load balancer's proxies",
+                opts=child,
+            )
+        )
+    policy = gcp.compute.RegionSecurityPolicy(
+        f"{base}-armor",
+        region=region,
+        type="CLOUD_ARMOR",
+        description=f"gpufit {d.workload}: access.api_cidrs only"
+        + (" (access.allow_api_from_anywhere)" if any(c.endswith("/0") for c in d.api_cidrs) else ""),
+        rules=armor_rules(d.api_cidrs),
+        opts=child,
+    )
+    backend = gcp.compute.RegionBackendService(
+        f"{base}-backend",
+        region=region,
+        load_balancing_scheme="EXTERNAL_MANAGED",
+        protocol="HTTP",
+        port_name="serve0",
+        timeout_sec=600,
+        health_checks=check.id,
+        security_policy=policy.id,
+        backends=[
+            gcp.compute.RegionBackendServiceBackendArgs(
+                group=group, balancing_mode="UTILIZATION", capacity_scaler=1.0
+            )
+        ],
+        opts=child,
+    )
+    url_map = gcp.compute.RegionUrlMap(f"{base}-urls", region=region, default_service=backend.id, opts=child)
+    proxy = gcp.compute.RegionTargetHttpProxy(f"{base}-http", region=region, url_map=url_map.id, opts=child)
+    address = gcp.compute.Address(
+        f"{base}-lb-ip",
+        region=region,
+        address_type="EXTERNAL",
+        network_tier="STANDARD",
+        labels=labels,
+        opts=child,
+    )
+    rule = gcp.compute.ForwardingRule(
+        f"{base}-lb",
+        region=region,
+        load_balancing_scheme="EXTERNAL_MANAGED",
+        ip_protocol="TCP",
+        port_range="80",
+        target=proxy.id,
+        network=network,
+        network_tier="STANDARD",
+        ip_address=address.id,
+        labels=labels,
+        opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=proxies)),
+    )
+    return GcpLoadBalancer(backend, rule, address, policy)

@@ -1,0 +1,356 @@
+"""A serve workload becomes an endpoint: the model server launched with the plan's own
+numbers, secrets by reference only, reachable only as the spec allows."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import shlex
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+import pytest
+
+from cli.main import main
+from policy.gpufit_policies import PolicyConfig, check_endpoint_access, check_no_secrets_in_boot_data
+from providers.base import ServingError, server_launch
+from providers.serving import SGLANG_IMAGE, VLLM_IMAGE, SecretRefs, ServerLaunch, docker_run, serving_script
+from selector.catalog import load_catalog
+from selector.select import Plan, plan
+from selector.spec import SpecError, parse_spec
+from tests.pulumi_harness import ROOT, RecordingMocks, is_secret_input, run_program, stack_config
+
+NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
+TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+API_KEY = "sk-gpufit-test-0123456789abcdef"
+LT = "aws:ec2/launchTemplate:LaunchTemplate"
+ASG = "aws:autoscaling/group:Group"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+CATALOG = load_catalog()
+
+
+def _workload(stack: str, **changes: Any) -> dict[str, Any]:
+    workload = dict(stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")["gpufit:workload"])
+    workload.update(changes)
+    return workload
+
+
+def _plan(workload: dict[str, Any]) -> Plan:
+    return plan(parse_spec(workload), CATALOG)
+
+
+def _run(workload: dict[str, Any], **config: Any) -> tuple[RecordingMocks, dict[str, Any]]:
+    mocks = RecordingMocks()
+    _, outputs = run_program({"gpufit:workload": workload, **config}, NOW, mocks=mocks)
+    return mocks, outputs
+
+
+def user_data(mocks: RecordingMocks) -> str:
+    return base64.b64decode(mocks.one(LT).inputs["userData"]).decode()
+
+
+def docker_lines(script: str) -> list[list[str]]:
+    """Every ``docker run`` of the boot script, as the argument lists the shell would pass
+    (the serving commands sit inside the boot script's ``bash -c '...'``)."""
+    inner = shlex.split(script[script.index("bash -c '") + len("bash -c ") :].split("\nstatus=$?")[0])[0]
+    return [shlex.split(line) for line in inner.splitlines() if line.startswith("docker run")]
+
+
+def flag(args: list[str], name: str) -> str:
+    return args[args.index(name) + 1]
+
+
+# ---------------------------------------------------------------------------------- the launch
+
+
+@pytest.mark.parametrize("stack", ["llama70b-chat", "llama8b-lb"])
+def test_the_launch_carries_the_plans_numbers_and_no_secret(stack: str) -> None:
+    workload = _workload(stack)
+    expected = _plan(workload)
+    assert expected.choice is not None
+    mocks, outputs = _run(workload, **{"gpufit:hfToken": TOKEN, "gpufit:apiKey": API_KEY})
+    script = user_data(mocks)
+    (run,) = docker_lines(script)
+    assert run[run.index("--restart") + 1] == "unless-stopped" and VLLM_IMAGE in run
+    shape = expected.choice.shape
+    assert int(flag(run, "--tensor-parallel-size")) == shape.tensor_parallel
+    assert int(flag(run, "--max-model-len")) == workload["serving"]["context_tokens"]
+    assert int(flag(run, "--max-num-seqs")) == workload["serving"]["concurrency"]
+    assert flag(run, "--served-model-name") == workload["name"]
+    assert flag(run, "--model") == workload["model"]["hf"]
+    assert float(flag(run, "--gpu-memory-utilization")) == 0.9
+    assert "--quantization" not in run and "--kv-cache-dtype" not in run  # bf16 plan
+    # secrets: by reference in the boot script, values only in the secret versions (marked secret)
+    for text in (script, json.dumps([r.inputs for r in mocks.resources if "secretVersion" not in r.typ])):
+        assert TOKEN not in text and API_KEY not in text
+    assert "aws secretsmanager get-secret-value" in script and "--env-file /etc/gpufit/serve.env" in script
+    versions = [r for r in mocks.resources if r.typ == "aws:secretsmanager/secretVersion:SecretVersion"]
+    assert len(versions) == 2
+    for version in versions:
+        assert is_secret_input(mocks.requests[(version.typ, version.name)], "secretString")
+    role = next(r for r in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("fleet-access"))
+    reads = [s for s in json.loads(role.inputs["policy"])["Statement"] if s["Sid"] == "ReadOwnSecrets"]
+    secrets = mocks.of_type("aws:secretsmanager/secret:Secret")
+    assert reads[0]["Action"] == ["secretsmanager:GetSecretValue"]
+    assert sorted(reads[0]["Resource"]) == sorted(
+        f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{s.name}-AbCdEf" for s in secrets
+    )
+    assert outputs["api_key"] == API_KEY and outputs["endpoint"].endswith("/v1")
+
+
+def test_the_api_key_is_generated_when_not_given_and_exported_as_a_secret() -> None:
+    mocks, outputs = _run(_workload("llama8b-lb"))
+    generator = mocks.one("random:index/randomPassword:RandomPassword").inputs
+    assert generator["length"] == 48 and generator["special"] is False
+    assert outputs["api_key"] == "generated-api-key-0123456789"
+    captured: dict[str, bool] = {}
+    pulumi.runtime.set_mocks(RecordingMocks(), project="gpufit", stack="t", preview=False)
+    pulumi.runtime.set_all_config({"gpufit:workload": json.dumps(_workload("llama8b-lb"))}, [])
+    from tests.pulumi_harness import load_program
+
+    program = load_program()
+
+    @pulumi.runtime.test
+    def body() -> Any:
+        outputs = program.main(now=lambda: NOW)
+        return pulumi.Output.from_input(outputs["api_key"].is_secret()).apply(
+            lambda s: captured.update(secret=s)
+        )
+
+    body()
+    assert captured == {"secret": True}
+
+
+def test_an_fp8_plan_launches_fp8_weights_and_kv_cache() -> None:
+    workload = _workload(
+        "llama8b-lb",
+        precision="fp8",
+        model={"preset": "llama-3.1-8b", "hf": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"},
+        serving={**_workload("llama8b-lb")["serving"], "kv_cache_precision": "fp8"},
+    )
+    launch = server_launch(_plan(workload))
+    assert launch is not None and (launch.quantization, launch.kv_cache_dtype) == ("fp8", "fp8")
+    run = shlex.split(docker_run(launch, 0))
+    assert flag(run, "--quantization") == "fp8" and flag(run, "--kv-cache-dtype") == "fp8"
+
+
+def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
+    workload = _workload(
+        "llama8b-lb",
+        serving={
+            "context_tokens": 4096,
+            "concurrency": 8,
+            "tokens_per_s_total": 600,
+            "engine": "vllm",
+            "expose": "load_balancer",
+        },
+        placement={"clouds": ["aws"], "instance_types": ["g6e.12xlarge"]},
+        access={"api_cidrs": ["203.0.113.0/24"]},
+        budget={},
+    )
+    expected = _plan(workload)
+    assert expected.choice is not None and expected.choice.shape.replicas_per_instance == 4
+    mocks, _ = _run(workload)
+    runs = docker_lines(user_data(mocks))
+    assert [flag(r, "--gpus") for r in runs] == ['"device=0"', '"device=1"', '"device=2"', '"device=3"']
+    assert [flag(r, "--port") for r in runs] == ["8000", "8001", "8002", "8003"]
+    assert len({flag(r, "--name") for r in runs}) == 4
+    groups = mocks.of_type("aws:lb/targetGroup:TargetGroup")
+    assert sorted(g.inputs["port"] for g in groups) == [8000, 8001, 8002, 8003]
+    forward = mocks.one("aws:lb/listener:Listener").inputs["defaultActions"][0]["forward"]["targetGroups"]
+    assert len(forward) == 4 and {t["weight"] for t in forward} == {1}
+
+
+def test_sglang_takes_the_same_numbers_and_its_key_inside_the_container() -> None:
+    launch = ServerLaunch("sglang", "org/m", None, "w", 2, 4096, 8, 0.9, "fp8", "fp8", 1, 8000, 16.0)
+    line = docker_run(launch, 0)
+    args = shlex.split(line)
+    assert SGLANG_IMAGE in args and flag(args, "--entrypoint") == "bash"
+    inner = shlex.split(args[-1].removeprefix("exec "))
+    assert flag(inner, "--tp-size") == "2" and flag(inner, "--context-length") == "4096"
+    assert flag(inner, "--max-running-requests") == "8" and flag(inner, "--mem-fraction-static") == "0.9"
+    assert flag(inner, "--kv-cache-dtype") == "fp8_e5m2" and inner[-1] == "$GPUFIT_API_KEY"
+    script = serving_script(launch, SecretRefs("gcp", "us-central1", "w-api-key", None, "p"))
+    assert "gcloud secrets versions access latest --secret w-api-key --project p" in script
+    assert 'printf "GPUFIT_API_KEY=%s\\n" "$value"' in script
+
+
+def test_a_failed_secret_fetch_stops_before_any_server_starts() -> None:
+    launch = ServerLaunch("vllm", "org/m", None, "w", 1, 4096, 8, 0.9, None, None, 1, 8000, 16.0)
+    script = serving_script(launch, SecretRefs("aws", "us-east-1", "arn:key", "arn:token"))
+    key = script.index("value=$(aws secretsmanager get-secret-value --region us-east-1 --secret-id arn:key")
+    assert script.index('[ -n "$value" ] || { echo "gpufit: the API key is empty"; exit 1; }') > key
+    assert script.index("docker run") > script.index('printf "HF_TOKEN=%s\\n" "$value"')
+    assert script.startswith("set -euo pipefail")
+
+
+# ---------------------------------------------------------------------------------- reachability
+
+
+def test_private_by_default_no_inbound_and_a_port_forward() -> None:
+    mocks, outputs = _run(_workload("llama70b-chat"))
+    assert mocks.one(SG).inputs["ingress"] == []
+    assert not mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    assert not mocks.of_type("aws:lb/loadBalancer:LoadBalancer")
+    assert "AWS-StartPortForwardingSession" in outputs["port_forward"]
+    assert outputs["endpoint"] == "http://127.0.0.1:8000/v1"
+    assert mocks.one(ASG).inputs["healthCheckType"] == "EC2"
+
+
+def test_a_load_balancer_admits_the_given_cidrs_and_health_checks_the_group() -> None:
+    workload = _workload("llama8b-lb", access={"api_cidrs": ["203.0.113.0/24", "2001:db8::/48"]})
+    mocks, outputs = _run(workload)
+    lb = mocks.one("aws:lb/loadBalancer:LoadBalancer").inputs
+    assert lb["loadBalancerType"] == "application" and lb["internal"] is False
+    assert lb["subnets"] == ["subnet-0a", "subnet-0b"]  # the default subnets of two zones
+    lb_sg = next(r for r in mocks.of_type(SG) if r.name.endswith("lb-sg")).inputs
+    (rule,) = lb_sg["ingress"]
+    assert (rule["fromPort"], rule["toPort"], rule["protocol"]) == (80, 80, "tcp")
+    assert rule["cidrBlocks"] == ["203.0.113.0/24"] and rule["ipv6CidrBlocks"] == ["2001:db8::/48"]
+    listener = mocks.one("aws:lb/listener:Listener").inputs
+    assert (listener["port"], listener["protocol"]) == (80, "HTTP")
+    (tg,) = mocks.of_type("aws:lb/targetGroup:TargetGroup")
+    check = tg.inputs["healthCheck"]
+    assert (check["path"], check["matcher"], tg.inputs["port"]) == ("/health", "200", 8000)
+    group = mocks.one(ASG).inputs
+    assert group["targetGroupArns"] == [f"arn:aws:elasticloadbalancing:::targetgroup/{tg.name}"]
+    assert group["healthCheckType"] == "ELB"
+    launch = server_launch(_plan(workload))
+    assert launch is not None and group["healthCheckGracePeriod"] == launch.grace_seconds
+    # the machines admit the server port from the load balancer only
+    into = mocks.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule").inputs
+    assert into["referencedSecurityGroupId"] == "llama8b-lb-test-lb-sg-id"
+    assert (into["fromPort"], into["toPort"]) == (8000, 8000)
+    assert next(r for r in mocks.of_type(SG) if r.name == "llama8b-lb-test-sg").inputs["ingress"] == []
+    assert outputs["endpoint"] == "http://llama8b-lb-test-lb-1234.elb.amazonaws.com/v1"
+
+
+def test_https_with_a_certificate() -> None:
+    arn = "arn:aws:acm:us-east-1:123456789012:certificate/abc"
+    workload = _workload("llama8b-lb", serving={**_workload("llama8b-lb")["serving"], "certificate_arn": arn})
+    mocks, outputs = _run(workload)
+    listener = mocks.one("aws:lb/listener:Listener").inputs
+    assert (listener["port"], listener["protocol"], listener["certificateArn"]) == (443, "HTTPS", arn)
+    assert listener["sslPolicy"].startswith("ELBSecurityPolicy-TLS13")
+    assert outputs["endpoint"].startswith("https://")
+
+
+def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
+    workload = {
+        "name": "llama13b-api",
+        "task": "serve",
+        "model": {"preset": "llama-2-13b", "hf": "meta-llama/Llama-2-13b-chat-hf"},
+        "serving": {
+            "context_tokens": 4096,
+            "concurrency": 8,
+            "tokens_per_s_per_stream": 25,
+            "expose": "load_balancer",
+        },
+        "access": {"api_cidrs": ["203.0.113.0/24"]},
+        "duration": "72h",
+        "placement": {"clouds": ["gcp"]},
+    }
+    mocks, outputs = _run(workload, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
+    armor = mocks.one("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy").inputs
+    allow, deny = armor["rules"]
+    assert allow["action"] == "allow" and allow["match"]["config"]["srcIpRanges"] == ["203.0.113.0/24"]
+    assert deny["action"] == "deny(403)" and deny["match"]["config"]["srcIpRanges"] == ["*"]
+    backend = mocks.one("gcp:compute/regionBackendService:RegionBackendService").inputs
+    assert backend["loadBalancingScheme"] == "EXTERNAL_MANAGED" and backend["securityPolicy"].endswith(
+        "armor-id"
+    )
+    mig = mocks.one("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager").inputs
+    assert mig["namedPorts"] == [{"name": "serve0", "port": 8000}]
+    healing = mig["autoHealingPolicies"]
+    check = mocks.one("gcp:compute/regionHealthCheck:RegionHealthCheck").inputs
+    assert check["httpHealthCheck"] == {"port": 8000, "requestPath": "/health"}
+    assert healing["healthCheck"].endswith("health-id") and healing["initialDelaySec"] >= 300
+    serve_fw = next(
+        r for r in mocks.of_type("gcp:compute/firewall:Firewall") if r.name.endswith("-serve")
+    ).inputs
+    assert set(serve_fw["sourceRanges"]) == {"35.191.0.0/16", "130.211.0.0/22", "10.129.0.0/23"}
+    assert mocks.one("gcp:compute/forwardingRule:ForwardingRule").inputs["portRange"] == "80"
+    script = mocks.one("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate").inputs["metadata"][
+        "startup-script"
+    ]
+    assert TOKEN not in script and "gcloud secrets versions access latest --secret" in script
+    readers = mocks.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    assert {r.inputs["role"] for r in readers} == {"roles/secretmanager.secretAccessor"} and len(readers) == 2
+    assert outputs["endpoint"] == "http://198.51.100.20/v1"
+
+
+# ---------------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"job": {"command": "my-server"}}, "serving.engine vllm starts the server; leave job.command out"),
+        ({"access": {}}, "serving.expose load_balancer needs access.api_cidrs"),
+        ({"access": {"api_cidrs": ["0.0.0.0/0"]}}, "set allow_api_from_anywhere to mean it"),
+        ({"model": {"hf": "org/name"}}, "give a preset or the architecture to size it"),
+    ],
+)
+def test_serving_spec_problems_are_one_line_each(changes: dict[str, Any], problem: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(_workload("llama8b-lb", **changes))
+    assert any(problem in str(p) for p in caught.value.problems), caught.value.problems
+
+
+def test_an_open_endpoint_needs_the_opt_in_and_is_marked_for_the_policy() -> None:
+    workload = _workload("llama8b-lb", access={"api_cidrs": ["0.0.0.0/0"], "allow_api_from_anywhere": True})
+    mocks, _ = _run(workload)
+    lb_sg = next(r for r in mocks.of_type(SG) if r.name.endswith("lb-sg")).inputs
+    assert lb_sg["tags"]["gpufit:open-endpoint"] == "true"
+
+
+def test_multi_node_serving_is_refused_with_the_reason() -> None:
+    workload = {
+        "name": "big",
+        "task": "serve",
+        "model": {"preset": "llama-3.1-405b"},
+        "serving": {"context_tokens": 8192, "concurrency": 8},
+        "placement": {"clouds": ["aws"], "instance_types": ["p4d.*"]},
+    }
+    result = _plan(workload)
+    assert result.choice is not None and result.choice.shape.nodes_per_replica > 1
+    with pytest.raises(ServingError, match="pipeline parallel"):
+        server_launch(result)
+    with pytest.raises(pulumi.RunError, match="pipeline parallel"):
+        run_program({"gpufit:workload": workload}, NOW)
+
+
+def test_plan_shows_the_server_and_warns_about_plain_http(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(ROOT / "stacks" / "Pulumi.llama8b-lb.yaml"), "--explain"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^Serve     vllm \(vllm/vllm-openai:v0\.8\.5\) meta-llama/Llama-3\.1-8B-Instruct: TP 1", out, re.M
+    )
+    assert "over HTTP (WARNING: no serving.certificate_arn" in out
+    assert "health grace period" in out
+
+
+# ---------------------------------------------------------------------------------- policy
+
+
+def test_policy_finds_secrets_in_boot_data_but_not_in_gpufits() -> None:
+    mocks, _ = _run(_workload("llama8b-lb"), **{"gpufit:hfToken": TOKEN})
+    config = PolicyConfig(now=NOW)
+    for r in mocks.resources:
+        assert check_no_secrets_in_boot_data(r.typ, r.inputs, config) == [], r.typ
+    leaky = base64.b64encode(
+        f"#!/bin/bash\nexport HF_TOKEN={TOKEN}\nvllm serve m --api-key s3cret\n".encode()
+    ).decode()
+    found = check_no_secrets_in_boot_data(LT, {"userData": leaky}, config)
+    assert any("Hugging Face token" in f for f in found) and any("command line" in f for f in found)
+    assert check_endpoint_access("aws:lb/loadBalancer:LoadBalancer", {"internal": False}, config)
+    open_rule = {
+        "rules": [{"action": "allow", "priority": 1000, "match": {"config": {"srcIpRanges": ["*"]}}}]
+    }
+    assert check_endpoint_access("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy", open_rule, config)
+    chosen = {**open_rule, "description": "x (access.allow_api_from_anywhere)"}
+    assert (
+        check_endpoint_access("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy", chosen, config) == []
+    )
