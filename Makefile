@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine with Python 3.11+ and make:
 #   make plan   - plan the example stack on the embedded catalog (no credentials)
-#   make test   - lint, type-check and run the whole test suite
+#   make test   - lint (code and workflows), type-check and run the whole test suite
+#                 (installs Debian's shellcheck, chromium and chromedriver first if absent)
 # uv comes from PATH, or is installed once into .tools/ with pip.
 
 SHELL := /bin/bash
@@ -9,7 +10,7 @@ UV ?= $(shell command -v uv 2>/dev/null || echo .tools/bin/uv)
 STACK ?= stacks/Pulumi.llama70b-chat.yaml
 export UV_COMPILE_BYTECODE := 1
 
-.PHONY: plan test sync lint typecheck pytest bench clean
+.PHONY: plan test sync test-tools lint lint-workflows typecheck pytest bench clean
 
 .tools/bin/uv:
 	$(PYTHON) -m venv .tools
@@ -28,13 +29,21 @@ plan: sync
 lint: sync
 	$(UV) run --no-sync ruff check .
 
+test-tools:
+	@bash scripts/ensure-test-tools.sh
+
+# actionlint (runs shellcheck on run: scripts when it is installed) and zizmor (security)
+lint-workflows: sync test-tools
+	$(UV) run --no-sync actionlint .github/workflows/*.yml
+	$(UV) run --no-sync zizmor --offline --quiet .github/workflows
+
 typecheck: sync
 	$(UV) run --no-sync mypy
 
-pytest: sync
+pytest: sync test-tools
 	$(UV) run --no-sync pytest
 
-test: lint typecheck pytest
+test: test-tools lint lint-workflows typecheck pytest
 
 bench: sync
 	$(UV) run --no-sync python benchmarks/bench_plan.py

@@ -96,6 +96,7 @@ def _plan_parser(sub: Any) -> None:
     p.add_argument("--explain", action="store_true", help="show every term with its value and formula")
     p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
+    p.add_argument("--html", metavar="FILE", help="also write the plan report as a self-contained HTML page")
 
 
 def _offers_parser(sub: Any) -> None:
@@ -110,6 +111,19 @@ def _offers_parser(sub: Any) -> None:
     o.add_argument("--sort", choices=["price", "vram", "bandwidth", "price-per-gib"], default="price")
     o.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     o.add_argument("--json", action="store_true", help="print a JSON list of offers")
+    o.add_argument("--html", metavar="FILE", help="also write the comparison as a self-contained HTML page")
+
+
+def _write_page(path: str, page: str) -> bool:
+    """Write an HTML page; a one-line error (False) when the file cannot be written."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(page)
+    except OSError as err:
+        sys.stderr.write(f"gpufit: --html {path}: {err.strerror or err}\n")
+        return False
+    sys.stderr.write(f"gpufit: wrote {path} ({len(page.encode()) / 1024:.0f} KiB)\n")
+    return True
 
 
 def _fail(lines: Sequence[str], code: int) -> int:
@@ -146,7 +160,13 @@ def cmd_plan(args: argparse.Namespace) -> int:
         catalog = _load_catalog(args.catalog)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
-    result = plan(spec, catalog, top=args.top)
+    feasible: list[Any] | None = [] if args.html else None
+    result = plan(spec, catalog, top=args.top, feasible_out=feasible)
+    if args.html:
+        from cli.pages import plan_page
+
+        if not _write_page(args.html, plan_page(result, feasible or [])):
+            return EXIT_USAGE
     fmt = "json" if args.json else (args.format or "text")
     if fmt == "json":
         sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
@@ -205,6 +225,12 @@ def cmd_offers(args: argparse.Namespace) -> int:
         ),
     }
     chosen.sort(key=sort_keys[args.sort])
+    if args.html:
+        from cli.pages import offers_page
+        from selector.rates import load_rates
+
+        if not _write_page(args.html, offers_page(chosen, load_rates(), catalog)):
+            return EXIT_USAGE
     if args.json:
         sys.stdout.write(json.dumps([offer_to_dict(o) for o in chosen], indent=1) + "\n")
     else:

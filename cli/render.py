@@ -356,6 +356,27 @@ def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join(out)
 
 
+def mermaid_totals(plan: Plan, top: int = 6) -> str:
+    """A Mermaid ``xychart-beta`` bar chart of the choice's and the top alternatives' expected
+    totals, which GitHub draws in a pull-request comment (empty without a choice)."""
+    shown = [c for c in (plan.choice, *plan.alternatives) if c is not None][:top]
+    if not shown:
+        return ""
+    names = ", ".join(f'"{c.offer.instance.name} {c.offer.market}"' for c in shown)
+    totals = ", ".join(f"{c.cost.total_usd:.0f}" for c in shown)
+    return "\n".join(
+        [
+            "```mermaid",
+            "xychart-beta",
+            '    title "Expected total, USD (the choice first)"',
+            f"    x-axis [{names}]",
+            '    y-axis "USD"',
+            f"    bar [{totals}]",
+            "```",
+        ]
+    )
+
+
 def render_markdown(plan: Plan) -> str:
     """The plan as a pull-request comment: choice, requirements, cost, alternatives, rejections."""
     spec, req = plan.spec, plan.requirements
@@ -400,6 +421,9 @@ def render_markdown(plan: Plan) -> str:
             ["fleet", fleet_line(plan)],
         ]
         lines.append(_md_table(["", ""], rows))
+    chart = mermaid_totals(plan)
+    if chart:
+        lines += ["", chart]
     if plan.alternatives:
         lines += ["", "<details><summary>Alternatives</summary>", ""]
         lines.append(

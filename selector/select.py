@@ -156,8 +156,12 @@ def plan(
     catalog: Catalog,
     top: int = 5,
     rates: dict[str, CloudRates] | None = None,
+    feasible_out: list[Candidate] | None = None,
 ) -> Plan:
-    """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice."""
+    """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice.
+    ``feasible_out``, when given, receives every feasible offer as a candidate (for the plan
+    report's chart; the plan itself keeps the best per instance type and market)."""
+    collected: list[tuple[Offer, Shape]] | None = [] if feasible_out is not None else None
     rates = rates if rates is not None else load_rates()
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
@@ -236,6 +240,8 @@ def plan(
                 tally.reject(over, 1, offer)
                 continue
             feasible += 1
+            if collected is not None:
+                collected.append((offer, shape))
             incumbent = local.get(offer.market)
             if incumbent is not None and (pref, total) > incumbent[0][:2]:
                 continue
@@ -246,6 +252,8 @@ def plan(
             best[(it.cloud, it.name, market)] = (rk, offer, shape)
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
+    if feasible_out is not None and collected is not None:
+        feasible_out.extend(Candidate(o, s, offer_cost(o, s, inputs, rates)) for o, s in collected)
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]

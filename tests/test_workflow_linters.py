@@ -1,0 +1,67 @@
+"""The workflow linters `make test` runs are real: actionlint and zizmor pass the project's
+workflows and fail workflows made to break them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+BIN = Path(sys.executable).parent
+WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
+
+
+def tool(name: str) -> str:
+    found = BIN / name
+    if not found.exists():
+        pytest.skip(f"{name} is not installed in the environment (uv sync installs it)")
+    return str(found)
+
+
+def run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, capture_output=True, text=True, check=False, timeout=120)
+
+
+def test_actionlint_passes_the_workflows() -> None:
+    result = run(tool("actionlint"), *map(str, WORKFLOWS))
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_actionlint_finds_a_broken_workflow(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yml"
+    broken.write_text(
+        "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ github.event.nope.}}\n      - uses: actions/checkout\n"
+    )
+    result = run(tool("actionlint"), str(broken))
+    assert result.returncode != 0 and "broken.yml" in result.stdout
+
+
+def test_actionlint_runs_shellcheck_on_run_scripts(tmp_path: Path) -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (scripts/ensure-test-tools.sh installs it as root)")
+    unsafe = tmp_path / "unsafe.yml"
+    unsafe.write_text(
+        "on: push\njobs:\n  build:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: |\n          for f in $(ls *.txt); do cat $f; done\n"
+    )
+    result = run(tool("actionlint"), str(unsafe))
+    assert result.returncode != 0 and "shellcheck" in result.stdout
+
+
+def test_zizmor_passes_the_workflows_and_flags_an_injection(tmp_path: Path) -> None:
+    clean = run(tool("zizmor"), "--offline", "--quiet", str(ROOT / ".github" / "workflows"))
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    injected = tmp_path / ".github" / "workflows" / "inject.yml"
+    injected.parent.mkdir(parents=True)
+    injected.write_text(
+        "on: pull_request\npermissions: {}\njobs:\n  greet:\n    runs-on: ubuntu-latest\n"
+        '    steps:\n      - run: echo "${{ github.event.pull_request.title }}"\n'
+    )
+    found = run(tool("zizmor"), "--offline", "--quiet", str(injected))
+    assert found.returncode != 0 and "template-injection" in found.stdout
