@@ -660,11 +660,15 @@ def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: 
     source at all applies to 0.0.0.0/0 as well)."""
     del config
     problems: list[str] = []
-    if resource_type == AWS_SECURITY_GROUP and _map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true":
-        return []  # a load balancer's group the spec opened on purpose (access.allow_api_from_anywhere)
+    opened_on_purpose = _map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true"
     if resource_type == AWS_SECURITY_GROUP:
         for index, entry in enumerate(_seq(props.get("ingress"))):
             rule = _map(entry)
+            if opened_on_purpose and (_count(rule.get("fromPort")), _count(rule.get("toPort"))) in (
+                (80, 80),
+                (443, 443),
+            ):
+                continue  # a load balancer's listener the spec opened (access.allow_api_from_anywhere)
             opened = _open_cidrs([*_seq(rule.get("cidrBlocks")), *_seq(rule.get("ipv6CidrBlocks"))])
             problems += [f"ingress[{index}] admits {c} (ports {_ports(rule)})" for c in opened]
     elif resource_type == AWS_SG_INGRESS_RULE:

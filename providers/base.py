@@ -225,6 +225,22 @@ GATED_ORGS = frozenset({"meta-llama", "mistralai", "google"})
 """Hugging Face organisations whose model repos are gated (a licence to accept, then a token)."""
 
 
+ALWAYS_GATED = ("meta-llama/",)
+"""Repos whose every model is gated: a server of one is refused without a token."""
+
+
+def missing_token(d: Deployment, have_token: bool) -> str | None:
+    """Why the deployment cannot start without a Hugging Face token (None when it can): the
+    server could not download the weights, fail its health check, and be replaced forever."""
+    if have_token or d.server is None or not d.server.model.startswith(ALWAYS_GATED):
+        return None
+    return (
+        f"{d.server.model} is gated on Hugging Face: set its token with "
+        "`pulumi config set --secret gpufit:hfToken hf_...` (without it the server cannot download "
+        "the weights, fails its health check and is replaced over and over)"
+    )
+
+
 def server_launch(plan: Plan) -> ServerLaunch | None:
     """The model server of a serve plan from its own numbers: tensor parallelism and replicas
     per machine from the shape, ``--max-model-len`` = ``serving.context_tokens``,
@@ -259,7 +275,8 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
         max_model_len=spec.serving.context_tokens,
         max_num_seqs=spec.serving.concurrency,
         gpu_memory_utilization=USABLE_MEMORY_FRACTION,
-        quantization="fp8" if spec.precision == "fp8" else None,
+        # An FP8 checkpoint carries its quantisation; --quantization fp8 quantises 16-bit weights.
+        quantization="fp8" if spec.precision == "fp8" and "fp8" not in repo.lower() else None,
         kv_cache_dtype="fp8" if spec.serving.kv_cache_precision == "fp8" else None,
         replicas=shape.replicas_per_instance,
         base_port=spec.serving.port,

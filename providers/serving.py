@@ -130,6 +130,7 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
         "--context-length", str(launch.max_model_len),
         "--max-running-requests", str(launch.max_num_seqs),
         "--mem-fraction-static", f"{launch.gpu_memory_utilization:g}",
+        "--log-level", "warning",  # at info, SGLang logs its server arguments, the API key among them
     ]  # fmt: skip
     if launch.revision:
         args += ["--revision", launch.revision]
@@ -186,7 +187,13 @@ def serving_script(launch: ServerLaunch, secrets: SecretRefs) -> str:
     the bucket, fetch the secrets into the env file, start one container per replica, wait for
     the first to be healthy, then copy the weights back to the bucket for the next machine."""
     remote = '"s3://$BUCKET/model-cache"' if secrets.cloud == "aws" else '"gs://$BUCKET/model-cache"'
-    copy = "aws s3 sync --only-show-errors" if secrets.cloud == "aws" else "gcloud storage rsync --recursive"
+    # The Hugging Face cache links snapshots/ to blobs/: copying the links as files would store
+    # every weight twice; the blobs and refs are enough for the hub client to rebuild the links.
+    copy = (
+        "aws s3 sync --only-show-errors --no-follow-symlinks"
+        if secrets.cloud == "aws"
+        else "gcloud storage rsync --recursive --ignore-symlinks"
+    )
     restore = f'{copy} {remote} {MODEL_CACHE} || echo "gpufit: no cached weights in the bucket"'
     upload = f'{copy} {MODEL_CACHE} {remote} || echo "gpufit: could not cache the weights in the bucket"'
     key_var = "VLLM_API_KEY" if launch.engine == "vllm" else "GPUFIT_API_KEY"
@@ -200,7 +207,11 @@ def serving_script(launch: ServerLaunch, secrets: SecretRefs) -> str:
         f'printf "{var}=%s\\n" "$value" >> {ENV_FILE}'
         for var, ref, what in fetches
     )
-    runs = "\n".join(docker_run(launch, r) for r in range(launch.replicas))
+    # The boot script runs at every boot: a container left from the last one is replaced.
+    runs = "\n".join(
+        f"docker rm --force gpufit-serve-{r} >/dev/null 2>&1 || true\n{docker_run(launch, r)}"
+        for r in range(launch.replicas)
+    )
     first = f"http://127.0.0.1:{launch.port(0)}{HEALTH_PATH}"
     return f"""set -euo pipefail
 mkdir -p {MODEL_CACHE} /etc/gpufit
@@ -219,4 +230,5 @@ for _ in $(seq {max(1, launch.grace_seconds // 10)}); do
   sleep 10
 done
 echo "gpufit: the model server is not healthy after {launch.grace_seconds} s"
+exit 1
 """

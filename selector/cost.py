@@ -77,6 +77,11 @@ class CostInputs:
     budget_total: float | None
 
 
+ENGINE_IMAGE_ALLOWANCE_GB = 30.0
+"""Disk kept for a model server's container image: an allowance, not a measurement (the
+engines' CUDA images are several GB compressed and larger unpacked)."""
+
+
 def weights_cache_gb(spec: WorkloadSpec) -> float:
     """A model server's weights, kept in the stack's bucket so that a replacement machine does
     not download them from the Hub again: parameters × 2 B (the Hub's 16-bit checkpoint, what
@@ -89,7 +94,9 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     if storage.disk_gb is not None:
         disk = storage.disk_gb
     else:
-        raw = OS_IMAGE_GB + req.weights_file_bytes / 1e9 + storage.dataset_gb
+        served = weights_cache_gb(spec)
+        weights = max(req.weights_file_bytes / 1e9, served)  # a server downloads the 16-bit checkpoint
+        raw = OS_IMAGE_GB + weights + (ENGINE_IMAGE_ALLOWANCE_GB if served else 0.0) + storage.dataset_gb
         disk = math.ceil(raw / DISK_ROUND_GB) * DISK_ROUND_GB
     run_hours = None
     if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and req.work_tflop is None):

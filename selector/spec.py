@@ -448,8 +448,11 @@ class WorkloadSpec(_Strict):
                 )
         if serving.expose == "load_balancer" and not self.access.api_cidrs:
             problems.append("serving.expose load_balancer needs access.api_cidrs (who may call the endpoint)")
-        if serving.expose == "load_balancer" and self.server_engine == "none" and self.job.command is None:
-            problems.append("serving.expose load_balancer needs a server: an engine or a job.command")
+        if serving.expose == "load_balancer" and self.server_engine == "none":
+            problems.append(
+                "serving.expose load_balancer fronts the server gpufit starts: set serving.engine "
+                "(a job.command's own server stays private)"
+            )
         return problems
 
     @property

@@ -191,6 +191,9 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         return super().RegisterResource(request)
 
 
+TEST_HF_TOKEN = "hf_" + "x" * 34
+"""A made-up Hugging Face token the program runs get unless a test sets its own (or None)."""
+
 SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
 """The key and value Pulumi marks a secret with on the wire (pulumi.runtime.rpc)."""
 
@@ -225,6 +228,9 @@ def run_program(
     """Run ``__main__.main`` with this stack config; return the recorded resources and the
     resolved outputs. Exceptions from the program propagate (pass ``mocks`` to inspect them)."""
     mocks = mocks if mocks is not None else RecordingMocks()
+    # Gated models need a token; a test that checks the refusal passes "gpufit:hfToken": None.
+    config = {"gpufit:hfToken": TEST_HF_TOKEN, **config}
+    config = {k: v for k, v in config.items() if v is not None}
     pulumi.runtime.set_mocks(
         mocks, project="gpufit", stack=stack, preview=False, monitor=RecordingMonitor(mocks)
     )

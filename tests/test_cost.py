@@ -8,6 +8,7 @@ import pytest
 
 from selector.catalog import Catalog
 from selector.cost import (
+    ENGINE_IMAGE_ALLOWANCE_GB,
     OS_IMAGE_GB,
     cost_inputs,
     interruption_rate_per_hour,
@@ -71,7 +72,8 @@ def test_serving_cost_for_the_duration(mini_catalog: Catalog) -> None:
     inputs = cost_inputs(spec, req)
     cost = offer_cost(offer, shape, inputs, RATES)
     assert cost.hours == 720 and cost.compute_usd == pytest.approx(27.447 * 720)
-    disk_gb = math.ceil((OS_IMAGE_GB + 70.6e9 * 2 / 1e9) / 10) * 10
+    # OS image + the 16-bit checkpoint vLLM downloads + its container image allowance
+    disk_gb = math.ceil((OS_IMAGE_GB + 70.6e9 * 2 / 1e9 + ENGINE_IMAGE_ALLOWANCE_GB) / 10) * 10
     assert inputs.disk_gb == disk_gb
     assert cost.disk_usd == pytest.approx(0.08 * disk_gb * 720 / 730)
     assert cost.egress_usd == pytest.approx(45.0)

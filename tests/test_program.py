@@ -111,7 +111,8 @@ def test_aws_security_defaults() -> None:
     (root,) = template["blockDeviceMappings"]
     assert root["deviceName"] == "/dev/sda1"  # the AMI's root device
     assert root["ebs"]["encrypted"] == "true" and root["ebs"]["volumeType"] == "gp3"
-    assert root["ebs"]["volumeSize"] == 100 + 150  # OS image + 70.6B × 2 B of weights, rounded up to 10 GB
+    # OS image + 70.6B × 2 B of weights + the vLLM image allowance, rounded up to 10 GB
+    assert root["ebs"]["volumeSize"] == 100 + 150 + 30
     assert template["instanceInitiatedShutdownBehavior"] == "terminate"
     assert "instanceMarketOptions" not in template  # the group's distribution chooses the market
     sg = mocks.one("aws:ec2/securityGroup:SecurityGroup").inputs

@@ -107,7 +107,9 @@ def test_the_api_key_is_generated_when_not_given_and_exported_as_a_secret() -> N
     assert outputs["api_key"] == "generated-api-key-0123456789"
     captured: dict[str, bool] = {}
     pulumi.runtime.set_mocks(RecordingMocks(), project="gpufit", stack="t", preview=False)
-    pulumi.runtime.set_all_config({"gpufit:workload": json.dumps(_workload("llama8b-lb"))}, [])
+    pulumi.runtime.set_all_config(
+        {"gpufit:workload": json.dumps(_workload("llama8b-lb")), "gpufit:hfToken": "hf_" + "y" * 34}, []
+    )
     from tests.pulumi_harness import load_program
 
     program = load_program()
@@ -123,17 +125,24 @@ def test_the_api_key_is_generated_when_not_given_and_exported_as_a_secret() -> N
     assert captured == {"secret": True}
 
 
+def test_a_gated_model_without_a_token_stops_before_any_resource() -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match="gated on Hugging Face: set its token"):
+        run_program({"gpufit:workload": _workload("llama8b-lb"), "gpufit:hfToken": None}, NOW, mocks=mocks)
+    assert all(r.typ.startswith("pulumi:providers:") for r in mocks.resources)
+
+
 def test_an_fp8_plan_launches_fp8_weights_and_kv_cache() -> None:
-    workload = _workload(
-        "llama8b-lb",
-        precision="fp8",
-        model={"preset": "llama-3.1-8b", "hf": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"},
-        serving={**_workload("llama8b-lb")["serving"], "kv_cache_precision": "fp8"},
-    )
-    launch = server_launch(_plan(workload))
+    serving = {**_workload("llama8b-lb")["serving"], "kv_cache_precision": "fp8"}
+    quantise = _workload("llama8b-lb", precision="fp8", serving=serving)  # 16-bit repo: quantise it
+    launch = server_launch(_plan(quantise))
     assert launch is not None and (launch.quantization, launch.kv_cache_dtype) == ("fp8", "fp8")
     run = shlex.split(docker_run(launch, 0))
     assert flag(run, "--quantization") == "fp8" and flag(run, "--kv-cache-dtype") == "fp8"
+    # an FP8 checkpoint carries its own quantisation: vLLM refuses a second --quantization
+    checkpoint = {"preset": "llama-3.1-8b", "hf": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}
+    launch = server_launch(_plan(_workload("llama8b-lb", precision="fp8", model=checkpoint, serving=serving)))
+    assert launch is not None and launch.quantization is None and launch.kv_cache_dtype == "fp8"
 
 
 def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
@@ -159,7 +168,7 @@ def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
     assert len({flag(r, "--name") for r in runs}) == 4
     groups = mocks.of_type("aws:lb/targetGroup:TargetGroup")
     assert sorted(g.inputs["port"] for g in groups) == [8000, 8001, 8002, 8003]
-    forward = mocks.one("aws:lb/listener:Listener").inputs["defaultActions"][0]["forward"]["targetGroups"]
+    forward = mocks.one("aws:lb/listenerRule:ListenerRule").inputs["actions"][0]["forward"]["targetGroups"]
     assert len(forward) == 4 and {t["weight"] for t in forward} == {1}
 
 
@@ -219,11 +228,15 @@ def test_a_load_balancer_admits_the_given_cidrs_and_health_checks_the_group() ->
     assert group["healthCheckType"] == "ELB"
     launch = server_launch(_plan(workload))
     assert launch is not None and group["healthCheckGracePeriod"] == launch.grace_seconds
-    # the machines admit the server port from the load balancer only
-    into = mocks.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule").inputs
-    assert into["referencedSecurityGroupId"] == "llama8b-lb-test-lb-sg-id"
+    # only /v1 paths (where the engine checks the API key) reach the servers; the rest get 404
+    assert listener["defaultActions"][0]["fixedResponse"]["statusCode"] == "404"
+    rule = mocks.one("aws:lb/listenerRule:ListenerRule").inputs
+    assert rule["conditions"][0]["pathPattern"]["values"] == ["/v1/*"]
+    # the machines admit the server port from the load balancer's group only (an inline rule)
+    (into,) = next(r for r in mocks.of_type(SG) if r.name == "llama8b-lb-test-sg").inputs["ingress"]
+    assert into["securityGroups"] == ["llama8b-lb-test-lb-sg-id"]
     assert (into["fromPort"], into["toPort"]) == (8000, 8000)
-    assert next(r for r in mocks.of_type(SG) if r.name == "llama8b-lb-test-sg").inputs["ingress"] == []
+    assert not mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
     assert outputs["endpoint"] == "http://llama8b-lb-test-lb-1234.elb.amazonaws.com/v1"
 
 

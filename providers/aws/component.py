@@ -28,7 +28,14 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
-from providers.base import TAG_EXPIRES_AT, Deployment, SecretInputs, deadline_ignore_changes, iso_utc
+from providers.base import (
+    TAG_EXPIRES_AT,
+    Deployment,
+    SecretInputs,
+    deadline_ignore_changes,
+    iso_utc,
+    missing_token,
+)
 from providers.startup import NodeRole, as_boot_service, render
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
@@ -279,6 +286,9 @@ class AwsProvider:
         """A fleet group for single-node replicas (placed before anything is created, so a type
         offered nowhere in the region stops the program with nothing half-made); plain
         instances for a replica that spans nodes."""
+        missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
+        if missing:
+            raise pulumi.RunError(missing)
         providers = [self._provider] if self._provider is not None else None
         opts = pulumi.ResourceOptions(providers=providers)
         if deployment.grouped:

@@ -120,21 +120,20 @@ class LoadBalancer:
         return [tg.arn for tg in self.target_groups]
 
 
-def load_balancer(
-    name: str,
-    d: Deployment,
-    vpc_id: pulumi.Input[str],
-    subnet_ids: list[str],
-    machines: aws.ec2.SecurityGroup,
-    tags: dict[str, str],
-    child: pulumi.ResourceOptions,
-) -> LoadBalancer:
-    """An internet-facing ALB for ``access.api_cidrs`` in front of the group's server ports."""
+MAX_TARGET_GROUPS = 5
+"""An Application Load Balancer's forward action takes at most five target groups."""
+
+
+def lb_security_group(
+    name: str, d: Deployment, vpc_id: pulumi.Input[str], tags: dict[str, str], child: pulumi.ResourceOptions
+) -> aws.ec2.SecurityGroup:
+    """The load balancer's group: the listener's port from ``access.api_cidrs`` only, out to
+    the model servers' ports. Made before the machines' group, which admits the servers' ports
+    from this one (inline, so no rule of one group refers back to the other)."""
     assert d.server is not None
-    https = d.certificate_arn is not None
-    port = 443 if https else 80
+    port = 443 if d.certificate_arn is not None else 80
     v4, v6 = _cidr_groups(d.api_cidrs)
-    lb_sg = aws.ec2.SecurityGroup(
+    return aws.ec2.SecurityGroup(
         f"{name}-lb-sg",
         description=f"gpufit {d.workload}: the endpoint, for access.api_cidrs only",
         vpc_id=vpc_id,
@@ -154,26 +153,52 @@ def load_balancer(
                 protocol="tcp",
                 from_port=d.server.base_port,
                 to_port=d.server.port(d.server.replicas - 1),
-                security_groups=[machines.id],
+                cidr_blocks=["0.0.0.0/0"],
             )
         ],
         # The policy pack admits an endpoint open to everyone only with this mark of the opt-in.
         tags={**tags, OPEN_ENDPOINT_TAG: "true"} if _opens_all(d.api_cidrs) else tags,
         opts=child,
     )
-    aws.vpc.SecurityGroupIngressRule(
-        f"{name}-from-lb",
+
+
+def from_load_balancer(d: Deployment, lb_sg: aws.ec2.SecurityGroup) -> aws.ec2.SecurityGroupIngressArgs:
+    """The machines' inbound rule for the model servers' ports, from the load balancer only."""
+    assert d.server is not None
+    return aws.ec2.SecurityGroupIngressArgs(
         description="the model servers, from the load balancer only",
-        security_group_id=machines.id,
-        referenced_security_group_id=lb_sg.id,
-        ip_protocol="tcp",
+        protocol="tcp",
         from_port=d.server.base_port,
         to_port=d.server.port(d.server.replicas - 1),
-        tags=tags,
-        opts=child,
+        security_groups=[lb_sg.id],
     )
+
+
+def load_balancer(
+    name: str,
+    d: Deployment,
+    vpc_id: pulumi.Input[str],
+    subnet_ids: list[str],
+    lb_sg: aws.ec2.SecurityGroup,
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+) -> LoadBalancer:
+    """An internet-facing ALB for ``access.api_cidrs`` in front of the group's server ports.
+    Only ``/v1/*`` reaches the servers (the engines check the API key on ``/v1`` paths only);
+    every other path gets a 404 from the load balancer. Names come from AWS (``name_prefix``):
+    load balancer and target group names are limited to 32 characters."""
+    assert d.server is not None
+    if d.server.replicas > MAX_TARGET_GROUPS:
+        raise pulumi.RunError(
+            f"serving.expose load_balancer: the plan runs {d.server.replicas} replicas per machine and an "
+            f"Application Load Balancer forwards to at most {MAX_TARGET_GROUPS} target groups; restrict "
+            "placement.instance_types to machines with fewer GPUs"
+        )
+    https = d.certificate_arn is not None
+    port = 443 if https else 80
     balancer = aws.lb.LoadBalancer(
         f"{name}-lb",
+        name_prefix="gpufit",
         load_balancer_type="application",
         internal=False,
         security_groups=[lb_sg.id],
@@ -186,6 +211,7 @@ def load_balancer(
     groups = [
         aws.lb.TargetGroup(
             f"{name}-tg{replica}",
+            name_prefix=f"gf{replica}-",
             port=server_port,
             protocol="HTTP",
             target_type="instance",
@@ -207,14 +233,6 @@ def load_balancer(
         )
         for replica, server_port in enumerate(d.server.ports())
     ]
-    forward = aws.lb.ListenerDefaultActionArgs(
-        type="forward",
-        forward=aws.lb.ListenerDefaultActionForwardArgs(
-            target_groups=[
-                aws.lb.ListenerDefaultActionForwardTargetGroupArgs(arn=g.arn, weight=1) for g in groups
-            ]
-        ),
-    )
     listener = aws.lb.Listener(
         f"{name}-{'https' if https else 'http'}",
         load_balancer_arn=balancer.arn,
@@ -222,7 +240,36 @@ def load_balancer(
         protocol="HTTPS" if https else "HTTP",
         ssl_policy=TLS_POLICY if https else None,
         certificate_arn=d.certificate_arn,
-        default_actions=[forward],
+        default_actions=[
+            aws.lb.ListenerDefaultActionArgs(
+                type="fixed-response",
+                fixed_response=aws.lb.ListenerDefaultActionFixedResponseArgs(
+                    content_type="text/plain", message_body="not found", status_code="404"
+                ),
+            )
+        ],
+        tags=tags,
+        opts=child,
+    )
+    aws.lb.ListenerRule(
+        f"{name}-api",
+        listener_arn=listener.arn,
+        priority=10,
+        conditions=[
+            aws.lb.ListenerRuleConditionArgs(
+                path_pattern=aws.lb.ListenerRuleConditionPathPatternArgs(values=["/v1/*"])
+            )
+        ],
+        actions=[
+            aws.lb.ListenerRuleActionArgs(
+                type="forward",
+                forward=aws.lb.ListenerRuleActionForwardArgs(
+                    target_groups=[
+                        aws.lb.ListenerRuleActionForwardTargetGroupArgs(arn=g.arn, weight=1) for g in groups
+                    ]
+                ),
+            )
+        ],
         tags=tags,
         opts=child,
     )

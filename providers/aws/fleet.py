@@ -34,7 +34,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from providers.aws.endpoint import endpoint_secrets, load_balancer, read_secrets_statement
+from providers.aws.endpoint import (
+    endpoint_secrets,
+    from_load_balancer,
+    lb_security_group,
+    load_balancer,
+    read_secrets_statement,
+)
 from providers.aws.resources import (
     checkpoint_bucket,
     instance_profile,
@@ -280,7 +286,16 @@ class AwsGpuFleet(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
         identity = aws.get_caller_identity_output(opts=invoke)
 
-        sg = security_group(name, d, placement.vpc_id, tags, child)
+        balanced = d.expose == "load_balancer" and d.server is not None
+        lb_sg = lb_security_group(name, d, placement.vpc_id, tags, child) if balanced else None
+        sg = security_group(
+            name,
+            d,
+            placement.vpc_id,
+            tags,
+            child,
+            [from_load_balancer(d, lb_sg)] if lb_sg is not None else [],
+        )
         bucket = checkpoint_bucket(name, d, tags, child)
         given = secrets or SecretInputs()
         self.secrets = None
@@ -335,11 +350,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
         )
         desired = d.nodes
         self.load_balancer = (
-            load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), sg, tags, child)
-            if d.expose == "load_balancer" and d.server is not None
+            load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), lb_sg, tags, child)
+            if lb_sg is not None
             else None
         )
-        balanced = self.load_balancer is not None
         grace = d.server.grace_seconds if d.server is not None else HEALTH_CHECK_GRACE_S
         group = aws.autoscaling.Group(
             f"{name}-asg",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -86,15 +87,22 @@ def _ssh_rules(cidrs: tuple[str, ...]) -> list[aws.ec2.SecurityGroupIngressArgs]
 
 
 def security_group(
-    name: str, d: Deployment, vpc_id: pulumi.Input[str], tags: dict[str, str], child: pulumi.ResourceOptions
+    name: str,
+    d: Deployment,
+    vpc_id: pulumi.Input[str],
+    tags: dict[str, str],
+    child: pulumi.ResourceOptions,
+    extra_ingress: Sequence[aws.ec2.SecurityGroupIngressArgs] = (),
 ) -> aws.ec2.SecurityGroup:
-    """No inbound rule unless ``access.ssh_cidrs`` lists some; all traffic between the job's
-    own nodes when they form a multi-node replica; outbound open for packages and models."""
+    """No inbound rule unless ``access.ssh_cidrs`` lists some (or the component adds one, such
+    as the model server's port from its load balancer, inline too: inline and separate rules
+    on one group fight each other); all traffic between the job's own nodes when they form a
+    multi-node replica; outbound open for packages and models."""
     sg = aws.ec2.SecurityGroup(
         f"{name}-sg",
         description=f"gpufit {d.workload}: no inbound unless access.ssh_cidrs lists it",
         vpc_id=vpc_id,
-        ingress=_ssh_rules(d.ssh_cidrs),
+        ingress=[*_ssh_rules(d.ssh_cidrs), *extra_ingress],
         egress=[
             aws.ec2.SecurityGroupEgressArgs(
                 description="outbound for packages, models and the bucket",

@@ -23,7 +23,14 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment, SecretInputs, deadline_ignore_changes, iso_utc, parse_gcp_label_time
+from providers.base import (
+    Deployment,
+    SecretInputs,
+    deadline_ignore_changes,
+    iso_utc,
+    missing_token,
+    parse_gcp_label_time,
+)
 from providers.startup import NodeRole, render
 
 DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
@@ -474,6 +481,9 @@ class GcpProvider:
             raise ValueError(
                 f"{deployment.name}: a {deployment.cloud} deployment cannot be provisioned on GCP"
             )
+        missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
+        if missing:
+            raise pulumi.RunError(missing)
         opts = pulumi.ResourceOptions(provider=self._provider)
         if deployment.grouped:
             placement = fleet_placement(

@@ -63,6 +63,8 @@ GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroup
 reference: "Authorization requires the following IAM permission ... update")."""
 
 SCHEDULER_ATTEMPT_DEADLINE = "320s"
+AUTOHEALING_DELAY_MAX_S = 3600
+"""Compute Engine takes an autohealing initial delay of at most an hour."""
 SCHEDULER_RETRIES = 5
 
 
@@ -388,7 +390,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             # long enough to pull the image and load the weights.
             auto_healing_policies=(
                 gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
-                    health_check=self.health_check.id, initial_delay_sec=d.server.grace_seconds
+                    health_check=self.health_check.id,
+                    initial_delay_sec=min(d.server.grace_seconds, AUTOHEALING_DELAY_MAX_S),
                 )
                 if self.health_check is not None and d.server is not None
                 else None
@@ -418,6 +421,12 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         self.load_balancer = None
+        if d.expose == "load_balancer" and d.server is not None and d.server.replicas > 1:
+            raise pulumi.RunError(
+                f"serving.expose load_balancer on GCP: the plan runs {d.server.replicas} replicas per VM and "
+                "the regional load balancer's backend reaches one named port; restrict "
+                "placement.instance_types to VMs that hold one replica"
+            )
         if d.expose == "load_balancer" and self.health_check is not None:
             self.load_balancer = load_balancer(
                 base,
