@@ -8,7 +8,7 @@ instance type in one region (or zone) and market at one hourly price, with its s
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -49,6 +49,8 @@ class GpuSpec:
     source: str
     confidence: str = "high"
     notes: str = ""
+    estimated: tuple[str, ...] = ()  # throughput fields that are estimates, not sourced figures
+    estimate_source: str = ""
 
     @property
     def memory_gib(self) -> float:
@@ -213,23 +215,40 @@ def _opt_text(entry: dict[str, Any], key: str, where: str) -> str | None:
 
 def _parse_gpu(entry: dict[str, Any], where: str) -> GpuSpec:
     cc = str(_req(entry, "compute_capability", where)).split(".")
+    estimates = dict(entry.get("estimates") or {})
+    for key in estimates:
+        if entry.get(key) is not None:
+            raise CatalogError(f"{where}: {key} is sourced; an estimate may only fill a gap")
+
+    def figure(key: str) -> float | None:
+        return _opt_float(entry.get(key) if entry.get(key) is not None else estimates.get(key))
+
     return GpuSpec(
         name=str(_req(entry, "name", where)),
         aliases=tuple(str(a) for a in entry.get("aliases", [])),
         memory_mib=int(_req(entry, "memory_mib", where)),
         memory_type=str(entry.get("memory_type", "")),
         bandwidth_gbps=float(_req(entry, "bandwidth_gbps", where)),
-        bf16_tflops=_opt_float(entry.get("bf16_tflops")),
-        fp16_tflops=_opt_float(entry.get("fp16_tflops")),
-        fp8_tflops=_opt_float(entry.get("fp8_tflops")),
-        int8_tops=_opt_float(entry.get("int8_tops")),
+        bf16_tflops=figure("bf16_tflops"),
+        fp16_tflops=figure("fp16_tflops"),
+        fp8_tflops=figure("fp8_tflops"),
+        int8_tops=figure("int8_tops"),
         nvlink_gbps=_opt_float(entry.get("nvlink_gbps")),
         arch=str(entry.get("arch", "")),
         compute_capability=(int(cc[0]), int(cc[1]) if len(cc) > 1 else 0),
         source=str(_req(entry, "source", where)),
         confidence=str(entry.get("confidence", "high")),
         notes=str(entry.get("notes", "")),
+        estimated=tuple(sorted(estimates)),
+        estimate_source=str(entry.get("estimate_source", "")),
     )
+
+
+def sourced_only(gpu: GpuSpec) -> GpuSpec:
+    """``gpu`` with its estimated throughputs removed (``placement.require_sourced``)."""
+    if not gpu.estimated:
+        return gpu
+    return replace(gpu, **{key: None for key in gpu.estimated}, estimated=())
 
 
 @lru_cache(maxsize=4)

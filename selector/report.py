@@ -39,7 +39,8 @@ def offer_to_dict(offer: Offer) -> dict[str, Any]:
         "interruption_bucket": offer.interruption_bucket,
         "source": offer.source,
         "as_of": offer.as_of,
-        "confidence": offer.confidence,
+        "confidence": "low" if gpu.estimated or gpu.confidence == "low" else offer.confidence,
+        "gpu_figures_estimated": list(gpu.estimated),
     }
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from selector.catalog import GpuSpec, InstanceType
+from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.presets import ModelArch
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
@@ -132,6 +132,7 @@ class Requirements:
     max_nodes: int = 16
     allow_pcie_parallel: bool = False
     min_gpu_bandwidth_gbps: float | None = None
+    require_sourced: bool = False
     weights_file_bytes: float = 0.0
     checkpoint_bytes: float = 0.0
 
@@ -216,6 +217,7 @@ def requirements(spec: WorkloadSpec) -> Requirements:
         deadline_hours=spec.teardown.ttl if spec.teardown else None,
         max_nodes=spec.placement.max_nodes,
         allow_pcie_parallel=spec.placement.allow_pcie_tensor_parallel,
+        require_sourced=spec.placement.require_sourced,
         weights_file_bytes=arch.params * (2.0 if spec.precision == "nf4" else wbytes),
     )
     if spec.task in TRAINING_TASKS:
@@ -491,6 +493,11 @@ def compute_name(precision: str) -> str:
     return {"fp8": "FP8", "fp16": "FP16", "fp32": "TF32"}.get(precision, "BF16/FP16")
 
 
+def estimate_note(gpu: GpuSpec) -> str:
+    """`` (TFLOPS estimated: …)`` when the GPU's throughput is an estimate, not a sourced figure."""
+    return f" (TFLOPS estimated: {gpu.estimate_source}; low confidence)" if gpu.estimated else ""
+
+
 def usable_gib(gpu: GpuSpec) -> float:
     """Memory a job may plan to use on one GPU: the usable fraction minus the CUDA context."""
     return gpu.memory_gib * USABLE_MEMORY_FRACTION - CUDA_CONTEXT_GIB
@@ -532,7 +539,10 @@ def _precision_rejection(req: Requirements, gpu: GpuSpec) -> Rejection | None:
 
 
 def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
-    """Decide how the workload runs on instance type ``it``, or why it cannot."""
+    """Decide how the workload runs on instance type ``it``, or why it cannot. With
+    ``require_sourced``, a GPU's estimated throughputs count as unknown."""
+    if req.require_sourced and it.gpu.estimated:
+        it = replace(it, gpu=sourced_only(it.gpu))
     gpu = it.gpu
     rejection = _precision_rejection(req, gpu)
     if rejection:
@@ -666,7 +676,7 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
                 "batch hours",
                 job_hours,
                 "h",
-                f"work ÷ ({n * instances} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU)",
+                f"work ÷ ({n * instances} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
             )
         )
     if job_hours is not None and req.deadline_hours is not None and job_hours > req.deadline_hours:
@@ -744,7 +754,10 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"sharded ÷ {shards} + replicated; usable {usable:.1f} GiB",
             ),
             Term(
-                "training hours", hours, "h", f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU)"
+                "training hours",
+                hours,
+                "h",
+                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
             ),
         )
         return Shape(

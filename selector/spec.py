@@ -263,6 +263,9 @@ class PlacementSpec(_Strict):
         False, description="allow model-parallel work (TP, sharded training) over PCIe"
     )
     max_nodes: int = Field(16, gt=0, le=256)
+    require_sourced: bool = Field(
+        False, description="plan only on sourced GPU figures, never on estimates (e.g. the A10G's)"
+    )
 
 
 class BudgetSpec(_Strict):
