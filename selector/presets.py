@@ -41,6 +41,20 @@ class ModelArch:
     min_bandwidth_gbps: float | None = None
     source: str = "spec"
     hf: str | None = None  # the Hugging Face repo a model server pulls
+    kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek-V2/V3): the compressed KV width
+    qk_rope_head_dim: int = 0  # MLA: the decoupled RoPE key width cached beside the latent
+    sliding_window: int = 0  # tokens a sliding-window layer attends to (0: none)
+    window_layers: int = 0  # how many layers use the sliding window (the rest attend globally)
+
+    @property
+    def is_mla(self) -> bool:
+        return self.kv_lora_rank > 0
+
+    @property
+    def kv_split_heads(self) -> int:
+        """Ways tensor parallelism can split the KV cache: by KV heads, but not MLA's latent,
+        which every head shares and every tensor-parallel rank holds whole."""
+        return 1 if self.is_mla else self.kv_heads
 
     @property
     def is_moe(self) -> bool:
@@ -107,4 +121,8 @@ def arch_from_preset(name: str) -> ModelArch:
         experts_active=int(entry.get("experts_active", 1)),
         source=f"preset {name} ({entry['source']})",
         hf=entry.get("hf"),
+        kv_lora_rank=int(entry.get("kv_lora_rank", 0)),
+        qk_rope_head_dim=int(entry.get("qk_rope_head_dim", 0)),
+        sliding_window=int(entry.get("sliding_window", 0)),
+        window_layers=int(entry.get("window_layers", 0)),
     )

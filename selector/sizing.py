@@ -145,12 +145,33 @@ class Requirements:
         return self.task in TRAINING_TASKS
 
 
-def kv_bytes_per_token(arch: ModelArch, kv_bytes: float) -> float:
-    """KV cache per token = 2 (K and V) × layers × kv_heads × head_dim × bytes.
+def kv_bytes_per_token_layer(arch: ModelArch, kv_bytes: float) -> float:
+    """KV cache one layer keeps per token.
 
-    Llama-3.1-8B at 16 bit: 2·32·8·128·2 = 128 KiB; Llama-3.1-70B: 320 KiB (vLLM paper,
-    Kwon et al., SOSP 2023, for the method; gpu-cloud-facts.md §6 for the figures)."""
-    return 2.0 * arch.layers * arch.kv_heads * arch.head_dim * kv_bytes
+    Standard attention: 2 (K and V) × kv_heads × head_dim × bytes (vLLM paper, Kwon et al.,
+    SOSP 2023). Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, §2.1.3 and Table 1):
+    the compressed latent and the decoupled RoPE key, (d_c + d_h^R) × bytes, whatever the number
+    of heads."""
+    if arch.is_mla:
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) * kv_bytes
+    return 2.0 * arch.kv_heads * arch.head_dim * kv_bytes
+
+
+def kv_bytes_per_token(arch: ModelArch, kv_bytes: float) -> float:
+    """KV cache per token of context over all layers (as if every layer attended globally).
+
+    Llama-3.1-8B at 16 bit: 2·32·8·128·2 = 128 KiB; Llama-3.1-70B: 320 KiB (gpu-cloud-facts.md
+    §6); DeepSeek-V3 by MLA: 61·(512+64)·2 = 68.6 KiB."""
+    return arch.layers * kv_bytes_per_token_layer(arch, kv_bytes)
+
+
+def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: int, batch: int) -> float:
+    """KV cache of ``batch`` sequences of ``context`` tokens: a sliding-window layer keeps at
+    most ``sliding_window`` tokens (Mistral's and Gemma 2/3's local layers; Beltagy et al. 2020,
+    Longformer, for the window), the others the whole context."""
+    window_layers = min(arch.window_layers, arch.layers) if arch.sliding_window else 0
+    tokens = (arch.layers - window_layers) * context + window_layers * min(context, arch.sliding_window)
+    return kv_bytes_per_token_layer(arch, kv_bytes) * tokens * batch
 
 
 def lora_params(arch: ModelArch, rank: int) -> float:
@@ -286,7 +307,7 @@ def _serving_requirements(
     kvb = _kv_precision_bytes(spec)
     weights = arch.params * wbytes
     per_token = kv_bytes_per_token(arch, kvb)
-    kv = per_token * serving.context_tokens * batch
+    kv = kv_cache_bytes(arch, kvb, serving.context_tokens, batch)
     chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(arch, wbytes, batch)
@@ -300,10 +321,25 @@ def _serving_requirements(
             "kv cache per token",
             per_token / 1024,
             "KiB",
-            f"2 × {arch.layers} layers × {arch.kv_heads} kv_heads × {arch.head_dim} head_dim × {kvb:g} B",
+            (
+                f"{arch.layers} layers × (kv_lora_rank {arch.kv_lora_rank} + rope {arch.qk_rope_head_dim}) "
+                f"× {kvb:g} B (multi-head latent attention)"
+                if arch.is_mla
+                else f"2 × {arch.layers} layers × {arch.kv_heads} kv_heads × {arch.head_dim} head_dim "
+                f"× {kvb:g} B"
+            ),
         ),
         Term(
-            "kv cache", kv / GIB, "GiB", f"per token × {serving.context_tokens} context × {batch} concurrent"
+            "kv cache",
+            kv / GIB,
+            "GiB",
+            f"per token × {serving.context_tokens} context × {batch} concurrent"
+            + (
+                f"; {min(arch.window_layers, arch.layers)} sliding-window layers keep "
+                f"min(context, {arch.sliding_window})"
+                if arch.sliding_window and arch.window_layers
+                else ""
+            ),
         ),
         Term(
             "activation workspace",
@@ -556,7 +592,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     """Memory does not fit one instance: what one replica needs, what each GPU would hold with
     the instance's GPUs sharing it, and what the instance has. ``gap`` is measured on one node."""
     n = it.gpu_count
-    kv_heads = req.arch.kv_heads if not req.is_training else 0
+    kv_heads = req.arch.kv_split_heads if not req.is_training else 0
     shards = 1 if req.arch.kind == "diffusion" else n
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
@@ -592,7 +628,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
         degrees = [t for t in _powers_of_two(n) if not heads or heads % t == 0]
     slow: Rejection | None = None
     for t in degrees:
-        if per_gpu_gib(req, t, req.arch.kv_heads) > usable:
+        if per_gpu_gib(req, t, req.arch.kv_split_heads) > usable:
             continue
         if t > 1 and not it.nvlink and not req.allow_pcie_parallel:
             return Rejection(
@@ -611,7 +647,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
     # Beyond one node: tensor parallel inside the node, pipeline stages across nodes.
     top = degrees[-1] if degrees else 1
     for nodes in range(2, req.max_nodes + 1):
-        if per_gpu_gib(req, top * nodes, req.arch.kv_heads) <= usable:
+        if per_gpu_gib(req, top * nodes, req.arch.kv_split_heads) <= usable:
             if it.node_interconnect is None:
                 return _vram_rejection(
                     req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
@@ -629,7 +665,7 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
         Term("tensor parallel", tp, "GPUs", "smallest power of two whose shard fits usable memory"),
         Term(
             "per-GPU memory",
-            per_gpu_gib(req, gpus, req.arch.kv_heads),
+            per_gpu_gib(req, gpus, req.arch.kv_split_heads),
             "GiB",
             f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated); usable "
             f"{usable_gib(gpu):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
@@ -696,7 +732,7 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
         replicas_per_instance=replicas_per_instance,
         replicas=n * instances if req.work_tflop else max(replicas, 1),
         instances=instances,
-        vram_gib_per_gpu=per_gpu_gib(req, gpus, req.arch.kv_heads),
+        vram_gib_per_gpu=per_gpu_gib(req, gpus, req.arch.kv_split_heads),
         vram_gib_per_replica=req.vram_gib_per_replica,
         needs_nvlink=tp > 1,
         needs_node_interconnect=nodes > 1,

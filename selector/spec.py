@@ -118,6 +118,14 @@ class ModelSpec(_Strict):
     min_bandwidth_gbps: float | None = Field(
         None, gt=0, description="custom: minimum GPU memory bandwidth, GB/s"
     )
+    kv_lora_rank: int | None = Field(
+        None, gt=0, description="multi-head latent attention (DeepSeek-V2/V3): the KV latent width"
+    )
+    qk_rope_head_dim: int | None = Field(None, gt=0, description="MLA: the RoPE key width cached per token")
+    sliding_window: int | None = Field(None, gt=0, description="tokens a sliding-window layer attends to")
+    window_layers: int | None = Field(
+        None, ge=0, description="layers with the sliding window (default: all, when sliding_window is set)"
+    )
     hf: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -164,6 +172,12 @@ class ModelSpec(_Strict):
             raise ValueError("hidden must be a multiple of heads, or give head_dim")
         if self.kv_heads is not None and self.heads % self.kv_heads:
             raise ValueError("heads must be a multiple of kv_heads")
+        if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
+            raise ValueError("multi-head latent attention needs both kv_lora_rank and qk_rope_head_dim")
+        if self.window_layers is not None and (
+            self.sliding_window is None or self.window_layers > self.layers
+        ):
+            raise ValueError("window_layers needs sliding_window and at most as many layers as the model has")
         if (self.experts is None) != (self.experts_active is None):
             raise ValueError("MoE needs both experts and experts_active")
         if (
@@ -207,6 +221,12 @@ class ModelSpec(_Strict):
             vocab=self.vocab or 0,
             experts=self.experts or 1,
             experts_active=self.experts_active or 1,
+            kv_lora_rank=self.kv_lora_rank or 0,
+            qk_rope_head_dim=self.qk_rope_head_dim or 0,
+            sliding_window=self.sliding_window or 0,
+            window_layers=(self.layers if self.window_layers is None else self.window_layers)
+            if self.sliding_window
+            else 0,
         )
 
 
