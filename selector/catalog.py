@@ -248,7 +248,8 @@ def sourced_only(gpu: GpuSpec) -> GpuSpec:
     """``gpu`` with its estimated throughputs removed (``placement.require_sourced``)."""
     if not gpu.estimated:
         return gpu
-    return replace(gpu, **{key: None for key in gpu.estimated}, estimated=())
+    cleared: dict[str, Any] = dict.fromkeys(gpu.estimated)
+    return replace(gpu, **cleared, estimated=())
 
 
 @lru_cache(maxsize=4)

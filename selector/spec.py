@@ -7,8 +7,10 @@ the field, what was wrong and what was expected; loading never raises anything e
 
 from __future__ import annotations
 
+import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -91,6 +93,28 @@ Count = Annotated[
     ),
 ]
 
+
+@lru_cache(maxsize=16)
+def config_arch(path: str) -> ModelArch:
+    """The architecture of a local config.json (read once per process); ValueError saying why
+    it cannot be used."""
+    from selector.hf_config import ConfigError, arch_from_config
+
+    file = Path(path)
+    try:
+        doc = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"model.config: no such file {path}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as err:
+        raise ValueError(f"model.config: {path} is not a readable JSON file ({err})") from None
+    if not isinstance(doc, dict):
+        raise ValueError(f"model.config: {path} is not a config.json object")
+    try:
+        return arch_from_config(doc, file.parent.name or file.stem)
+    except ConfigError as err:
+        raise ValueError(f"model.config: {err}") from None
+
+
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
@@ -126,6 +150,9 @@ class ModelSpec(_Strict):
     window_layers: int | None = Field(
         None, ge=0, description="layers with the sliding window (default: all, when sliding_window is set)"
     )
+    config: str | None = Field(
+        None, description="a local Hugging Face config.json to size the model from (its path)"
+    )
     hf: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
@@ -135,10 +162,19 @@ class ModelSpec(_Strict):
 
     @model_validator(mode="after")
     def _one_form(self) -> ModelSpec:
+        if self.config is not None:
+            others = [
+                n for n in ("preset", "kind", "params_b", "layers", "hidden", "heads") if getattr(self, n)
+            ]
+            if others:
+                raise ValueError(f"give either model.config or {', '.join(others)}, not both")
+            config_arch(self.config)  # reads and checks it: a bad file is a spec error
+            return self
         if self.hf is not None and self.preset is None and self.params_b is None and self.kind != "custom":
             raise ValueError(
-                "model.hf names what the server pulls; give a preset or the architecture to size it "
-                "(sizing a model from its Hub config is not built yet)"
+                "model.hf names what the server pulls; give a preset, model.config (a local "
+                "config.json) or the architecture to size it (fetching the config from the Hub is "
+                "not built yet)"
             )
         explicit = [
             name
@@ -175,7 +211,7 @@ class ModelSpec(_Strict):
         if (self.kv_lora_rank is None) != (self.qk_rope_head_dim is None):
             raise ValueError("multi-head latent attention needs both kv_lora_rank and qk_rope_head_dim")
         if self.window_layers is not None and (
-            self.sliding_window is None or self.window_layers > self.layers
+            self.sliding_window is None or self.window_layers > (self.layers or 0)
         ):
             raise ValueError("window_layers needs sliding_window and at most as many layers as the model has")
         if (self.experts is None) != (self.experts_active is None):
@@ -190,6 +226,9 @@ class ModelSpec(_Strict):
 
     def resolve(self) -> ModelArch:
         """The architecture the sizing model reads."""
+        if self.config is not None:
+            arch = config_arch(self.config)
+            return replace(arch, hf=self.hf) if self.hf else arch
         if self.preset is not None:
             return arch_from_preset(self.preset)
         if self.kind == "custom":

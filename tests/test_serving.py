@@ -303,7 +303,10 @@ def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
         ({"job": {"command": "my-server"}}, "serving.engine vllm starts the server; leave job.command out"),
         ({"access": {}}, "serving.expose load_balancer needs access.api_cidrs"),
         ({"access": {"api_cidrs": ["0.0.0.0/0"]}}, "set allow_api_from_anywhere to mean it"),
-        ({"model": {"hf": "org/name"}}, "give a preset or the architecture to size it"),
+        (
+            {"model": {"hf": "org/name"}},
+            "give a preset, model.config (a local config.json) or the architecture",
+        ),
     ],
 )
 def test_serving_spec_problems_are_one_line_each(changes: dict[str, Any], problem: str) -> None:
