@@ -21,9 +21,9 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_random as random
 
 from providers.base import Deployment
+from providers.endpoint_secrets import api_key_input, warn_if_gated
 from providers.serving import HEALTH_PATH
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
@@ -54,13 +54,8 @@ def endpoint_secrets(
 ) -> EndpointSecrets:
     """The API key (generated when not given) and, if given, the Hugging Face token as
     Secrets Manager secrets."""
-    if api_key is None:
-        api_key = random.RandomPassword(f"{name}-api-key-gen", length=48, special=False, opts=child).result
-    if hf_token is None and d.hf_gated:
-        pulumi.log.warn(
-            f"{d.server.model if d.server else 'the model'} is gated on Hugging Face: set its token with "
-            "`pulumi config set --secret gpufit:hfToken hf_...` or the server cannot download it"
-        )
+    api_key = api_key_input(name, api_key, child)
+    warn_if_gated(d, hf_token)
     made: dict[str, aws.secretsmanager.Secret] = {}
     for key, value, what in (("api-key", api_key, "API key"), ("hf-token", hf_token, "Hugging Face token")):
         if value is None:

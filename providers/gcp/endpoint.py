@@ -20,9 +20,9 @@ from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
-import pulumi_random as random
 
 from providers.base import Deployment
+from providers.endpoint_secrets import api_key_input, warn_if_gated
 from providers.serving import HEALTH_PATH
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -57,13 +57,8 @@ def endpoint_secrets(
 ) -> GcpEndpointSecrets:
     """Secret Manager secrets for the API key (generated when not given) and the token, each
     readable by ``reader`` (the VMs' service account member) alone."""
-    if api_key is None:
-        api_key = random.RandomPassword(f"{base}-api-key-gen", length=48, special=False, opts=child).result
-    if hf_token is None and d.hf_gated:
-        pulumi.log.warn(
-            f"{d.server.model if d.server else 'the model'} is gated on Hugging Face: set its token with "
-            "`pulumi config set --secret gpufit:hfToken hf_...` or the server cannot download it"
-        )
+    api_key = api_key_input(base, api_key, child)
+    warn_if_gated(d, hf_token)
     made: dict[str, gcp.secretmanager.Secret] = {}
     for key, value in (("api-key", api_key), ("hf-token", hf_token)):
         if value is None:
