@@ -84,6 +84,10 @@ def serve_lines(plan: Plan) -> list[str]:
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
         f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
     ]
+    from providers.base import ALWAYS_GATED
+
+    if launch.model.startswith(ALWAYS_GATED):
+        lines.append("gated model: `pulumi config set --secret gpufit:hfToken hf_...` before `pulumi up`")
     if spec.serving.expose == "load_balancer":
         https = spec.serving.certificate_arn is not None
         lines.append(
