@@ -147,8 +147,16 @@ def _shot(driver: Any, name: str) -> None:
     driver.save_screenshot(str(ARTIFACTS / name))
 
 
-def _visible_rows(driver: Any) -> list[Any]:
-    return [r for r in driver.find_elements("css selector", "#offers tbody tr") if r.is_displayed()]
+ROWS_JS = """return Array.from(document.querySelectorAll('#offers tbody tr')).filter(function(r){
+  return !r.hidden;}).map(function(r){return Array.from(r.cells).map(function(c){
+  return c.hasAttribute('data-v') ? c.getAttribute('data-v') : c.textContent;});});"""
+
+
+def _visible_rows(driver: Any) -> list[list[str]]:
+    """The rows the filters leave, as each cell's sort value, in table order: read from the DOM
+    in one script (the rows' ``hidden`` flag), not from what is scrolled into view."""
+    rows: list[list[str]] = driver.execute_script(ROWS_JS)
+    return rows
 
 
 def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[str, Path]) -> None:
@@ -162,10 +170,7 @@ def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[st
 
     def prices() -> list[float]:
         # the exact price each cell sorts by (its text shows three decimals)
-        return [
-            float(r.find_elements("tag name", "td")[11].get_attribute("data-v"))
-            for r in _visible_rows(browser)
-        ]
+        return [float(r[11]) for r in _visible_rows(browser)]
 
     price.click()
     ascending = prices()
@@ -176,12 +181,15 @@ def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[st
     Select(browser.find_element("name", "gpu")).select_by_value("H100")
     rows = _visible_rows(browser)
     h100 = [o for o in offers if o.instance.gpu.name == "H100"]
-    assert len(rows) == len(h100) and {r.find_elements("tag name", "td")[4].text for r in rows} == {"H100"}
-    marks = [m for m in browser.find_elements("css selector", "#chart-vram circle.mark") if m.is_displayed()]
-    assert marks and {m.get_attribute("data-series") for m in marks} == {"H100"}
+    assert len(rows) == len(h100) and {r[4] for r in rows} == {"H100"}
+    shown = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#chart-vram circle.mark'))"
+        ".filter(function(m){return m.style.display !== 'none';}).map(function(m){return m.dataset.series;});"
+    )
+    assert shown and set(shown) == {"H100"}
     assert browser.find_element("id", "count").text == f"{len(h100)} offers shown"
     browser.find_element("name", "spot").click()
-    assert all(r.find_elements("tag name", "td")[10].text == "spot" for r in _visible_rows(browser))
+    assert all(r[10] == "spot" for r in _visible_rows(browser))
     _shot(browser, "offers-filtered.png")
 
 
