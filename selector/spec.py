@@ -363,6 +363,23 @@ class JobSpec(_Strict):
     workdir: str = Field("/var/lib/gpufit", description="working directory; outputs/ is synced to the bucket")
 
 
+def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_open: str) -> list[str]:
+    """One problem per CIDR that does not parse, or that opens to everyone (/0) without the
+    opt-in; ``malformed`` and ``too_open`` are the messages, formatted with the CIDR."""
+    import ipaddress
+
+    problems = []
+    for cidr in cidrs:
+        try:
+            net = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            problems.append(malformed.format(cidr))
+            continue
+        if net.prefixlen == 0 and not open_allowed:
+            problems.append(too_open.format(cidr))
+    return problems
+
+
 class AccessSpec(_Strict):
     """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
 
@@ -377,30 +394,17 @@ class AccessSpec(_Strict):
 
     @model_validator(mode="after")
     def _cidrs(self) -> AccessSpec:
-        import ipaddress
-
-        problems = []
-        for cidr in self.api_cidrs:
-            try:
-                net = ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                problems.append(f"api_cidrs: {cidr!r} is not a CIDR such as 203.0.113.0/24")
-                continue
-            if net.prefixlen == 0 and not self.allow_api_from_anywhere:
-                problems.append(
-                    f"api_cidrs: {cidr} opens the endpoint to the whole internet; set "
-                    "allow_api_from_anywhere to mean it"
-                )
-        for cidr in self.ssh_cidrs:
-            try:
-                net = ipaddress.ip_network(cidr, strict=False)
-            except ValueError:
-                problems.append(f"{cidr!r} is not a CIDR such as 203.0.113.7/32")
-                continue
-            if net.prefixlen == 0 and not self.allow_ssh_from_anywhere:
-                problems.append(
-                    f"{cidr} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it"
-                )
+        problems = _cidr_problems(
+            self.api_cidrs,
+            self.allow_api_from_anywhere,
+            "api_cidrs: {!r} is not a CIDR such as 203.0.113.0/24",
+            "api_cidrs: {} opens the endpoint to the whole internet; set allow_api_from_anywhere to mean it",
+        ) + _cidr_problems(
+            self.ssh_cidrs,
+            self.allow_ssh_from_anywhere,
+            "{!r} is not a CIDR such as 203.0.113.7/32",
+            "{} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it",
+        )
         if problems:
             raise ValueError("; ".join(problems))
         return self
