@@ -332,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((w for w in words if not w.startswith("-")), None)
     wants_help = any(w in ("-h", "--help") for w in words[:1])
     args = build_parser(first if first in COMMANDS and not wants_help else None).parse_args(words)
+    from providers.hf_hub import fetch_model
+    from selector.spec import use_hub
+
+    use_hub(fetch_model)  # model.hf alone: sized from the Hub's config.json (cached)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `gpufit offers | head`

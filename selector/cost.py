@@ -99,7 +99,7 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
         raw = OS_IMAGE_GB + weights + (ENGINE_IMAGE_ALLOWANCE_GB if served else 0.0) + storage.dataset_gb
         disk = math.ceil(raw / DISK_ROUND_GB) * DISK_ROUND_GB
     run_hours = None
-    if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and req.work_tflop is None):
+    if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and spec.work is None):
         run_hours = spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
     stateless = spec.fault_tolerance == "stateless"
     return CostInputs(

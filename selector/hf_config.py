@@ -1,6 +1,6 @@
 """Sizing inputs from a Hugging Face ``config.json``: the architecture families people serve and
-tune, mapped to a ``ModelArch`` (layers, widths, heads, experts, attention kind, windows) with
-the parameter count computed from the shapes.
+tune, mapped to a ``ModelArch`` (layers, widths, heads, experts, attention kind, windows, vision
+encoder, encoder-decoder shape) with the parameter count computed from the shapes.
 
 Parameters, per the transformers modelling code of each family: embeddings vocab × hidden
 (and as much again for an untied output head); per layer attention q, k, v, o projections
@@ -9,6 +9,18 @@ for multi-head latent attention (DeepSeek-V2/V3) the low-rank q and kv projectio
 MLP's three matrices (3 × hidden × intermediate) per dense layer, per routed and shared expert
 in a mixture-of-experts layer, plus the router (hidden × experts). Norms and biases are left
 out (under 0.1 % of any of these models). Active parameters count the experts a token uses.
+
+Multimodal configs (``text_config`` + ``vision_config``, or a vision_config beside top-level
+text fields as in Qwen2-VL) add a vision transformer: per layer 4·h² attention and an MLP of
+2·h·ffn (3·h·ffn when gated), the patch embedding (3 channels × patch² × h, × the temporal
+patch for video-capable encoders) and a projector into the language model (h_vision · merge²
+× h_text + h_text²). Image tokens per image come from the config where it states them
+(``mm_tokens_per_image``, ``image_seq_length``), else (image_size / patch)² ÷ merge².
+
+Whisper (Radford et al. 2022, "Robust Speech Recognition via Large-Scale Weak Supervision",
+§2.2): encoder layers 4·d² + 2·d·ffn, decoder layers 8·d² + 2·d·ffn (self- and cross-
+attention), two convolutions of width 3 over the mel bins, tied token embeddings and learned
+positions.
 """
 
 from __future__ import annotations
@@ -18,10 +30,29 @@ from typing import Any
 
 from selector.presets import ModelArch
 
-DENSE_FAMILIES = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3"})
+DENSE_FAMILIES = frozenset(
+    {
+        "llama",
+        "mistral",
+        "qwen2",
+        "qwen3",
+        "gemma",
+        "gemma2",
+        "gemma3_text",
+        "phi3",
+        "granite",
+        "olmo2",
+        "mllama_text_model",
+        "qwen2_vl",
+        "qwen2_5_vl",
+        "qwen2_vl_text",
+        "qwen2_5_vl_text",
+    }
+)
 MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe"})
 MLA_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
-FAMILIES = DENSE_FAMILIES | MOE_FAMILIES | MLA_FAMILIES
+AUDIO_FAMILIES = frozenset({"whisper"})
+FAMILIES = DENSE_FAMILIES | MOE_FAMILIES | MLA_FAMILIES | AUDIO_FAMILIES
 NEEDED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 
 
@@ -44,9 +75,25 @@ def _int(cfg: Mapping[str, Any], key: str, default: int | None = None) -> int:
     return value
 
 
+def _first_int(cfg: Mapping[str, Any], keys: tuple[str, ...], default: int | None = None) -> int:
+    """The first of ``keys`` the vision config has (encoders name one width differently:
+    ``hidden_size``, ``embed_dim``, ``width``)."""
+    for key in keys:
+        if cfg.get(key) is not None:
+            try:
+                return _int(cfg, key)
+            except ConfigError as err:
+                raise ConfigError(str(err).replace("config.json", "config.json vision_config")) from None
+    if default is None:
+        raise ConfigError(f"config.json vision_config lacks {keys[0]!r}")
+    return default
+
+
 def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
-    """The architecture of a config.json (multimodal: its text model). ConfigError names what
-    is missing, or the family when gpufit does not know it."""
+    """The architecture of a config.json (multimodal: its text model plus the vision encoder).
+    ConfigError names what is missing, or the family when gpufit does not know it."""
+    if doc.get("model_type") in AUDIO_FAMILIES:
+        return _whisper(doc, name)
     cfg = text_config(doc)
     family = str(cfg.get("model_type", ""))
     if family not in FAMILIES:
@@ -58,10 +105,10 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         )
     hidden, layers = _int(cfg, "hidden_size"), _int(cfg, "num_hidden_layers")
     heads, vocab = _int(cfg, "num_attention_heads"), _int(cfg, "vocab_size")
-    kv_heads = _int(cfg, "num_key_value_heads", heads)
-    head_dim = _int(cfg, "head_dim", hidden // heads) if cfg.get("head_dim") is not None else hidden // heads
+    kv_heads = _int(cfg, "num_key_value_heads", heads) if cfg.get("num_key_value_heads") else heads
+    head_dim = _int(cfg, "head_dim") if cfg.get("head_dim") is not None else hidden // heads
     ffn = _int(cfg, "intermediate_size")
-    tied = bool(cfg.get("tie_word_embeddings", False))
+    tied = bool(cfg.get("tie_word_embeddings", doc.get("tie_word_embeddings", False)))
     embeddings = vocab * hidden * (1 if tied else 2)
 
     kv_lora = qk_rope = 0
@@ -109,21 +156,15 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
     params = embeddings + layers * attention + total_mlp
     active = embeddings + layers * attention + active_mlp
 
-    window = window_layers = 0
-    if cfg.get("sliding_window") and (family not in ("qwen2", "qwen3") or cfg.get("use_sliding_window")):
-        window = _int(cfg, "sliding_window")
-        if family == "gemma2":
-            window_layers = layers // 2  # local and global layers alternate
-        elif family == "gemma3_text":
-            pattern = _int(cfg, "sliding_window_pattern", 6)
-            window_layers = layers - layers // pattern  # one global layer in every `pattern`
-        else:
-            window_layers = layers
+    window, window_layers = _sliding_window(cfg, family, layers)
+    vision, image_tokens = _vision(doc, hidden)
+    cross = cfg.get("cross_attention_layers")
+    image_token_layers = len(cross) if family == "mllama_text_model" and isinstance(cross, list) else 0
     return ModelArch(
         name=name,
         kind="transformer",
-        params=float(params),
-        params_active=float(active),
+        params=float(params + vision),
+        params_active=float(active + vision),
         layers=layers,
         hidden=hidden,
         heads=heads,
@@ -138,5 +179,101 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         qk_rope_head_dim=qk_rope,
         sliding_window=window,
         window_layers=window_layers,
-        source=f"config.json ({family})",
+        vision_params=float(vision),
+        image_tokens=image_tokens,
+        image_token_layers=image_token_layers,
+        source=f"config.json ({family}{' + vision encoder' if vision else ''})",
+    )
+
+
+def _sliding_window(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[int, int]:
+    """(window, layers that use it). ``layer_types`` lists each layer's attention where the
+    config has it (transformers ≥ 4.53); else Gemma 2 alternates local and global layers,
+    Gemma 3 has one global layer in every ``sliding_window_pattern``, Qwen uses the window
+    only with ``use_sliding_window``, and Mistral windows every layer."""
+    if not cfg.get("sliding_window"):
+        return 0, 0
+    if family.startswith(("qwen2", "qwen3")) and not cfg.get("use_sliding_window"):
+        return 0, 0
+    window = _int(cfg, "sliding_window")
+    kinds = cfg.get("layer_types")
+    if isinstance(kinds, list) and kinds:
+        return window, sum(1 for kind in kinds if kind == "sliding_attention")
+    if family == "gemma2":
+        return window, layers // 2
+    if family == "gemma3_text":
+        pattern = _int(cfg, "sliding_window_pattern", 6)
+        return window, layers - layers // pattern
+    return window, layers
+
+
+def _vision(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """(vision encoder + projector parameters, tokens per image) of a multimodal config; (0, 0)
+    for a text-only one. See the module docstring for the terms."""
+    vision = doc.get("vision_config")
+    if not isinstance(vision, Mapping):
+        return 0, 0
+    layers = _first_int(vision, ("num_hidden_layers", "depth", "num_layers"))
+    layers += _first_int(vision, ("num_global_layers",), 0)  # mllama's global encoder
+    # Qwen2-VL names the ViT width embed_dim and its output width hidden_size
+    hidden = _first_int(vision, ("embed_dim", "hidden_size", "width"))
+    if vision.get("intermediate_size") is not None:
+        ffn = _int(vision, "intermediate_size")
+    else:
+        ffn = int(float(vision.get("mlp_ratio", 4)) * hidden)
+    gated = str(vision.get("hidden_act", "")) in ("silu", "swiglu")
+    patch = _first_int(vision, ("patch_size",), 14)
+    temporal = _first_int(vision, ("temporal_patch_size",), 1)
+    channels = _first_int(vision, ("num_channels", "in_channels", "in_chans"), 3)
+    merge = _first_int(vision, ("spatial_merge_size",), 1)
+    per_layer = 4 * hidden * hidden + (3 if gated else 2) * hidden * ffn
+    params = layers * per_layer + channels * patch * patch * temporal * hidden
+    params += hidden * merge * merge * text_hidden + text_hidden * text_hidden
+    tokens = 0
+    for key in ("mm_tokens_per_image", "image_seq_length"):
+        if doc.get(key):
+            tokens = _int(doc, key)
+            break
+    else:
+        size = vision.get("image_size")
+        if isinstance(size, int) and size > 0 and patch:
+            tokens = (size // patch) ** 2 // (merge * merge)
+            if doc.get("model_type") == "mllama":  # a class token per tile, up to max_num_tiles tiles
+                tokens = (tokens + 1) * _first_int(vision, ("max_num_tiles",), 4)
+    return params, tokens
+
+
+def _whisper(doc: Mapping[str, Any], name: str) -> ModelArch:
+    """An encoder-decoder speech model (module docstring); ``layers`` are the decoder's, whose
+    KV cache grows with the text, and ``encoder_positions`` the cross-attended audio states."""
+    d = _int(doc, "d_model")
+    enc, dec = _int(doc, "encoder_layers"), _int(doc, "decoder_layers")
+    enc_ffn, dec_ffn = _int(doc, "encoder_ffn_dim"), _int(doc, "decoder_ffn_dim")
+    heads, vocab = _int(doc, "decoder_attention_heads"), _int(doc, "vocab_size")
+    mels = _int(doc, "num_mel_bins")
+    sources, targets = _int(doc, "max_source_positions"), _int(doc, "max_target_positions")
+    params = (
+        enc * (4 * d * d + 2 * d * enc_ffn)
+        + dec * (8 * d * d + 2 * d * dec_ffn)
+        + 3 * mels * d
+        + 3 * d * d
+        + vocab * d
+        + (sources + targets) * d
+    )
+    return ModelArch(
+        name=name,
+        kind="audio",
+        params=float(params),
+        params_active=float(params),
+        layers=dec,
+        hidden=d,
+        heads=heads,
+        kv_heads=heads,
+        head_dim=d // heads,
+        ffn=dec_ffn,
+        vocab=vocab,
+        context=targets,
+        encoder_layers=enc,
+        encoder_positions=sources,
+        source="config.json (whisper, encoder-decoder)",
     )

@@ -3,16 +3,33 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
 from selector.datafile import load_yaml, require_schema
 
-ModelKind = Literal["transformer", "diffusion", "custom"]
+ModelKind = Literal["transformer", "diffusion", "audio", "custom"]
 
-_MODELS_FILE = Path(__file__).parent / "data" / "models.yaml"
+_DATA = Path(__file__).parent / "data"
+_MODELS_FILE = _DATA / "models.yaml"
+CONFIGS_DIR = _DATA / "configs"
+"""Published config.json files the transformer presets are sized from (one per preset)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkItem:
+    """A preset's measured cost of one item of batch work (an image, a second of audio):
+    ``seconds`` of wall time for one item on one ``gpu`` computing in ``precision``, as
+    ``source`` measured it in ``setting``. Other GPUs scale by tensor throughput."""
+
+    unit: str
+    seconds: float
+    gpu: str
+    precision: str
+    setting: str
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +62,17 @@ class ModelArch:
     qk_rope_head_dim: int = 0  # MLA: the decoupled RoPE key width cached beside the latent
     sliding_window: int = 0  # tokens a sliding-window layer attends to (0: none)
     window_layers: int = 0  # how many layers use the sliding window (the rest attend globally)
+    vision_params: float = 0.0  # multimodal: the vision encoder and projector (inside ``params``)
+    image_tokens: int = 0  # multimodal: context tokens one image adds (0: not known from the config)
+    image_token_layers: int = 0  # layers whose KV cache holds image tokens (0: all; mllama: cross-attention)
+    encoder_layers: int = 0  # encoder-decoder (Whisper): encoder layers; ``layers`` are the decoder's
+    encoder_positions: int = 0  # encoder-decoder: encoder states the decoder cross-attends to
+    item: WorkItem | None = None  # diffusion and audio presets: the measured cost of one item
+    checkpoint_bytes: float = 0.0  # bytes of the published weights files, when their dtypes are known
+
+    @property
+    def is_multimodal(self) -> bool:
+        return self.vision_params > 0
 
     @property
     def is_mla(self) -> bool:
@@ -73,8 +101,10 @@ def _preset_table() -> dict[str, Any]:
     models: dict[str, Any] = doc["models"]
     sources: dict[str, Any] = doc["sources"]
     for name, entry in models.items():
-        if entry.get("source") not in sources:
-            raise ValueError(f"{_MODELS_FILE}: model {name!r} names unknown source {entry.get('source')!r}")
+        item = entry.get("item") or {}
+        for key in (entry.get("source"), *([item.get("source")] if item else [])):
+            if key not in sources:
+                raise ValueError(f"{_MODELS_FILE}: model {name!r} names unknown source {key!r}")
     return doc
 
 
@@ -99,8 +129,33 @@ def closest_presets(name: str, n: int = 3) -> list[str]:
     return hits
 
 
+def _work_item(entry: dict[str, Any]) -> WorkItem | None:
+    item = entry.get("item")
+    if not item:
+        return None
+    return WorkItem(
+        unit=str(item["unit"]),
+        seconds=float(item["seconds"]),
+        gpu=str(item["gpu"]),
+        precision=str(item["precision"]),
+        setting=str(item["setting"]),
+        source=str(item["source"]),
+    )
+
+
+@lru_cache(maxsize=64)
 def arch_from_preset(name: str) -> ModelArch:
+    """A preset's architecture: from its bundled config.json (``config:``) when it has one,
+    else from the figures written in models.yaml."""
     entry = _preset_table()["models"][name]
+    if entry.get("config"):
+        import json
+
+        from selector.hf_config import arch_from_config
+
+        doc = json.loads((CONFIGS_DIR / entry["config"]).read_text(encoding="utf-8"))
+        arch = arch_from_config(doc, name)
+        return replace(arch, source=f"preset {name} ({entry['source']})", hf=entry.get("hf"))
     params = float(entry["params_b"]) * 1e9
     heads = int(entry.get("heads", 0))
     hidden = int(entry.get("hidden", 0))
@@ -109,14 +164,14 @@ def arch_from_preset(name: str) -> ModelArch:
         kind=entry["kind"],
         params=params,
         params_active=float(entry.get("params_active_b", entry["params_b"])) * 1e9,
-        layers=int(entry.get("layers", 0)),
+        layers=int(entry.get("layers", entry.get("decoder_layers", 0))),
         hidden=hidden,
         heads=heads,
         kv_heads=int(entry.get("kv_heads", heads)),
         head_dim=int(entry.get("head_dim", hidden // heads if heads else 0)),
         ffn=int(entry.get("ffn", 0)),
         vocab=int(entry.get("vocab", 0)),
-        context=int(entry.get("context", 0)),
+        context=int(entry.get("context", entry.get("max_target_positions", 0))),
         experts=int(entry.get("experts", 1)),
         experts_active=int(entry.get("experts_active", 1)),
         source=f"preset {name} ({entry['source']})",
@@ -125,4 +180,7 @@ def arch_from_preset(name: str) -> ModelArch:
         qk_rope_head_dim=int(entry.get("qk_rope_head_dim", 0)),
         sliding_window=int(entry.get("sliding_window", 0)),
         window_layers=int(entry.get("window_layers", 0)),
+        encoder_layers=int(entry.get("encoder_layers", 0)),
+        encoder_positions=int(entry.get("max_source_positions", 0)),
+        item=_work_item(entry),
     )

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
-from selector.catalog import GpuSpec, InstanceType, sourced_only
+from selector.catalog import GpuSpec, InstanceType, load_gpus, sourced_only
 from selector.presets import ModelArch
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
@@ -53,6 +54,9 @@ DEFAULT_MFU = 0.40
 PREFILL_CHUNK_TOKENS = 2048
 """Tokens a serving engine prefills in one forward pass (chunked prefill); sizes the
 activation workspace. A gpufit default, not a measured figure."""
+
+ONE_GPU_KINDS = frozenset({"diffusion", "audio"})
+"""Model kinds a replica runs on one GPU (many replicas per instance, never tensor parallel)."""
 
 INFERENCE_OVERHEAD_FACTOR = 1.2
 """Rule of thumb for models the transformer arithmetic does not cover (diffusion):
@@ -128,6 +132,12 @@ class Requirements:
     tokens_per_s_total: float | None = None
     batch_tokens: float | None = None
     work_tflop: float | None = None
+    work_ref_gpu_seconds: float | None = None
+    """Item work measured on a reference GPU: seconds of it for the whole job (items × the
+    preset's seconds per item); ``work_ref_tflops`` is that GPU's throughput in the measured
+    precision, so another GPU takes seconds × ref ÷ its own (tensor-throughput scaling)."""
+    work_ref_tflops: float = 0.0
+    work_ref_note: str = ""
     deadline_hours: float | None = None
     max_nodes: int = 16
     allow_pcie_parallel: bool = False
@@ -174,6 +184,18 @@ def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: int, batch: int) -
     return kv_bytes_per_token_layer(arch, kv_bytes) * tokens * batch
 
 
+def image_kv_bytes(arch: ModelArch, kv_bytes: float, context: int, image_tokens: int, batch: int) -> float:
+    """KV cache the images of ``batch`` sequences add. Models that put image tokens in the
+    sequence (LLaVA, Qwen2-VL, Gemma 3) cache them like text, in every layer (a sliding-window
+    layer still up to its window); mllama (Llama 3.2 Vision) attends to them only in its
+    cross-attention layers (Meta, Llama 3.2 model card; transformers ``MllamaTextModel``)."""
+    if arch.image_token_layers:
+        return kv_bytes_per_token_layer(arch, kv_bytes) * image_tokens * arch.image_token_layers * batch
+    return kv_cache_bytes(arch, kv_bytes, context + image_tokens, batch) - kv_cache_bytes(
+        arch, kv_bytes, context, batch
+    )
+
+
 def lora_params(arch: ModelArch, rank: int) -> float:
     """LoRA adapter parameters on every linear layer (as QLoRA does, Dettmers et al. 2023 §4):
     each d_in×d_out projection gains r·(d_in + d_out). Per layer: q and o (h→h), k and v
@@ -195,12 +217,16 @@ def expected_experts_touched(arch: ModelArch, batch: int) -> float:
 
 
 def decode_weight_bytes(arch: ModelArch, weight_bytes: float, batch: int) -> tuple[float, str]:
-    """Weight bytes one decode step streams from memory (all of them for a dense model)."""
+    """Weight bytes one decode step streams from memory: all of a dense model's, the shared
+    part and the experts the batch touches of a MoE model's; a vision encoder runs only when a
+    prompt's images are encoded (prefill), so decoding never reads it."""
     if not arch.is_moe:
+        if arch.vision_params:
+            return (arch.params - arch.vision_params) * weight_bytes, "(params − vision encoder) × bytes"
         return arch.params * weight_bytes, "params × bytes"
     e, k = arch.experts, arch.experts_active
     per_expert = (arch.params - arch.params_active) / (e - k)
-    shared = arch.params - e * per_expert
+    shared = arch.params - arch.vision_params - e * per_expert
     touched = expected_experts_touched(arch, batch)
     return (shared + touched * per_expert) * weight_bytes, (
         f"(shared + {touched:.2f} experts touched of {e}) × bytes"
@@ -239,7 +265,8 @@ def requirements(spec: WorkloadSpec) -> Requirements:
         max_nodes=spec.placement.max_nodes,
         allow_pcie_parallel=spec.placement.allow_pcie_tensor_parallel,
         require_sourced=spec.placement.require_sourced,
-        weights_file_bytes=arch.params * (2.0 if spec.precision == "nf4" else wbytes),
+        weights_file_bytes=arch.checkpoint_bytes
+        or arch.params * (2.0 if spec.precision == "nf4" else wbytes),
     )
     if spec.task in TRAINING_TASKS:
         return _training_requirements(spec, arch, wbytes, terms, common)
@@ -257,16 +284,19 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             min_bandwidth_gbps=0.0,
             train_flops=0.0,
             terms=tuple(terms),
-            work_tflop=_work_tflop(spec, terms),
             min_gpu_bandwidth_gbps=arch.min_bandwidth_gbps,
+            **_work(spec, arch, terms),
         )
-    if arch.kind == "diffusion":
+    if arch.kind in ("diffusion", "audio"):
         weights = arch.params * wbytes
-        total = weights * INFERENCE_OVERHEAD_FACTOR
         terms.append(Term("weights", weights / GIB, "GiB", f"{arch.params:.3g} params × {wbytes:g} B"))
-        terms.append(
-            Term("runtime (rule of thumb)", total / GIB, "GiB", f"{INFERENCE_OVERHEAD_FACTOR} × weights")
-        )
+        if arch.kind == "audio" and arch.layers:
+            total = weights + _audio_state_bytes(spec, arch, terms)
+        else:
+            total = weights * INFERENCE_OVERHEAD_FACTOR
+            terms.append(
+                Term("runtime (rule of thumb)", total / GIB, "GiB", f"{INFERENCE_OVERHEAD_FACTOR} × weights")
+            )
         return replace(
             common,
             sharded_bytes=0.0,
@@ -278,19 +308,70 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             min_bandwidth_gbps=0.0,
             train_flops=0.0,
             terms=tuple(terms),
-            work_tflop=_work_tflop(spec, terms),
+            **_work(spec, arch, terms),
         )
     return _serving_requirements(spec, arch, wbytes, eff, terms, common)
 
 
-def _work_tflop(spec: WorkloadSpec, terms: list[Term]) -> float | None:
-    if spec.work is None:
-        return None
-    total = spec.work.items * spec.work.tflop_per_item
+AUDIO_ACTIVATION_FACTOR = 4
+"""Encoder activations of one 30-second window held at once: about four hidden-width tensors
+per position (residual stream, attention output, the MLP's input and output), the inference
+counterpart of Korthikanti et al.'s per-layer terms with nothing kept for a backward pass.
+A gpufit estimate, not a measured figure."""
+
+
+def _audio_state_bytes(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> float:
+    """An encoder-decoder speech model's memory beyond its weights, per batch of windows:
+    the decoder's KV cache over its own tokens (self-attention, ``context`` = 448 for Whisper)
+    and over the encoder's states (cross-attention, 1500 positions for a 30 s window: Radford
+    et al. 2022, §2.2), 2 × layers × hidden × bytes per cached position, plus the encoder's
+    activations for the window."""
+    batch = spec.work.batch if spec.work is not None else 1
+    kvb = _kv_precision_bytes(spec)
+    positions = arch.context + arch.encoder_positions
+    kv = 2.0 * arch.layers * arch.hidden * kvb * positions * batch
+    acts = AUDIO_ACTIVATION_FACTOR * arch.encoder_positions * arch.hidden * 2.0 * batch
     terms.append(
-        Term("work", total, "TFLOP", f"{spec.work.items:.3g} items × {spec.work.tflop_per_item:g} TFLOP")
+        Term(
+            "decoder kv cache",
+            kv / GIB,
+            "GiB",
+            f"2 × {arch.layers} layers × {arch.hidden} × {kvb:g} B × ({arch.context} text + "
+            f"{arch.encoder_positions} audio positions) × {batch} windows",
+        )
     )
-    return total
+    terms.append(
+        Term(
+            "encoder activations",
+            acts / GIB,
+            "GiB",
+            f"{AUDIO_ACTIVATION_FACTOR} × {arch.encoder_positions} positions × {arch.hidden} × 2 B × {batch}",
+        )
+    )
+    return kv + acts
+
+
+def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, Any]:
+    """The batch work of a non-token job: TFLOP per item as stated, else the preset's measured
+    seconds per item on its reference GPU (scaled to each GPU in ``fit``)."""
+    work = spec.work
+    if work is None:
+        return {}
+    count = work.item_count
+    if work.tflop_per_item is not None:
+        total = count * work.tflop_per_item
+        terms.append(Term("work", total, "TFLOP", f"{count:.3g} items × {work.tflop_per_item:g} TFLOP"))
+        return {"work_tflop": total}
+    item = arch.item
+    assert item is not None  # the spec requires tflop_per_item otherwise
+    ref_tflops = load_gpus()[item.gpu].tflops_at(item.precision) or 0.0
+    seconds = count * item.seconds
+    note = (
+        f"{count:.3g} {item.unit}s × {item.seconds:g} s per {item.unit} measured on {item.gpu} "
+        f"({item.setting}; {item.source})"
+    )
+    terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))
+    return {"work_ref_gpu_seconds": seconds, "work_ref_tflops": ref_tflops, "work_ref_note": note}
 
 
 def _serving_requirements(
@@ -308,13 +389,25 @@ def _serving_requirements(
     weights = arch.params * wbytes
     per_token = kv_bytes_per_token(arch, kvb)
     kv = kv_cache_bytes(arch, kvb, serving.context_tokens, batch)
+    image_tokens = serving.images_per_request * (serving.image_tokens or arch.image_tokens)
+    if image_tokens:
+        kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(arch, wbytes, batch)
     step_bytes = step_weights + kv
-    step_flops = 2.0 * arch.params_active * batch
+    step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch
     rate = serving.tokens_per_s_per_stream
     min_bw = step_bytes * rate / eff / 1e9 if rate else 0.0
+    if arch.vision_params:
+        terms.append(
+            Term(
+                "vision encoder (in the weights)",
+                arch.vision_params * wbytes / GIB,
+                "GiB",
+                f"{arch.vision_params:.3g} params × {wbytes:g} B; read at prefill only",
+            )
+        )
     terms += [
         Term("weights", weights / GIB, "GiB", f"{arch.params:.4g} params × {wbytes:g} B ({spec.precision})"),
         Term(
@@ -339,6 +432,13 @@ def _serving_requirements(
                 f"min(context, {arch.sliding_window})"
                 if arch.sliding_window and arch.window_layers
                 else ""
+            )
+            + (
+                f"; + {serving.images_per_request} images × {image_tokens // serving.images_per_request} "
+                "tokens each"
+                + (f" in {arch.image_token_layers} cross-attention layers" if arch.image_token_layers else "")
+                if image_tokens
+                else ""
             ),
         ),
         Term(
@@ -352,7 +452,7 @@ def _serving_requirements(
             "flops per decode step",
             step_flops / 1e12,
             "TFLOP",
-            f"2 × {arch.params_active:.4g} active params × {batch} sequences",
+            f"2 × {arch.params_active - arch.vision_params:.4g} active params × {batch} sequences",
         ),
     ]
     if rate:
@@ -593,7 +693,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     the instance's GPUs sharing it, and what the instance has. ``gap`` is measured on one node."""
     n = it.gpu_count
     kv_heads = req.arch.kv_split_heads if not req.is_training else 0
-    shards = 1 if req.arch.kind == "diffusion" else n
+    shards = 1 if req.arch.kind in ONE_GPU_KINDS else n
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
     return Rejection(
@@ -622,7 +722,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     usable = usable_gib(gpu)
     heads = req.arch.heads
-    if req.arch.kind == "diffusion":
+    if req.arch.kind in ONE_GPU_KINDS:
         degrees = [1]
     else:
         degrees = [t for t in _powers_of_two(n) if not heads or heads % t == 0]
@@ -642,8 +742,8 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
         slow = shape_or_slow
     if slow is not None:
         return slow
-    if req.arch.kind == "diffusion":
-        return _vram_rejection(req, it, " (diffusion models run on one GPU)")
+    if req.arch.kind in ONE_GPU_KINDS:
+        return _vram_rejection(req, it, f" ({req.arch.kind} models run on one GPU)")
     # Beyond one node: tensor parallel inside the node, pipeline stages across nodes.
     top = degrees[-1] if degrees else 1
     for nodes in range(2, req.max_nodes + 1):
@@ -700,6 +800,23 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
         terms.append(
             Term("batch hours", job_hours, "h", f"{req.batch_tokens:.3g} tokens ÷ {fleet_rate:.0f} tok/s")
         )
+    elif req.work_ref_gpu_seconds:
+        tflops = gpu.tflops_at(req.precision)
+        if tflops is None:
+            return Rejection(
+                "speed", f"no sourced {req.precision} throughput for {gpu.name} to scale the measured work"
+            )
+        scale_to = req.work_ref_tflops / tflops
+        job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
+        terms.append(
+            Term(
+                "batch hours",
+                job_hours,
+                "h",
+                f"reference GPU-hours × {req.work_ref_tflops:g} ÷ {tflops:g} TFLOPS "
+                f"÷ {n * instances} GPUs{estimate_note(gpu)}",
+            )
+        )
     elif req.work_tflop:
         tflops = gpu.tflops_at(req.precision)
         if tflops is None:
@@ -730,7 +847,7 @@ def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> 
         gpus_per_replica=gpus,
         nodes_per_replica=nodes,
         replicas_per_instance=replicas_per_instance,
-        replicas=n * instances if req.work_tflop else max(replicas, 1),
+        replicas=n * instances if req.work_tflop or req.work_ref_gpu_seconds else max(replicas, 1),
         instances=instances,
         vram_gib_per_gpu=per_gpu_gib(req, gpus, req.arch.kv_split_heads),
         vram_gib_per_replica=req.vram_gib_per_replica,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -115,6 +116,93 @@ def config_arch(path: str) -> ModelArch:
         raise ValueError(f"model.config: {err}") from None
 
 
+SAFETENSORS_DTYPE_BYTES: dict[str, float] = {
+    "F64": 8,
+    "I64": 8,
+    "F32": 4,
+    "I32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "I16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "F8_E8M0": 1,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
+"""Bytes per element of the safetensors dtypes (huggingface/safetensors, format docs)."""
+
+
+@dataclass(frozen=True)
+class HubModel:
+    """What the Hub says of a model repo: its config.json and the safetensors weights' element
+    counts per dtype (empty when the repo has no safetensors), at ``commit``."""
+
+    repo: str
+    revision: str | None
+    commit: str | None
+    config: dict[str, Any]
+    parameters: dict[str, int] = field(default_factory=dict)
+
+
+HubFetcher = Callable[[str, "str | None"], HubModel]
+_hub: list[HubFetcher] = []
+
+
+def use_hub(fetcher: HubFetcher | None) -> None:
+    """Install the function that fetches a repo's config for ``model.hf`` (the CLI and the
+    Pulumi program install ``providers.hf_hub.fetch_model``; the selector does no network I/O
+    of its own). ``None`` removes it."""
+    _hub.clear()
+    if fetcher is not None:
+        _hub.append(fetcher)
+    hub_arch.cache_clear()
+
+
+@lru_cache(maxsize=16)
+def hub_arch(repo: str, revision: str | None) -> ModelArch:
+    """The architecture of a Hub repo, from its config.json, with the exact parameter count
+    of its safetensors weights where the Hub has them (computed shares, such as the vision
+    encoder's or the active experts', are scaled to it). ValueError says why not."""
+    from selector.hf_config import ConfigError, arch_from_config
+
+    if not _hub:
+        raise ValueError(
+            "model.hf alone needs the Hugging Face Hub client (the gpufit CLI and Pulumi program "
+            "install it); give model.config (a local config.json) instead"
+        )
+    try:
+        model = _hub[0](repo, revision)
+    except ValueError as err:
+        raise ValueError(f"model.hf: {err}") from None
+    at = f"{repo}@{model.commit[:12]}" if model.commit else repo
+    try:
+        arch = arch_from_config(model.config, repo.rsplit("/", 1)[-1])
+    except ConfigError as err:
+        raise ValueError(f"model.hf: {at}: {err}") from None
+    arch = replace(arch, hf=repo, source=f"Hugging Face {at} config.json")
+    total = sum(model.parameters.values())
+    if total <= 0:
+        return arch
+    scale = total / arch.params
+    sizes = [SAFETENSORS_DTYPE_BYTES.get(dtype) for dtype in model.parameters]
+    file_bytes = (
+        sum(n * b for n, b in zip(model.parameters.values(), sizes, strict=True) if b is not None)
+        if all(b is not None for b in sizes)
+        else 0.0
+    )
+    dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in sorted(model.parameters.items()))
+    return replace(
+        arch,
+        params=float(total),
+        params_active=arch.params_active * scale,
+        vision_params=arch.vision_params * scale,
+        checkpoint_bytes=float(file_bytes),
+        source=f"Hugging Face {at} config.json; safetensors {total:,} parameters ({dtypes})",
+    )
+
+
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
@@ -126,7 +214,7 @@ class ModelSpec(_Strict):
     """A preset, an explicit architecture, or ``kind: custom`` with needs stated directly."""
 
     preset: str | None = Field(None, description="a name from `gpufit presets`")
-    kind: Literal["transformer", "diffusion", "custom"] | None = None
+    kind: Literal["transformer", "diffusion", "audio", "custom"] | None = None
     params_b: float | None = Field(None, gt=0, description="parameters, in billions")
     params_active_b: float | None = Field(None, gt=0, description="MoE: parameters used per token")
     layers: int | None = Field(None, gt=0)
@@ -156,7 +244,8 @@ class ModelSpec(_Strict):
     hf: str | None = Field(
         None,
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$",
-        description="Hugging Face repo id the server pulls (org/name); presets name their own",
+        description="Hugging Face repo id (org/name): alone, gpufit sizes the model from its config.json "
+        "on the Hub (cached; HF_ENDPOINT, HF_TOKEN honoured); with a preset or config, what the server pulls",
     )
     revision: str | None = Field(None, max_length=200, description="branch, tag or commit of model.hf")
 
@@ -170,12 +259,10 @@ class ModelSpec(_Strict):
                 raise ValueError(f"give either model.config or {', '.join(others)}, not both")
             config_arch(self.config)  # reads and checks it: a bad file is a spec error
             return self
-        if self.hf is not None and self.preset is None and self.params_b is None and self.kind != "custom":
-            raise ValueError(
-                "model.hf names what the server pulls; give a preset, model.config (a local "
-                "config.json) or the architecture to size it (fetching the config from the Hub is "
-                "not built yet)"
-            )
+        if self.sized_by_hub:
+            assert self.hf is not None
+            hub_arch(self.hf, self.revision)  # fetches (or reads the cache) and checks it
+            return self
         explicit = [
             name
             for name in ("params_b", "layers", "hidden", "heads", "kv_heads", "vocab")
@@ -193,9 +280,9 @@ class ModelSpec(_Strict):
             if self.vram_gib is None or self.min_bandwidth_gbps is None:
                 raise ValueError("kind: custom needs vram_gib and min_bandwidth_gbps")
             return self
-        if self.kind == "diffusion":
+        if self.kind in ("diffusion", "audio"):
             if self.params_b is None:
-                raise ValueError("kind: diffusion needs params_b")
+                raise ValueError(f"kind: {self.kind} needs params_b")
             return self
         missing = [n for n in ("params_b", "layers", "hidden", "heads") if getattr(self, n) is None]
         if missing:
@@ -224,8 +311,22 @@ class ModelSpec(_Strict):
             raise ValueError("experts_active cannot exceed experts")
         return self
 
+    @property
+    def sized_by_hub(self) -> bool:
+        """``model.hf`` alone: the architecture comes from the repo's config.json on the Hub."""
+        return (
+            self.hf is not None
+            and self.config is None
+            and self.preset is None
+            and self.params_b is None
+            and self.kind is None
+        )
+
     def resolve(self) -> ModelArch:
         """The architecture the sizing model reads."""
+        if self.sized_by_hub:
+            assert self.hf is not None
+            return hub_arch(self.hf, self.revision)
         if self.config is not None:
             arch = config_arch(self.config)
             return replace(arch, hf=self.hf) if self.hf else arch
@@ -243,8 +344,8 @@ class ModelSpec(_Strict):
             )
         assert self.params_b is not None
         params = self.params_b * 1e9
-        if self.kind == "diffusion":
-            return ModelArch("diffusion", "diffusion", params, params)
+        if self.kind in ("diffusion", "audio"):
+            return ModelArch(self.kind, self.kind, params, params)
         assert self.hidden is not None and self.heads is not None and self.layers is not None
         return ModelArch(
             name="explicit",
@@ -283,6 +384,12 @@ class ServingSpec(_Strict):
         description="model server gpufit starts (serve): default vllm for transformer models "
         "without a job.command, else none",
     )
+    images_per_request: int = Field(
+        0, ge=0, le=64, description="multimodal models: images in each sequence's context"
+    )
+    image_tokens: int | None = Field(
+        None, gt=0, description="context tokens one image takes; default: from the model's config"
+    )
     expose: Literal["private", "load_balancer"] = Field(
         "private", description="private: no inbound route (port-forward); load_balancer: an LB for api_cidrs"
     )
@@ -302,11 +409,31 @@ class TrainingSpec(_Strict):
 
 
 class WorkSpec(_Strict):
-    """Batch work that is not token generation (images, audio): compute-bound items."""
+    """Batch work that is not token generation (images, audio): compute-bound items. A
+    diffusion or audio preset knows what one item costs (a measured time on a named GPU);
+    ``tflop_per_item`` states it instead, or overrides the preset's figure."""
 
-    items: Count = Field(..., description="items to produce, e.g. 2e5 images")
-    tflop_per_item: float = Field(..., gt=0, description="TFLOP one item costs")
+    items: Count | None = Field(None, description="items to produce, e.g. 2e5 images (audio: seconds)")
+    audio: Hours | None = Field(
+        None, description="audio models: hours of audio to transcribe, e.g. 1000h (instead of items)"
+    )
+    tflop_per_item: float | None = Field(
+        None, gt=0, description="TFLOP one item costs; default: the preset's measured cost per item"
+    )
     batch: int = Field(1, gt=0, description="items resident at once per replica")
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> WorkSpec:
+        if (self.items is None) == (self.audio is None):
+            raise ValueError("give work.items or work.audio (hours of audio), one of them")
+        if self.items is not None and self.items <= 0:
+            raise ValueError("work.items must be above 0")
+        return self
+
+    @property
+    def item_count(self) -> float:
+        """Items to produce: ``items``, or the seconds in ``audio``."""
+        return self.items if self.items is not None else (self.audio or 0.0) * 3600.0
 
 
 class EgressSpec(_Strict):
@@ -474,9 +601,8 @@ class WorkloadSpec(_Strict):
             "fp8",
         ):
             problems.append(f"{self.task} trains every weight: precision must be fp32, bf16, fp16 or fp8")
-        arch_kind = self.model.kind or ("transformer" if self.model.preset is None else None)
-        if self.model.preset is not None:
-            arch_kind = self.model.resolve().kind
+        arch = self.model.resolve()
+        arch_kind = arch.kind
         if self.task in TRAINING_TASKS and arch_kind != "transformer":
             problems.append("training needs a transformer architecture (a preset or explicit layers)")
         if self.work is not None and self.task != "batch":
@@ -491,10 +617,36 @@ class WorkloadSpec(_Strict):
                 problems.append(
                     "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
                 )
+        problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _work_problems(self, arch: ModelArch) -> list[str]:
+        """Non-token work needs a cost per item (the preset's measurement or tflop_per_item);
+        hours of audio need an audio model; images need a multimodal model whose image size
+        in tokens is known."""
+        problems: list[str] = []
+        work = self.work
+        if work is not None and self.task == "batch":
+            if work.tflop_per_item is None and arch.item is None:
+                problems.append(
+                    f"work.tflop_per_item: {arch.name} has no measured cost per item; give the "
+                    "TFLOP one item costs"
+                )
+            if work.audio is not None and arch.kind != "audio":
+                problems.append("work.audio (hours of audio) is for audio models such as whisper-large-v3")
+        serving = self.serving
+        if serving is not None and serving.images_per_request:
+            if not arch.is_multimodal:
+                problems.append(f"serving.images_per_request: {arch.name} has no vision encoder")
+            elif not (serving.image_tokens or arch.image_tokens):
+                problems.append(
+                    "serving.image_tokens: the model's config does not say how many tokens an "
+                    "image takes (its encoder takes any resolution); give it"
+                )
+        return problems
 
     def _serving_problems(self, arch_kind: str | None) -> list[str]:
         """The model server and its endpoint: only for serve, only for transformer models, not

@@ -62,14 +62,26 @@ def test_families_map_their_attention_and_experts() -> None:
     assert qwen.sliding_window == 0  # use_sliding_window is false
 
 
-def test_a_multimodal_config_sizes_its_text_model() -> None:
+def test_a_multimodal_config_adds_its_vision_encoder_to_the_text_model() -> None:
     text = load("llama-3.1-8b.json")
-    multimodal = {
-        "model_type": "llava",
-        "text_config": text,
-        "vision_config": {"model_type": "clip_vision_model"},
+    vision = {
+        "model_type": "clip_vision_model",
+        "hidden_size": 1024,
+        "intermediate_size": 4096,
+        "num_hidden_layers": 24,
+        "patch_size": 14,
+        "image_size": 336,
     }
-    assert arch_from_config(multimodal, "v").params == arch_from_config(text, "t").params
+    multimodal = {"model_type": "llava", "text_config": text, "vision_config": vision}
+    arch = arch_from_config(multimodal, "v")
+    text_only = arch_from_config(text, "t")
+    # CLIP ViT-L/14-336: 24 × (4·1024² + 2·1024·4096) + 3·14²·1024 ≈ 302.6M, projector 1024·4096 + 4096²
+    expected = 24 * (4 * 1024**2 + 2 * 1024 * 4096) + 3 * 14 * 14 * 1024 + 1024 * 4096 + 4096**2
+    assert arch.vision_params == expected
+    assert arch.params == text_only.params + expected
+    assert arch.image_tokens == (336 // 14) ** 2 == 576
+    with pytest.raises(ConfigError, match="vision_config lacks 'num_hidden_layers'"):
+        arch_from_config({**multimodal, "vision_config": {"model_type": "clip_vision_model"}}, "v")
 
 
 def test_an_unknown_family_names_the_fields_and_the_way_out() -> None:

@@ -1,0 +1,104 @@
+"""A local fake of the Hugging Face Hub's read API, enough for ``huggingface_hub``'s
+``model_info`` (with ``expand``) and ``hf_hub_download``: repo info with the commit and the
+safetensors counts, and files under ``/{repo}/resolve/{revision}/{path}`` (HEAD and GET) with
+the headers the client checks (``X-Repo-Commit``, ``ETag``). Errors carry the Hub's
+``X-Error-Code`` values (RepoNotFound, GatedRepo, RevisionNotFound, EntryNotFound)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from tests.fakes.http import FakeHandler, LocalServer
+
+
+@dataclass
+class FakeRepo:
+    files: dict[str, bytes]
+    parameters: dict[str, int] | None = None  # safetensors counts per dtype; None: no safetensors
+    commit: str = "0123456789abcdef0123456789abcdef01234567"
+    revisions: tuple[str, ...] = ("main",)
+    token: str | None = None  # a gated repo answers only this bearer token
+
+
+@dataclass
+class FakeHub:
+    repos: dict[str, FakeRepo]
+    requests: list[str] = field(default_factory=list)
+
+
+INFO = re.compile(r"^/api/models/(?P<repo>[^/]+/[^/]+)(?:/revision/(?P<rev>[^/?]+))?$")
+RESOLVE = re.compile(r"^/(?P<repo>[^/]+/[^/]+)/resolve/(?P<rev>[^/]+)/(?P<path>.+)$")
+
+
+def serve_hub(hub: FakeHub) -> LocalServer:
+    """``hub`` on a loopback port; use as ``with serve_hub(hub) as server: server.url``."""
+
+    class Handler(FakeHandler):
+        def do_GET(self) -> None:
+            self._answer(body=True)
+
+        def do_HEAD(self) -> None:
+            self._answer(body=False)
+
+        def _error(self, status: int, code: str, body: bool) -> None:
+            data = json.dumps({"error": code}).encode() if body else b""
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("X-Error-Code", code)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _repo(self, name: str, rev: str, body: bool) -> FakeRepo | None:
+            repo = hub.repos.get(name)
+            if repo is None:
+                self._error(404, "RepoNotFound", body)
+                return None
+            if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
+                self._error(403 if self.headers.get("Authorization") else 401, "GatedRepo", body)
+                return None
+            if rev not in repo.revisions and rev != repo.commit:
+                self._error(404, "RevisionNotFound", body)
+                return None
+            return repo
+
+        def _answer(self, body: bool) -> None:
+            path = unquote(urlsplit(self.path).path)
+            hub.requests.append(f"{self.command} {path}")
+            info, resolve = INFO.match(path), RESOLVE.match(path)
+            if info:
+                repo = self._repo(info["repo"], info["rev"] or "main", body)
+                if repo is None:
+                    return
+                doc: dict[str, Any] = {"id": info["repo"], "sha": repo.commit}
+                if repo.parameters is not None:
+                    doc["safetensors"] = {"parameters": repo.parameters, "total": sum(repo.parameters.values())}
+                data = json.dumps(doc).encode()
+                self.send_body(200, data if body else b"", "application/json")
+                return
+            if resolve:
+                repo = self._repo(resolve["repo"], resolve["rev"], body)
+                if repo is None:
+                    return
+                content = repo.files.get(resolve["path"])
+                if content is None:
+                    self._error(404, "EntryNotFound", body)
+                    return
+                etag = '"' + hashlib.sha1(content).hexdigest() + '"'
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(len(content)))
+                self.send_header("ETag", etag)
+                self.send_header("X-Repo-Commit", repo.commit)
+                self.end_headers()
+                if body:
+                    self.wfile.write(content)
+                return
+            self._error(404, "RepoNotFound", body)
+
+    return LocalServer(Handler, name="fake-hub")
