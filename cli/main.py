@@ -250,27 +250,52 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def cmd_presets(_: argparse.Namespace) -> int:
-    from cli.render import table
-    from selector.presets import preset_entry, preset_names
+PRESET_GROUPS = (
+    ("language", "Language models"),
+    ("multimodal", "Multimodal (vision-language) models"),
+    ("diffusion", "Image generation (diffusion)"),
+    ("audio", "Speech recognition (encoder-decoder audio)"),
+)
 
-    rows = []
+
+def cmd_presets(_: argparse.Namespace) -> int:
+    """The presets grouped by what they do, each with its architecture as gpufit sizes it,
+    what one batch item costs where the preset knows it, and its source."""
+    from cli.render import table
+    from selector.presets import arch_from_preset, preset_entry, preset_names
+
+    groups: dict[str, list[list[str]]] = {key: [] for key, _ in PRESET_GROUPS}
     for name in preset_names():
-        e = preset_entry(name)
-        arch = f"{e.get('layers', '-')}L h{e.get('hidden', '-')} kv{e.get('kv_heads', '-')}"
-        if e.get("experts"):
-            arch += f" {e['experts']}x{e['experts_active']} experts"
-        rows.append(
-            [
-                name,
-                e["kind"],
-                f"{e['params_b']:g}B",
-                arch if e["kind"] == "transformer" else "-",
-                str(e.get("context", "-")),
-                e["source_ref"]["url"],
-            ]
+        arch, entry = arch_from_preset(name), preset_entry(name)
+        params = f"{arch.params / 1e9:.3g}B"
+        if arch.is_moe:
+            params += f" ({arch.params_active / 1e9:.3g}B active)"
+        if arch.kind == "transformer":
+            shape = f"{arch.layers}L h{arch.hidden} kv{arch.kv_heads}"
+            if arch.is_mla:
+                shape = f"{arch.layers}L h{arch.hidden} MLA {arch.kv_lora_rank}+{arch.qk_rope_head_dim}"
+            if arch.is_moe:
+                shape += f" {arch.experts}x{arch.experts_active} experts"
+            if arch.sliding_window:
+                shape += f" window {arch.sliding_window} on {arch.window_layers}L"
+            if arch.is_multimodal:
+                shape += f" + vision {arch.vision_params / 1e9:.2g}B"
+        elif arch.kind == "audio":
+            shape = f"{arch.encoder_layers}+{arch.layers}L enc-dec h{arch.hidden}"
+        else:
+            shape = "-"
+        item = arch.item
+        cost = f"{item.seconds:g} s/{item.unit} on {item.gpu}" if item else "-"
+        group = "multimodal" if arch.is_multimodal else arch.kind if arch.kind != "transformer" else "language"
+        groups.setdefault(group, []).append(
+            [name, params, shape, str(arch.context or "-"), cost, entry["source_ref"]["url"]]
         )
-    sys.stdout.write(table(["preset", "kind", "params", "architecture", "context", "source"], rows) + "\n")
+    headers = ["preset", "params", "architecture", "context", "per item", "source"]
+    parts = []
+    for key, title in PRESET_GROUPS:
+        if groups.get(key):
+            parts.append(f"{title} ({len(groups[key])})\n" + table(headers, groups[key]))
+    sys.stdout.write("\n\n".join(parts) + "\n")
     return EXIT_OK
 
 
