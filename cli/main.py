@@ -286,7 +286,9 @@ def cmd_presets(_: argparse.Namespace) -> int:
             shape = "-"
         item = arch.item
         cost = f"{item.seconds:g} s/{item.unit} on {item.gpu}" if item else "-"
-        group = "multimodal" if arch.is_multimodal else arch.kind if arch.kind != "transformer" else "language"
+        group = "language" if arch.kind == "transformer" else arch.kind
+        if arch.is_multimodal:
+            group = "multimodal"
         groups.setdefault(group, []).append(
             [name, params, shape, str(arch.context or "-"), cost, entry["source_ref"]["url"]]
         )

@@ -111,7 +111,12 @@ def test_the_second_plan_reads_the_cache_without_the_hub(
         "print(json.dumps({'rc': rc, 'hub': 'huggingface_hub' in sys.modules}), file=sys.stderr)"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code, str(spec)], cwd=ROOT, env=env, capture_output=True, text=True, check=False
+        [sys.executable, "-c", code, str(spec)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     status = json.loads(done.stderr.strip().splitlines()[-1])
     assert status == {"rc": 0, "hub": False}

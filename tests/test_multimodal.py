@@ -68,7 +68,8 @@ def test_the_vision_encoder_is_in_memory_but_not_read_per_token(tmp_path: Path) 
 
 
 def test_cross_attention_models_cache_image_tokens_in_those_layers_only(tmp_path: Path) -> None:
-    arch = replace(arch_from_config(json.loads(llava_config(tmp_path).read_text()), "m"), image_token_layers=8)
+    llava = arch_from_config(json.loads(llava_config(tmp_path).read_text()), "m")
+    arch = replace(llava, image_token_layers=8)
     assert image_kv_bytes(arch, 2.0, 4096, 6404, 1) == kv_bytes_per_token_layer(arch, 2.0) * 6404 * 8
     everywhere = replace(arch, image_token_layers=0)
     assert image_kv_bytes(everywhere, 2.0, 4096, 100, 1) == pytest.approx(
@@ -78,12 +79,12 @@ def test_cross_attention_models_cache_image_tokens_in_those_layers_only(tmp_path
 
 def test_images_need_a_vision_model_and_a_known_image_size(tmp_path: Path) -> None:
     text = FIXTURES / "llama-3.1-8b.json"
-    with pytest.raises(SpecError, match="serving.images_per_request: .* has no vision encoder"):
+    with pytest.raises(SpecError, match=r"serving\.images_per_request: .* has no vision encoder"):
         parse_spec(spec(text, images_per_request=1))
     doc = json.loads(llava_config(tmp_path).read_text())
     doc["vision_config"] = {k: v for k, v in CLIP_336.items() if k != "image_size"}
     any_size = tmp_path / "any-size.json"
     any_size.write_text(json.dumps(doc))
-    with pytest.raises(SpecError, match="serving.image_tokens: the model's config does not say"):
+    with pytest.raises(SpecError, match=r"serving\.image_tokens: the model's config does not say"):
         parse_spec(spec(any_size, images_per_request=1))
     assert parse_spec(spec(any_size, images_per_request=1, image_tokens=1024)).serving is not None

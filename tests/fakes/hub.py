@@ -77,7 +77,8 @@ def serve_hub(hub: FakeHub) -> LocalServer:
                     return
                 doc: dict[str, Any] = {"id": info["repo"], "sha": repo.commit}
                 if repo.parameters is not None:
-                    doc["safetensors"] = {"parameters": repo.parameters, "total": sum(repo.parameters.values())}
+                    total = sum(repo.parameters.values())
+                    doc["safetensors"] = {"parameters": repo.parameters, "total": total}
                 data = json.dumps(doc).encode()
                 self.send_body(200, data if body else b"", "application/json")
                 return
