@@ -286,7 +286,7 @@ def cmd_presets(_: argparse.Namespace) -> int:
             shape = "-"
         item = arch.item
         cost = f"{item.seconds:g} s/{item.unit} on {item.gpu}" if item else "-"
-        group = "language" if arch.kind == "transformer" else arch.kind
+        group: str = "language" if arch.kind == "transformer" else arch.kind
         if arch.is_multimodal:
             group = "multimodal"
         groups.setdefault(group, []).append(
