@@ -49,10 +49,23 @@ DENSE_FAMILIES = frozenset(
         "qwen2_5_vl_text",
     }
 )
-MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe"})
+MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "llama4_text"})
 MLA_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
 AUDIO_FAMILIES = frozenset({"whisper"})
 FAMILIES = DENSE_FAMILIES | MOE_FAMILIES | MLA_FAMILIES | AUDIO_FAMILIES
+FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
+    # transformers Gemma3TextConfig.__init__ defaults (models/gemma3/configuration_gemma3.py):
+    # published Gemma 3 configs leave these out and rely on them.
+    "gemma3_text": {
+        "vocab_size": 262_208,
+        "head_dim": 256,
+        "max_position_embeddings": 131_072,
+        "tie_word_embeddings": True,
+        "sliding_window_pattern": 6,
+    },
+}
+"""Values a family's transformers config class supplies when config.json leaves them out."""
+
 NEEDED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 
 
@@ -96,6 +109,7 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         return _whisper(doc, name)
     cfg = text_config(doc)
     family = str(cfg.get("model_type", ""))
+    cfg = {**FAMILY_DEFAULTS.get(family, {}), **cfg}
     if family not in FAMILIES:
         known = ", ".join(sorted(FAMILIES))
         raise ConfigError(
@@ -132,14 +146,23 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         experts = _int(
             cfg,
             "num_local_experts"
-            if family == "mixtral"
+            if family in ("mixtral", "llama4_text")
             else "n_routed_experts"
             if family in MLA_FAMILIES
             else "num_experts",
         )
         experts_active = _int(cfg, "num_experts_per_tok")
-        expert_ffn = ffn if family == "mixtral" else _int(cfg, "moe_intermediate_size")
-        if family in MLA_FAMILIES:
+        expert_ffn = ffn if family in ("mixtral", "llama4_text") else _int(cfg, "moe_intermediate_size")
+        if family == "llama4_text":
+            # Llama 4: MoE on every ``interleave_moe_layer_step``-th layer (or the listed
+            # ``moe_layers``), each with one shared expert; dense layers use intermediate_size_mlp.
+            shared = 3 * hidden * expert_ffn
+            moe_listed = cfg.get("moe_layers")
+            step = _int(cfg, "interleave_moe_layer_step", 1) or 1
+            moe_count = len(moe_listed) if isinstance(moe_listed, list) else layers // step
+            dense_layers = layers - moe_count
+            dense_mlp = 3 * hidden * _int(cfg, "intermediate_size_mlp", ffn)
+        elif family in MLA_FAMILIES:
             shared = _int(cfg, "n_shared_experts", 0) * 3 * hidden * expert_ffn
             dense_layers = _int(cfg, "first_k_dense_replace", 0)
         else:
@@ -226,6 +249,7 @@ def _vision(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
     temporal = _first_int(vision, ("temporal_patch_size",), 1)
     channels = _first_int(vision, ("num_channels", "in_channels", "in_chans"), 3)
     merge = _first_int(vision, ("spatial_merge_size",), 1)
+    shuffle = float(vision.get("pixel_shuffle_ratio") or 1.0)  # Llama 4: tokens × ratio²
     per_layer = 4 * hidden * hidden + (3 if gated else 2) * hidden * ffn
     params = layers * per_layer + channels * patch * patch * temporal * hidden
     params += hidden * merge * merge * text_hidden + text_hidden * text_hidden
@@ -237,7 +261,7 @@ def _vision(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
     else:
         size = vision.get("image_size")
         if isinstance(size, int) and size > 0 and patch:
-            tokens = (size // patch) ** 2 // (merge * merge)
+            tokens = int((size // patch) ** 2 // (merge * merge) * shuffle * shuffle)
             if doc.get("model_type") == "mllama":  # a class token per tile, up to max_num_tiles tiles
                 tokens = (tokens + 1) * _first_int(vision, ("max_num_tiles",), 4)
     return params, tokens

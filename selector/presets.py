@@ -30,6 +30,7 @@ class WorkItem:
     precision: str
     setting: str
     source: str
+    memory_mb: float | None = None  # the whole pipeline's peak GPU memory in that run, where reported
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,6 +141,7 @@ def _work_item(entry: dict[str, Any]) -> WorkItem | None:
         precision=str(item["precision"]),
         setting=str(item["setting"]),
         source=str(item["source"]),
+        memory_mb=float(item["memory_mb"]) if item.get("memory_mb") is not None else None,
     )
 
 
@@ -155,7 +157,9 @@ def arch_from_preset(name: str) -> ModelArch:
 
         doc = json.loads((CONFIGS_DIR / entry["config"]).read_text(encoding="utf-8"))
         arch = arch_from_config(doc, name)
-        return replace(arch, source=f"preset {name} ({entry['source']})", hf=entry.get("hf"))
+        return replace(
+            arch, source=f"preset {name} ({entry['source']})", hf=entry.get("hf"), item=_work_item(entry)
+        )
     params = float(entry["params_b"]) * 1e9
     heads = int(entry.get("heads", 0))
     hidden = int(entry.get("hidden", 0))

@@ -47,6 +47,14 @@ DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
 utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023)
 reports about 60% MBU on A100/H100. Override with ``tuning.bandwidth_efficiency``."""
 
+TP_ALLREDUCE_LATENCY_S = 13e-6
+"""Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB: 11-14 µs
+on 2-8 A100s for vLLM's custom all-reduce of 512 B to 32 KiB (sglang PR #2688, 'Support
+twoshot kernel'). Megatron tensor parallelism all-reduces twice per layer in the forward pass
+(Shoeybi et al. 2019, arXiv 1909.08053, Figure 4), so a decode step over t > 1 GPUs waits
+2 × layers × this beyond the bytes it reads; without it decode at TP 4-8 came out 1.4-3.5×
+faster than gpt-fast measured (docs/calibration.md)."""
+
 DEFAULT_MFU = 0.40
 """Model FLOPs utilisation. Llama 3 pre-training reached 38-43% BF16 MFU on H100
 (Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 4). Override with ``tuning.mfu``."""
@@ -283,9 +291,9 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             flops_per_decode_step=0.0,
             min_bandwidth_gbps=0.0,
             train_flops=0.0,
-            terms=tuple(terms),
             min_gpu_bandwidth_gbps=arch.min_bandwidth_gbps,
             **_work(spec, arch, terms),
+            terms=tuple(terms),
         )
     if arch.kind in ("diffusion", "audio"):
         weights = arch.params * wbytes
@@ -297,6 +305,18 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             terms.append(
                 Term("runtime (rule of thumb)", total / GIB, "GiB", f"{INFERENCE_OVERHEAD_FACTOR} × weights")
             )
+            item = arch.item
+            if item is not None and item.memory_mb and item.memory_mb * 1e6 > total:
+                # the measured pipeline (text encoders and VAE too) beats the rule of thumb
+                total = item.memory_mb * 1e6
+                terms.append(
+                    Term(
+                        "runtime (measured)",
+                        total / GIB,
+                        "GiB",
+                        f"{item.memory_mb:g} MB peak on {item.gpu} ({item.setting}; {item.source})",
+                    )
+                )
         return replace(
             common,
             sharded_bytes=0.0,
@@ -307,8 +327,8 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             flops_per_decode_step=0.0,
             min_bandwidth_gbps=0.0,
             train_flops=0.0,
-            terms=tuple(terms),
             **_work(spec, arch, terms),
+            terms=tuple(terms),
         )
     return _serving_requirements(spec, arch, wbytes, eff, terms, common)
 
@@ -707,15 +727,18 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 
 def _decode_speed(req: Requirements, gpu: GpuSpec, gpus: int) -> tuple[float, str]:
     """Decode step time = max(bytes read ÷ (bandwidth × efficiency), flops ÷ (TFLOPS × MFU)),
-    over the GPUs that share one replica's weights (memory-bound decode: gpu-cloud-facts.md §6)."""
+    over the GPUs that share one replica's weights (memory-bound decode: gpu-cloud-facts.md §6),
+    plus two all-reduces per layer when they are more than one (``TP_ALLREDUCE_LATENCY_S``)."""
     memory_s = req.bytes_per_decode_step / (gpus * gpu.bandwidth_gbps * 1e9 * req.bandwidth_efficiency)
+    comm_s = 2 * req.arch.layers * TP_ALLREDUCE_LATENCY_S if gpus > 1 else 0.0
+    comm = f" + {2 * req.arch.layers} all-reduces × {TP_ALLREDUCE_LATENCY_S * 1e6:g} µs" if comm_s else ""
     tflops = gpu.tflops_at(req.precision)
     if tflops is None:
-        return memory_s, "memory-bound (no sourced TFLOPS for the compute floor)"
+        return memory_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){comm}"
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * req.mfu)
     if compute_s > memory_s:
-        return compute_s, "compute-bound"
-    return memory_s, "memory-bound"
+        return compute_s + comm_s, f"compute-bound{comm}"
+    return memory_s + comm_s, f"memory-bound{comm}"
 
 
 def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:

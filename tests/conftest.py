@@ -15,6 +15,19 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_CATALOG = FIXTURES / "mini_catalog.json"
 
+@pytest.fixture(autouse=True)
+def _no_real_hub(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No test reaches the real Hugging Face Hub: ``model.hf`` alone goes to a loopback port
+    where nothing listens (refused at once) unless a test serves its fake hub there, and the
+    client the CLI installs is installed for every test, whatever ran before."""
+    from providers.hf_hub import fetch_model
+    from selector.spec import use_hub
+
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    use_hub(fetch_model)
+
+
 SERVE_70B: dict[str, Any] = {
     "name": "llama70b-chat",
     "task": "serve",

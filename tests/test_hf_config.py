@@ -27,6 +27,11 @@ PUBLISHED = [
     ("mixtral-8x7b-v0.1.json", 46.7, 12.9),  # Mistral AI, "Mixtral of experts": 46.7B, 12.9B per token
     ("deepseek-v3.json", 671, 37),  # DeepSeek-V3 report (arXiv 2412.19437): 671B, 37B activated
     ("gemma-2-9b.json", 9.24, 9.24),  # Gemma 2 report: 9.24B
+    ("qwen3-8b.json", 8.2, 8.2),  # Qwen3-8B model card: 8.2B
+    ("qwen3-30b-a3b.json", 30.5, 3.3),  # Qwen3-30B-A3B model card: 30.5B in total and 3.3B activated
+    ("qwen2-57b-a14b.json", 57, 14),  # Qwen2 report (arXiv 2407.10671) Table 1: 57B in total, 14B active
+    ("deepseek-v2.5.json", 236, 21),  # DeepSeek-V2 paper (arXiv 2405.04434): 236B, 21B activated
+    ("phi-3-mini-4k-instruct.json", 3.8, 3.8),  # Phi-3-Mini-4K-Instruct model card: 3.8B
 ]
 
 

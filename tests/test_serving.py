@@ -305,7 +305,7 @@ def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
         ({"access": {"api_cidrs": ["0.0.0.0/0"]}}, "set allow_api_from_anywhere to mean it"),
         (
             {"model": {"hf": "org/name"}},
-            "give a preset, model.config (a local config.json) or the architecture",
+            "cannot reach the Hugging Face Hub at http://127.0.0.1:9",
         ),
     ],
 )

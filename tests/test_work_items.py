@@ -1,0 +1,109 @@
+"""Batch work people state in items: images from a diffusion preset, hours of audio for
+Whisper. The preset knows a measured time per item on a named GPU; other GPUs take it scaled
+by their tensor throughput; ``tflop_per_item`` overrides it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from selector.catalog import load_catalog, load_gpus
+from selector.presets import arch_from_preset
+from selector.select import plan
+from selector.sizing import GIB, Shape, fit, requirements
+from selector.spec import SpecError, parse_spec
+from tests.test_sizing import instance
+
+GPUS = load_gpus()
+
+
+def batch(model: dict[str, Any], work: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"name": "items", "task": "batch", "model": model, "work": work, **extra}
+
+
+def hours(spec: dict[str, Any], gpu: str, n: int = 1) -> float:
+    result = fit(requirements(parse_spec(spec)), instance(gpu, n))
+    assert isinstance(result, Shape), result
+    assert result.job_hours is not None
+    return result.job_hours
+
+
+def test_images_take_the_measured_time_on_the_reference_gpu() -> None:
+    sdxl = arch_from_preset("sdxl-base-1.0").item
+    assert sdxl is not None and sdxl.gpu == "A100-80GB" and sdxl.unit == "image"
+    spec = batch({"preset": "sdxl-base-1.0"}, {"items": "200k"})
+    assert hours(spec, "A100-80GB") == pytest.approx(200_000 * sdxl.seconds / 3600)
+    # four GPUs share the items
+    assert hours(spec, "A100-80GB", 4) == pytest.approx(200_000 * sdxl.seconds / 3600 / 4)
+
+
+def test_other_gpus_scale_by_tensor_throughput() -> None:
+    spec = batch({"preset": "sdxl-base-1.0"}, {"items": 1000})
+    ratio = GPUS["A100-80GB"].tflops_at("bf16") / GPUS["L4"].tflops_at("bf16")  # type: ignore[operator]
+    assert hours(spec, "L4") == pytest.approx(hours(spec, "A100-80GB") * ratio)
+    assert hours(spec, "H100") < hours(spec, "A100-80GB")
+
+
+def test_tflop_per_item_overrides_the_measurement() -> None:
+    spec = batch({"preset": "sdxl-base-1.0"}, {"items": 1000, "tflop_per_item": 100})
+    h100 = GPUS["H100"].tflops_at("bf16")
+    assert h100 is not None
+    assert hours(spec, "H100") == pytest.approx(1000 * 100 / (h100 * 0.4) / 3600)
+
+
+def test_hours_of_audio_for_whisper() -> None:
+    whisper = arch_from_preset("whisper-large-v3")
+    assert whisper.kind == "audio" and whisper.item is not None
+    spec = batch({"preset": "whisper-large-v3"}, {"audio": "1000h"}, precision="fp16")
+    expected = 1000 * 3600 * whisper.item.seconds / 3600
+    assert hours(spec, "A100-80GB") == pytest.approx(expected)
+    req = requirements(parse_spec(spec))
+    assert any(t.name == "work on the reference GPU" and "audio-seconds" in t.formula for t in req.terms)
+
+
+def test_whisper_is_sized_as_an_encoder_decoder_from_its_config() -> None:
+    whisper = arch_from_preset("whisper-large-v3")
+    assert (whisper.encoder_layers, whisper.layers, whisper.hidden) == (32, 32, 1280)
+    assert (whisper.encoder_positions, whisper.context) == (1500, 448)
+    assert whisper.params / 1e9 == pytest.approx(1.55, rel=0.01)  # model card: 1550 M
+    req = requirements(parse_spec(batch({"preset": "whisper-large-v3"}, {"audio": "10h", "batch": 24})))
+    kv = 2 * 32 * 1280 * 2 * (448 + 1500) * 24  # decoder self- and cross-attention caches
+    terms = {t.name: t.value for t in req.terms}
+    assert terms["decoder kv cache"] == pytest.approx(kv / GIB)
+    assert req.replicated_bytes > whisper.params * 2 + kv
+
+
+def test_a_measured_pipeline_memory_beats_the_rule_of_thumb() -> None:
+    flux = arch_from_preset("flux.1-dev")
+    assert flux.item is not None and flux.item.memory_mb
+    req = requirements(parse_spec(batch({"preset": "flux.1-dev"}, {"items": 100})))
+    assert req.replicated_bytes == pytest.approx(flux.item.memory_mb * 1e6)
+    assert req.replicated_bytes > flux.params * 2 * 1.2
+
+
+def test_an_image_batch_plans_on_the_embedded_catalog() -> None:
+    spec = batch(
+        {"preset": "flux.1-dev"},
+        {"items": "20k"},
+        fault_tolerance="stateless",
+        teardown={"ttl": "12h"},
+    )
+    result = plan(parse_spec(spec), load_catalog())
+    assert result.choice is not None and result.choice.shape.job_hours is not None
+    assert result.choice.shape.job_hours <= 12
+
+
+@pytest.mark.parametrize(
+    ("model", "work", "message"),
+    [
+        ({"kind": "diffusion", "params_b": 2}, {"items": 10}, "has no measured cost per item"),
+        ({"preset": "sdxl-base-1.0"}, {"audio": "10h"}, "work.audio (hours of audio) is for audio models"),
+        ({"preset": "sdxl-base-1.0"}, {"items": 10, "audio": "1h"}, "give work.items or work.audio"),
+        ({"preset": "sdxl-base-1.0"}, {}, "give work.items or work.audio"),
+    ],
+)
+def test_work_problems_name_the_field(model: dict[str, Any], work: dict[str, Any], message: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec(batch(model, work))
+    assert any(message in str(p) for p in caught.value.problems), caught.value.problems
