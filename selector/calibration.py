@@ -1,0 +1,453 @@
+"""Calibration: gpufit's estimates set against published measurements.
+
+``docs/calibration.yaml`` lists cases: a model, a GPU and count, the setting a source measured
+(precision, batch, context, tokens trained...), the figure it published, the unit and where the
+figure is (URL, title and a short quote). ``compute_rows`` recomputes gpufit's figure for every
+case through the real selector code (``parse_spec`` → ``requirements`` → ``fit`` on an
+``InstanceType`` built for that GPU and count) and ``render_markdown`` writes the table that
+``docs/calibration.md`` holds (``scripts/calibration.py`` writes it; a test keeps it true).
+
+Three kinds of figure, each compared in one canonical quantity, ``ratio = gpufit ÷ published``:
+
+``decode_tokens_per_s``
+    tokens/s of one stream while decoding (a published per-token latency is turned into its
+    inverse). Above 1: gpufit is optimistic. The published tensor-parallel degree is used when
+    it is larger than the one ``fit`` picks by memory (the speed at that degree is the one
+    ``fit`` itself computes for a shape of that degree).
+``memory_gib``
+    bytes: per GPU as ``fit`` places the job, or one term of ``requirements`` (weights, KV cache,
+    KV cache per token). Above 1: gpufit reserves more than the source measured.
+``training_gpu_hours``
+    GPU-hours of the whole job (job hours × GPUs of the shape ``fit`` picks); a published
+    training throughput in tokens/s is turned into GPU-hours for the case's tokens and GPUs.
+    Above 1: gpufit is pessimistic.
+
+Pure: the only I/O is reading the YAML file whose path ``load_cases`` is given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from selector.catalog import GpuSpec, InstanceType, load_gpus
+from selector.datafile import load_yaml, require_schema
+from selector.sizing import (
+    GIB,
+    Rejection,
+    Requirements,
+    Shape,
+    _serving_shape,
+    fit,
+    per_gpu_gib,
+    requirements,
+    usable_gib,
+)
+from selector.spec import TRAINING_TASKS, parse_spec
+
+Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours"]
+KINDS: tuple[Kind, ...] = ("decode_tokens_per_s", "memory_gib", "training_gpu_hours")
+KIND_TITLES: dict[Kind, str] = {
+    "decode_tokens_per_s": "Decode speed (tokens/s of one stream)",
+    "memory_gib": "Memory",
+    "training_gpu_hours": "Training GPU-hours",
+}
+KIND_NOTES: dict[Kind, str] = {
+    "decode_tokens_per_s": (
+        "Batch 1 (or concurrency 1): one stream's decode rate. Where the source ran more GPUs in "
+        "tensor parallel than gpufit would pick for memory, gpufit's speed is taken at the "
+        "published degree."
+    ),
+    "memory_gib": (
+        "Per-GPU rows are the memory `fit` places on each GPU; the others are single terms of "
+        "`requirements` (weights, KV cache) and need no GPU."
+    ),
+    "training_gpu_hours": (
+        "GPU-hours do not depend on the GPU count: the GPU column is the node gpufit sizes on, "
+        "and the gpufit column says how many GPUs it needs and for how long. A published "
+        "tokens/s is compared as GPU-hours for the setting's tokens on the published GPUs."
+    ),
+}
+
+Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token"]
+MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token")
+TERM_OF_MEASURE: dict[Measure, tuple[str, float]] = {
+    "weights": ("weights", GIB),
+    "kv_cache": ("kv cache", GIB),
+    "kv_per_token": ("kv cache per token", 1024.0),
+}
+"""The ``requirements`` term a GPU-independent memory measure reads, and the bytes per unit of
+that term (``weights`` and ``kv cache`` are in GiB, ``kv cache per token`` in KiB)."""
+
+BYTES_PER_UNIT: dict[str, float] = {"GiB": GIB, "GB": 1e9, "MiB": 2.0**20, "KiB": 1024.0, "kB": 1e3}
+UNITS: dict[Kind, tuple[str, ...]] = {
+    "decode_tokens_per_s": ("tokens/s", "ms/token"),
+    "memory_gib": tuple(BYTES_PER_UNIT),
+    "training_gpu_hours": ("GPU-hours", "tokens/s"),
+}
+
+RATIO_BAND: tuple[float, float] = (0.75, 1.33)
+"""Each kind's geometric-mean ratio must lie in this band (tests/test_calibration.py)."""
+
+SCHEMA_VERSION = 1
+
+
+class CalibrationError(ValueError):
+    """A case that cannot be read or computed, with the case id and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    url: str
+    title: str
+    locator: str
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One published figure and the setting it was measured in."""
+
+    id: str
+    kind: Kind
+    label: str
+    gpu: str | None
+    gpus: int
+    setting: str
+    spec: dict[str, Any]
+    value: float
+    unit: str
+    source: Source
+    measure: Measure | None = None
+    tensor_parallel: int | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """A case with gpufit's figure: both in the published unit, and their ratio in the kind's
+    canonical quantity (tokens/s, bytes, GPU-hours)."""
+
+    case: Case
+    gpufit: float
+    ratio: float
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class KindSummary:
+    kind: Kind
+    count: int
+    geomean: float
+    low: float
+    high: float
+
+    @property
+    def in_band(self) -> bool:
+        return RATIO_BAND[0] <= self.geomean <= RATIO_BAND[1]
+
+
+# --- reading the cases ------------------------------------------------------------------------
+
+
+def _text(entry: dict[str, Any], key: str, where: str) -> str:
+    value = entry.get(key)
+    if not isinstance(value, str) or not value.strip():
+        raise CalibrationError(f"{where}: {key} must be a non-empty string")
+    return value
+
+
+def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
+    if not isinstance(entry, dict):
+        raise CalibrationError(f"case {index}: expected a mapping")
+    where = f"case {entry.get('id', index)!s}"
+    case_id = _text(entry, "id", where)
+    kind = entry.get("kind")
+    if kind not in KINDS:
+        raise CalibrationError(f"{where}: kind must be one of {', '.join(KINDS)}")
+    kind = cast(Kind, kind)
+    model = entry.get("model")
+    if not isinstance(model, dict):
+        raise CalibrationError(f"{where}: model must be a mapping (a preset or an architecture)")
+    label = entry.get("label") or model.get("preset")
+    if not isinstance(label, str):
+        raise CalibrationError(f"{where}: an explicit architecture needs a label")
+    measure = entry.get("measure")
+    if kind == "memory_gib":
+        if measure not in MEASURES:
+            raise CalibrationError(f"{where}: memory cases need measure: {', '.join(MEASURES)}")
+    elif measure is not None:
+        raise CalibrationError(f"{where}: measure is for memory cases")
+    measure = cast("Measure | None", measure)
+    gpu = entry.get("gpu")
+    if gpu is None:
+        if measure in (None, "per_gpu"):
+            raise CalibrationError(f"{where}: needs a gpu (only GPU-independent memory terms omit it)")
+    elif not isinstance(gpu, str) or gpu not in gpus_known:
+        raise CalibrationError(f"{where}: gpu {gpu!r} is not in selector/data/gpus.yaml")
+    count = entry.get("gpus", 1)
+    if not isinstance(count, int) or count < 1:
+        raise CalibrationError(f"{where}: gpus must be a positive integer")
+    tp = entry.get("tensor_parallel")
+    if tp is not None and (kind != "decode_tokens_per_s" or not isinstance(tp, int) or tp > count):
+        raise CalibrationError(f"{where}: tensor_parallel is for decode cases, at most gpus")
+    published = entry.get("published")
+    if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
+        raise CalibrationError(f"{where}: published needs a numeric value and a unit")
+    unit = published.get("unit")
+    if unit not in UNITS[kind]:
+        raise CalibrationError(f"{where}: unit {unit!r}; {kind} takes {', '.join(UNITS[kind])}")
+    source = entry.get("source")
+    if not isinstance(source, dict):
+        raise CalibrationError(f"{where}: source must give url, title and locator")
+    url = _text(source, "url", where)
+    if not url.startswith("https://"):
+        raise CalibrationError(f"{where}: source url must be https")
+    task = _text(entry, "task", where)
+    spec: dict[str, Any] = {"name": "calibration", "task": task, "model": model}
+    for key in ("precision", "serving", "training"):
+        if key in entry:
+            spec[key] = entry[key]
+    if task in TRAINING_TASKS:
+        spec["placement"] = {"max_nodes": 256}
+    return Case(
+        id=case_id,
+        kind=kind,
+        label=label,
+        gpu=gpu,
+        gpus=count,
+        setting=_text(entry, "setting", where),
+        spec=spec,
+        value=float(published["value"]),
+        unit=str(unit),
+        source=Source(url, _text(source, "title", where), _text(source, "locator", where)),
+        measure=measure,
+        tensor_parallel=tp,
+        note=str(entry.get("note", "")),
+    )
+
+
+def load_cases(path: Path) -> list[Case]:
+    """The cases of a calibration YAML file; CalibrationError naming the case that is wrong."""
+    doc = load_yaml(path)
+    require_schema(doc, path, SCHEMA_VERSION)
+    entries = doc.get("cases")
+    if not isinstance(entries, list) or not entries:
+        raise CalibrationError(f"{path}: expected a non-empty list under cases")
+    known = load_gpus()
+    cases = [_case(entry, known, i) for i, entry in enumerate(entries)]
+    seen: set[str] = set()
+    for case in cases:
+        if case.id in seen:
+            raise CalibrationError(f"{path}: case id {case.id!r} is written twice")
+        seen.add(case.id)
+    return cases
+
+
+# --- gpufit's figure --------------------------------------------------------------------------
+
+
+def calibration_instance(gpu: GpuSpec, count: int) -> InstanceType:
+    """An instance type of ``count`` × ``gpu`` joined by NVLink, with a node interconnect and
+    ample host memory, so that only the GPU arithmetic decides (as tests/test_sizing.py does)."""
+    return InstanceType(
+        cloud="aws",
+        name=f"calibration-{count}x{gpu.name}",
+        machine_type="calibration",
+        gpu=gpu,
+        gpu_count=count,
+        vcpus=8 * count,
+        memory_gib=4096.0,
+        nvlink=count > 1,
+        node_interconnect="efa",
+    )
+
+
+def _shape(case: Case, req: Requirements, it: InstanceType) -> Shape:
+    result = fit(req, it)
+    if isinstance(result, Rejection):
+        raise CalibrationError(f"case {case.id}: gpufit rejects {it.name}: {result.reason}")
+    return result
+
+
+def _term_bytes(case: Case, req: Requirements, measure: Measure) -> float:
+    name, unit_bytes = TERM_OF_MEASURE[measure]
+    for term in req.terms:
+        if term.name == name:
+            return term.value * unit_bytes
+    raise CalibrationError(f"case {case.id}: requirements has no {name!r} term for this task")
+
+
+def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str]:
+    shape = _shape(case, req, it)
+    tp = case.tensor_parallel or case.gpus
+    detail = ""
+    if shape.tensor_parallel != tp:
+        if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
+            raise CalibrationError(f"case {case.id}: gpufit says TP {tp} does not hold the model")
+        forced = _serving_shape(req, it, tp, 1)
+        if isinstance(forced, Rejection):
+            raise CalibrationError(f"case {case.id}: {forced.reason}")
+        detail = f"TP {tp} as published; gpufit alone picks TP {shape.tensor_parallel}"
+        shape = forced
+    if shape.tokens_per_s_per_stream is None:
+        raise CalibrationError(f"case {case.id}: gpufit gives no decode speed")
+    return shape.tokens_per_s_per_stream, detail
+
+
+def _canonical(case: Case, value: float, training_tokens: float) -> float:
+    """``value`` in the case's published unit → the kind's canonical quantity."""
+    if case.kind == "decode_tokens_per_s":
+        return 1000.0 / value if case.unit == "ms/token" else value
+    if case.kind == "memory_gib":
+        return value * BYTES_PER_UNIT[case.unit]
+    if case.unit == "tokens/s":
+        return training_tokens * case.gpus / value / 3600.0
+    return value
+
+
+def compute_row(case: Case) -> Row:
+    """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
+    spec = parse_spec(case.spec, source=f"calibration case {case.id}")
+    req = requirements(spec)
+    tokens = spec.training.tokens if spec.training else 0.0
+    gpu = load_gpus()[case.gpu] if case.gpu else None
+    detail = ""
+    if case.kind == "decode_tokens_per_s":
+        assert gpu is not None
+        canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus))
+        shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
+    elif case.kind == "memory_gib":
+        assert case.measure is not None
+        if case.measure == "per_gpu":
+            assert gpu is not None
+            shape = _shape(case, req, calibration_instance(gpu, case.gpus))
+            canonical = shape.vram_gib_per_gpu * GIB
+            detail = f"over {shape.gpus_per_replica} GPUs" if shape.gpus_per_replica > 1 else ""
+        else:
+            canonical = _term_bytes(case, req, case.measure)
+        shown = canonical / BYTES_PER_UNIT[case.unit]
+    else:
+        assert gpu is not None
+        shape = _shape(case, req, calibration_instance(gpu, case.gpus))
+        if shape.job_hours is None:
+            raise CalibrationError(f"case {case.id}: gpufit gives no training hours")
+        canonical = shape.job_hours * shape.gpus_per_replica
+        shown = tokens * case.gpus / canonical / 3600.0 if case.unit == "tokens/s" else canonical
+        detail = f"{shape.gpus_per_replica} GPUs × {shape.job_hours:,.0f} h"
+    ratio = canonical / _canonical(case, case.value, tokens)
+    return Row(case=case, gpufit=shown, ratio=ratio, detail=detail)
+
+
+def compute_rows(cases: list[Case]) -> list[Row]:
+    return [compute_row(case) for case in cases]
+
+
+def geometric_mean(values: list[float]) -> float:
+    if not values:
+        raise ValueError("geometric mean of nothing")
+    return math.exp(sum(math.log(v) for v in values) / len(values))
+
+
+def summarize(rows: list[Row]) -> list[KindSummary]:
+    out: list[KindSummary] = []
+    for kind in KINDS:
+        ratios = [r.ratio for r in rows if r.case.kind == kind]
+        if ratios:
+            out.append(KindSummary(kind, len(ratios), geometric_mean(ratios), min(ratios), max(ratios)))
+    return out
+
+
+# --- the markdown table -----------------------------------------------------------------------
+
+
+def _number(value: float) -> str:
+    """A figure as gpufit computes it: 3-4 significant digits, thousands separated."""
+    size = abs(value)
+    if size >= 100:
+        return f"{value:,.0f}"
+    if size >= 10:
+        return f"{value:.1f}"
+    if size >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def _published(value: float) -> str:
+    """A published figure as written in the YAML (no rounding)."""
+    return f"{int(value):,}" if value.is_integer() else f"{value:,}"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _gpu_cell(case: Case) -> str:
+    return f"{case.gpus}× {case.gpu}" if case.gpu else "— (GPU-independent)"
+
+
+def render_markdown(rows: list[Row]) -> str:
+    """docs/calibration.md: a summary line per kind, a table per kind, then the sources."""
+    lo, hi = RATIO_BAND
+    lines = [
+        "# Calibration: gpufit against published figures",
+        "",
+        "<!-- Generated by scripts/calibration.py from docs/calibration.yaml; do not edit by hand.",
+        "     tests/test_calibration.py recomputes every row and fails when this file is stale. -->",
+        "",
+        "Each row sets one published measurement beside the figure gpufit computes for the same",
+        "model, GPU and setting (`selector/calibration.py` runs `parse_spec` → `requirements` →",
+        "`fit`). **Ratio = gpufit ÷ published**, taken in tokens/s for decode speed, bytes for",
+        "memory and GPU-hours for training (a published per-token latency or training throughput",
+        "is converted first). Decode above 1: gpufit optimistic; memory above 1: gpufit reserves",
+        "more; training above 1: gpufit pessimistic.",
+        "",
+        "## Summary",
+        "",
+        f"Band the test holds each kind's geometric-mean ratio to: {lo:g}–{hi:g}.",
+        "",
+    ]
+    for s in summarize(rows):
+        band = "" if s.in_band else ", **outside the band**"
+        lines.append(
+            f"- **{s.kind}**: {s.count} rows, geometric-mean ratio **{s.geomean:.2f}** "
+            f"(range {s.low:.2f}–{s.high:.2f}){band}"
+        )
+    number = 0
+    for kind in KINDS:
+        kind_rows = [r for r in rows if r.case.kind == kind]
+        if not kind_rows:
+            continue
+        lines += [
+            "",
+            f"## {KIND_TITLES[kind]}",
+            "",
+            KIND_NOTES[kind],
+            "",
+            "| # | Model | GPU | Setting | Published | gpufit | Ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for row in kind_rows:
+            number += 1
+            c = row.case
+            gpufit = f"{_number(row.gpufit)} {c.unit}"
+            if row.detail:
+                gpufit += f" ({row.detail})"
+            lines.append(
+                f"| {number} | {_cell(c.label)} | {_cell(_gpu_cell(c))} | {_cell(c.setting)} "
+                f"| [{_published(c.value)} {c.unit}]({c.source.url}) | {_cell(gpufit)} "
+                f"| {row.ratio:.2f} |"
+            )
+    lines += ["", "## Sources", ""]
+    number = 0
+    for kind in KINDS:
+        for row in (r for r in rows if r.case.kind == kind):
+            number += 1
+            c = row.case
+            note = f" {c.note}" if c.note else ""
+            lines.append(
+                f"{number}. `{c.id}`: [{_cell(c.source.title)}]({c.source.url}), "
+                f"{_cell(c.source.locator)}.{_cell(note)}"
+            )
+    return "\n".join(lines) + "\n"
