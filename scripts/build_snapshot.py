@@ -9,29 +9,46 @@ Tables
   meta.csv                     snapshot ``as_of`` and ``source`` (no clock is read)
   sources.csv                  source key -> title, url, retrieved
   aws_instance_types.csv       AWS instance specs
-  aws_offers.csv               AWS offers; spot rows carry the min/max across AZs
+  aws_offers.csv               AWS prices: one row per instance type, region, zone (AZ ID, e.g.
+                               ``use1-az2``) and market as a catalog lists them, or one
+                               region-wide row (zone empty) where a source has no zone data
   gcp_machine_types.csv        GCP accelerator-optimized machine types (A2, A3, A4, G2)
                                and the catalog accelerator row that prices their GPUs
   gcp_n1_hosts.csv             N1 host shapes used with attached GPUs
   gcp_n1_limits.csv            max vCPUs / memory of an N1 host per attached T4/V100 count
   gcp_n1_combos.csv            the N1 + GPU combinations shipped (checked against the limits)
-  gcp_host_prices.csv          GCP host-VM prices per region and market
-  gcp_accelerator_prices.csv   GCP accelerator prices per region, market and GPU count
+  gcp_host_prices.csv          GCP host-VM prices per region and market, with the zones listing them
+  gcp_accelerator_prices.csv   GCP accelerator prices per region, market and GPU count, with zones
   spot_interruption.csv        AWS Spot Instance Advisor buckets
 
-A GCP offer is host price + accelerator price, and exists only when both rows exist for the
-region and market and both have status ``ok`` (rows marked ``suspect`` are kept in the tables
-for the record but never priced). A spot row without per-zone data becomes one region-level
-offer (zone null) whose ``hourly_usd`` is the high end of ``hourly_usd_range``.
+Offers and zones. An offer is one instance type, region, market and price. Where every zone a
+source lists for a region and market carries the same price, the offer is region-level:
+``"zone": null`` and ``"zones"`` the sorted zones listing it. Where the price differs by zone
+(AWS spot), there is one offer per zone: ``"zone": "<zone>"``, ``"zones": ["<zone>"]``. A
+region-wide row without zone data gives ``"zones": []`` (unknown) and may carry a ``lo``/``hi``
+range across zones (``hourly_usd`` is the high end). AWS zones are AZ IDs, GCP zones names
+(``us-central1-a``).
+
+Rows marked ``superseded`` or ``suspect`` stay in the tables for the record and are
+never priced; each must say why in notes. A GCP offer is host price + accelerator price, and
+exists only where both rows exist for the region and market, both have status ``ok``, and at
+least one zone lists both (the offer's zones are those). An on-demand accelerator row below
+SUSPECT_RATIO x the highest on-demand price the table holds for the same accelerator and count
+(about half price, the pattern gpu-cloud-facts.md flags for us-central1 H100 and A100-80GB) must
+be marked ``suspect``. So must an AWS spot row at EC2's spot floor, 10 % of the region's
+on-demand price (SPOT_FLOOR_RATIO).
 
 Usage
   uv run python scripts/build_snapshot.py           # regenerate catalog.json
   uv run python scripts/build_snapshot.py --check   # fail if catalog.json is out of date
 
 The build fails loudly (exit status 1, every problem listed) when a table breaks a rule:
-unknown source key, offer for an undeclared instance type, duplicate offer key, non-positive
-price, GPU name outside the canonical list, bad market/confidence/bucket, N1 combination
-beyond GCP's vCPU/memory limits, malformed date.
+unknown source key, offer for an undeclared instance type, duplicate offer key (cloud, type,
+region, zone, market), duplicate zone row or zone listed twice, malformed zone (an AWS AZ ID
+whose prefix disagrees with its region's other AZs, a GCP zone not of its region), a type,
+region and market priced both per zone and region-wide, non-positive price, GPU name outside the
+canonical list, bad market/confidence/bucket/status, an unflagged about-half-price GPU row, N1
+combination beyond GCP's vCPU/memory limits, malformed date.
 """
 
 from __future__ import annotations
@@ -67,7 +84,14 @@ MARKETS = ("on-demand", "spot")
 CONFIDENCE = ("high", "low")
 BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 INTERCONNECTS = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")
-STATUSES = ("ok", "suspect")
+STATUSES = ("ok", "suspect")  # GCP price rows
+OFFER_STATUSES = ("ok", "superseded", "suspect")  # AWS offer rows
+AWS_ZONE_RE = re.compile(r"^([a-z]+[0-9]+)-az[0-9]+$")  # an AZ ID: use1-az2
+SUSPECT_RATIO = 0.55  # an on-demand GPU row under this share of the table's highest is "suspect"
+SPOT_FLOOR_RATIO = 0.1
+"""EC2's spot price floor: 10 % of the on-demand price. A spot row at the floor is a market
+nobody bids in (p5en at a tenth of on-demand): such a price rarely comes with capacity, so
+the row must be marked ``suspect`` and is never priced."""
 DATE_RE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 PRICE_DIGITS = 5  # the GCP catalog quotes 5 decimals; sums are rounded back to that
 
@@ -194,27 +218,100 @@ def instance_entry(
     return entry
 
 
+def price_offer(
+    cloud: str,
+    name: str,
+    region: str,
+    zone: str | None,
+    zones: list[str],
+    market: str,
+    row: dict[str, str],
+    where: str,
+) -> dict[str, Any]:
+    offer: dict[str, Any] = {
+        "cloud": cloud,
+        "instance_type": name,
+        "region": region,
+        "zone": zone,
+        "zones": zones,
+        "market": market,
+        "source": row["source"],
+        "as_of": row["as_of"],
+        "confidence": row["confidence"],
+        "__where__": where,
+    }
+    return offer
+
+
 def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     types = [
         instance_entry(row, "aws", row["name"], row["name"], problems)
         for row in read_table("aws_instance_types.csv")
     ]
+    zoned: dict[tuple[str, str, str], list[tuple[dict[str, str], float]]] = {}
+    regional: dict[tuple[str, str, str], dict[str, str]] = {}
+    zone_rows: set[tuple[str, str, str, str]] = set()
+    prefix_of_region: dict[str, str] = {}
+    region_of_prefix: dict[str, str] = {}
     offers: list[dict[str, Any]] = []
-    for row in read_table("aws_offers.csv"):
-        where = row["__where__"]
-        offer: dict[str, Any] = {
-            "cloud": "aws",
-            "instance_type": row["instance_type"],
-            "region": row["region"],
-            "zone": None,
-            "market": row["market"],
-            "source": row["source"],
-            "as_of": row["as_of"],
-            "confidence": row["confidence"],
-        }
+    table = read_table("aws_offers.csv")
+    on_demand = {
+        (r["instance_type"], r["region"]): float(r["price_usd"])
+        for r in table
+        if r["market"] == "on-demand" and r["status"] == "ok" and r["price_usd"]
+    }
+    for row in table:
+        where, zone = row["__where__"], row["zone"]
+        if row["status"] not in OFFER_STATUSES:
+            problems.add(where, f"status {row['status']!r}, expected one of {OFFER_STATUSES}")
+            continue
+        if row["status"] in ("superseded", "suspect"):
+            if not row["notes"]:
+                problems.add(where, f"a {row['status']} row must say why in notes")
+            continue
+        if row["market"] == "spot" and row["price_usd"]:
+            od = on_demand.get((row["instance_type"], row["region"]))
+            spot = num(row["price_usd"], where, problems)
+            if od is not None and spot is not None and spot <= od * SPOT_FLOOR_RATIO + 1e-9:
+                problems.add(
+                    where,
+                    f"spot {spot:g} is at EC2's floor (10 % of on-demand {od:g}): mark it suspect",
+                )
+                continue
+        key = (row["instance_type"], row["region"], row["market"])
         lo = num(row["price_lo_usd"], where, problems, allow_empty=True)
         hi = num(row["price_hi_usd"], where, problems, allow_empty=True)
         price = num(row["price_usd"], where, problems, allow_empty=True)
+        if zone:
+            match = AWS_ZONE_RE.match(zone)
+            if match is None:
+                problems.add(where, f"zone {zone!r} is not an AZ ID like use1-az2")
+                continue
+            prefix = match.group(1)
+            if prefix_of_region.setdefault(row["region"], prefix) != prefix:
+                problems.add(
+                    where,
+                    f"zone {zone!r} does not match {row['region']}'s other AZ IDs "
+                    f"({prefix_of_region[row['region']]}-az...)",
+                )
+            if region_of_prefix.setdefault(prefix, row["region"]) != row["region"]:
+                problems.add(where, f"zone {zone!r} is an AZ ID of {region_of_prefix[prefix]}")
+            if (row["instance_type"], row["region"], zone, row["market"]) in zone_rows:
+                problems.add(where, f"duplicate zone row {(row['instance_type'], zone, row['market'])}")
+                continue
+            zone_rows.add((row["instance_type"], row["region"], zone, row["market"]))
+            if lo is not None or hi is not None:
+                problems.add(where, "a zone row gives one price_usd, not a lo/hi range")
+            if price is None:
+                problems.add(where, "no price")
+                continue
+            zoned.setdefault(key, []).append((row, price))
+            continue
+        if key in regional:
+            problems.add(where, f"duplicate region-wide row {key}")
+            continue
+        regional[key] = row
+        offer = price_offer("aws", row["instance_type"], row["region"], None, [], row["market"], row, where)
         if (lo is None) != (hi is None):
             problems.add(where, "price_lo_usd and price_hi_usd go together")
         if lo is not None and hi is not None:
@@ -232,8 +329,35 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
             continue
         if row["notes"]:
             offer["notes"] = row["notes"]
-        offer["__where__"] = where
         offers.append(offer)
+    for key, group in zoned.items():
+        name, region, market = key
+        first = group[0][0]
+        where = first["__where__"]
+        if key in regional:
+            other = regional[key]["__where__"]
+            problems.add(where, f"{key} is priced both per zone and by the region-wide row {other}")
+            continue
+        for row, _ in group:
+            for field in ("source", "as_of", "confidence"):
+                if row[field] != first[field]:
+                    problems.add(row["__where__"], f"zone rows of {key} disagree on {field}")
+        notes = sorted({row["notes"] for row, _ in group if row["notes"]})
+        if len({price for _, price in group}) == 1:
+            zones = sorted(row["zone"] for row, _ in group)
+            offer = price_offer("aws", name, region, None, zones, market, first, where)
+            offer["hourly_usd"] = group[0][1]
+            if notes:
+                offer["notes"] = "; ".join(notes)
+            offers.append(offer)
+            continue
+        for row, price in group:
+            zone = row["zone"]
+            offer = price_offer("aws", name, region, zone, [zone], market, row, row["__where__"])
+            offer["hourly_usd"] = price
+            if row["notes"]:
+                offer["notes"] = row["notes"]
+            offers.append(offer)
     return types, offers
 
 
@@ -321,17 +445,21 @@ def build_gcp(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
         if key in accel_prices:
             problems.add(row["__where__"], f"duplicate accelerator price row {key}")
         accel_prices[key] = row
+    zones_of: dict[str, list[str]] = {}
     for table in (host_prices, accel_prices):
         for row in table.values():
+            where = row["__where__"]
             if row["status"] not in STATUSES:
-                problems.add(row["__where__"], f"status {row['status']!r}, expected one of {STATUSES}")
+                problems.add(where, f"status {row['status']!r}, expected one of {STATUSES}")
             if row["market"] not in MARKETS:
-                problems.add(row["__where__"], f"market {row['market']!r}")
-            value = num(row["hourly_usd"], row["__where__"], problems)
+                problems.add(where, f"market {row['market']!r}")
+            value = num(row["hourly_usd"], where, problems)
             if value is not None and not value > 0:
-                problems.add(row["__where__"], "price must be positive")
+                problems.add(where, "price must be positive")
             if row["status"] == "suspect" and not row["notes"]:
-                problems.add(row["__where__"], "a suspect row must say why in notes")
+                problems.add(where, "a suspect row must say why in notes")
+            zones_of[where] = gcp_zones(row, problems)
+    check_half_price_rows(accel_prices, problems)
 
     offers: list[dict[str, Any]] = []
     regions = sorted({region for (_, region, _) in host_prices})
@@ -346,30 +474,59 @@ def build_gcp(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
                     problems.add(
                         a["__where__"], "host and accelerator rows of one offer must share source and as_of"
                     )
-                host_usd = float(h["hourly_usd"])
-                accel_usd = float(a["hourly_usd"])
-                note = (
-                    f"host {host} {h['hourly_usd']} + {count} x {accel} {a['hourly_usd']} "
-                    f"({market}, catalog rows)"
+                zones = sorted(set(zones_of[h["__where__"]]) & set(zones_of[a["__where__"]]))
+                if not zones:
+                    continue  # no zone lists both the host shape and the GPUs
+                offer = price_offer(
+                    "gcp",
+                    name,
+                    region,
+                    None,
+                    zones,
+                    market,
+                    {**a, "confidence": "high"},
+                    f"{h['__where__']} + {a['__where__']}",
                 )
-                if market == "spot":
-                    note += "; same spot price in every zone the catalog lists for the region"
-                offers.append(
-                    {
-                        "cloud": "gcp",
-                        "instance_type": name,
-                        "region": region,
-                        "zone": None,
-                        "market": market,
-                        "hourly_usd": round(host_usd + accel_usd, PRICE_DIGITS),
-                        "source": a["source"],
-                        "as_of": a["as_of"],
-                        "confidence": "high",
-                        "notes": note,
-                        "__where__": f"{h['__where__']} + {a['__where__']}",
-                    }
-                )
+                offer["hourly_usd"] = round(float(h["hourly_usd"]) + float(a["hourly_usd"]), PRICE_DIGITS)
+                offer["notes"] = f"host {host} {h['hourly_usd']} + {count} x {accel} {a['hourly_usd']}"
+                offers.append(offer)
     return types, offers
+
+
+def gcp_zones(row: dict[str, str], problems: Problems) -> list[str]:
+    """A GCP price row's ``zones``: zone names of the row's region, each once."""
+    where, region = row["__where__"], row["region"]
+    zones = row["zones"].split()
+    if not zones:
+        problems.add(where, "no zones: list the zones the catalog gives this price for")
+    for zone in zones:
+        if not re.fullmatch(re.escape(region) + r"-[a-z]", zone):
+            problems.add(where, f"zone {zone!r} is not a zone of {region}")
+    if len(set(zones)) != len(zones):
+        problems.add(where, f"a zone listed twice in {row['zones']!r}")
+    return zones
+
+
+def check_half_price_rows(
+    accel_prices: dict[tuple[str, int, str, str], dict[str, str]], problems: Problems
+) -> None:
+    """An on-demand GPU row under SUSPECT_RATIO x the highest on-demand price the table holds for
+    the same accelerator and count must be marked suspect (it is about half price)."""
+    top: dict[tuple[str, int], float] = {}
+    for (accel, count, _, market), row in accel_prices.items():
+        value = num(row["hourly_usd"], row["__where__"], Problems())
+        if market == "on-demand" and value is not None:
+            top[(accel, count)] = max(top.get((accel, count), 0.0), value)
+    for (accel, count, region, market), row in accel_prices.items():
+        value = num(row["hourly_usd"], row["__where__"], Problems())
+        if market != "on-demand" or value is None or row["status"] != "ok":
+            continue
+        if value < SUSPECT_RATIO * top[(accel, count)]:
+            problems.add(
+                row["__where__"],
+                f"{count} x {accel} in {region} at {value} is under {SUSPECT_RATIO} x the table's highest "
+                f"({top[(accel, count)]}): mark it suspect or source it",
+            )
 
 
 def build_interruptions(problems: Problems) -> list[dict[str, Any]]:
@@ -445,6 +602,11 @@ def validate(doc: dict[str, Any], problems: Problems) -> None:
             problems.add(where, f"market {offer['market']!r}")
         if not offer["hourly_usd"] > 0:
             problems.add(where, f"hourly_usd {offer['hourly_usd']} is not positive")
+        zones = offer["zones"]
+        if len(set(zones)) != len(zones) or zones != sorted(zones):
+            problems.add(where, f"zones {zones} must be sorted, each once")
+        if offer["zone"] is not None and zones != [offer["zone"]]:
+            problems.add(where, f"a zone-specific offer lists zones [{offer['zone']!r}], not {zones}")
         spread = offer.get("hourly_usd_range")
         if spread is not None:
             if not (0 < spread[0] <= spread[1]) or offer["hourly_usd"] != spread[1]:
@@ -513,7 +675,33 @@ def build() -> dict[str, Any]:
 
 
 def render(doc: dict[str, Any]) -> str:
-    return json.dumps(doc, indent=1, sort_keys=True, ensure_ascii=True) + "\n"
+    """The document as JSON with one instance type, offer, source or interruption row per line
+    (top-level keys as ``"key": value``): line diffs stay readable and there is little
+    whitespace for ``gpufit`` to parse."""
+
+    def one(value: Any) -> str:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+    lines = ["{"]
+    keys = sorted(doc)
+    for i, key in enumerate(keys):
+        value, end = doc[key], ("," if i < len(keys) - 1 else "")
+        if isinstance(value, list) and value:
+            lines.append(f"{one(key)}: [")
+            lines.extend(one(v) + ("," if j < len(value) - 1 else "") for j, v in enumerate(value))
+            lines.append("]" + end)
+        elif isinstance(value, dict) and value:
+            lines.append(f"{one(key)}: {{")
+            names = sorted(value)
+            lines.extend(
+                f"{one(name)}:{one(value[name])}" + ("," if j < len(names) - 1 else "")
+                for j, name in enumerate(names)
+            )
+            lines.append("}" + end)
+        else:
+            lines.append(f"{one(key)}: {one(value)}{end}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 def check_with_loader(doc: dict[str, Any]) -> str:
@@ -531,14 +719,20 @@ def check_with_loader(doc: dict[str, Any]) -> str:
 def summary(doc: dict[str, Any]) -> str:
     lines = []
     for cloud in CLOUDS:
+        offers = [o for o in doc["offers"] if o["cloud"] == cloud]
         n_types = sum(1 for t in doc["instance_types"] if t["cloud"] == cloud)
-        lines.append(f"{cloud}: {n_types} instance types")
-        counts: dict[tuple[str, str], int] = {}
-        for o in doc["offers"]:
-            if o["cloud"] == cloud:
-                counts[(o["region"], o["market"])] = counts.get((o["region"], o["market"]), 0) + 1
-        for (region, market), n in sorted(counts.items()):
-            lines.append(f"  {region:<12} {market:<9} {n}")
+        priced = len({o["instance_type"] for o in offers})
+        regions = {o["region"] for o in offers}
+        zones = {z for o in offers for z in o["zones"]}
+        per_zone = sum(1 for o in offers if o["zone"] is not None)
+        lines.append(
+            f"{cloud}: {n_types} instance types ({priced} priced), {len(offers)} offers "
+            f"({per_zone} zone-specific), {len(regions)} regions, {len(zones)} zones"
+        )
+        for market in MARKETS:
+            in_market = [o for o in offers if o["market"] == market]
+            n_regions = len({o["region"] for o in in_market})
+            lines.append(f"  {market:<9} {len(in_market)} offers in {n_regions} regions")
     low = sum(1 for o in doc["offers"] if o["confidence"] == "low")
     n_offers, n_int = len(doc["offers"]), len(doc["spot_interruption"])
     lines.append(f"offers: {n_offers} ({low} low confidence); spot_interruption rows: {n_int}")

@@ -7,6 +7,7 @@ instance type in one region (or zone) and market at one hourly price, with its s
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property, lru_cache
@@ -121,6 +122,9 @@ class Offer:
     hourly_usd_range: tuple[float, float] | None = None
     interruption_bucket: str | None = None
     notes: str = ""
+    # the zones the source lists it in: (zone,) when zone-specific, sorted zones when
+    # region-level, () unknown. AWS zones are AZ IDs (use1-az2), GCP zone names (us-central1-a).
+    zones: tuple[str, ...] = ()
     stale: bool = False  # kept from an earlier catalog because its region failed to refresh
 
     @property
@@ -211,6 +215,21 @@ def _text(entry: dict[str, Any], key: str, where: str, default: str | None = Non
 
 def _opt_text(entry: dict[str, Any], key: str, where: str) -> str | None:
     return None if entry.get(key) is None else _text(entry, key, where)
+
+
+def _zones(entry: dict[str, Any], zone: str | None, where: str) -> tuple[str, ...]:
+    """An offer's ``zones``: the zones the source lists it in (absent = ``(zone,)`` for a
+    zone-specific offer, else unknown). A zone-specific offer lists exactly its own zone."""
+    value = entry.get("zones")
+    if value is None:
+        return (zone,) if zone is not None else ()
+    if not isinstance(value, list) or not all(isinstance(z, str) and z for z in value):
+        raise CatalogError(f"{where}: zones must be a list of zone names, not {value!r}")
+    if len(set(value)) != len(value):
+        raise CatalogError(f"{where}: zones {value!r} lists a zone twice")
+    if zone is not None and value != [zone]:
+        raise CatalogError(f"{where}: a zone-specific offer ({zone}) lists zones {value!r}, not [{zone!r}]")
+    return tuple(value)
 
 
 def _parse_gpu(entry: dict[str, Any], where: str) -> GpuSpec:
@@ -314,6 +333,150 @@ def _parse_instance(entry: dict[str, Any], gpus: dict[str, GpuSpec], where: str)
     )
 
 
+_INF = math.inf
+
+# Building thousands of frozen Offers through the dataclass __init__ (one object.__setattr__ per
+# field) costs a cold `gpufit plan` milliseconds; the plain path below fills the slots through
+# their descriptors instead. Every field is set, so the object equals Offer(...) with the same
+# values (tests/test_catalog_zones.py checks it field by field).
+_new_object = object.__new__
+_SLOTS = {name: Offer.__dict__[name].__set__ for name in Offer.__dataclass_fields__}
+_SET_INSTANCE = _SLOTS.pop("instance")
+_SET_REGION = _SLOTS.pop("region")
+_SET_ZONE = _SLOTS.pop("zone")
+_SET_MARKET = _SLOTS.pop("market")
+_SET_HOURLY_USD = _SLOTS.pop("hourly_usd")
+_SET_SOURCE = _SLOTS.pop("source")
+_SET_AS_OF = _SLOTS.pop("as_of")
+_SET_CONFIDENCE = _SLOTS.pop("confidence")
+_SET_HOURLY_USD_RANGE = _SLOTS.pop("hourly_usd_range")
+_SET_INTERRUPTION_BUCKET = _SLOTS.pop("interruption_bucket")
+_SET_NOTES = _SLOTS.pop("notes")
+_SET_ZONES = _SLOTS.pop("zones")
+_SET_STALE = _SLOTS.pop("stale")
+assert not _SLOTS, f"Offer fields not set by the plain path: {sorted(_SLOTS)}"
+
+
+def _plain_offer(
+    entry: Any,
+    types: dict[tuple[str, str], InstanceType],
+    buckets: dict[tuple[str, str, str], str],
+    shared: dict[Any, Any],
+) -> Offer | None:
+    """The offer of a plainly valid entry, checked inline (a catalog holds thousands); None for
+    anything else, which ``_checked_offer`` then accepts or rejects with the reason. Accepts a
+    subset of what ``_checked_offer`` accepts, never more."""
+    if type(entry) is not dict or "hourly_usd_range" in entry:
+        return None
+    get = entry.get
+    cloud, name, market, region = get("cloud"), get("instance_type"), get("market"), get("region")
+    price, source, as_of, zone = get("hourly_usd"), get("source"), get("as_of"), get("zone")
+    if (
+        type(cloud) is not str
+        or type(name) is not str
+        or (market != "on-demand" and market != "spot")
+        or type(region) is not str
+        or not region
+        or type(source) is not str
+        or not source
+        or type(as_of) is not str
+        or not as_of
+        or (zone is not None and (type(zone) is not str or not zone))
+        or (type(price) is not float and type(price) is not int)
+        or not 0 < price < _INF
+    ):
+        return None
+    it = types.get((cloud, name))
+    if it is None:
+        return None
+    zones = get("zones")
+    if zones is None:
+        zones_t: tuple[str, ...] = (zone,) if zone is not None else ()
+    else:
+        if type(zones) is not list:
+            return None
+        zones_t = tuple(zones)
+        cached = shared.get(zones_t)
+        if cached is None:
+            if not all(type(z) is str and z for z in zones_t) or len(set(zones_t)) != len(zones_t):
+                return None
+            if zone is not None and zones_t != (zone,):
+                return None
+            shared[zones_t] = cached = zones_t
+        elif zone is not None and cached != (zone,):
+            return None
+        zones_t = cached
+    confidence, notes, stale = get("confidence", "high"), get("notes", ""), get("stale", False)
+    if type(confidence) is not str or type(notes) is not str or type(stale) is not bool:
+        return None
+    region = shared.setdefault(region, region)
+    offer: Offer = _new_object(Offer)
+    _SET_INSTANCE(offer, it)
+    _SET_REGION(offer, region)
+    _SET_ZONE(offer, zone)
+    _SET_MARKET(offer, market)
+    _SET_HOURLY_USD(offer, float(price))
+    _SET_SOURCE(offer, shared.setdefault(source, source))
+    _SET_AS_OF(offer, shared.setdefault(as_of, as_of))
+    _SET_CONFIDENCE(offer, shared.setdefault(confidence, confidence))
+    _SET_HOURLY_USD_RANGE(offer, None)
+    _SET_INTERRUPTION_BUCKET(offer, buckets.get((cloud, region, name)) if market == "spot" else None)
+    _SET_NOTES(offer, notes)
+    _SET_ZONES(offer, zones_t)
+    _SET_STALE(offer, stale)
+    return offer
+
+
+def _checked_offer(
+    entry: Any,
+    types: dict[tuple[str, str], InstanceType],
+    buckets: dict[tuple[str, str, str], str],
+    where: str,
+) -> Offer:
+    """An offer entry, checked field by field: the offer, or CatalogError saying what is wrong."""
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{where}: an offer must be an object, not {entry!r}")
+    cloud, name = entry.get("cloud"), entry.get("instance_type")
+    declared = types.get((cloud, name)) if isinstance(cloud, str) and isinstance(name, str) else None
+    if declared is None:
+        raise CatalogError(f"{where}: instance type {cloud}/{name} is not declared")
+    it = declared
+    market = entry.get("market")
+    if market not in MARKETS:
+        raise CatalogError(f"{where}: market {market!r}, expected on-demand or spot")
+    # A zero price is an error in the catalog, not a bargain.
+    price = _number(entry, "hourly_usd", where, strict=True)
+    spread = entry.get("hourly_usd_range")
+    if spread is not None and not (
+        isinstance(spread, list)
+        and len(spread) == 2
+        and all(
+            isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+            for v in spread
+        )
+    ):
+        raise CatalogError(f"{where}: hourly_usd_range must be two positive prices, not {spread!r}")
+    region = _text(entry, "region", where)
+    zone = _opt_text(entry, "zone", where)
+    if spread is not None and zone is not None:
+        raise CatalogError(f"{where}: hourly_usd_range spans zones; the zone-specific {zone} has one price")
+    return Offer(
+        instance=it,
+        region=region,
+        zone=zone,
+        market=market,
+        hourly_usd=price,
+        source=_text(entry, "source", where),
+        as_of=_text(entry, "as_of", where),
+        confidence=str(entry.get("confidence", "high")),
+        hourly_usd_range=(float(spread[0]), float(spread[1])) if spread else None,
+        interruption_bucket=buckets.get((it.cloud, region, it.name)) if market == "spot" else None,
+        notes=str(entry.get("notes", "")),
+        zones=_zones(entry, zone, where),
+        stale=bool(entry.get("stale", False)),
+    )
+
+
 def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | None = None) -> Catalog:
     """Build a ``Catalog`` from a decoded catalog document, checking it as it goes."""
     gpus = gpus if gpus is not None else load_gpus()
@@ -342,46 +505,15 @@ def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | 
         buckets[key] = str(bucket)
     offers: list[Offer] = []
     seen: set[tuple[str, str, str, str | None, str]] = set()
+    shared: dict[Any, Any] = {}  # one object per distinct string and zones tuple
     for i, entry in enumerate(_entries(doc, "offers", path)):
-        where = f"{path}: offers[{i}]"
-        cloud, name = entry.get("cloud"), entry.get("instance_type")
-        declared = types.get((cloud, name)) if isinstance(cloud, str) and isinstance(name, str) else None
-        if declared is None:
-            raise CatalogError(f"{where}: instance type {cloud}/{name} is not declared")
-        it = declared
-        market = entry.get("market")
-        if market not in MARKETS:
-            raise CatalogError(f"{where}: market {market!r}, expected on-demand or spot")
-        # A zero price is an error in the catalog, not a bargain.
-        price = _number(entry, "hourly_usd", where, strict=True)
-        spread = entry.get("hourly_usd_range")
-        if spread is not None and not (
-            isinstance(spread, list)
-            and len(spread) == 2
-            and all(
-                isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-                for v in spread
-            )
-        ):
-            raise CatalogError(f"{where}: hourly_usd_range must be two positive prices, not {spread!r}")
-        region = _text(entry, "region", where)
-        offer = Offer(
-            instance=it,
-            region=region,
-            zone=_opt_text(entry, "zone", where),
-            market=market,
-            hourly_usd=price,
-            source=_text(entry, "source", where),
-            as_of=_text(entry, "as_of", where),
-            confidence=str(entry.get("confidence", "high")),
-            hourly_usd_range=(float(spread[0]), float(spread[1])) if spread else None,
-            interruption_bucket=buckets.get((it.cloud, region, it.name)) if market == "spot" else None,
-            notes=str(entry.get("notes", "")),
-            stale=bool(entry.get("stale", False)),
-        )
-        if offer.key in seen:
-            raise CatalogError(f"{where}: duplicate offer {offer.key}")
-        seen.add(offer.key)
+        offer = _plain_offer(entry, types, buckets, shared)
+        if offer is None:  # anything unusual: the checked path accepts it or says why not
+            offer = _checked_offer(entry, types, buckets, f"{path}: offers[{i}]")
+        offer_key = offer.key
+        if offer_key in seen:
+            raise CatalogError(f"{path}: offers[{i}]: duplicate offer {offer_key}")
+        seen.add(offer_key)
         offers.append(offer)
     return Catalog(
         gpus=gpus,
@@ -398,7 +530,9 @@ def load_catalog(path: str | Path | None = None) -> Catalog:
     """Load a catalog file; the embedded snapshot when ``path`` is None."""
     file = Path(path) if path is not None else SNAPSHOT_FILE
     try:
-        doc = load_json(file)
+        # The embedded snapshot is generated from its tables (scripts/build_snapshot.py, whose
+        # --check runs in the tests), so it skips the duplicate-key check other files get.
+        doc = json.loads(file.read_bytes()) if file == SNAPSHOT_FILE else load_json(file)
     except FileNotFoundError:
         raise CatalogError(f"{file}: no such catalog file") from None
     except (OSError, ValueError) as err:

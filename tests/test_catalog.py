@@ -18,7 +18,20 @@ from tests.conftest import MINI_CATALOG, ROOT
 
 SNAPSHOT = load_catalog()
 
-AWS_FAMILIES = ["g4dn.", "g5.", "g6.", "g6e.", "p3.", "p3dn.", "p4d.", "p4de.", "p5.", "p5en.", "p6-b200."]
+AWS_FAMILIES = [
+    "g4dn.",
+    "g5.",
+    "g6.",
+    "g6e.",
+    "p3.",
+    "p3dn.",
+    "p4d.",
+    "p4de.",
+    "p5.",
+    "p5e.",
+    "p5en.",
+    "p6-b200.",
+]
 GCP_FAMILIES = [
     "g2-standard-",
     "a2-highgpu-",
