@@ -22,11 +22,14 @@ from providers.base import (
     parse_iso_utc,
 )
 from providers.catalog_store import resolve
+from providers.hf_hub import fetch_model
 from providers.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
 from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan
-from selector.spec import STACK_KEY, SpecError, WorkloadSpec, parse_spec
+from selector.spec import STACK_KEY, SpecError, WorkloadSpec, parse_spec, use_hub
+
+use_hub(fetch_model)  # model.hf alone: sized from the Hub's config.json (cached), as in the CLI
 
 
 def build_plan(config: pulumi.Config) -> Plan:
@@ -130,6 +133,11 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
         raise pulumi.RunError(str(err)) from None
     except ValueError as err:
         raise pulumi.RunError(f"gpufit:expiresAt: {err}") from None
+    if deployment.zone is not None:
+        pulumi.log.info(
+            f"{deployment.instance_type} {deployment.market} is priced for {deployment.zone}: "
+            f"the machines launch in {deployment.zone} only"
+        )
     secrets = SecretInputs(api_key=config.get_secret("apiKey"), hf_token=config.get_secret("hfToken"))
     outputs = cloud_provider(deployment).provision(deployment, secrets)
     for key, value in outputs.items():

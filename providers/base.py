@@ -114,6 +114,7 @@ class Deployment:
     deadline_pinned: bool = False  # expires_at came from gpufit:expiresAt, not from the clock
     image: str | None = None
     subnet_id: str | None = None
+    zones: tuple[str, ...] = ()  # the zones the choice is offered in (() = not known); (zone,) if pinned
     extra_tags: dict[str, str] = field(default_factory=dict)
     fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
     server: ServerLaunch | None = None  # the model server a serve deployment starts
@@ -129,6 +130,20 @@ class Deployment:
         interrupted or failed machines. A replica spanning nodes stays on plain instances:
         a group that replaces one node would break the job's torchrun rendezvous."""
         return self.nodes_per_replica == 1
+
+    @property
+    def pinned(self) -> bool:
+        """The plan's price is one zone's (a zone-specific offer): its machines launch there only."""
+        return self.zone is not None
+
+    @property
+    def allowed_zones(self) -> tuple[str, ...]:
+        """Where the machines may launch: the pinned zone; else the zones the region-level offer
+        is known in; () = any zone of the region (still only where the cloud offers the type).
+        AWS zones are AZ IDs (``use1-az2``), GCP zones names (``us-central1-a``)."""
+        if self.zone is not None:
+            return (self.zone,)
+        return self.zones
 
     @property
     def members(self) -> tuple[FleetMember, ...]:
@@ -313,6 +328,7 @@ def deployment_from_plan(
         cloud=it.cloud,
         region=offer.region,
         zone=offer.zone,
+        zones=(offer.zone,) if offer.zone is not None else offer.zones,
         instance_type=it.name,
         machine_type=it.machine_type,
         attached_accelerator=it.attached_accelerator,

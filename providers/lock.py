@@ -22,8 +22,13 @@ from selector.report import cost_to_dict
 from selector.select import Plan
 from selector.spec import WorkloadSpec
 
-LOCK_SCHEMA_VERSION = 2
-"""2: the fleet's fallback offers are pinned too (``fallbacks``)."""
+LOCK_SCHEMA_VERSION = 3
+"""2: the fleet's fallback offers are pinned too (``fallbacks``). 3: each offer carries
+``zones`` (the zones a region-level offer is known in; ``[zone]`` for a zone-specific one),
+and a zone-specific choice pins where the fleet launches. Version 2 locks are still read
+(their offers are region-level, zones unknown); a version-2 reader refuses version 3, rather
+than spreading a zone-pinned plan over the region."""
+READABLE_LOCK_VERSIONS = (2, LOCK_SCHEMA_VERSION)
 LOCK_SUFFIX = ".lock.json"
 
 
@@ -70,6 +75,7 @@ def _offer_dict(offer: Offer) -> dict[str, Any]:
         "instance_type": offer.instance.name,
         "region": offer.region,
         "zone": offer.zone,
+        "zones": list(offer.zones),
         "market": offer.market,
         "hourly_usd": offer.hourly_usd,
         "source": offer.source,
@@ -116,11 +122,16 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
     }
 
 
-def fallback_summary(entries: list[dict[str, Any]]) -> list[tuple[str, str, float, int]]:
-    """(instance type, market, $/h, weighted capacity) per fallback: what a review compares."""
+FallbackSummary = tuple[str, str, str, float, int]
+
+
+def fallback_summary(entries: list[dict[str, Any]]) -> list[FallbackSummary]:
+    """(instance type, zone or region, market, $/h, weighted capacity) per fallback: what a
+    review compares."""
     return [
         (
             str(e["offer"]["instance_type"]),
+            str(e["offer"].get("zone") or e["offer"]["region"]),
             str(e["offer"]["market"]),
             round(float(e["offer"]["hourly_usd"]), 4),
             int(e["weighted_capacity"]),
@@ -129,10 +140,16 @@ def fallback_summary(entries: list[dict[str, Any]]) -> list[tuple[str, str, floa
     ]
 
 
-def plan_fallbacks(plan: Plan) -> list[tuple[str, str, float, int]]:
+def plan_fallbacks(plan: Plan) -> list[FallbackSummary]:
     """The same summary of a plan's fallbacks."""
     return [
-        (f.offer.instance.name, f.offer.market, round(f.offer.hourly_usd, 4), f.weighted_capacity)
+        (
+            f.offer.instance.name,
+            f.offer.zone or f.offer.region,
+            f.offer.market,
+            round(f.offer.hourly_usd, 4),
+            f.weighted_capacity,
+        )
         for f in plan.fallbacks
     ]
 
@@ -153,8 +170,10 @@ def read_lock(path: Path) -> dict[str, Any]:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ValueError(f"{path}: not a readable lock ({err})") from None
-    if not isinstance(doc, dict) or doc.get("schema_version") != LOCK_SCHEMA_VERSION:
-        raise ValueError(f"{path}: not a gpufit lock (schema_version {LOCK_SCHEMA_VERSION} expected)")
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or isinstance(version, bool) or version not in READABLE_LOCK_VERSIONS:
+        expected = " or ".join(str(v) for v in READABLE_LOCK_VERSIONS)
+        raise ValueError(f"{path}: not a gpufit lock this gpufit reads (schema_version {expected} expected)")
     for key in ("spec_sha256", "instance_type", "offer", "workload", "fallbacks"):
         if key not in doc:
             raise ValueError(f"{path}: lock lacks {key!r}")
@@ -189,15 +208,21 @@ def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
 
 
 def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
-    """How the plan of the locked offers differs from what the review saw (machines, market,
-    price, fallback list), or None when it is the same. Sizing data or code that changed since
-    (a preset, a GPU fact, the fallback rules) shows up here."""
+    """How the plan of the locked offers differs from what the review saw (machines, zone or
+    region, market, price, fallback list), or None when it is the same. Sizing data or code
+    that changed since (a preset, a GPU fact, the fallback rules) shows up here."""
     choice = replanned.choice
     if choice is None:
         return f"the locked offers no longer plan ({replanned.status})"
     locked = lock["offer"]
-    seen = (locked["instance_type"], locked["region"], lock["instances"], locked["market"])
-    now = (choice.offer.instance.name, choice.offer.region, choice.shape.instances, choice.offer.market)
+    where = locked.get("zone") or locked["region"]
+    seen = (locked["instance_type"], where, lock["instances"], locked["market"])
+    now = (
+        choice.offer.instance.name,
+        choice.offer.zone or choice.offer.region,
+        choice.shape.instances,
+        choice.offer.market,
+    )
     seen_usd, now_usd = round(lock["cost"]["hourly_usd"], 4), round(choice.cost.hourly_usd, 4)
     if (*seen, seen_usd) != (*now, now_usd):
         return (
@@ -206,7 +231,7 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
         )
     was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
     if was != is_now:
-        names = ", ".join(f"{t} ×{w}" for t, _, _, w in is_now) or "none"
+        names = ", ".join(f"{t} in {z} ×{w}" for t, z, _, _, w in is_now) or "none"
         return f"the fleet's fallbacks now plan as [{names}], not the reviewed list"
     return None
 

@@ -7,6 +7,9 @@ instance types. The plan hands it the choice first, then same-shape fallbacks in
 order. A fallback is an offer
 
 - of the choice's cloud, region and market (a fleet lives in one region and one market);
+- when the choice is zone-specific (its price holds in its zone only, so the fleet launches
+  only there), offered in that zone: a zone-specific offer of the same zone, or a region-level
+  offer whose ``zones`` list it (an empty list is "not known", and does not qualify);
 - whose own fit runs each replica the same way: one node per replica and the same GPUs per
   replica (so the same launch command and tensor parallelism work on it);
 - that holds as many replicas per instance as the choice (its ``weighted_capacity``), so that
@@ -17,9 +20,10 @@ order. A fallback is an offer
 - that still meets the TTL and the budget when it runs the whole fleet;
 - on GCP, that one instance template serves (the same attached accelerators).
 
-Its cost is the workload's expected total on that type alone (the worst case of a fleet made
-only of it): ``offer_cost`` of its fitted shape with as many instances as the replicas need,
-and for jobs the job's hours scaled by the instances (work divides over replicas).
+Each type is listed once, at its cheapest qualifying offer. Its cost is the workload's
+expected total on that type alone (the worst case of a fleet made only of it): ``offer_cost``
+of its fitted shape with as many instances as the replicas need, and for jobs the job's hours
+scaled by the instances (work divides over replicas).
 """
 
 from __future__ import annotations
@@ -43,6 +47,14 @@ ACCELERATOR_BOUND_CLOUDS = frozenset({"gcp"})
 """Clouds whose fleet overrides only the machine type: a GCP MIG's instance flexibility keeps
 the template's attached accelerators, so a fallback must attach the same GPUs as the choice (N1
 + ``guestAccelerators``), or carry them in its machine type as the choice does (A2/A3/G2)."""
+
+
+def offered_in(offer: Offer, zone: str) -> bool:
+    """Whether ``offer`` can be had in ``zone``: it is that zone's own offer, or a region-level
+    one whose known zones include it."""
+    if offer.zone is not None:
+        return offer.zone == zone
+    return zone in offer.zones
 
 
 def same_accelerators(choice: InstanceType, other: InstanceType) -> bool:
@@ -105,10 +117,12 @@ def fallbacks(
     within_budget: Callable[[float, float], bool],
     limit: int = MAX_FALLBACKS,
 ) -> tuple[Fallback, ...]:
-    """The choice's same-shape fallbacks in its region and market, cheapest expected total
-    first (ties: fewer GPUs, then the name), one per instance type, at most ``limit``."""
+    """The choice's same-shape fallbacks in its region and market (and in its zone when the
+    choice is zone-specific), cheapest expected total first (ties: fewer GPUs, then the name),
+    one per instance type, at most ``limit``."""
     units = fleet_units(choice_shape)
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
+    pinned = choice_offer.zone
     found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
     for it, offers in catalog.by_instance_type:
         if it.cloud != cloud or it.name == choice_offer.instance.name:
@@ -119,7 +133,11 @@ def fallbacks(
             fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
         ):
             continue
-        here = [o for o in offers if o.region == region and o.market == market]
+        here = [
+            o
+            for o in offers
+            if o.region == region and o.market == market and (pinned is None or offered_in(o, pinned))
+        ]
         if not here:
             continue
         own = fit_of(it)

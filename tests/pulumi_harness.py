@@ -27,9 +27,22 @@ class Registered:
     provider: str | None
 
 
-OFFERED_ZONES = ("a", "b")
-"""Zone letters where the mock EC2 offers every instance type: a region's zone ``c`` offers none,
-so that a group's subnets can be seen to be restricted to the offering zones."""
+OFFERED_ZONES = (1, 2)
+"""AZ ID numbers where the mock EC2 offers every instance type (``use2-az1``, ``use2-az2``): a
+region's ``-az3`` offers none, so that a group's subnets can be seen to be restricted to the
+offering zones."""
+
+
+def az_id(region: str, number: int) -> str:
+    """The mock's AZ ID: ``us-east-2`` zone 1 → ``use2-az1`` (real IDs shorten some regions
+    differently, ``apne1``; the mock needs only a stable, recognisable name)."""
+    parts = region.split("-")
+    return f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az{number}"
+
+
+def az_name(region: str, number: int) -> str:
+    """The mock's AZ name for AZ ID ``number``: ``us-east-2`` zone 1 → ``us-east-2a``."""
+    return f"{region}{'abcdef'[number - 1]}"
 NOT_OFFERED: set[str] = set()
 """Instance types the mock EC2 offers nowhere (tests add to it and clear it)."""
 
@@ -104,15 +117,19 @@ class RecordingMocks(pulumi.runtime.Mocks):
         filters = {f.get("name"): list(f.get("values") or []) for f in args.args.get("filters") or []}
         if args.token == "aws:ec2/getInstanceTypeOfferings:getInstanceTypeOfferings":
             types = [t for t in filters.get("instance-type", []) if t not in NOT_OFFERED]
-            rows = [(t, f"{self.region}{z}") for t in types for z in OFFERED_ZONES]
+            kind = str(args.args.get("locationType") or "availability-zone")
+            name = az_id if kind == "availability-zone-id" else az_name
+            rows = [(t, name(self.region, z)) for t in types for z in OFFERED_ZONES]
             return {
                 "id": self.region,
                 "instanceTypes": [t for t, _ in rows],
                 "locations": [z for _, z in rows],
-                "locationTypes": ["availability-zone"] * len(rows),
+                "locationTypes": [kind] * len(rows),
             }
-        if args.token == "aws:ec2/getSubnets:getSubnets" and "availability-zone" in filters:
-            return {"id": "subnets", "ids": [f"subnet-{z}" for z in filters["availability-zone"]]}
+        if args.token == "aws:ec2/getSubnets:getSubnets":
+            zones = filters.get("availability-zone-id", filters.get("availability-zone"))
+            if zones is not None:
+                return {"id": "subnets", "ids": [f"subnet-{z}" for z in zones]}
         if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
             zone = str(args.args.get("zone", ""))
             wanted = str(args.args.get("filter", ""))
@@ -132,7 +149,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             "aws:ec2/getSubnet:getSubnet": {
                 "id": "subnet-0given",
                 "vpcId": "vpc-0given",
-                "availabilityZone": f"{self.region}a",
+                "availabilityZone": az_name(self.region, 1),
+                "availabilityZoneId": az_id(self.region, 1),
             },
             "aws:ec2/getAmi:getAmi": {
                 "id": "ami-0dlami",

@@ -10,14 +10,15 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from providers.lock import locked_catalog, make_lock, read_lock, reviewed_difference
-from selector.catalog import load_catalog
+from providers.lock import LOCK_SCHEMA_VERSION, locked_catalog, make_lock, read_lock, reviewed_difference
+from selector.catalog import Catalog, load_catalog
 from selector.cost import cost_inputs, offer_cost
-from selector.fallbacks import MAX_FALLBACKS, fleet_shape, fleet_units
+from selector.fallbacks import MAX_FALLBACKS, fleet_shape, fleet_units, offered_in
 from selector.rates import load_rates
 from selector.select import Plan, plan
 from selector.spec import load_spec, parse_spec
 from tests.conftest import ROOT
+from tests.fakes.zoned import write_zoned, zoned_catalog, zoned_doc
 from tests.pulumi_harness import stack_config
 
 CATALOG = load_catalog()
@@ -172,3 +173,133 @@ def test_lock_check_finds_a_changed_fallback_list_stale(
     assert main(["lock", "--check", "--stacks", str(stacks)]) == 8
     out = capsys.readouterr().out
     assert "stale" in out and "fallbacks now plan as" in out
+
+
+# ------------------------------------------------------------------------------------- zones
+
+E2 = ["use2-az1", "use2-az2", "use2-az3"]
+SDXL_SPOT = ("aws", "g6e.48xlarge", "us-east-2", "spot")
+P5E_SPOT = ("aws", "p5e.48xlarge", "us-east-2", "spot")
+P5_SPOT = ("aws", "p5.48xlarge", "us-east-2", "spot")
+G6_SPOT = ("aws", "g6.48xlarge", "us-east-2", "spot")
+PINNED = {
+    # the choice is cheapest in az1 (a zone-specific spot price)
+    "split": {SDXL_SPOT: {"use2-az1": 0.9, "use2-az2": 1.0}, P5E_SPOT: {"use2-az1": 1.2, "use2-az2": 0.95}},
+    "zones": {"us-east-2": E2},
+    # region-level offers: p5 known in az2 and az3 only, g6 in zones not known
+    "only": {P5_SPOT: ["use2-az2", "use2-az3"], G6_SPOT: []},
+}
+
+
+def sdxl_on(catalog: Catalog) -> Plan:
+    return plan(load_spec(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml"), catalog)
+
+
+def test_a_zone_pinned_choice_falls_back_only_within_its_zone() -> None:
+    """Its price holds in its zone only, so the fleet launches there only: each fallback is
+    offered in that zone (its own zone offer, or a region-level one known there), once per
+    type at that zone's price, even where another zone is cheaper."""
+    result = sdxl_on(zoned_catalog(**PINNED))
+    choice = result.choice
+    assert choice is not None
+    assert (choice.offer.zone, choice.offer.zones) == ("use2-az1", ("use2-az1",))
+    names = [f.offer.instance.name for f in result.fallbacks]
+    assert len(names) == len(set(names)) >= 3
+    assert all(offered_in(f.offer, "use2-az1") for f in result.fallbacks)
+    p5e = next(f for f in result.fallbacks if f.offer.instance.name == "p5e.48xlarge")
+    assert p5e.offer.zone == "use2-az1"  # not az2's lower price: the fleet cannot launch there
+    assert p5e.offer.hourly_usd == pytest.approx(16.3895 * 1.2, abs=1e-3)
+    # known only in other zones, or in zones not known: no fallback of a pinned choice
+    assert "p5.48xlarge" not in names and "g6.48xlarge" not in names
+    totals = [f.cost.total_usd for f in result.fallbacks]
+    assert totals == sorted(totals)
+
+
+def test_a_region_level_choice_keeps_the_region_wide_fallbacks_once_per_type() -> None:
+    """A region-level choice spreads over the region: its fallbacks are every qualifying
+    offer of the region and market, as before zones, each type once at its cheapest zone."""
+    zoned = sdxl_on(
+        zoned_catalog(
+            split={P5E_SPOT: {"use2-az1": 1.2, "use2-az2": 0.95}}, zones=PINNED["zones"], only=PINNED["only"]
+        )
+    )
+    plain = stack_plan("sdxl-batch")
+    assert zoned.choice is not None and zoned.choice.offer.zone is None
+    assert zoned.choice.offer.zones == tuple(E2)
+    names = [f.offer.instance.name for f in zoned.fallbacks]
+    assert sorted(names) == sorted(f.offer.instance.name for f in plain.fallbacks)  # p5, g6 too
+    p5e = next(f for f in zoned.fallbacks if f.offer.instance.name == "p5e.48xlarge")
+    assert (p5e.offer.zone, p5e.offer.hourly_usd) == ("use2-az2", pytest.approx(16.3895 * 0.95, abs=1e-3))
+
+
+def test_a_lock_pins_the_zone_and_a_changed_zone_makes_it_stale() -> None:
+    from datetime import UTC, datetime
+
+    result = sdxl_on(zoned_catalog(**PINNED))
+    lock = make_lock(result, ROOT / "stacks" / "Pulumi.sdxl-batch.yaml", datetime(2026, 12, 2, tzinfo=UTC))
+    assert lock["schema_version"] == LOCK_SCHEMA_VERSION == 3
+    assert (lock["offer"]["zone"], lock["offer"]["zones"]) == ("use2-az1", ["use2-az1"])
+    assert all("use2-az1" in f["offer"]["zones"] for f in lock["fallbacks"])
+    replanned = plan(result.spec, locked_catalog(lock, CATALOG.gpus))
+    assert replanned.choice is not None and replanned.choice.offer.zone == "use2-az1"
+    assert replanned.choice.offer.zones == ("use2-az1",)
+    assert reviewed_difference(lock, replanned) is None
+    # the choice moved to az2: its az1-only fallback no longer qualifies
+    moved = json.loads(json.dumps(lock))
+    moved["offer"].update(zone="use2-az2", zones=["use2-az2"])
+    difference = reviewed_difference(moved, plan(result.spec, locked_catalog(moved, CATALOG.gpus)))
+    assert difference is not None and "fallbacks now plan as" in difference
+    assert "p5e.48xlarge" not in difference.split("[")[1]
+    # a fallback's zone is part of what the review saw
+    elsewhere = json.loads(json.dumps(lock))
+    elsewhere["fallbacks"][0]["offer"].update(zone="use2-az2", zones=["use2-az2"])
+    replanned = plan(result.spec, locked_catalog(elsewhere, CATALOG.gpus))
+    assert "fallbacks now plan as" in (reviewed_difference(elsewhere, replanned) or "")
+
+
+def test_a_version_2_lock_without_zones_still_reads_and_replans(tmp_path: Path) -> None:
+    from datetime import UTC, datetime
+
+    result = stack_plan("sdxl-batch")
+    lock = make_lock(result, ROOT / "stacks" / "Pulumi.sdxl-batch.yaml", datetime(2026, 12, 2, tzinfo=UTC))
+    lock["schema_version"] = 2
+    for entry in (lock, *lock["fallbacks"]):
+        del entry["offer"]["zones"]
+    path = tmp_path / "old.lock.json"
+    path.write_text(json.dumps(lock))
+    old = read_lock(path)
+    replanned = plan(result.spec, locked_catalog(old, CATALOG.gpus))
+    assert replanned.choice is not None and replanned.choice.offer.zones == ()
+    assert reviewed_difference(old, replanned) is None
+    path.write_text(json.dumps({**lock, "schema_version": 1}))
+    with pytest.raises(ValueError, match="schema_version 2 or 3 expected"):
+        read_lock(path)
+
+
+def test_lock_check_finds_a_moved_zone_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stacks = tmp_path / "stacks"
+    stacks.mkdir()
+    (stacks / "Pulumi.sdxl-batch.yaml").write_text((ROOT / "stacks" / "Pulumi.sdxl-batch.yaml").read_text())
+    catalog = write_zoned(tmp_path / "zoned.json", **PINNED)
+    assert main(["lock", "sdxl-batch", "--stacks", str(stacks), "--catalog", str(catalog)]) == 0
+    assert "in use2-az1" in capsys.readouterr().out
+    assert main(["lock", "--check", "--stacks", str(stacks)]) == 0
+    path = stacks / "sdxl-batch.lock.json"
+    lock = read_lock(path)
+    lock["offer"].update(zone="use2-az2", zones=["use2-az2"])
+    path.write_text(json.dumps(lock))
+    capsys.readouterr()
+    assert main(["lock", "--check", "--stacks", str(stacks)]) == 8
+    assert "stale" in capsys.readouterr().out
+
+
+def test_offer_zones_default_to_the_offers_own_zone() -> None:
+    doc = zoned_doc(split={SDXL_SPOT: {"use2-az1": 1.0}})
+    for offer in doc["offers"]:
+        offer.pop("zones", None)  # a catalog that names the zone only
+    from selector.catalog import catalog_from_doc
+
+    catalog = catalog_from_doc(doc, "zone only")
+    zoned = [o for o in catalog.offers if o.zone is not None]
+    assert zoned and all(o.zones == (o.zone,) for o in zoned)
+    assert all(o.zones == () for o in catalog.offers if o.zone is None)

@@ -513,6 +513,16 @@ def test_given_zone_is_used_without_lookup(n1: Run) -> None:
     assert n1.instances()[0].inputs["zone"] == "us-central1-b"
 
 
+def test_a_region_level_plan_takes_the_first_up_zone_among_its_known_zones() -> None:
+    run = provision(dataclasses.replace(A3_SPOT, zones=("us-central1-f", "us-central1-c", "us-central1-x")))
+    assert run.instances()[0].inputs["zone"] == "us-central1-c"  # not -a: the offer is not known there
+    assert run.outputs["zone"] == "us-central1-c"
+    assert first_up_zone("us-central1", ZONES_UNSORTED, ("us-central1-f",)) == "us-central1-f"
+    message = r"no zone of us-central1 among us-central1-x \(the plan's zones\) is UP"
+    with pytest.raises(ValueError, match=message):
+        first_up_zone("us-central1", ZONES_UNSORTED, ("us-central1-x",))
+
+
 def test_first_up_zone() -> None:
     assert first_up_zone("us-central1", ZONES_UNSORTED) == "us-central1-a"
     for nothing in ([], None):

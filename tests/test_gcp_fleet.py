@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -24,6 +25,7 @@ from providers.gcp.fleet import (
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
+from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog
 from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -268,3 +270,88 @@ def test_no_machine_type_listing_at_all_spans_every_up_zone() -> None:
     config = {"gcp:project": "my-project", "gpufit:workload": BATCH}
     mocks, _ = run_program(config, NOW, mocks=Silent())
     assert mocks.one(MIG).inputs["distributionPolicyZones"] == ["us-east4-a", "us-east4-b", "us-east4-c"]
+
+
+# ------------------------------------------------------------------------------------- zones
+# The mock's zone -b of a region offers no GPU machine type; -a and -c offer every one.
+
+SERVE_ON_DEMAND: OfferKey = ("gcp", "a2-highgpu-2g", "us-central1", "on-demand")
+BATCH_SPOT: OfferKey = ("gcp", "n1-standard-4+t4x4", "us-east4", "spot")
+EAST4 = ["us-east4-a", "us-east4-b", "us-east4-c"]
+
+
+def _zoned(
+    tmp_path: Path, workload: dict[str, Any], mocks: RecordingMocks | None = None, **zoned: Any
+) -> tuple[RecordingMocks, dict[str, Any], Plan]:
+    config = {
+        "gcp:project": "my-project",
+        "gpufit:workload": workload,
+        "gpufit:catalog": str(write_zoned(tmp_path / "zoned.json", **zoned)),
+    }
+    mocks, outputs = run_program(config, NOW, stack="dev", mocks=mocks)
+    return mocks, outputs, plan(parse_spec(workload), zoned_catalog(**zoned))
+
+
+def _lookups(mocks: RecordingMocks) -> list[str]:
+    return sorted(a["zone"] for t, a in mocks.invokes if t == "gcp:compute/getMachineTypes:getMachineTypes")
+
+
+def test_a_zone_pinned_mig_runs_in_its_zone_only(tmp_path: Path) -> None:
+    """The plan's price is us-central1-c's: the MIG's one distribution zone is that zone, and
+    a later re-plan into another zone must move the group (the zones are not ignored)."""
+    workload = stack_config(ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml")["gpufit:workload"]
+    split = {SERVE_ON_DEMAND: {"us-central1-c": 0.9, "us-central1-a": 1.0}}
+    mocks, outputs, expected = _zoned(tmp_path, workload, split=split)
+    assert expected.choice is not None and expected.choice.offer.zone == "us-central1-c"
+    mig = mocks.one(MIG).inputs
+    assert mig["distributionPolicyZones"] == ["us-central1-c"] == outputs["zones"]
+    assert mig["updatePolicy"]["maxUnavailableFixed"] == 1
+    assert _lookups(mocks) == ["us-central1-c"]  # only the plan's zone is asked
+    ignored = mocks.requests[(MIG, "llama13b-gcp-dev-mig")].ignoreChanges
+    assert "targetSize" in ignored and "distributionPolicyZones" not in ignored
+
+
+def test_a_zone_pinned_mig_falls_back_over_types_offered_in_its_zone(tmp_path: Path) -> None:
+    only = {
+        ("gcp", "n1-standard-8+t4x4", "us-east4", "spot"): ["us-east4-a", "us-east4-c"],
+        ("gcp", "n1-standard-16+t4x4", "us-east4", "spot"): ["us-east4-c"],
+    }
+    split = {BATCH_SPOT: {"us-east4-a": 0.9, "us-east4-c": 1.0}}
+    mocks, _, expected = _zoned(tmp_path, BATCH, split=split, zones={"us-east4": EAST4}, only=only)
+    assert expected.choice is not None and expected.choice.offer.zone == "us-east4-a"
+    fallbacks = [f.offer.instance.name for f in expected.fallbacks]
+    assert "n1-standard-8+t4x4" in fallbacks and "n1-standard-16+t4x4" not in fallbacks
+    mig = mocks.one(MIG).inputs
+    assert mig["distributionPolicyZones"] == ["us-east4-a"]
+    selections = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
+    assert [s["machineTypes"][0] for s in selections] == [
+        "n1-standard-4",
+        *(f.offer.instance.machine_type for f in expected.fallbacks),
+    ]
+
+
+def test_a_region_level_mig_keeps_to_the_offers_known_zones(tmp_path: Path) -> None:
+    """Known in -b and -c; the mock's -b lists no GPU machine type: the MIG spreads over -c,
+    and (looked up afresh on each `pulumi up`) its zones stay ignored after creation."""
+    mocks, outputs, expected = _zoned(tmp_path, BATCH, zones={"us-east4": ["us-east4-b", "us-east4-c"]})
+    assert expected.choice is not None and expected.choice.offer.zone is None
+    mig = mocks.one(MIG).inputs
+    assert mig["distributionPolicyZones"] == ["us-east4-c"] == outputs["zones"]
+    assert _lookups(mocks) == ["us-east4-b", "us-east4-c"]
+    assert "distributionPolicyZones" in mocks.requests[(MIG, "sdxl-gcp-dev-mig")].ignoreChanges
+
+
+@pytest.mark.parametrize(
+    ("zone", "message"),
+    [
+        ("us-east4-b", r"none of the plan's zones \(us-east4-b\) offers n1-standard-4\+t4x4"),
+        ("us-east4-z", r"no zone of us-east4 that the plan allows \(us-east4-z\) is UP"),
+    ],
+)
+def test_a_pinned_zone_that_cannot_run_the_plan_stops_before_any_resource(
+    tmp_path: Path, zone: str, message: str
+) -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=message):
+        _zoned(tmp_path, BATCH, mocks, split={BATCH_SPOT: {zone: 0.9}})
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []

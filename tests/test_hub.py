@@ -189,3 +189,22 @@ def test_offline_without_a_cache_says_how_to_pass_a_local_config(
     assert len(err) == 1
     assert "cannot reach the Hugging Face Hub" in err[0] and "model.config" in err[0]
     hub_arch.cache_clear()
+
+
+def test_the_pulumi_program_sizes_a_hub_model_and_serves_that_repo(hub: tuple[FakeHub, str]) -> None:
+    from datetime import UTC, datetime
+
+    from tests.pulumi_harness import run_program
+    from tests.test_program import AWS_LAUNCH_TEMPLATE, user_data
+
+    workload = {
+        "name": "hub-served",
+        "task": "serve",
+        "model": {"hf": "acme/llama-8b"},
+        "serving": {"context_tokens": 8192, "concurrency": 8},
+        "placement": {"clouds": ["aws"], "regions": ["us-east-1"]},
+    }
+    mocks, outputs = run_program({"gpufit:workload": workload}, datetime(2026, 12, 3, tzinfo=UTC))
+    assert outputs["instance_type"]
+    script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
+    assert "acme/llama-8b" in script  # the server pulls the repo the plan sized

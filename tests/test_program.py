@@ -12,10 +12,11 @@ from typing import Any
 import pulumi
 import pytest
 
-from providers.base import TAG_EXPIRES_AT, lifetime_hours
+from providers.base import TAG_EXPIRES_AT, deployment_from_plan, lifetime_hours
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
+from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog
 from tests.pulumi_harness import NOT_OFFERED, ROOT, RecordingMocks, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -209,14 +210,15 @@ def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> Non
 def test_aws_group_subnets_lie_only_where_the_types_are_offered() -> None:
     mocks, outputs, _ = _aws("sdxl-batch")
     group = mocks.one(AWS_GROUP).inputs
-    # the mock offers every type in zones a and b of the region, none in c
-    assert group["vpcZoneIdentifiers"] == ["subnet-us-east-2a", "subnet-us-east-2b"]
-    assert outputs["zones"] == ["us-east-2a", "us-east-2b"]
+    # the mock offers every type in AZ IDs use2-az1 and use2-az2 of the region, none in -az3;
+    # zones are AZ IDs, as the catalog names them (an AZ name differs between accounts)
+    assert group["vpcZoneIdentifiers"] == ["subnet-use2-az1", "subnet-use2-az2"]
+    assert outputs["zones"] == ["use2-az1", "use2-az2"]
     offerings = [args for token, args in mocks.invokes if token.endswith("getInstanceTypeOfferings")]
-    assert offerings[0]["locationType"] == "availability-zone"
+    assert offerings[0]["locationType"] == "availability-zone-id"
     subnets = [args for token, args in mocks.invokes if token == "aws:ec2/getSubnets:getSubnets"]
-    zone_filter = [f for f in subnets[0]["filters"] if f["name"] == "availability-zone"]
-    assert zone_filter == [{"name": "availability-zone", "values": ["us-east-2a", "us-east-2b"]}]
+    zone_filter = [f for f in subnets[0]["filters"] if f["name"].startswith("availability-zone")]
+    assert zone_filter == [{"name": "availability-zone-id", "values": ["use2-az1", "use2-az2"]}]
 
 
 def test_aws_group_is_scaled_to_zero_at_the_deadline() -> None:
@@ -450,3 +452,148 @@ def test_no_offerings_answer_at_all_keeps_every_default_subnet() -> None:
     group = mocks.one(AWS_GROUP).inputs
     assert group["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]  # every default subnet
     assert outputs["zones"] == []
+
+
+# ------------------------------------------------------------------------------------- zones
+# The mock EC2 offers every type in AZ IDs -az1 and -az2 of a region, none in -az3; a default
+# subnet lies in every zone ("subnet-<AZ ID>").
+
+SDXL_SPOT: OfferKey = ("aws", "g6e.48xlarge", "us-east-2", "spot")
+E2 = ["use2-az1", "use2-az2", "use2-az3"]
+
+
+def _zoned_run(
+    tmp_path: Path,
+    stack: str,
+    mocks: RecordingMocks | None = None,
+    config_changes: dict[str, Any] | None = None,
+    **zoned: Any,
+) -> tuple[RecordingMocks, dict[str, Any]]:
+    """Run a stack's program against the snapshot reshaped with zones (``tests.fakes.zoned``)."""
+    config = stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    config["gpufit:catalog"] = str(write_zoned(tmp_path / "zoned.json", **zoned))
+    config.update(config_changes or {})
+    return run_program(config, NOW, mocks=mocks)
+
+
+def _zone_filters(mocks: RecordingMocks) -> list[dict[str, Any]]:
+    subnets = [args for token, args in mocks.invokes if token == "aws:ec2/getSubnets:getSubnets"]
+    return [f for args in subnets for f in args["filters"] if f["name"].startswith("availability-zone")]
+
+
+def test_the_deployment_carries_the_plans_zone_and_zones() -> None:
+    pinned = plan(
+        load_spec_file("sdxl-batch"),
+        zoned_catalog(split={SDXL_SPOT: {"use2-az2": 0.9, "use2-az3": 1.0}}, zones={"us-east-2": E2}),
+    )
+    d = deployment_from_plan(pinned, stack="s", project="p", created_at=NOW)
+    assert (d.zone, d.zones, d.allowed_zones, d.pinned) == ("use2-az2", ("use2-az2",), ("use2-az2",), True)
+    spread = plan(load_spec_file("sdxl-batch"), zoned_catalog(zones={"us-east-2": E2}))
+    d = deployment_from_plan(spread, stack="s", project="p", created_at=NOW)
+    assert (d.zone, d.allowed_zones, d.pinned) == (None, tuple(E2), False)
+    unknown = deployment_from_plan(planned(stack_config(STACKS[0])), stack="s", project="p", created_at=NOW)
+    assert unknown.allowed_zones == ()
+
+
+def load_spec_file(stack: str) -> Any:
+    return parse_spec(stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")["gpufit:workload"])
+
+
+def test_a_zone_pinned_fleet_launches_only_in_its_zone(tmp_path: Path) -> None:
+    """The plan's price is use2-az2's: the group's only subnet is the default subnet of that
+    AZ ID, and every fallback in it is one the plan found offered there."""
+    split = {SDXL_SPOT: {"use2-az2": 0.9, "use2-az1": 1.0}}
+    mocks, outputs = _zoned_run(tmp_path, "sdxl-batch", split=split, zones={"us-east-2": E2})
+    group = mocks.one(AWS_GROUP).inputs
+    assert group["vpcZoneIdentifiers"] == ["subnet-use2-az2"]
+    assert outputs["zones"] == ["use2-az2"]
+    assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": ["use2-az2"]}]
+    offerings = [a for t, a in mocks.invokes if t.endswith("getInstanceTypeOfferings")]
+    assert [a["locationType"] for a in offerings] == ["availability-zone-id"]
+    expected = plan(load_spec_file("sdxl-batch"), zoned_catalog(split=split, zones={"us-east-2": E2}))
+    overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert [o["instanceType"] for o in overrides] == [
+        "g6e.48xlarge",
+        *(f.offer.instance.machine_type for f in expected.fallbacks),
+    ]
+    assert len(overrides) >= 3
+
+
+def test_a_zone_pinned_fleet_whose_zone_offers_nothing_stops_before_any_resource(tmp_path: Path) -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"none of the plan's zones \(use2-az3\) in us-east-2 offers"):
+        _zoned_run(tmp_path, "sdxl-batch", mocks, split={SDXL_SPOT: {"use2-az3": 0.9}})
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+def test_a_region_level_fleet_keeps_to_the_offers_known_zones(tmp_path: Path) -> None:
+    """Known in az2 and az3, offered (per EC2) in az1 and az2: the group spreads over az2."""
+    mocks, outputs = _zoned_run(tmp_path, "sdxl-batch", zones={"us-east-2": ["use2-az2", "use2-az3"]})
+    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use2-az2"]
+    assert outputs["zones"] == ["use2-az2"]
+    assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": ["use2-az2"]}]
+
+
+def test_a_given_subnet_outside_the_pinned_zone_is_refused(tmp_path: Path) -> None:
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"subnet-0given is in use2-az1, outside use2-az2"):
+        _zoned_run(
+            tmp_path,
+            "sdxl-batch",
+            mocks,
+            config_changes={"gpufit:subnetId": "subnet-0given"},  # the mock puts it in az1
+            split={SDXL_SPOT: {"use2-az2": 0.9}},
+        )
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+def test_plain_instances_go_to_the_pinned_zone_or_the_first_offering_one(tmp_path: Path) -> None:
+    key: OfferKey = ("aws", "p5e.48xlarge", "us-west-2", "spot")
+    mocks, outputs = _zoned_run(tmp_path, "llama70b-full-ft", split={key: {"usw2-az2": 0.9, "usw2-az1": 1.0}})
+    enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert len(enis) == 2 and {e.inputs["subnetId"] for e in enis} == {"subnet-usw2-az2"}
+    assert outputs["zone"] == "usw2-az2"
+    # a region-level plan: the first zone (by AZ ID) that EC2 says offers the type
+    mocks, outputs = run_program(stack_config(ROOT / "stacks" / "Pulumi.llama70b-full-ft.yaml"), NOW)
+    enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert {e.inputs["subnetId"] for e in enis} == {"subnet-usw2-az1"} and outputs["zone"] == "usw2-az1"
+
+
+def test_plain_instances_pinned_where_the_type_is_not_offered_stop_before_any_resource(
+    tmp_path: Path,
+) -> None:
+    key: OfferKey = ("aws", "p5e.48xlarge", "us-west-2", "spot")
+    mocks = RecordingMocks()
+    message = r"p5e\.48xlarge is not offered in usw2-az3 .*usw2-az1, usw2-az2"
+    with pytest.raises(pulumi.RunError, match=message):
+        _zoned_run(tmp_path, "llama70b-full-ft", mocks, split={key: {"usw2-az3": 0.9}})
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+LB_ON_DEMAND: OfferKey = ("aws", "p5.4xlarge", "us-east-1", "on-demand")
+
+
+def test_a_pinned_load_balanced_group_stays_in_its_zone_behind_a_two_zone_balancer(tmp_path: Path) -> None:
+    """An ALB needs two zones: it spans the VPC's default subnets, while the group, and so
+    every target, stays in the plan's zone (an ALB forwards across zones)."""
+    split = {LB_ON_DEMAND: {"use1-az2": 1.0, "use1-az4": 1.1}}
+    mocks, outputs = _zoned_run(tmp_path, "llama8b-lb", split=split)
+    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use1-az2"]
+    assert outputs["zones"] == ["use1-az2"]
+    assert mocks.one("aws:lb/loadBalancer:LoadBalancer").inputs["subnets"] == ["subnet-0a", "subnet-0b"]
+
+
+def test_a_pinned_load_balanced_group_without_a_second_subnet_says_why(tmp_path: Path) -> None:
+    class OneSubnet(RecordingMocks):
+        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+            answer = super().call(args)
+            every_default = answer.get("ids") == ["subnet-0b", "subnet-0a"]
+            if args.token == "aws:ec2/getSubnets:getSubnets" and every_default:
+                answer = {"ids": ["subnet-0a"]}
+            return answer
+
+    mocks = OneSubnet()
+    message = r"two zones; VPC vpc-0default has 1\. The group stays in use1-az2"
+    with pytest.raises(pulumi.RunError, match=message):
+        _zoned_run(tmp_path, "llama8b-lb", mocks, split={LB_ON_DEMAND: {"use1-az2": 1.0}})
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []

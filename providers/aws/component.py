@@ -7,7 +7,8 @@ follows fault tolerance: one-time + terminate for stateless work, persistent + s
 until the deadline) for checkpointed work. An EventBridge Scheduler one-time schedule
 terminates the instances at ``expires_at`` even if nobody is watching; its role may
 terminate those instances and nothing else. Multi-node plans get a cluster placement group
-and an EFA interface per node.
+and an EFA interface per node. The instances share one subnet, in the plan's zone when the
+plan is zone-specific (``providers.aws.placement``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from providers.aws.fleet import AwsGpuFleet, fleet_placement
+from providers.aws.fleet import AwsGpuFleet
+from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
 from providers.aws.resources import (
     checkpoint_bucket,
     instance_profile,
@@ -70,15 +72,25 @@ class AwsGpuInstance(pulumi.ComponentResource):
 
     outputs: dict[str, Any]
 
-    def __init__(self, name: str, deployment: Deployment, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        opts: pulumi.ResourceOptions | None = None,
+        network: InstanceNetwork | None = None,
+    ) -> None:
+        """``network``: where the instances go (``placement.instance_network``, asked before
+        the component so that a plan that cannot be placed creates nothing); looked up here
+        when not given."""
         super().__init__("gpufit:aws:GpuInstance", name, None, opts)
         d = deployment
         tags = d.tags()
         child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
         invoke = pulumi.InvokeOptions(parent=self)
 
-        subnet_id, vpc_id, zone = self._network(d, invoke)
-        sg = security_group(name, d, vpc_id, tags, child)
+        net = network if network is not None else instance_network(d, invoke)
+        subnet_id = net.subnet_id
+        sg = security_group(name, d, net.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
         profile = instance_profile(name, bucket.arn, tags, child)
         ami = d.image or machine_image(d, invoke).id
@@ -120,7 +132,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
             "instance_type": d.instance_type,
             "cloud": "aws",
             "region": d.region,
-            "zone": instances[0].availability_zone if d.zone is None else zone,
+            "zone": net.zone,  # an AZ ID
             "market": d.market,
             "nodes": d.nodes,
             "hourly_usd": round(d.hourly_usd, 4),
@@ -133,25 +145,6 @@ class AwsGpuInstance(pulumi.ComponentResource):
             "connect": ids[0].apply(lambda i: f"aws ssm start-session --region {d.region} --target {i}"),
         }
         self.register_outputs(self.outputs)
-
-    @staticmethod
-    def _network(
-        d: Deployment, invoke: pulumi.InvokeOptions
-    ) -> tuple[pulumi.Input[str], pulumi.Input[str], str | None]:
-        """The configured subnet, or the default VPC's default subnet in the plan's zone."""
-        if d.subnet_id:
-            subnet = aws.ec2.get_subnet_output(id=d.subnet_id, opts=invoke)
-            return d.subnet_id, subnet.vpc_id, d.zone
-        vpc = aws.ec2.get_vpc_output(default=True, opts=invoke)
-        filters = [
-            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),  # type: ignore[list-item]
-            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
-        ]
-        if d.zone:
-            filters.append(aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[d.zone]))
-        subnets = aws.ec2.get_subnets_output(filters=filters, opts=invoke)
-        subnet_id = subnets.ids.apply(lambda ids: sorted(ids)[0])
-        return subnet_id, vpc.id, d.zone
 
     @staticmethod
     def _instance(
@@ -283,15 +276,17 @@ class AwsProvider:
         self._provider = provider
 
     def provision(self, deployment: Deployment, secrets: SecretInputs | None = None) -> dict[str, Any]:
-        """A fleet group for single-node replicas (placed before anything is created, so a type
-        offered nowhere in the region stops the program with nothing half-made); plain
-        instances for a replica that spans nodes."""
+        """A fleet group for single-node replicas; plain instances for a replica that spans
+        nodes. Both are placed (zones, subnets) before anything is created, so a type offered
+        nowhere in the plan's zones stops the program with nothing half-made."""
         missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
         if missing:
             raise pulumi.RunError(missing)
         providers = [self._provider] if self._provider is not None else None
         opts = pulumi.ResourceOptions(providers=providers)
+        invoke = pulumi.InvokeOptions(provider=self._provider)
         if deployment.grouped:
-            placement = fleet_placement(deployment, pulumi.InvokeOptions(provider=self._provider))
+            placement = fleet_placement(deployment, invoke)
             return AwsGpuFleet(deployment.name, deployment, placement, opts, secrets).outputs
-        return AwsGpuInstance(deployment.name, deployment, opts).outputs
+        network = instance_network(deployment, invoke)
+        return AwsGpuInstance(deployment.name, deployment, opts, network).outputs

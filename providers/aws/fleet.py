@@ -4,8 +4,9 @@ replicas in an EC2 Auto Scaling group.
 The group, not gpufit, keeps the workload running: a launch template (IMDSv2 required,
 encrypted gp3 root volume, no inbound rule, the boot script) and a mixed-instances policy whose
 overrides are the plan's choice and same-shape fallbacks in expected-cost order, so that when
-one type has no capacity the group launches the next, in any of the region's subnets whose
-availability zone offers a type (``ec2:DescribeInstanceTypeOfferings``). It replaces an
+one type has no capacity the group launches the next, in any of the plan's zones whose
+subnets offer a type (``providers.aws.placement``: the one zone of a zone-specific plan, whose
+price holds there only; else the zones the offer is known in, or the whole region). It replaces an
 interrupted spot machine or a failed one by itself (EC2 health checks). The deadline is a
 one-time scheduled action that sets the group to 0 at ``expires_at``; each machine also leaves
 the group at the deadline and when its job ends, decrementing the desired capacity, so a
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
@@ -41,6 +41,7 @@ from providers.aws.endpoint import (
     load_balancer,
     read_secrets_statement,
 )
+from providers.aws.placement import FleetPlacement
 from providers.aws.resources import (
     checkpoint_bucket,
     instance_profile,
@@ -65,136 +66,6 @@ ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"
 DEADLINE_ACTION = "gpufit-deadline"
 HEALTH_CHECK_GRACE_S = 300
 """EC2 status checks start counting five minutes after launch (the Auto Scaling default)."""
-
-
-class FleetPlacementError(ValueError):
-    """No availability zone (or no usable subnet) of the region offers the fleet's types."""
-
-
-@dataclass(frozen=True)
-class FleetPlacement:
-    """Where the group may launch: the fleet's members offered somewhere in the region (plan
-    order kept), the types offered nowhere there, the zones and subnets, and the VPC."""
-
-    members: tuple[FleetMember, ...]
-    dropped: tuple[str, ...]
-    zones: tuple[str, ...]
-    subnet_ids: tuple[str, ...]
-    vpc_id: str
-    lb_subnet_ids: tuple[str, ...] = ()  # a load balancer's subnets (two zones at least)
-
-
-def offered_zones(instance_types: Sequence[str], locations: Sequence[str]) -> dict[str, set[str]]:
-    """The zones offering each type, from DescribeInstanceTypeOfferings' parallel answer lists."""
-    zones: dict[str, set[str]] = {}
-    for instance_type, zone in zip(instance_types, locations, strict=True):
-        zones.setdefault(instance_type, set()).add(zone)
-    return zones
-
-
-def place_members(
-    members: Sequence[FleetMember], zones_by_type: dict[str, set[str]], region: str
-) -> tuple[tuple[FleetMember, ...], tuple[str, ...], tuple[str, ...]]:
-    """(members offered in some zone, in plan order; the types offered in none; the zones
-    offering at least one member, sorted). FleetPlacementError when no member is offered."""
-    kept = tuple(m for m in members if zones_by_type.get(m.machine_type))
-    dropped = tuple(m.machine_type for m in members if not zones_by_type.get(m.machine_type))
-    if not kept:
-        names = ", ".join(m.machine_type for m in members)
-        raise FleetPlacementError(
-            f"no availability zone of {region} offers {names} "
-            "(ec2:DescribeInstanceTypeOfferings); plan for another region with placement.regions"
-        )
-    zones = sorted({z for m in kept for z in zones_by_type[m.machine_type]})
-    return kept, dropped, tuple(zones)
-
-
-def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
-    """Where the group and (``serving.expose: load_balancer``) its load balancer go: the
-    subnets offering the fleet's types, and for the load balancer every subnet of the VPC that
-    the group uses (default VPC: its default subnets), which must span two zones."""
-    placement = _group_placement(d, invoke)
-    if d.expose != "load_balancer":
-        return placement
-    filters = [aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[placement.vpc_id])]
-    if not d.subnet_id:
-        filters.append(aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]))
-    found = sorted(aws.ec2.get_subnets(filters=filters, opts=invoke).ids or [])
-    if len(found) < 2:
-        raise pulumi.RunError(
-            f"serving.expose load_balancer: an Application Load Balancer needs subnets in two zones; "
-            f"VPC {placement.vpc_id} has {len(found)}"
-        )
-    return replace(placement, lb_subnet_ids=tuple(found))
-
-
-def _group_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
-    """Ask EC2 which zones offer the fleet's types and which subnets lie there (invokes that
-    run before any resource is registered); RunError when none can be used."""
-    types = [m.machine_type for m in d.members]
-    offerings = aws.ec2.get_instance_type_offerings(
-        location_type="availability-zone",
-        filters=[aws.ec2.GetInstanceTypeOfferingsFilterArgs(name="instance-type", values=types)],
-        opts=invoke,
-    )
-    if offerings.locations is None:
-        # No answer at all (as opposed to an empty one): keep every default subnet and let the
-        # group skip the zones where a type is missing.
-        pulumi.log.warn(f"DescribeInstanceTypeOfferings gave no answer for {d.region}: using every zone")
-        return _unplaced(d, invoke)
-    try:
-        members, dropped, zones = place_members(
-            d.members, offered_zones(offerings.instance_types or [], offerings.locations), d.region
-        )
-    except FleetPlacementError as err:
-        raise pulumi.RunError(str(err)) from None
-    if dropped:
-        pulumi.log.warn(f"no zone of {d.region} offers {', '.join(dropped)}: left out of the group")
-    if d.subnet_id:
-        subnet = aws.ec2.get_subnet(id=d.subnet_id, opts=invoke)
-        zone = subnet.availability_zone
-        by_type = offered_zones(offerings.instance_types or [], offerings.locations)
-        here = tuple(m for m in members if zone in by_type.get(m.machine_type, set()))
-        if not here:
-            raise pulumi.RunError(
-                f"gpufit:subnetId {d.subnet_id} is in {zone}, where none of "
-                f"{', '.join(m.machine_type for m in members)} is offered (offered in {', '.join(zones)})"
-            )
-        elsewhere = tuple(m.machine_type for m in members if m not in here)
-        if elsewhere:
-            pulumi.log.warn(f"{', '.join(elsewhere)} not offered in {zone} (gpufit:subnetId): left out")
-        return FleetPlacement(here, (*dropped, *elsewhere), (zone,), (d.subnet_id,), subnet.vpc_id)
-    vpc = aws.ec2.get_vpc(default=True, opts=invoke)
-    subnets = aws.ec2.get_subnets(
-        filters=[
-            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),
-            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
-            aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=list(zones)),
-        ],
-        opts=invoke,
-    )
-    if not subnets.ids:
-        raise pulumi.RunError(
-            f"the default VPC of {d.region} has no default subnet in {', '.join(zones)}, where the "
-            "fleet's types are offered; set gpufit:subnetId"
-        )
-    return FleetPlacement(members, dropped, zones, tuple(sorted(subnets.ids)), vpc.id)
-
-
-def _unplaced(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
-    """Every member, in the given subnet or every default subnet of the default VPC."""
-    if d.subnet_id:
-        subnet = aws.ec2.get_subnet(id=d.subnet_id, opts=invoke)
-        return FleetPlacement(d.members, (), (subnet.availability_zone,), (d.subnet_id,), subnet.vpc_id)
-    vpc = aws.ec2.get_vpc(default=True, opts=invoke)
-    subnets = aws.ec2.get_subnets(
-        filters=[
-            aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc.id]),
-            aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"]),
-        ],
-        opts=invoke,
-    )
-    return FleetPlacement(d.members, (), (), tuple(sorted(subnets.ids or [])), vpc.id)
 
 
 def group_arn_pattern(region: str, account: str, group: str) -> str:

@@ -141,11 +141,14 @@ def scheduling(deployment: Deployment) -> gcp.compute.InstanceSchedulingArgs:
     )
 
 
-def first_up_zone(region: str, names: Sequence[str] | None) -> str:
-    """The first zone by name among those reported UP; ValueError if there are none."""
-    if not names:
-        raise ValueError(f"no zone of {region} is UP")
-    return sorted(names)[0]
+def first_up_zone(region: str, names: Sequence[str] | None, among: Sequence[str] = ()) -> str:
+    """The first zone by name among those reported UP (and in ``among``, the plan's zones,
+    when given); ValueError if there are none."""
+    up = [n for n in names or [] if not among or n in among]
+    if not up:
+        scope = f" among {', '.join(among)} (the plan's zones)" if among else ""
+        raise ValueError(f"no zone of {region}{scope} is UP")
+    return sorted(up)[0]
 
 
 def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], str]:
@@ -389,11 +392,12 @@ class GcpGpuInstance(pulumi.ComponentResource):
 
     @staticmethod
     def _zone(d: Deployment, invoke: pulumi.InvokeOutputOptions) -> pulumi.Input[str]:
-        """The plan's zone, else the region's first zone (by name) that is UP."""
+        """The plan's zone (a zone-specific offer: its price holds there only), else the first
+        zone (by name) that is UP among the zones the offer is known in, or in the region."""
         if d.zone:
             return d.zone
         zones = gcp.compute.get_zones_output(region=d.region, status="UP", opts=invoke)
-        return zones.names.apply(lambda names: first_up_zone(d.region, names))
+        return zones.names.apply(lambda names: first_up_zone(d.region, names, d.zones))
 
     @staticmethod
     def _instance(

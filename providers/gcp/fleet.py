@@ -5,7 +5,9 @@ The MIG, not gpufit, keeps the workload running: a regional instance template (S
 OS Login, no ingress unless the spec lists SSH CIDRs, the boot script as ``startup-script``,
 spot by fault tolerance) and a MIG spread over the region's zones that offer the fleet's
 machine types (``gcp.compute.get_zones`` + ``get_machine_types`` per zone, asked before any
-resource is created). It recreates a preempted or failed VM by itself, and with instance
+resource is created), kept to the plan's zones: the one zone of a zone-specific plan (its
+price holds there only), else the zones the region-level offer is known in (all of them when
+not known). It recreates a preempted or failed VM by itself, and with instance
 flexibility it falls back to the plan's same-shape alternatives in cost order (``rank``: lower
 is preferred) when the choice has no capacity.
 
@@ -115,16 +117,30 @@ def place_members(
     for member in d.members:
         zones = {z for z, types in offered.items() if member.machine_type in types}
         if not zones:
-            left_out.append(f"{member.instance_type} (offered in no zone of {d.region})")
+            left_out.append(
+                f"{member.instance_type} (offered in none of the plan's zones)"
+                if d.allowed_zones
+                else f"{member.instance_type} (offered in no zone of {d.region})"
+            )
         elif member is not d.members[0] and not template_compatible(d, member):
             left_out.append(f"{member.instance_type} (needs another instance template)")
         else:
             kept.append(member)
     if not kept:
         names = ", ".join(m.instance_type for m in d.members)
+        scope = (
+            f"none of the plan's zones ({', '.join(d.allowed_zones)}) offers"
+            if d.allowed_zones
+            else f"no zone of {d.region} offers"
+        )
         raise FleetPlacementError(
-            f"no zone of {d.region} offers {names} (compute.machineTypes); "
-            "plan for another region with placement.regions"
+            f"{scope} {names} (compute.machineTypes); "
+            + (
+                "re-plan against a fresh catalog (`gpufit catalog refresh`), or for another region "
+                "with placement.regions"
+                if d.allowed_zones
+                else "plan for another region with placement.regions"
+            )
         )
     kept_types = {m.machine_type for m in kept}
     placed = sorted(z for z, types in offered.items() if kept_types & types)
@@ -132,14 +148,24 @@ def place_members(
 
 
 def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOptions) -> GcpFleetPlacement:
-    """Ask Compute which UP zones of the region offer the fleet's machine types (invokes that
-    run before any resource is registered); RunError when none does. For N1 with attached
+    """Ask Compute which UP zones of the region, among the plan's zones
+    (``Deployment.allowed_zones``), offer the fleet's machine types (invokes that run before
+    any resource is registered); RunError when none does. For N1 with attached
     GPUs the machine type is offered nearly everywhere, and no data source reports accelerator
     types per zone: such a MIG lists every zone that offers the N1 type, and its BALANCED or
     ANY_SINGLE_ZONE shape creates VMs only where the GPUs can be had."""
     if project is None:
         project = gcp.organizations.get_client_config(opts=invoke).project
     zones = gcp.compute.get_zones(region=d.region, status="UP", opts=invoke).names or []
+    allowed = d.allowed_zones
+    if allowed and zones:
+        up = zones
+        zones = [z for z in zones if z in allowed]
+        if not zones:
+            raise pulumi.RunError(
+                f"no zone of {d.region} that the plan allows ({', '.join(allowed)}) is UP "
+                f"(UP: {', '.join(sorted(up))}); re-plan"
+            )
     wanted = machine_type_filter([m.machine_type for m in d.members])
     offered: dict[str, set[str]] = {}
     answered = False
@@ -352,11 +378,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
         # The VMs wait for their grants so the boot script can write and leave from its first minute.
         # Finished VMs lower the target size and the deadline sets it to 0: a later `pulumi up
         # --refresh` must not raise it back. The zones are looked up afresh on every `pulumi up`,
-        # and a change of them would replace the group (deleting its running VMs).
+        # and a change of them would replace the group (deleting its running VMs): ignored,
+        # unless the plan pins one zone, which then comes from the plan, not the lookup, and a
+        # re-planned zone must move the group (its price is that zone's).
+        ignored = [*deadline_ignore_changes(d), "targetSize"]
+        if not d.pinned:
+            ignored.append("distributionPolicyZones")
         group_opts = pulumi.ResourceOptions(
-            parent=self,
-            depends_on=[bucket_access, vm_group],
-            ignore_changes=[*deadline_ignore_changes(d), "targetSize", "distributionPolicyZones"],
+            parent=self, depends_on=[bucket_access, vm_group], ignore_changes=ignored
         )
         self.group = gcp.compute.RegionInstanceGroupManager(
             f"{base}-mig",
