@@ -65,6 +65,7 @@ GCP_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
 GCP_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 
 TAG_EXPIRES_AT = "gpufit:expires-at"
+TAG_ZONES = "gpufit:zones"  # AWS: the AZ IDs a resource's machines may launch in (providers/base.py)
 LABEL_EXPIRES_AT = "gpufit-expires-at"
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 
@@ -466,12 +467,38 @@ def _matches(offer: Offer, resource_type: str, props: Mapping[str, Any]) -> bool
     )
 
 
+def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[str]:
+    """The zones a GPU resource may run in, where its properties say: AWS the ``gpufit:zones``
+    tag (AZ IDs; a group's tags are a list), GCP an instance's zone or a MIG's distribution
+    zones. Empty when unknown (anywhere in the region)."""
+    if resource_type == GCP_INSTANCE or resource_type in GCP_GROUPS:
+        raw = props.get("zone") if resource_type == GCP_INSTANCE else props.get("distributionPolicyZones")
+        names = [raw] if isinstance(raw, str) else list(_seq(raw))
+        return frozenset(_last_segment(z) for z in names if z)
+    tags = props.get("tags")
+    value: Any = None
+    if isinstance(tags, Mapping):
+        value = tags.get(TAG_ZONES)
+    else:
+        value = next((_map(t).get("value") for t in _seq(tags) if _map(t).get("key") == TAG_ZONES), None)
+    return frozenset(z for z in str(value).split(",") if z) if value else frozenset()
+
+
 def instance_offer(
-    resource_type: str, props: Mapping[str, Any], config: PolicyConfig, region: str | None = None
+    resource_type: str,
+    props: Mapping[str, Any],
+    config: PolicyConfig,
+    region: str | None = None,
+    zones: frozenset[str] = frozenset(),
 ) -> Offer | None:
-    """The cheapest catalog offer for this instance: same cloud and type (GCP N1: the attached
+    """The dearest catalog offer for this instance: same cloud and type (GCP N1: the attached
     GPUs too), same market (on-demand, else spot), in ``region`` (else the instance's own zone's
-    region; when neither is known, any region). None when the catalog has no such offer."""
+    region; when neither is known, any region), in ``zones`` when given (else the resource's
+    own, ``resource_zones``). None when the catalog has no such offer.
+
+    The dearest, because AWS spot is priced per zone and a group may land in any of its zones:
+    a budget guardrail holds only if it holds in the zone that costs most. Offers whose zones
+    are not known count in every zone."""
     where = region or instance_region(resource_type, props)
     market = instance_market(resource_type, props)
     offers = [
@@ -479,7 +506,14 @@ def instance_offer(
         for o in _catalog(config.catalog).offers
         if o.market == market and (where is None or o.region == where) and _matches(o, resource_type, props)
     ]
-    return min(offers, key=lambda o: o.hourly_usd) if offers else None
+    allowed = zones or resource_zones(resource_type, props)
+    if allowed:
+        offers = [
+            o
+            for o in offers
+            if (o.zone in allowed if o.zone is not None else not o.zones or bool(allowed & set(o.zones)))
+        ]
+    return max(offers, key=lambda o: o.hourly_usd) if offers else None
 
 
 def check_hourly_budget(
@@ -569,7 +603,7 @@ def group_hourly(
             shape = {"instanceType": o.get("instanceType")}
             if spot:
                 shape["instanceMarketOptions"] = {"marketType": "spot"}
-            offer = instance_offer(AWS_INSTANCE, shape, config, region)
+            offer = instance_offer(AWS_INSTANCE, shape, config, region, resource_zones(AWS_GROUP, props))
             if offer is None:
                 unpriced.append(f"aws {o.get('instanceType')}")
                 continue
@@ -588,7 +622,7 @@ def group_hourly(
             "guestAccelerators": template.get("guestAccelerators"),
             "scheduling": template.get("scheduling"),
         }
-        offer = instance_offer(GCP_INSTANCE, shape, config, region)
+        offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], props))
         if offer is None:
             unpriced.append(f"gcp {machine_type}")
             continue

@@ -24,6 +24,9 @@ TAG_MANAGED = "gpufit:managed"
 TAG_STACK = "gpufit:stack"
 TAG_WORKLOAD = "gpufit:workload"
 TAG_EXPIRES_AT = "gpufit:expires-at"
+TAG_ZONES = "gpufit:zones"
+"""AWS: the AZ IDs the machines may launch in (comma-separated), so that a policy prices them
+in those zones: AWS spot is priced per zone and a group's subnets do not name their AZ IDs."""
 
 JOB_DEADLINE_FACTOR = 1.5
 """A job without a TTL expires after its expected hours × 1.5 + ``JOB_DEADLINE_SLACK_H``: room
@@ -207,6 +210,7 @@ class Deployment:
             TAG_STACK: self.stack,
             TAG_WORKLOAD: self.workload,
             TAG_EXPIRES_AT: iso_utc(self.expires_at),
+            **({TAG_ZONES: ",".join(self.allowed_zones)} if self.allowed_zones else {}),
             **self.extra_tags,
         }
 

@@ -7,9 +7,11 @@ instance types. The plan hands it the choice first, then same-shape fallbacks in
 order. A fallback is an offer
 
 - of the choice's cloud, region and market (a fleet lives in one region and one market);
-- when the choice is zone-specific (its price holds in its zone only, so the fleet launches
-  only there), offered in that zone: a zone-specific offer of the same zone, or a region-level
-  offer whose ``zones`` list it (an empty list is "not known", and does not qualify);
+- offered where the fleet may launch: the choice's zone when the choice is zone-specific (its
+  price holds there only, so the fleet launches only there), else the zones the choice's
+  region-level offer is known in (a fallback whose own zones are not known counts there, but
+  not for a zone-specific choice);
+- costed at its dearest offer among those zones, since the group may start it in any of them;
 - whose own fit runs each replica the same way: one node per replica and the same GPUs per
   replica (so the same launch command and tensor parallelism work on it);
 - that holds as many replicas per instance as the choice (its ``weighted_capacity``), so that
@@ -20,7 +22,7 @@ order. A fallback is an offer
 - that still meets the TTL and the budget when it runs the whole fleet;
 - on GCP, that one instance template serves (the same attached accelerators).
 
-Each type is listed once, at its cheapest qualifying offer. Its cost is the workload's
+Each type is listed once. Its cost is the workload's
 expected total on that type alone (the worst case of a fleet made only of it): ``offer_cost``
 of its fitted shape with as many instances as the replicas need, and for jobs the job's hours
 scaled by the instances (work divides over replicas).
@@ -123,6 +125,7 @@ def fallbacks(
     units = fleet_units(choice_shape)
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
     pinned = choice_offer.zone
+    allowed = (pinned,) if pinned is not None else choice_offer.zones
     found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
     for it, offers in catalog.by_instance_type:
         if it.cloud != cloud or it.name == choice_offer.instance.name:
@@ -136,10 +139,18 @@ def fallbacks(
         here = [
             o
             for o in offers
-            if o.region == region and o.market == market and (pinned is None or offered_in(o, pinned))
+            if o.region == region
+            and o.market == market
+            and (
+                not allowed
+                or any(offered_in(o, zone) for zone in allowed)
+                or (pinned is None and o.zone is None and not o.zones)
+            )
         ]
         if not here:
             continue
+        # The group may launch this type in any zone it is allowed: cost it where it is dearest.
+        here = [max(here, key=lambda o: o.hourly_usd)]
         own = fit_of(it)
         if isinstance(own, Rejection) or not same_shape(choice_shape, own, units):
             continue

@@ -27,24 +27,38 @@ class Registered:
     provider: str | None
 
 
-OFFERED_ZONES = (1, 2)
-"""AZ ID numbers where the mock EC2 offers every instance type (``use2-az1``, ``use2-az2``): a
-region's ``-az3`` offers none, so that a group's subnets can be seen to be restricted to the
-offering zones."""
+OFFERED_ZONES = (1, 2, 3, 4, 5, 6)
+"""AZ ID numbers where the mock EC2 offers every instance type (``use1-az1`` … ``use1-az6``):
+every zone the catalog names lies among them (no region has more than six AZ IDs there), so a
+plan keeps to the zones the catalog lists for its offer, and a test withholds a type from a
+zone with ``WITHHELD`` to see a group's subnets kept to the zones that offer its types."""
+
+BARREN_ZONE = 7
+"""An AZ ID number that has a default subnet but offers no instance type (``use2-az7``): for a
+plan that names a zone EC2 does not offer its types in."""
+
+_DIRECTIONS = {"northeast": "ne", "southeast": "se", "northwest": "nw", "southwest": "sw"}
 
 
 def az_id(region: str, number: int) -> str:
-    """The mock's AZ ID: ``us-east-2`` zone 1 → ``use2-az1`` (real IDs shorten some regions
-    differently, ``apne1``; the mock needs only a stable, recognisable name)."""
+    """The AZ ID of zone ``number`` of ``region``, spelt as AWS spells them: ``us-east-2`` →
+    ``use2-az1``, ``ap-northeast-1`` → ``apne1-az1``, ``eu-central-1`` → ``euc1-az1``."""
     parts = region.split("-")
-    return f"{parts[0]}{''.join(p[0] for p in parts[1:-1])}{parts[-1]}-az{number}"
+    middle = "".join(_DIRECTIONS.get(p, p[0]) for p in parts[1:-1])
+    return f"{parts[0]}{middle}{parts[-1]}-az{number}"
 
 
 def az_name(region: str, number: int) -> str:
     """The mock's AZ name for AZ ID ``number``: ``us-east-2`` zone 1 → ``us-east-2a``."""
-    return f"{region}{'abcdef'[number - 1]}"
+    return f"{region}{'abcdefg'[number - 1]}"
+
+
 NOT_OFFERED: set[str] = set()
 """Instance types the mock EC2 offers nowhere (tests add to it and clear it)."""
+
+WITHHELD: set[tuple[str, str]] = set()
+"""(instance type, AZ ID) pairs the mock EC2 does not offer, though the zone is among
+``OFFERED_ZONES`` (tests add to it and clear it)."""
 
 
 @dataclass
@@ -119,7 +133,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             types = [t for t in filters.get("instance-type", []) if t not in NOT_OFFERED]
             kind = str(args.args.get("locationType") or "availability-zone")
             name = az_id if kind == "availability-zone-id" else az_name
-            rows = [(t, name(self.region, z)) for t in types for z in OFFERED_ZONES]
+            rows = [
+                (t, name(self.region, z))
+                for t in types
+                for z in OFFERED_ZONES
+                if (t, az_id(self.region, z)) not in WITHHELD
+            ]
             return {
                 "id": self.region,
                 "instanceTypes": [t for t, _ in rows],

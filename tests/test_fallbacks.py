@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cli.main import main
 from providers.lock import LOCK_SCHEMA_VERSION, locked_catalog, make_lock, read_lock, reviewed_difference
@@ -18,7 +19,7 @@ from selector.rates import load_rates
 from selector.select import Plan, plan
 from selector.spec import load_spec, parse_spec
 from tests.conftest import ROOT
-from tests.fakes.zoned import write_zoned, zoned_catalog, zoned_doc
+from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog, zoned_doc
 from tests.pulumi_harness import stack_config
 
 CATALOG = load_catalog()
@@ -56,8 +57,8 @@ def test_fallbacks_share_region_market_and_replica_shape_in_cost_order() -> None
 
 def test_a_fallback_holds_the_choices_replicas_and_costs_the_job_on_its_own_type() -> None:
     """Every machine of a group runs the same boot script with no replica index, so a fallback
-    holds exactly the choice's replicas per instance: 8 one-GPU replicas on sdxl's g6e.48xlarge,
-    so only other 8-GPU types, each costed for the whole job at its own speed."""
+    holds exactly the choice's replicas per instance: 8 one-GPU replicas on sdxl's
+    p6-b200.48xlarge, so only other 8-GPU types, each costed for the whole job at its own speed."""
     result = stack_plan("sdxl-batch")
     choice = result.choice
     assert choice is not None and choice.shape.replicas_per_instance == 8
@@ -67,9 +68,10 @@ def test_a_fallback_holds_the_choices_replicas_and_costs_the_job_on_its_own_type
         assert f.weighted_capacity == 8 and f.offer.instance.gpu_count == 8
         assert f.shape.instances == choice.shape.instances
         assert f.cost == offer_cost(f.offer, f.shape, inputs, rates)
-    h200 = next(f for f in result.fallbacks if f.offer.instance.name == "p5e.48xlarge")
-    assert h200.shape.job_hours is not None and choice.shape.job_hours is not None
-    assert h200.shape.job_hours < choice.shape.job_hours  # faster GPUs: the job is shorter
+    assert choice.offer.instance.gpu.name == "B200"
+    l4 = next(f for f in result.fallbacks if f.offer.instance.name == "g6.48xlarge")
+    assert l4.shape.job_hours is not None and choice.shape.job_hours is not None
+    assert l4.shape.job_hours > choice.shape.job_hours  # slower GPUs: the job is longer
 
 
 def test_fleet_shape_scales_a_jobs_hours_with_its_instances() -> None:
@@ -90,8 +92,22 @@ def test_serving_fallbacks_reach_the_token_rate_with_the_choices_replicas() -> N
 
 
 def test_no_fallbacks_for_a_replica_spanning_nodes_and_placement_is_honoured() -> None:
-    assert stack_plan("llama70b-full-ft").fallbacks == ()
-    only = stack_plan("sdxl-batch", placement={"clouds": ["aws"], "instance_types": ["g6e.*", "g6.*"]})
+    # kept off p6-b200.48xlarge, whose one node holds the whole fine-tune: a replica of 8-GPU
+    # nodes, with other types of the choice's zone that would otherwise have been fallbacks
+    spanning = stack_plan("llama70b-full-ft", placement={"regions": ["us-east-2"], "instance_types": ["p5*"]})
+    choice = spanning.choice
+    assert choice is not None and choice.shape.nodes_per_replica > 1 and choice.offer.zone is not None
+    others = {
+        o.instance.name
+        for o in CATALOG.offers
+        if (o.region, o.market) == (choice.offer.region, choice.offer.market)
+        and offered_in(o, choice.offer.zone)
+        and o.instance.name.startswith("p5")
+    }
+    assert len(others - {choice.offer.instance.name}) >= 2
+    assert spanning.fallbacks == ()
+    only = stack_plan("sdxl-batch", placement={"clouds": ["aws"], "instance_types": ["g6e.48xlarge", "g6.*"]})
+    assert only.choice is not None and only.choice.offer.instance.name == "g6e.48xlarge"
     assert [f.offer.instance.name for f in only.fallbacks] == ["g6.48xlarge"]
 
 
@@ -103,7 +119,10 @@ def test_fallbacks_keep_to_the_budget() -> None:
     assert len(tight.fallbacks) < len(free.fallbacks)
 
 
-def test_gcp_fallbacks_attach_the_same_gpus() -> None:
+def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An N1 choice with 4 attached T4s: its fallbacks are N1 types attaching 4 T4s, never
+    g2-standard-48 (4 L4s in its machine type), which holds as many replicas but needs another
+    instance template."""
     spec = {
         "name": "sdxl-gcp",
         "task": "batch",
@@ -112,23 +131,31 @@ def test_gcp_fallbacks_attach_the_same_gpus() -> None:
         "work": {"items": 2e4, "tflop_per_item": 60, "batch": 8},
         "fault_tolerance": "stateless",
         "teardown": {"ttl": "12h"},
-        "placement": {"clouds": ["gcp"]},
+        "placement": {
+            "clouds": ["gcp"],
+            "regions": ["us-east4"],
+            "instance_types": ["n1-*", "g2-standard-48"],
+        },
     }
     result = plan(parse_spec(spec), CATALOG)
     assert result.choice is not None
     attached = result.choice.offer.instance.attached_accelerator
-    assert attached is not None and result.fallbacks
+    assert attached == "nvidia-tesla-t4" and result.fallbacks
     for f in result.fallbacks:
         assert f.offer.instance.attached_accelerator == attached
         assert f.offer.instance.gpu_count == result.choice.offer.instance.gpu_count
         assert f.weighted_capacity == result.choice.shape.replicas_per_instance  # a MIG counts VMs
+    # it is the template rule, not the shape, that leaves g2-standard-48 out
+    monkeypatch.setattr("selector.fallbacks.ACCELERATOR_BOUND_CLOUDS", frozenset())
+    unbound = plan(parse_spec(spec), CATALOG)
+    assert "g2-standard-48" in [f.offer.instance.name for f in unbound.fallbacks]
 
 
 def test_plan_shows_and_exports_the_fallbacks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")]) == 0
     fleet = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Fleet"))
     assert fleet.startswith(
-        "Fleet     fallbacks: p5e.48xlarge us-east-2 spot $16.39/h, p5.48xlarge us-east-2 spot"
+        "Fleet     fallbacks: p5.48xlarge use1-az6 spot $14.87/h, p5en.48xlarge use1-az6 spot $19.17/h, "
     )
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml"), "--json"]) == 0
     choice = json.loads(capsys.readouterr().out)["choice"]
@@ -176,8 +203,16 @@ def test_lock_check_finds_a_changed_fallback_list_stale(
 
 
 # ------------------------------------------------------------------------------------- zones
+# On the snapshot made region-level (tests.fakes.zoned), sdxl kept to us-east-2 and to 8-GPU
+# types other than p6-b200.48xlarge chooses g6e.48xlarge, with p5e, p5en, p5, g6 and p4d of the
+# same shape as fallbacks; each test then decides which of them are zone-specific and where.
 
 E2 = ["use2-az1", "use2-az2", "use2-az3"]
+SDXL_PLACEMENT = {
+    "clouds": ["aws"],
+    "regions": ["us-east-2"],
+    "instance_types": ["g6e.48xlarge", "g6.48xlarge", "p5*.48xlarge", "p4d.24xlarge"],
+}
 SDXL_SPOT = ("aws", "g6e.48xlarge", "us-east-2", "spot")
 P5E_SPOT = ("aws", "p5e.48xlarge", "us-east-2", "spot")
 P5_SPOT = ("aws", "p5.48xlarge", "us-east-2", "spot")
@@ -192,7 +227,28 @@ PINNED = {
 
 
 def sdxl_on(catalog: Catalog) -> Plan:
-    return plan(load_spec(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml"), catalog)
+    workload = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")["gpufit:workload"]
+    return plan(parse_spec({**workload, "placement": SDXL_PLACEMENT}), catalog)
+
+
+def region_price(key: OfferKey) -> float:
+    """``key``'s region-level price in the zoned catalog (its snapshot zones' highest)."""
+    (price,) = (
+        o["hourly_usd"]
+        for o in zoned_doc()["offers"]
+        if (o["cloud"], o["instance_type"], o["region"], o["market"]) == key
+    )
+    return float(price)
+
+
+def write_pinned_sdxl(stacks: Path) -> Path:
+    """The sdxl-batch stack file in ``stacks``, kept to ``SDXL_PLACEMENT``."""
+    stacks.mkdir(exist_ok=True)
+    doc = yaml.safe_load((ROOT / "stacks" / "Pulumi.sdxl-batch.yaml").read_text())
+    doc["config"]["gpufit:workload"]["placement"] = SDXL_PLACEMENT
+    path = stacks / "Pulumi.sdxl-batch.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
 
 
 def test_a_zone_pinned_choice_falls_back_only_within_its_zone() -> None:
@@ -208,7 +264,7 @@ def test_a_zone_pinned_choice_falls_back_only_within_its_zone() -> None:
     assert all(offered_in(f.offer, "use2-az1") for f in result.fallbacks)
     p5e = next(f for f in result.fallbacks if f.offer.instance.name == "p5e.48xlarge")
     assert p5e.offer.zone == "use2-az1"  # not az2's lower price: the fleet cannot launch there
-    assert p5e.offer.hourly_usd == pytest.approx(16.3895 * 1.2, abs=1e-3)
+    assert p5e.offer.hourly_usd == pytest.approx(region_price(P5E_SPOT) * 1.2, abs=1e-3)
     # known only in other zones, or in zones not known: no fallback of a pinned choice
     assert "p5.48xlarge" not in names and "g6.48xlarge" not in names
     totals = [f.cost.total_usd for f in result.fallbacks]
@@ -217,19 +273,23 @@ def test_a_zone_pinned_choice_falls_back_only_within_its_zone() -> None:
 
 def test_a_region_level_choice_keeps_the_region_wide_fallbacks_once_per_type() -> None:
     """A region-level choice spreads over the region: its fallbacks are every qualifying
-    offer of the region and market, as before zones, each type once at its cheapest zone."""
+    offer of the choice's zones (here every zone of the region), each type once at its
+    dearest zone there: the group may start it in any of them."""
     zoned = sdxl_on(
         zoned_catalog(
             split={P5E_SPOT: {"use2-az1": 1.2, "use2-az2": 0.95}}, zones=PINNED["zones"], only=PINNED["only"]
         )
     )
-    plain = stack_plan("sdxl-batch")
+    plain = sdxl_on(zoned_catalog(zones=PINNED["zones"]))  # every offer region-level, in every zone
     assert zoned.choice is not None and zoned.choice.offer.zone is None
+    assert zoned.choice.offer.instance.name == "g6e.48xlarge"
     assert zoned.choice.offer.zones == tuple(E2)
     names = [f.offer.instance.name for f in zoned.fallbacks]
-    assert sorted(names) == sorted(f.offer.instance.name for f in plain.fallbacks)  # p5, g6 too
+    assert sorted(names) == sorted(f.offer.instance.name for f in plain.fallbacks)
+    assert {"p5.48xlarge", "g6.48xlarge"} <= set(names)  # known in other zones, or zones not known
     p5e = next(f for f in zoned.fallbacks if f.offer.instance.name == "p5e.48xlarge")
-    assert (p5e.offer.zone, p5e.offer.hourly_usd) == ("use2-az2", pytest.approx(16.3895 * 0.95, abs=1e-3))
+    expected = ("use2-az1", pytest.approx(region_price(P5E_SPOT) * 1.2, abs=1e-3))
+    assert (p5e.offer.zone, p5e.offer.hourly_usd) == expected
 
 
 def test_a_lock_pins_the_zone_and_a_changed_zone_makes_it_stale() -> None:
@@ -278,8 +338,7 @@ def test_a_version_2_lock_without_zones_still_reads_and_replans(tmp_path: Path) 
 
 def test_lock_check_finds_a_moved_zone_stale(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stacks = tmp_path / "stacks"
-    stacks.mkdir()
-    (stacks / "Pulumi.sdxl-batch.yaml").write_text((ROOT / "stacks" / "Pulumi.sdxl-batch.yaml").read_text())
+    write_pinned_sdxl(stacks)
     catalog = write_zoned(tmp_path / "zoned.json", **PINNED)
     assert main(["lock", "sdxl-batch", "--stacks", str(stacks), "--catalog", str(catalog)]) == 0
     assert "in use2-az1" in capsys.readouterr().out

@@ -44,7 +44,9 @@ BATCH = {
     "work": {"items": 2e4, "tflop_per_item": 60, "batch": 8},
     "fault_tolerance": "stateless",
     "teardown": {"ttl": "12h"},
-    "placement": {"clouds": ["gcp"]},
+    # kept to N1 with attached T4s in us-east4 (elsewhere a G2 or A3 type, GPUs in the machine
+    # type, is cheaper): a job on 4 T4s, with same-template N1 fallbacks
+    "placement": {"clouds": ["gcp"], "regions": ["us-east4"], "instance_types": ["n1-*"]},
     "job": {"command": "python generate.py --resume"},
 }
 
@@ -172,19 +174,31 @@ def test_batch_fleet_falls_back_over_same_template_types_in_cost_order(batch: An
     assert script.index("python generate.py --resume") < script.rindex('stop_machine "job finished"')
 
 
-def test_no_zone_offering_the_types_stops_before_any_resource() -> None:
-    mocks = RecordingMocks()
+class NothingOffered(RecordingMocks):
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        answer = super().call(args)
+        if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
+            answer["machineTypes"] = []
+        return answer
 
-    class NothingOffered(RecordingMocks):
-        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-            answer = super().call(args)
-            if args.token == "gcp:compute/getMachineTypes:getMachineTypes":
-                answer["machineTypes"] = []
-            return answer
 
+@pytest.mark.parametrize(
+    ("zones", "message"),
+    [
+        # the snapshot knows the offer in every zone of us-east4: the plan's zones are those
+        (None, r"none of the plan's zones \(us-east4-a, us-east4-b, us-east4-c\) offers n1-standard-4\+t4x4"),
+        # an offer whose zones are not known: the plan's zones are the region's
+        ([], r"no zone of us-east4 offers n1-standard-4\+t4x4"),
+    ],
+)
+def test_no_zone_offering_the_types_stops_before_any_resource(
+    tmp_path: Path, zones: list[str] | None, message: str
+) -> None:
     mocks = NothingOffered()
-    config = {"gcp:project": "my-project", "gpufit:workload": BATCH}
-    with pytest.raises(pulumi.RunError, match=r"no zone of us-east4 offers n1-standard-4\+t4x4"):
+    config: dict[str, Any] = {"gcp:project": "my-project", "gpufit:workload": BATCH}
+    if zones is not None:
+        config["gpufit:catalog"] = str(write_zoned(tmp_path / "zoned.json", only={BATCH_SPOT: zones}))
+    with pytest.raises(pulumi.RunError, match=message):
         run_program(config, NOW, mocks=mocks)
     assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
 

@@ -109,13 +109,18 @@ def test_program_refuses_a_lock_that_no_longer_plans_the_same(stacks: Path) -> N
     assert main(["lock", "guanaco-65b", "--stacks", str(stacks), "--catalog", "snapshot"]) == 0
     lock_file = stacks / "guanaco-65b.lock.json"
     lock = json.loads(lock_file.read_text())
+    assert (lock["offer"]["instance_type"], lock["offer"]["region"], lock["instances"]) == (
+        "p6-b200.48xlarge",
+        "us-east-1",
+        1,
+    )
     lock["instances"] = 2  # as if sizing data had changed since the review
     lock_file.write_text(json.dumps(lock))
     mocks = RecordingMocks()
     with pytest.raises(
         pulumi.RunError,
-        match=r"now plans as g6e\.48xlarge in us-east-2, 1 × spot .* but the review saw "
-        r"g6e\.48xlarge in us-east-2, 2 × spot",
+        match=r"now plans as p6-b200\.48xlarge in us-east-1, 1 × spot .* but the review saw "
+        r"p6-b200\.48xlarge in us-east-1, 2 × spot",
     ):
         _program_with_lock(stacks, "guanaco-65b", mocks=mocks)
     assert mocks.resources == []
@@ -145,8 +150,8 @@ def test_plan_markdown_for_a_pull_request(capsys: pytest.CaptureFixture[str]) ->
     )
     out = capsys.readouterr().out
     assert out.startswith("### gpufit plan: `guanaco-65b`")
-    assert "| choice | **aws g6e.48xlarge** × 1 in us-east-2, spot |" in out
-    assert "<details><summary>Alternatives</summary>" in out and "| total | **$15.82**" in out
+    assert "| choice | **aws p6-b200.48xlarge** × 1 in us-east-1, spot |" in out
+    assert "<details><summary>Alternatives</summary>" in out and "| total | **$9.74**" in out
 
 
 def test_diff_of_two_locks_and_a_lock_against_a_plan(
@@ -159,13 +164,14 @@ def test_diff_of_two_locks_and_a_lock_against_a_plan(
     same = capsys.readouterr().out
     assert "changed" not in same.split("from")[0] and "+$0.00" in same
     moved = json.loads(lock.read_text())
+    assert (moved["offer"]["instance_type"], moved["cost"]["hourly_usd"]) == ("p6-b200.48xlarge", 19.0919)
     moved["offer"]["instance_type"] = "p5e.48xlarge"
-    moved["cost"]["hourly_usd"] = 15.7656
+    moved["cost"]["hourly_usd"] = 29.9019
     other = stacks / "other.lock.json"
     other.write_text(json.dumps(moved))
     assert main(["diff", str(lock), str(other)]) == 0
     out = capsys.readouterr().out
-    assert "g6e.48xlarge" in out and "p5e.48xlarge" in out and "changed" in out and "+$10.81" in out
+    assert "p6-b200.48xlarge" in out and "p5e.48xlarge" in out and "changed" in out and "+$10.81" in out
 
 
 def test_lock_path_naming() -> None:

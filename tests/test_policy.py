@@ -285,7 +285,7 @@ def test_no_budget_passes_any_price() -> None:
 def test_price_over_budget_names_the_price_and_the_budget() -> None:
     config = PolicyConfig(now=NOW, max_hourly_usd=20)
     message = one(check_hourly_budget(AWS_INSTANCE, aws_instance(), config, region="us-east-1"))
-    assert message.startswith("aws p4d.24xlarge (on-demand, us-east-1) costs $21.9580/h")
+    assert message.startswith("aws p4d.24xlarge (on-demand, us-east-1) costs $21.9576/h")
     assert "over the budget max_hourly_usd $20.00/h" in message
     within = PolicyConfig(now=NOW, max_hourly_usd=22)
     assert check_hourly_budget(AWS_INSTANCE, aws_instance(), within, region="us-east-1") == []
@@ -326,11 +326,21 @@ def test_unpriced_instance_fails_when_a_budget_is_set() -> None:
 
 
 def test_stack_budget_counts_every_node() -> None:
-    node = aws_instance(instanceType="g6e.xlarge", instanceMarketOptions={"marketType": "spot"})
-    five = [(AWS_INSTANCE, node, "us-east-2")] * 5  # 5 × $0.7518 = $3.759
-    assert check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=3.759)) == []
-    message = one(check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=3)), "5 GPU instance(s)")
-    assert "$3.7590/h together, over the budget max_hourly_usd $3.00/h" in message
+    node = aws_instance(
+        instanceType="g6e.xlarge",
+        instanceMarketOptions={"marketType": "spot"},
+        tags={**aws_instance()["tags"], "gpufit:zones": "use2-az3"},
+    )
+    # spot g6e.xlarge in use2-az3, the instance's gpufit:zones: $0.5299/h
+    anywhere = aws_instance(instanceType="g6e.xlarge", instanceMarketOptions={"marketType": "spot"})
+    # no zone known: the region's dearest zone, use2-az1's $0.5499/h
+    cheap = PolicyConfig(now=NOW, max_hourly_usd=0.54)
+    one(check_hourly_budget(AWS_INSTANCE, anywhere, cheap, "us-east-2"), "$0.5499/h")
+    assert check_hourly_budget(AWS_INSTANCE, node, PolicyConfig(now=NOW, max_hourly_usd=1), "us-east-2") == []
+    five = [(AWS_INSTANCE, node, "us-east-2")] * 5  # 5 × $0.5299 = $2.6495
+    assert check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=2.6495)) == []
+    message = one(check_stack_budget(five, PolicyConfig(now=NOW, max_hourly_usd=2)), "5 GPU instance(s)")
+    assert "$2.6495/h together, over the budget max_hourly_usd $2.00/h" in message
 
 
 # -- 3-6. IMDSv2, encryption, ingress, buckets ------------------------------------------------------
@@ -605,6 +615,7 @@ def group(**changes: Any) -> dict[str, Any]:
             },
             "instancesDistribution": {"onDemandBaseCapacity": 0, "onDemandPercentageAboveBaseCapacity": 0},
         },
+        "tags": [{"key": "gpufit:zones", "value": "use2-az1", "propagateAtLaunch": True}],
     }
     props.update(changes)
     return props
@@ -676,11 +687,24 @@ def test_every_group_is_scaled_to_zero_at_its_deadline() -> None:
 
 
 def test_a_group_is_budgeted_at_its_dearest_type() -> None:
-    # spot g6e.48xlarge us-east-2 $4.9598/h × 1; g6e.xlarge $0.7518/h × 8 = $6.0144/h
+    # spot in use2-az1, the group's gpufit:zones: g6e.48xlarge $4.6364/h × 1 (weight 8);
+    # g6e.xlarge $0.5499/h × 8 = $4.3992/h
     worst, unpriced = gp.group_hourly(ASG, group(), [], CONFIG, "us-east-2")
-    assert unpriced == [] and worst == pytest.approx(8 * 0.7518)
-    assert check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.02)) == []
-    over = check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.0))
-    one(over, "cost up to $6.0144/h")
+    assert unpriced == [] and worst == pytest.approx(4.6364)
+    overrides = group()["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    reordered = group(
+        mixedInstancesPolicy={
+            **group()["mixedInstancesPolicy"],
+            "launchTemplate": {"overrides": overrides[::-1]},
+        }
+    )
+    assert gp.group_hourly(ASG, reordered, [], CONFIG, "us-east-2") == (pytest.approx(4.6364), [])
+    # without the tag the group may land in any zone: the dearest, use2-az2's $5.7758/h
+    assert gp.group_hourly(ASG, group(tags=[]), [], CONFIG, "us-east-2") == (pytest.approx(5.7758), [])
+    bigger = group(maxSize=16)  # g6e.48xlarge × 2 = $9.2728/h; g6e.xlarge × 16 = $8.7984/h
+    assert gp.group_hourly(ASG, bigger, [], CONFIG, "us-east-2") == (pytest.approx(2 * 4.6364), [])
+    assert check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=4.64)) == []
+    over = check_stack_budget([(ASG, group(), "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=4.6))
+    one(over, "cost up to $4.6364/h")
     odd = group(mixedInstancesPolicy={"launchTemplate": {"overrides": [{"instanceType": "x9.huge"}]}})
     one(check_stack_budget([(ASG, odd, "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.0)), "x9.huge")

@@ -13,11 +13,20 @@ import pulumi
 import pytest
 
 from providers.base import TAG_EXPIRES_AT, deployment_from_plan, lifetime_hours
-from selector.catalog import load_catalog
+from selector.catalog import SNAPSHOT_FILE, load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
 from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog
-from tests.pulumi_harness import NOT_OFFERED, ROOT, RecordingMocks, run_program, stack_config
+from tests.pulumi_harness import (
+    BARREN_ZONE,
+    NOT_OFFERED,
+    ROOT,
+    WITHHELD,
+    RecordingMocks,
+    az_id,
+    run_program,
+    stack_config,
+)
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -100,6 +109,33 @@ def _aws(stack: str, **workload_changes: Any) -> tuple[RecordingMocks, dict[str,
     return mocks, outputs, config
 
 
+MULTI_NODE: dict[str, Any] = {"placement": {"regions": ["us-west-2"], "instance_types": ["p5e.48xlarge"]}}
+"""llama70b-full-ft kept on p5e.48xlarge (8 × H200) in us-west-2, where its training state
+needs two nodes: the stack's own plan now fits one p6-b200.48xlarge (8 × B200), so the tests of
+a replica spanning nodes pin the type (a region-level spot offer, known in usw2-az3)."""
+
+
+def test_the_multi_node_pin_spans_nodes() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-full-ft.yaml")
+    config["gpufit:workload"] = {**config["gpufit:workload"], **MULTI_NODE}
+    expected = planned(config)
+    assert expected.choice is not None
+    offer, shape = expected.choice.offer, expected.choice.shape
+    assert (offer.instance.name, offer.region, offer.market) == ("p5e.48xlarge", "us-west-2", "spot")
+    assert shape.nodes_per_replica == shape.instances == 2 and shape.needs_node_interconnect
+
+
+def test_the_mock_names_az_ids_as_the_catalog_does() -> None:
+    """Every AZ ID the catalog names is one the mock EC2 offers types in, spelt alike."""
+    catalog = load_catalog()
+    named = {z for o in catalog.offers if o.instance.cloud == "aws" for z in o.zones}
+    assert {"use2-az3", "apse3-az1", "apne1-az4", "usw2-az3"} <= named
+    regions = {o.region for o in catalog.offers if o.instance.cloud == "aws"}
+    offered = {az_id(r, n) for r in regions for n in range(1, BARREN_ZONE)}
+    assert named <= offered
+    assert not any(z.endswith(f"-az{BARREN_ZONE}") for z in named)  # the barren zone is the mock's own
+
+
 def user_data(template: Any) -> str:
     """The boot script a launch template carries (base64 user data, decoded)."""
     return base64.b64decode(template.inputs["userData"]).decode()
@@ -141,8 +177,9 @@ def test_aws_security_defaults() -> None:
     assert all("*" not in a for s in statements for a in s["Action"])
     attach = mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
     assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    assert outputs["region"] == "us-east-2"  # p4d.24xlarge on-demand, the cheapest region
     assert outputs["connect"].startswith(
-        "aws ssm start-session --region us-east-1 --target $(aws autoscaling"
+        "aws ssm start-session --region us-east-2 --target $(aws autoscaling"
     )
 
 
@@ -173,8 +210,10 @@ def test_aws_checkpointed_single_node_runs_on_spot_without_rebalancing() -> None
 
 
 def test_aws_checkpointed_multi_node_spot_is_persistent_and_stops() -> None:
-    mocks, outputs, _ = _aws("llama70b-full-ft")
-    for node in mocks.of_type(AWS_INSTANCE):
+    mocks, outputs, _ = _aws("llama70b-full-ft", **MULTI_NODE)
+    nodes = mocks.of_type(AWS_INSTANCE)
+    assert len(nodes) == 2 and outputs["market"] == "spot"
+    for node in nodes:
         spot = node.inputs["instanceMarketOptions"]
         assert spot["marketType"] == "spot"
         assert spot["spotOptions"] == {
@@ -208,17 +247,35 @@ def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> Non
 
 
 def test_aws_group_subnets_lie_only_where_the_types_are_offered() -> None:
-    mocks, outputs, _ = _aws("sdxl-batch")
+    """sdxl-batch on on-demand: g6e.xlarge and its fallbacks, region-level offers of us-east-1
+    known in use1-az1, -az2, -az4 and -az6. The mock EC2 offers every type in -az1 to -az6 but
+    here none of them in -az2: the group spreads over the known zones that offer its types."""
+    config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    config["gpufit:workload"] = {**config["gpufit:workload"], "fault_tolerance": "none"}
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zone is None
+    assert expected.choice.offer.zones == ("use1-az1", "use1-az2", "use1-az4", "use1-az6")
+    members = [expected.choice.offer.instance.name, *(f.offer.instance.name for f in expected.fallbacks)]
+    assert len(members) >= 2
+    WITHHELD.update((t, "use1-az2") for t in members)
+    try:
+        mocks, outputs = run_program(config, NOW)
+    finally:
+        WITHHELD.clear()
     group = mocks.one(AWS_GROUP).inputs
-    # the mock offers every type in AZ IDs use2-az1 and use2-az2 of the region, none in -az3;
-    # zones are AZ IDs, as the catalog names them (an AZ name differs between accounts)
-    assert group["vpcZoneIdentifiers"] == ["subnet-use2-az1", "subnet-use2-az2"]
-    assert outputs["zones"] == ["use2-az1", "use2-az2"]
+    # zones are AZ IDs, as the catalog names them (an AZ name differs between accounts); -az3
+    # and -az5 offer the types but the plan's offer is not known there
+    known_and_offered = ["use1-az1", "use1-az4", "use1-az6"]
+    assert group["vpcZoneIdentifiers"] == [f"subnet-{z}" for z in known_and_offered]
+    assert outputs["zones"] == known_and_offered
+    assert [
+        o["instanceType"] for o in group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    ] == members
     offerings = [args for token, args in mocks.invokes if token.endswith("getInstanceTypeOfferings")]
     assert offerings[0]["locationType"] == "availability-zone-id"
     subnets = [args for token, args in mocks.invokes if token == "aws:ec2/getSubnets:getSubnets"]
     zone_filter = [f for f in subnets[0]["filters"] if f["name"].startswith("availability-zone")]
-    assert zone_filter == [{"name": "availability-zone-id", "values": ["use2-az1", "use2-az2"]}]
+    assert zone_filter == [{"name": "availability-zone-id", "values": known_and_offered}]
 
 
 def test_aws_group_is_scaled_to_zero_at_the_deadline() -> None:
@@ -238,7 +295,8 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
     mocks, outputs, _ = _aws("sdxl-batch")
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
     group = outputs["group"]
-    assert "aws autoscaling terminate-instance-in-auto-scaling-group --region us-east-2" in script
+    assert outputs["region"] == "us-east-1"  # p6-b200.48xlarge spot
+    assert "aws autoscaling terminate-instance-in-auto-scaling-group --region us-east-1" in script
     assert "--should-decrement-desired-capacity" in script
     assert f'if [ "$group" = {group} ]; then' in script  # only its own group
     assert script.index("bash -c 'python generate.py") < script.rindex('stop_machine "job finished"')
@@ -247,7 +305,7 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
     leave = next(s for s in statements if s["Sid"] == "LeaveOwnGroup")
     assert leave["Action"] == ["autoscaling:TerminateInstanceInAutoScalingGroup"]
     assert leave["Resource"] == [
-        f"arn:aws:autoscaling:us-east-2:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
+        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
     ]
     assert leave["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
     others = [s for s in statements if s["Sid"] != "LeaveOwnGroup"]
@@ -255,7 +313,8 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
 
 
 def test_aws_deadline_schedule_terminates_only_these_instances() -> None:
-    mocks, outputs, _ = _aws("llama70b-full-ft")
+    mocks, outputs, _ = _aws("llama70b-full-ft", **MULTI_NODE)
+    assert len(outputs["instance_ids"]) == 2
     schedule = mocks.one("aws:scheduler/schedule:Schedule").inputs
     expires = datetime.fromisoformat(outputs["expires_at"].replace("Z", "+00:00"))
     fire = (expires + timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M:%S")
@@ -288,9 +347,15 @@ def _tags(inputs: dict[str, Any]) -> dict[str, str]:
     return {t["key"]: t["value"] for t in tags} if isinstance(tags, list) else dict(tags)
 
 
-@pytest.mark.parametrize("stack", ["guanaco-65b", "llama70b-full-ft"])
-def test_every_aws_resource_carries_the_expiry_tag(stack: str) -> None:
-    mocks, outputs, config = _aws(stack)
+@pytest.mark.parametrize(
+    ("stack", "changes"), [("guanaco-65b", {}), ("llama70b-full-ft", MULTI_NODE)], ids=["group", "multi-node"]
+)
+def test_every_aws_resource_carries_the_expiry_tag(stack: str, changes: dict[str, Any]) -> None:
+    mocks, outputs, config = _aws(stack, **changes)
+    grouped = stack == "guanaco-65b"  # the other: two plain instances
+    assert bool(mocks.of_type(AWS_GROUP)) is grouped and len(mocks.of_type(AWS_INSTANCE)) == (
+        0 if grouped else 2
+    )
     tagged = [r for r in mocks.resources if r.typ.startswith("aws:") and "tags" in r.inputs]
     assert tagged
     for resource in tagged:
@@ -314,7 +379,7 @@ def test_ssh_only_from_listed_cidrs() -> None:
 
 
 def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
-    mocks, outputs, config = _aws("llama70b-full-ft")
+    mocks, outputs, config = _aws("llama70b-full-ft", **MULTI_NODE)
     expected = planned(config)
     assert expected.choice is not None and expected.choice.shape.nodes_per_replica == 2
     nodes = mocks.of_type(AWS_INSTANCE)
@@ -347,7 +412,7 @@ def test_replicas_run_in_one_group_of_interchangeable_machines() -> None:
     group = mocks.one(AWS_GROUP).inputs
     assert group["desiredCapacity"] == expected.choice.shape.instances == 5
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
-    assert [o["instanceType"] for o in overrides][:2] == ["g6e.xlarge", "g6e.4xlarge"]
+    assert [o["instanceType"] for o in overrides][:2] == ["g6e.xlarge", "g6e.2xlarge"]
     assert all("weightedCapacity" not in o for o in overrides)
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert "torchrun" not in user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
@@ -365,14 +430,18 @@ def test_refresh_never_raises_a_groups_capacity_back() -> None:
 
 
 def test_a_type_offered_nowhere_in_the_region_is_left_out() -> None:
-    NOT_OFFERED.add("p5e.48xlarge")
+    config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    fallbacks = [f.offer.instance.name for f in planned(config).fallbacks]
+    assert fallbacks[0] == "p5.48xlarge"
+    NOT_OFFERED.add("p5.48xlarge")
     try:
         mocks, outputs, _ = _aws("sdxl-batch")
     finally:
         NOT_OFFERED.clear()
     overrides = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
-    assert "p5e.48xlarge" not in [o["instanceType"] for o in overrides]
-    assert "p5e.48xlarge" not in outputs["fallbacks"] and len(overrides) >= 2
+    kept = [o["instanceType"] for o in overrides]
+    assert "p5.48xlarge" not in kept and "p5.48xlarge" not in outputs["fallbacks"]
+    assert outputs["fallbacks"] == fallbacks[1:] and kept[1:] == fallbacks[1:]
 
 
 def test_no_type_offered_in_the_region_stops_before_any_resource() -> None:
@@ -384,7 +453,8 @@ def test_no_type_offered_in_the_region_stops_before_any_resource() -> None:
     )
     mocks = RecordingMocks()
     try:
-        with pytest.raises(pulumi.RunError, match=r"no availability zone of us-east-1 offers p4d\.24xlarge"):
+        message = r"none of the plan's zones \(use2-az1, use2-az2\) in us-east-2 offers p4d\.24xlarge"
+        with pytest.raises(pulumi.RunError, match=message):
             run_program(config, NOW, mocks=mocks)
     finally:
         NOT_OFFERED.clear()
@@ -437,29 +507,93 @@ def test_pinned_deadline_must_be_valid() -> None:
         run_program(config, NOW)
 
 
-def test_no_offerings_answer_at_all_keeps_every_default_subnet() -> None:
+class Silent(RecordingMocks):
+    """EC2 gives no answer at all about offerings (an old provider, a mock)."""
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+        if args.token.endswith("getInstanceTypeOfferings"):
+            return {"id": "x"}
+        return super().call(args)
+
+
+def _unzoned(tmp_path: Path, *keys: OfferKey) -> str:
+    """The embedded catalog with these region-level offers' zones not known (as in a catalog
+    from before zones), written for ``gpufit:catalog``."""
+    doc = json.loads(SNAPSHOT_FILE.read_text())
+    cleared = 0
+    for offer in doc["offers"]:
+        if (offer["cloud"], offer["instance_type"], offer["region"], offer["market"]) in keys:
+            assert offer["zone"] is None, offer
+            offer["zones"] = []
+            cleared += 1
+    assert cleared == len(keys)
+    path = tmp_path / "unzoned.json"
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+SDXL_CHOICE: OfferKey = ("aws", "p6-b200.48xlarge", "us-east-1", "spot")
+"""sdxl-batch's choice: a region-level spot offer, known in use1-az6 only."""
+
+
+def test_no_offerings_answer_at_all_keeps_every_default_subnet(tmp_path: Path) -> None:
     """An empty answer means "offered nowhere" (the program stops); no answer at all (an old
-    provider, a mock) falls back to every default subnet, and the group skips missing types."""
-
-    class Silent(RecordingMocks):
-        def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-            if args.token.endswith("getInstanceTypeOfferings"):
-                return {"id": "x"}
-            return super().call(args)
-
+    provider, a mock) falls back to every default subnet of the plan's zones (of the VPC when
+    they are not known), and the group skips missing types."""
     config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zones == ("use1-az6",)
+    members = [expected.choice.offer.instance.name, *(f.offer.instance.name for f in expected.fallbacks)]
+    mocks, outputs = run_program(config, NOW, mocks=Silent())
+    group = mocks.one(AWS_GROUP).inputs
+    assert group["vpcZoneIdentifiers"] == ["subnet-use1-az6"]  # the zone the choice is known in
+    assert outputs["zones"] == ["use1-az6"]
+    overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert [o["instanceType"] for o in overrides] == members  # none left out: nothing is known
+    config["gpufit:catalog"] = _unzoned(tmp_path, SDXL_CHOICE)
     mocks, outputs = run_program(config, NOW, mocks=Silent())
     group = mocks.one(AWS_GROUP).inputs
     assert group["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]  # every default subnet
     assert outputs["zones"] == []
 
 
-# ------------------------------------------------------------------------------------- zones
-# The mock EC2 offers every type in AZ IDs -az1 and -az2 of a region, none in -az3; a default
-# subnet lies in every zone ("subnet-<AZ ID>").
+def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_path: Path) -> None:
+    """A region-level offer whose zones the catalog does not know may launch in any zone of
+    its region, still only where EC2 offers the type; offered nowhere, the program stops."""
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    config["gpufit:catalog"] = _unzoned(tmp_path, ("aws", "p4d.24xlarge", "us-east-2", "on-demand"))
+    WITHHELD.add(("p4d.24xlarge", "use2-az4"))
+    try:
+        mocks, outputs = run_program(config, NOW)
+    finally:
+        WITHHELD.clear()
+    offering = [az_id("us-east-2", n) for n in (1, 2, 3, 5, 6)]
+    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == [f"subnet-{z}" for z in offering]
+    assert outputs["zones"] == offering and outputs["region"] == "us-east-2"
+    NOT_OFFERED.add("p4d.24xlarge")
+    mocks = RecordingMocks()
+    try:
+        with pytest.raises(pulumi.RunError, match=r"no availability zone of us-east-2 offers p4d\.24xlarge"):
+            run_program(config, NOW, mocks=mocks)
+    finally:
+        NOT_OFFERED.clear()
+    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
 
-SDXL_SPOT: OfferKey = ("aws", "g6e.48xlarge", "us-east-2", "spot")
+
+# ------------------------------------------------------------------------------------- zones
+# The mock EC2 offers every type in AZ IDs -az1 to -az6 of a region (tests withhold some), none
+# in -az7 (BARREN_ZONE); a default subnet lies in every zone ("subnet-<AZ ID>"). The embedded
+# catalog prices AWS spot per zone: llama8b-fp8 plans g6e.xlarge spot in use2-az3, its cheapest
+# zone (not the first by AZ ID), with every fallback offered there.
+
+FP8_ZONE = "use2-az3"
+SDXL_SPOT: OfferKey = ("aws", "p6-b200.48xlarge", "us-east-2", "spot")
+SDXL_EAST_2: dict[str, Any] = {"placement": {"regions": ["us-east-2"]}}
+"""sdxl-batch kept to us-east-2 (its own plan is p6-b200.48xlarge in us-east-1): there too
+p6-b200.48xlarge spot is the choice, region-level in the zoned snapshot unless a test splits it
+by zone (at lower prices)."""
 E2 = ["use2-az1", "use2-az2", "use2-az3"]
+BARREN = az_id("us-east-2", BARREN_ZONE)
 
 
 def _zoned_run(
@@ -467,10 +601,12 @@ def _zoned_run(
     stack: str,
     mocks: RecordingMocks | None = None,
     config_changes: dict[str, Any] | None = None,
+    workload_changes: dict[str, Any] | None = None,
     **zoned: Any,
 ) -> tuple[RecordingMocks, dict[str, Any]]:
     """Run a stack's program against the snapshot reshaped with zones (``tests.fakes.zoned``)."""
     config = stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    config["gpufit:workload"] = {**config["gpufit:workload"], **(workload_changes or {})}
     config["gpufit:catalog"] = str(write_zoned(tmp_path / "zoned.json", **zoned))
     config.update(config_changes or {})
     return run_program(config, NOW, mocks=mocks)
@@ -481,93 +617,153 @@ def _zone_filters(mocks: RecordingMocks) -> list[dict[str, Any]]:
     return [f for args in subnets for f in args["filters"] if f["name"].startswith("availability-zone")]
 
 
+def _no_resources(mocks: RecordingMocks) -> bool:
+    return [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+def test_a_zone_priced_plan_pins_its_fleet_to_that_zone() -> None:
+    """The embedded catalog's own zone-specific choice: the group's only subnet is the default
+    subnet of that AZ ID, and every fallback is one the plan found offered there."""
+    mocks, outputs, config = _aws("llama8b-fp8")
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zone == FP8_ZONE
+    assert {f.offer.zone for f in expected.fallbacks} == {FP8_ZONE}
+    group = mocks.one(AWS_GROUP).inputs
+    assert group["vpcZoneIdentifiers"] == [f"subnet-{FP8_ZONE}"]
+    assert outputs["zones"] == [FP8_ZONE]
+    assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": [FP8_ZONE]}]
+    overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
+    assert [o["instanceType"] for o in overrides] == [
+        expected.choice.offer.instance.machine_type,
+        *(f.offer.instance.machine_type for f in expected.fallbacks),
+    ]
+
+
 def test_the_deployment_carries_the_plans_zone_and_zones() -> None:
+    spec = load_spec_file("sdxl-batch", **SDXL_EAST_2)
     pinned = plan(
-        load_spec_file("sdxl-batch"),
-        zoned_catalog(split={SDXL_SPOT: {"use2-az2": 0.9, "use2-az3": 1.0}}, zones={"us-east-2": E2}),
+        spec, zoned_catalog(split={SDXL_SPOT: {"use2-az2": 0.9, "use2-az3": 1.0}}, zones={"us-east-2": E2})
     )
     d = deployment_from_plan(pinned, stack="s", project="p", created_at=NOW)
     assert (d.zone, d.zones, d.allowed_zones, d.pinned) == ("use2-az2", ("use2-az2",), ("use2-az2",), True)
-    spread = plan(load_spec_file("sdxl-batch"), zoned_catalog(zones={"us-east-2": E2}))
+    spread = plan(spec, zoned_catalog(zones={"us-east-2": E2}))
     d = deployment_from_plan(spread, stack="s", project="p", created_at=NOW)
     assert (d.zone, d.allowed_zones, d.pinned) == (None, tuple(E2), False)
-    unknown = deployment_from_plan(planned(stack_config(STACKS[0])), stack="s", project="p", created_at=NOW)
-    assert unknown.allowed_zones == ()
+    unknown = plan(spec, zoned_catalog(zones={"us-east-2": []}))
+    d = deployment_from_plan(unknown, stack="s", project="p", created_at=NOW)
+    assert (d.zone, d.allowed_zones, d.pinned) == (None, (), False)
 
 
-def load_spec_file(stack: str) -> Any:
-    return parse_spec(stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")["gpufit:workload"])
+def load_spec_file(stack: str, **workload_changes: Any) -> Any:
+    workload = stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")["gpufit:workload"]
+    return parse_spec({**workload, **workload_changes})
 
 
 def test_a_zone_pinned_fleet_launches_only_in_its_zone(tmp_path: Path) -> None:
     """The plan's price is use2-az2's: the group's only subnet is the default subnet of that
     AZ ID, and every fallback in it is one the plan found offered there."""
     split = {SDXL_SPOT: {"use2-az2": 0.9, "use2-az1": 1.0}}
-    mocks, outputs = _zoned_run(tmp_path, "sdxl-batch", split=split, zones={"us-east-2": E2})
+    mocks, outputs = _zoned_run(
+        tmp_path, "sdxl-batch", workload_changes=SDXL_EAST_2, split=split, zones={"us-east-2": E2}
+    )
     group = mocks.one(AWS_GROUP).inputs
     assert group["vpcZoneIdentifiers"] == ["subnet-use2-az2"]
     assert outputs["zones"] == ["use2-az2"]
     assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": ["use2-az2"]}]
     offerings = [a for t, a in mocks.invokes if t.endswith("getInstanceTypeOfferings")]
     assert [a["locationType"] for a in offerings] == ["availability-zone-id"]
-    expected = plan(load_spec_file("sdxl-batch"), zoned_catalog(split=split, zones={"us-east-2": E2}))
+    expected = plan(
+        load_spec_file("sdxl-batch", **SDXL_EAST_2), zoned_catalog(split=split, zones={"us-east-2": E2})
+    )
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     assert [o["instanceType"] for o in overrides] == [
-        "g6e.48xlarge",
+        "p6-b200.48xlarge",
         *(f.offer.instance.machine_type for f in expected.fallbacks),
     ]
     assert len(overrides) >= 3
 
 
-def test_a_zone_pinned_fleet_whose_zone_offers_nothing_stops_before_any_resource(tmp_path: Path) -> None:
+def test_a_zone_pinned_fleet_whose_zone_offers_nothing_stops_before_any_resource() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama8b-fp8.yaml")
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zone == FP8_ZONE
+    members = [expected.choice.offer.instance.name, *(f.offer.instance.name for f in expected.fallbacks)]
+    WITHHELD.update((t, FP8_ZONE) for t in members)  # still offered in use2-az1, -az2, -az4 ...
     mocks = RecordingMocks()
-    with pytest.raises(pulumi.RunError, match=r"none of the plan's zones \(use2-az3\) in us-east-2 offers"):
-        _zoned_run(tmp_path, "sdxl-batch", mocks, split={SDXL_SPOT: {"use2-az3": 0.9}})
-    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+    try:
+        with pytest.raises(
+            pulumi.RunError, match=r"none of the plan's zones \(use2-az3\) in us-east-2 offers"
+        ):
+            run_program(config, NOW, mocks=mocks)
+    finally:
+        WITHHELD.clear()
+    assert _no_resources(mocks)
 
 
 def test_a_region_level_fleet_keeps_to_the_offers_known_zones(tmp_path: Path) -> None:
-    """Known in az2 and az3, offered (per EC2) in az1 and az2: the group spreads over az2."""
-    mocks, outputs = _zoned_run(tmp_path, "sdxl-batch", zones={"us-east-2": ["use2-az2", "use2-az3"]})
-    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use2-az2"]
-    assert outputs["zones"] == ["use2-az2"]
-    assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": ["use2-az2"]}]
+    """Known in az2, az3 and az7, offered (per EC2) in az1 to az6: the group spreads over az2
+    and az3."""
+    known = ["use2-az2", "use2-az3", BARREN]
+    mocks, outputs = _zoned_run(
+        tmp_path, "sdxl-batch", workload_changes=SDXL_EAST_2, zones={"us-east-2": known}
+    )
+    assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use2-az2", "subnet-use2-az3"]
+    assert outputs["zones"] == ["use2-az2", "use2-az3"]
+    assert _zone_filters(mocks) == [{"name": "availability-zone-id", "values": ["use2-az2", "use2-az3"]}]
 
 
-def test_a_given_subnet_outside_the_pinned_zone_is_refused(tmp_path: Path) -> None:
+def test_a_given_subnet_outside_the_pinned_zone_is_refused() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama8b-fp8.yaml")
+    config["gpufit:subnetId"] = "subnet-0given"  # the mock puts it in use2-az1
     mocks = RecordingMocks()
-    with pytest.raises(pulumi.RunError, match=r"subnet-0given is in use2-az1, outside use2-az2"):
-        _zoned_run(
-            tmp_path,
-            "sdxl-batch",
-            mocks,
-            config_changes={"gpufit:subnetId": "subnet-0given"},  # the mock puts it in az1
-            split={SDXL_SPOT: {"use2-az2": 0.9}},
-        )
-    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+    with pytest.raises(pulumi.RunError, match=r"subnet-0given is in use2-az1, outside use2-az3"):
+        run_program(config, NOW, mocks=mocks)
+    assert _no_resources(mocks)
 
 
-def test_plain_instances_go_to_the_pinned_zone_or_the_first_offering_one(tmp_path: Path) -> None:
-    key: OfferKey = ("aws", "p5e.48xlarge", "us-west-2", "spot")
-    mocks, outputs = _zoned_run(tmp_path, "llama70b-full-ft", split={key: {"usw2-az2": 0.9, "usw2-az1": 1.0}})
+P5E_EAST_2: dict[str, Any] = {"placement": {"regions": ["us-east-2"], "instance_types": ["p5e.48xlarge"]}}
+"""Two p5e.48xlarge nodes on spot in us-east-2: priced per zone, cheapest in use2-az3 (use2-az1
+dearer)."""
+P5EN_ON_DEMAND: dict[str, Any] = {
+    "fault_tolerance": "none",
+    "placement": {"regions": ["us-east-2"], "instance_types": ["p5en.48xlarge"]},
+}
+"""Two p5en.48xlarge nodes on demand in us-east-2: a region-level offer known in use2-az1 to -az3."""
+
+
+def test_plain_instances_go_to_the_pinned_zone_or_the_first_offering_one() -> None:
+    mocks, outputs, config = _aws("llama70b-full-ft", **P5E_EAST_2)
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zone == "use2-az3"
     enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
-    assert len(enis) == 2 and {e.inputs["subnetId"] for e in enis} == {"subnet-usw2-az2"}
-    assert outputs["zone"] == "usw2-az2"
-    # a region-level plan: the first zone (by AZ ID) that EC2 says offers the type
-    mocks, outputs = run_program(stack_config(ROOT / "stacks" / "Pulumi.llama70b-full-ft.yaml"), NOW)
+    assert len(enis) == 2 and {e.inputs["subnetId"] for e in enis} == {"subnet-use2-az3"}
+    assert outputs["zone"] == "use2-az3"
+    # a region-level plan: the first of its known zones (by AZ ID) that EC2 says offers the type
+    WITHHELD.add(("p5en.48xlarge", "use2-az1"))
+    try:
+        mocks, outputs, config = _aws("llama70b-full-ft", **P5EN_ON_DEMAND)
+    finally:
+        WITHHELD.clear()
+    expected = planned(config)
+    assert expected.choice is not None and expected.choice.offer.zone is None
+    assert expected.choice.offer.zones == tuple(E2) and expected.choice.shape.instances == 2
     enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
-    assert {e.inputs["subnetId"] for e in enis} == {"subnet-usw2-az1"} and outputs["zone"] == "usw2-az1"
+    assert len(enis) == 2 and {e.inputs["subnetId"] for e in enis} == {"subnet-use2-az2"}
+    assert outputs["zone"] == "use2-az2"
 
 
-def test_plain_instances_pinned_where_the_type_is_not_offered_stop_before_any_resource(
-    tmp_path: Path,
-) -> None:
-    key: OfferKey = ("aws", "p5e.48xlarge", "us-west-2", "spot")
+def test_plain_instances_pinned_where_the_type_is_not_offered_stop_before_any_resource() -> None:
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-full-ft.yaml")
+    config["gpufit:workload"] = {**config["gpufit:workload"], **P5E_EAST_2}
     mocks = RecordingMocks()
-    message = r"p5e\.48xlarge is not offered in usw2-az3 .*usw2-az1, usw2-az2"
-    with pytest.raises(pulumi.RunError, match=message):
-        _zoned_run(tmp_path, "llama70b-full-ft", mocks, split={key: {"usw2-az3": 0.9}})
-    assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+    message = r"p5e\.48xlarge is not offered in use2-az3 .*use2-az1, use2-az2, use2-az4"
+    WITHHELD.add(("p5e.48xlarge", "use2-az3"))
+    try:
+        with pytest.raises(pulumi.RunError, match=message):
+            run_program(config, NOW, mocks=mocks)
+    finally:
+        WITHHELD.clear()
+    assert _no_resources(mocks)
 
 
 LB_ON_DEMAND: OfferKey = ("aws", "p5.4xlarge", "us-east-1", "on-demand")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -20,15 +21,24 @@ from providers.serving import SecretRefs
 from providers.startup import NodeRole, as_boot_service, render as render_script
 from selector.catalog import load_catalog
 from selector.select import plan
-from selector.spec import load_spec
+from selector.spec import load_spec, parse_spec
 from tests.conftest import ROOT
+from tests.pulumi_harness import stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 CATALOG = load_catalog()
+MULTI_NODE = {"placement": {"regions": ["us-west-2"], "instance_types": ["p5e.48xlarge"]}}
+"""llama70b-full-ft kept on p5e.48xlarge, where its training state needs two nodes (the stack's
+own plan now fits one p6-b200.48xlarge)."""
 
 
-def deployment(stack: str):  # type: ignore[no-untyped-def]
-    result = plan(load_spec(ROOT / "stacks" / f"Pulumi.{stack}.yaml"), CATALOG)
+def deployment(stack: str, **workload_changes: Any):  # type: ignore[no-untyped-def]
+    if workload_changes:
+        workload = stack_config(ROOT / "stacks" / f"Pulumi.{stack}.yaml")["gpufit:workload"]
+        spec = parse_spec({**workload, **workload_changes})
+    else:
+        spec = load_spec(ROOT / "stacks" / f"Pulumi.{stack}.yaml")
+    result = plan(spec, CATALOG)
     return deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW), result
 
 
@@ -46,10 +56,27 @@ def bash_syntax_ok(script: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "stack", ["guanaco-65b", "llama70b-chat", "sdxl-batch", "llama70b-full-ft", "llama13b-gcp"]
+    ("stack", "changes"),
+    [
+        ("guanaco-65b", {}),
+        ("llama70b-chat", {}),
+        ("sdxl-batch", {}),
+        ("llama70b-full-ft", {}),
+        ("llama70b-full-ft", MULTI_NODE),
+        ("llama13b-gcp", {}),
+    ],
+    ids=[
+        "guanaco-65b",
+        "llama70b-chat",
+        "sdxl-batch",
+        "llama70b-full-ft",
+        "llama70b-full-ft-2-nodes",
+        "llama13b-gcp",
+    ],
 )
-def test_scripts_are_valid_bash(stack: str) -> None:
-    d, _ = deployment(stack)
+def test_scripts_are_valid_bash(stack: str, changes: dict[str, Any]) -> None:
+    d, _ = deployment(stack, **changes)
+    assert d.nodes_per_replica == (2 if changes else 1)
     for rank in range(d.nodes_per_replica):
         script = render(d, "bucket-x", NodeRole(rank, d.nodes_per_replica, "10.0.0.1" if rank else "", rank))
         assert bash_syntax_ok(script), script
@@ -91,7 +118,7 @@ def test_gcp_script_watches_preemption_and_uses_gcloud() -> None:
 
 
 def test_multi_node_training_uses_torchrun_rendezvous_on_node_0() -> None:
-    d, _ = deployment("llama70b-full-ft")
+    d, _ = deployment("llama70b-full-ft", **MULTI_NODE)
     assert d.nodes == d.nodes_per_replica == 2 and d.needs_node_interconnect
     leader = render(d, "bkt", NodeRole(0, 2, "", 0))
     worker = render(d, "bkt", NodeRole(1, 2, "10.1.2.3", 1))
@@ -161,7 +188,8 @@ def test_commands_with_comments_or_continuations_keep_the_script_valid() -> None
 
 
 def test_multi_node_checkpointed_spot_stays_up_after_a_failure() -> None:
-    d, _ = deployment("llama70b-full-ft")
+    d, _ = deployment("llama70b-full-ft", **MULTI_NODE)
+    assert d.nodes_per_replica == 2 and d.market == "spot" and d.fault_tolerance == "checkpointed"
     script = render(d, "bkt", NodeRole(1, 2, "10.1.2.3", 1))
     assert "--max-restarts=3" in script
     assert 'if [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; else' in script
@@ -245,5 +273,7 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
         *(f.offer.instance.name for f in result.fallbacks),
     ]
     assert {m.weighted_capacity for m in d.members} == {8}  # interchangeable machines
-    multi, _ = deployment("llama70b-full-ft")
-    assert not multi.grouped
+    multi, _ = deployment("llama70b-full-ft", **MULTI_NODE)
+    assert multi.nodes_per_replica == 2 and not multi.grouped
+    single, _ = deployment("llama70b-full-ft")  # the stack's own plan: one 8 × B200 node, in a group
+    assert single.nodes_per_replica == 1 and single.grouped
