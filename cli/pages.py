@@ -1,12 +1,23 @@
 """Self-contained HTML pages: the offers comparison (``gpufit offers --html``) and the plan
 report (``gpufit plan --html``). Inline CSS, inline JavaScript, inline SVG charts
-(``cli.svg``): nothing is fetched when the page is viewed."""
+(``cli.svg``): nothing is fetched when the page is viewed.
+
+The offers table has one row per cloud, instance type, region and market (``offer_groups``):
+AWS prices spot per zone, so a region's zones are one row with their count, the range of
+their prices (sorted by the cheapest) and each zone's price in the zones cell's tooltip. With
+every region and zone of both clouds that is ~2,200 rows; written out as table markup they
+would take ~1.3 MB even so, because each row repeats its instance type's specs, so the page
+carries the rows as compact JSON (instance types, regions, zones, sources and dates written
+once, each row as indices and prices) and its script writes the table when the page opens.
+"""
 
 from __future__ import annotations
 
 import html
+import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from cli.svg import Point, pareto, scatter, stacked_bar
 
@@ -35,6 +46,39 @@ stroke-width:1.5;stroke-dasharray:5 3}
 
 SCRIPT = """
 (function(){
+  var data=document.getElementById('offers-data');
+  if(data){drawOffers(JSON.parse(data.textContent));}
+  function esc(s){return String(s).replace(/[&<>"]/g,function(c){
+    return {'&':'&amp;','<':'&lt;','>':'&gt;','"':'&quot;'}[c];});}
+  function td(text,sort,num){var v=String(sort)===String(text)?'':' data-v="'+esc(sort)+'"';
+    return '<td'+(num?' class="num"':'')+v+'>'+esc(text)+'</td>';}
+  function usd(v,d){return v.toLocaleString('en-US',{minimumFractionDigits:d,maximumFractionDigits:d});}
+  function drawOffers(d){
+    var out=[];
+    d.rows.forEach(function(r){
+      var t=d.types[r[0]],cloud=t[0],name=t[1],gpu=t[2],n=t[3],gib=t[4],gbps=t[5],fp8=t[6],nvl=t[7];
+      var region=d.regions[r[1]],market=r[2]?'spot':'on-demand',lo=Infinity,hi=0,zones={},count=0,tips=[];
+      r[3].forEach(function(o){
+        lo=Math.min(lo,o[0]);hi=Math.max(hi,o[0]);
+        var names=o[1].map(function(i){return d.zones[i];});
+        names.forEach(function(z){if(!zones[z]){zones[z]=1;count++;}});
+        tips.push((names.length?names.join(', '):'zones not known')+': $'+o[0]);
+      });
+      var vram=gib*n,bw=gbps*n,price=lo===hi?'$'+usd(lo,3):'$'+usd(lo,3)+'\u2013'+usd(hi,3);
+      out.push('<tr data-cloud="'+cloud+'" data-region="'+esc(region)+'" data-gpu="'+esc(gpu)
+        +'" data-vram="'+gib.toFixed(1)+'" data-fp8="'+(fp8?'yes':'no')+'" data-nvlink="'+(nvl?'yes':'no')
+        +'" data-market="'+market+'" data-offers="'+r[3].length+'" data-key="'+esc(cloud+'/'+name+'/'+market)+'">'
+        +td(cloud,cloud)+td(region,region)
+        +'<td class="num zones" title="'+esc(tips.join('; '))+'"'+(count?'':' data-v="0"')+'>'+(count||'-')+'</td>'
+        +td(name,name)+td(gpu,gpu)+td(String(n),n,1)+td(gib.toFixed(1),Math.round(gib*100)/100,1)
+        +td(String(gbps),gbps,1)+td(fp8?'yes':'no',fp8)+td(nvl?'yes':'no',nvl)+td(market,market)
+        +td(price,lo,1)+td('$'+(lo/vram).toFixed(4),Math.round(lo/vram*1e6)/1e6,1)
+        +td('$'+(lo/bw*1000).toFixed(4)+'/1k',Math.round(lo/bw*1e8)/1e8,1)
+        +td(d.billing[cloud]||'',d.billing[cloud]||'')+td(d.sources[r[4]],d.sources[r[4]])
+        +td(d.dates[r[5]],d.dates[r[5]])+'</tr>');
+    });
+    document.querySelector('#offers tbody').innerHTML=out.join('');
+  }
   function value(td){var v=td.hasAttribute('data-v')?td.getAttribute('data-v'):td.textContent;
     var n=Number(v);return v!==''&&!isNaN(n)?n:v;}
   document.querySelectorAll('table.sortable').forEach(function(table){
@@ -54,17 +98,18 @@ SCRIPT = """
   if(!form)return;
   function apply(){
     var f=new FormData(form);var shown=0;var keys={};
+    var offers=0;
     document.querySelectorAll('#offers tbody tr').forEach(function(tr){
       var d=tr.dataset;var ok=(!f.get('cloud')||d.cloud===f.get('cloud'))
         &&(!f.get('region')||d.region===f.get('region'))&&(!f.get('gpu')||d.gpu===f.get('gpu'))
         &&(parseFloat(d.vram)>=(parseFloat(f.get('min_vram'))||0))
         &&(!f.get('fp8')||d.fp8==='yes')&&(!f.get('nvlink')||d.nvlink==='yes')
         &&(!f.get('spot')||d.market==='spot');
-      tr.hidden=!ok;if(ok){shown++;keys[d.key]=true;}
+      tr.hidden=!ok;if(ok){shown++;offers+=Number(d.offers);keys[d.key]=true;}
     });
     document.querySelectorAll('circle.mark').forEach(function(c){
       c.style.display=keys[c.getAttribute('data-key')]?'':'none';});
-    document.getElementById('count').textContent=shown+' offers shown';
+    document.getElementById('count').textContent=shown+' rows shown ('+offers+' offers)';
   }
   form.addEventListener('input',apply);form.addEventListener('change',apply);apply();
 })();
@@ -100,47 +145,78 @@ def _options(name: str, label: str, values: Sequence[str]) -> str:
 
 
 OFFER_COLUMNS = (
-    ("cloud", False), ("region", False), ("zone", False), ("instance", False), ("GPU", False),
+    ("cloud", False), ("region", False), ("zones", True), ("instance", False), ("GPU", False),
     ("n", True), ("GiB/GPU", True), ("GB/s", True), ("FP8", False), ("NVLink", False), ("market", False),
     ("$/h", True), ("$/GiB-h", True), ("$/(GB/s)-h", True), ("billing", False), ("source", False), ("as of", False),
 )  # fmt: skip
 
 
-def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: Catalog) -> str:
-    """The comparison table with sorting and filters, and two charts ($/h against VRAM per GPU
-    and against memory bandwidth) with one point per instance type and market (its cheapest
-    region), coloured by GPU."""
-    rows = []
+@dataclass(frozen=True)
+class OfferGroup:
+    """The offers of one instance type in one region and market: one per zone where the price
+    is a zone's own (AWS spot), else one region-level offer; the cheapest first."""
+
+    offers: tuple[Offer, ...]
+
+    @property
+    def cheapest(self) -> Offer:
+        return self.offers[0]
+
+
+def offer_groups(offers: Sequence[Offer]) -> list[OfferGroup]:
+    """``offers`` grouped by (cloud, instance type, region, market), each group in the order of
+    its first offer, its offers cheapest first."""
+    groups: dict[tuple[str, str, str, str], list[Offer]] = {}
     for o in offers:
-        it, gpu = o.instance, o.instance.gpu
-        vram = gpu.memory_gib * it.gpu_count
-        bandwidth = gpu.bandwidth_gbps * it.gpu_count
-        r = rates.get(it.cloud)
-        billing = f"{r.billing_increment_s:g}s, min {r.billing_minimum_s:g}s" if r else ""
+        groups.setdefault((o.cloud, o.instance.name, o.region, o.market), []).append(o)
+    return [OfferGroup(tuple(sorted(g, key=lambda o: o.hourly_usd))) for g in groups.values()]
+
+
+def offers_data(groups: Sequence[OfferGroup], rates: dict[str, CloudRates]) -> dict[str, Any]:
+    """The table's rows for the page's script, each string written once: ``types`` (cloud,
+    name, GPU, GPUs, GiB per GPU, GB/s per GPU, FP8, NVLink), ``regions``, ``zones``,
+    ``sources``, ``dates``, ``billing`` by cloud, and ``rows``: [type, region, spot (0/1),
+    [[price, [zone, ...]], ...] one per offer, source, date] (source and date the cheapest's)."""
+    tables: dict[str, dict[Any, int]] = {"types": {}, "regions": {}, "zones": {}, "sources": {}, "dates": {}}
+
+    def index(table: str, value: Any) -> int:
+        return tables[table].setdefault(value, len(tables[table]))
+
+    rows = []
+    for g in groups:
+        first = g.cheapest
+        it, gpu = first.instance, first.instance.gpu
+        kind = (it.cloud, it.name, gpu.name, it.gpu_count, round(gpu.memory_gib, 2), gpu.bandwidth_gbps)
         rows.append(
-            f'<tr data-cloud="{it.cloud}" data-region="{html.escape(o.region)}" data-gpu="{html.escape(gpu.name)}" '
-            f'data-vram="{gpu.memory_gib:.1f}" data-fp8="{"yes" if gpu.fp8 else "no"}" '
-            f'data-nvlink="{"yes" if it.nvlink else "no"}" data-market="{o.market}" '
-            f'data-key="{html.escape(f"{it.cloud}/{it.name}/{o.market}")}">'
-            + _cell(it.cloud, it.cloud)
-            + _cell(o.region, o.region)
-            + _cell(o.zone or "-", o.zone or "")
-            + _cell(it.name, it.name)
-            + _cell(gpu.name, gpu.name)
-            + _cell(str(it.gpu_count), it.gpu_count, True)
-            + _cell(f"{gpu.memory_gib:.1f}", round(gpu.memory_gib, 2), True)
-            + _cell(f"{gpu.bandwidth_gbps:g}", gpu.bandwidth_gbps, True)
-            + _cell("yes" if gpu.fp8 else "no", int(gpu.fp8))
-            + _cell("yes" if it.nvlink else "no", int(it.nvlink))
-            + _cell(o.market, o.market)
-            + _cell(f"${o.hourly_usd:,.3f}", o.hourly_usd, True)
-            + _cell(f"${o.hourly_usd / vram:.4f}", round(o.hourly_usd / vram, 6), True)
-            + _cell(f"${o.hourly_usd / bandwidth * 1000:.4f}/1k", round(o.hourly_usd / bandwidth, 8), True)
-            + _cell(billing, billing)
-            + _cell(o.source, o.source)
-            + _cell(o.as_of, o.as_of)
-            + "</tr>"
+            [
+                index("types", (*kind, int(gpu.fp8), int(it.nvlink))),
+                index("regions", first.region),
+                int(first.market == "spot"),
+                [[o.hourly_usd, [index("zones", z) for z in o.zones]] for o in g.offers],
+                index("sources", first.source),
+                index("dates", first.as_of),
+            ]
         )
+    billing = {
+        cloud: f"{r.billing_increment_s:g}s, min {r.billing_minimum_s:g}s"
+        for cloud, r in sorted(rates.items())
+    }
+    return {**{name: list(values) for name, values in tables.items()}, "billing": billing, "rows": rows}
+
+
+def _json_script(element_id: str, data: Any) -> str:
+    """``data`` as an inline JSON data block (every ``<`` escaped, so that no text in it can end
+    the element or open a comment)."""
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: Catalog) -> str:
+    """The comparison table, one row per instance type, region and market with its zones and
+    their price range, with sorting and filters; and two charts ($/h against VRAM per GPU and
+    against memory bandwidth) with one point per instance type and market (its cheapest
+    region and zone), coloured by GPU."""
+    groups = offer_groups(offers)
     cheapest: dict[tuple[str, str, str], Offer] = {}
     for o in offers:
         key = (o.cloud, o.instance.name, o.market)
@@ -154,7 +230,7 @@ def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: 
             x = gpu.memory_gib if x_of == "vram" else gpu.bandwidth_gbps
             label = (
                 f"{cloud} {name} ({o.instance.gpu_count}×{gpu.name}), {market}: ${o.hourly_usd:,.2f}/h "
-                f"in {o.region}"
+                f"in {o.zone or o.region}"
             )
             out.append(Point(x, o.hourly_usd, label, gpu.name, f"{cloud}/{name}/{market}"))
         return out
@@ -184,15 +260,20 @@ def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: 
         + '<label><input name="nvlink" type="checkbox" value="1"> NVLink</label>'
         + '<label><input name="spot" type="checkbox" value="1"> spot only</label></form>'
     )
+    shown = f"{len(groups)} rows shown ({len(offers)} offers)"
     body = (
         "<h1>GPU offers</h1>"
         f'<p class="muted">{len(offers)} offers from the catalog {html.escape(catalog.source or catalog.path)}, '
-        f"as of {html.escape(catalog.as_of)}. Every price names its source and date; click a column "
-        "to sort, hover a point to name it.</p>"
-        f'{filters}<p id="count">{len(offers)} offers shown</p>'
+        f"as of {html.escape(catalog.as_of)}, in {len(groups)} rows: one per instance type, region and "
+        "market. Where the price differs by zone (AWS spot) a row spans the region's zones: $/h is "
+        "the cheapest zone's price (what the row sorts by) and the range runs to the dearest; hover "
+        "the zones count to see each zone's price. Every price names its source and date; click a "
+        "column to sort, hover a point to name it.</p>"
+        f'{filters}<p id="count">{shown}</p>'
         f'<div class="charts">{charts}</div>'
-        f'<table id="offers" class="sortable"><thead><tr>{_head(OFFER_COLUMNS)}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table>"
+        f'<table id="offers" class="sortable"><thead><tr>{_head(OFFER_COLUMNS)}</tr></thead><tbody></tbody></table>'
+        '<noscript><p class="warn">The table is written by the page\'s script: allow JavaScript to see it.</p></noscript>'
+        + _json_script("offers-data", offers_data(groups, rates))
     )
     return _page("gpufit offers", body)
 
@@ -271,9 +352,8 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate]) -> str:
             f"{it.cloud} {it.name} × {c.shape.instances} in {c.offer.zone or c.offer.region}, {c.offer.market}: "
             f"{money(c.cost.total_usd)}, " + (f"{x:.1f} tok/s per stream" if serving else format_hours(x))
         )
-        points.append(
-            Point(x, c.cost.total_usd, label, it.gpu.name, "/".join(map(str, c.offer.key)), is_choice)
-        )
+        # no key: nothing on this page hides marks, and a key each would add ~50 bytes a mark
+        points.append(Point(x, c.cost.total_usd, label, it.gpu.name, highlight=is_choice))
     front = pareto(points, more_x_is_better=serving)
     parts.append(
         "<h2>Every feasible offer</h2>"

@@ -86,9 +86,10 @@ def scatter(
     width: int = 640,
     height: int = 380,
 ) -> str:
-    """A scatter chart: one ``circle.mark`` per point (``data-key``, ``data-series``, a
-    ``<title>`` for hovering), the highlighted point as ``circle.mark.choice``, a legend of the
-    series' colours, and the ``frontier`` as a ``polyline.frontier``."""
+    """A scatter chart: one ``circle.mark`` per point (``data-series``, ``data-key`` where the
+    point has a key, a ``<title>`` for hovering), the highlighted point as
+    ``circle.mark.choice``, a legend of the series' colours, and the ``frontier`` as a
+    ``polyline.frontier``."""
     left, right, top, bottom = 64, 150, 28, 48
     plot_w, plot_h = width - left - right, height - top - bottom
     if not points:
@@ -147,9 +148,10 @@ def scatter(
     for p in sorted(points, key=lambda p: p.highlight):  # the choice last, on top
         cls = "mark choice" if p.highlight else "mark"
         radius = 7 if p.highlight else 4
+        key = f' data-key="{html.escape(p.key)}"' if p.key else ""  # only marks that filters hide
         out.append(
             f'<circle class="{cls}" cx="{x_of(p.x):.1f}" cy="{y_of(p.y):.1f}" r="{radius}" '
-            f'fill="{palette[p.series]}" data-key="{html.escape(p.key)}" data-series="{html.escape(p.series)}">'
+            f'fill="{palette[p.series]}"{key} data-series="{html.escape(p.series)}">'
             f"<title>{html.escape(p.label)}</title></circle>"
         )
     for i, (name, colour) in enumerate(palette.items()):

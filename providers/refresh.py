@@ -10,6 +10,7 @@ failed region's previous offers (marked stale), flags prices that moved more tha
 from __future__ import annotations
 
 import gc
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -35,6 +36,11 @@ refresh's ~100 calls sit inside the Compute API's per-minute read quota whatever
 concurrency."""
 
 
+AWS_AZ_ID = re.compile(r"^[a-z]+[0-9]+(?:-[a-z]+[0-9]+)?-az[0-9]+$")
+"""An AWS availability-zone ID (``use1-az2``, a Local Zone's ``usw2-lax1-az1``), as catalogs
+name AWS zones; a zone name (``us-east-1a``) is account-specific and is not one."""
+
+
 class AuthError(Exception):
     """Credentials are missing or lack a permission: retrying cannot help."""
 
@@ -54,6 +60,9 @@ class FetchResult:
     notes: list[str] = field(default_factory=list)
     sources: dict[str, dict[str, str]] = field(default_factory=dict)
     calls: int = 0
+    zone_ids: dict[str, dict[str, str]] = field(default_factory=dict)
+    """AWS: region → zone name → availability-zone ID, as this refresh learnt them (to bring
+    previous offers keyed by zone names, from an older refresh, to AZ IDs)."""
 
 
 class CallCounter:
@@ -123,6 +132,32 @@ def price_moves(
     return moves
 
 
+def with_az_ids(offer: dict[str, Any], ids: dict[str, str] | None) -> dict[str, Any] | None:
+    """An AWS offer of a previous catalog with its zones as AZ IDs: as it is when they are
+    already, else translated by ``ids`` (zone name → AZ ID, this refresh's); None when a zone
+    name cannot be translated (an older refresh wrote names, and the region's IDs are not
+    known now): such an offer is left out rather than mixing names with IDs."""
+    zone = offer.get("zone")
+    zones = offer.get("zones") or []
+    named = [z for z in (zone, *zones) if z is not None and not AWS_AZ_ID.match(z)]
+    if not named:
+        return offer
+    if ids is None or any(z not in ids for z in named):
+        return None
+    known = ids
+
+    def az_id(z: str) -> str:
+        return z if AWS_AZ_ID.match(z) else known[z]
+
+    out = dict(offer)
+    if zone is not None:
+        out["zone"] = az_id(zone)
+        out["zones"] = [out["zone"]]
+    else:
+        out["zones"] = sorted({az_id(z) for z in zones})
+    return out
+
+
 def merge(
     previous: dict[str, Any],
     results: list[FetchResult],
@@ -150,11 +185,19 @@ def merge(
     offers: list[dict[str, Any]] = []
     stale: dict[str, str] = {}
     partial = {(r.cloud, *key): why for r in results for key, why in r.kept.items()}
+    zone_ids = {(r.cloud, region): ids for r in results for region, ids in r.zone_ids.items()}
+    dropped: dict[str, int] = {}
     for offer in previous.get("offers", []):
         where = (offer["cloud"], offer["region"])
         part = (offer["cloud"], offer["region"], offer["instance_type"], offer["market"])
         if offer["cloud"] in refreshed_clouds and where in ok and part not in partial:
             continue
+        if offer["cloud"] == "aws":
+            translated = with_az_ids(offer, zone_ids.get(where))
+            if translated is None:
+                dropped[offer["region"]] = dropped.get(offer["region"], 0) + 1
+                continue
+            offer = translated
         kept = dict(offer)
         reason = failed.get(where) or partial.get(part)
         if reason is not None:
@@ -189,6 +232,8 @@ def merge(
             "regions_stale": stale,
         },
     }
+    if dropped:
+        doc["refresh"]["dropped_zone_names"] = {f"aws:{r}": n for r, n in sorted(dropped.items())}
     return doc, stale
 
 
@@ -275,6 +320,13 @@ def refresh(
                 except AuthError as error:  # this cloud stops; the others' results still count
                     auth_errors.append(str(error))
         doc, stale = merge(previous_doc, results, now)
+        dropped = doc["refresh"].get("dropped_zone_names")
+        for r in results:
+            if r.cloud == "aws" and dropped:
+                r.notes.append(
+                    f"left out {sum(dropped.values())} previous offers keyed by zone names (an older "
+                    f"refresh) whose AZ IDs are not known now: {', '.join(sorted(dropped))}"
+                )
         catalog_from_doc(doc, "refreshed catalog", previous.gpus)  # the result must load
         moves = price_moves(
             previous_doc.get("offers", []), [o for r in results for o in r.offers], PRICE_MOVE_FACTOR

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from providers.aws.catalog import (
     FILTER_VALUE_MAX,
     PRICING_PAGE,
     PRICING_QUERIES,
+    ZONES_OPERATION,
     AwsCatalogFetcher,
     normalise_gpu,
     pricing_batches,
@@ -446,6 +448,29 @@ def test_the_instance_types_are_asked_for_while_the_shared_pool_is_busy(
     assert result.regions_ok == set(REGIONS) and result.instance_types
 
 
+AZ_ID = re.compile(r"^[a-z]+[0-9]+-az[0-9]+$")
+
+
+def moto_zone_ids(region: str) -> dict[str, str]:
+    """Zone name → AZ ID in moto's account, asked with botocore's whole model."""
+    import boto3
+
+    zones = boto3.client("ec2", region).describe_availability_zones()["AvailabilityZones"]
+    return {z["ZoneName"]: z["ZoneId"] for z in zones}
+
+
+def offered_by_az_id(region: str, names: list[str]) -> set[tuple[str, str]]:
+    """(type, AZ ID) pairs EC2 offers: its offerings by zone name, mapped to AZ IDs. (moto's
+    offerings asked by AZ ID disagree with those by name for a few types: recorded apart.)"""
+    import boto3
+
+    answer = boto3.client("ec2", region).describe_instance_type_offerings(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": names}]
+    )
+    ids = moto_zone_ids(region)
+    return {(row["InstanceType"], ids[row["Location"]]) for row in answer["InstanceTypeOfferings"]}
+
+
 def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:
     result = run(fetcher())
     assert result.regions_ok == set(REGIONS) and not result.regions_failed
@@ -461,29 +486,106 @@ def test_fetch_specs_availability_and_prices(env: dict[str, str]) -> None:
     assert (g5["gpu"], g5["gpu_count"], g5["nvlink"]) == ("A10G", 4, False)  # PCIe family
     assert types["g6.xlarge"]["node_interconnect"] is None  # EFA as the API reports it
     offers = {(o["instance_type"], o["region"], o["zone"], o["market"]): o for o in result.offers}
-    assert (
-        offers[("p4d.24xlarge", "us-east-1", None, "on-demand")]["hourly_usd"] == 21.958
+    assert offers[("p4d.24xlarge", "us-east-1", None, "on-demand")]["hourly_usd"] == round(
+        snapshot_prices()[("p4d.24xlarge", "us-east-1")], 6
     )  # from GetProducts
     spot = [o for o in result.offers if o["market"] == "spot" and o["region"] == "us-east-1"]
-    assert spot and all(o["zone"].startswith("us-east-1") for o in spot)  # one per availability zone
+    assert spot and all(o["zone"].startswith("use1-az") for o in spot)  # one per zone, by AZ ID
     assert all(o["as_of"] == "2026-12-02" and o["source"] in result.sources for o in result.offers)
     batches = len(pricing_batches(sorted(types), REGIONS))
-    assert result.calls >= 1 + 2 * 2 + batches  # specs; per region offerings, spot; pricing batches
+    assert result.calls >= 1 + 3 * 2 + batches  # specs; per region offerings, zones, spot; pricing
+    assert result.zone_ids == {region: moto_zone_ids(region) for region in REGIONS}
+
+
+def test_zones_are_az_ids_region_level_on_demand_and_per_zone_spot(env: dict[str, str]) -> None:
+    """The catalog's zone semantics (selector/data/SCHEMA.md): on-demand is one region-level
+    offer listing the AZ IDs that offer the type; spot is one offer per AZ ID."""
+    result = run(fetcher())
+    names = sorted({t["name"] for t in result.instance_types})
+    for region in REGIONS:
+        offered = offered_by_az_id(region, names)
+        here = [o for o in result.offers if o["region"] == region]
+        on_demand = [o for o in here if o["market"] == "on-demand"]
+        assert on_demand and all(o["zone"] is None for o in on_demand)
+        for o in on_demand:
+            assert o["zones"] == sorted(z for t, z in offered if t == o["instance_type"]), o
+        spot = [o for o in here if o["market"] == "spot"]
+        assert spot and all(AZ_ID.match(o["zone"]) and o["zones"] == [o["zone"]] for o in spot)
+        assert {(o["instance_type"], o["zone"]) for o in spot} == {  # every offered zone has a row
+            (t, z) for t, z in offered if any(o["instance_type"] == t for o in spot)
+        }
+    catalog = load_catalog()  # the fresh offers load as the catalog's own: zones checked
+    report = refresh([_Fixed(result)], catalog, json.loads(SNAPSHOT_FILE.read_text()), now=NOW)
+    assert report.useful and not report.stale_regions
 
 
 def test_spot_offers_only_where_the_type_is_offered(env: dict[str, str]) -> None:
-    import boto3
-
     result = run(fetcher())
     names = sorted({t["name"] for t in result.instance_types})
     offered = set()
     for region in REGIONS:
-        answer = boto3.client("ec2", region).describe_instance_type_offerings(
-            LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": names}]
-        )
-        offered |= {(row["InstanceType"], row["Location"]) for row in answer["InstanceTypeOfferings"]}
+        offered |= offered_by_az_id(region, names)
     spot = {(o["instance_type"], o["zone"]) for o in result.offers if o["market"] == "spot"}
     assert spot and spot <= offered
+
+
+def test_a_partly_failed_refresh_never_mixes_zone_names_and_ids(env: dict[str, str]) -> None:
+    """us-west-2's spot prices fail (its previous spot offers are kept, stale) and eu-west-1
+    times out (all its previous offers kept): every AWS zone of the merged catalog is an AZ ID."""
+    from botocore.exceptions import ReadTimeoutError
+
+    def timeout(request: Any) -> Any:
+        raise ReadTimeoutError(endpoint_url=request.url)
+
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeSpotPriceHistory" and region_of(r) == "us-west-2",
+        lambda r: error_response(r, 503, "Unavailable"),
+    )
+    faults.fail(lambda r: region_of(r) == "eu-west-1", timeout)
+    result = run(fetcher(faults), ["us-east-1", "us-west-2", "eu-west-1"])
+    assert set(result.regions_failed) == {"eu-west-1"} and result.kept
+    report = refresh([_Fixed(result)], load_catalog(), json.loads(SNAPSHOT_FILE.read_text()), now=NOW)
+    aws = [o for o in report.doc["offers"] if o["cloud"] == "aws"]
+    zones = {z for o in aws for z in [o.get("zone"), *o.get("zones", [])] if z is not None}
+    assert zones and all(AZ_ID.match(z) for z in zones), sorted(z for z in zones if not AZ_ID.match(z))
+    west_spot = [o for o in aws if o["region"] == "us-west-2" and o["market"] == "spot"]
+    assert west_spot and all(o.get("stale") for o in west_spot)  # the snapshot's, kept
+    fresh_west = [o for o in aws if o["region"] == "us-west-2" and o["market"] == "on-demand"]
+    assert fresh_west and not any(o.get("stale") for o in fresh_west)
+
+
+def test_a_region_whose_zone_ids_fail_keeps_its_previous_data(env: dict[str, str]) -> None:
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeAvailabilityZones" and region_of(r) == "us-west-2",
+        lambda r: error_response(r, 503, "Unavailable"),
+    )
+    result = run(fetcher(faults))
+    assert set(result.regions_failed) == {"us-west-2"} and "us-west-2" not in result.zone_ids
+    assert not [o for o in result.offers if o["region"] == "us-west-2"]  # no zone names instead
+    assert {o["region"] for o in result.offers} == {"us-east-1"}
+
+
+def test_zone_ids_refused_names_the_permission(env: dict[str, str]) -> None:
+    faults = Faults()
+    faults.fail(
+        lambda r: operation(r) == "DescribeAvailabilityZones",
+        lambda r: error_response(r, 403, "UnauthorizedOperation"),
+    )
+    with pytest.raises(AuthError, match=r"permission ec2:DescribeAvailabilityZones"):
+        run(fetcher(faults), ["us-east-1"])
+
+
+def test_zone_ids_come_from_the_refresh_sessions_cut_of_the_ec2_model(env: dict[str, str]) -> None:
+    """The refresh's cut of botocore's EC2 model has DescribeAvailabilityZones, so the zone IDs
+    come through the session's own clients, as with botocore's whole model."""
+    import boto3
+
+    assert ZONES_OPERATION in REFRESH_OPERATIONS
+    whole = AwsCatalogFetcher(session=boto3.Session(), policy=NO_SLEEP, today=lambda: TODAY, now=lambda: NOW)
+    assert run(whole, ["us-east-1"]).zone_ids["us-east-1"] == moto_zone_ids("us-east-1")
+    assert run(fetcher(), ["us-east-1"]).zone_ids["us-east-1"] == moto_zone_ids("us-east-1")
 
 
 def test_price_list_queries_ask_for_the_wanted_regions_a_page_at_a_time(

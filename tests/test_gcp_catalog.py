@@ -46,7 +46,7 @@ INSTANCE_KEYS = {
     *("local_nvme_gb", "network_gbps", "nvlink", "node_interconnect", "source", "confidence", "notes"),
 }
 OFFER_KEYS = {
-    *("cloud", "instance_type", "region", "zone", "market", "hourly_usd"),
+    *("cloud", "instance_type", "region", "zone", "zones", "market", "hourly_usd"),
     *("source", "as_of", "confidence", "notes"),
 }
 
@@ -343,6 +343,25 @@ def test_n1_combinations_respect_limits_zones_and_max_cards(result: FetchResult)
     )
     assert "n1-standard-8" not in types_by_name(result)  # a bare host is not a GPU instance
     assert "nvidia-tesla-p4" in notes(result)  # attachable, but no vCPU/memory limits known
+
+
+def test_offers_are_region_level_listing_the_zones_that_list_them(result: FetchResult) -> None:
+    """SCHEMA.md: one region-level offer (GCP prices a region), ``zones`` the zones that list
+    the machine type, or for an N1 combination both its host and its accelerator (enough cards)."""
+    zones = {(o["instance_type"], o["region"], o["market"]): o["zones"] for o in result.offers}
+    assert all(o["zone"] is None for o in result.offers)
+    assert zones[("a3-highgpu-8g", "us-central1", "on-demand")] == ["us-central1-a"]
+    assert zones[("a2-highgpu-1g", "us-central1", "on-demand")] == ["us-central1-b"]
+    assert zones[("a3-highgpu-8g", "europe-west4", "on-demand")] == ["europe-west4-a"]
+    # n1-standard-8 is in us-central1-a and -b, both with T4s: both
+    assert zones[("n1-standard-8+t4x1", "us-central1", "on-demand")] == ["us-central1-a", "us-central1-b"]
+    assert zones[("n1-standard-8+t4x1", "us-central1", "spot")] == ["us-central1-a", "us-central1-b"]
+    # n1-standard-4 only in -a; n1-standard-16 only in -b; V100s only in -b
+    assert zones[("n1-standard-4+t4x1", "us-central1", "on-demand")] == ["us-central1-a"]
+    assert zones[("n1-standard-16+t4x1", "us-central1", "on-demand")] == ["us-central1-b"]
+    assert zones[("n1-standard-8+v100x1", "us-central1", "on-demand")] == ["us-central1-b"]
+    # europe-west4-b has the host but no T4s: not listed
+    assert zones[("n1-standard-8+t4x1", "europe-west4", "on-demand")] == ["europe-west4-a"]
 
 
 def test_n1_combinations_priced_by_hand(result: FetchResult) -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from providers.refresh import AuthError, FetchResult, merge, refresh
-from selector.catalog import SNAPSHOT_FILE, load_catalog
+from providers.refresh import AuthError, FetchResult, merge, refresh, with_az_ids
+from selector.catalog import SNAPSHOT_FILE, catalog_from_doc, load_catalog
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 PREVIOUS = json.loads(SNAPSHOT_FILE.read_text())
@@ -147,3 +147,77 @@ def test_pauses_nest_and_the_last_one_out_resumes_the_collector() -> None:
     assert not gc.isenabled()
     inner.__exit__(None, None, None)
     assert gc.isenabled()
+
+
+def _aws_offer(region: str, zone: str | None, market: str, usd: float, **extra: Any) -> dict[str, Any]:
+    return {
+        "cloud": "aws",
+        "instance_type": "g5.xlarge",
+        "region": region,
+        "zone": zone,
+        "market": market,
+        "hourly_usd": usd,
+        "source": "AWS_SPOT_HISTORY",
+        "as_of": "2026-11-01",
+        **extra,
+    }
+
+
+def test_previous_offers_keyed_by_zone_names_are_brought_to_az_ids_or_left_out() -> None:
+    """An older refresh wrote AWS zones by name. Kept now, they are translated with this
+    refresh's names → IDs where it learnt them, and left out where it did not (a failed
+    region): the merged catalog never mixes names and AZ IDs."""
+    spec = next(t for t in PREVIOUS["instance_types"] if t["name"] == "g5.xlarge")
+    previous = {
+        **PREVIOUS,
+        "instance_types": [spec],
+        "offers": [
+            _aws_offer("us-east-1", "us-east-1a", "spot", 0.45),  # names, as the old refresh wrote
+            _aws_offer("us-east-1", None, "on-demand", 1.0),
+            _aws_offer("us-west-2", "us-west-2a", "spot", 0.5),
+            _aws_offer("us-west-2", "usw2-az1", "spot", 0.51, zones=["usw2-az1"]),
+            _aws_offer("us-west-2", None, "on-demand", 1.1, zones=["us-west-2a", "us-west-2b"]),
+            _aws_offer("us-west-2", None, "on-demand", 1.1, zones=["usw2-az1"]),
+        ],
+    }
+    fresh = _aws_offer("us-east-1", None, "on-demand", 1.01, zones=["use1-az1", "use1-az6"])
+    result = FetchResult(
+        cloud="aws",
+        instance_types=[spec],
+        offers=[fresh],
+        regions_ok={"us-east-1"},
+        regions_failed={"us-west-2": "ReadTimeoutError"},
+        kept={("us-east-1", "g5.xlarge", "spot"): "DescribeSpotPriceHistory: 503"},  # spot failed
+        zone_ids={"us-east-1": {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}},
+    )
+    doc, stale = merge(previous, [result], NOW)
+    aws = {(o["region"], o["zone"], o["market"], tuple(o.get("zones", ()))): o for o in doc["offers"]}
+    assert set(aws) == {
+        ("us-east-1", "use1-az6", "spot", ("use1-az6",)),  # translated
+        ("us-east-1", None, "on-demand", ("use1-az1", "use1-az6")),  # fresh
+        ("us-west-2", "usw2-az1", "spot", ("usw2-az1",)),  # already an AZ ID: kept
+        ("us-west-2", None, "on-demand", ("usw2-az1",)),
+    }
+    assert aws[("us-east-1", "use1-az6", "spot", ("use1-az6",))]["stale"] is True
+    assert doc["refresh"]["dropped_zone_names"] == {"aws:us-west-2": 2}
+    assert set(stale) == {"aws:us-east-1", "aws:us-west-2"}
+    catalog_from_doc(doc, "merged", load_catalog().gpus)  # it loads
+
+    report = refresh([Stub("aws", result)], load_catalog(), previous, now=NOW)
+    assert any("left out 2 previous offers keyed by zone names" in line for line in report.lines())
+
+
+def test_with_az_ids_translates_a_zone_and_a_zone_list() -> None:
+    ids = {"us-east-1a": "use1-az6", "us-east-1b": "use1-az1"}
+    spot = _aws_offer("us-east-1", "us-east-1a", "spot", 0.4)
+    assert with_az_ids(spot, ids) == {**spot, "zone": "use1-az6", "zones": ["use1-az6"]}
+    listed = _aws_offer("us-east-1", None, "on-demand", 1.0, zones=["us-east-1a", "us-east-1b"])
+    assert with_az_ids(listed, ids) == {**listed, "zones": ["use1-az1", "use1-az6"]}
+    by_id = _aws_offer("us-east-1", "use1-az2", "spot", 0.4, zones=["use1-az2"])
+    assert with_az_ids(by_id, None) is by_id  # nothing to translate
+    assert with_az_ids(_aws_offer("us-east-1", "us-east-1c", "spot", 0.4), ids) is None  # unknown name
+    assert with_az_ids(_aws_offer("us-west-2", None, "on-demand", 1.0), None) == _aws_offer(
+        "us-west-2", None, "on-demand", 1.0
+    )  # no zone data at all
+    local = _aws_offer("us-west-2", "usw2-lax1-az1", "spot", 0.4, zones=["usw2-lax1-az1"])
+    assert with_az_ids(local, None) is local  # a Local Zone's AZ ID

@@ -46,11 +46,12 @@ def prices() -> Pricer:
     return Pricer(load_catalog(SNAPSHOT_FILE).offers)
 
 
-def snapshot_price(cloud: str, name: str, region: str, market: str) -> float:
+def snapshot_price(cloud: str, name: str, region: str, market: str, zone: str | None = None) -> float:
+    """The snapshot's price: the region-level offer, or (``zone``) that zone's own offer."""
     for offer in load_catalog(SNAPSHOT_FILE).offers:
-        if offer.key == (cloud, name, region, None, market):
+        if offer.key == (cloud, name, region, zone, market):
             return offer.hourly_usd
-    raise KeyError((cloud, name, region, market))
+    raise KeyError((cloud, name, region, zone, market))
 
 
 def parse(*argv: str) -> argparse.Namespace:
@@ -198,6 +199,18 @@ def ec2(region: str) -> Any:
     return _CLIENTS[region]
 
 
+def az_id(region: str, zone_name: str) -> str:
+    """The AZ ID moto's account maps ``zone_name`` to (as EC2 does per account)."""
+    zones = ec2(region).describe_availability_zones(ZoneNames=[zone_name])["AvailabilityZones"]
+    return str(zones[0]["ZoneId"])
+
+
+def zone_of(region: str, instance_id: str) -> str:
+    """The zone name EC2 placed an instance in."""
+    (reservation,) = ec2(region).describe_instances(InstanceIds=[instance_id])["Reservations"]
+    return str(reservation["Instances"][0]["Placement"]["AvailabilityZone"])
+
+
 def ami(region: str) -> str:
     """An AMI of moto's defaults (filtered by name: the unfiltered listing serialises ~1300)."""
     if region not in _AMIS:
@@ -206,10 +219,19 @@ def ami(region: str) -> str:
     return _AMIS[region]
 
 
-def launch(region: str, tags: list[dict[str, str]], kind: str = "g5.xlarge", spot: bool = False) -> list[str]:
-    """One reservation of ``len(tags)`` instances, each tagged with its own tags."""
+def launch(
+    region: str,
+    tags: list[dict[str, str]],
+    kind: str = "g5.xlarge",
+    spot: bool = False,
+    zone: str | None = None,
+) -> list[str]:
+    """One reservation of ``len(tags)`` instances, each tagged with its own tags (in zone
+    name ``zone``, else where EC2 puts them)."""
     args: dict[str, Any] = {"ImageId": ami(region), "MinCount": len(tags), "MaxCount": len(tags)}
     args["InstanceType"] = kind
+    if zone is not None:
+        args["Placement"] = {"AvailabilityZone": zone}
     if spot:
         args["InstanceMarketOptions"] = {
             "MarketType": "spot",
@@ -319,20 +341,24 @@ def test_aws_dry_run_lists_the_orphans_then_yes_terminates_exactly_them(aws: Any
         "west-spot": "expired",
     }
     expired = by_id[ids["expired"]]
+    east_zone = az_id("us-east-1", zone_of("us-east-1", ids["expired"]))  # an AZ ID, as in the catalog
     assert (expired.region, expired.zone, expired.instance_type, expired.market) == (
         "us-east-1",
-        "us-east-1a",
+        east_zone,
         "g5.xlarge",
         "on-demand",
     )
     assert (expired.stack, expired.workload, expired.name) == ("dev", "expired", "gpufit-expired-0")
     assert expired.expires_at == datetime(2026, 12, 1, tzinfo=UTC)
-    assert expired.hourly_usd == snapshot_price("aws", "g5.xlarge", "us-east-1", "on-demand")
+    assert expired.hourly_usd == snapshot_price("aws", "g5.xlarge", "us-east-1", "on-demand")  # region-level
     spot = by_id[ids["west-spot"]]
-    assert (spot.market, spot.hourly_usd) == (
+    west_zone = az_id("us-west-2", zone_of("us-west-2", ids["west-spot"]))
+    assert (spot.market, spot.zone, spot.hourly_usd) == (
         "spot",
-        snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot"),
+        west_zone,
+        snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot", zone=west_zone),  # its zone's own price
     )
+    assert calls.count("DescribeAvailabilityZones", "us-east-1") == 1  # once a region, not per instance
     assert by_id[ids["unpriced"]].hourly_usd is None
     assert by_id[ids["stopped"]].billing is False and by_id[ids["stopped"]].state == "stopped"
     assert result.regions_ok == set(REGIONS) and not result.regions_failed
@@ -432,6 +458,88 @@ def test_aws_throttling_and_5xx_are_retried(aws: Any, prices: Pricer) -> None:
     assert calls.count("DescribeInstances") == 3  # throttled twice, then the one page
     assert calls.count("TerminateInstances") == 2
     assert states(ids) == {"a": "terminated", "b": "terminated"}
+
+
+class _Offer:
+    """The two fields ``Pricer`` reads of a catalog offer."""
+
+    def __init__(self, name: str, region: str, zone: str | None, market: str, usd: float) -> None:
+        self.key = ("aws", name, region, zone, market)
+        self.hourly_usd = usd
+
+
+def test_aws_prices_by_the_machines_az_id_else_the_regions_offer(aws: Any) -> None:
+    """The catalog keys AWS zones by AZ ID; EC2 answers with the zone's account-specific name.
+    A machine's price is its AZ ID's offer, else the region-level one, never a name's."""
+    region = "us-east-1"
+    priced, unpriced = "us-east-1a", "us-east-1e"
+    ids = {
+        "priced": launch(region, [managed(PAST, "priced")], spot=True, zone=priced)[0],
+        "unpriced": launch(region, [managed(PAST, "unpriced")], spot=True, zone=unpriced)[0],
+        "on-demand": launch(region, [managed(PAST, "on-demand")], zone=priced)[0],
+    }
+    price = Pricer(
+        [
+            _Offer("g5.xlarge", region, az_id(region, priced), "spot", 0.4),
+            _Offer("g5.xlarge", region, unpriced, "spot", 9.99),  # keyed by a name: never matches
+            _Offer("g5.xlarge", region, None, "spot", 0.5),
+            _Offer("g5.xlarge", region, None, "on-demand", 1.0),
+        ]
+    )
+    calls = Calls()
+    result = aws_sweeper(aws, calls).sweep([region], NOW, act=False, price=price)
+    by_id = {c.instance_id: c for c in result.candidates}
+    assert {role: (by_id[iid].zone, by_id[iid].hourly_usd) for role, iid in ids.items()} == {
+        "priced": (az_id(region, priced), 0.4),
+        "unpriced": (az_id(region, unpriced), 0.5),  # no offer for its zone: the region's
+        "on-demand": (az_id(region, priced), 1.0),
+    }
+    assert calls.count("DescribeAvailabilityZones") == 1 and not result.notes
+
+
+def test_aws_an_answers_own_az_id_is_used_without_asking(aws: Any) -> None:
+    """EC2 now also answers ``Placement.AvailabilityZoneId`` (moto does not: added here to its
+    parsed answers); with it no zone lookup is made."""
+    region = "us-east-1"
+    (iid,) = launch(region, [managed(PAST, "with-id")], spot=True)
+
+    def with_az_id(parsed: dict[str, Any], **_: Any) -> None:
+        for reservation in parsed.get("Reservations", []):
+            for machine in reservation.get("Instances", []):
+                machine["Placement"]["AvailabilityZoneId"] = "use1-az9"
+
+    aws.events.register("after-call.ec2.DescribeInstances", with_az_id)
+    try:
+        calls = Calls()
+        price = Pricer([_Offer("g5.xlarge", region, "use1-az9", "spot", 0.3)])
+        result = aws_sweeper(aws, calls).sweep([region], NOW, act=False, price=price)
+    finally:
+        aws.events.unregister("after-call.ec2.DescribeInstances", with_az_id)
+    (candidate,) = [c for c in result.candidates if c.instance_id == iid]
+    assert (candidate.zone, candidate.hourly_usd) == ("use1-az9", 0.3)
+    assert calls.count("DescribeAvailabilityZones") == 0
+
+
+def test_aws_a_refused_zone_lookup_prices_by_region_and_still_sweeps(aws: Any, prices: Pricer) -> None:
+    region = "us-east-1"
+    (iid,) = launch(region, [managed(PAST, "no-zones")], zone="us-east-1b")
+    (spot,) = launch(region, [managed(PAST, "no-zones-spot")], spot=True, zone="us-east-1b")
+    denied = Faults()
+    denied.fail(
+        lambda r: operation(r) == "DescribeAvailabilityZones",
+        lambda r: error_response(r, 403, "UnauthorizedOperation"),
+    )
+    calls = Calls()
+    result = aws_sweeper(aws, calls, denied).sweep([region], NOW, act=True, price=prices)
+    by_id = {c.instance_id: c for c in result.candidates}
+    assert by_id[iid].zone == "us-east-1b"  # by name: its AZ ID is unknown
+    assert by_id[iid].hourly_usd == snapshot_price("aws", "g5.xlarge", region, "on-demand")
+    assert by_id[spot].hourly_usd is None  # spot is priced per AZ ID only: unknown, not guessed
+    assert set(result.actions) == {iid, spot} and not result.auth_error and not result.regions_failed
+    assert any(
+        "availability-zone IDs unavailable" in n and "UnauthorizedOperation" in n for n in result.notes
+    )
+    assert calls.count("DescribeAvailabilityZones") == 1  # a permission error is not retried
 
 
 # ---------------------------------------------------------------------------------- GCP (fake)
@@ -585,7 +693,8 @@ def test_cli_aws_dry_run_then_yes(aws: Any, capsys: pytest.CaptureFixture[str]) 
     assert cmd_sweep(parse("--cloud", "aws", *regions, "--catalog", "snapshot"), NOW, sweepers=sweepers) == 0
     out = capsys.readouterr().out
     g5 = snapshot_price("aws", "g5.xlarge", "us-east-1", "on-demand")
-    spot = snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot")
+    west_zone = az_id("us-west-2", zone_of("us-west-2", ids["west-spot"]))
+    spot = snapshot_price("aws", "g4dn.xlarge", "us-west-2", "spot", zone=west_zone)
     total = 4 * g5 + spot  # expired, missing, malformed, naive + the spot one; stopped bills no compute
     assert (
         f"dry run: would remove 7 instances, stopping ${total:,.2f}/h (+ 1 of unknown price); "
@@ -805,6 +914,15 @@ def test_aws_orphaned_group_is_scaled_to_zero_and_deleted_others_untouched(aws: 
         ("gpufit-orphan-dev", "expired", "spot")
     ]
     assert grouped[0].instance_type == "g5.xlarge,g5.2xlarge" and grouped[0].billing is True
+    running = before["gpufit-orphan-dev"]["Instances"]
+    assert grouped[0].hourly_usd == pytest.approx(  # each machine at its own zone's spot price
+        sum(
+            snapshot_price(
+                "aws", i["InstanceType"], region, "spot", zone=az_id(region, i["AvailabilityZone"])
+            )
+            for i in running
+        )
+    )
     members = {i["InstanceId"] for g in before.values() for i in g["Instances"]}
     assert not members & {c.instance_id for c in result.candidates}  # machines are left to their group
     assert groups(aws, region).keys() == before.keys()  # the dry run touched nothing

@@ -2,11 +2,19 @@
 
 First the GPU instance types (``describe_instance_types``, GPU families, GpuInfo) in one
 region; then, all concurrently: per region, where each type is offered
-(``describe_instance_type_offerings`` by availability zone) and then the current spot price
-per zone of the types offered (``describe_spot_price_history`` from now); per batch of types,
-on-demand prices in the wanted regions from the Price List API (``pricing.get_products``:
-Linux, shared tenancy, no pre-installed software, capacity status Used), paced to the API's
-request quota.
+(``describe_instance_type_offerings`` by availability zone), the region's zone names and IDs
+(``describe_availability_zones``) and the current spot price per zone of the types offered
+(``describe_spot_price_history`` from now); per batch of types, on-demand prices in the wanted
+regions from the Price List API (``pricing.get_products``: Linux, shared tenancy, no
+pre-installed software, capacity status Used), paced to the API's request quota.
+
+Zones are written as AZ IDs (``use1-az6``), as in the embedded snapshot and everywhere else in
+gpufit: EC2 answers offerings and spot prices by zone name (``us-east-1a``), which names a
+different physical zone in each account, so names are mapped to IDs with the region's
+``DescribeAvailabilityZones``; a region whose mapping cannot be had fails (its previous offers
+are kept), so that names never reach the catalog. On-demand offers are region-level
+(``zone`` null) listing in ``zones`` the AZ IDs that offer the type; spot offers are one per
+zone (``zone`` = its AZ ID, ``zones`` = ``[zone]``), since spot prices differ by zone.
 
 GPU names are normalised through the selector's GPU facts (which add bandwidth, FP8 and
 NVLink, the facts the API lacks); a GPU not in the table is reported, never guessed.
@@ -35,6 +43,7 @@ from selector.catalog import GpuSpec, load_gpus
 SOURCE_KEY_PRICING = "AWS_PRICE_LIST"
 SOURCE_KEY_SPOT = "AWS_SPOT_HISTORY"
 SOURCE_KEY_EC2 = "AWS_EC2_API"
+ZONES_OPERATION = "DescribeAvailabilityZones"
 PRICING_PAGE = 100
 """Products per Price List page (the API's maximum ``MaxResults``)."""
 PRICING_QUERIES = 8
@@ -129,8 +138,8 @@ class AwsCatalogFetcher:
         self, regions: list[str] | None, pool: Executor, progress: Callable[[str], None]
     ) -> FetchResult:
         """Specs once, in us-east-1 (where every GPU family is offered) when it is wanted, else in
-        the first wanted region; then, concurrently, per region where each type is offered and
-        its spot prices, and per batch of types their on-demand prices."""
+        the first wanted region; then, concurrently, per region where each type is offered, the
+        zone IDs and its spot prices, and per batch of types their on-demand prices."""
         start = self.counter.count
         result = FetchResult(cloud="aws")
         result.sources = self._sources()
@@ -182,24 +191,45 @@ class AwsCatalogFetcher:
         result.calls = self.counter.count - start
         return result
 
-    def _region(self, region: str, names: list[str]) -> tuple[dict[str, set[str]], Any]:
-        """Where each of ``names`` is offered in ``region``, then the spot prices of the types
-        offered there, one after the other on the region's one connection (a new HTTPS
-        connection costs a TLS handshake and, in urllib3, a reload of the CA bundle). Spot
-        failing is returned, not raised, so the region's availability still counts."""
-        offered = self._offerings(region, names)
-        if not offered:
-            return offered, {}
+    def _region(self, region: str, names: list[str]) -> tuple[dict[str, set[str]], Any, dict[str, str]]:
+        """Where each of ``names`` is offered in ``region``, the region's zone IDs by name,
+        then the spot prices of the types offered there, one after the other on the region's
+        one connection (a new HTTPS connection costs a TLS handshake and, in urllib3, a reload
+        of the CA bundle); zones as AZ IDs. Spot failing is returned, not
+        raised, so the region's availability still counts; the zone IDs failing fails the
+        region, whose previous offers are then kept (never zone names in their place)."""
+        by_name = self._offerings(region, names)
+        if not by_name:
+            return by_name, {}, {}
+        ids = self._zone_ids(region)
+        offered = {name: _zone_ids_of(zones, ids, region) for name, zones in by_name.items()}
         try:
-            return offered, self._spot(region, sorted(offered))
+            spot = self._spot(region, sorted(offered))
         except AuthError:
             raise
         except Exception as error:
-            return offered, error
+            return offered, error, ids
+        by_id = {(name, _zone_id(zone, ids, region)): usd for (name, zone), usd in spot.items()}
+        return offered, by_id, ids
+
+    def _zone_ids(self, region: str) -> dict[str, str]:
+        """Zone name → AZ ID of every zone of ``region`` (``ec2:DescribeAvailabilityZones``)."""
+        api = self._api
+        ec2 = api.client("ec2", region)
+        answer = api.call(
+            "ec2",
+            ZONES_OPERATION,
+            lambda: ec2.describe_availability_zones(AllAvailabilityZones=True),
+        )
+        return {
+            str(z["ZoneName"]): str(z["ZoneId"])
+            for z in answer.get("AvailabilityZones", [])
+            if z.get("ZoneName") and z.get("ZoneId")
+        }
 
     def _collect_regions(
         self,
-        jobs: dict[str, Future[tuple[dict[str, set[str]], Any]]],
+        jobs: dict[str, Future[tuple[dict[str, set[str]], Any, dict[str, str]]]],
         result: FetchResult,
         progress: Callable[[str], None],
     ) -> tuple[dict[str, dict[str, set[str]]], dict[str, dict[tuple[str, str], float]]]:
@@ -210,7 +240,7 @@ class AwsCatalogFetcher:
         spot: dict[str, dict[tuple[str, str], float]] = {}
         for region, job in jobs.items():
             try:
-                offered[region], spot_or_error = job.result()
+                offered[region], spot_or_error, result.zone_ids[region] = job.result()
             except AuthError:
                 raise
             except Exception as error:
@@ -268,7 +298,7 @@ class AwsCatalogFetcher:
         return specs
 
     def _offerings(self, region: str, names: list[str]) -> dict[str, set[str]]:
-        """Instance type → the availability zones of ``region`` that offer it."""
+        """Instance type → the availability zones (names) of ``region`` that offer it."""
         ec2 = self._api.client("ec2", region)
         zones: dict[str, set[str]] = {}
         for chunk in _chunks(names, 100):
@@ -285,7 +315,7 @@ class AwsCatalogFetcher:
         return zones
 
     def _spot(self, region: str, names: list[str]) -> dict[tuple[str, str], float]:
-        """(instance type, zone) → the latest Linux spot price, from now."""
+        """(instance type, zone name) → the latest Linux spot price, from now."""
         if not names:
             return {}
         ec2 = self._api.client("ec2", region)
@@ -391,18 +421,19 @@ class AwsCatalogFetcher:
         for region, zones_by_type in sorted(offered.items()):
             result.regions_ok.add(region)
             for name in sorted(n for n in zones_by_type if n in specs):
+                zones = sorted(zones_by_type[name])
                 od = prices.get(name, {}).get(region)
                 if od:
                     used.add(name)
                     result.offers.append(
-                        _offer(name, region, None, "on-demand", od, SOURCE_KEY_PRICING, today)
+                        _offer(name, region, None, zones, "on-demand", od, SOURCE_KEY_PRICING, today)
                     )
-                for zone in sorted(zones_by_type[name]):
+                for zone in zones:
                     price = spot.get(region, {}).get((name, zone))
                     if price:
                         used.add(name)
                         result.offers.append(
-                            _offer(name, region, zone, "spot", price, SOURCE_KEY_SPOT, today)
+                            _offer(name, region, zone, [zone], "spot", price, SOURCE_KEY_SPOT, today)
                         )
         result.instance_types = [specs[n] for n in sorted(used)]
         if self._skipped:
@@ -454,19 +485,44 @@ def _on_demand_usd(product: dict[str, Any]) -> float | None:
 
 
 def _offer(
-    name: str, region: str, zone: str | None, market: str, price: float, source: str, today: str
+    name: str,
+    region: str,
+    zone: str | None,
+    zones: list[str],
+    market: str,
+    price: float,
+    source: str,
+    today: str,
 ) -> dict[str, Any]:
+    """An offer in the catalog's schema: ``zone`` set only for a zone's own price (then
+    ``zones`` is ``[zone]``), else region-level with the AZ IDs it is offered in."""
     return {
         "cloud": "aws",
         "instance_type": name,
         "region": region,
         "zone": zone,
+        "zones": zones,
         "market": market,
         "hourly_usd": round(price, 6),
         "source": source,
         "as_of": today,
         "confidence": "high",
     }
+
+
+class ZoneIdError(LookupError):
+    """A zone name that the region's DescribeAvailabilityZones answer does not map."""
+
+
+def _zone_id(name: str, ids: dict[str, str], region: str) -> str:
+    try:
+        return ids[name]
+    except KeyError:
+        raise ZoneIdError(f"zone {name} is not among {region}'s availability zones") from None
+
+
+def _zone_ids_of(names: set[str], ids: dict[str, str], region: str) -> set[str]:
+    return {_zone_id(name, ids, region) for name in names}
 
 
 def pricing_batches(instance_types: list[str], regions: list[str]) -> list[list[str]]:

@@ -61,6 +61,7 @@ REFRESH_OPERATIONS = (
     "DescribeInstanceTypes",
     "DescribeInstanceTypeOfferings",
     "DescribeSpotPriceHistory",
+    "DescribeAvailabilityZones",
 )
 READ_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "InstanceTypeInfo": (
@@ -74,6 +75,7 @@ READ_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "NetworkInfo": ("NetworkPerformance", "EfaSupported"),
     "InstanceTypeOffering": ("InstanceType", "Location"),
     "SpotPrice": ("AvailabilityZone", "InstanceType", "SpotPrice", "Timestamp"),
+    "AvailabilityZone": ("ZoneName", "ZoneId"),
 }
 """Answer structures narrowed to what ``AwsCatalogFetcher`` reads (``_instance_type``,
 ``_offerings``, ``_spot``)."""

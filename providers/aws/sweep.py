@@ -16,6 +16,15 @@ one instance spoils (gone, termination protection) is retried one instance at a 
 others still go. Calls go through ``providers.retry`` (botocore's own retries off); credential
 and permission errors raise ``AuthError`` at once, naming the permission. Endpoints come from
 the standard AWS configuration (``AWS_ENDPOINT_URL_EC2``): a local server needs no code path.
+
+Prices come from the catalog, whose AWS zones are availability-zone IDs (``use1-az6``, the same
+physical zone in every account), while EC2 places a machine by zone name (``us-east-1a``,
+mapped to IDs per account). A machine's zone is its AZ ID: ``Placement.AvailabilityZoneId`` (an
+Auto Scaling instance's ``AvailabilityZoneId``) where the answer carries it, else its zone name
+mapped by ``DescribeAvailabilityZones``, asked at most once per region and only when needed.
+Its price is the catalog's offer for that AZ ID (AWS spot is priced per zone), else the
+region-level offer. The zone lookup only prices: if it fails, the sweep goes on, priced by the
+region-level offers, with a note, and shows the zone names.
 """
 
 from __future__ import annotations
@@ -85,6 +94,38 @@ class _RegionSweep:
     error: str | None = None  # the region failed after its retries
 
 
+class _ZoneIds:
+    """A region's availability-zone IDs by zone name, asked for (``DescribeAvailabilityZones``)
+    the first time a machine's answer lacks its AZ ID; one per region sweep (one thread)."""
+
+    def __init__(self, ask: Callable[[], dict[str, str]]) -> None:
+        self._ask = ask
+        self._ids: dict[str, str] | None = None
+        self.error: str | None = None
+
+    def __call__(self, name: str | None, zone_id: str | None = None) -> str | None:
+        """The AZ ID of the zone called ``name`` (``zone_id`` if the answer gave it), or None."""
+        if zone_id:
+            return zone_id
+        if not name:
+            return None
+        if self._ids is None:
+            try:
+                self._ids = self._ask()
+            except Exception as error:  # AuthError too: the zones only price, they decide nothing
+                self._ids = {}
+                self.error = _describe(error)
+        return self._ids.get(name)
+
+    def note(self) -> str | None:
+        if self.error is None:
+            return None
+        return (
+            f"availability-zone IDs unavailable ({self.error}): priced by the region's offers, "
+            "zones shown by name"
+        )
+
+
 class AwsSweeper:
     """Finds and terminates orphaned gpufit instances with a boto3 session."""
 
@@ -128,6 +169,19 @@ class AwsSweeper:
             ),
         )
         return sorted(r["RegionName"] for r in answer["Regions"])
+
+    def zone_ids(self, region: str) -> dict[str, str]:
+        """Zone name → availability-zone ID of every zone of ``region`` (ec2:DescribeAvailabilityZones)."""
+        ec2 = self._client(region)
+        answer = self._call(
+            "DescribeAvailabilityZones",
+            functools.partial(ec2.describe_availability_zones, AllAvailabilityZones=True),
+        )
+        return {
+            str(z["ZoneName"]): str(z["ZoneId"])
+            for z in answer.get("AvailabilityZones", [])
+            if z.get("ZoneName") and z.get("ZoneId")
+        }
 
     # -- sweep -------------------------------------------------------------------------------
     def sweep(self, regions: list[str] | None, now: datetime, act: bool, price: PriceFn) -> SweepResult:
@@ -173,17 +227,21 @@ class AwsSweeper:
 
     def _region(self, region: str, now: datetime, act: bool, price: PriceFn) -> _RegionSweep:
         out = _RegionSweep()
+        zones = _ZoneIds(functools.partial(self.zone_ids, region))
         step = "DescribeAutoScalingGroups"
         try:
-            groups = self._find_groups(region, now, price)
+            groups = self._find_groups(region, now, price, zones)
             step = "DescribeInstances"
-            found, spot_requests = self._find(region, now, price)
+            found, spot_requests = self._find(region, now, price, zones)
         except AuthError as error:
             out.auth_error = str(error)
             return out
         except Exception as error:
             out.error = f"{step}: {_describe(error)}"
             return out
+        note = zones.note()
+        if note is not None:
+            out.notes.append(note)
         out.candidates = [*groups, *found]
         if act and groups:
             self._remove_groups(region, groups, out)
@@ -192,7 +250,7 @@ class AwsSweeper:
         return out
 
     # -- groups ------------------------------------------------------------------------------
-    def _find_groups(self, region: str, now: datetime, price: PriceFn) -> list[Candidate]:
+    def _find_groups(self, region: str, now: datetime, price: PriceFn, zones: _ZoneIds) -> list[Candidate]:
         """The region's orphaned gpufit Auto Scaling groups (their own tags decide)."""
         client = self._api.client("autoscaling", region)
         found: list[Candidate] = []
@@ -207,7 +265,7 @@ class AwsSweeper:
                 functools.partial(client.describe_auto_scaling_groups, **args),
             )
             for group in page.get("AutoScalingGroups", []):
-                candidate = self._group_candidate(region, group, now, price)
+                candidate = self._group_candidate(region, group, now, price, zones)
                 if candidate is not None:
                     found.append(candidate)
             token = page.get("NextToken")
@@ -216,7 +274,7 @@ class AwsSweeper:
 
     @staticmethod
     def _group_candidate(
-        region: str, group: dict[str, Any], now: datetime, price: PriceFn
+        region: str, group: dict[str, Any], now: datetime, price: PriceFn, zones: _ZoneIds
     ) -> Candidate | None:
         tags = {str(t.get("Key")): str(t.get("Value", "")) for t in group.get("Tags") or []}
         reason = decide(tags, now, cloud="aws")
@@ -232,7 +290,13 @@ class AwsSweeper:
         types = [str(o.get("InstanceType")) for o in overrides if o.get("InstanceType")]
         running = [i for i in group.get("Instances") or [] if i.get("LifecycleState") != "Terminated"]
         costs = [
-            price("aws", str(i.get("InstanceType", "")), region, i.get("AvailabilityZone"), market)
+            price(
+                "aws",
+                str(i.get("InstanceType", "")),
+                region,
+                zones(i.get("AvailabilityZone"), i.get("AvailabilityZoneId")),
+                market,
+            )
             for i in running
         ]
         hourly = None if any(c is None for c in costs) else sum(c for c in costs if c is not None)
@@ -288,7 +352,9 @@ class AwsSweeper:
                 continue
             out.actions[name] = "scaled to 0, deleting"
 
-    def _find(self, region: str, now: datetime, price: PriceFn) -> tuple[list[Candidate], dict[str, str]]:
+    def _find(
+        self, region: str, now: datetime, price: PriceFn, zones: _ZoneIds
+    ) -> tuple[list[Candidate], dict[str, str]]:
         """The region's orphans, and the spot request id of each that has one."""
         ec2 = self._client(region)
         filters = [
@@ -305,7 +371,7 @@ class AwsSweeper:
             page = self._call("DescribeInstances", functools.partial(ec2.describe_instances, **args))
             for reservation in page.get("Reservations", []):
                 for instance in reservation.get("Instances", []):
-                    candidate = self._candidate(region, instance, now, price)
+                    candidate = self._candidate(region, instance, now, price, zones)
                     if candidate is None:
                         continue
                     found[candidate.instance_id] = candidate
@@ -318,7 +384,9 @@ class AwsSweeper:
         return list(found.values()), spot_requests
 
     @staticmethod
-    def _candidate(region: str, instance: dict[str, Any], now: datetime, price: PriceFn) -> Candidate | None:
+    def _candidate(
+        region: str, instance: dict[str, Any], now: datetime, price: PriceFn, zones: _ZoneIds
+    ) -> Candidate | None:
         state = str(instance.get("State", {}).get("Name", ""))
         if state not in SWEPT_STATES:
             return None
@@ -332,15 +400,17 @@ class AwsSweeper:
         stack, workload = stack_and_workload(tags, cloud="aws")
         lifecycle = instance.get("InstanceLifecycle")
         market = "on-demand" if not lifecycle else str(lifecycle)
-        zone = instance.get("Placement", {}).get("AvailabilityZone") or None
+        placement = instance.get("Placement") or {}
+        zone_name = placement.get("AvailabilityZone") or None
+        zone_id = zones(zone_name, placement.get("AvailabilityZoneId"))  # the catalog's zone key
         instance_type = str(instance.get("InstanceType", "?"))
         hourly = (
-            price("aws", instance_type, region, zone, market) if market in ("on-demand", "spot") else None
+            price("aws", instance_type, region, zone_id, market) if market in ("on-demand", "spot") else None
         )
         return Candidate(
             cloud="aws",
             region=region,
-            zone=zone,
+            zone=zone_id or zone_name,
             instance_id=str(instance["InstanceId"]),
             name=tags.get("Name"),
             instance_type=instance_type,

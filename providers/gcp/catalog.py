@@ -8,8 +8,11 @@ the Compute Engine SKUs of the Cloud Billing Catalog (``services.skus.list``), w
 machine type by its parts: per vCPU-hour and per GiB-hour of the machine family, and per
 GPU-hour of the accelerator. A machine type is priced in a region and market only when every
 part has a SKU there; SKU descriptions are parsed as data that changes, and what cannot be
-attributed is reported in the notes, never guessed. GPU names resolve through the selector's
-GPU facts; a machine type whose GPU is not there is reported and left out.
+attributed is reported in the notes, never guessed. Prices are per region, so each offer is
+region-level (``zone`` null) and lists in ``zones`` the zones whose listings hold the machine
+type (an N1 combination: the host and the accelerator type, with enough cards). GPU names
+resolve through the selector's GPU facts; a machine type whose GPU is not there is reported
+and left out.
 
 Every HTTP call (each page of a listing) is its own tenacity-retried call: exponential backoff
 with full jitter on 429, 5xx and transport errors (never shorter than a Retry-After), within
@@ -901,6 +904,7 @@ class GcpCatalogFetcher:
 
             # (instance name, machine type, accelerator, count) offered in this region
             offered: dict[str, tuple[_MachineType, str, int]] = {}
+            zones: dict[str, set[str]] = {}  # instance name -> the zones that list it
             for mt in machine_types:
                 first = shapes.setdefault(mt.name, mt)
                 if first.shape != mt.shape:
@@ -917,6 +921,7 @@ class GcpCatalogFetcher:
                 if mt.name not in types:
                     types[mt.name] = self._bundled_type(first, spec, accelerator, count)
                 offered.setdefault(mt.name, (first, accelerator, count))
+                zones.setdefault(mt.name, set()).add(mt.zone)
 
             hosts_by_zone: dict[str, list[_MachineType]] = {}
             for mt in machine_types:
@@ -944,11 +949,14 @@ class GcpCatalogFetcher:
                                     name, host_shape, spec, accelerator, count, limits[count]
                                 )
                             offered.setdefault(name, (host_shape, accelerator, count))
+                            zones.setdefault(name, set()).add(zone)  # host and GPU both listed
 
             for name, (mt, accelerator, count) in sorted(offered.items()):
                 used_gpus.add(gpu_key(accelerator))
                 for market in ("on-demand", "spot"):
-                    offer = self._offer(name, mt, accelerator, count, region, market, book, today)
+                    offer = self._offer(
+                        name, mt, accelerator, count, region, sorted(zones[name]), market, book, today
+                    )
                     if isinstance(offer, str):
                         unpriced.append(f"{name} {region} {market} ({offer})")
                     else:
@@ -1063,11 +1071,14 @@ class GcpCatalogFetcher:
         accelerator: str,
         count: int,
         region: str,
+        zones: list[str],
         market: str,
         book: _PriceBook,
         today: str,
     ) -> dict[str, Any] | str:
-        """The offer, or why it cannot be priced."""
+        """The offer, or why it cannot be priced: region-level (one price in every zone),
+        listing the zones that list the machine type (an N1 combination: both the host and
+        the accelerator type, with enough cards)."""
         families = family_keys(mt.name)
         series = families[-1].upper()
         core = book.lookup("core", families, region, market, series)
@@ -1083,6 +1094,7 @@ class GcpCatalogFetcher:
             "instance_type": name,
             "region": region,
             "zone": None,
+            "zones": zones,
             "market": market,
             "hourly_usd": round(total, PRICE_DIGITS),
             "source": SOURCE_BILLING,
