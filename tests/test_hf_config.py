@@ -69,15 +69,9 @@ def test_families_map_their_attention_and_experts() -> None:
 
 def test_a_multimodal_config_adds_its_vision_encoder_to_the_text_model() -> None:
     text = load("llama-3.1-8b.json")
-    vision = {
-        "model_type": "clip_vision_model",
-        "hidden_size": 1024,
-        "intermediate_size": 4096,
-        "num_hidden_layers": 24,
-        "patch_size": 14,
-        "image_size": 336,
-    }
-    multimodal = {"model_type": "llava", "text_config": text, "vision_config": vision}
+    from tests.test_multimodal import CLIP_336
+
+    multimodal = {"model_type": "llava", "text_config": text, "vision_config": CLIP_336}
     arch = arch_from_config(multimodal, "v")
     text_only = arch_from_config(text, "t")
     # CLIP ViT-L/14-336: 24 × (4·1024² + 2·1024·4096) + 3·14²·1024 ≈ 302.6M, projector 1024·4096 + 4096²
