@@ -18,7 +18,7 @@ export UV_COMPILE_BYTECODE := 1
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --locked --quiet
-	$(UV) run --no-sync python -m compileall -q selector providers cli
+	$(UV) run --no-sync python -m compileall -q selector hub cloudapi deployment catalog machine gitops providers cli
 	@touch $@
 
 sync: .venv/.synced

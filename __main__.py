@@ -13,17 +13,11 @@ from typing import Any
 
 import pulumi
 
-from providers.base import (
-    Deployment,
-    GpuProvider,
-    SecretInputs,
-    ServingError,
-    deployment_from_plan,
-    parse_iso_utc,
-)
-from providers.catalog_store import resolve
-from providers.hf_hub import fetch_model
-from providers.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
+from catalog.store import resolve
+from deployment import Deployment, SecretInputs, ServingError, deployment_from_plan, parse_iso_utc
+from gitops.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
+from hub.client import fetch_model
+from providers.base import GpuProvider
 from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan

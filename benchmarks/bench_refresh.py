@@ -5,7 +5,7 @@ Price List API fake, by a separate process that waits ``--latency-ms`` before ev
 (as a round trip to a distant endpoint would). Each measured refresh runs in a fresh Python
 process that imports only gpufit and boto3, as `gpufit catalog refresh` does, so neither the
 fakes nor moto share its CPU or heap. That process refreshes once to import what a refresh
-imports, then measures one refresh as the command makes it (``providers.refresh.refresh``
+imports, then measures one refresh as the command makes it (``catalog.refresh.refresh``
 with the AWS fetcher, merged over the embedded snapshot): a new session, its clients, the
 calls, parsing, merge and load check. Prints, for one worker (the same calls one after
 another) and for the default worker count: API calls, wall time (median of ``--repeats``),
@@ -30,9 +30,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from providers.aws.catalog import PRICING_REGION, AwsCatalogFetcher  # noqa: E402
-from providers.aws.lean_botocore import refresh_session  # noqa: E402
-from providers.refresh import DEFAULT_WORKERS, CallCounter, refresh  # noqa: E402
+from catalog.aws import PRICING_REGION, AwsCatalogFetcher  # noqa: E402
+from catalog.refresh import DEFAULT_WORKERS, refresh  # noqa: E402
+from cloudapi.calls import CallCounter  # noqa: E402
+from cloudapi.lean_botocore import refresh_session  # noqa: E402
 from selector.catalog import SNAPSHOT_FILE, load_catalog  # noqa: E402
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)

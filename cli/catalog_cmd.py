@@ -76,8 +76,9 @@ def _progress(clouds: list[str]) -> Iterator[Callable[[str], None]]:
 
 
 def cmd_refresh(args: argparse.Namespace) -> int:
-    from providers.catalog_store import default_cache_path, read_catalog_file, write_catalog
-    from providers.refresh import DEFAULT_WORKERS, AuthError, CallCounter, refresh
+    from catalog.refresh import DEFAULT_WORKERS, refresh
+    from catalog.store import default_cache_path, read_catalog_file, write_catalog
+    from cloudapi.calls import AuthError, CallCounter
     from selector.catalog import SNAPSHOT_FILE, CatalogError
 
     out = Path(args.out) if args.out else default_cache_path()
@@ -94,11 +95,11 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     fetchers: list[Any] = []
     try:
         if "aws" in clouds:
-            from providers.aws.catalog import AwsCatalogFetcher
+            from catalog.aws import AwsCatalogFetcher
 
             fetchers.append(AwsCatalogFetcher(counter=counter))
         if "gcp" in clouds:
-            from providers.gcp.catalog import GcpCatalogFetcher
+            from catalog.gcp import GcpCatalogFetcher
 
             fetchers.append(GcpCatalogFetcher(project=args.project, counter=counter))
         with _progress(clouds) as progress:
@@ -156,7 +157,7 @@ def describe(resolved: Any, now: datetime) -> dict[str, Any]:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from providers.catalog_store import resolve
+    from catalog.store import resolve
     from selector.catalog import CatalogError
 
     try:

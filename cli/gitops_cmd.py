@@ -42,7 +42,7 @@ def _spec_file(target: str, stacks: str) -> Path:
 
 
 def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
-    from providers.lock import check_lock, lock_path, make_lock, write_lock
+    from gitops.lock import check_lock, lock_path, make_lock, write_lock
     from selector.spec import SpecError, load_spec
 
     if args.check:
@@ -69,7 +69,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     if not args.target:
         print("gpufit: lock needs a stack name or spec file (or --check)", file=sys.stderr)
         return EXIT_USAGE
-    from cli.main import _load_catalog
+    from catalog.store import resolved_catalog
     from selector.catalog import CatalogError
     from selector.select import plan
 
@@ -81,7 +81,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
             print(f"{err.source}: {problem}", file=sys.stderr)
         return EXIT_INVALID_SPEC
     try:
-        catalog = _load_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog)
     except CatalogError as err:
         print(f"gpufit: catalog: {err}", file=sys.stderr)
         return EXIT_BAD_CATALOG
@@ -103,7 +103,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
 def _summary(path: Path, catalog_choice: str | None) -> dict[str, Any]:
     """A comparable summary of a lock, or of the plan of a spec/stack file."""
     if path.suffix == ".json":
-        from providers.lock import read_lock
+        from gitops.lock import read_lock
 
         lock = read_lock(path)
         o = lock["offer"]
@@ -119,11 +119,11 @@ def _summary(path: Path, catalog_choice: str | None) -> dict[str, Any]:
             "hours": lock["cost"]["hours"],
             "from": f"lock of {lock['locked_at']}",
         }
-    from cli.main import _load_catalog
+    from catalog.store import resolved_catalog
     from selector.select import plan
     from selector.spec import load_spec
 
-    result = plan(load_spec(path), _load_catalog(catalog_choice))
+    result = plan(load_spec(path), resolved_catalog(catalog_choice))
     if result.choice is None:
         return {"status": result.status, "from": "plan"}
     c = result.choice
@@ -186,7 +186,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_reap(args: argparse.Namespace, backend: Any = None, now: datetime | None = None) -> int:
     from cli.render import money
-    from providers.reap import AutomationBackend, reap
+    from gitops.reap import AutomationBackend, reap
     from selector.units import parse_duration_hours
 
     try:

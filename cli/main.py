@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import Any, NoReturn
 
 from cli.exit_codes import (
     BAD_CATALOG as EXIT_BAD_CATALOG,
@@ -24,9 +24,6 @@ from cli.exit_codes import (
     OVER_BUDGET as EXIT_OVER_BUDGET,
     USAGE as EXIT_USAGE,
 )
-
-if TYPE_CHECKING:
-    from selector.catalog import Catalog
 
 
 class _Parser(argparse.ArgumentParser):
@@ -135,18 +132,8 @@ def _fail(lines: Sequence[str], code: int) -> int:
     return code
 
 
-def _load_catalog(choice: str | None) -> Catalog:
-    """The catalog named by ``--catalog`` (snapshot, cache or a path), else the freshest valid
-    one; a fallback to the embedded snapshot is announced in one line on stderr."""
-    from providers.catalog_store import resolve
-
-    resolved = resolve(choice)
-    if resolved.warning:
-        sys.stderr.write(resolved.warning + "\n")
-    return resolved.catalog
-
-
 def cmd_plan(args: argparse.Namespace) -> int:
+    from catalog.store import resolved_catalog
     from selector.catalog import CatalogError
     from selector.report import plan_to_dict
     from selector.select import plan
@@ -157,7 +144,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except SpecError as err:
         return _fail([f"{err.source}: {p}" for p in err.problems], EXIT_INVALID_SPEC)
     try:
-        catalog = _load_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     feasible: list[Any] | None = [] if args.html else None
@@ -191,11 +178,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_offers(args: argparse.Namespace) -> int:
     import fnmatch
 
+    from catalog.store import resolved_catalog
     from selector.catalog import CatalogError
     from selector.report import offer_to_dict
 
     try:
-        catalog = _load_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     gpu = args.gpu.lower() if args.gpu else None
@@ -304,12 +292,13 @@ def cmd_presets(_: argparse.Namespace) -> int:
 def cmd_stacks(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from catalog.store import resolved_catalog
     from cli.stacks_table import stacks_table
     from selector.catalog import CatalogError
     from selector.spec import SpecError
 
     try:
-        catalog = _load_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     try:
@@ -359,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first = next((w for w in words if not w.startswith("-")), None)
     wants_help = any(w in ("-h", "--help") for w in words[:1])
     args = build_parser(first if first in COMMANDS and not wants_help else None).parse_args(words)
-    from providers.hf_hub import fetch_model
+    from hub.client import fetch_model
     from selector.spec import use_hub
 
     use_hub(fetch_model)  # model.hf alone: sized from the Hub's config.json (cached)

@@ -69,7 +69,7 @@ def _cost_line(cost: Cost, serving: bool) -> str:
 def serve_lines(plan: Plan) -> list[str]:
     """The model server gpufit will start, and how the endpoint is reached (with a warning
     when it is plain HTTP); a reason when the server cannot be started as planned."""
-    from providers.base import ServingError, server_launch
+    from deployment import ServingError, server_launch
 
     spec = plan.spec
     try:
@@ -84,7 +84,7 @@ def serve_lines(plan: Plan) -> list[str]:
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
         f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
     ]
-    from providers.base import ALWAYS_GATED
+    from deployment import ALWAYS_GATED
 
     if launch.model.startswith(ALWAYS_GATED):
         lines.append("gated model: `pulumi config set --secret gpufit:hfToken hf_...` before `pulumi up`")
@@ -276,8 +276,7 @@ def render_explain(plan: Plan) -> str:
 
 def _serve_terms(plan: Plan) -> list[str]:
     """The model server's health grace period and how it is estimated."""
-    from providers.base import ServingError, server_launch
-    from providers.serving import DOWNLOAD_MB_PER_S, ENGINE_START_S
+    from deployment import DOWNLOAD_MB_PER_S, ENGINE_START_S, ServingError, server_launch
 
     try:
         launch = server_launch(plan)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cli.render import money, table
-from providers.base import lifetime_hours
+from deployment import lifetime_hours
 from selector.catalog import Catalog
 from selector.select import plan
 from selector.spec import load_spec

@@ -51,8 +51,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _pricer(choice: str | None, now: datetime) -> Any:
-    from providers.catalog_store import resolve
-    from providers.sweep import Pricer
+    from catalog.store import resolve
+    from gitops.sweep import Pricer
     from selector.catalog import CatalogError
 
     try:
@@ -80,8 +80,8 @@ def cmd_sweep(
 ) -> int:
     """Run the sweep; ``sweepers`` (cloud -> object with ``sweep(regions, now, act, price)``)
     replaces the default AWS/GCP sweepers (tests inject retry policies and faults)."""
-    from providers.refresh import AuthError
-    from providers.sweep import SweepResult, to_json
+    from cloudapi.calls import AuthError
+    from gitops.sweep import SweepResult, to_json
 
     now = now or datetime.now(UTC)
     if args.cloud:
@@ -126,7 +126,7 @@ def cmd_sweep(
 
 
 if TYPE_CHECKING:
-    from providers.sweep import Candidate, SweepResult
+    from gitops.sweep import Candidate, SweepResult
 
 
 def _price_cell(c: Candidate) -> str:
@@ -152,8 +152,8 @@ def _what(results: list[SweepResult], count: int) -> str:
 def render(results: list[SweepResult]) -> str:
     """The sweep's report: one table of candidates across clouds, what happened to each when
     acting, failures, and the hourly cost stopped (or that acting would stop)."""
-    from providers.base import iso_utc
-    from providers.sweep import totals
+    from deployment import iso_utc
+    from gitops.sweep import totals
 
     acted = any(r.acted for r in results)
     headers = [

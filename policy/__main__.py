@@ -4,10 +4,11 @@ Wires the plain validators of ``gpufit_policies`` into pulumi_policy policies, a
 The only clock read in the pack is here: each validation takes ``now`` = ``datetime.now(UTC)``
 unless the policy's config pins ``now``.
 
-The pack runs from the repository: ``selector`` (for catalog prices) is imported from the
-directory above this one, put on ``sys.path`` below, rather than installed, because installing
-the gpufit project into the pack's virtualenv would pull in google-cloud-billing, whose
-protobuf>=6.33 conflicts with pulumi-policy's protobuf~=5.29 (see README.md).
+The pack runs from the repository: ``selector`` (for catalog prices) and the pack's own
+``policy.resources`` and ``policy.pricing`` are imported from the directory above this one, put
+on ``sys.path`` below, rather than installed, because installing the gpufit project into the
+pack's virtualenv would pull in google-cloud-billing, whose protobuf>=6.33 conflicts with
+pulumi-policy's protobuf~=5.29 (see README.md).
 """
 
 from __future__ import annotations

@@ -12,202 +12,103 @@ hands over read-only proxies, not ``dict``/``list``), so nothing here relies on 
 The clock is never read here: ``PolicyConfig.now`` is the present, which ``policy/__main__.py``
 fills with ``datetime.now(UTC)`` (or the ``now`` policy-config key) and tests fix.
 
-Constants mirror ``providers.base`` and ``providers.aws.component`` (tests check they agree);
-they are repeated rather than imported because ``providers`` pulls in the selector's planning
-code and pydantic, while the pack only needs ``selector.catalog`` (and PyYAML) for prices.
+The checks live here; what they read in ``policy/resources.py`` (type tokens, tag names,
+``PolicyConfig``, property readers, expiry parsing) and the catalog prices in
+``policy/pricing.py``. The pack imports both through the repository root (``policy/__main__.py``
+puts it on ``sys.path``).
 """
 
 from __future__ import annotations
 
-import functools
-import ipaddress
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from selector.catalog import Catalog, Offer, load_catalog
-
-AWS_INSTANCE = "aws:ec2/instance:Instance"
-GCP_INSTANCE = "gcp:compute/instance:Instance"
-GPU_INSTANCES = (AWS_INSTANCE, GCP_INSTANCE)
-AWS_EBS_VOLUME = "aws:ebs/volume:Volume"
-AWS_SCHEDULE = "aws:scheduler/schedule:Schedule"
-AWS_SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"
-AWS_SG_INGRESS_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-AWS_SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-GCP_FIREWALL = "gcp:compute/firewall:Firewall"
-AWS_PUBLIC_ACCESS_BLOCK = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
-AWS_ACL_TYPES = (
-    "aws:s3/bucket:Bucket",
-    "aws:s3/bucketV2:BucketV2",
-    "aws:s3/bucketAcl:BucketAcl",
-    "aws:s3/bucketAclV2:BucketAclV2",
+from policy.pricing import (
+    _describe,
+    group_hourly,
+    instance_market,
+    instance_offer,
+    instance_region,
 )
-AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-AWS_GROUP = "aws:autoscaling/group:Group"
-AWS_GROUP_SCHEDULE = "aws:autoscaling/schedule:Schedule"
-GCP_TEMPLATES = (
-    "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
-    "gcp:compute/instanceTemplate:InstanceTemplate",
-)
-GCP_GROUPS = (
-    "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
-    "gcp:compute/instanceGroupManager:InstanceGroupManager",
-)
-GCP_SCHEDULER_JOB = "gcp:cloudscheduler/job:Job"
-MACHINE_TEMPLATES = (AWS_LAUNCH_TEMPLATE, *GCP_TEMPLATES)
-"""What a fleet group launches its GPU machines from: checked like the machines themselves."""
-GCP_BUCKET = "gcp:storage/bucket:Bucket"
-GCP_BUCKET_IAM_MEMBER = "gcp:storage/bucketIAMMember:BucketIAMMember"
-GCP_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
-
-TAG_EXPIRES_AT = "gpufit:expires-at"
-TAG_ZONES = "gpufit:zones"  # AWS: the AZ IDs a resource's machines may launch in (providers/base.py)
-LABEL_EXPIRES_AT = "gpufit-expires-at"
-TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
-
-DEADLINE_SLACK = timedelta(minutes=15)
-"""How far a cloud-side deadline may fire after the expiry tag: gpufit's schedule fires a minute
-late on purpose, and the program's clock and the policy's differ by the preview's duration."""
-
-PRICE_TOLERANCE_USD = 1e-6
-"""Float slack when comparing prices with the budget (n × price vs a sum of n prices)."""
-
-PUBLIC_ACLS = frozenset({"public-read", "public-read-write", "authenticated-read"})
-PUBLIC_MEMBERS = frozenset({"allUsers", "allAuthenticatedUsers"})
-PUBLIC_ACCESS_BLOCK_FLAGS = (
-    "blockPublicAcls",
-    "blockPublicPolicy",
-    "ignorePublicAcls",
-    "restrictPublicBuckets",
+from policy.resources import (
+    AWS_ACL_TYPES,
+    AWS_EBS_VOLUME,
+    AWS_GROUP,
+    AWS_GROUP_SCHEDULE,
+    AWS_INSTANCE,
+    AWS_LAUNCH_TEMPLATE,
+    AWS_PUBLIC_ACCESS_BLOCK,
+    AWS_SCHEDULE,
+    AWS_SECURITY_GROUP,
+    AWS_SG_INGRESS_RULE,
+    AWS_SG_RULE,
+    DEADLINE_SLACK,
+    GCP_BUCKET,
+    GCP_BUCKET_IAM_BINDING,
+    GCP_BUCKET_IAM_MEMBER,
+    GCP_FIREWALL,
+    GCP_GROUPS,
+    GCP_INSTANCE,
+    GCP_SCHEDULER_JOB,
+    GCP_TEMPLATES,
+    GPU_INSTANCES,
+    MACHINE_TEMPLATES,
+    PRICE_TOLERANCE_USD,
+    PUBLIC_ACCESS_BLOCK_FLAGS,
+    PUBLIC_ACLS,
+    PUBLIC_MEMBERS,
+    TAG_EXPIRES_AT,
+    TERMINATE_TARGET,
+    PolicyConfig,
+    _count,
+    _fire_time,
+    _is_open,
+    _is_time,
+    _map,
+    _seconds,
+    _seq,
+    _stack_items,
+    boot_data,
+    config_from,
+    instance_expiry,
+    parse_gcp_label_time,
+    parse_iso,
 )
 
-_GCP_LABEL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z")
-_AWS_ZONE = re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]")
-_AT_EXPRESSION = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
-
-
-@dataclass(frozen=True)
-class PolicyConfig:
-    """What the validators need besides the resource: the present (``now``, timezone-aware), the
-    stack's hourly budget in USD (None: no budget, the price policies pass) and the catalog file
-    to price against (None: the selector's embedded snapshot)."""
-
-    now: datetime
-    max_hourly_usd: float | None = None
-    catalog: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.now.tzinfo is None:
-            raise ValueError("PolicyConfig.now must be timezone-aware")
-
-
-def config_from(raw: Mapping[str, Any], now: datetime) -> PolicyConfig:
-    """A ``PolicyConfig`` from one policy's ``--policy-pack-config`` entry; ``now`` unless the
-    entry pins ``now`` (ISO 8601 with a zone). ValueError names the bad key."""
-    pinned = raw.get("now")
-    if pinned is not None:
-        if not isinstance(pinned, str):
-            raise ValueError(f"now must be an ISO 8601 string, not {pinned!r}")
-        now = parse_iso(pinned)
-    budget = raw.get("max_hourly_usd")
-    if budget is not None:
-        if isinstance(budget, bool) or not isinstance(budget, int | float) or budget <= 0:
-            raise ValueError(f"max_hourly_usd must be a positive number of USD, not {budget!r}")
-        budget = float(budget)
-    catalog = raw.get("catalog")
-    if catalog is not None and (not isinstance(catalog, str) or not catalog):
-        raise ValueError(f"catalog must be a catalog file path, not {catalog!r}")
-    return PolicyConfig(now=now, max_hourly_usd=budget, catalog=catalog or None)
-
-
-# -- helpers ----------------------------------------------------------------------------------
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _seq(value: Any) -> Sequence[Any]:
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return value
-    return ()
-
-
-def _last_segment(value: Any) -> str:
-    """``zones/us-central1-a/machineTypes/a2-highgpu-1g`` → ``a2-highgpu-1g``."""
-    return str(value).rstrip("/").rsplit("/", 1)[-1]
-
-
-def parse_iso(text: str) -> datetime:
-    """An ISO 8601 instant with a zone (``2026-12-04T13:00:00Z``), in UTC; ValueError otherwise."""
-    value = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
-    if value.tzinfo is None:
-        raise ValueError(f"{text!r} has no time zone")
-    return value.astimezone(UTC)
-
-
-def parse_gcp_label_time(text: str) -> datetime:
-    """The label encoding of an instant (``2026-12-04t13-00-00z``) in UTC; ValueError otherwise."""
-    match = _GCP_LABEL_TIME.fullmatch(text)
-    if not match:
-        raise ValueError(f"{text!r} is not of the form yyyy-mm-ddthh-mm-ssz")
-    date, hh, mm, ss = match.groups()
-    return parse_iso(f"{date}T{hh}:{mm}:{ss}Z")
-
-
-def _is_open(cidr: Any) -> bool:
-    """True for a CIDR that covers every address of its family (``0.0.0.0/0``, ``::/0``)."""
-    try:
-        return ipaddress.ip_network(str(cidr).strip(), strict=False).prefixlen == 0
-    except ValueError:
-        return False
-
-
-def instance_expiry(resource_type: str, props: Mapping[str, Any]) -> tuple[datetime | None, str | None]:
-    """(expiry, None) from the instance's (or machine template's) gpufit expiry tag or label,
-    or (None, why not). A launch template must also pass the tag to the instances it launches
-    (``tagSpecifications`` of resource type ``instance``)."""
-    if resource_type == AWS_LAUNCH_TEMPLATE:
-        specs = [
-            _map(t) for t in _seq(props.get("tagSpecifications")) if _map(t).get("resourceType") == "instance"
-        ]
-        if not any(_map(t.get("tags")).get(TAG_EXPIRES_AT) for t in specs):
-            return None, f"tagSpecifications give launched instances no {TAG_EXPIRES_AT!r} tag"
-    if resource_type in (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE):
-        key, value = TAG_EXPIRES_AT, _map(props.get("tags")).get(TAG_EXPIRES_AT)
-        parse = parse_iso
-        where = f"tag {key!r}"
-    else:
-        key, value = LABEL_EXPIRES_AT, _map(props.get("labels")).get(LABEL_EXPIRES_AT)
-        parse = parse_gcp_label_time
-        where = f"label {key!r}"
-    if value is None or value == "":
-        return None, f"missing the {where}: every gpufit GPU instance must say when it expires"
-    if not isinstance(value, str):
-        return None, f"{where} is {value!r}, not a timestamp"
-    try:
-        return parse(value), None
-    except ValueError as err:
-        return None, f"{where} is malformed: {err}"
-
-
-def _count(value: Any) -> int | None:
-    try:
-        return int(float(value))
-    except (TypeError, ValueError):
-        return None
-
-
-def _seconds(duration: Mapping[str, Any]) -> float | None:
-    try:
-        seconds = float(duration.get("seconds") or 0) + float(duration.get("nanos") or 0) / 1e9
-    except (TypeError, ValueError):
-        return None
-    return seconds if seconds > 0 else None
+__all__ = [
+    "AWS_GROUP",
+    "AWS_GROUP_SCHEDULE",
+    "AWS_INSTANCE",
+    "AWS_LAUNCH_TEMPLATE",
+    "GCP_GROUPS",
+    "GCP_INSTANCE",
+    "GCP_SCHEDULER_JOB",
+    "GCP_TEMPLATES",
+    "PUBLIC_ACCESS_BLOCK_FLAGS",
+    "RESOURCE_VALIDATORS",
+    "STACK_VALIDATORS",
+    "TAG_EXPIRES_AT",
+    "TERMINATE_TARGET",
+    "PolicyConfig",
+    "check_disk_encryption",
+    "check_endpoint_access",
+    "check_expiry",
+    "check_fleet_deadline",
+    "check_hourly_budget",
+    "check_imdsv2",
+    "check_no_open_ingress",
+    "check_no_secrets_in_boot_data",
+    "check_private_buckets",
+    "check_stack",
+    "check_stack_budget",
+    "config_from",
+    "group_hourly",
+    "instance_offer",
+    "parse_gcp_label_time",
+    "parse_iso",
+]
 
 
 # -- 1. expiry and cloud-side deadline ---------------------------------------------------------
@@ -283,30 +184,6 @@ def _template_deadline(
             )
     del config
     return problems
-
-
-def _fire_time(props: Mapping[str, Any]) -> datetime | None:
-    """When a one-time ``at(...)`` schedule fires, in UTC; None for rate/cron or unreadable."""
-    match = _AT_EXPRESSION.fullmatch(str(props.get("scheduleExpression") or "").strip())
-    if not match:
-        return None
-    zone_name = props.get("scheduleExpressionTimezone") or "UTC"
-    try:
-        zone = ZoneInfo(str(zone_name))
-    except (ZoneInfoNotFoundError, ValueError):
-        return None
-    return datetime.fromisoformat(match.group(1)).replace(tzinfo=zone).astimezone(UTC)
-
-
-def _stack_items(
-    resources: Iterable[tuple[Any, ...]],
-) -> list[tuple[str, Mapping[str, Any], str | None]]:
-    items: list[tuple[str, Mapping[str, Any], str | None]] = []
-    for entry in resources:
-        typ, props = str(entry[0]), _map(entry[1])
-        region = entry[2] if len(entry) > 2 and isinstance(entry[2], str) else None
-        items.append((typ, props, region))
-    return items
 
 
 def check_stack(resources: Iterable[tuple[Any, ...]], config: PolicyConfig | None = None) -> list[str]:
@@ -403,117 +280,7 @@ def check_fleet_deadline(
     return problems
 
 
-def _is_time(value: Any) -> bool:
-    try:
-        parse_iso(str(value))
-    except ValueError:
-        return False
-    return True
-
-
 # -- 2. hourly price within the budget ---------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=4)
-def _catalog(path: str | None) -> Catalog:
-    return load_catalog(path)
-
-
-def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
-    """``spot`` or ``on-demand``, as the instance's own settings say."""
-    if resource_type == AWS_INSTANCE:
-        market = _map(props.get("instanceMarketOptions")).get("marketType")
-        return "spot" if market == "spot" else "on-demand"
-    scheduling = _map(props.get("scheduling"))
-    model = str(scheduling.get("provisioningModel") or "").upper()
-    return "spot" if model == "SPOT" or scheduling.get("preemptible") is True else "on-demand"
-
-
-def instance_region(resource_type: str, props: Mapping[str, Any]) -> str | None:
-    """The region from the instance's own zone (AWS ``availabilityZone``, GCP ``zone``), if set."""
-    if resource_type == AWS_INSTANCE:
-        match = _AWS_ZONE.fullmatch(str(props.get("availabilityZone") or ""))
-        return match.group(1) if match else None
-    zone = props.get("zone")
-    if not zone:
-        return None
-    name = _last_segment(zone)
-    return name.rsplit("-", 1)[0] if "-" in name else None
-
-
-def _describe(resource_type: str, props: Mapping[str, Any]) -> str:
-    if resource_type == AWS_INSTANCE:
-        return f"aws {props.get('instanceType')}"
-    accelerators = [
-        f"{_last_segment(_map(a).get('type'))}x{_count(_map(a).get('count'))}"
-        for a in _seq(props.get("guestAccelerators"))
-    ]
-    extra = f" + {', '.join(accelerators)}" if accelerators else ""
-    return f"gcp {_last_segment(props.get('machineType'))}{extra}"
-
-
-def _matches(offer: Offer, resource_type: str, props: Mapping[str, Any]) -> bool:
-    it = offer.instance
-    if resource_type == AWS_INSTANCE:
-        return it.cloud == "aws" and it.machine_type == props.get("instanceType")
-    if it.cloud != "gcp" or it.machine_type != _last_segment(props.get("machineType")):
-        return False
-    if it.attached_accelerator is None:
-        return True  # accelerator-optimized series (A2, A3, G2, ...): the GPUs come with the type
-    attached = [_map(a) for a in _seq(props.get("guestAccelerators"))]
-    return any(
-        _last_segment(a.get("type")) == it.attached_accelerator and _count(a.get("count")) == it.gpu_count
-        for a in attached
-    )
-
-
-def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[str]:
-    """The zones a GPU resource may run in, where its properties say: AWS the ``gpufit:zones``
-    tag (AZ IDs; a group's tags are a list), GCP an instance's zone or a MIG's distribution
-    zones. Empty when unknown (anywhere in the region)."""
-    if resource_type == GCP_INSTANCE or resource_type in GCP_GROUPS:
-        raw = props.get("zone") if resource_type == GCP_INSTANCE else props.get("distributionPolicyZones")
-        names = [raw] if isinstance(raw, str) else list(_seq(raw))
-        return frozenset(_last_segment(z) for z in names if z)
-    tags = props.get("tags")
-    value: Any = None
-    if isinstance(tags, Mapping):
-        value = tags.get(TAG_ZONES)
-    else:
-        value = next((_map(t).get("value") for t in _seq(tags) if _map(t).get("key") == TAG_ZONES), None)
-    return frozenset(z for z in str(value).split(",") if z) if value else frozenset()
-
-
-def instance_offer(
-    resource_type: str,
-    props: Mapping[str, Any],
-    config: PolicyConfig,
-    region: str | None = None,
-    zones: frozenset[str] = frozenset(),
-) -> Offer | None:
-    """The dearest catalog offer for this instance: same cloud and type (GCP N1: the attached
-    GPUs too), same market (on-demand, else spot), in ``region`` (else the instance's own zone's
-    region; when neither is known, any region), in ``zones`` when given (else the resource's
-    own, ``resource_zones``). None when the catalog has no such offer.
-
-    The dearest, because AWS spot is priced per zone and a group may land in any of its zones:
-    a budget guardrail holds only if it holds in the zone that costs most. Offers whose zones
-    are not known count in every zone."""
-    where = region or instance_region(resource_type, props)
-    market = instance_market(resource_type, props)
-    offers = [
-        o
-        for o in _catalog(config.catalog).offers
-        if o.market == market and (where is None or o.region == where) and _matches(o, resource_type, props)
-    ]
-    allowed = zones or resource_zones(resource_type, props)
-    if allowed:
-        offers = [
-            o
-            for o in offers
-            if (o.zone in allowed if o.zone is not None else not o.zones or bool(allowed & set(o.zones)))
-        ]
-    return max(offers, key=lambda o: o.hourly_usd) if offers else None
 
 
 def check_hourly_budget(
@@ -578,56 +345,6 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
             f"the budget max_hourly_usd ${config.max_hourly_usd:,.2f}/h"
         )
     return problems
-
-
-def group_hourly(
-    resource_type: str,
-    props: Mapping[str, Any],
-    templates: Sequence[Mapping[str, Any]],
-    config: PolicyConfig,
-    region: str | None,
-) -> tuple[float, list[str]]:
-    """The most a fleet group can cost an hour, and the types the catalog cannot price: over the
-    types it may launch, price × instances needed for its capacity (AWS: ⌈max size ÷ weight⌉,
-    in the market its instances distribution says; GCP: target size, in the template's market,
-    with its attached GPUs)."""
-    worst, unpriced = 0.0, []
-    if resource_type == AWS_GROUP:
-        policy = _map(props.get("mixedInstancesPolicy"))
-        distribution = _map(policy.get("instancesDistribution"))
-        spot = _count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
-        capacity = _count(props.get("maxSize")) or 0
-        for override in _seq(_map(policy.get("launchTemplate")).get("overrides")):
-            o = _map(override)
-            weight = _count(o.get("weightedCapacity")) or 1
-            shape = {"instanceType": o.get("instanceType")}
-            if spot:
-                shape["instanceMarketOptions"] = {"marketType": "spot"}
-            offer = instance_offer(AWS_INSTANCE, shape, config, region, resource_zones(AWS_GROUP, props))
-            if offer is None:
-                unpriced.append(f"aws {o.get('instanceType')}")
-                continue
-            worst = max(worst, offer.hourly_usd * -(-capacity // weight))
-        return worst, unpriced
-    template = templates[0] if templates else {}
-    raw = _map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
-    # Pulumi passes the selections as a list; the Compute API writes them as a map by name.
-    selections = list(raw.values()) if isinstance(raw, Mapping) else list(_seq(raw))
-    types = [t for sel in selections for t in _seq(_map(sel).get("machineTypes"))]
-    if not types:
-        types = [_last_segment(template.get("machineType"))]
-    for machine_type in types:
-        shape = {
-            "machineType": machine_type,
-            "guestAccelerators": template.get("guestAccelerators"),
-            "scheduling": template.get("scheduling"),
-        }
-        offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], props))
-        if offer is None:
-            unpriced.append(f"gcp {machine_type}")
-            continue
-        worst = max(worst, offer.hourly_usd * (_count(props.get("targetSize")) or 0))
-    return worst, unpriced
 
 
 # -- 3. IMDSv2 -----------------------------------------------------------------------------------
@@ -769,25 +486,6 @@ SECRET_PATTERNS = (
 )
 """What a secret looks like in a boot script: a value, where gpufit writes only references (a
 secret's ARN or name) and shell variables filled on the machine."""
-
-
-def boot_data(resource_type: str, props: Mapping[str, Any]) -> str:
-    """The boot script a machine or machine template carries (launch templates: base64)."""
-    if resource_type == AWS_LAUNCH_TEMPLATE:
-        import base64
-        import binascii
-
-        raw = str(props.get("userData") or "")
-        try:
-            return base64.b64decode(raw, validate=True).decode("utf-8", "replace")
-        except (binascii.Error, ValueError):
-            return raw
-    if resource_type == AWS_INSTANCE:
-        return str(props.get("userData") or "")
-    if resource_type in (GCP_INSTANCE, *GCP_TEMPLATES):
-        metadata = _map(props.get("metadata"))
-        return str(metadata.get("startup-script") or "") + str(props.get("metadataStartupScript") or "")
-    return ""
 
 
 def check_no_secrets_in_boot_data(

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Cut the installed botocore's EC2 model to what the catalog refresh uses.
 
-Writes ``providers/aws/botocore_data/ec2/<latest api version>/service-2.json`` (see
-``providers/aws/lean_botocore.py`` for why). Rerun after upgrading botocore.
+Writes ``cloudapi/botocore_data/ec2/<latest api version>/service-2.json`` (see
+``cloudapi/lean_botocore.py`` for why). Rerun after upgrading botocore.
 
 Usage
   uv run python scripts/trim_botocore_data.py           # regenerate
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from providers.aws.lean_botocore import (  # noqa: E402
+from cloudapi.lean_botocore import (  # noqa: E402
     DATA_DIR,
     READ_MEMBERS,
     REFRESH_OPERATIONS,

@@ -39,12 +39,12 @@ from selector.sizing import (
     Rejection,
     Requirements,
     Shape,
-    _serving_shape,
     fit,
     per_gpu_gib,
     requirements,
     usable_gib,
 )
+from selector.sizing.fit import _serving_shape
 from selector.spec import TRAINING_TASKS, parse_spec
 
 Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours"]

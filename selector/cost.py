@@ -85,7 +85,7 @@ engines' CUDA images are several GB compressed and larger unpacked)."""
 def weights_cache_gb(spec: WorkloadSpec) -> float:
     """A model server's weights, kept in the stack's bucket so that a replacement machine does
     not download them from the Hub again: parameters × 2 B (the Hub's 16-bit checkpoint, what
-    ``providers.serving`` copies there)."""
+    ``machine.serving`` copies there)."""
     return spec.arch().params * 2 / 1e9 if spec.server_engine != "none" else 0.0
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from selector.presets import ModelArch
+from selector.model_arch import ModelArch
 
 DENSE_FAMILIES = frozenset(
     {

@@ -20,7 +20,7 @@ def _no_real_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reaches the real Hugging Face Hub: ``model.hf`` alone goes to a loopback port
     where nothing listens (refused at once) unless a test serves its fake hub there, and the
     client the CLI installs is installed for every test, whatever ran before."""
-    from providers.hf_hub import fetch_model
+    from hub.client import fetch_model
     from selector.spec import use_hub
 
     monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from providers.aws.catalog import (
+from catalog.aws import (
     FILTER_VALUE_MAX,
     PRICING_PAGE,
     PRICING_QUERIES,
@@ -22,7 +22,10 @@ from providers.aws.catalog import (
     normalise_gpu,
     pricing_batches,
 )
-from providers.aws.lean_botocore import (
+from catalog.refresh import refresh
+from catalog.store import read_catalog_file, write_catalog
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.lean_botocore import (
     READ_MEMBERS,
     REFRESH_OPERATIONS,
     SESSION_ENDPOINT_PREFIXES,
@@ -35,9 +38,7 @@ from providers.aws.lean_botocore import (
     session_event_parts,
     trim_service_model,
 )
-from providers.catalog_store import read_catalog_file, write_catalog
-from providers.refresh import AuthError, CallCounter, refresh
-from providers.retry import RetryPolicy
+from cloudapi.retry import RetryPolicy
 from selector.catalog import SNAPSHOT_FILE, load_catalog, load_gpus
 from tests.fakes.aws import Faults, PricingServer, aws_env, error_response, moto_server, operation, region_of
 
@@ -639,8 +640,8 @@ def test_the_fake_price_list_rejects_an_over_long_filter(servers: tuple[str, Pri
 
 
 def test_price_list_calls_are_paced_to_the_quota() -> None:
-    from providers.aws.api import AwsApi
-    from providers.pacing import TokenBucket
+    from cloudapi.aws import AwsApi
+    from cloudapi.pacing import TokenBucket
 
     now = [0.0]
     waits: list[float] = []
@@ -874,7 +875,7 @@ def test_cli_refresh_failing_credential_provider_is_one_line_not_a_traceback(
 
 
 def test_corrupt_cache_is_ignored_with_a_warning(tmp_path: Path) -> None:
-    from providers.catalog_store import resolve
+    from catalog.store import resolve
 
     doc = json.loads(SNAPSHOT_FILE.read_text())
     doc["as_of"] = "2026-12-05"
@@ -891,7 +892,7 @@ def test_corrupt_cache_is_ignored_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_cache_is_used_only_when_newer_and_fresh(tmp_path: Path) -> None:
-    from providers.catalog_store import resolve
+    from catalog.store import resolve
     from selector.catalog import CatalogError
 
     doc = json.loads(SNAPSHOT_FILE.read_text())
@@ -914,7 +915,7 @@ def test_cache_dir_follows_platformdirs(monkeypatch: pytest.MonkeyPatch) -> None
 
     from platformdirs import user_cache_dir
 
-    from providers.catalog_store import cache_dir
+    from catalog.store import cache_dir
 
     monkeypatch.delenv("GPUFIT_CACHE_DIR", raising=False)
     for xdg in (None, "/tmp/xdg-cache"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import copy
 import csv
 import dataclasses
-import importlib.util
+import importlib
 import re
 import shutil
 from collections.abc import Callable
@@ -194,11 +194,7 @@ def test_the_fast_path_builds_the_same_offers_as_the_checked_path() -> None:
 
 
 def _build_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_snapshot", ROOT / "scripts" / "build_snapshot.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return importlib.import_module("catalog.snapshot")
 
 
 @pytest.fixture
@@ -207,7 +203,7 @@ def tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[ModuleType,
     module = _build_module()
     src = tmp_path / "snapshot_src"
     shutil.copytree(module.SRC, src)
-    monkeypatch.setattr(module, "SRC", src)
+    monkeypatch.setattr("catalog.snapshot.tables.SRC", src)
     return module, src
 
 

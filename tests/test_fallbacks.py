@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from cli.main import main
-from providers.lock import LOCK_SCHEMA_VERSION, locked_catalog, make_lock, read_lock, reviewed_difference
+from gitops.lock import LOCK_SCHEMA_VERSION, locked_catalog, make_lock, read_lock, reviewed_difference
 from selector.catalog import Catalog, load_catalog
 from selector.cost import cost_inputs, offer_cost
 from selector.fallbacks import MAX_FALLBACKS, fleet_shape, fleet_units, offered_in

@@ -18,17 +18,18 @@ from typing import Any
 
 import pytest
 
-from providers.gcp.catalog import (
+from catalog.gcp import (
     N1_LIMITS,
     SOURCE_BILLING,
     SOURCE_COMPUTE,
     GcpCatalogFetcher,
-    check_endpoint,
     family_keys,
     gpu_key,
     vm_family_key,
 )
-from providers.refresh import AuthError, CallCounter, FetchResult
+from catalog.refresh import FetchResult
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.gcp import check_endpoint
 from selector.catalog import catalog_from_doc
 from tests.gcp_fake import FakeGcp, accelerator_type, machine_type, sku
 
@@ -710,7 +711,7 @@ def test_n1_limits_match_the_snapshot_table() -> None:
 
 def test_importing_the_module_does_not_import_google_clients() -> None:
     code = (
-        "import sys, providers.gcp.catalog; "
+        "import sys, catalog.gcp; "
         "heavy = [m for m in ('google.cloud.compute_v1', 'google.cloud.billing_v1', 'tenacity') "
         "if m in sys.modules]; "
         "print(heavy); sys.exit(1 if heavy else 0)"

@@ -18,19 +18,10 @@ import pulumi_gcp as gcp
 import pytest
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
-from providers.base import Deployment
-from providers.gcp.component import (
-    BUCKET_ROLE,
-    CLOUD_PLATFORM_SCOPE,
-    DLVM_IMAGE,
-    IAP_SSH_RANGE,
-    GcpGpuInstance,
-    GcpProvider,
-    first_up_zone,
-    scheduling,
-    service_account_id,
-)
-from providers.startup import RENDEZVOUS_PORT
+from deployment import Deployment
+from machine.boot import RENDEZVOUS_PORT
+from providers.gcp.common import BUCKET_ROLE, CLOUD_PLATFORM_SCOPE, DLVM_IMAGE, service_account_id
+from providers.gcp.component import IAP_SSH_RANGE, GcpGpuInstance, GcpProvider, first_up_zone, scheduling
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"

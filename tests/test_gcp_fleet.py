@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from providers.base import Deployment, FleetMember
+from deployment import Deployment, FleetMember
 from providers.gcp.fleet import (
     GROUP_PERMISSIONS,
     FleetPlacementError,

@@ -14,8 +14,8 @@ import yaml
 
 from cli.gitops_cmd import EXIT_LOCK_STALE, EXIT_REAP_FAILED, cmd_reap
 from cli.main import build_parser, main
-from providers.lock import lock_path, read_lock, spec_hash
-from providers.reap import decide, reap
+from gitops.lock import lock_path, read_lock, spec_hash
+from gitops.reap import decide, reap
 from selector.catalog import load_catalog
 from selector.select import plan
 from selector.spec import load_spec
@@ -255,7 +255,7 @@ def test_reap_needs_the_pulumi_cli_here(capsys: pytest.CaptureFixture[str]) -> N
 def test_reap_against_a_local_file_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from pulumi import automation as auto
 
-    from providers.reap import AutomationBackend
+    from gitops.reap import AutomationBackend
 
     monkeypatch.setenv("PULUMI_BACKEND_URL", f"file://{tmp_path}")
     monkeypatch.setenv("PULUMI_CONFIG_PASSPHRASE", "test")

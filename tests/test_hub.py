@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from cli.main import main
-from providers.hf_hub import cache_file
+from hub.client import cache_file
 from selector.spec import hub_arch
 from tests.fakes.hub import FakeHub, FakeRepo, serve_hub
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+from deployment import TAG_EXPIRES_AT, gcp_label_time, iso_utc
 from policy import gpufit_policies as gp
 from policy.gpufit_policies import (
     AWS_INSTANCE,
@@ -33,7 +34,6 @@ from policy.gpufit_policies import (
     config_from,
     instance_offer,
 )
-from providers.base import TAG_EXPIRES_AT, gcp_label_time, iso_utc
 from selector.catalog import load_catalog
 from selector.select import plan
 from selector.spec import parse_spec

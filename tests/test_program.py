@@ -12,7 +12,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from providers.base import TAG_EXPIRES_AT, deployment_from_plan, lifetime_hours
+from deployment import TAG_EXPIRES_AT, deployment_from_plan, lifetime_hours
 from selector.catalog import SNAPSHOT_FILE, load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec

@@ -34,7 +34,19 @@ def _project_copy(tmp_path: Path) -> Path:
     work.mkdir()
     for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", "uv.lock", "README.md"):
         shutil.copy(ROOT / name, work / name)
-    for folder in ("selector", "providers", "cli", "stacks", "schema"):
+    for folder in (
+        "selector",
+        "hub",
+        "cloudapi",
+        "deployment",
+        "catalog",
+        "machine",
+        "gitops",
+        "providers",
+        "cli",
+        "stacks",
+        "schema",
+    ):
         shutil.copytree(ROOT / folder, work / folder)
     return work
 

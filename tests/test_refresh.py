@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from providers.refresh import AuthError, FetchResult, merge, refresh, with_az_ids
+from catalog.refresh import FetchResult, merge, refresh, with_az_ids
+from cloudapi.calls import AuthError
 from selector.catalog import SNAPSHOT_FILE, catalog_from_doc, load_catalog
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -87,7 +88,7 @@ def test_one_cloud_without_permission_does_not_stop_the_other() -> None:
 def test_the_collector_is_paused_only_while_refreshing_and_survivors_join_the_oldest_generation() -> None:
     import gc
 
-    from providers.refresh import CollectorPause
+    from catalog.refresh import CollectorPause
 
     collector_paused = CollectorPause()  # a process's first pause
     assert gc.isenabled() and gc.get_freeze_count() == 0
@@ -113,7 +114,7 @@ def test_only_a_processs_first_pause_files_survivors_and_never_thaws_the_callers
 ) -> None:
     import gc
 
-    from providers.refresh import CollectorPause
+    from catalog.refresh import CollectorPause
 
     freezes: list[int] = []
     freeze = gc.freeze
@@ -137,7 +138,7 @@ def test_only_a_processs_first_pause_files_survivors_and_never_thaws_the_callers
 def test_pauses_nest_and_the_last_one_out_resumes_the_collector() -> None:
     import gc
 
-    from providers.refresh import CollectorPause
+    from catalog.refresh import CollectorPause
 
     collector_paused = CollectorPause()
     outer, inner = collector_paused(), collector_paused()

@@ -14,9 +14,9 @@ import pulumi
 import pytest
 
 from cli.main import main
+from deployment import SGLANG_IMAGE, VLLM_IMAGE, ServerLaunch, ServingError, server_launch
+from machine.serving import SecretRefs, docker_run, serving_script
 from policy.gpufit_policies import PolicyConfig, check_endpoint_access, check_no_secrets_in_boot_data
-from providers.base import ServingError, server_launch
-from providers.serving import SGLANG_IMAGE, VLLM_IMAGE, SecretRefs, ServerLaunch, docker_run, serving_script
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import SpecError, parse_spec

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from providers.base import (
+from deployment import (
     deployment_from_plan,
     gcp_label_time,
     iso_utc,
@@ -17,8 +17,8 @@ from providers.base import (
     parse_gcp_label_time,
     parse_iso_utc,
 )
-from providers.serving import SecretRefs
-from providers.startup import NodeRole, as_boot_service, render as render_script
+from machine.boot import NodeRole, as_boot_service, render as render_script
+from machine.serving import SecretRefs
 from selector.catalog import load_catalog
 from selector.select import plan
 from selector.spec import load_spec, parse_spec
@@ -196,7 +196,7 @@ def test_multi_node_checkpointed_spot_stays_up_after_a_failure() -> None:
 
 
 def test_a_clock_deadline_is_kept_by_later_updates_and_a_pinned_one_moves() -> None:
-    from providers.base import DEADLINE_PROPERTIES, deadline_ignore_changes
+    from deployment import DEADLINE_PROPERTIES, deadline_ignore_changes
 
     d, result = deployment("guanaco-65b")
     assert not d.deadline_pinned and deadline_ignore_changes(d) == list(DEADLINE_PROPERTIES)
@@ -212,7 +212,7 @@ def test_a_clock_deadline_is_kept_by_later_updates_and_a_pinned_one_moves() -> N
 
 @pytest.mark.parametrize("stack", ["sdxl-batch", "guanaco-65b", "llama13b-gcp", "llama70b-chat"])
 def test_group_member_scripts_are_valid_bash_and_leave_their_group(stack: str) -> None:
-    from providers.startup import LEAVE_GROUP_SCRIPT, FleetGroup, leave_group_script
+    from machine.boot import LEAVE_GROUP_SCRIPT, FleetGroup, leave_group_script
 
     d, _ = deployment(stack)
     group = FleetGroup(d.cloud, d.region, d.group_name)
@@ -240,7 +240,7 @@ def test_group_member_scripts_are_valid_bash_and_leave_their_group(stack: str) -
 def test_leave_group_script_passes_shellcheck() -> None:
     import shutil
 
-    from providers.startup import FleetGroup, leave_group_script
+    from machine.boot import FleetGroup, leave_group_script
 
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (apt-get install shellcheck)")
@@ -256,7 +256,7 @@ def test_leave_group_script_passes_shellcheck() -> None:
 
 
 def test_a_group_member_that_finishes_leaves_after_syncing() -> None:
-    from providers.startup import FleetGroup
+    from machine.boot import FleetGroup
 
     d, _ = deployment("sdxl-batch")
     script = render(d, "b", NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name))

@@ -13,21 +13,12 @@ from typing import Any
 import pytest
 
 from cli.sweep_cmd import add_parser, cmd_sweep, render
+from cloudapi.calls import CallCounter
+from cloudapi.retry import RetryPolicy
+from deployment import TAG_EXPIRES_AT, TAG_MANAGED, TAG_STACK, TAG_WORKLOAD
+from gitops.sweep import EXPIRED, MALFORMED, NO_EXPIRY, Candidate, Pricer, SweepResult, decide, read_expiry
 from providers.aws.sweep import AwsSweeper
-from providers.base import TAG_EXPIRES_AT, TAG_MANAGED, TAG_STACK, TAG_WORKLOAD
 from providers.gcp.sweep import GcpSweeper, instance_type
-from providers.refresh import CallCounter
-from providers.retry import RetryPolicy
-from providers.sweep import (
-    EXPIRED,
-    MALFORMED,
-    NO_EXPIRY,
-    Candidate,
-    Pricer,
-    SweepResult,
-    decide,
-    read_expiry,
-)
 from selector.catalog import SNAPSHOT_FILE, load_catalog
 from tests.fakes.aws import Faults, aws_env, error_response, moto_server, operation, region_of
 from tests.gcp_fake import FakeGcpInstances, instance
@@ -939,7 +930,7 @@ def test_aws_orphaned_group_is_scaled_to_zero_and_deleted_others_untouched(aws: 
 
 
 def to_json_of(result: SweepResult) -> dict[str, Any]:
-    from providers.sweep import to_json
+    from gitops.sweep import to_json
 
     return to_json([result])
 

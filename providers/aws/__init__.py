@@ -1,1 +1,2 @@
-"""AWS: the Pulumi component (component.py) and the catalog refresh (catalog.py)."""
+"""AWS: the Pulumi component (component.py, with fleet, endpoint, placement and resources) and
+the cloud's half of ``gpufit sweep`` (sweep.py)."""

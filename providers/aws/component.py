@@ -20,6 +20,15 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from deployment import (
+    TAG_EXPIRES_AT,
+    Deployment,
+    SecretInputs,
+    deadline_ignore_changes,
+    iso_utc,
+    missing_token,
+)
+from machine.boot import NodeRole, as_boot_service, render
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
 from providers.aws.resources import (
@@ -30,15 +39,6 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
-from providers.base import (
-    TAG_EXPIRES_AT,
-    Deployment,
-    SecretInputs,
-    deadline_ignore_changes,
-    iso_utc,
-    missing_token,
-)
-from providers.startup import NodeRole, as_boot_service, render
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1

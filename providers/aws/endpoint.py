@@ -22,9 +22,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from providers.base import Deployment
-from providers.endpoint_secrets import api_key_input, warn_if_gated
-from providers.serving import HEALTH_PATH
+from deployment import Deployment
+from machine.serving import HEALTH_PATH
+from providers.secrets import api_key_input, warn_if_gated
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 """TLS 1.3 and 1.2 only (AWS's recommended policy for ALB HTTPS listeners)."""

@@ -34,6 +34,17 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from deployment import (
+    TAG_EXPIRES_AT,
+    TAG_STACK,
+    Deployment,
+    FleetMember,
+    SecretInputs,
+    deadline_ignore_changes,
+    iso_utc,
+)
+from machine.boot import FleetGroup, NodeRole, as_boot_service, render
+from machine.serving import SecretRefs
 from providers.aws.endpoint import (
     endpoint_secrets,
     from_load_balancer,
@@ -49,17 +60,6 @@ from providers.aws.resources import (
     policy_document,
     security_group,
 )
-from providers.base import (
-    TAG_EXPIRES_AT,
-    TAG_STACK,
-    Deployment,
-    FleetMember,
-    SecretInputs,
-    deadline_ignore_changes,
-    iso_utc,
-)
-from providers.serving import SecretRefs
-from providers.startup import FleetGroup, NodeRole, as_boot_service, render
 
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
 ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"

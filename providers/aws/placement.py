@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_aws as aws
 
-from providers.base import Deployment, FleetMember
+from deployment import Deployment, FleetMember
 
 LOCATION_TYPE = "availability-zone-id"
 ZONE_FILTER = "availability-zone-id"

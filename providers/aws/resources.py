@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from providers.base import Deployment
+from deployment import Deployment
 
 DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
 """AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``; override with the

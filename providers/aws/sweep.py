@@ -1,7 +1,7 @@
 """Sweep orphaned gpufit EC2 instances and Auto Scaling groups: list, decide, act.
 
 Groups first: ``DescribeAutoScalingGroups`` filtered on the tag key ``gpufit:managed``; a group
-whose own tags make it an orphan (``providers.sweep.decide``) is set to 0 (min, max, desired)
+whose own tags make it an orphan (``gitops.sweep.decide``) is set to 0 (min, max, desired)
 and deleted with ``ForceDelete`` (which terminates its instances); a group without the gpufit
 tags is never touched. Instances that belong to a group (tag ``aws:autoscaling:groupName``)
 are left to their group: terminating one would only make a live group launch another.
@@ -9,11 +9,11 @@ are left to their group: terminating one would only make a live group launch ano
 Per region, concurrently: ``DescribeInstances`` filtered server-side on the tag
 ``gpufit:managed=true`` and the states pending/running/stopping/stopped, one retried call per
 page; each instance is checked again here (managed tag exactly ``"true"``, state) before
-``providers.sweep.decide`` reads its expiry. Acting, the spot requests of the chosen instances
+``gitops.sweep.decide`` reads its expiry. Acting, the spot requests of the chosen instances
 are cancelled first (AWS relaunches the instance of a persistent request that is still open
 when its instance is terminated), then the instances are terminated in batches; a batch that
 one instance spoils (gone, termination protection) is retried one instance at a time so the
-others still go. Calls go through ``providers.retry`` (botocore's own retries off); credential
+others still go. Calls go through ``cloudapi.retry`` (botocore's own retries off); credential
 and permission errors raise ``AuthError`` at once, naming the permission. Endpoints come from
 the standard AWS configuration (``AWS_ENDPOINT_URL_EC2``): a local server needs no code path.
 
@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from providers.aws.api import AwsApi
-from providers.aws.catalog import PRICING_REGION
-from providers.base import TAG_MANAGED
-from providers.refresh import AuthError, CallCounter
-from providers.retry import RetryPolicy
-from providers.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
+from catalog.aws import PRICING_REGION
+from cloudapi.aws import AwsApi
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.retry import RetryPolicy
+from deployment import TAG_MANAGED
+from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
 
 GROUP_TAG = "aws:autoscaling:groupName"
 """The tag EC2 Auto Scaling puts on the instances it launches."""

@@ -14,101 +14,39 @@ replica's rank-0 VM that the others' torchrun rendezvous points at.
 
 from __future__ import annotations
 
-import hashlib
-import ipaddress
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import (
-    Deployment,
-    SecretInputs,
-    deadline_ignore_changes,
-    iso_utc,
-    missing_token,
-    parse_gcp_label_time,
+from deployment import Deployment, SecretInputs, deadline_ignore_changes, iso_utc, missing_token
+from machine.boot import NodeRole, render
+from providers.gcp.common import (
+    CLOUD_PLATFORM_SCOPE,
+    DLVM_IMAGE,
+    boot_disk_type,
+    checkpoint_bucket,
+    firewalls,
+    gce_name,
+    label_expiry,
+    network,
+    network_tag,
+    nic_type,
+    vm_identity,
 )
-from providers.startup import NodeRole, render
-
-DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
-"""Deep Learning VM image family (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570 preinstalled);
-``Deployment.image`` overrides it."""
-
-CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-"""The scope Google recommends for service-account VMs: IAM, not OAuth scopes, does the limiting."""
-
-BUCKET_ROLE = "roles/storage.objectUser"
-"""Read, write, list and delete objects in the one bucket it is granted on; no bucket admin."""
+from providers.gcp.fleet import GcpGpuFleet, fleet_placement
 
 IAP_SSH_RANGE = "35.235.240.0/20"
 """Where IAP TCP forwarding connects from: ``gcloud compute ssh --tunnel-through-iap`` needs it
 in ``access.ssh_cidrs``."""
 
-SUBNET_CIDR = "10.64.0.0/20"
-"""The stack's own subnet: any private range will do, the VPC holds nothing else."""
-
-JUMBO_MTU = 8896
-"""The largest VPC MTU: Google recommends it for GPU VMs exchanging NCCL traffic."""
-
 MAX_RUN_DURATION_LIMIT_S = 120 * 24 * 3600
 """Compute Engine accepts a VM run-time limit of 30 seconds to 120 days."""
-
-HYPERDISK_ONLY_SERIES = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
-"""Machine series that attach Hyperdisk only: their boot disk cannot be a Persistent Disk."""
-
-GVNIC_REQUIRED_SERIES = ("a3-", "a4-", "a4x-", "g4-")
-"""Machine series whose VMs boot only with a gVNIC network interface."""
 
 NO_COMPACT_PLACEMENT_SERIES = ("n1-",)
 """Machine series that compact placement policies do not support: N1 multi-node plans are
 created without one rather than failing."""
-
-
-def gce_name(text: str) -> str:
-    """A Compute Engine resource name stem: lowercase letters, digits and ``-``, starting with a
-    letter (names derived from a stack may carry ``_`` or start with a digit)."""
-    stem = re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
-    return stem if stem[:1].isalpha() else f"g-{stem}".rstrip("-")
-
-
-def network_tag(deployment: Deployment) -> str:
-    """The tag that firewall rules target: only this stack's VMs carry it."""
-    return f"gpufit-{gce_name(deployment.name)}"[:63].rstrip("-")
-
-
-def service_account_id(deployment: Deployment) -> str:
-    """A service account id (6-30 characters, ``[a-z][-a-z0-9]*[a-z0-9]``, unique in the
-    project): the deployment name, cut short, plus a digest of project, stack and workload so
-    two long names that share a prefix do not collide."""
-    digest = hashlib.sha256(
-        f"{deployment.project}/{deployment.stack}/{deployment.workload}".encode()
-    ).hexdigest()[:6]
-    stem = f"gf-{gce_name(deployment.name)}"[:23].rstrip("-")
-    return f"{stem}-{digest}"
-
-
-def boot_disk_type(machine_type: str) -> str:
-    """``pd-balanced``, or ``hyperdisk-balanced`` where the machine series takes Hyperdisk only."""
-    return "hyperdisk-balanced" if machine_type.startswith(HYPERDISK_ONLY_SERIES) else "pd-balanced"
-
-
-def nic_type(deployment: Deployment) -> str | None:
-    """gVNIC where the machine series requires it or the default image (which supports it) is
-    used; otherwise the image's default, since a custom image may lack the gVNIC driver."""
-    if deployment.machine_type.startswith(GVNIC_REQUIRED_SERIES) or deployment.image is None:
-        return "GVNIC"
-    return None
-
-
-def ssh_source_ranges(cidrs: Sequence[str]) -> list[list[str]]:
-    """The SSH CIDRs grouped by IP version: one firewall rule cannot mix IPv4 and IPv6 sources."""
-    groups: dict[int, list[str]] = {}
-    for cidr in cidrs:
-        groups.setdefault(ipaddress.ip_network(cidr, strict=False).version, []).append(cidr)
-    return [groups[v] for v in sorted(groups)]
 
 
 def scheduling(deployment: Deployment) -> gcp.compute.InstanceSchedulingArgs:
@@ -160,130 +98,6 @@ def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], 
         return render(d, str(bucket), NodeRole(rank, d.nodes_per_replica, str(master), index))
 
     return rendered
-
-
-def label_expiry(labels: Mapping[str, str] | None, d: Deployment) -> str:
-    raw = (labels or {}).get("gpufit-expires-at")
-    try:
-        return iso_utc(parse_gcp_label_time(raw)) if raw else iso_utc(d.expires_at)
-    except ValueError:
-        return iso_utc(d.expires_at)
-
-
-def network(
-    base: str, d: Deployment, child: pulumi.ResourceOptions, invoke: pulumi.InvokeOutputOptions
-) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
-    """(network, subnetwork): the configured subnet and its network, or a VPC of our own."""
-    if d.subnet_id:
-        existing = (
-            gcp.compute.get_subnetwork_output(self_link=d.subnet_id, opts=invoke)
-            if "/" in d.subnet_id
-            else gcp.compute.get_subnetwork_output(name=d.subnet_id, region=d.region, opts=invoke)
-        )
-        return existing.network, existing.self_link
-    network = gcp.compute.Network(
-        f"{base}-net",
-        auto_create_subnetworks=False,
-        mtu=JUMBO_MTU if d.nodes_per_replica > 1 else None,
-        description=f"gpufit {d.workload} ({d.stack}): no ingress unless access.ssh_cidrs lists it",
-        opts=child,
-    )
-    subnet = gcp.compute.Subnetwork(
-        f"{base}-subnet",
-        network=network.self_link,
-        region=d.region,
-        ip_cidr_range=SUBNET_CIDR,
-        private_ip_google_access=True,
-        description=f"gpufit {d.workload} ({d.stack})",
-        opts=child,
-    )
-    return network.self_link, subnet.self_link
-
-
-def firewalls(
-    base: str, d: Deployment, tag: str, network: pulumi.Input[str], child: pulumi.ResourceOptions
-) -> list[gcp.compute.Firewall]:
-    """SSH from exactly ``access.ssh_cidrs``, and all TCP/UDP between the job's own VMs when
-    they form distributed groups; nothing else gets in (a VPC's implied rule denies all
-    other ingress)."""
-    rules: list[gcp.compute.Firewall] = []
-    for ranges in ssh_source_ranges(d.ssh_cidrs):
-        suffix = "ssh" if ipaddress.ip_network(ranges[0], strict=False).version == 4 else "ssh-v6"
-        rules.append(
-            gcp.compute.Firewall(
-                f"{base}-{suffix}",
-                network=network,
-                direction="INGRESS",
-                allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
-                source_ranges=ranges,
-                target_tags=[tag],
-                description="gpufit: SSH from access.ssh_cidrs",
-                opts=child,
-            )
-        )
-    if d.nodes_per_replica > 1:
-        rules.append(
-            gcp.compute.Firewall(
-                f"{base}-intra-cluster",
-                network=network,
-                direction="INGRESS",
-                allows=[
-                    gcp.compute.FirewallAllowArgs(protocol="tcp"),
-                    gcp.compute.FirewallAllowArgs(protocol="udp"),
-                ],
-                source_tags=[tag],
-                target_tags=[tag],
-                description="gpufit: torchrun rendezvous and NCCL between the job's VMs",
-                opts=child,
-            )
-        )
-    return rules
-
-
-def checkpoint_bucket(
-    base: str, d: Deployment, labels: dict[str, str], child: pulumi.ResourceOptions
-) -> gcp.storage.Bucket:
-    """The private checkpoint bucket: uniform access, public access prevented, objects
-    expire after ``bucket_keep_days``. Cloud Storage encrypts every object with
-    Google-managed keys by default, so no encryption block is needed."""
-    opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
-    return gcp.storage.Bucket(
-        f"{base}-ckpt",
-        location=d.region.upper(),
-        storage_class="STANDARD",
-        uniform_bucket_level_access=True,
-        public_access_prevention="enforced",
-        force_destroy=not d.retain_bucket,
-        lifecycle_rules=[
-            gcp.storage.BucketLifecycleRuleArgs(
-                action=gcp.storage.BucketLifecycleRuleActionArgs(type="Delete"),
-                condition=gcp.storage.BucketLifecycleRuleConditionArgs(age=d.bucket_keep_days),
-            )
-        ],
-        labels=labels,
-        opts=opts,
-    )
-
-
-def vm_identity(
-    base: str, d: Deployment, bucket: gcp.storage.Bucket, child: pulumi.ResourceOptions
-) -> tuple[gcp.serviceaccount.Account, gcp.storage.BucketIAMMember]:
-    """The VMs' service account and its only grant: object access on the checkpoint bucket."""
-    account = gcp.serviceaccount.Account(
-        f"{base}-sa",
-        account_id=service_account_id(d),
-        display_name=f"gpufit {d.workload} ({d.stack})"[:100],
-        description="gpufit VM identity: object access on its checkpoint bucket only",
-        opts=child,
-    )
-    access = gcp.storage.BucketIAMMember(
-        f"{base}-sa-bucket",
-        bucket=bucket.name,
-        role=BUCKET_ROLE,
-        member=account.member,
-        opts=child,
-    )
-    return account, access
 
 
 class GcpGpuInstance(pulumi.ComponentResource):
@@ -479,8 +293,6 @@ class GcpProvider:
         self._project = project
 
     def provision(self, deployment: Deployment, secrets: SecretInputs | None = None) -> dict[str, Any]:
-        from providers.gcp.fleet import GcpGpuFleet, fleet_placement  # it builds on this module
-
         if deployment.cloud != "gcp":
             raise ValueError(
                 f"{deployment.name}: a {deployment.cloud} deployment cannot be provisioned on GCP"

@@ -21,9 +21,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment
-from providers.endpoint_secrets import api_key_input, warn_if_gated
-from providers.serving import HEALTH_PATH
+from deployment import Deployment
+from machine.serving import HEALTH_PATH
+from providers.secrets import api_key_input, warn_if_gated
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 """Where Google Cloud's health checks come from (Cloud Load Balancing documentation)."""

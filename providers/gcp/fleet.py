@@ -42,8 +42,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from providers.base import Deployment, FleetMember, SecretInputs, deadline_ignore_changes, iso_utc
-from providers.gcp.component import (
+from deployment import Deployment, FleetMember, SecretInputs, deadline_ignore_changes, iso_utc
+from machine.boot import FleetGroup, NodeRole, render
+from machine.serving import SecretRefs
+from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
     boot_disk_type,
@@ -57,8 +59,6 @@ from providers.gcp.component import (
     vm_identity,
 )
 from providers.gcp.endpoint import endpoint_secrets, health_check, load_balancer, server_firewall
-from providers.serving import SecretRefs
-from providers.startup import FleetGroup, NodeRole, render
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API

@@ -5,17 +5,18 @@ label ``gpufit-managed = "true"`` (should the API refuse the filter, the listing
 without it), one retried call per page (``page_token`` in, ``next_page_token`` out) with
 ``return_partial_success`` so that an unreachable zone fails its region, not the sweep. Each VM
 is checked again here (managed label exactly ``"true"``, region, status) before
-``providers.sweep.decide`` reads its expiry. VMs STOPPING, PENDING_STOP or DEPROVISIONING are
+``gitops.sweep.decide`` reads its expiry. VMs STOPPING, PENDING_STOP or DEPROVISIONING are
 left alone (they may already be going: Compute reports a VM being deleted as STOPPING); a
 TERMINATED, STOPPED or SUSPENDED one (Compute's words for a stopped or suspended VM) is swept,
 since its disks still bill. Acting, every chosen VM gets ``instances.delete``, concurrently, each
 with a request id that its retries repeat so that Compute does not act twice.
 
-Clients, endpoint and credentials as in ``providers.gcp.catalog``: ``GPUFIT_GCP_COMPUTE_ENDPOINT``
-(plain http only on loopback, with anonymous credentials there), else the application default
-credentials; the project from ``--project`` or ``GOOGLE_CLOUD_PROJECT``. The Google clients'
-own retries are off (``retry=None``); ``providers.retry`` retries 429, 5xx and transport errors;
-401/403 raise ``AuthError`` naming the permission.
+Clients, endpoint and credentials as in the catalog refresh (``cloudapi.gcp``):
+``GPUFIT_GCP_COMPUTE_ENDPOINT`` (plain http only on loopback, with anonymous credentials there),
+else the application default credentials; the project from ``--project`` or
+``GOOGLE_CLOUD_PROJECT``. The Google clients' own retries are off (``retry=None``);
+``cloudapi.retry`` retries 429, 5xx and transport errors; 401/403 raise ``AuthError`` naming
+the permission.
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from providers.gcp.catalog import (
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.gcp import (
     _GCP_REGION,
     COMPUTE_ENDPOINT_ENV,
     PROJECT_ENV,
@@ -40,9 +42,8 @@ from providers.gcp.catalog import (
     describe_error,
     is_transient,
 )
-from providers.refresh import AuthError, CallCounter
-from providers.retry import RetryPolicy, call_with_retry
-from providers.sweep import (
+from cloudapi.retry import RetryPolicy, call_with_retry
+from gitops.sweep import (
     LABEL_MANAGED,
     Candidate,
     PriceFn,
@@ -97,7 +98,7 @@ def region_of(zone: str) -> str:
 
 def instance_type(machine_type: str, accelerators: list[tuple[str, int]]) -> str:
     """The catalog's instance type: the machine type, or for an N1 VM with one attached GPU
-    model ``n1-standard-8+t4x1`` (as ``providers.gcp.catalog`` names those offers)."""
+    model ``n1-standard-8+t4x1`` (as ``catalog.gcp`` names those offers)."""
     if machine_type.startswith("n1-") and len(accelerators) == 1:
         accelerator, count = accelerators[0]
         short = accelerator.removeprefix("nvidia-").removeprefix("tesla-")

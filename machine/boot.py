@@ -19,8 +19,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from providers.base import Deployment
-from providers.serving import SecretRefs, serving_script
+from deployment import Deployment
+from machine.serving import SecretRefs, serving_script
 
 RENDEZVOUS_PORT = 29500
 """torchrun's c10d rendezvous port on node 0 (PyTorch's default master port)."""

@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from providers.catalog_store import cache_dir
+from catalog.store import cache_dir
 from selector.spec import HubModel
 
 DEFAULT_ENDPOINT = "https://huggingface.co"

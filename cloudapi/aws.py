@@ -9,9 +9,9 @@ import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from providers.pacing import TokenBucket
-from providers.refresh import AuthError, CallCounter
-from providers.retry import RetryPolicy, call_with_retry
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.pacing import TokenBucket
+from cloudapi.retry import RetryPolicy, call_with_retry
 
 NO_CREDENTIALS = "aws: no credentials found (set AWS_PROFILE, or run `aws configure`)"
 TRANSIENT_CODES = frozenset(

@@ -33,11 +33,12 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from typing import Any
 
-from providers.aws.api import AwsApi
-from providers.aws.lean_botocore import refresh_session
-from providers.pacing import TokenBucket
-from providers.refresh import AuthError, CallCounter, FetchResult
-from providers.retry import RetryPolicy
+from catalog.refresh import FetchResult
+from cloudapi.aws import AwsApi
+from cloudapi.calls import AuthError, CallCounter
+from cloudapi.lean_botocore import refresh_session
+from cloudapi.pacing import TokenBucket
+from cloudapi.retry import RetryPolicy
 from selector.catalog import GpuSpec, load_gpus
 
 SOURCE_KEY_PRICING = "AWS_PRICE_LIST"

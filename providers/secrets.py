@@ -7,7 +7,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_random as random
 
-from providers.base import Deployment
+from deployment import Deployment
 
 
 def api_key_input(
@@ -21,7 +21,7 @@ def api_key_input(
 
 def warn_if_gated(d: Deployment, hf_token: pulumi.Input[str] | None) -> None:
     """A warning for a model of a gating organisation served without a token (the repos of
-    ``meta-llama`` are refused outright: ``providers.base.missing_token``)."""
+    ``meta-llama`` are refused outright: ``deployment.missing_token``)."""
     if hf_token is None and d.hf_gated:
         pulumi.log.warn(
             f"{d.server.model if d.server else 'the model'} may be gated on Hugging Face: set its token "

@@ -1,10 +1,10 @@
 """``gpufit catalog refresh``: fetch instance specs and prices from the clouds, merge them
 with the previous catalog so a refresh can never leave the user worse off, and report.
 
-Each cloud implements ``CatalogFetcher`` (``providers/aws/catalog.py``,
-``providers/gcp/catalog.py``); this module runs them with a bounded thread pool, keeps a
-failed region's previous offers (marked stale), flags prices that moved more than
-``PRICE_MOVE_FACTOR`` from the previous catalog, checks the result loads, and writes it.
+Each cloud implements ``CatalogFetcher`` (``catalog/aws.py``, ``catalog/gcp/``); this module
+runs them with a bounded thread pool, keeps a failed region's previous offers (marked stale),
+flags prices that moved more than ``PRICE_MOVE_FACTOR`` from the previous catalog, checks the
+result loads, and writes it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from cloudapi.calls import AuthError
 from selector.catalog import Catalog, catalog_from_doc
 
 PRICE_MOVE_FACTOR = 3.0
@@ -41,10 +42,6 @@ AWS_AZ_ID = re.compile(r"^[a-z]+[0-9]+(?:-[a-z]+[0-9]+)?-az[0-9]+$")
 name AWS zones; a zone name (``us-east-1a``) is account-specific and is not one."""
 
 
-class AuthError(Exception):
-    """Credentials are missing or lack a permission: retrying cannot help."""
-
-
 @dataclass
 class FetchResult:
     """What one cloud's fetch produced, in the catalog file's own schema."""
@@ -63,18 +60,6 @@ class FetchResult:
     zone_ids: dict[str, dict[str, str]] = field(default_factory=dict)
     """AWS: region → zone name → availability-zone ID, as this refresh learnt them (to bring
     previous offers keyed by zone names, from an older refresh, to AZ IDs)."""
-
-
-class CallCounter:
-    """Counts API calls across threads (for the report and the benchmark)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.count = 0
-
-    def add(self, n: int = 1) -> None:
-        with self._lock:
-            self.count += n
 
 
 class CatalogFetcher(Protocol):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from providers.base import (
+from deployment import (
     TAG_EXPIRES_AT,
     TAG_MANAGED,
     TAG_STACK,

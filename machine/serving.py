@@ -10,7 +10,8 @@ echoes them; user data, metadata, tags and logs carry only the secrets' names.
 The engines run as pinned container images on the GPU image's Docker with the NVIDIA runtime
 (the AWS Deep Learning AMI and Google's Deep Learning VM images ship both): an image tag pins
 the engine, its CUDA and its Python dependencies together, where a pip install would resolve
-them anew on every boot. Flag names are those of the pinned versions' documentation:
+them anew on every boot (the tags are ``deployment.launch``'s ``IMAGES``, part of the plan's
+``ServerLaunch``). Flag names are those of the pinned versions' documentation:
 
 - vLLM v0.8.5 (``vllm/vllm-openai:v0.8.5``): engine arguments
   https://docs.vllm.ai/en/v0.8.5/serving/engine_args.html (``--tensor-parallel-size``,
@@ -30,13 +31,11 @@ them anew on every boot. Flag names are those of the pinned versions' documentat
 
 from __future__ import annotations
 
-import math
 import shlex
 from dataclasses import dataclass
 
-VLLM_IMAGE = "vllm/vllm-openai:v0.8.5"
-SGLANG_IMAGE = "lmsysorg/sglang:v0.4.7.post1-cu124"
-IMAGES = {"vllm": VLLM_IMAGE, "sglang": SGLANG_IMAGE}
+from deployment import ServerLaunch
+
 HEALTH_PATH = "/health"
 """Both engines answer ``GET /health`` with 200 once the model is loaded and serving."""
 
@@ -45,55 +44,6 @@ MODEL_CACHE = "/opt/gpufit/hf-cache"
 stack's bucket keeps a copy under ``model-cache/`` so a replacement machine skips the Hub."""
 ENV_FILE = "/etc/gpufit/serve.env"
 
-DOWNLOAD_MB_PER_S = 100.0
-"""Assumed weight download rate, MB/s, from the Hub or the bucket: a stated assumption (about
-800 Mbit/s, below what GPU instances' 10-400 Gbit/s links allow), not a measurement; it only
-sizes the health check's grace period, which errs long."""
-ENGINE_START_S = 300
-"""Pulling the engine's image (a few GB) and starting it, before weights: five minutes."""
-
-
-@dataclass(frozen=True)
-class ServerLaunch:
-    """What one machine runs: ``replicas`` servers of ``tensor_parallel`` GPUs each, replica ``i``
-    on GPUs ``i·tp … i·tp+tp-1`` and port ``base_port + i``."""
-
-    engine: str
-    model: str
-    revision: str | None
-    served_name: str
-    tensor_parallel: int
-    max_model_len: int
-    max_num_seqs: int
-    gpu_memory_utilization: float
-    quantization: str | None
-    kv_cache_dtype: str | None
-    replicas: int
-    base_port: int
-    weights_gb: float
-
-    @property
-    def image(self) -> str:
-        return IMAGES[self.engine]
-
-    def port(self, replica: int) -> int:
-        return self.base_port + replica
-
-    def ports(self) -> list[int]:
-        return [self.port(r) for r in range(self.replicas)]
-
-    def devices(self, replica: int) -> str:
-        """``CUDA_VISIBLE_DEVICES`` of one replica (Docker's ``--gpus device=...``)."""
-        first = replica * self.tensor_parallel
-        return ",".join(str(g) for g in range(first, first + self.tensor_parallel))
-
-    @property
-    def grace_seconds(self) -> int:
-        """How long a new machine may take to become healthy: image and start
-        (``ENGINE_START_S``) plus the weights at ``DOWNLOAD_MB_PER_S``, twice over for loading
-        them into GPU memory, rounded up to a minute."""
-        seconds = ENGINE_START_S + 2 * self.weights_gb * 1000 / DOWNLOAD_MB_PER_S
-        return int(math.ceil(seconds / 60) * 60)
 
 
 def vllm_args(launch: ServerLaunch, replica: int) -> list[str]:

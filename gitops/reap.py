@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
-from providers.base import parse_iso_utc
+from deployment import parse_iso_utc
 
 
 class StackBackend(Protocol):

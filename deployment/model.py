@@ -1,0 +1,236 @@
+"""``Deployment``: everything a cloud component needs to provision a plan's choice, as pure
+data; its fleet members, the Hugging Face gating rule, the properties that carry its deadline,
+and the secret inputs an endpoint takes."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from deployment.launch import ServerLaunch
+from deployment.tags import (
+    TAG_EXPIRES_AT,
+    TAG_MANAGED,
+    TAG_STACK,
+    TAG_WORKLOAD,
+    TAG_ZONES,
+    gcp_label,
+    gcp_label_time,
+    iso_utc,
+)
+
+SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch"})
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One instance type the fleet may launch: the choice first, then its fallbacks in cost
+    order. ``weighted_capacity`` is how many replicas one instance holds (the same for every
+    member: a group's machines are interchangeable)."""
+
+    instance_type: str
+    machine_type: str
+    attached_accelerator: str | None
+    gpu_count: int
+    weighted_capacity: int
+    hourly_usd: float
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Everything a cloud component needs to provision a plan's choice."""
+
+    stack: str
+    project: str
+    workload: str
+    task: str
+    cloud: str
+    region: str
+    zone: str | None
+    instance_type: str
+    machine_type: str
+    attached_accelerator: str | None
+    gpu: str
+    gpu_count: int
+    nodes: int  # machines in all (replicas × nodes per replica)
+    market: str
+    fault_tolerance: str
+    disk_gb: int
+    bucket_keep_days: int
+    retain_bucket: bool
+    ssh_cidrs: tuple[str, ...]
+    created_at: datetime
+    expires_at: datetime
+    hourly_usd: float
+    estimated_total_usd: float
+    needs_node_interconnect: bool
+    command: str | None
+    checkpoint_command: str | None
+    workdir: str
+    nodes_per_replica: int = 1
+    deadline_pinned: bool = False  # expires_at came from gpufit:expiresAt, not from the clock
+    image: str | None = None
+    subnet_id: str | None = None
+    zones: tuple[str, ...] = ()  # the zones the choice is offered in (() = not known); (zone,) if pinned
+    extra_tags: dict[str, str] = field(default_factory=dict)
+    fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
+    server: ServerLaunch | None = None  # the model server a serve deployment starts
+    expose: str = "private"  # or "load_balancer"
+    api_cidrs: tuple[str, ...] = ()
+    certificate_arn: str | None = None
+    hf_gated: bool = False  # the model's repo needs a Hugging Face token
+
+    @property
+    def grouped(self) -> bool:
+        """Single-node replicas run in the cloud's fleet engine (an Auto Scaling group, a
+        managed instance group), which fails over between the fleet's types and replaces
+        interrupted or failed machines. A replica spanning nodes stays on plain instances:
+        a group that replaces one node would break the job's torchrun rendezvous."""
+        return self.nodes_per_replica == 1
+
+    @property
+    def pinned(self) -> bool:
+        """The plan's price is one zone's (a zone-specific offer): its machines launch there only."""
+        return self.zone is not None
+
+    @property
+    def allowed_zones(self) -> tuple[str, ...]:
+        """Where the machines may launch: the pinned zone; else the zones the region-level offer
+        is known in; () = any zone of the region (still only where the cloud offers the type).
+        AWS zones are AZ IDs (``use1-az2``), GCP zones names (``us-central1-a``)."""
+        if self.zone is not None:
+            return (self.zone,)
+        return self.zones
+
+    @property
+    def members(self) -> tuple[FleetMember, ...]:
+        """The fleet's instance types, choice first (the choice alone when none was given)."""
+        if self.fleet:
+            return self.fleet
+        return (
+            FleetMember(
+                self.instance_type,
+                self.machine_type,
+                self.attached_accelerator,
+                self.gpu_count,
+                1,
+                self.hourly_usd / max(self.nodes, 1),
+            ),
+        )
+
+    @property
+    def group_name(self) -> str:
+        """The fleet group's name, fixed before the group exists so that the boot script and
+        the instance role's policy can name it: ``gpufit-<workload>-<stack>``."""
+        return f"gpufit-{self.name}"
+
+    @property
+    def name(self) -> str:
+        """Base name for cloud resources: ``<workload>-<stack>``, DNS-safe, ≤ 40 characters."""
+        return gcp_label(f"{self.workload}-{self.stack}").strip("-")[:40].rstrip("-")
+
+    def role(self, index: int) -> tuple[int, int]:
+        """(rank inside its distributed group, index of the group's first machine) for the
+        machine at ``index``: machines form groups of ``nodes_per_replica``; rank 0 leads."""
+        group = index // self.nodes_per_replica
+        return index % self.nodes_per_replica, group * self.nodes_per_replica
+
+    @property
+    def spot(self) -> bool:
+        return self.market == "spot"
+
+    @property
+    def resumes_after_interruption(self) -> bool:
+        """Checkpointed work resumes after an interruption: on AWS the persistent request
+        restarts the stopped instance on the same disk when capacity returns; on GCP the VM is
+        deleted (one termination action governs both preemption and the deadline, and it
+        must delete at the deadline), so the job resumes from the bucket on the next
+        ``pulumi up``. Stateless work is simply deleted on both."""
+        return self.fault_tolerance == "checkpointed"
+
+    @property
+    def runs_to_completion(self) -> bool:
+        """Jobs power off when their command ends; services run until the deadline."""
+        return self.task != "serve" and self.command is not None
+
+    @property
+    def lifetime_seconds(self) -> int:
+        return max(60, math.ceil((self.expires_at - self.created_at).total_seconds()))
+
+    def tags(self) -> dict[str, str]:
+        """AWS tags on everything gpufit creates."""
+        return {
+            TAG_MANAGED: "true",
+            TAG_STACK: self.stack,
+            TAG_WORKLOAD: self.workload,
+            TAG_EXPIRES_AT: iso_utc(self.expires_at),
+            **({TAG_ZONES: ",".join(self.allowed_zones)} if self.allowed_zones else {}),
+            **self.extra_tags,
+        }
+
+    def labels(self) -> dict[str, str]:
+        """GCP labels carrying the same facts (label syntax forbids ``:``)."""
+        return {
+            "gpufit-managed": "true",
+            "gpufit-stack": gcp_label(self.stack),
+            "gpufit-workload": gcp_label(self.workload),
+            "gpufit-expires-at": gcp_label_time(self.expires_at),
+            **{gcp_label(k): gcp_label(v) for k, v in self.extra_tags.items()},
+        }
+
+
+GATED_ORGS = frozenset({"meta-llama", "mistralai", "google"})
+"""Hugging Face organisations whose model repos are gated (a licence to accept, then a token)."""
+
+
+ALWAYS_GATED = ("meta-llama/",)
+"""Repos whose every model is gated: a server of one is refused without a token."""
+
+
+def missing_token(d: Deployment, have_token: bool) -> str | None:
+    """Why the deployment cannot start without a Hugging Face token (None when it can): the
+    server could not download the weights, fail its health check, and be replaced forever."""
+    if have_token or d.server is None or not d.server.model.startswith(ALWAYS_GATED):
+        return None
+    return (
+        f"{d.server.model} is gated on Hugging Face: set its token with "
+        "`pulumi config set --secret gpufit:hfToken hf_...` (without it the server cannot download "
+        "the weights, fails its health check and is replaced over and over)"
+    )
+
+
+DEADLINE_PROPERTIES = (
+    "tags",
+    "tagsAll",
+    "labels",
+    "userData",
+    "metadata",
+    "instanceMarketOptions",
+    "rootBlockDevice.tags",
+    "scheduleExpression",
+    "description",
+    "tagSpecifications",
+    "startTime",
+    "schedule",
+    "scheduling.terminationTime",
+)
+"""Properties that carry the deadline (tags and labels, boot scripts, the spot request's end,
+the schedule). When the deadline comes from the clock rather than ``gpufit:expiresAt``, a
+later ``pulumi up`` recomputes it; ignoring changes to these keeps the first deadline (and
+spares the running machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move
+a deadline on purpose."""
+
+
+def deadline_ignore_changes(deployment: Deployment) -> list[str]:
+    return [] if deployment.deadline_pinned else list(DEADLINE_PROPERTIES)
+
+
+@dataclass(frozen=True)
+class SecretInputs:
+    """The endpoint's secrets as the stack's secret config gives them (Pulumi secret outputs):
+    ``gpufit:apiKey`` (None: generated) and ``gpufit:hfToken`` (None: the model needs none)."""
+
+    api_key: Any = None
+    hf_token: Any = None

@@ -1,0 +1,160 @@
+"""The plan-to-deployment translation: a selector ``Plan``'s choice becomes a ``Deployment``
+(machine, place, market, disk, deadline, tags, fleet, model server)."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+from deployment.launch import ServerLaunch
+from deployment.model import GATED_ORGS, Deployment, FleetMember
+from deployment.tags import iso_utc
+from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
+from selector.select import Plan
+from selector.sizing import USABLE_MEMORY_FRACTION
+
+JOB_DEADLINE_FACTOR = 1.5
+"""A job without a TTL expires after its expected hours × 1.5 + ``JOB_DEADLINE_SLACK_H``: room
+for a slower run than planned, yet nothing outlives its purpose by more than half again."""
+JOB_DEADLINE_SLACK_H = 1.0
+
+
+def lifetime_hours(plan: Plan) -> float:
+    """How long the machines may live: the TTL if the spec sets one; else the service's
+    duration; else the job's expected hours × ``JOB_DEADLINE_FACTOR`` + slack."""
+    spec = plan.spec
+    if spec.teardown is not None:
+        return spec.teardown.ttl
+    if spec.task == "serve" or plan.choice is None or plan.choice.shape.job_hours is None:
+        return spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
+    return plan.choice.cost.hours * JOB_DEADLINE_FACTOR + JOB_DEADLINE_SLACK_H
+
+
+class ServingError(ValueError):
+    """A serve spec whose model server gpufit cannot start as planned, with the reason."""
+
+
+def server_launch(plan: Plan) -> ServerLaunch | None:
+    """The model server of a serve plan from its own numbers: tensor parallelism and replicas
+    per machine from the shape, ``--max-model-len`` = ``serving.context_tokens``,
+    ``--max-num-seqs`` = ``serving.concurrency``, the memory fraction the sizing plans with,
+    FP8 weights and KV cache where the plan computes in them. ServingError when it cannot be
+    started as planned; None when the spec starts no server."""
+    spec, choice = plan.spec, plan.choice
+    engine = spec.server_engine
+    if engine == "none" or choice is None or spec.serving is None:
+        return None
+    shape, arch = choice.shape, spec.arch()
+    if shape.nodes_per_replica > 1:
+        raise ServingError(
+            f"serving.engine {engine}: the plan spreads a replica over {shape.nodes_per_replica} nodes "
+            "(pipeline parallel), which gpufit does not launch; give job.command, or "
+            "placement.instance_types that hold the model on one node"
+        )
+    repo = spec.model.hf or arch.hf
+    if repo is None:
+        raise ServingError(f"serving.engine {engine}: model.hf must name the Hugging Face repo to serve")
+    if spec.precision in ("int8", "int4", "nf4") and spec.model.hf is None:
+        raise ServingError(
+            f"serving.engine {engine}: precision {spec.precision} needs a quantised checkpoint; "
+            f"name one in model.hf ({repo} holds 16-bit weights)"
+        )
+    return ServerLaunch(
+        engine=engine,
+        model=repo,
+        revision=spec.model.revision,
+        served_name=spec.name,
+        tensor_parallel=shape.tensor_parallel,
+        max_model_len=spec.serving.context_tokens,
+        max_num_seqs=spec.serving.concurrency,
+        gpu_memory_utilization=USABLE_MEMORY_FRACTION,
+        # An FP8 checkpoint carries its quantisation; --quantization fp8 quantises 16-bit weights.
+        quantization="fp8" if spec.precision == "fp8" and "fp8" not in repo.lower() else None,
+        kv_cache_dtype="fp8" if spec.serving.kv_cache_precision == "fp8" else None,
+        replicas=shape.replicas_per_instance,
+        base_port=spec.serving.port,
+        weights_gb=arch.params * 2 / 1e9,
+    )
+
+
+def deployment_from_plan(
+    plan: Plan,
+    *,
+    stack: str,
+    project: str,
+    created_at: datetime,
+    expires_at: datetime | None = None,
+    image: str | None = None,
+    subnet_id: str | None = None,
+) -> Deployment:
+    """Translate the plan's choice into a ``Deployment``; ValueError if the plan has none."""
+    choice = plan.choice
+    if choice is None:
+        raise ValueError(f"plan for {plan.spec.name} has no choice ({plan.status})")
+    spec, offer, shape = plan.spec, choice.offer, choice.shape
+    inputs = cost_inputs(spec, plan.requirements)
+    created = created_at.astimezone(UTC)
+    expiry = expires_at or created + timedelta(hours=lifetime_hours(plan))
+    if expiry <= created:
+        raise ValueError(f"expires_at {iso_utc(expiry)} is not after the creation time {iso_utc(created)}")
+    it = offer.instance
+    return Deployment(
+        stack=stack,
+        project=project,
+        workload=spec.name,
+        task=spec.task,
+        cloud=it.cloud,
+        region=offer.region,
+        zone=offer.zone,
+        zones=(offer.zone,) if offer.zone is not None else offer.zones,
+        instance_type=it.name,
+        machine_type=it.machine_type,
+        attached_accelerator=it.attached_accelerator,
+        gpu=it.gpu.name,
+        gpu_count=it.gpu_count,
+        nodes=shape.instances,
+        nodes_per_replica=shape.nodes_per_replica,
+        deadline_pinned=expires_at is not None,
+        market=offer.market,
+        fault_tolerance=spec.fault_tolerance,
+        disk_gb=math.ceil(inputs.disk_gb),
+        bucket_keep_days=max(1, math.ceil(spec.storage.keep_days)),
+        retain_bucket=spec.storage.retain_bucket,
+        ssh_cidrs=tuple(spec.access.ssh_cidrs),
+        created_at=created,
+        expires_at=expiry,
+        hourly_usd=choice.cost.hourly_usd,
+        estimated_total_usd=choice.cost.total_usd,
+        needs_node_interconnect=shape.needs_node_interconnect,
+        command=spec.job.command,
+        checkpoint_command=spec.job.checkpoint_command,
+        workdir=spec.job.workdir,
+        image=image,
+        subnet_id=subnet_id,
+        server=server_launch(plan),
+        expose=spec.serving.expose if spec.serving is not None else "private",
+        api_cidrs=tuple(spec.access.api_cidrs),
+        certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,
+        hf_gated=(spec.model.hf or spec.arch().hf or "").split("/")[0] in GATED_ORGS,
+        fleet=(
+            FleetMember(
+                it.name,
+                it.machine_type,
+                it.attached_accelerator,
+                it.gpu_count,
+                shape.replicas_per_instance,
+                offer.hourly_usd,
+            ),
+            *(
+                FleetMember(
+                    f.offer.instance.name,
+                    f.offer.instance.machine_type,
+                    f.offer.instance.attached_accelerator,
+                    f.offer.instance.gpu_count,
+                    f.weighted_capacity,
+                    f.offer.hourly_usd,
+                )
+                for f in plan.fallbacks
+            ),
+        ),
+    )

@@ -1,0 +1,175 @@
+"""What a GPU resource costs an hour by the catalog: its market, region and zones as its own
+properties say, the dearest matching offer, and the most a fleet group can cost."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from policy.resources import (
+    _AWS_ZONE,
+    AWS_GROUP,
+    AWS_INSTANCE,
+    GCP_GROUPS,
+    GCP_INSTANCE,
+    TAG_ZONES,
+    PolicyConfig,
+    _count,
+    _last_segment,
+    _map,
+    _seq,
+)
+from selector.catalog import Catalog, Offer, load_catalog
+
+
+@functools.lru_cache(maxsize=4)
+def _catalog(path: str | None) -> Catalog:
+    return load_catalog(path)
+
+
+def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
+    """``spot`` or ``on-demand``, as the instance's own settings say."""
+    if resource_type == AWS_INSTANCE:
+        market = _map(props.get("instanceMarketOptions")).get("marketType")
+        return "spot" if market == "spot" else "on-demand"
+    scheduling = _map(props.get("scheduling"))
+    model = str(scheduling.get("provisioningModel") or "").upper()
+    return "spot" if model == "SPOT" or scheduling.get("preemptible") is True else "on-demand"
+
+
+def instance_region(resource_type: str, props: Mapping[str, Any]) -> str | None:
+    """The region from the instance's own zone (AWS ``availabilityZone``, GCP ``zone``), if set."""
+    if resource_type == AWS_INSTANCE:
+        match = _AWS_ZONE.fullmatch(str(props.get("availabilityZone") or ""))
+        return match.group(1) if match else None
+    zone = props.get("zone")
+    if not zone:
+        return None
+    name = _last_segment(zone)
+    return name.rsplit("-", 1)[0] if "-" in name else None
+
+
+def _describe(resource_type: str, props: Mapping[str, Any]) -> str:
+    if resource_type == AWS_INSTANCE:
+        return f"aws {props.get('instanceType')}"
+    accelerators = [
+        f"{_last_segment(_map(a).get('type'))}x{_count(_map(a).get('count'))}"
+        for a in _seq(props.get("guestAccelerators"))
+    ]
+    extra = f" + {', '.join(accelerators)}" if accelerators else ""
+    return f"gcp {_last_segment(props.get('machineType'))}{extra}"
+
+
+def _matches(offer: Offer, resource_type: str, props: Mapping[str, Any]) -> bool:
+    it = offer.instance
+    if resource_type == AWS_INSTANCE:
+        return it.cloud == "aws" and it.machine_type == props.get("instanceType")
+    if it.cloud != "gcp" or it.machine_type != _last_segment(props.get("machineType")):
+        return False
+    if it.attached_accelerator is None:
+        return True  # accelerator-optimized series (A2, A3, G2, ...): the GPUs come with the type
+    attached = [_map(a) for a in _seq(props.get("guestAccelerators"))]
+    return any(
+        _last_segment(a.get("type")) == it.attached_accelerator and _count(a.get("count")) == it.gpu_count
+        for a in attached
+    )
+
+
+def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[str]:
+    """The zones a GPU resource may run in, where its properties say: AWS the ``gpufit:zones``
+    tag (AZ IDs; a group's tags are a list), GCP an instance's zone or a MIG's distribution
+    zones. Empty when unknown (anywhere in the region)."""
+    if resource_type == GCP_INSTANCE or resource_type in GCP_GROUPS:
+        raw = props.get("zone") if resource_type == GCP_INSTANCE else props.get("distributionPolicyZones")
+        names = [raw] if isinstance(raw, str) else list(_seq(raw))
+        return frozenset(_last_segment(z) for z in names if z)
+    tags = props.get("tags")
+    value: Any = None
+    if isinstance(tags, Mapping):
+        value = tags.get(TAG_ZONES)
+    else:
+        value = next((_map(t).get("value") for t in _seq(tags) if _map(t).get("key") == TAG_ZONES), None)
+    return frozenset(z for z in str(value).split(",") if z) if value else frozenset()
+
+
+def instance_offer(
+    resource_type: str,
+    props: Mapping[str, Any],
+    config: PolicyConfig,
+    region: str | None = None,
+    zones: frozenset[str] = frozenset(),
+) -> Offer | None:
+    """The dearest catalog offer for this instance: same cloud and type (GCP N1: the attached
+    GPUs too), same market (on-demand, else spot), in ``region`` (else the instance's own zone's
+    region; when neither is known, any region), in ``zones`` when given (else the resource's
+    own, ``resource_zones``). None when the catalog has no such offer.
+
+    The dearest, because AWS spot is priced per zone and a group may land in any of its zones:
+    a budget guardrail holds only if it holds in the zone that costs most. Offers whose zones
+    are not known count in every zone."""
+    where = region or instance_region(resource_type, props)
+    market = instance_market(resource_type, props)
+    offers = [
+        o
+        for o in _catalog(config.catalog).offers
+        if o.market == market and (where is None or o.region == where) and _matches(o, resource_type, props)
+    ]
+    allowed = zones or resource_zones(resource_type, props)
+    if allowed:
+        offers = [
+            o
+            for o in offers
+            if (o.zone in allowed if o.zone is not None else not o.zones or bool(allowed & set(o.zones)))
+        ]
+    return max(offers, key=lambda o: o.hourly_usd) if offers else None
+
+
+def group_hourly(
+    resource_type: str,
+    props: Mapping[str, Any],
+    templates: Sequence[Mapping[str, Any]],
+    config: PolicyConfig,
+    region: str | None,
+) -> tuple[float, list[str]]:
+    """The most a fleet group can cost an hour, and the types the catalog cannot price: over the
+    types it may launch, price × instances needed for its capacity (AWS: ⌈max size ÷ weight⌉,
+    in the market its instances distribution says; GCP: target size, in the template's market,
+    with its attached GPUs)."""
+    worst, unpriced = 0.0, []
+    if resource_type == AWS_GROUP:
+        policy = _map(props.get("mixedInstancesPolicy"))
+        distribution = _map(policy.get("instancesDistribution"))
+        spot = _count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
+        capacity = _count(props.get("maxSize")) or 0
+        for override in _seq(_map(policy.get("launchTemplate")).get("overrides")):
+            o = _map(override)
+            weight = _count(o.get("weightedCapacity")) or 1
+            shape = {"instanceType": o.get("instanceType")}
+            if spot:
+                shape["instanceMarketOptions"] = {"marketType": "spot"}
+            offer = instance_offer(AWS_INSTANCE, shape, config, region, resource_zones(AWS_GROUP, props))
+            if offer is None:
+                unpriced.append(f"aws {o.get('instanceType')}")
+                continue
+            worst = max(worst, offer.hourly_usd * -(-capacity // weight))
+        return worst, unpriced
+    template = templates[0] if templates else {}
+    raw = _map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
+    # Pulumi passes the selections as a list; the Compute API writes them as a map by name.
+    selections = list(raw.values()) if isinstance(raw, Mapping) else list(_seq(raw))
+    types = [t for sel in selections for t in _seq(_map(sel).get("machineTypes"))]
+    if not types:
+        types = [_last_segment(template.get("machineType"))]
+    for machine_type in types:
+        shape = {
+            "machineType": machine_type,
+            "guestAccelerators": template.get("guestAccelerators"),
+            "scheduling": template.get("scheduling"),
+        }
+        offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], props))
+        if offer is None:
+            unpriced.append(f"gcp {machine_type}")
+            continue
+        worst = max(worst, offer.hourly_usd * (_count(props.get("targetSize")) or 0))
+    return worst, unpriced

@@ -1,0 +1,349 @@
+"""``fit(req, instance)``: whether, and how, one instance type runs a workload: tensor-parallel
+degree, shards, nodes, replicas, per-GPU memory, tokens/s and job hours, or the named filter
+that rejects it and why."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from selector.catalog import GpuSpec, InstanceType, sourced_only
+from selector.sizing.speed import decode_speed
+from selector.sizing.terms import GIB, Requirements, Term
+
+USABLE_MEMORY_FRACTION = 0.90
+"""Share of a GPU's memory a job may plan to fill. vLLM's default ``gpu_memory_utilization``
+is 0.9; the rest is headroom for allocator fragmentation. Applied to training as well."""
+
+CUDA_CONTEXT_GIB = 0.75
+"""Memory the CUDA context and kernels take on each GPU before any tensor: ~700-800 MiB as
+reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/81330)."""
+
+
+ONE_GPU_KINDS = frozenset({"diffusion", "audio"})
+"""Model kinds a replica runs on one GPU (many replicas per instance, never tensor parallel)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """Why an instance type (or offer) cannot serve: the filter's name and a sentence."""
+
+    filter: str
+    reason: str
+    gap: float = 1.0
+    """How far off it is (0 = just missed): relative shortfall for vram, speed, deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """How the workload runs on one instance type."""
+
+    tensor_parallel: int
+    gpus_per_replica: int
+    nodes_per_replica: int
+    replicas_per_instance: int
+    replicas: int
+    instances: int
+    vram_gib_per_gpu: float
+    vram_gib_per_replica: float
+    needs_nvlink: bool
+    needs_node_interconnect: bool
+    tokens_per_s_per_stream: float | None
+    tokens_per_s_per_replica: float | None
+    job_hours: float | None
+    terms: tuple[Term, ...] = field(default=())
+
+
+def compute_name(precision: str) -> str:
+    """The tensor-core format a job in ``precision`` computes in (see ``GpuSpec.tflops_at``)."""
+    return {"fp8": "FP8", "fp16": "FP16", "fp32": "TF32"}.get(precision, "BF16/FP16")
+
+
+def estimate_note(gpu: GpuSpec) -> str:
+    """`` (TFLOPS estimated: …)`` when the GPU's throughput is an estimate, not a sourced figure."""
+    return f" (TFLOPS estimated: {gpu.estimate_source}; low confidence)" if gpu.estimated else ""
+
+
+def usable_gib(gpu: GpuSpec) -> float:
+    """Memory a job may plan to use on one GPU: the usable fraction minus the CUDA context."""
+    return gpu.memory_gib * USABLE_MEMORY_FRACTION - CUDA_CONTEXT_GIB
+
+
+def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
+    """Memory on each GPU when the shardable part is split ``shards`` ways; the KV cache
+    splits by tensor parallelism only up to the number of KV heads (beyond, heads replicate)."""
+    kv_split = min(shards, kv_heads) if kv_heads else shards
+    return (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes) / GIB
+
+
+def _powers_of_two(limit: int) -> list[int]:
+    out, t = [], 1
+    while t <= limit:
+        out.append(t)
+        t *= 2
+    return out
+
+
+def _precision_rejection(req: Requirements, gpu: GpuSpec) -> Rejection | None:
+    if req.needs_fp8 and not gpu.fp8:
+        return Rejection(
+            "fp8", f"needs FP8 tensor cores (compute capability ≥ 8.9); {gpu.name} is {gpu.arch}"
+        )
+    if req.needs_bf16 and not gpu.bf16:
+        return Rejection(
+            "precision",
+            f"bf16 needs compute capability ≥ 8.0; {gpu.name} is "
+            f"{gpu.compute_capability[0]}.{gpu.compute_capability[1]} (use fp16)",
+        )
+    if req.min_gpu_bandwidth_gbps and gpu.bandwidth_gbps < req.min_gpu_bandwidth_gbps:
+        return Rejection(
+            "bandwidth",
+            f"needs ≥ {req.min_gpu_bandwidth_gbps:g} GB/s per GPU; "
+            f"{gpu.name} has {gpu.bandwidth_gbps:g} GB/s",
+        )
+    return None
+
+
+def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
+    """Decide how the workload runs on instance type ``it``, or why it cannot. With
+    ``require_sourced``, a GPU's estimated throughputs count as unknown."""
+    if req.require_sourced and it.gpu.estimated:
+        it = replace(it, gpu=sourced_only(it.gpu))
+    gpu = it.gpu
+    rejection = _precision_rejection(req, gpu)
+    if rejection:
+        return rejection
+    if req.is_training:
+        return _fit_training(req, it)
+    return _fit_serving(req, it)
+
+
+def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejection:
+    """Memory does not fit one instance: what one replica needs, what each GPU would hold with
+    the instance's GPUs sharing it, and what the instance has. ``gap`` is measured on one node."""
+    n = it.gpu_count
+    kv_heads = req.arch.kv_split_heads if not req.is_training else 0
+    shards = 1 if req.arch.kind in ONE_GPU_KINDS else n
+    need = per_gpu_gib(req, shards, kv_heads)
+    link = "NVLink" if it.nvlink else "PCIe"
+    return Rejection(
+        "vram",
+        f"needs {req.vram_gib_per_replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
+        f"GPU{'s' if shards > 1 else ''}){why}; {it.name} has {n}×{usable_gib(it.gpu):.1f} GiB usable "
+        f"{it.gpu.name} over {link}",
+        gap=need / usable_gib(it.gpu) - 1.0,
+    )
+
+
+def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
+    gpu, n = it.gpu, it.gpu_count
+    usable = usable_gib(gpu)
+    heads = req.arch.heads
+    if req.arch.kind in ONE_GPU_KINDS:
+        degrees = [1]
+    else:
+        degrees = [t for t in _powers_of_two(n) if not heads or heads % t == 0]
+    slow: Rejection | None = None
+    for t in degrees:
+        if per_gpu_gib(req, t, req.arch.kv_split_heads) > usable:
+            continue
+        if t > 1 and not it.nvlink and not req.allow_pcie_parallel:
+            return Rejection(
+                "nvlink",
+                f"needs tensor parallelism over {t} GPUs with NVLink/NVSwitch; {it.name} has "
+                f"{n}×{gpu.name} over PCIe (set placement.allow_pcie_tensor_parallel to accept it)",
+            )
+        shape_or_slow = _serving_shape(req, it, t, 1)
+        if isinstance(shape_or_slow, Shape):
+            return shape_or_slow
+        slow = shape_or_slow
+    if slow is not None:
+        return slow
+    if req.arch.kind in ONE_GPU_KINDS:
+        return _vram_rejection(req, it, f" ({req.arch.kind} models run on one GPU)")
+    # Beyond one node: tensor parallel inside the node, pipeline stages across nodes.
+    top = degrees[-1] if degrees else 1
+    for nodes in range(2, req.max_nodes + 1):
+        if per_gpu_gib(req, top * nodes, req.arch.kv_split_heads) <= usable:
+            if it.node_interconnect is None:
+                return _vram_rejection(
+                    req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
+                )
+            if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
+                return Rejection("nvlink", f"needs NVLink inside each node; {it.name} is PCIe only")
+            return _serving_shape(req, it, top, nodes)
+    return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")
+
+
+def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
+    gpu, n = it.gpu, it.gpu_count
+    gpus = tp * nodes
+    terms: list[Term] = [
+        Term("tensor parallel", tp, "GPUs", "smallest power of two whose shard fits usable memory"),
+        Term(
+            "per-GPU memory",
+            per_gpu_gib(req, gpus, req.arch.kv_split_heads),
+            "GiB",
+            f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated); usable "
+            f"{usable_gib(gpu):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
+            f"− {CUDA_CONTEXT_GIB}",
+        ),
+    ]
+    per_stream = per_replica = job_hours = None
+    if req.bytes_per_decode_step > 0:
+        # Pipeline stages run one after another for a token, so nodes add no bandwidth per stream.
+        step, bound = decode_speed(req, gpu, tp)
+        per_stream = 1.0 / step
+        per_replica = per_stream * req.concurrency
+        terms.append(Term("decode step", step * 1e3, "ms", f"{bound} over {tp}×{gpu.bandwidth_gbps:g} GB/s"))
+        terms.append(Term("tokens/s per stream", per_stream, "tok/s", "1 ÷ step"))
+        terms.append(Term("tokens/s per replica", per_replica, "tok/s", f"per stream × {req.concurrency}"))
+        if req.tokens_per_s_per_stream and per_stream < req.tokens_per_s_per_stream:
+            return Rejection(
+                "speed",
+                f"needs {req.tokens_per_s_per_stream:g} tok/s per stream; {tp}×{gpu.name} decodes "
+                f"{per_stream:.1f} tok/s ({req.bandwidth_efficiency:g} of {tp}×{gpu.bandwidth_gbps:g} GB/s)",
+                gap=req.tokens_per_s_per_stream / per_stream - 1.0,
+            )
+    replicas_per_instance = n // tp if nodes == 1 else 1
+    replicas = 1
+    if req.tokens_per_s_total and per_replica:
+        replicas = math.ceil(req.tokens_per_s_total / per_replica - 1e-9)
+        terms.append(Term("replicas", replicas, "", f"⌈{req.tokens_per_s_total:g} ÷ {per_replica:.1f}⌉"))
+    instances = math.ceil(replicas / replicas_per_instance) * nodes
+    if req.batch_tokens and per_replica:
+        fleet_rate = per_replica * max(replicas, replicas_per_instance * instances // nodes)
+        job_hours = req.batch_tokens / fleet_rate / 3600.0
+        terms.append(
+            Term("batch hours", job_hours, "h", f"{req.batch_tokens:.3g} tokens ÷ {fleet_rate:.0f} tok/s")
+        )
+    elif req.work_ref_gpu_seconds:
+        tflops = gpu.tflops_at(req.precision)
+        if tflops is None:
+            return Rejection(
+                "speed", f"no sourced {req.precision} throughput for {gpu.name} to scale the measured work"
+            )
+        scale_to = req.work_ref_tflops / tflops
+        job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
+        terms.append(
+            Term(
+                "batch hours",
+                job_hours,
+                "h",
+                f"reference GPU-hours × {req.work_ref_tflops:g} ÷ {tflops:g} TFLOPS "
+                f"÷ {n * instances} GPUs{estimate_note(gpu)}",
+            )
+        )
+    elif req.work_tflop:
+        tflops = gpu.tflops_at(req.precision)
+        if tflops is None:
+            return Rejection(
+                "speed", f"no sourced {req.precision} throughput for {gpu.name} to time the work"
+            )
+        job_hours = req.work_tflop / (n * instances * tflops * req.mfu) / 3600.0
+        terms.append(
+            Term(
+                "batch hours",
+                job_hours,
+                "h",
+                f"work ÷ ({n * instances} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
+            )
+        )
+    if job_hours is not None and req.deadline_hours is not None and job_hours > req.deadline_hours:
+        scale = math.ceil(job_hours / req.deadline_hours)
+        if instances * scale > req.max_nodes:
+            return Rejection(
+                "deadline",
+                f"needs {job_hours:.1f} h, over the {req.deadline_hours:g} h ttl",
+                gap=job_hours / req.deadline_hours - 1.0,
+            )
+        instances *= scale
+        job_hours /= scale
+    return Shape(
+        tensor_parallel=tp,
+        gpus_per_replica=gpus,
+        nodes_per_replica=nodes,
+        replicas_per_instance=replicas_per_instance,
+        replicas=n * instances if req.work_tflop or req.work_ref_gpu_seconds else max(replicas, 1),
+        instances=instances,
+        vram_gib_per_gpu=per_gpu_gib(req, gpus, req.arch.kv_split_heads),
+        vram_gib_per_replica=req.vram_gib_per_replica,
+        needs_nvlink=tp > 1,
+        needs_node_interconnect=nodes > 1,
+        tokens_per_s_per_stream=per_stream,
+        tokens_per_s_per_replica=per_replica,
+        job_hours=job_hours,
+        terms=tuple(terms),
+    )
+
+
+def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
+    gpu, n = it.gpu, it.gpu_count
+    usable = usable_gib(gpu)
+    tflops = gpu.tflops_at(req.precision)
+    if tflops is None:
+        return Rejection(
+            "speed", f"no sourced {compute_name(req.precision)} tensor throughput for {gpu.name}"
+        )
+    if req.host_bytes / GIB > it.memory_gib * USABLE_MEMORY_FRACTION:
+        return Rejection(
+            "host-memory",
+            f"paged optimiser needs {req.host_bytes / GIB:.1f} GiB of host RAM; "
+            f"{it.name} has {it.memory_gib:g} GiB",
+        )
+    for nodes in range(1, req.max_nodes + 1):
+        gpus = n * nodes
+        shards = 1 if per_gpu_gib(req, 1, 0) <= usable else gpus
+        if per_gpu_gib(req, shards, 0) > usable:
+            continue
+        if nodes > 1 and it.node_interconnect is None:
+            return _vram_rejection(
+                req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
+            )
+        if shards > 1 and n > 1 and not it.nvlink and not req.allow_pcie_parallel:
+            return Rejection(
+                "nvlink",
+                f"needs the model sharded over {gpus} GPUs with NVLink; "
+                f"{it.name} is PCIe only (set placement.allow_pcie_tensor_parallel)",
+            )
+        hours = req.train_flops / (gpus * tflops * 1e12 * req.mfu) / 3600.0
+        if req.deadline_hours is not None and hours > req.deadline_hours:
+            if it.node_interconnect is None or nodes == req.max_nodes:
+                return Rejection(
+                    "deadline",
+                    f"needs {hours:.1f} h on {gpus}×{gpu.name}, over the {req.deadline_hours:g} h ttl",
+                    gap=hours / req.deadline_hours - 1.0,
+                )
+            continue
+        terms = (
+            Term("shards", shards, "GPUs", "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs"),
+            Term(
+                "per-GPU memory",
+                per_gpu_gib(req, shards, 0),
+                "GiB",
+                f"sharded ÷ {shards} + replicated; usable {usable:.1f} GiB",
+            ),
+            Term(
+                "training hours",
+                hours,
+                "h",
+                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
+            ),
+        )
+        return Shape(
+            tensor_parallel=1,
+            gpus_per_replica=gpus,
+            nodes_per_replica=nodes,
+            replicas_per_instance=1,
+            replicas=1,
+            instances=nodes,
+            vram_gib_per_gpu=per_gpu_gib(req, shards, 0),
+            vram_gib_per_replica=req.vram_gib_per_replica,
+            needs_nvlink=shards > 1 and n > 1,
+            needs_node_interconnect=nodes > 1,
+            tokens_per_s_per_stream=None,
+            tokens_per_s_per_replica=None,
+            job_hours=hours,
+            terms=terms,
+        )
+    return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")

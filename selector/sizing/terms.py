@@ -1,0 +1,89 @@
+"""The vocabulary of the arithmetic: ``Term`` (one named line of it) and ``Requirements``
+(what one replica needs, independent of the GPU it lands on), with bytes per precision."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from selector.model_arch import ModelArch
+from selector.spec import TRAINING_TASKS
+
+GIB = 1024**3
+
+BYTES_PER_PARAM: dict[str, float] = {
+    "fp32": 4.0,
+    "bf16": 2.0,
+    "fp16": 2.0,
+    "fp8": 1.0,
+    "int8": 1.0,
+    "int4": 0.5,
+    "nf4": 4.13 / 8,
+}
+"""Bytes per weight. NF4 with double quantisation costs about 4.13 bits per parameter
+(Dettmers et al. 2023, QLoRA, arXiv 2305.14314, §3)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One line of the arithmetic: a named value with its unit and formula."""
+
+    name: str
+    value: float
+    unit: str
+    formula: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"name": self.name, "value": self.value, "unit": self.unit, "formula": self.formula}
+
+
+@dataclass(frozen=True, slots=True)
+class Requirements:
+    """What the workload needs, independent of the GPU it lands on.
+
+    Memory splits into what can be sharded across GPUs (weights, optimiser state), the KV
+    cache (sharded by tensor parallelism up to the number of KV heads) and what every GPU
+    holds whole (activations, adapters).
+    """
+
+    task: str
+    precision: str
+    arch: ModelArch
+    needs_fp8: bool
+    needs_bf16: bool
+    bandwidth_efficiency: float
+    mfu: float
+    sharded_bytes: float = 0.0
+    kv_bytes: float = 0.0
+    replicated_bytes: float = 0.0
+    host_bytes: float = 0.0
+    bytes_per_decode_step: float = 0.0
+    flops_per_decode_step: float = 0.0
+    min_bandwidth_gbps: float = 0.0
+    train_flops: float = 0.0
+    terms: tuple[Term, ...] = ()
+    concurrency: int = 1
+    tokens_per_s_per_stream: float | None = None
+    tokens_per_s_total: float | None = None
+    batch_tokens: float | None = None
+    work_tflop: float | None = None
+    work_ref_gpu_seconds: float | None = None
+    """Item work measured on a reference GPU: seconds of it for the whole job (items × the
+    preset's seconds per item); ``work_ref_tflops`` is that GPU's throughput in the measured
+    precision, so another GPU takes seconds × ref ÷ its own (tensor-throughput scaling)."""
+    work_ref_tflops: float = 0.0
+    work_ref_note: str = ""
+    deadline_hours: float | None = None
+    max_nodes: int = 16
+    allow_pcie_parallel: bool = False
+    min_gpu_bandwidth_gbps: float | None = None
+    require_sourced: bool = False
+    weights_file_bytes: float = 0.0
+    checkpoint_bytes: float = 0.0
+
+    @property
+    def vram_gib_per_replica(self) -> float:
+        return (self.sharded_bytes + self.kv_bytes + self.replicated_bytes) / GIB
+
+    @property
+    def is_training(self) -> bool:
+        return self.task in TRAINING_TASKS

@@ -1,0 +1,149 @@
+"""What one training replica needs: weights, gradients and optimiser state (full training) or
+the frozen base and its LoRA adapters, activations, loss logits, the checkpoint and the
+training compute."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from selector.model_arch import ModelArch
+from selector.sizing.memory import lora_params
+from selector.sizing.terms import GIB, Requirements, Term
+from selector.spec import WorkloadSpec
+
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sgd": 8.0}
+"""Optimiser state per trained parameter in mixed precision: AdamW fp32 master + momentum +
+variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer Math 101')."""
+
+KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN = 34
+"""Activation bytes per layer = s·b·h·(34 + 5·a·s/h) without recomputation (Korthikanti et
+al., 'Reducing Activation Recomputation in Large Transformer Models', MLSys 2023, eq. 1).
+gpufit assumes FlashAttention (Dao et al. 2022), which never stores the s×s attention scores,
+so the 5·a·s/h term is dropped: s·b·h·34, the paper's selective-recomputation figure."""
+
+FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
+"""With full activation recomputation only each layer's input is kept: 2·s·b·h bytes per
+layer (Korthikanti et al. 2023, §4), plus one layer's activations while it is recomputed."""
+
+LOSS_BYTES_PER_LOGIT = 8
+"""The loss upcasts logits to fp32 and keeps their gradient: 4 + 4 bytes per logit."""
+
+TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
+    "finetune-full": 6.0,
+    "pretrain": 6.0,
+    "finetune-lora": 4.0,
+    "finetune-qlora": 4.0,
+}
+"""Training compute C ≈ 6·P·D (Kaplan et al. 2020; 'Transformer Math 101'); a frozen base
+skips the weight gradients, leaving ≈ 4·P·D for LoRA and QLoRA."""
+
+
+def training_requirements(
+    spec: WorkloadSpec,
+    arch: ModelArch,
+    wbytes: float,
+    terms: list[Term],
+    common: Requirements,
+) -> Requirements:
+    training = spec.training
+    assert training is not None
+    s, b, h, layers = training.sequence_tokens, training.micro_batch, arch.hidden, arch.layers
+    opt = OPTIMIZER_BYTES[training.optimizer]
+    host = 0.0
+    if spec.task in ("finetune-full", "pretrain"):
+        if spec.precision == "fp32":
+            per_param, formula = 4 + 4 + (opt - 4), f"4 weights + 4 grads + {opt - 4:g} optimiser (fp32)"
+        else:
+            per_param = wbytes + wbytes + opt
+            formula = f"{wbytes:g} weights + {wbytes:g} grads + {opt:g} {training.optimizer} state"
+        sharded = arch.params * per_param
+        replicated_states = 0.0
+        checkpoint = arch.params * (2 + opt)
+        terms.append(
+            Term(
+                "weights + grads + optimiser",
+                sharded / GIB,
+                "GiB",
+                f"{arch.params:.4g} params × {per_param:g} B ({formula})",
+            )
+        )
+    else:
+        adapters = lora_params(arch, training.lora_rank)
+        sharded = arch.params * wbytes
+        terms.append(
+            Term(
+                "frozen base weights",
+                sharded / GIB,
+                "GiB",
+                f"{arch.params:.4g} params × {wbytes:.3g} B ({spec.precision})",
+            )
+        )
+        terms.append(
+            Term(
+                "lora adapter params", adapters / 1e6, "M", f"rank {training.lora_rank} on every linear layer"
+            )
+        )
+        replicated_states = adapters * (2 + 2)
+        checkpoint = adapters * (2 + opt)
+        terms.append(Term("adapter weights + grads", replicated_states / GIB, "GiB", "adapters × (2 + 2) B"))
+        if spec.task == "finetune-qlora":
+            host = adapters * 8
+            terms.append(
+                Term(
+                    "paged optimiser state (host RAM)",
+                    host / GIB,
+                    "GiB",
+                    "adapters × 8 B (fp32 Adam moments, paged to CPU memory)",
+                )
+            )
+        else:
+            replicated_states += adapters * opt
+            terms.append(
+                Term(
+                    "adapter optimiser state",
+                    adapters * opt / GIB,
+                    "GiB",
+                    f"adapters × {opt:g} B ({training.optimizer})",
+                )
+            )
+    if training.activation_checkpointing:
+        acts = layers * FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * s * b * h
+        acts += KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
+        act_formula = f"{layers} layers × 2·s·b·h + one layer × 34·s·b·h (full recompute)"
+    else:
+        acts = layers * KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
+        act_formula = f"{layers} layers × 34·s·b·h (FlashAttention, no recompute)"
+    logits = s * b * arch.vocab * LOSS_BYTES_PER_LOGIT
+    terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
+    terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {LOSS_BYTES_PER_LOGIT} B"))
+    k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
+    flops = k * arch.params_active * training.tokens
+    terms.append(
+        Term(
+            "checkpoint",
+            checkpoint / 1e9,
+            "GB",
+            "trained weights (2 B) + optimiser state per trained parameter",
+        )
+    )
+    terms.append(
+        Term(
+            "training compute",
+            flops,
+            "FLOP",
+            f"{k:g} × {arch.params_active:.4g} params × {training.tokens:.3g} tokens",
+        )
+    )
+    return replace(
+        common,
+        sharded_bytes=sharded,
+        kv_bytes=0.0,
+        replicated_bytes=replicated_states + acts + logits,
+        host_bytes=host,
+        bytes_per_decode_step=0.0,
+        flops_per_decode_step=0.0,
+        min_bandwidth_gbps=0.0,
+        train_flops=flops,
+        terms=tuple(terms),
+        checkpoint_bytes=checkpoint,
+    )

@@ -1,0 +1,104 @@
+"""The workload spec: what a user declares, validated into an immutable ``WorkloadSpec``.
+
+A spec is a YAML file, or the ``gpufit:workload`` object of a Pulumi stack file. Quantities
+take units (see ``selector.units``). Every problem becomes one ``SpecProblem`` line naming
+the field, what was wrong and what was expected; loading never raises anything else.
+
+The package's parts: ``fields`` (literals, unit-typed fields), ``model`` (the ``model``
+section and its resolution to a ``ModelArch``), ``workload`` (the other sections and
+``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
+"""
+
+from selector.spec.fields import (
+    ALL_CLOUDS,
+    SERVING_TASKS,
+    TRAINING_TASKS,
+    Cloud,
+    Count,
+    EgressTarget,
+    FaultTolerance,
+    Hours,
+    Optimizer,
+    Precision,
+    SizeGB,
+    Task,
+)
+from selector.spec.loading import (
+    STACK_KEY,
+    SpecError,
+    SpecProblem,
+    json_schema,
+    load_spec,
+    load_spec_text,
+    one_line,
+    parse_spec,
+    stack_json_schema,
+)
+from selector.spec.model import (
+    SAFETENSORS_DTYPE_BYTES,
+    HubFetcher,
+    HubModel,
+    ModelSpec,
+    config_arch,
+    hub_arch,
+    use_hub,
+)
+from selector.spec.workload import (
+    AccessSpec,
+    BudgetSpec,
+    DataSpec,
+    EgressSpec,
+    JobSpec,
+    PlacementSpec,
+    ServingSpec,
+    StorageSpec,
+    TeardownSpec,
+    TrainingSpec,
+    TuningSpec,
+    WorkloadSpec,
+    WorkSpec,
+)
+
+__all__ = [
+    "ALL_CLOUDS",
+    "SAFETENSORS_DTYPE_BYTES",
+    "SERVING_TASKS",
+    "STACK_KEY",
+    "TRAINING_TASKS",
+    "AccessSpec",
+    "BudgetSpec",
+    "Cloud",
+    "Count",
+    "DataSpec",
+    "EgressSpec",
+    "EgressTarget",
+    "FaultTolerance",
+    "Hours",
+    "HubFetcher",
+    "HubModel",
+    "JobSpec",
+    "ModelSpec",
+    "Optimizer",
+    "PlacementSpec",
+    "Precision",
+    "ServingSpec",
+    "SizeGB",
+    "SpecError",
+    "SpecProblem",
+    "StorageSpec",
+    "Task",
+    "TeardownSpec",
+    "TrainingSpec",
+    "TuningSpec",
+    "WorkSpec",
+    "WorkloadSpec",
+    "config_arch",
+    "hub_arch",
+    "json_schema",
+    "load_spec",
+    "load_spec_text",
+    "one_line",
+    "parse_spec",
+    "stack_json_schema",
+    "use_hub",
+]

@@ -1,0 +1,348 @@
+"""The spec's other sections (serving, training, work, placement, budget, storage, access, ...)
+and ``WorkloadSpec``, which holds them and checks that they agree with the task."""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from selector.model_arch import ModelArch
+from selector.spec.fields import (
+    ALL_CLOUDS,
+    SERVING_TASKS,
+    TRAINING_TASKS,
+    Cloud,
+    Count,
+    EgressTarget,
+    FaultTolerance,
+    Hours,
+    Optimizer,
+    Precision,
+    SizeGB,
+    Task,
+    _Strict,
+)
+from selector.spec.model import ModelSpec
+
+_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+
+
+class ServingSpec(_Strict):
+    context_tokens: int = Field(4096, gt=0, description="tokens of context per sequence")
+    concurrency: int = Field(1, gt=0, description="sequences resident at once per replica")
+    tokens_per_s_per_stream: float | None = Field(None, gt=0)
+    tokens_per_s_total: float | None = Field(None, gt=0, description="replicas follow from it")
+    kv_cache_precision: Literal["fp32", "bf16", "fp16", "fp8", "int8"] | None = Field(
+        None, description="default: bf16 (fp32 for fp32 models)"
+    )
+    tokens: Count | None = Field(None, description="batch: tokens to generate in all")
+    engine: Literal["vllm", "sglang", "none"] | None = Field(
+        None,
+        description="model server gpufit starts (serve): default vllm for transformer models "
+        "without a job.command, else none",
+    )
+    images_per_request: int = Field(
+        0, ge=0, le=64, description="multimodal models: images in each sequence's context"
+    )
+    image_tokens: int | None = Field(
+        None, gt=0, description="context tokens one image takes; default: from the model's config"
+    )
+    expose: Literal["private", "load_balancer"] = Field(
+        "private", description="private: no inbound route (port-forward); load_balancer: an LB for api_cidrs"
+    )
+    port: int = Field(8000, ge=1024, le=65000, description="the server's port on the machine (first replica)")
+    certificate_arn: str | None = Field(
+        None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
+    )
+
+
+class TrainingSpec(_Strict):
+    tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
+    sequence_tokens: int = Field(2048, gt=0)
+    micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
+    activation_checkpointing: bool = True
+    lora_rank: int = Field(16, gt=0)
+    optimizer: Optimizer = "adamw"
+
+
+class WorkSpec(_Strict):
+    """Batch work that is not token generation (images, audio): compute-bound items. A
+    diffusion or audio preset knows what one item costs (a measured time on a named GPU);
+    ``tflop_per_item`` states it instead, or overrides the preset's figure."""
+
+    items: Count | None = Field(None, description="items to produce, e.g. 2e5 images (audio: seconds)")
+    audio: Hours | None = Field(
+        None, description="audio models: hours of audio to transcribe, e.g. 1000h (instead of items)"
+    )
+    tflop_per_item: float | None = Field(
+        None, gt=0, description="TFLOP one item costs; default: the preset's measured cost per item"
+    )
+    batch: int = Field(1, gt=0, description="items resident at once per replica")
+
+    @model_validator(mode="after")
+    def _one_amount(self) -> WorkSpec:
+        if (self.items is None) == (self.audio is None):
+            raise ValueError("give work.items or work.audio (hours of audio), one of them")
+        if self.items is not None and self.items <= 0:
+            raise ValueError("work.items must be above 0")
+        return self
+
+    @property
+    def item_count(self) -> float:
+        """Items to produce: ``items``, or the seconds in ``audio``."""
+        return self.items if self.items is not None else (self.audio or 0.0) * 3600.0
+
+
+class EgressSpec(_Strict):
+    gb: SizeGB = 0.0
+    to: EgressTarget = "internet"
+
+
+class PlacementSpec(_Strict):
+    clouds: list[Cloud] = Field(default_factory=lambda: list(ALL_CLOUDS), min_length=1)
+    regions: list[str] | None = Field(None, description="region names or globs")
+    instance_types: list[str] | None = Field(None, description="instance type globs")
+    allow_pcie_tensor_parallel: bool = Field(
+        False, description="allow model-parallel work (TP, sharded training) over PCIe"
+    )
+    max_nodes: int = Field(16, gt=0, le=256)
+    require_sourced: bool = Field(
+        False, description="plan only on sourced GPU figures, never on estimates (e.g. the A10G's)"
+    )
+
+
+class BudgetSpec(_Strict):
+    max_hourly_usd: float | None = Field(None, gt=0)
+    max_total_usd: float | None = Field(None, gt=0)
+
+
+class StorageSpec(_Strict):
+    dataset_gb: SizeGB = 0.0
+    keep_days: float = Field(7, ge=0, description="days the checkpoint bucket keeps objects")
+    retain_bucket: bool = Field(False, description="keep the bucket when the stack is destroyed")
+    disk_gb: SizeGB | None = Field(None, description="override the boot disk size")
+
+
+class DataSpec(_Strict):
+    cloud: Cloud
+    region: str
+
+
+class TeardownSpec(_Strict):
+    ttl: Hours = Field(..., description="hard deadline after creation")
+
+
+class JobSpec(_Strict):
+    """What the machine runs once it boots (cloud-init). Without a command it boots ready for you."""
+
+    command: str | None = Field(
+        None,
+        max_length=4096,
+        description="shell command to run; on multi-node plans, a script and its arguments "
+        "that torchrun launches on every node",
+    )
+    checkpoint_command: str | None = Field(
+        None, max_length=4096, description="run when a spot interruption notice arrives"
+    )
+    workdir: str = Field("/var/lib/gpufit", description="working directory; outputs/ is synced to the bucket")
+
+
+def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_open: str) -> list[str]:
+    """One problem per CIDR that does not parse, or that opens to everyone (/0) without the
+    opt-in; ``malformed`` and ``too_open`` are the messages, formatted with the CIDR."""
+    import ipaddress
+
+    problems = []
+    for cidr in cidrs:
+        try:
+            net = ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            problems.append(malformed.format(cidr))
+            continue
+        if net.prefixlen == 0 and not open_allowed:
+            problems.append(too_open.format(cidr))
+    return problems
+
+
+class AccessSpec(_Strict):
+    """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
+
+    ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
+    allow_ssh_from_anywhere: bool = Field(False, description="required to list 0.0.0.0/0 or ::/0")
+    api_cidrs: list[str] = Field(
+        default_factory=list, description="CIDRs allowed to reach a load-balanced endpoint"
+    )
+    allow_api_from_anywhere: bool = Field(
+        False, description="required to list 0.0.0.0/0 or ::/0 in api_cidrs"
+    )
+
+    @model_validator(mode="after")
+    def _cidrs(self) -> AccessSpec:
+        problems = _cidr_problems(
+            self.api_cidrs,
+            self.allow_api_from_anywhere,
+            "api_cidrs: {!r} is not a CIDR such as 203.0.113.0/24",
+            "api_cidrs: {} opens the endpoint to the whole internet; set allow_api_from_anywhere to mean it",
+        ) + _cidr_problems(
+            self.ssh_cidrs,
+            self.allow_ssh_from_anywhere,
+            "{!r} is not a CIDR such as 203.0.113.7/32",
+            "{} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it",
+        )
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+
+class TuningSpec(_Strict):
+    """Override the named efficiency defaults of the speed model."""
+
+    bandwidth_efficiency: float | None = Field(None, gt=0, le=1)
+    mfu: float | None = Field(None, gt=0, le=1)
+
+
+class WorkloadSpec(_Strict):
+    name: str = Field(..., description="lowercase letters, digits and hyphens, 2-40 characters")
+    task: Task
+    model: ModelSpec
+    precision: Precision = "bf16"
+    serving: ServingSpec | None = None
+    training: TrainingSpec | None = None
+    work: WorkSpec | None = None
+    fault_tolerance: FaultTolerance = "none"
+    checkpoint_interval: Hours = Field(0.5, description="default 30m")
+    restart_overhead: Hours = Field(
+        1 / 6, description="time lost to boot and reload after an interruption; default 10m"
+    )
+    duration: Hours | None = Field(None, description="serving: how long it runs; default 730h")
+    egress: EgressSpec = Field(default_factory=EgressSpec)
+    placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    budget: BudgetSpec = Field(default_factory=BudgetSpec)
+    storage: StorageSpec = Field(default_factory=StorageSpec)
+    data: DataSpec | None = None
+    teardown: TeardownSpec | None = None
+    tuning: TuningSpec = Field(default_factory=TuningSpec)
+    job: JobSpec = Field(default_factory=JobSpec)
+    access: AccessSpec = Field(default_factory=AccessSpec)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_name(cls, value: str) -> str:
+        if not _NAME_RE.match(value):
+            raise ValueError(
+                f"got {value!r}; expected 2-40 lowercase letters, digits or hyphens, starting "
+                "with a letter (it names cloud resources)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _coherent(self) -> WorkloadSpec:
+        problems: list[str] = []
+        if self.task in TRAINING_TASKS and self.training is None:
+            problems.append(f"task {self.task} needs a training section")
+        if self.task == "serve" and self.serving is None:
+            problems.append("task serve needs a serving section")
+        batch_tokens = self.serving.tokens if self.serving is not None else None
+        if self.task == "batch" and batch_tokens is None and self.work is None and self.duration is None:
+            problems.append("task batch needs serving.tokens, work (items), or a duration")
+        if self.task not in SERVING_TASKS and self.serving is not None:
+            problems.append(f"task {self.task} takes no serving section")
+        if self.task in SERVING_TASKS and self.training is not None:
+            problems.append(f"task {self.task} takes no training section")
+        if self.task == "finetune-qlora" and self.precision not in ("nf4", "int4"):
+            problems.append("finetune-qlora quantises the base model: precision must be nf4 or int4")
+        if self.task in ("finetune-full", "pretrain") and self.precision not in (
+            "fp32",
+            "bf16",
+            "fp16",
+            "fp8",
+        ):
+            problems.append(f"{self.task} trains every weight: precision must be fp32, bf16, fp16 or fp8")
+        arch = self.model.resolve()
+        arch_kind = arch.kind
+        if self.task in TRAINING_TASKS and arch_kind != "transformer":
+            problems.append("training needs a transformer architecture (a preset or explicit layers)")
+        if self.work is not None and self.task != "batch":
+            problems.append("work (items) is for task batch")
+        if self.task in SERVING_TASKS and arch_kind == "transformer":
+            if self.serving is None and self.task == "batch":
+                problems.append(
+                    "task batch with a transformer model needs a serving section "
+                    "(context_tokens, concurrency, tokens)"
+                )
+            if self.work is not None:
+                problems.append(
+                    "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
+                )
+        problems += self._work_problems(arch)
+        problems += self._serving_problems(arch_kind)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    def _work_problems(self, arch: ModelArch) -> list[str]:
+        """Non-token work needs a cost per item (the preset's measurement or tflop_per_item);
+        hours of audio need an audio model; images need a multimodal model whose image size
+        in tokens is known."""
+        problems: list[str] = []
+        work = self.work
+        if work is not None and self.task == "batch":
+            if work.tflop_per_item is None and arch.item is None:
+                problems.append(
+                    f"work.tflop_per_item: {arch.name} has no measured cost per item; give the "
+                    "TFLOP one item costs"
+                )
+            if work.audio is not None and arch.kind != "audio":
+                problems.append("work.audio (hours of audio) is for audio models such as whisper-large-v3")
+        serving = self.serving
+        if serving is not None and serving.images_per_request:
+            if not arch.is_multimodal:
+                problems.append(f"serving.images_per_request: {arch.name} has no vision encoder")
+            elif not (serving.image_tokens or arch.image_tokens):
+                problems.append(
+                    "serving.image_tokens: the model's config does not say how many tokens an "
+                    "image takes (its encoder takes any resolution); give it"
+                )
+        return problems
+
+    def _serving_problems(self, arch_kind: str | None) -> list[str]:
+        """The model server and its endpoint: only for serve, only for transformer models, not
+        together with a job.command; a load balancer needs the CIDRs it admits."""
+        problems: list[str] = []
+        serving = self.serving
+        if serving is None or self.task != "serve":
+            if serving is not None and (serving.engine not in (None, "none") or serving.expose != "private"):
+                problems.append("serving.engine and serving.expose are for task serve")
+            return problems
+        if serving.engine in ("vllm", "sglang"):
+            if self.job.command is not None:
+                problems.append(f"serving.engine {serving.engine} starts the server; leave job.command out")
+            if arch_kind != "transformer":
+                problems.append(
+                    f"serving.engine {serving.engine} serves transformer models (set engine: none)"
+                )
+        if serving.expose == "load_balancer" and not self.access.api_cidrs:
+            problems.append("serving.expose load_balancer needs access.api_cidrs (who may call the endpoint)")
+        if serving.expose == "load_balancer" and self.server_engine == "none":
+            problems.append(
+                "serving.expose load_balancer fronts the server gpufit starts: set serving.engine "
+                "(a job.command's own server stays private)"
+            )
+        return problems
+
+    @property
+    def server_engine(self) -> str:
+        """The model server gpufit starts: the spec's engine, else vllm for a transformer served
+        without a job.command, else none."""
+        serving = self.serving
+        if self.task != "serve" or serving is None:
+            return "none"
+        if serving.engine is not None:
+            return serving.engine
+        kind = self.model.resolve().kind
+        return "vllm" if kind == "transformer" and self.job.command is None else "none"
+
+    def arch(self) -> ModelArch:
+        return self.model.resolve()
