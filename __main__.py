@@ -14,10 +14,10 @@ from typing import Any
 import pulumi
 
 from catalog.store import resolve
-from deployment import Deployment, SecretInputs, ServingError, deployment_from_plan, parse_iso_utc
+from deployment import Deployment, ServingError, deployment_from_plan, parse_iso_utc
 from gitops.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
 from hub.client import fetch_model
-from providers.base import GpuProvider
+from providers.base import GpuProvider, SecretInputs
 from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan

@@ -30,8 +30,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from catalog.aws import PRICING_REGION, AwsCatalogFetcher  # noqa: E402
+from catalog.aws import AwsCatalogFetcher  # noqa: E402
 from catalog.refresh import DEFAULT_WORKERS, refresh  # noqa: E402
+from cloudapi.aws import PRICING_REGION  # noqa: E402
 from cloudapi.calls import CallCounter  # noqa: E402
 from cloudapi.lean_botocore import refresh_session  # noqa: E402
 from selector.catalog import SNAPSHOT_FILE, load_catalog  # noqa: E402

@@ -34,7 +34,7 @@ from datetime import UTC, date, datetime
 from typing import Any
 
 from catalog.refresh import FetchResult
-from cloudapi.aws import AwsApi
+from cloudapi.aws import PRICING_REGION, AwsApi
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.lean_botocore import refresh_session
 from cloudapi.pacing import TokenBucket
@@ -56,8 +56,6 @@ https://docs.aws.amazon.com/awsaccountbilling/latest/aboutv2/using-pelong.html, 
 2026-12-02): calls are paced to it rather than throttled and retried."""
 FILTER_VALUE_MAX = 1024
 """Longest Price List filter value (``Filter.Value``, max 1024 in the pricing API model)."""
-PRICING_REGION = "us-east-1"
-"""The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
 
 GPU_FAMILIES = ["g*", "p*"]
 """Instance-type patterns that hold every NVIDIA GPU family on EC2; others are filtered by GpuInfo."""

@@ -138,15 +138,6 @@ def resolve(
     return Resolved(cached, "cache")
 
 
-def resolved_catalog(choice: str | None) -> Catalog:
-    """The catalog named by ``--catalog`` (snapshot, cache or a path), else the freshest valid
-    one; a fallback to the embedded snapshot is announced in one line on stderr."""
-    resolved = resolve(choice)
-    if resolved.warning:
-        sys.stderr.write(resolved.warning + "\n")
-    return resolved.catalog
-
-
 def _snapshot_warning(snapshot: Catalog, age_days: int, reason: str) -> str:
     return (
         f"gpufit: using the embedded price snapshot of {snapshot.as_of} ({age_days} days old; {reason}); "

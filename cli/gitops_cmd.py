@@ -69,7 +69,7 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     if not args.target:
         print("gpufit: lock needs a stack name or spec file (or --check)", file=sys.stderr)
         return EXIT_USAGE
-    from catalog.store import resolved_catalog
+    from cli.catalog_choice import resolved_catalog
     from selector.catalog import CatalogError
     from selector.select import plan
 
@@ -119,7 +119,7 @@ def _summary(path: Path, catalog_choice: str | None) -> dict[str, Any]:
             "hours": lock["cost"]["hours"],
             "from": f"lock of {lock['locked_at']}",
         }
-    from catalog.store import resolved_catalog
+    from cli.catalog_choice import resolved_catalog
     from selector.select import plan
     from selector.spec import load_spec
 

@@ -133,7 +133,7 @@ def _fail(lines: Sequence[str], code: int) -> int:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from catalog.store import resolved_catalog
+    from cli.catalog_choice import resolved_catalog
     from selector.catalog import CatalogError
     from selector.report import plan_to_dict
     from selector.select import plan
@@ -178,7 +178,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_offers(args: argparse.Namespace) -> int:
     import fnmatch
 
-    from catalog.store import resolved_catalog
+    from cli.catalog_choice import resolved_catalog
     from selector.catalog import CatalogError
     from selector.report import offer_to_dict
 
@@ -292,7 +292,7 @@ def cmd_presets(_: argparse.Namespace) -> int:
 def cmd_stacks(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from catalog.store import resolved_catalog
+    from cli.catalog_choice import resolved_catalog
     from cli.stacks_table import stacks_table
     from selector.catalog import CatalogError
     from selector.spec import SpecError

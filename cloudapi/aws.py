@@ -14,6 +14,8 @@ from cloudapi.pacing import TokenBucket
 from cloudapi.retry import RetryPolicy, call_with_retry
 
 NO_CREDENTIALS = "aws: no credentials found (set AWS_PROFILE, or run `aws configure`)"
+PRICING_REGION = "us-east-1"
+"""The Price List API is served from us-east-1 (also ap-south-1, eu-central-1)."""
 TRANSIENT_CODES = frozenset(
     {
         "Throttling",

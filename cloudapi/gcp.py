@@ -21,7 +21,7 @@ COMPUTE_ENDPOINT_ENV = "GPUFIT_GCP_COMPUTE_ENDPOINT"
 BILLING_ENDPOINT_ENV = "GPUFIT_GCP_BILLING_ENDPOINT"
 PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
 
-_GCP_REGION = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
+GCP_REGION = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
 _TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 
 
@@ -104,7 +104,7 @@ def retry_after_seconds(error: BaseException) -> float | None:
 
 
 @dataclass(frozen=True)
-class _Api:
+class Api:
     """One API method: how it is named in messages and the IAM permission it needs."""
 
     name: str
@@ -112,7 +112,7 @@ class _Api:
     grant: str
 
 
-def auth_error(error: BaseException, api: _Api, project: str) -> AuthError | None:
+def auth_error(error: BaseException, api: Api, project: str) -> AuthError | None:
     """An ``AuthError`` for 401/403 and credential failures; None for anything else."""
     from google.api_core.exceptions import Forbidden, Unauthorized
     from google.auth.exceptions import DefaultCredentialsError, RefreshError

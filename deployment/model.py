@@ -1,13 +1,11 @@
 """``Deployment``: everything a cloud component needs to provision a plan's choice, as pure
-data; its fleet members, the Hugging Face gating rule, the properties that carry its deadline,
-and the secret inputs an endpoint takes."""
+data; its fleet members and the Hugging Face gating rule."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from deployment.launch import ServerLaunch
 from deployment.tags import (
@@ -199,38 +197,3 @@ def missing_token(d: Deployment, have_token: bool) -> str | None:
         "`pulumi config set --secret gpufit:hfToken hf_...` (without it the server cannot download "
         "the weights, fails its health check and is replaced over and over)"
     )
-
-
-DEADLINE_PROPERTIES = (
-    "tags",
-    "tagsAll",
-    "labels",
-    "userData",
-    "metadata",
-    "instanceMarketOptions",
-    "rootBlockDevice.tags",
-    "scheduleExpression",
-    "description",
-    "tagSpecifications",
-    "startTime",
-    "schedule",
-    "scheduling.terminationTime",
-)
-"""Properties that carry the deadline (tags and labels, boot scripts, the spot request's end,
-the schedule). When the deadline comes from the clock rather than ``gpufit:expiresAt``, a
-later ``pulumi up`` recomputes it; ignoring changes to these keeps the first deadline (and
-spares the running machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move
-a deadline on purpose."""
-
-
-def deadline_ignore_changes(deployment: Deployment) -> list[str]:
-    return [] if deployment.deadline_pinned else list(DEADLINE_PROPERTIES)
-
-
-@dataclass(frozen=True)
-class SecretInputs:
-    """The endpoint's secrets as the stack's secret config gives them (Pulumi secret outputs):
-    ``gpufit:apiKey`` (None: generated) and ``gpufit:hfToken`` (None: the model needs none)."""
-
-    api_key: Any = None
-    hf_token: Any = None

@@ -26,7 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from policy.pricing import (
-    _describe,
+    describe_instance,
     group_hourly,
     instance_market,
     instance_offer,
@@ -62,19 +62,19 @@ from policy.resources import (
     TAG_EXPIRES_AT,
     TERMINATE_TARGET,
     PolicyConfig,
-    _count,
-    _fire_time,
-    _is_open,
-    _is_time,
-    _map,
-    _seconds,
-    _seq,
-    _stack_items,
+    as_count,
+    as_map,
+    as_seq,
     boot_data,
     config_from,
+    duration_seconds,
+    fire_time,
     instance_expiry,
+    is_open,
+    is_time,
     parse_gcp_label_time,
     parse_iso,
+    stack_items,
 )
 
 __all__ = [
@@ -132,10 +132,10 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
             "an expired instance must be destroyed, not deployed"
         )
     if resource_type in GCP_TEMPLATES:
-        problems += _template_deadline(_map(props.get("scheduling")), expiry, config)
+        problems += _template_deadline(as_map(props.get("scheduling")), expiry, config)
     if resource_type == GCP_INSTANCE:
-        scheduling = _map(props.get("scheduling"))
-        seconds = _seconds(_map(scheduling.get("maxRunDuration")))
+        scheduling = as_map(props.get("scheduling"))
+        seconds = duration_seconds(as_map(scheduling.get("maxRunDuration")))
         if seconds is None:
             problems.append(
                 "scheduling.maxRunDuration is not set: nothing deletes the VM at its deadline "
@@ -171,7 +171,7 @@ def _template_deadline(
             "a VM must be deleted, not left stopped"
         )
     at = scheduling.get("terminationTime")
-    if not at and _seconds(_map(scheduling.get("maxRunDuration"))) is None:
+    if not at and duration_seconds(as_map(scheduling.get("maxRunDuration"))) is None:
         problems.append("scheduling sets neither terminationTime nor maxRunDuration: no VM-side deadline")
     elif at:
         try:
@@ -194,14 +194,14 @@ def check_stack(resources: Iterable[tuple[Any, ...]], config: PolicyConfig | Non
     (a third element, the region, is accepted and ignored). ``config`` is unused: accepted so
     every stack check has one signature."""
     del config
-    items = _stack_items(resources)
+    items = stack_items(resources)
     instances = [props for typ, props, _ in items if typ == AWS_INSTANCE]
     if not instances:
         return []
     schedules = [
         props
         for typ, props, _ in items
-        if typ == AWS_SCHEDULE and _map(props.get("target")).get("arn") == TERMINATE_TARGET
+        if typ == AWS_SCHEDULE and as_map(props.get("target")).get("arn") == TERMINATE_TARGET
     ]
     enabled = [s for s in schedules if str(s.get("state") or "ENABLED").upper() != "DISABLED"]
     if not enabled:
@@ -211,7 +211,7 @@ def check_stack(resources: Iterable[tuple[Any, ...]], config: PolicyConfig | Non
             f"{TERMINATE_TARGET}{state}: nothing terminates them at their deadline if nobody runs "
             "`pulumi destroy`"
         ]
-    fires = [_fire_time(s) for s in enabled]
+    fires = [fire_time(s) for s in enabled]
     if any(f is None for f in fires):
         return []  # a rate/cron schedule, or one whose time cannot be read: its existence suffices
     expiries = [e for e, _ in (instance_expiry(AWS_INSTANCE, p) for p in instances) if e is not None]
@@ -236,7 +236,7 @@ def check_fleet_deadline(
     Scheduler job that resizes it to 0 (``.../instanceGroupManagers/NAME/resize?size=0``).
     Without them the group would relaunch machines after their own deadline deleted them."""
     del config
-    items = _stack_items(resources)
+    items = stack_items(resources)
     problems: list[str] = []
     expiries = [
         e
@@ -252,7 +252,7 @@ def check_fleet_deadline(
             a
             for a in actions
             if a.get("autoscalingGroupName") == name
-            and all(_count(a.get(k)) == 0 for k in ("minSize", "maxSize", "desiredCapacity"))
+            and all(as_count(a.get(k)) == 0 for k in ("minSize", "maxSize", "desiredCapacity"))
         ]
         if not to_zero:
             problems.append(
@@ -260,7 +260,7 @@ def check_fleet_deadline(
                 "capacity to 0: nothing stops it relaunching machines after their deadline"
             )
             continue
-        starts = [parse_iso(str(a["startTime"])) for a in to_zero if _is_time(a.get("startTime"))]
+        starts = [parse_iso(str(a["startTime"])) for a in to_zero if is_time(a.get("startTime"))]
         if expiries and starts and min(starts) > min(expiries) + DEADLINE_SLACK:
             problems.append(
                 f"group {name!r} is scaled to 0 at {min(starts).isoformat()}, more than {DEADLINE_SLACK} "
@@ -272,7 +272,7 @@ def check_fleet_deadline(
             continue
         name = props.get("name")
         suffix = f"/instanceGroupManagers/{name}/resize?size=0"
-        if not any(str(_map(j.get("httpTarget")).get("uri") or "").endswith(suffix) for j in jobs):
+        if not any(str(as_map(j.get("httpTarget")).get("uri") or "").endswith(suffix) for j in jobs):
             problems.append(
                 f"managed instance group {name!r} has no Cloud Scheduler job resizing it to 0: nothing "
                 "stops it recreating VMs after their deadline"
@@ -294,7 +294,7 @@ def check_hourly_budget(
     budget = config.max_hourly_usd
     market = instance_market(resource_type, props)
     where = region or instance_region(resource_type, props)
-    label = _describe(resource_type, props)
+    label = describe_instance(resource_type, props)
     offer = instance_offer(resource_type, props, config, region)
     if offer is None:
         place = f" in {where}" if where else ""
@@ -319,7 +319,7 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
     if config.max_hourly_usd is None:
         return []
     total, count = 0.0, 0
-    for typ, props, region in _stack_items(resources):
+    for typ, props, region in stack_items(resources):
         if typ not in GPU_INSTANCES:
             continue
         offer = instance_offer(typ, props, config, region)
@@ -327,8 +327,8 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
             total += offer.hourly_usd
             count += 1
     problems: list[str] = []
-    templates = [props for typ, props, _ in _stack_items(resources) if typ in GCP_TEMPLATES]
-    for typ, props, region in _stack_items(resources):
+    templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
+    for typ, props, region in stack_items(resources):
         if typ not in (AWS_GROUP, *GCP_GROUPS):
             continue
         worst, unpriced = group_hourly(typ, props, templates, config, region)
@@ -356,7 +356,7 @@ def check_imdsv2(resource_type: str, props: Mapping[str, Any], config: PolicyCon
     del config
     if resource_type not in (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE):
         return []
-    tokens = _map(props.get("metadataOptions")).get("httpTokens")
+    tokens = as_map(props.get("metadataOptions")).get("httpTokens")
     if tokens != "required":
         shown = "unset (defaults to optional)" if tokens is None else repr(tokens)
         return [f"metadataOptions.httpTokens is {shown}: IMDSv2 must be required"]
@@ -376,21 +376,21 @@ def check_disk_encryption(resource_type: str, props: Mapping[str, Any], config: 
             return []
         return ["EBS volume is not encrypted (encrypted must be true)"]
     if resource_type == AWS_LAUNCH_TEMPLATE:
-        mappings = [_map(m) for m in _seq(props.get("blockDeviceMappings"))]
+        mappings = [as_map(m) for m in as_seq(props.get("blockDeviceMappings"))]
         if not mappings:
             return ["blockDeviceMappings is empty: the root volume takes the AMI's default encryption"]
         return [
             f"blockDeviceMappings[{i}] ({m.get('deviceName')}) is not encrypted (ebs.encrypted must be true)"
             for i, m in enumerate(mappings)
-            if str(_map(m.get("ebs")).get("encrypted")).lower() != "true"
+            if str(as_map(m.get("ebs")).get("encrypted")).lower() != "true"
         ]
     if resource_type != AWS_INSTANCE:
         return []
     problems: list[str] = []
-    if _map(props.get("rootBlockDevice")).get("encrypted") is not True:
+    if as_map(props.get("rootBlockDevice")).get("encrypted") is not True:
         problems.append("rootBlockDevice is not encrypted (rootBlockDevice.encrypted must be true)")
-    for index, entry in enumerate(_seq(props.get("ebsBlockDevices"))):
-        device = _map(entry)
+    for index, entry in enumerate(as_seq(props.get("ebsBlockDevices"))):
+        device = as_map(entry)
         if device.get("encrypted") is not True:
             name = device.get("deviceName") or f"#{index}"
             problems.append(f"ebsBlockDevices[{index}] ({name}) is not encrypted (encrypted must be true)")
@@ -401,7 +401,7 @@ def check_disk_encryption(resource_type: str, props: Mapping[str, Any], config: 
 
 
 def _open_cidrs(values: Iterable[Any]) -> list[str]:
-    return [str(v) for v in values if _is_open(v)]
+    return [str(v) for v in values if is_open(v)]
 
 
 def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
@@ -411,35 +411,36 @@ def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: 
     source at all applies to 0.0.0.0/0 as well)."""
     del config
     problems: list[str] = []
-    opened_on_purpose = _map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true"
+    opened_on_purpose = as_map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true"
     if resource_type == AWS_SECURITY_GROUP:
-        for index, entry in enumerate(_seq(props.get("ingress"))):
-            rule = _map(entry)
-            if opened_on_purpose and (_count(rule.get("fromPort")), _count(rule.get("toPort"))) in (
+        for index, entry in enumerate(as_seq(props.get("ingress"))):
+            rule = as_map(entry)
+            if opened_on_purpose and (as_count(rule.get("fromPort")), as_count(rule.get("toPort"))) in (
                 (80, 80),
                 (443, 443),
             ):
                 continue  # a load balancer's listener the spec opened (access.allow_api_from_anywhere)
-            opened = _open_cidrs([*_seq(rule.get("cidrBlocks")), *_seq(rule.get("ipv6CidrBlocks"))])
+            opened = _open_cidrs([*as_seq(rule.get("cidrBlocks")), *as_seq(rule.get("ipv6CidrBlocks"))])
             problems += [f"ingress[{index}] admits {c} (ports {_ports(rule)})" for c in opened]
     elif resource_type == AWS_SG_INGRESS_RULE:
         opened = _open_cidrs([props.get("cidrIpv4"), props.get("cidrIpv6")])
         problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
     elif resource_type == AWS_SG_RULE and str(props.get("type") or "").lower() == "ingress":
-        opened = _open_cidrs([*_seq(props.get("cidrBlocks")), *_seq(props.get("ipv6CidrBlocks"))])
+        opened = _open_cidrs([*as_seq(props.get("cidrBlocks")), *as_seq(props.get("ipv6CidrBlocks"))])
         problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
     elif resource_type == GCP_FIREWALL and str(props.get("direction") or "INGRESS").upper() == "INGRESS":
-        if not _seq(props.get("allows")) and _seq(props.get("denies")):
+        if not as_seq(props.get("allows")) and as_seq(props.get("denies")):
             return []  # a deny rule shuts traffic out, whatever its sources
-        ranges = _seq(props.get("sourceRanges"))
+        ranges = as_seq(props.get("sourceRanges"))
         problems += [f"INGRESS firewall admits {c}" for c in _open_cidrs(ranges)]
-        if not ranges and not _seq(props.get("sourceTags")) and not _seq(props.get("sourceServiceAccounts")):
+        sources = as_seq(props.get("sourceTags")) or as_seq(props.get("sourceServiceAccounts"))
+        if not ranges and not sources:
             problems.append("INGRESS firewall names no source: Compute Engine applies it to 0.0.0.0/0")
     return problems
 
 
 def _ports(rule: Mapping[str, Any]) -> str:
-    low, high = _count(rule.get("fromPort")), _count(rule.get("toPort"))
+    low, high = as_count(rule.get("fromPort")), as_count(rule.get("toPort"))
     protocol = rule.get("protocol") or rule.get("ipProtocol") or "?"
     return f"{protocol} {low}-{high}" if low is not None else str(protocol)
 
@@ -470,7 +471,7 @@ def check_private_buckets(resource_type: str, props: Mapping[str, Any], config: 
         member = props.get("member")
         return [f"grants {props.get('role')} to {member}"] if member in PUBLIC_MEMBERS else []
     if resource_type == GCP_BUCKET_IAM_BINDING:
-        public = [m for m in _seq(props.get("members")) if m in PUBLIC_MEMBERS]
+        public = [m for m in as_seq(props.get("members")) if m in PUBLIC_MEMBERS]
         return [f"grants {props.get('role')} to {m}" for m in public]
     return []
 
@@ -517,14 +518,14 @@ def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: 
     Armor policy may allow everyone (``*``, 0.0.0.0/0, ::/0) only when its description carries
     ``access.allow_api_from_anywhere``."""
     del config
-    if resource_type == ALB and props.get("internal") is not True and not _seq(props.get("securityGroups")):
+    if resource_type == ALB and props.get("internal") is not True and not as_seq(props.get("securityGroups")):
         return ["an internet-facing load balancer without a security group admits everyone"]
     if resource_type == GCP_SECURITY_POLICY and OPEN_BY_CHOICE not in str(props.get("description") or ""):
         problems = []
-        for rule in _seq(props.get("rules")):
-            r = _map(rule)
-            ranges = _seq(_map(_map(r.get("match")).get("config")).get("srcIpRanges"))
-            if str(r.get("action", "")).startswith("allow") and any(v == "*" or _is_open(v) for v in ranges):
+        for rule in as_seq(props.get("rules")):
+            r = as_map(rule)
+            ranges = as_seq(as_map(as_map(r.get("match")).get("config")).get("srcIpRanges"))
+            if str(r.get("action", "")).startswith("allow") and any(v == "*" or is_open(v) for v in ranges):
                 problems.append(f"rule {r.get('priority')} allows every address: name access.api_cidrs")
         return problems
     return []

@@ -8,17 +8,17 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from policy.resources import (
-    _AWS_ZONE,
     AWS_GROUP,
     AWS_INSTANCE,
+    AWS_ZONE,
     GCP_GROUPS,
     GCP_INSTANCE,
     TAG_ZONES,
     PolicyConfig,
-    _count,
-    _last_segment,
-    _map,
-    _seq,
+    as_count,
+    as_map,
+    as_seq,
+    last_segment,
 )
 from selector.catalog import Catalog, Offer, load_catalog
 
@@ -31,9 +31,9 @@ def _catalog(path: str | None) -> Catalog:
 def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
     """``spot`` or ``on-demand``, as the instance's own settings say."""
     if resource_type == AWS_INSTANCE:
-        market = _map(props.get("instanceMarketOptions")).get("marketType")
+        market = as_map(props.get("instanceMarketOptions")).get("marketType")
         return "spot" if market == "spot" else "on-demand"
-    scheduling = _map(props.get("scheduling"))
+    scheduling = as_map(props.get("scheduling"))
     model = str(scheduling.get("provisioningModel") or "").upper()
     return "spot" if model == "SPOT" or scheduling.get("preemptible") is True else "on-demand"
 
@@ -41,37 +41,37 @@ def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
 def instance_region(resource_type: str, props: Mapping[str, Any]) -> str | None:
     """The region from the instance's own zone (AWS ``availabilityZone``, GCP ``zone``), if set."""
     if resource_type == AWS_INSTANCE:
-        match = _AWS_ZONE.fullmatch(str(props.get("availabilityZone") or ""))
+        match = AWS_ZONE.fullmatch(str(props.get("availabilityZone") or ""))
         return match.group(1) if match else None
     zone = props.get("zone")
     if not zone:
         return None
-    name = _last_segment(zone)
+    name = last_segment(zone)
     return name.rsplit("-", 1)[0] if "-" in name else None
 
 
-def _describe(resource_type: str, props: Mapping[str, Any]) -> str:
+def describe_instance(resource_type: str, props: Mapping[str, Any]) -> str:
     if resource_type == AWS_INSTANCE:
         return f"aws {props.get('instanceType')}"
     accelerators = [
-        f"{_last_segment(_map(a).get('type'))}x{_count(_map(a).get('count'))}"
-        for a in _seq(props.get("guestAccelerators"))
+        f"{last_segment(as_map(a).get('type'))}x{as_count(as_map(a).get('count'))}"
+        for a in as_seq(props.get("guestAccelerators"))
     ]
     extra = f" + {', '.join(accelerators)}" if accelerators else ""
-    return f"gcp {_last_segment(props.get('machineType'))}{extra}"
+    return f"gcp {last_segment(props.get('machineType'))}{extra}"
 
 
 def _matches(offer: Offer, resource_type: str, props: Mapping[str, Any]) -> bool:
     it = offer.instance
     if resource_type == AWS_INSTANCE:
         return it.cloud == "aws" and it.machine_type == props.get("instanceType")
-    if it.cloud != "gcp" or it.machine_type != _last_segment(props.get("machineType")):
+    if it.cloud != "gcp" or it.machine_type != last_segment(props.get("machineType")):
         return False
     if it.attached_accelerator is None:
         return True  # accelerator-optimized series (A2, A3, G2, ...): the GPUs come with the type
-    attached = [_map(a) for a in _seq(props.get("guestAccelerators"))]
+    attached = [as_map(a) for a in as_seq(props.get("guestAccelerators"))]
     return any(
-        _last_segment(a.get("type")) == it.attached_accelerator and _count(a.get("count")) == it.gpu_count
+        last_segment(a.get("type")) == it.attached_accelerator and as_count(a.get("count")) == it.gpu_count
         for a in attached
     )
 
@@ -82,14 +82,15 @@ def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[st
     zones. Empty when unknown (anywhere in the region)."""
     if resource_type == GCP_INSTANCE or resource_type in GCP_GROUPS:
         raw = props.get("zone") if resource_type == GCP_INSTANCE else props.get("distributionPolicyZones")
-        names = [raw] if isinstance(raw, str) else list(_seq(raw))
-        return frozenset(_last_segment(z) for z in names if z)
+        names = [raw] if isinstance(raw, str) else list(as_seq(raw))
+        return frozenset(last_segment(z) for z in names if z)
     tags = props.get("tags")
     value: Any = None
     if isinstance(tags, Mapping):
         value = tags.get(TAG_ZONES)
     else:
-        value = next((_map(t).get("value") for t in _seq(tags) if _map(t).get("key") == TAG_ZONES), None)
+        pairs = (as_map(t) for t in as_seq(tags))
+        value = next((t.get("value") for t in pairs if t.get("key") == TAG_ZONES), None)
     return frozenset(z for z in str(value).split(",") if z) if value else frozenset()
 
 
@@ -138,13 +139,13 @@ def group_hourly(
     with its attached GPUs)."""
     worst, unpriced = 0.0, []
     if resource_type == AWS_GROUP:
-        policy = _map(props.get("mixedInstancesPolicy"))
-        distribution = _map(policy.get("instancesDistribution"))
-        spot = _count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
-        capacity = _count(props.get("maxSize")) or 0
-        for override in _seq(_map(policy.get("launchTemplate")).get("overrides")):
-            o = _map(override)
-            weight = _count(o.get("weightedCapacity")) or 1
+        policy = as_map(props.get("mixedInstancesPolicy"))
+        distribution = as_map(policy.get("instancesDistribution"))
+        spot = as_count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
+        capacity = as_count(props.get("maxSize")) or 0
+        for override in as_seq(as_map(policy.get("launchTemplate")).get("overrides")):
+            o = as_map(override)
+            weight = as_count(o.get("weightedCapacity")) or 1
             shape = {"instanceType": o.get("instanceType")}
             if spot:
                 shape["instanceMarketOptions"] = {"marketType": "spot"}
@@ -155,12 +156,12 @@ def group_hourly(
             worst = max(worst, offer.hourly_usd * -(-capacity // weight))
         return worst, unpriced
     template = templates[0] if templates else {}
-    raw = _map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
+    raw = as_map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
     # Pulumi passes the selections as a list; the Compute API writes them as a map by name.
-    selections = list(raw.values()) if isinstance(raw, Mapping) else list(_seq(raw))
-    types = [t for sel in selections for t in _seq(_map(sel).get("machineTypes"))]
+    selections = list(raw.values()) if isinstance(raw, Mapping) else list(as_seq(raw))
+    types = [t for sel in selections for t in as_seq(as_map(sel).get("machineTypes"))]
     if not types:
-        types = [_last_segment(template.get("machineType"))]
+        types = [last_segment(template.get("machineType"))]
     for machine_type in types:
         shape = {
             "machineType": machine_type,
@@ -171,5 +172,5 @@ def group_hourly(
         if offer is None:
             unpriced.append(f"gcp {machine_type}")
             continue
-        worst = max(worst, offer.hourly_usd * (_count(props.get("targetSize")) or 0))
+        worst = max(worst, offer.hourly_usd * (as_count(props.get("targetSize")) or 0))
     return worst, unpriced

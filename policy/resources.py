@@ -72,7 +72,7 @@ PUBLIC_ACCESS_BLOCK_FLAGS = (
 )
 
 _GCP_LABEL_TIME = re.compile(r"(\d{4}-\d{2}-\d{2})t(\d{2})-(\d{2})-(\d{2})z")
-_AWS_ZONE = re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]")
+AWS_ZONE = re.compile(r"([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]")
 _AT_EXPRESSION = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
 
 
@@ -110,17 +110,17 @@ def config_from(raw: Mapping[str, Any], now: datetime) -> PolicyConfig:
     return PolicyConfig(now=now, max_hourly_usd=budget, catalog=catalog or None)
 
 
-def _map(value: Any) -> Mapping[str, Any]:
+def as_map(value: Any) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _seq(value: Any) -> Sequence[Any]:
+def as_seq(value: Any) -> Sequence[Any]:
     if isinstance(value, Sequence) and not isinstance(value, str | bytes):
         return value
     return ()
 
 
-def _last_segment(value: Any) -> str:
+def last_segment(value: Any) -> str:
     """``zones/us-central1-a/machineTypes/a2-highgpu-1g`` → ``a2-highgpu-1g``."""
     return str(value).rstrip("/").rsplit("/", 1)[-1]
 
@@ -142,7 +142,7 @@ def parse_gcp_label_time(text: str) -> datetime:
     return parse_iso(f"{date}T{hh}:{mm}:{ss}Z")
 
 
-def _is_open(cidr: Any) -> bool:
+def is_open(cidr: Any) -> bool:
     """True for a CIDR that covers every address of its family (``0.0.0.0/0``, ``::/0``)."""
     try:
         return ipaddress.ip_network(str(cidr).strip(), strict=False).prefixlen == 0
@@ -156,16 +156,18 @@ def instance_expiry(resource_type: str, props: Mapping[str, Any]) -> tuple[datet
     (``tagSpecifications`` of resource type ``instance``)."""
     if resource_type == AWS_LAUNCH_TEMPLATE:
         specs = [
-            _map(t) for t in _seq(props.get("tagSpecifications")) if _map(t).get("resourceType") == "instance"
+            as_map(t)
+            for t in as_seq(props.get("tagSpecifications"))
+            if as_map(t).get("resourceType") == "instance"
         ]
-        if not any(_map(t.get("tags")).get(TAG_EXPIRES_AT) for t in specs):
+        if not any(as_map(t.get("tags")).get(TAG_EXPIRES_AT) for t in specs):
             return None, f"tagSpecifications give launched instances no {TAG_EXPIRES_AT!r} tag"
     if resource_type in (AWS_INSTANCE, AWS_LAUNCH_TEMPLATE):
-        key, value = TAG_EXPIRES_AT, _map(props.get("tags")).get(TAG_EXPIRES_AT)
+        key, value = TAG_EXPIRES_AT, as_map(props.get("tags")).get(TAG_EXPIRES_AT)
         parse = parse_iso
         where = f"tag {key!r}"
     else:
-        key, value = LABEL_EXPIRES_AT, _map(props.get("labels")).get(LABEL_EXPIRES_AT)
+        key, value = LABEL_EXPIRES_AT, as_map(props.get("labels")).get(LABEL_EXPIRES_AT)
         parse = parse_gcp_label_time
         where = f"label {key!r}"
     if value is None or value == "":
@@ -178,14 +180,14 @@ def instance_expiry(resource_type: str, props: Mapping[str, Any]) -> tuple[datet
         return None, f"{where} is malformed: {err}"
 
 
-def _count(value: Any) -> int | None:
+def as_count(value: Any) -> int | None:
     try:
         return int(float(value))
     except (TypeError, ValueError):
         return None
 
 
-def _seconds(duration: Mapping[str, Any]) -> float | None:
+def duration_seconds(duration: Mapping[str, Any]) -> float | None:
     try:
         seconds = float(duration.get("seconds") or 0) + float(duration.get("nanos") or 0) / 1e9
     except (TypeError, ValueError):
@@ -193,7 +195,7 @@ def _seconds(duration: Mapping[str, Any]) -> float | None:
     return seconds if seconds > 0 else None
 
 
-def _fire_time(props: Mapping[str, Any]) -> datetime | None:
+def fire_time(props: Mapping[str, Any]) -> datetime | None:
     """When a one-time ``at(...)`` schedule fires, in UTC; None for rate/cron or unreadable."""
     match = _AT_EXPRESSION.fullmatch(str(props.get("scheduleExpression") or "").strip())
     if not match:
@@ -206,18 +208,18 @@ def _fire_time(props: Mapping[str, Any]) -> datetime | None:
     return datetime.fromisoformat(match.group(1)).replace(tzinfo=zone).astimezone(UTC)
 
 
-def _stack_items(
+def stack_items(
     resources: Iterable[tuple[Any, ...]],
 ) -> list[tuple[str, Mapping[str, Any], str | None]]:
     items: list[tuple[str, Mapping[str, Any], str | None]] = []
     for entry in resources:
-        typ, props = str(entry[0]), _map(entry[1])
+        typ, props = str(entry[0]), as_map(entry[1])
         region = entry[2] if len(entry) > 2 and isinstance(entry[2], str) else None
         items.append((typ, props, region))
     return items
 
 
-def _is_time(value: Any) -> bool:
+def is_time(value: Any) -> bool:
     try:
         parse_iso(str(value))
     except ValueError:
@@ -239,6 +241,6 @@ def boot_data(resource_type: str, props: Mapping[str, Any]) -> str:
     if resource_type == AWS_INSTANCE:
         return str(props.get("userData") or "")
     if resource_type in (GCP_INSTANCE, *GCP_TEMPLATES):
-        metadata = _map(props.get("metadata"))
+        metadata = as_map(props.get("metadata"))
         return str(metadata.get("startup-script") or "") + str(props.get("metadataStartupScript") or "")
     return ""

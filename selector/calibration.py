@@ -44,7 +44,7 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.fit import _serving_shape
+from selector.sizing.fit import serving_shape
 from selector.spec import TRAINING_TASKS, parse_spec
 
 Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours"]
@@ -286,7 +286,7 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
     if shape.tensor_parallel != tp:
         if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
             raise CalibrationError(f"case {case.id}: gpufit says TP {tp} does not hold the model")
-        forced = _serving_shape(req, it, tp, 1)
+        forced = serving_shape(req, it, tp, 1)
         if isinstance(forced, Rejection):
             raise CalibrationError(f"case {case.id}: {forced.reason}")
         detail = f"TP {tp} as published; gpufit alone picks TP {shape.tensor_parallel}"

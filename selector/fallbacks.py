@@ -80,7 +80,7 @@ class Fallback:
 def fleet_units(choice: Shape) -> int:
     """The fleet's desired capacity in replicas (capacity units): a service's replicas (what
     the token rate needs); for a job, every replica its instances hold, since all of them
-    share the work (``sizing.fit._serving_shape`` times the job over the whole fleet)."""
+    share the work (``sizing.fit.serving_shape`` times the job over the whole fleet)."""
     if choice.job_hours is None:
         return max(choice.replicas, 1)
     return max(choice.replicas, choice.replicas_per_instance * choice.instances // choice.nodes_per_replica)
@@ -89,7 +89,7 @@ def fleet_units(choice: Shape) -> int:
 def fleet_shape(own: Shape, units: int) -> Shape:
     """``own`` (a fallback type's fitted shape) resized to carry ``units`` replicas: instances
     ⌈units ÷ replicas per instance⌉; a job's hours scale inversely with the instances, since
-    its work divides over replicas (``sizing.fit._serving_shape``: hours = work ÷ (GPUs × rate))."""
+    its work divides over replicas (``sizing.fit.serving_shape``: hours = work ÷ (GPUs × rate))."""
     instances = math.ceil(units / own.replicas_per_instance)
     hours = own.job_hours * own.instances / instances if own.job_hours is not None else None
     return replace(own, instances=instances, replicas=units, job_hours=hours)

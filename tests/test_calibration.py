@@ -27,8 +27,9 @@ CASES = ROOT / "docs" / "calibration.yaml"
 TABLE = ROOT / "docs" / "calibration.md"
 
 KNOWN_OUT_OF_BAND: dict[Kind, str] = {}
-"""Kinds whose band check is expected to fail until a proposed fix to selector/sizing.py lands
-(strict: the test fails once the kind is back in band, so this entry must then be removed)."""
+"""Kinds whose band check is expected to fail until a proposed fix to the sizing model
+(selector/sizing/) lands (strict: the test fails once the kind is back in band, so this entry
+must then be removed)."""
 
 
 @pytest.fixture(scope="module")

@@ -18,15 +18,9 @@ from typing import Any
 
 import pytest
 
-from catalog.gcp import (
-    N1_LIMITS,
-    SOURCE_BILLING,
-    SOURCE_COMPUTE,
-    GcpCatalogFetcher,
-    family_keys,
-    gpu_key,
-    vm_family_key,
-)
+from catalog.gcp import GcpCatalogFetcher
+from catalog.gcp.machine_types import N1_LIMITS, SOURCE_COMPUTE
+from catalog.gcp.prices import SOURCE_BILLING, family_keys, gpu_key, vm_family_key
 from catalog.refresh import FetchResult
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.gcp import check_endpoint

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.pulumi_harness import ROOT
+from tests.test_architecture import INSTALLED
 
 PULUMI = shutil.which("pulumi")
 STACKS = sorted((ROOT / "stacks").glob("Pulumi.*.yaml"))
@@ -34,19 +35,7 @@ def _project_copy(tmp_path: Path) -> Path:
     work.mkdir()
     for name in ("Pulumi.yaml", "__main__.py", "pyproject.toml", "uv.lock", "README.md"):
         shutil.copy(ROOT / name, work / name)
-    for folder in (
-        "selector",
-        "hub",
-        "cloudapi",
-        "deployment",
-        "catalog",
-        "machine",
-        "gitops",
-        "providers",
-        "cli",
-        "stacks",
-        "schema",
-    ):
+    for folder in (*sorted(INSTALLED), "stacks", "schema"):  # the project, which uv installs
         shutil.copytree(ROOT / folder, work / folder)
     return work
 

@@ -196,7 +196,7 @@ def test_multi_node_checkpointed_spot_stays_up_after_a_failure() -> None:
 
 
 def test_a_clock_deadline_is_kept_by_later_updates_and_a_pinned_one_moves() -> None:
-    from deployment import DEADLINE_PROPERTIES, deadline_ignore_changes
+    from providers.base import DEADLINE_PROPERTIES, deadline_ignore_changes
 
     d, result = deployment("guanaco-65b")
     assert not d.deadline_pinned and deadline_ignore_changes(d) == list(DEADLINE_PROPERTIES)

@@ -5,15 +5,5 @@ asks and how it fails), ``client`` (the retried Compute Engine and Cloud Billing
 Importing it loads neither the Google clients nor tenacity: they are imported when called."""
 
 from catalog.gcp.fetcher import GcpCatalogFetcher
-from catalog.gcp.machine_types import N1_LIMITS, SOURCE_COMPUTE
-from catalog.gcp.prices import SOURCE_BILLING, family_keys, gpu_key, vm_family_key
 
-__all__ = [
-    "N1_LIMITS",
-    "SOURCE_BILLING",
-    "SOURCE_COMPUTE",
-    "GcpCatalogFetcher",
-    "family_keys",
-    "gpu_key",
-    "vm_family_key",
-]
+__all__ = ["GcpCatalogFetcher"]

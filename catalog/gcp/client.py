@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from catalog.gcp.machine_types import BUNDLED_FAMILIES, N1_HOSTS, _Listing, _MachineType
-from catalog.gcp.prices import _PriceBook, read_sku
+from catalog.gcp.machine_types import BUNDLED_FAMILIES, N1_HOSTS, Listing, MachineType
+from catalog.gcp.prices import PriceBook, read_sku
 from cloudapi.calls import CallCounter
-from cloudapi.gcp import CredentialSource, _Api, auth_error, describe_error, is_transient, retry_after_seconds
+from cloudapi.gcp import Api, CredentialSource, auth_error, describe_error, is_transient, retry_after_seconds
 
 if TYPE_CHECKING:
     from google.auth.credentials import Credentials
@@ -25,7 +25,7 @@ COMPUTE_ENGINE_SERVICE = "services/6F81-5844-456A"
 """The Cloud Billing Catalog's service id for Compute Engine."""
 
 
-class _CallFailed(Exception):
+class CallFailed(Exception):
     """An API call that failed for good (retries spent, or an error retrying cannot fix)."""
 
     def __init__(self, api: str, cause: BaseException, attempts: int) -> None:
@@ -36,14 +36,14 @@ class _CallFailed(Exception):
         super().__init__(f"{api}: {describe_error(cause)}{tries}")
 
 
-REGIONS_LIST = _Api("compute regions.list", "compute.regions.list", "roles/compute.viewer")
-MACHINE_TYPES_LIST = _Api(
+REGIONS_LIST = Api("compute regions.list", "compute.regions.list", "roles/compute.viewer")
+MACHINE_TYPES_LIST = Api(
     "compute machineTypes.aggregatedList", "compute.machineTypes.list", "roles/compute.viewer"
 )
-ACCELERATOR_TYPES_LIST = _Api(
+ACCELERATOR_TYPES_LIST = Api(
     "compute acceleratorTypes.aggregatedList", "compute.acceleratorTypes.list", "roles/compute.viewer"
 )
-SKUS_LIST = _Api(
+SKUS_LIST = Api(
     "cloudbilling services.skus.list",
     "billing.services.skus.list (a public catalog: no IAM role needed)",
     "credentials with the cloud-billing.readonly or cloud-platform scope and the Cloud Billing API "
@@ -131,7 +131,7 @@ class GcpCatalogClient:
             or self._abort.is_set()
         )
 
-    def _call(self, api: _Api, fn: Callable[[], T]) -> T:
+    def _call(self, api: Api, fn: Callable[[], T]) -> T:
         """One HTTP call under tenacity; every attempt is counted."""
         from tenacity import Retrying, retry_if_exception
 
@@ -140,7 +140,7 @@ class GcpCatalogClient:
         def attempt() -> T:
             nonlocal attempts
             if self._abort.is_set():
-                raise _CallFailed(api.name, RuntimeError("abandoned: the refresh was aborted"), attempts)
+                raise CallFailed(api.name, RuntimeError("abandoned: the refresh was aborted"), attempts)
             attempts += 1
             self.counter.add()
             self._calls.add()
@@ -155,7 +155,7 @@ class GcpCatalogClient:
         )
         try:
             return retrying(attempt)
-        except _CallFailed:
+        except CallFailed:
             raise
         except Exception as error:
             auth = auth_error(error, api, self.project)
@@ -169,10 +169,10 @@ class GcpCatalogClient:
 
             # an answer that cannot be had or read fails this listing (its region), not the refresh
             if isinstance(error, GoogleAPIError | GoogleAuthError | requests.RequestException | ParseError):
-                raise _CallFailed(api.name, error, attempts) from error
+                raise CallFailed(api.name, error, attempts) from error
             raise
 
-    def _pages(self, api: _Api, fetch_page: Callable[[str], tuple[T, str]]) -> Iterator[T]:
+    def _pages(self, api: Api, fetch_page: Callable[[str], tuple[T, str]]) -> Iterator[T]:
         """A paginated listing, one retried call per page: a page that fails is retried alone,
         with the same token, instead of restarting the listing."""
         token = ""
@@ -183,7 +183,7 @@ class GcpCatalogClient:
             if not token:
                 return
             if token in seen:
-                raise _CallFailed(api.name, RuntimeError(f"page token {token!r} repeated"), 1)
+                raise CallFailed(api.name, RuntimeError(f"page token {token!r} repeated"), 1)
             seen.add(token)
 
     # -- listings ---------------------------------------------------------------------------
@@ -219,7 +219,7 @@ class GcpCatalogClient:
     def _wanted_machine_type(name: str) -> bool:
         return name.split("-", 1)[0] in BUNDLED_FAMILIES or name in N1_HOSTS
 
-    def _aggregated(self, kind: str, api: _Api, region: str, expression: str) -> tuple[list[Any], bool]:
+    def _aggregated(self, kind: str, api: Api, region: str, expression: str) -> tuple[list[Any], bool]:
         """All pages of a region's aggregated listing; with the server-side filter, or, if the
         API rejects it (400), without it (the scopes are filtered here in any case)."""
         from google.api_core.exceptions import BadRequest
@@ -244,12 +244,12 @@ class GcpCatalogClient:
 
         try:
             return listing(expression), False
-        except _CallFailed as failed:
+        except CallFailed as failed:
             if isinstance(failed.cause, BadRequest) and expression:
                 return listing(""), True
             raise
 
-    def _zone_scopes(self, pages: Iterable[Any], region: str, listing: _Listing) -> Iterator[tuple[str, Any]]:
+    def _zone_scopes(self, pages: Iterable[Any], region: str, listing: Listing) -> Iterator[tuple[str, Any]]:
         """The (zone, scoped list) pairs of an aggregated listing that lie in ``region``,
         recording the zones seen and those reported unreachable in ``listing``."""
         for response in pages:
@@ -263,12 +263,12 @@ class GcpCatalogClient:
                     listing.unreachable.add(zone)
                 yield zone, scoped
 
-    def _list_machine_types(self, region: str) -> _Listing:
+    def _list_machine_types(self, region: str) -> Listing:
         names = "|".join(BUNDLED_FAMILIES)
         hosts = "|".join(h.removeprefix("n1-standard-") for h in N1_HOSTS)
         expression = f'({self._zone_filter(region)}) (name eq "({names})-.*|n1-standard-({hosts})")'
         pages, rejected = self._aggregated("machine_types", MACHINE_TYPES_LIST, region, expression)
-        listing = _Listing(filter_rejected=rejected)
+        listing = Listing(filter_rejected=rejected)
         for zone, scoped in self._zone_scopes(pages, region, listing):
             for mt in scoped.machine_types:
                 if not self._wanted_machine_type(mt.name) or mt.deprecated.state in (
@@ -280,15 +280,15 @@ class GcpCatalogClient:
                     sorted((a.guest_accelerator_type, a.guest_accelerator_count) for a in mt.accelerators)
                 )
                 listing.machine_types.append(
-                    _MachineType(mt.name, zone, mt.guest_cpus, mt.memory_mb, accelerators)
+                    MachineType(mt.name, zone, mt.guest_cpus, mt.memory_mb, accelerators)
                 )
         return listing
 
-    def _list_accelerator_types(self, region: str) -> _Listing:
+    def _list_accelerator_types(self, region: str) -> Listing:
         pages, rejected = self._aggregated(
             "accelerator_types", ACCELERATOR_TYPES_LIST, region, self._zone_filter(region)
         )
-        listing = _Listing(filter_rejected=rejected)
+        listing = Listing(filter_rejected=rejected)
         for zone, scoped in self._zone_scopes(pages, region, listing):
             for accelerator in scoped.accelerator_types:
                 if accelerator.deprecated.state in ("OBSOLETE", "DELETED"):
@@ -298,17 +298,17 @@ class GcpCatalogClient:
                 )
         return listing
 
-    def _scopes_unreachable(self, response: Any, region: str, listing: _Listing) -> None:
+    def _scopes_unreachable(self, response: Any, region: str, listing: Listing) -> None:
         for scope in response.unreachables:
             zone = self._zone_of(scope)
             if self._region_of(zone) == region or zone == region:
                 listing.unreachable.add(zone)
 
-    def _list_skus(self, regions: set[str]) -> _PriceBook:
+    def _list_skus(self, regions: set[str]) -> PriceBook:
         from google.cloud import billing_v1
 
         client = self._client("billing")
-        book = _PriceBook()
+        book = PriceBook()
 
         def page(token: str) -> tuple[billing_v1.ListSkusResponse, str]:
             request = billing_v1.ListSkusRequest(

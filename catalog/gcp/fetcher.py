@@ -39,24 +39,24 @@ from concurrent.futures import Executor, Future, as_completed
 from datetime import UTC, date, datetime
 from typing import Any
 
-from catalog.gcp.client import GcpCatalogClient, _CallFailed
+from catalog.gcp.client import CallFailed, GcpCatalogClient
 from catalog.gcp.machine_types import (
     N1_HOSTS,
     N1_LIMITS,
     SOURCE_COMPUTE,
     SOURCES_STATIC,
-    _Listing,
-    _MachineType,
+    Listing,
+    MachineType,
     bundled_type,
     n1_type,
 )
-from catalog.gcp.prices import _EXAMPLES, SOURCE_BILLING, _PriceBook, gpu_key, price_offer
+from catalog.gcp.prices import EXAMPLES, SOURCE_BILLING, PriceBook, gpu_key, price_offer
 from catalog.refresh import FetchResult
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.gcp import (
-    _GCP_REGION,
     BILLING_ENDPOINT_ENV,
     COMPUTE_ENDPOINT_ENV,
+    GCP_REGION,
     PROJECT_ENV,
     CredentialSource,
     check_endpoint,
@@ -138,13 +138,13 @@ class GcpCatalogFetcher(GcpCatalogClient):
             progress("gcp: listing regions")
             try:
                 wanted = self._list_regions()
-            except _CallFailed as error:
+            except CallFailed as error:
                 result.regions_failed["*"] = str(error)
                 result.notes.append(f"could not list regions, nothing refreshed: {error}")
                 result.calls = self._calls.count - start_calls
                 return result
         else:
-            wanted = sorted(dict.fromkeys(r for r in regions if _GCP_REGION.match(r)))
+            wanted = sorted(dict.fromkeys(r for r in regions if GCP_REGION.match(r)))
             ignored = sorted(set(regions) - set(wanted))
             if ignored:
                 result.notes.append(f"ignored names that are not GCP regions: {', '.join(ignored)}")
@@ -160,16 +160,16 @@ class GcpCatalogFetcher(GcpCatalogClient):
             tasks[pool.submit(self._list_machine_types, region)] = ("machine_types", region)
             tasks[pool.submit(self._list_accelerator_types, region)] = ("accelerator_types", region)
 
-        book: _PriceBook | None = None
+        book: PriceBook | None = None
         billing_failure = ""
-        listings: dict[str, list[_Listing]] = {region: [] for region in wanted}
+        listings: dict[str, list[Listing]] = {region: [] for region in wanted}
         failed: dict[str, str] = {}
         try:
             for future in as_completed(tasks):
                 kind, region = tasks[future]
                 try:
                     value = future.result()
-                except _CallFailed as error:
+                except CallFailed as error:
                     if kind == "billing":
                         billing_failure = str(error)
                         progress(f"gcp: billing SKUs failed: {error}")
@@ -229,13 +229,13 @@ class GcpCatalogFetcher(GcpCatalogClient):
     def _price(
         self,
         regions: list[str],
-        listings: dict[str, list[_Listing]],
-        book: _PriceBook,
+        listings: dict[str, list[Listing]],
+        book: PriceBook,
         today: str,
         result: FetchResult,
     ) -> None:
         types: dict[str, dict[str, Any]] = {}
-        shapes: dict[str, _MachineType] = {}
+        shapes: dict[str, MachineType] = {}
         unknown_gpu: dict[str, str] = {}
         odd_shapes: set[str] = set()
         unpriced: list[str] = []
@@ -256,7 +256,7 @@ class GcpCatalogFetcher(GcpCatalogClient):
             bundled_accelerators.update(a for mt in machine_types for a, _ in mt.accelerators)
 
             # (instance name, machine type, accelerator, count) offered in this region
-            offered: dict[str, tuple[_MachineType, str, int]] = {}
+            offered: dict[str, tuple[MachineType, str, int]] = {}
             zones: dict[str, set[str]] = {}  # instance name -> the zones that list it
             for mt in machine_types:
                 first = shapes.setdefault(mt.name, mt)
@@ -276,7 +276,7 @@ class GcpCatalogFetcher(GcpCatalogClient):
                 offered.setdefault(mt.name, (first, accelerator, count))
                 zones.setdefault(mt.name, set()).add(mt.zone)
 
-            hosts_by_zone: dict[str, list[_MachineType]] = {}
+            hosts_by_zone: dict[str, list[MachineType]] = {}
             for mt in machine_types:
                 if mt.name in N1_HOSTS:
                     hosts_by_zone.setdefault(mt.zone, []).append(mt)
@@ -336,12 +336,12 @@ class GcpCatalogFetcher(GcpCatalogClient):
         if unpriced:
             notes.append(
                 f"unpriced (a part had no SKU; never guessed): {len(unpriced)} machine type/region/market "
-                f"combinations, e.g. {'; '.join(unpriced[:_EXAMPLES])}"
+                f"combinations, e.g. {'; '.join(unpriced[:EXAMPLES])}"
             )
         if book.conflicts:
             listed = "; ".join(
                 f"{part} {key} {region} {market} ({', '.join(r.sku for r in rates)})"
-                for (part, key, region, market), rates in sorted(book.conflicts.items())[:_EXAMPLES]
+                for (part, key, region, market), rates in sorted(book.conflicts.items())[:EXAMPLES]
             )
             notes.append(
                 f"billing: {len(book.conflicts)} parts have conflicting SKUs at the same scope "
@@ -357,5 +357,5 @@ class GcpCatalogFetcher(GcpCatalogClient):
         if stray:
             notes.append(
                 f"billing: {len(stray)} GPU SKU models match no accelerator listed in these regions, "
-                f"e.g. {'; '.join(repr(d) for d in stray[:_EXAMPLES])}"
+                f"e.g. {'; '.join(repr(d) for d in stray[:EXAMPLES])}"
             )

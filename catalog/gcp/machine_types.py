@@ -1,5 +1,5 @@
 """GCP machine types as the catalog knows them: the GPU families and N1 hosts wanted, the N1 + GPU
-limits, what the Compute listings returned (``_MachineType``, ``_Listing``), and the instance
+limits, what the Compute listings returned (``MachineType``, ``Listing``), and the instance
 type entries built from them (a bundled GPU machine type, an N1 host with attached GPUs)."""
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ SOURCES_STATIC = {
 
 
 @dataclass(frozen=True)
-class _MachineType:
+class MachineType:
     name: str
     zone: str
     vcpus: int
@@ -65,10 +65,10 @@ class _MachineType:
 
 
 @dataclass
-class _Listing:
+class Listing:
     """What one region's compute listings returned."""
 
-    machine_types: list[_MachineType] = field(default_factory=list)
+    machine_types: list[MachineType] = field(default_factory=list)
     accelerators: dict[str, dict[str, int]] = field(default_factory=dict)  # zone -> type -> max cards
     zones: set[str] = field(default_factory=set)
     unreachable: set[str] = field(default_factory=set)
@@ -79,7 +79,7 @@ def compact(number: float) -> float | int:
     return int(number) if float(number).is_integer() else number
 
 
-def bundled_type(mt: _MachineType, spec: GpuSpec, accelerator: str, count: int) -> dict[str, Any]:
+def bundled_type(mt: MachineType, spec: GpuSpec, accelerator: str, count: int) -> dict[str, Any]:
     series_variant = "-".join(mt.name.split("-")[:2])
     interconnect = FULL_HOST_INTERCONNECT.get(series_variant) if count >= FULL_HOST_GPUS else None
     return {
@@ -106,7 +106,7 @@ def bundled_type(mt: _MachineType, spec: GpuSpec, accelerator: str, count: int) 
 
 def n1_type(
     name: str,
-    host: _MachineType,
+    host: MachineType,
     spec: GpuSpec,
     accelerator: str,
     count: int,

@@ -9,7 +9,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from catalog.gcp.machine_types import _MachineType, compact
+from catalog.gcp.machine_types import MachineType, compact
 
 if TYPE_CHECKING:
     from google.cloud import billing_v1
@@ -41,7 +41,7 @@ _GPU_SKU = re.compile(
 GPU_WORD_SYNONYMS = {"plus": "mega"}
 """Billing names the A3 Mega GPU "H100 80GB Mega" in some regions and "H100 80GB Plus" in others
 (SkyPilot's fetch_gcp.py matches both for nvidia-h100-mega-80gb)."""
-_EXAMPLES = 3
+EXAMPLES = 3
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class _Rate:
 
 
 @dataclass
-class _PriceBook:
+class PriceBook:
     """Unit prices by (part, key, region, market); ``key`` is a machine family for core/ram and
     an accelerator key for GPUs."""
 
@@ -76,7 +76,7 @@ class _PriceBook:
 
     def unattributed_sku(self, group: str, description: str, sku: str, why: str) -> None:
         self.unattributed[group] += 1
-        if len(self.unattributed_examples) < _EXAMPLES:
+        if len(self.unattributed_examples) < EXAMPLES:
             self.unattributed_examples.append(f"{description!r} [{sku}, {why}]")
 
     def lookup(self, part: str, keys: list[str], region: str, market: str, label: str) -> _Rate | str:
@@ -126,7 +126,7 @@ def _unit_price(sku: billing_v1.Sku) -> tuple[float, str, str] | None:
     return money.units + money.nanos / 1e9, expression.usage_unit, money.currency_code
 
 
-def read_sku(sku: billing_v1.Sku, regions: set[str], book: _PriceBook) -> None:
+def read_sku(sku: billing_v1.Sku, regions: set[str], book: PriceBook) -> None:
     """File one SKU's unit price under the parts it prices, or count it as unattributed."""
     group = sku.category.resource_group
     market = MARKET_OF_USAGE.get(sku.category.usage_type)
@@ -176,13 +176,13 @@ def read_sku(sku: billing_v1.Sku, regions: set[str], book: _PriceBook) -> None:
 
 def price_offer(
     name: str,
-    mt: _MachineType,
+    mt: MachineType,
     accelerator: str,
     count: int,
     region: str,
     zones: list[str],
     market: str,
-    book: _PriceBook,
+    book: PriceBook,
     today: str,
 ) -> dict[str, Any] | str:
     """The offer, or why it cannot be priced: region-level (one price in every zone),

@@ -23,8 +23,6 @@ import pulumi_aws as aws
 from deployment import (
     TAG_EXPIRES_AT,
     Deployment,
-    SecretInputs,
-    deadline_ignore_changes,
     iso_utc,
     missing_token,
 )
@@ -39,6 +37,7 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
+from providers.base import SecretInputs, deadline_ignore_changes
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1

@@ -39,8 +39,6 @@ from deployment import (
     TAG_STACK,
     Deployment,
     FleetMember,
-    SecretInputs,
-    deadline_ignore_changes,
     iso_utc,
 )
 from machine.boot import FleetGroup, NodeRole, as_boot_service, render
@@ -60,6 +58,7 @@ from providers.aws.resources import (
     policy_document,
     security_group,
 )
+from providers.base import SecretInputs, deadline_ignore_changes
 
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
 ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"

@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from catalog.aws import PRICING_REGION
-from cloudapi.aws import AwsApi
+from cloudapi.aws import PRICING_REGION, AwsApi
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.retry import RetryPolicy
 from deployment import TAG_MANAGED

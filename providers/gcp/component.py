@@ -20,8 +20,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, SecretInputs, deadline_ignore_changes, iso_utc, missing_token
+from deployment import Deployment, iso_utc, missing_token
 from machine.boot import NodeRole, render
+from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,

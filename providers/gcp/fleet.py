@@ -42,9 +42,10 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, FleetMember, SecretInputs, deadline_ignore_changes, iso_utc
+from deployment import Deployment, FleetMember, iso_utc
 from machine.boot import FleetGroup, NodeRole, render
 from machine.serving import SecretRefs
+from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,

@@ -32,11 +32,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.gcp import (
-    _GCP_REGION,
     COMPUTE_ENDPOINT_ENV,
+    GCP_REGION,
     PROJECT_ENV,
+    Api,
     CredentialSource,
-    _Api,
     auth_error,
     check_endpoint,
     describe_error,
@@ -58,16 +58,16 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-INSTANCES_LIST = _Api("compute instances.aggregatedList", "compute.instances.list", "roles/compute.viewer")
-INSTANCES_DELETE = _Api(
+INSTANCES_LIST = Api("compute instances.aggregatedList", "compute.instances.list", "roles/compute.viewer")
+INSTANCES_DELETE = Api(
     "compute instances.delete", "compute.instances.delete", "roles/compute.instanceAdmin.v1"
 )
-GROUP_RESIZE = _Api(
+GROUP_RESIZE = Api(
     "compute regionInstanceGroupManagers.resize",
     "compute.instanceGroupManagers.update",
     "roles/compute.instanceAdmin.v1",
 )
-GROUP_DELETE = _Api(
+GROUP_DELETE = Api(
     "compute regionInstanceGroupManagers.delete",
     "compute.instanceGroupManagers.delete",
     "roles/compute.instanceAdmin.v1",
@@ -195,7 +195,7 @@ class GcpSweeper:
             )
         return client
 
-    def _call(self, api: _Api, fn: Callable[[], T]) -> T:
+    def _call(self, api: Api, fn: Callable[[], T]) -> T:
         def attempt() -> T:
             self.counter.add()
             return fn()
@@ -217,7 +217,7 @@ class GcpSweeper:
         start = self.counter.count
         wanted: set[str] | None = None
         if regions:
-            wanted = {r for r in regions if _GCP_REGION.match(r)}
+            wanted = {r for r in regions if GCP_REGION.match(r)}
             ignored = sorted(set(regions) - wanted)
             if ignored:
                 result.notes.append(f"ignored names that are not GCP regions: {', '.join(ignored)}")

@@ -153,7 +153,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"needs tensor parallelism over {t} GPUs with NVLink/NVSwitch; {it.name} has "
                 f"{n}×{gpu.name} over PCIe (set placement.allow_pcie_tensor_parallel to accept it)",
             )
-        shape_or_slow = _serving_shape(req, it, t, 1)
+        shape_or_slow = serving_shape(req, it, t, 1)
         if isinstance(shape_or_slow, Shape):
             return shape_or_slow
         slow = shape_or_slow
@@ -171,11 +171,11 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 )
             if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
                 return Rejection("nvlink", f"needs NVLink inside each node; {it.name} is PCIe only")
-            return _serving_shape(req, it, top, nodes)
+            return serving_shape(req, it, top, nodes)
     return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")
 
 
-def _serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
+def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     gpus = tp * nodes
     terms: list[Term] = [

@@ -70,5 +70,5 @@ Count = Annotated[
 ]
 
 
-class _Strict(BaseModel):
+class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

@@ -14,7 +14,7 @@ from pydantic import Field, model_validator
 
 from selector.model_arch import ModelArch
 from selector.presets import arch_from_preset, closest_presets, preset_names
-from selector.spec.fields import _Strict
+from selector.spec.fields import Strict
 
 
 @lru_cache(maxsize=16)
@@ -125,7 +125,7 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
     )
 
 
-class ModelSpec(_Strict):
+class ModelSpec(Strict):
     """A preset, an explicit architecture, or ``kind: custom`` with needs stated directly."""
 
     preset: str | None = Field(None, description="a name from `gpufit presets`")

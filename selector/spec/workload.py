@@ -21,15 +21,15 @@ from selector.spec.fields import (
     Optimizer,
     Precision,
     SizeGB,
+    Strict,
     Task,
-    _Strict,
 )
 from selector.spec.model import ModelSpec
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 
 
-class ServingSpec(_Strict):
+class ServingSpec(Strict):
     context_tokens: int = Field(4096, gt=0, description="tokens of context per sequence")
     concurrency: int = Field(1, gt=0, description="sequences resident at once per replica")
     tokens_per_s_per_stream: float | None = Field(None, gt=0)
@@ -58,7 +58,7 @@ class ServingSpec(_Strict):
     )
 
 
-class TrainingSpec(_Strict):
+class TrainingSpec(Strict):
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
     sequence_tokens: int = Field(2048, gt=0)
     micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
@@ -67,7 +67,7 @@ class TrainingSpec(_Strict):
     optimizer: Optimizer = "adamw"
 
 
-class WorkSpec(_Strict):
+class WorkSpec(Strict):
     """Batch work that is not token generation (images, audio): compute-bound items. A
     diffusion or audio preset knows what one item costs (a measured time on a named GPU);
     ``tflop_per_item`` states it instead, or overrides the preset's figure."""
@@ -95,12 +95,12 @@ class WorkSpec(_Strict):
         return self.items if self.items is not None else (self.audio or 0.0) * 3600.0
 
 
-class EgressSpec(_Strict):
+class EgressSpec(Strict):
     gb: SizeGB = 0.0
     to: EgressTarget = "internet"
 
 
-class PlacementSpec(_Strict):
+class PlacementSpec(Strict):
     clouds: list[Cloud] = Field(default_factory=lambda: list(ALL_CLOUDS), min_length=1)
     regions: list[str] | None = Field(None, description="region names or globs")
     instance_types: list[str] | None = Field(None, description="instance type globs")
@@ -113,28 +113,28 @@ class PlacementSpec(_Strict):
     )
 
 
-class BudgetSpec(_Strict):
+class BudgetSpec(Strict):
     max_hourly_usd: float | None = Field(None, gt=0)
     max_total_usd: float | None = Field(None, gt=0)
 
 
-class StorageSpec(_Strict):
+class StorageSpec(Strict):
     dataset_gb: SizeGB = 0.0
     keep_days: float = Field(7, ge=0, description="days the checkpoint bucket keeps objects")
     retain_bucket: bool = Field(False, description="keep the bucket when the stack is destroyed")
     disk_gb: SizeGB | None = Field(None, description="override the boot disk size")
 
 
-class DataSpec(_Strict):
+class DataSpec(Strict):
     cloud: Cloud
     region: str
 
 
-class TeardownSpec(_Strict):
+class TeardownSpec(Strict):
     ttl: Hours = Field(..., description="hard deadline after creation")
 
 
-class JobSpec(_Strict):
+class JobSpec(Strict):
     """What the machine runs once it boots (cloud-init). Without a command it boots ready for you."""
 
     command: str | None = Field(
@@ -166,7 +166,7 @@ def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_ope
     return problems
 
 
-class AccessSpec(_Strict):
+class AccessSpec(Strict):
     """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
 
     ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
@@ -196,14 +196,14 @@ class AccessSpec(_Strict):
         return self
 
 
-class TuningSpec(_Strict):
+class TuningSpec(Strict):
     """Override the named efficiency defaults of the speed model."""
 
     bandwidth_efficiency: float | None = Field(None, gt=0, le=1)
     mfu: float | None = Field(None, gt=0, le=1)
 
 
-class WorkloadSpec(_Strict):
+class WorkloadSpec(Strict):
     name: str = Field(..., description="lowercase letters, digits and hyphens, 2-40 characters")
     task: Task
     model: ModelSpec
