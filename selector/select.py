@@ -17,6 +17,7 @@ from typing import Literal
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
 from selector.fallbacks import Fallback, fallbacks, fleet_units
+from selector.images import unsupported_reason
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, requirements
 from selector.spec import WorkloadSpec
@@ -33,8 +34,10 @@ FIT_FILTERS = (
     "speed",
     "deadline",
     "host-memory",
+    "image",
 )
-"""Filters that say the hardware cannot do the job (as opposed to placement, market, budget)."""
+"""Filters that say the machine cannot do the job (as opposed to placement, market, budget);
+``image``: no machine image gpufit boots supports it (``selector.images``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,7 +178,11 @@ def plan(
         key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
         shape = fits.get(key)
         if shape is None:
-            shape = fits[key] = fit(req, it)
+            shape = fit(req, it)
+            unbootable = unsupported_reason(it.cloud, it.machine_type)
+            if isinstance(shape, Shape) and unbootable is not None:
+                shape = Rejection("image", unbootable)
+            fits[key] = shape
         return shape
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")

@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from selector.catalog import INTERRUPTION_BUCKETS, Catalog, catalog_from_doc, load_gpus
 from selector.cost import cost_inputs, offer_cost
+from selector.images import unsupported_reason
 from selector.rates import load_rates
 from selector.select import Candidate, _market_preference, plan, rank_key
 from selector.sizing import Shape, fit, requirements
@@ -108,7 +109,7 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
         if pref is None:
             continue
         shape = fit(req, it)
-        if not isinstance(shape, Shape):
+        if not isinstance(shape, Shape) or unsupported_reason(it.cloud, it.machine_type):
             continue
         cost = offer_cost(offer, shape, inputs, RATES)
         if spec.teardown is not None and inputs.run_hours is None and cost.hours > spec.teardown.ttl:
@@ -133,7 +134,8 @@ def catalogs(draw: Any) -> Catalog:
     for i in range(draw(st.integers(1, 12))):
         cloud = draw(st.sampled_from(["aws", "gcp"]))
         count = draw(st.sampled_from([1, 2, 4, 8]))
-        name = f"t{i}.{count}x"
+        # AWS names carry a family: g6e has a supported Deep Learning AMI, p3 none (an image rejection)
+        name = f"{draw(st.sampled_from(['g6e', 'p3']))}.t{i}x{count}" if cloud == "aws" else f"t{i}.{count}x"
         types.append(
             {
                 "cloud": cloud,

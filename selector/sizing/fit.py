@@ -20,6 +20,41 @@ CUDA_CONTEXT_GIB = 0.75
 reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/81330)."""
 
 
+WIRED_NODE_INTERCONNECTS = frozenset({"efa"})
+"""Node interconnects whose wiring gpufit provisions: EFA (one interface per EFA-capable
+network card on the Deep Learning AMI, which ships the EFA software and NCCL's OFI plugin).
+GCP's GPUDirect fabrics are not wired, so a replica is never spread over GCP machines: Google
+sets up GPUDirect-TCPX (a3-highgpu-8g) and -TCPXO (a3-megagpu-8g) on Container-Optimized OS
+with its receive-datapath-manager container and NCCL plugin beside the workload
+(https://cloud.google.com/compute/docs/gpus/gpudirect), not on the Deep Learning VM image
+gpufit's boot script runs on; GPUDirect RDMA (a3-ultragpu-8g, a4-highgpu-8g) needs a
+zone-bound RoCE network profile with eight MRDMA NICs, Google's RDMA-ready images and its
+gIB NCCL plugin (https://cloud.google.com/vpc/docs/rdma-network-profiles). Without them the
+nodes would exchange gradients over one gVNIC at a fraction of the bandwidth a multi-node
+plan's speed assumes."""
+
+INTERCONNECT_NAMES = {
+    "gpudirect-tcpx": "GPUDirect-TCPX",
+    "gpudirect-tcpxo": "GPUDirect-TCPXO",
+    "gpudirect-rdma": "GPUDirect RDMA",
+}
+
+
+def joins_nodes(it: InstanceType) -> bool:
+    """Whether gpufit can join several of these machines into one replica."""
+    return it.node_interconnect in WIRED_NODE_INTERCONNECTS
+
+
+def _unjoined(nodes: int, it: InstanceType) -> str:
+    if it.node_interconnect is None:
+        return f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
+    fabric = INTERCONNECT_NAMES.get(it.node_interconnect, it.node_interconnect)
+    return (
+        f"; {nodes} such nodes would hold it, joined by {fabric}, which gpufit does not wire "
+        "(its NICs, VPCs and NCCL plugin; see README, Multi-node)"
+    )
+
+
 ONE_GPU_KINDS = frozenset({"diffusion", "audio"})
 """Model kinds a replica runs on one GPU (many replicas per instance, never tensor parallel)."""
 
@@ -165,10 +200,8 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
     top = degrees[-1] if degrees else 1
     for nodes in range(2, req.max_nodes + 1):
         if per_gpu_gib(req, top * nodes, req.arch.kv_split_heads) <= usable:
-            if it.node_interconnect is None:
-                return _vram_rejection(
-                    req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
-                )
+            if not joins_nodes(it):
+                return _vram_rejection(req, it, _unjoined(nodes, it))
             if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
                 return Rejection("nvlink", f"needs NVLink inside each node; {it.name} is PCIe only")
             return serving_shape(req, it, top, nodes)
@@ -296,10 +329,8 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
         shards = 1 if per_gpu_gib(req, 1, 0) <= usable else gpus
         if per_gpu_gib(req, shards, 0) > usable:
             continue
-        if nodes > 1 and it.node_interconnect is None:
-            return _vram_rejection(
-                req, it, f"; {nodes} such nodes would hold it, but it lacks EFA/GPUDirect to join them"
-            )
+        if nodes > 1 and not joins_nodes(it):
+            return _vram_rejection(req, it, _unjoined(nodes, it))
         if shards > 1 and n > 1 and not it.nvlink and not req.allow_pcie_parallel:
             return Rejection(
                 "nvlink",
@@ -308,7 +339,7 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
             )
         hours = req.train_flops / (gpus * tflops * 1e12 * req.mfu) / 3600.0
         if req.deadline_hours is not None and hours > req.deadline_hours:
-            if it.node_interconnect is None or nodes == req.max_nodes:
+            if not joins_nodes(it) or nodes == req.max_nodes:
                 return Rejection(
                     "deadline",
                     f"needs {hours:.1f} h on {gpus}×{gpu.name}, over the {req.deadline_hours:g} h ttl",
