@@ -14,10 +14,15 @@ from deployment.tags import (
     TAG_STACK,
     TAG_WORKLOAD,
     TAG_ZONES,
+    fitted_name,
     gcp_label,
     gcp_label_time,
     iso_utc,
+    zones_tag,
 )
+
+NAME_LIMIT = 40
+"""Characters in a deployment's base name (``Deployment.name``)."""
 
 SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch"})
 
@@ -126,8 +131,15 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """Base name for cloud resources: ``<workload>-<stack>``, DNS-safe, ≤ 40 characters."""
-        return gcp_label(f"{self.workload}-{self.stack}").strip("-")[:40].rstrip("-")
+        """Base name for cloud resources: ``<workload>-<stack>``, DNS-safe, ≤ 40 characters,
+        unique per project and stack: when it must be cut, or made DNS-safe (a stack named
+        ``Prod_us``), its head and a digest of the full project/stack/workload name, so
+        stacks ``staging`` and ``production`` of one long workload never share a name."""
+        full = f"{self.workload}-{self.stack}"
+        safe = gcp_label(full).strip("-_")
+        if len(safe) <= NAME_LIMIT and safe == full:
+            return safe
+        return fitted_name(safe, NAME_LIMIT, f"{self.project}/{self.stack}/{self.workload}")
 
     def role(self, index: int) -> tuple[int, int]:
         """(rank inside its distributed group, index of the group's first machine) for the
@@ -164,7 +176,7 @@ class Deployment:
             TAG_STACK: self.stack,
             TAG_WORKLOAD: self.workload,
             TAG_EXPIRES_AT: iso_utc(self.expires_at),
-            **({TAG_ZONES: ",".join(self.allowed_zones)} if self.allowed_zones else {}),
+            **({TAG_ZONES: zones_tag(self.allowed_zones)} if self.allowed_zones else {}),
             **self.extra_tags,
         }
 

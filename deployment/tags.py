@@ -3,6 +3,7 @@ expiry: ISO 8601 in AWS tags, the label-safe form in GCP labels."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import UTC, datetime
 
@@ -11,8 +12,41 @@ TAG_STACK = "gpufit:stack"
 TAG_WORKLOAD = "gpufit:workload"
 TAG_EXPIRES_AT = "gpufit:expires-at"
 TAG_ZONES = "gpufit:zones"
-"""AWS: the AZ IDs the machines may launch in (comma-separated), so that a policy prices them
-in those zones: AWS spot is priced per zone and a group's subnets do not name their AZ IDs."""
+r"""AWS: the AZ IDs the machines may launch in, separated by spaces (``use1-az1 use1-az2``), so
+that a policy prices them in those zones: AWS spot is priced per zone and a group's subnets do
+not name their AZ IDs. A space, not a comma: IAM and Elastic Load Balancing tag values take
+only ``[\p{L}\p{Z}\p{N}_.:/=+\-@]`` (https://docs.aws.amazon.com/IAM/latest/APIReference/API_Tag.html),
+and the same tags go on every resource."""
+ZONE_SEPARATOR = " "
+
+
+def zones_tag(zones: tuple[str, ...]) -> str:
+    return ZONE_SEPARATOR.join(zones)
+
+
+def parse_zones_tag(value: str) -> tuple[str, ...]:
+    """The zones a ``gpufit:zones`` value names: spaces since the separator changed, commas in
+    the state of stacks created before."""
+    return tuple(z for z in re.split(r"[\s,]+", value) if z)
+
+
+NAME_DIGEST_LENGTH = 8
+
+
+def name_digest(seed: str) -> str:
+    """A short stable digest that keeps two names apart once they are cut or changed."""
+    return hashlib.sha256(seed.encode()).hexdigest()[:NAME_DIGEST_LENGTH]
+
+
+def fitted_name(text: str, limit: int, seed: str | None = None) -> str:
+    """``text`` when it fits ``limit`` and equals ``seed`` (the full name it stands for; default
+    ``text``); else its head, ``-`` and a digest of ``seed``: two names that share a head, or
+    that one sanitising made equal, stay apart, and the same name always becomes the same."""
+    seed = text if seed is None else seed
+    if len(text) <= limit and text == seed:
+        return text
+    head = text[: limit - NAME_DIGEST_LENGTH - 1].rstrip("-_")
+    return f"{head}-{name_digest(seed)}" if head else name_digest(seed)[:limit]
 
 
 def iso_utc(moment: datetime) -> str:

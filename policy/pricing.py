@@ -4,6 +4,7 @@ properties say, the dearest matching offer, and the most a fleet group can cost.
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -78,7 +79,8 @@ def _matches(offer: Offer, resource_type: str, props: Mapping[str, Any]) -> bool
 
 def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[str]:
     """The zones a GPU resource may run in, where its properties say: AWS the ``gpufit:zones``
-    tag (AZ IDs; a group's tags are a list), GCP an instance's zone or a MIG's distribution
+    tag (AZ IDs separated by spaces; by commas in stacks created before IAM's tag rules were
+    followed; a group's tags are a list), GCP an instance's zone or a MIG's distribution
     zones. Empty when unknown (anywhere in the region)."""
     if resource_type == GCP_INSTANCE or resource_type in GCP_GROUPS:
         raw = props.get("zone") if resource_type == GCP_INSTANCE else props.get("distributionPolicyZones")
@@ -91,7 +93,7 @@ def resource_zones(resource_type: str, props: Mapping[str, Any]) -> frozenset[st
     else:
         pairs = (as_map(t) for t in as_seq(tags))
         value = next((t.get("value") for t in pairs if t.get("key") == TAG_ZONES), None)
-    return frozenset(z for z in str(value).split(",") if z) if value else frozenset()
+    return frozenset(z for z in re.split(r"[\s,]+", str(value)) if z) if value else frozenset()
 
 
 def instance_offer(

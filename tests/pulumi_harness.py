@@ -16,6 +16,9 @@ from typing import Any
 import pulumi
 import yaml
 
+from tests.contracts import Contracts
+from tests.contracts.model import autoname
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -61,25 +64,54 @@ WITHHELD: set[tuple[str, str]] = set()
 ``OFFERED_ZONES`` (tests add to it and clear it)."""
 
 
+IMAGE_ROOT_GB = 75
+"""The root snapshot size the mock AMI lookup reports. AWS does not publish the Deep Learning
+AMIs' snapshot sizes in their release notes; the real lookup returns the real one and the
+program checks a disk against whatever it returns (``volume_size`` below it fails with
+``InvalidBlockDeviceMapping``)."""
+
+
 @dataclass
 class RecordingMocks(pulumi.runtime.Mocks):
-    """Records each resource; answers the invokes the components make with fixed values."""
+    """Records each resource; answers the invokes the components make with fixed values.
+    Every registration first passes the clouds' contracts (``tests.contracts``): the mock
+    refuses, with the rule and its source, what the cloud would refuse."""
 
     resources: list[Registered] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     invokes: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     region: str = "us-east-1"
     requests: dict[tuple[str, str], Any] = field(default_factory=dict)  # registrations, with options
+    urns: dict[tuple[str, str], str] = field(default_factory=dict)
+    contracts: Contracts = field(default_factory=Contracts)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        found = re.search(r"::(?:aws|gcp)-([a-z0-9-]+)::", args.provider or "")
+        if found:
+            self.region = found.group(1)
+        self.contracts.stack.region = self.region
+        key = (args.typ, args.name)
+        request = self.requests.get(key)
+        resource_id = f"{args.name}-id"
+        self.contracts.register(
+            args.typ, args.name, dict(args.inputs), resource_id, request, self.urns.get(key)
+        )
         self.resources.append(Registered(args.typ, args.name, dict(args.inputs), args.provider))
         state = dict(args.inputs)
+        if args.typ.startswith("aws:"):
+            service = args.typ.split(":")[1].split("/")[0]
+            state.setdefault("arn", f"arn:aws:{service}:{self.region}:123456789012:{args.name}")
+        if args.typ.startswith("gcp:"):
+            name = state.get("name") or autoname(args.name)
+            state.setdefault("name", name)
+            state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/projects/test-project/{name}")
         n = len(self.resources)
         if args.typ == "aws:ec2/instance:Instance":
             state.update(
                 privateIp=f"10.0.0.{n}",
                 availabilityZone=state.get("availabilityZone") or "us-east-1a",
                 spotInstanceRequestId="sir-1" if state.get("instanceMarketOptions") else "",
+                primaryNetworkInterfaceId=f"eni-{n:017x}",
             )
         elif args.typ == "aws:s3/bucket:Bucket":
             bucket = f"{state.get('bucketPrefix', 'b')}abc123"
@@ -107,6 +139,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.update(name=state.get("name") or args.name, arn=f"arn:aws:autoscaling:::{args.name}")
         elif args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
             state.update(latestVersion=1, arn=f"arn:aws:ec2:::launch-template/{args.name}")
+        elif args.typ == "aws:ec2/networkInterface:NetworkInterface":
+            state.update(privateIp=f"10.0.1.{n}")
         elif args.typ == "gcp:compute/instance:Instance":
             nics = state.get("networkInterfaces") or [{}]
             nics[0] = {**nics[0], "networkIp": f"10.42.0.{n}"}
@@ -173,8 +207,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
             },
             "aws:ec2/getAmi:getAmi": {
                 "id": "ami-0dlami",
-                "name": "Deep Learning OSS Nvidia Driver AMI GPU",
+                "name": "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04) 20261120",
+                "architecture": (filters.get("architecture") or ["x86_64"])[0],
                 "rootDeviceName": "/dev/sda1",
+                "blockDeviceMappings": [
+                    {
+                        "deviceName": "/dev/sda1",
+                        "ebs": {
+                            "volume_size": str(IMAGE_ROOT_GB),
+                            "volume_type": "gp3",
+                            "snapshot_id": "snap-0dlami",
+                        },
+                        "noDevice": "",
+                        "virtualName": "",
+                    }
+                ],
             },
             "aws:index/getCallerIdentity:getCallerIdentity": {
                 "accountId": "123456789012",
@@ -186,6 +233,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             },
             "gcp:organizations/getClientConfig:getClientConfig": {"project": "test-project", "id": "cc"},
         }
+        if args.token == "aws:ec2/getAmi:getAmi":
+            self.contracts.stack.image_root_gb = IMAGE_ROOT_GB
+            self.contracts.stack.image_root_device = "/dev/sda1"
         return answers.get(args.token, {})
 
     def of_type(self, typ: str) -> list[Registered]:
@@ -224,7 +274,9 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         self.recorder = mocks
 
     def RegisterResource(self, request: Any) -> Any:
-        self.recorder.requests[(request.type, request.name)] = request
+        key = (request.type, request.name)
+        self.recorder.requests[key] = request
+        self.recorder.urns[key] = self.make_urn(request.parent, request.type, request.name)
         return super().RegisterResource(request)
 
 
@@ -265,6 +317,7 @@ def run_program(
     """Run ``__main__.main`` with this stack config; return the recorded resources and the
     resolved outputs. Exceptions from the program propagate (pass ``mocks`` to inspect them)."""
     mocks = mocks if mocks is not None else RecordingMocks()
+    mocks.contracts.stack.now = now
     # Gated models need a token; a test that checks the refusal passes "gpufit:hfToken": None.
     config = {"gpufit:hfToken": TEST_HF_TOKEN, **config}
     config = {k: v for k, v in config.items() if v is not None}
@@ -283,6 +336,7 @@ def run_program(
         return pulumi.Output.all(**outputs).apply(resolved.update)
 
     body()
+    mocks.contracts.finish()
     return mocks, resolved
 
 
@@ -291,7 +345,9 @@ def run_component(
 ) -> tuple[RecordingMocks, dict[str, Any]]:
     """Build a component under fresh mocks (or ``mocks``) and resolve its outputs."""
     mocks = mocks if mocks is not None else RecordingMocks()
-    pulumi.runtime.set_mocks(mocks, project="gpufit", stack="test", preview=False)
+    pulumi.runtime.set_mocks(
+        mocks, project="gpufit", stack="test", preview=False, monitor=RecordingMonitor(mocks)
+    )
     pulumi.runtime.set_all_config({}, [])
     resolved: dict[str, Any] = {}
 
@@ -300,4 +356,5 @@ def run_component(
         return pulumi.Output.all(**build()).apply(resolved.update)
 
     body()
+    mocks.contracts.finish()
     return mocks, resolved

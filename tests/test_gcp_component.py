@@ -22,6 +22,7 @@ from deployment import Deployment
 from machine.boot import RENDEZVOUS_PORT
 from providers.gcp.common import BUCKET_ROLE, CLOUD_PLATFORM_SCOPE, DLVM_IMAGE, service_account_id
 from providers.gcp.component import IAP_SSH_RANGE, GcpGpuInstance, GcpProvider, first_up_zone, scheduling
+from tests.contracts import Contracts, Stack
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -32,6 +33,7 @@ NETWORK = "gcp:compute/network:Network"
 SUBNETWORK = "gcp:compute/subnetwork:Subnetwork"
 POLICY = "gcp:compute/resourcePolicy:ResourcePolicy"
 ADDRESS = "gcp:compute/address:Address"
+SERVICE = "gcp:projects/service:Service"
 COMPONENT = "gpufit:gcp:GpuInstance"
 GET_ZONES = "gcp:compute/getZones:getZones"
 GET_SUBNETWORK = "gcp:compute/getSubnetwork:getSubnetwork"
@@ -112,9 +114,15 @@ class Recorder(pulumi.runtime.Mocks):
     resources: list[Registered] = field(default_factory=list)
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     requests: dict[tuple[str, str], Any] = field(default_factory=dict)
+    urns: dict[tuple[str, str], str] = field(default_factory=dict)
+    contracts: Contracts = field(default_factory=lambda: Contracts(Stack(now=CREATED)))
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
         request = self.requests[(args.typ, args.name)]
+        # What Google Cloud would refuse, the mock refuses (tests/contracts).
+        key = (args.typ, args.name)
+        inputs = dict(args.inputs)
+        self.contracts.register(args.typ, args.name, inputs, f"{args.name}-id", request, self.urns[key])
         self.resources.append(
             Registered(
                 typ=args.typ,
@@ -170,6 +178,8 @@ class RecordingMonitor(MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:
         self.recorder.requests[(request.type, request.name)] = request
+        urn = self.make_urn(request.parent, request.type, request.name)
+        self.recorder.urns[(request.type, request.name)] = urn
         return super().RegisterResource(request)
 
 
@@ -199,6 +209,7 @@ def provision(deployment: Deployment, *, with_provider: bool = False) -> Run:
         return pulumi.Output.all(**outputs).apply(resolved.update)
 
     build()
+    recorder.contracts.finish()
     return Run(recorder, resolved)
 
 
@@ -579,7 +590,7 @@ def test_children_hang_off_the_component_and_use_its_provider() -> None:
     component = run.recorder.one(COMPONENT)
     assert component.name == A3_SPOT.name
     children = [r for r in run.recorder.resources if r.typ.startswith("gcp:")]
-    assert {r.typ for r in children} == {NETWORK, SUBNETWORK, BUCKET, ACCOUNT, BUCKET_IAM, INSTANCE}
+    assert {r.typ for r in children} == {NETWORK, SUBNETWORK, BUCKET, ACCOUNT, BUCKET_IAM, INSTANCE, SERVICE}
     for child in children:
         assert child.parent.endswith(f"{COMPONENT}::{A3_SPOT.name}"), (child.name, child.parent)
         assert "pulumi:providers:gcp::explicit" in child.provider, (child.name, child.provider)

@@ -175,8 +175,19 @@ def test_aws_security_defaults() -> None:
     statements = json.loads(access[0].inputs["policy"])["Statement"]
     assert {r for s in statements for r in s["Resource"]} == {bucket_arn, f"{bucket_arn}/*"}
     assert all("*" not in a for s in statements for a in s["Action"])
-    attach = mocks.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment").inputs
-    assert attach["policyArn"] == "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+    # Session Manager's own minimal permissions, not AmazonSSMManagedInstanceCore (whose
+    # ssm:GetParameter(s) on * would break "bucket only")
+    assert not mocks.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    policies = mocks.of_type("aws:iam/rolePolicy:RolePolicy")
+    session = [r for r in policies if r.name.endswith("session-manager")]
+    (statement,) = json.loads(session[0].inputs["policy"])["Statement"]
+    assert sorted(statement["Action"]) == [
+        "ssm:UpdateInstanceInformation",
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    ]
     assert outputs["region"] == "us-east-2"  # p4d.24xlarge on-demand, the cheapest region
     assert outputs["connect"].startswith(
         "aws ssm start-session --region us-east-2 --target $(aws autoscaling"
@@ -387,13 +398,32 @@ def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
     group = mocks.one("aws:ec2/placementGroup:PlacementGroup").inputs
     assert group["strategy"] == "cluster"
     assert all(n.inputs["placementGroup"] == "llama70b-sft-test-cluster" for n in nodes)
+    # each node: its primary EFA (with ENA) made first, with an Elastic IP, and an EFA-only
+    # interface on each of p5e.48xlarge's 31 other network cards, from the node's launch template
     enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
     assert len(enis) == 2 and all(e.inputs["interfaceType"] == "efa" for e in enis)
     eips = mocks.of_type("aws:ec2/eip:Eip")
     assert sorted(e.inputs["networkInterface"] for e in eips) == sorted(f"{e.name}-id" for e in enis)
-    assert all("primaryNetworkInterface" in n.inputs and "subnetId" not in n.inputs for n in nodes)
-    intra = mocks.one("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule").inputs
-    assert intra["referencedSecurityGroupId"] == intra["securityGroupId"]  # only between the nodes
+    templates = {f"{t.name}-id": t.inputs for t in mocks.of_type(AWS_LAUNCH_TEMPLATE)}
+    for node in nodes:
+        assert "subnetId" not in node.inputs and "vpcSecurityGroupIds" not in node.inputs
+        nics = templates[node.inputs["launchTemplate"]["id"]]["networkInterfaces"]
+        assert len(nics) == 32
+        assert (nics[0]["networkCardIndex"], nics[0]["deviceIndex"]) == (0, 0)
+        assert nics[0]["networkInterfaceId"] in {f"{e.name}-id" for e in enis}
+        assert [(n["networkCardIndex"], n["deviceIndex"], n["interfaceType"]) for n in nics[1:]] == [
+            (card, 1, "efa-only") for card in range(1, 32)
+        ]
+        assert all(n["securityGroups"] == ["llama70b-sft-test-sg-id"] for n in nics[1:])
+    # one rule style on the group, all traffic in from and out to itself
+    assert not mocks.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")
+    sg = mocks.one("aws:ec2/securityGroup:SecurityGroup").inputs
+    every = {"protocol": "-1", "fromPort": 0, "toPort": 0, "self": True}
+    assert [r for r in sg["ingress"] if r.get("self")] == [
+        {"description": "all traffic from the job nodes (NCCL, EFA)", **every}
+    ]
+    egress = [r for r in sg["egress"] if r.get("self")]
+    assert egress == [{"description": "all traffic to the job nodes (EFA)", **every}]
     leader_ip = "10.0.0."  # node 0's private IP in the mock
     worker = nodes[1].inputs["userData"]
     assert "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8" in worker

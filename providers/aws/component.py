@@ -7,8 +7,13 @@ follows fault tolerance: one-time + terminate for stateless work, persistent + s
 until the deadline) for checkpointed work. An EventBridge Scheduler one-time schedule
 terminates the instances at ``expires_at`` even if nobody is watching; its role may
 terminate those instances and nothing else. Multi-node plans get a cluster placement group
-and an EFA interface per node. The instances share one subnet, in the plan's zone when the
-plan is zone-specific (``providers.aws.placement``).
+and, on every node, one EFA interface per EFA-capable network card (``providers.aws.efa``):
+the primary interface, an EFA with ENA created beforehand so that its Elastic IP reaches SSM,
+the bucket and the model hub from the first boot (EC2 assigns no public IPv4 address to an
+instance with several interfaces), and an EFA-only interface on each further card, all
+launched from the node's launch template (pulumi-aws deprecates ``ec2.Instance``'s own
+``network_interfaces``). The instances share one subnet, in the plan's zone when the plan is
+zone-specific (``providers.aws.placement``).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from deployment import (
     missing_token,
 )
 from machine.boot import NodeRole, as_boot_service, render
+from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
 from providers.aws.resources import (
@@ -77,10 +83,11 @@ class AwsGpuInstance(pulumi.ComponentResource):
         deployment: Deployment,
         opts: pulumi.ResourceOptions | None = None,
         network: InstanceNetwork | None = None,
+        image: Any = None,
     ) -> None:
-        """``network``: where the instances go (``placement.instance_network``, asked before
-        the component so that a plan that cannot be placed creates nothing); looked up here
-        when not given."""
+        """``network``: where the instances go (``placement.instance_network``) and ``image``
+        the AMI (``resources.machine_image``), both asked before the component so that a plan
+        that cannot be placed or booted creates nothing; looked up here when not given."""
         super().__init__("gpufit:aws:GpuInstance", name, None, opts)
         d = deployment
         tags = d.tags()
@@ -92,7 +99,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         sg = security_group(name, d, net.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
         profile = instance_profile(name, bucket.arn, tags, child)
-        ami = d.image or machine_image(d, invoke).id
+        ami = (image if image is not None else machine_image(d, invoke)).id
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
             if d.needs_node_interconnect
@@ -172,23 +179,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
             )
         network: dict[str, Any] = {"subnet_id": subnet_id, "vpc_security_group_ids": [sg_id]}
         if d.needs_node_interconnect:
-            eni = aws.ec2.NetworkInterface(
-                f"{resource_name}-efa",
-                subnet_id=subnet_id,
-                security_groups=[sg_id],
-                interface_type="efa",
-                description="EFA for NCCL between the job's nodes",
-                tags=tags,
-                opts=opts,
-            )
-            network = {
-                "primary_network_interface": aws.ec2.InstancePrimaryNetworkInterfaceArgs(
-                    network_interface_id=eni.id
-                )
-            }
-            # A pre-made primary interface gets no auto-assigned public IPv4: without one, a node
-            # in the default VPC (no NAT) could not reach SSM, the bucket or model downloads.
-            aws.ec2.Eip(f"{resource_name}-eip", domain="vpc", network_interface=eni.id, tags=tags, opts=opts)
+            network = {"launch_template": _efa_template(resource_name, d, subnet_id, sg_id, tags, opts)}
         return aws.ec2.Instance(
             resource_name,
             ami=ami,
@@ -266,6 +257,56 @@ class AwsGpuInstance(pulumi.ComponentResource):
         )
 
 
+def _efa_template(
+    resource_name: str,
+    d: Deployment,
+    subnet_id: pulumi.Input[str],
+    sg_id: pulumi.Input[str],
+    tags: dict[str, str],
+    opts: pulumi.ResourceOptions,
+) -> aws.ec2.InstanceLaunchTemplateArgs:
+    """A node's network: its primary EFA-with-ENA interface (made first, with an Elastic IP:
+    a node in the default VPC has no NAT, and EC2 assigns no public address to an instance with
+    several interfaces) and an EFA-only interface on each further EFA card, in a launch
+    template the instance launches from. Every interface carries the group whose inbound and
+    outbound rules admit the other nodes."""
+    layout = efa_layout(d.machine_type)
+    primary = aws.ec2.NetworkInterface(
+        f"{resource_name}-efa",
+        subnet_id=subnet_id,
+        security_groups=[sg_id],
+        interface_type="efa",
+        description="gpufit: the primary interface of a job node, EFA with ENA",
+        tags=tags,
+        opts=opts,
+    )
+    aws.ec2.Eip(f"{resource_name}-eip", domain="vpc", network_interface=primary.id, tags=tags, opts=opts)
+    template = aws.ec2.LaunchTemplate(
+        f"{resource_name}-network",
+        name_prefix=f"gpufit-{resource_name}-",
+        description=f"gpufit {d.workload}: {len(layout)} EFA interfaces on {d.machine_type}",
+        network_interfaces=[
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=0, device_index=0, network_interface_id=primary.id
+            ),
+            *(
+                aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                    network_card_index=efa.network_card,
+                    device_index=efa.device_index,
+                    interface_type=efa.interface_type,
+                    subnet_id=subnet_id,
+                    security_groups=[sg_id],
+                    delete_on_termination="true",
+                )
+                for efa in layout[1:]
+            ),
+        ],
+        tags=tags,
+        opts=opts,
+    )
+    return aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version="$Latest")
+
+
 class AwsProvider:
     """Provisions deployments on AWS through an explicit regional ``aws.Provider``."""
 
@@ -284,8 +325,9 @@ class AwsProvider:
         providers = [self._provider] if self._provider is not None else None
         opts = pulumi.ResourceOptions(providers=providers)
         invoke = pulumi.InvokeOptions(provider=self._provider)
+        image = machine_image(deployment, invoke)
         if deployment.grouped:
             placement = fleet_placement(deployment, invoke)
-            return AwsGpuFleet(deployment.name, deployment, placement, opts, secrets).outputs
+            return AwsGpuFleet(deployment.name, deployment, placement, opts, secrets, image).outputs
         network = instance_network(deployment, invoke)
-        return AwsGpuInstance(deployment.name, deployment, opts, network).outputs
+        return AwsGpuInstance(deployment.name, deployment, opts, network, image).outputs

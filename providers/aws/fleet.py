@@ -148,7 +148,9 @@ class AwsGpuFleet(pulumi.ComponentResource):
         placement: FleetPlacement,
         opts: pulumi.ResourceOptions | None = None,
         secrets: SecretInputs | None = None,
+        image: Any = None,
     ) -> None:
+        """``image``: the AMI (``resources.machine_image``), looked up when not given."""
         super().__init__("gpufit:aws:GpuFleet", name, None, opts)
         d = deployment
         tags = d.tags()
@@ -181,13 +183,13 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 lambda v: fleet_role_policy(d, str(v[0]), [str(a) for a in v[1:]])
             ),
         )
-        image = machine_image(d, invoke)
+        image = image if image is not None else machine_image(d, invoke)
         machine_tags = {**tags, "Name": f"gpufit-{d.name}"}
         template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
             name_prefix=f"gpufit-{d.name}-",
             description=f"gpufit {d.workload} ({d.stack}): expires {iso_utc(d.expires_at)}",
-            image_id=d.image or image.id,
+            image_id=image.id,
             instance_type=d.machine_type,
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
             vpc_security_group_ids=[sg.id],

@@ -24,6 +24,7 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment, FleetMember
+from selector.images import image_line
 
 LOCATION_TYPE = "availability-zone-id"
 ZONE_FILTER = "availability-zone-id"
@@ -172,9 +173,27 @@ def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlaceme
     return replace(placement, lb_subnet_ids=tuple(found))
 
 
+def same_image(d: Deployment) -> tuple[tuple[FleetMember, ...], tuple[str, ...]]:
+    """(the fleet members the choice's machine image supports, the types it does not): one
+    launch template boots one image, so a fallback of another image line (an ARM64 type
+    behind an x86-64 choice) cannot join the group. ``gpufit:image`` is taken to support the
+    whole fleet."""
+    if d.image:
+        return d.members, ()
+    line = image_line("aws", d.machine_type)
+    kept = tuple(m for m in d.members if image_line("aws", m.machine_type) == line)
+    return kept, tuple(m.machine_type for m in d.members if m not in kept)
+
+
 def _group_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:
     """Ask EC2 which zones offer the fleet's types and which subnets lie there, within the
     plan's zones; RunError when none can be used."""
+    members, other_image = same_image(d)
+    if other_image:
+        pulumi.log.warn(
+            f"{', '.join(other_image)}: another machine image than {d.machine_type}: left out of the group"
+        )
+    d = replace(d, fleet=members)
     by_type = zone_offerings([m.machine_type for m in d.members], invoke)
     if by_type is None:
         # No answer at all (as opposed to an empty one): keep every default subnet of the plan's

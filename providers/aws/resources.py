@@ -2,26 +2,45 @@
 fleet group: the security group, the machine image, the checkpoint bucket and the instance
 role. Secure by default: no inbound rule unless the spec lists SSH CIDRs (access is through SSM
 Session Manager), a private encrypted TLS-only bucket with lifecycle expiry, and an instance
-role that may touch that bucket only (plus what its component adds, such as leaving its own
-group)."""
+role that may open Session Manager sessions and touch that bucket only (plus what its
+component adds, such as leaving its own group)."""
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
-from deployment import Deployment
+from deployment import Deployment, fitted_name
+from selector.images import image_line, unsupported_reason
 
-DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
-"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``; override with the
-``gpufit:image`` config key."""
+SESSION_MANAGER_ACTIONS = (
+    "ssm:UpdateInstanceInformation",
+    "ssmmessages:CreateControlChannel",
+    "ssmmessages:CreateDataChannel",
+    "ssmmessages:OpenControlChannel",
+    "ssmmessages:OpenDataChannel",
+)
+"""What SSM Agent needs for Session Manager, and nothing else: AWS's "instance profile with
+minimal Session Manager permissions"
+(https://docs.aws.amazon.com/systems-manager/latest/userguide/getting-started-create-iam-instance-profile.html).
+Its other two statements are for options gpufit leaves at their defaults:
+``s3:GetEncryptionConfiguration`` only when session logs go to an encrypted bucket
+("required if you chose the Enforce S3 log encryption option") and ``kms:Decrypt`` only with
+KMS-encrypted sessions. ``ec2messages:*`` serves Run Command, not sessions. The managed
+``AmazonSSMManagedInstanceCore`` would also grant ``ssm:GetParameter(s)`` on every parameter.
+None of these actions takes a resource-level restriction (IAM Service Authorization
+Reference), hence ``*``."""
 
-SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
+BUCKET_PREFIX_MAX = 37
+"""terraform-provider-aws: ``bucket_prefix`` is at most 63 - 26 (its unique suffix) characters
+(``internal/service/s3/bucket.go``)."""
+BUCKET_STEM_MAX = BUCKET_PREFIX_MAX - len("gpufit-") - 1
 
 
 def policy_document(statements: list[dict[str, Any]]) -> str:
@@ -37,6 +56,10 @@ def trust_policy(service: str, account: str | None = None) -> str:
     if account:
         statement["Condition"] = {"StringEquals": {"aws:SourceAccount": account}}
     return policy_document([statement])
+
+
+def session_manager_policy() -> str:
+    return policy_document([{"Effect": "Allow", "Action": list(SESSION_MANAGER_ACTIONS), "Resource": "*"}])
 
 
 def bucket_policy_document(bucket_arn: str) -> str:
@@ -95,14 +118,40 @@ def security_group(
     extra_ingress: Sequence[aws.ec2.SecurityGroupIngressArgs] = (),
 ) -> aws.ec2.SecurityGroup:
     """No inbound rule unless ``access.ssh_cidrs`` lists some (or the component adds one, such
-    as the model server's port from its load balancer, inline too: inline and separate rules
-    on one group fight each other); all traffic between the job's own nodes when they form a
-    multi-node replica; outbound open for packages and models."""
-    sg = aws.ec2.SecurityGroup(
+    as the model server's port from its load balancer); outbound open for packages and models;
+    and, when the nodes form a multi-node replica, all traffic in from and out to the group
+    itself, which EFA needs in both directions: "allow all outbound traffic to the security
+    group itself" besides the inbound rule, the 0.0.0.0/0 rule does not stand in for it
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html#efa-start-security).
+    Every rule is inline: inline rules and separate rule resources on one group overwrite
+    each other (pulumi-aws ``ec2.SecurityGroup``). Descriptions keep to EC2's character set
+    (no apostrophe)."""
+    cluster_in = []
+    cluster_out = []
+    if d.needs_node_interconnect:
+        cluster_in.append(
+            aws.ec2.SecurityGroupIngressArgs(
+                description="all traffic from the job nodes (NCCL, EFA)",
+                protocol="-1",
+                from_port=0,
+                to_port=0,
+                self=True,
+            )
+        )
+        cluster_out.append(
+            aws.ec2.SecurityGroupEgressArgs(
+                description="all traffic to the job nodes (EFA)",
+                protocol="-1",
+                from_port=0,
+                to_port=0,
+                self=True,
+            )
+        )
+    return aws.ec2.SecurityGroup(
         f"{name}-sg",
         description=f"gpufit {d.workload}: no inbound unless access.ssh_cidrs lists it",
         vpc_id=vpc_id,
-        ingress=[*_ssh_rules(d.ssh_cidrs), *extra_ingress],
+        ingress=[*_ssh_rules(d.ssh_cidrs), *extra_ingress, *cluster_in],
         egress=[
             aws.ec2.SecurityGroupEgressArgs(
                 description="outbound for packages, models and the bucket",
@@ -110,38 +159,71 @@ def security_group(
                 from_port=0,
                 to_port=0,
                 cidr_blocks=["0.0.0.0/0"],
-            )
+            ),
+            *cluster_out,
         ],
         tags=tags,
         opts=child,
     )
-    if d.needs_node_interconnect:
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-intra-cluster",
-            description="all traffic between the job's nodes (NCCL, EFA)",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            tags=tags,
-            opts=child,
+
+
+class ImageError(ValueError):
+    """The machine image cannot boot the deployment: no supported image for its type, or a disk
+    smaller than the image's root snapshot."""
+
+
+def root_snapshot_gb(ami: Any) -> int | None:
+    """The size of the image's root volume snapshot (its root device's EBS mapping), if known."""
+    for mapping in getattr(ami, "block_device_mappings", None) or []:
+        if mapping.device_name == ami.root_device_name and mapping.ebs:
+            size = mapping.ebs.get("volume_size")
+            if size not in (None, ""):
+                return int(size)
+    return None
+
+
+def check_disk(d: Deployment, ami: Any) -> None:
+    """ImageError when the root volume would be smaller than the image's snapshot (EC2 refuses
+    it: "Volume of size N GB is smaller than snapshot, expect size >= M GB")."""
+    root = root_snapshot_gb(ami)
+    if root is not None and d.disk_gb < root:
+        raise ImageError(
+            f"storage.disk_gb {d.disk_gb} is smaller than the root snapshot of the machine image "
+            f"{ami.id} ({root} GB): set storage.disk_gb to {root} or more"
         )
-    return sg
 
 
 def machine_image(d: Deployment, invoke: pulumi.InvokeOptions) -> Any:
-    """The AMI: ``gpufit:image`` when set, else the newest x86-64 Deep Learning AMI. Its
-    ``id`` and ``root_device_name`` (which a launch template's root volume must name)."""
-    filters = (
-        [aws.ec2.GetAmiFilterArgs(name="image-id", values=[d.image])]
-        if d.image
-        else [
-            aws.ec2.GetAmiFilterArgs(name="name", values=[DLAMI_NAME_PATTERN]),
-            aws.ec2.GetAmiFilterArgs(name="architecture", values=["x86_64"]),
+    """The AMI: ``gpufit:image`` when set, else the newest Deep Learning AMI of the line that
+    supports the deployment's instance family (``selector/data/images.yaml``: x86-64 for G and
+    P types, ARM64 for G5g). Its ``id`` and ``root_device_name`` (which a root volume must
+    name), checked against the disk size. RunError when no supported image covers the type
+    or the disk is too small for the image."""
+    line = image_line("aws", d.machine_type)
+    if d.image:
+        filters = [aws.ec2.GetAmiFilterArgs(name="image-id", values=[d.image])]
+    elif line is None:
+        raise pulumi.RunError(unsupported_reason("aws", d.machine_type) or f"{d.machine_type}: no image")
+    else:
+        filters = [
+            aws.ec2.GetAmiFilterArgs(name="name", values=[line.name_filter]),
+            aws.ec2.GetAmiFilterArgs(name="architecture", values=[line.architecture]),
         ]
-    )
-    return aws.ec2.get_ami_output(
-        most_recent=True, owners=None if d.image else ["amazon"], filters=filters, opts=invoke
-    )
+    owners = None if d.image else ["amazon"]
+    ami = aws.ec2.get_ami(most_recent=True, owners=owners, filters=filters, opts=invoke)
+    try:
+        check_disk(d, ami)
+    except ImageError as err:
+        raise pulumi.RunError(str(err)) from None
+    return ami
+
+
+def bucket_prefix(d: Deployment) -> str:
+    """``gpufit-<name>-`` in S3's characters (lowercase, digits, hyphens) and at most 37
+    characters: a longer or changed name is cut with a digest of the whole, so it stays unique
+    and the same on every run."""
+    stem = re.sub(r"[^a-z0-9-]", "-", d.name).strip("-")
+    return f"gpufit-{fitted_name(stem, BUCKET_STEM_MAX, d.name)}-"
 
 
 def checkpoint_bucket(
@@ -152,7 +234,7 @@ def checkpoint_bucket(
     keep = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
     bucket = aws.s3.Bucket(
         f"{name}-checkpoints",
-        bucket_prefix=f"gpufit-{d.name[:30]}-",
+        bucket_prefix=bucket_prefix(d),
         force_destroy=not d.retain_bucket,
         tags=tags,
         opts=keep,
@@ -218,8 +300,8 @@ def instance_profile(
     child: pulumi.ResourceOptions,
     extra: pulumi.Input[str] | None = None,
 ) -> aws.iam.InstanceProfile:
-    """The instance role and profile: SSM sessions, its bucket, and (``extra``, a policy
-    document) whatever else the component grants it, such as leaving its own group."""
+    """The instance role and profile: Session Manager sessions, its bucket, and (``extra``, a
+    policy document) whatever else the component grants it, such as leaving its own group."""
     role = aws.iam.Role(
         f"{name}-role",
         assume_role_policy=trust_policy("ec2.amazonaws.com"),
@@ -227,7 +309,7 @@ def instance_profile(
         tags=tags,
         opts=child,
     )
-    aws.iam.RolePolicyAttachment(f"{name}-ssm", role=role.name, policy_arn=SSM_CORE_POLICY, opts=child)
+    aws.iam.RolePolicy(f"{name}-session-manager", role=role.id, policy=session_manager_policy(), opts=child)
     aws.iam.RolePolicy(
         f"{name}-bucket-access", role=role.id, policy=bucket_arn.apply(bucket_policy_document), opts=child
     )

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, iso_utc, parse_gcp_label_time
+from deployment import Deployment, fitted_name, iso_utc, parse_gcp_label_time
 
 DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
 """Deep Learning VM image family (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570 preinstalled);
@@ -42,6 +42,63 @@ def gce_name(text: str) -> str:
     letter (names derived from a stack may carry ``_`` or start with a digit)."""
     stem = re.sub(r"[^a-z0-9-]", "-", text.lower()).strip("-")
     return stem if stem[:1].isalpha() else f"g-{stem}".rstrip("-")
+
+
+AUTONAME_SUFFIX = 8
+"""Pulumi names a resource ``<resource name>-<7 hex>`` when no ``name`` is given."""
+COMPUTE_NAME_MAX = 63
+"""Compute Engine names: 1-63 characters of ``[a-z]([-a-z0-9]*[a-z0-9])?`` (RFC 1035;
+https://cloud.google.com/compute/docs/naming-resources#resource-name-format)."""
+
+
+def resource_name(base: str, suffix: str) -> str:
+    """The Pulumi name of a resource whose cloud name Pulumi makes from it (``<name>-<7
+    hex>``): short enough that the cloud name stays within 63 characters, cut with a digest of
+    the whole when it is not, so it stays unique in the project."""
+    full = f"{base}-{suffix}"
+    return fitted_name(full, COMPUTE_NAME_MAX - AUTONAME_SUFFIX)
+
+
+BUCKET_FORBIDDEN = re.compile(r"g[o0]{2,}g(?:[l1]e)?")
+"""Cloud Storage: "Bucket names cannot begin with the goog prefix" and "cannot contain google
+or close misspellings, such as g00gle" (https://cloud.google.com/storage/docs/buckets#naming)."""
+
+
+def bucket_resource_name(base: str) -> str:
+    """The checkpoint bucket's Pulumi name (its bucket name is this plus ``-<7 hex>``): the
+    stack's base name, with any ``goog``-like run (a workload named ``google-gemma``) replaced,
+    since Cloud Storage refuses those in bucket names."""
+    stem = BUCKET_FORBIDDEN.sub("g", base)
+    return resource_name(stem, "ckpt") if stem == base else fitted_name(f"{stem}-ckpt", 55, f"{base}-ckpt")
+
+
+API_SERVICES = {
+    "compute": "compute.googleapis.com",
+    "iam": "iam.googleapis.com",
+    "storage": "storage.googleapis.com",
+    "cloudresourcemanager": "cloudresourcemanager.googleapis.com",
+    "secretmanager": "secretmanager.googleapis.com",
+    "cloudscheduler": "cloudscheduler.googleapis.com",
+}
+"""The APIs a stack's resources are created through: Compute Engine (VMs, templates, groups,
+networks, firewalls, load balancers), IAM (service accounts, the custom role), Cloud Storage
+(the bucket), Resource Manager (project IAM bindings), Secret Manager (an endpoint's secrets),
+Cloud Scheduler (a group's deadline)."""
+
+
+def enabled_apis(
+    base: str, apis: Sequence[str], opts: pulumi.ResourceOptions
+) -> list[gcp.projects.Service]:
+    """Enable ``apis`` in the project (idempotent: an enabled API stays as it is) and leave
+    them on when the stack is destroyed, since other stacks and users of the project share
+    them (``disable_on_destroy=False``). Everything the stack creates depends on these.
+    Managing them needs the Service Usage API, which new projects have on."""
+    return [
+        gcp.projects.Service(
+            resource_name(base, f"{api}-api"), service=API_SERVICES[api], disable_on_destroy=False, opts=opts
+        )
+        for api in apis
+    ]
 
 
 def network_tag(deployment: Deployment) -> str:
@@ -101,14 +158,14 @@ def network(
         )
         return existing.network, existing.self_link
     network = gcp.compute.Network(
-        f"{base}-net",
+        resource_name(base, "net"),
         auto_create_subnetworks=False,
         mtu=JUMBO_MTU if d.nodes_per_replica > 1 else None,
         description=f"gpufit {d.workload} ({d.stack}): no ingress unless access.ssh_cidrs lists it",
         opts=child,
     )
     subnet = gcp.compute.Subnetwork(
-        f"{base}-subnet",
+        resource_name(base, "subnet"),
         network=network.self_link,
         region=d.region,
         ip_cidr_range=SUBNET_CIDR,
@@ -130,7 +187,7 @@ def firewalls(
         suffix = "ssh" if ipaddress.ip_network(ranges[0], strict=False).version == 4 else "ssh-v6"
         rules.append(
             gcp.compute.Firewall(
-                f"{base}-{suffix}",
+                resource_name(base, suffix),
                 network=network,
                 direction="INGRESS",
                 allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=["22"])],
@@ -143,7 +200,7 @@ def firewalls(
     if d.nodes_per_replica > 1:
         rules.append(
             gcp.compute.Firewall(
-                f"{base}-intra-cluster",
+                resource_name(base, "intra-cluster"),
                 network=network,
                 direction="INGRESS",
                 allows=[
@@ -167,7 +224,7 @@ def checkpoint_bucket(
     Google-managed keys by default, so no encryption block is needed."""
     opts = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=d.retain_bucket))
     return gcp.storage.Bucket(
-        f"{base}-ckpt",
+        bucket_resource_name(base),
         location=d.region.upper(),
         storage_class="STANDARD",
         uniform_bucket_level_access=True,

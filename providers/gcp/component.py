@@ -28,12 +28,14 @@ from providers.gcp.common import (
     DLVM_IMAGE,
     boot_disk_type,
     checkpoint_bucket,
+    enabled_apis,
     firewalls,
     gce_name,
     label_expiry,
     network,
     network_tag,
     nic_type,
+    resource_name,
     vm_identity,
 )
 from providers.gcp.fleet import GcpGpuFleet, fleet_placement
@@ -68,7 +70,9 @@ def scheduling(deployment: Deployment) -> gcp.compute.InstanceSchedulingArgs:
     seconds = d.lifetime_seconds
     if seconds > MAX_RUN_DURATION_LIMIT_S:
         raise ValueError(
-            f"{d.name}: lifetime {seconds} s exceeds Compute Engine's 120-day max_run_duration limit"
+            f"{d.name}: lifetime {seconds / 86400:.1f} days exceeds Compute Engine's 120-day "
+            "max_run_duration limit, and a job spread over VMs has no other cloud-side deadline "
+            "(a managed group's Cloud Scheduler job); shorten teardown.ttl or duration"
         )
     return gcp.compute.InstanceSchedulingArgs(
         provisioning_model="SPOT" if d.spot else "STANDARD",
@@ -119,7 +123,10 @@ class GcpGpuInstance(pulumi.ComponentResource):
         base = gce_name(name)
         labels = d.labels()
         tag = network_tag(d)
-        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        apis = enabled_apis(base, ("compute", "iam", "storage"), pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(
+            parent=self, ignore_changes=deadline_ignore_changes(d), depends_on=apis
+        )
         invoke = pulumi.InvokeOutputOptions(parent=self)
 
         zone = self._zone(d, invoke)
@@ -136,7 +143,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
         if distributed:
             for leader in range(0, d.nodes, d.nodes_per_replica):
                 leader_ips[leader] = gcp.compute.Address(
-                    f"{base}-node{leader}-ip",
+                    resource_name(base, f"node{leader}-ip"),
                     address_type="INTERNAL",
                     purpose="GCE_ENDPOINT",
                     region=d.region,
@@ -148,7 +155,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
         self.placement: gcp.compute.ResourcePolicy | None = None
         if distributed and not d.machine_type.startswith(NO_COMPACT_PLACEMENT_SERIES):
             self.placement = gcp.compute.ResourcePolicy(
-                f"{base}-compact",
+                resource_name(base, "compact"),
                 region=d.region,
                 description="gpufit: the job's VMs close together for NCCL",
                 group_placement_policy=gcp.compute.ResourcePolicyGroupPlacementPolicyArgs(
@@ -158,7 +165,11 @@ class GcpGpuInstance(pulumi.ComponentResource):
             )
 
         # The VMs wait for the bucket grant so the boot script can write from its first minute.
-        vm_opts = pulumi.ResourceOptions(parent=self, depends_on=[bucket_access])
+        # What carries the clock's deadline (labels, description, startup script, the boot
+        # disk's labels, which would replace the VM) keeps its first value on a later `up`.
+        vm_opts = pulumi.ResourceOptions(
+            parent=self, depends_on=[bucket_access, *apis], ignore_changes=deadline_ignore_changes(d)
+        )
         self.instances: list[gcp.compute.Instance] = []
         for index in range(d.nodes):
             rank, leader = d.role(index)
@@ -166,7 +177,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
             startup_script = pulumi.Output.all(self.bucket.name, master).apply(_boot_script(d, rank, index))
             self.instances.append(
                 self._instance(
-                    f"{base}-node{index}" if d.nodes > 1 else base,
+                    resource_name(base, f"node{index}") if d.nodes > 1 else base,
                     d,
                     zone=zone,
                     subnetwork=subnetwork,

@@ -23,6 +23,7 @@ import pulumi_gcp as gcp
 
 from deployment import Deployment
 from machine.serving import HEALTH_PATH
+from providers.gcp.common import resource_name
 from providers.secrets import api_key_input, warn_if_gated
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -65,7 +66,7 @@ def endpoint_secrets(
             continue
         secret = gcp.secretmanager.Secret(
             f"{base}-{key}",
-            secret_id=f"{base[:40]}-{key}",
+            secret_id=f"{base}-{key}",
             replication=gcp.secretmanager.SecretReplicationArgs(
                 auto=gcp.secretmanager.SecretReplicationAutoArgs()
             ),
@@ -86,7 +87,7 @@ def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp
     """HTTP ``/health`` on the first replica's port: the MIG's autohealing and the backend's."""
     assert d.server is not None
     return gcp.compute.RegionHealthCheck(
-        f"{base}-health",
+        resource_name(base, "health"),
         region=d.region,
         description=f"gpufit {d.workload}: the model server is ready",
         http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
@@ -109,7 +110,7 @@ def server_firewall(
     last = PROXY_SUBNET_CIDR if d.expose == "load_balancer" else IAP_RANGE
     sources = [*HEALTH_CHECK_RANGES, last]
     return gcp.compute.Firewall(
-        f"{base}-serve",
+        resource_name(base, "serve"),
         network=network,
         direction="INGRESS",
         allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(p) for p in d.server.ports()])],
@@ -175,7 +176,7 @@ def load_balancer(
     if make_proxy_subnet:
         proxies.append(
             gcp.compute.Subnetwork(
-                f"{base}-proxy-only",
+                resource_name(base, "proxy-only"),
                 network=network,
                 region=region,
                 ip_cidr_range=PROXY_SUBNET_CIDR,
@@ -186,7 +187,7 @@ def load_balancer(
             )
         )
     policy = gcp.compute.RegionSecurityPolicy(
-        f"{base}-armor",
+        resource_name(base, "armor"),
         region=region,
         type="CLOUD_ARMOR",
         description=f"gpufit {d.workload}: access.api_cidrs only"
@@ -195,7 +196,7 @@ def load_balancer(
         opts=child,
     )
     backend = gcp.compute.RegionBackendService(
-        f"{base}-backend",
+        resource_name(base, "backend"),
         region=region,
         load_balancing_scheme="EXTERNAL_MANAGED",
         protocol="HTTP",
@@ -210,10 +211,14 @@ def load_balancer(
         ],
         opts=child,
     )
-    url_map = gcp.compute.RegionUrlMap(f"{base}-urls", region=region, default_service=backend.id, opts=child)
-    proxy = gcp.compute.RegionTargetHttpProxy(f"{base}-http", region=region, url_map=url_map.id, opts=child)
+    url_map = gcp.compute.RegionUrlMap(
+        resource_name(base, "urls"), region=region, default_service=backend.id, opts=child
+    )
+    proxy = gcp.compute.RegionTargetHttpProxy(
+        resource_name(base, "http"), region=region, url_map=url_map.id, opts=child
+    )
     address = gcp.compute.Address(
-        f"{base}-lb-ip",
+        resource_name(base, "lb-ip"),
         region=region,
         address_type="EXTERNAL",
         network_tier="STANDARD",
@@ -221,7 +226,7 @@ def load_balancer(
         opts=child,
     )
     rule = gcp.compute.ForwardingRule(
-        f"{base}-lb",
+        resource_name(base, "lb"),
         region=region,
         load_balancing_scheme="EXTERNAL_MANAGED",
         ip_protocol="TCP",

@@ -51,6 +51,7 @@ from providers.gcp.common import (
     DLVM_IMAGE,
     boot_disk_type,
     checkpoint_bucket,
+    enabled_apis,
     firewalls,
     gce_name,
     label_expiry,
@@ -197,6 +198,26 @@ def target_shape(d: Deployment) -> str:
     return "BALANCED"
 
 
+TERMINATION_TIME_LIMIT = timedelta(days=120)
+"""Compute Engine: "The maximum time limit is 120 days" for a VM's run time, a termination
+time included (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)."""
+
+
+def template_termination_time(d: Deployment) -> str | None:
+    """The template's absolute ``termination_time``: the deadline, when it lies within Compute
+    Engine's 120 days of now (the stack's creation time); None past that, when the group's
+    cloud-side deadline is its Cloud Scheduler job alone (with the VMs' own stop and gpufit
+    reap behind it), as the plan's log and the ``deadline_layers`` output say."""
+    if d.expires_at - d.created_at <= TERMINATION_TIME_LIMIT:
+        return iso_utc(d.expires_at)
+    pulumi.log.warn(
+        f"{d.name}: the deadline {iso_utc(d.expires_at)} is more than 120 days away, beyond a VM "
+        "termination time's reach: the group's cloud-side deadline is its Cloud Scheduler job "
+        "(resize to 0), backed by each VM's own stop and `gpufit reap`"
+    )
+    return None
+
+
 def cron_at(d: Deployment) -> str:
     """The Cloud Scheduler cron for the deadline's minute (rounded up), in UTC."""
     fire = d.expires_at
@@ -252,7 +273,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
         project, region = placement.project, d.region
         labels = d.labels()
         tag = network_tag(d)
-        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        needed = ["compute", "iam", "storage", "cloudresourcemanager", "cloudscheduler"]
+        if d.server is not None:
+            needed.append("secretmanager")
+        apis = enabled_apis(base, needed, pulumi.ResourceOptions(parent=self))
+        child = pulumi.ResourceOptions(
+            parent=self, ignore_changes=deadline_ignore_changes(d), depends_on=apis
+        )
         invoke = pulumi.InvokeOutputOptions(parent=self)
 
         network_link, subnetwork = network(base, d, child, invoke)
@@ -313,6 +340,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             if d.attached_accelerator
             else None
         )
+        termination = template_termination_time(d)
         self.template = gcp.compute.RegionInstanceTemplate(
             f"{base}-tmpl",
             name_prefix=f"{base[:36]}-",
@@ -344,7 +372,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 automatic_restart=not d.spot,
                 on_host_maintenance="TERMINATE",
                 instance_termination_action="DELETE",
-                termination_time=iso_utc(d.expires_at),
+                termination_time=termination,
             ),
             service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
                 email=self.service_account.email, scopes=[CLOUD_PLATFORM_SCOPE]
@@ -386,7 +414,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         if not d.pinned:
             ignored.append("distributionPolicyZones")
         group_opts = pulumi.ResourceOptions(
-            parent=self, depends_on=[bucket_access, vm_group], ignore_changes=ignored
+            parent=self, depends_on=[bucket_access, vm_group, *apis], ignore_changes=ignored
         )
         self.group = gcp.compute.RegionInstanceGroupManager(
             f"{base}-mig",
@@ -488,7 +516,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
             ),
             **self._endpoint_outputs(d, group_name),
+            # Why the group has fewer VMs than asked (no capacity, quota, a machine type not sold
+            # in a zone): its errors, and its status as Compute reports it.
             "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
+            "status": self.group.statuses,
+            "deadline_layers": "Cloud Scheduler resize to 0, in-VM stop, reap"
+            if termination is None
+            else "Cloud Scheduler resize to 0, VM termination time, in-VM stop, reap",
         }
         self.register_outputs(self.outputs)
 

@@ -1,0 +1,634 @@
+"""Google Cloud's rules, each with the page that states it: every body checked against the
+discovery documents (field names, types, enums, patterns, required fields) and Google's
+documented rules the documents leave in prose (resource names, labels, bucket names, service
+account and role ids, run-time limits, metadata sizes, enabled APIs, ...)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+
+from tests.contracts import gcp_requests as api
+from tests.contracts.gcp_discovery import problems, source
+from tests.contracts.model import Resource, Rule, Stack
+
+INSTANCE = "gcp:compute/instance:Instance"
+TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+NETWORK = "gcp:compute/network:Network"
+FIREWALL = "gcp:compute/firewall:Firewall"
+HEALTH = "gcp:compute/regionHealthCheck:RegionHealthCheck"
+ARMOR = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
+BUCKET = "gcp:storage/bucket:Bucket"
+ACCOUNT = "gcp:serviceaccount/account:Account"
+ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
+SECRET = "gcp:secretmanager/secret:Secret"
+JOB = "gcp:cloudscheduler/job:Job"
+SERVICE = "gcp:projects/service:Service"
+ADDRESS = "gcp:compute/address:Address"
+
+RFC1035 = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
+"""Compute resource names: "1-63 characters long and match the regular expression
+[a-z]([-a-z0-9]*[a-z0-9])?" (every compute resource's ``name`` in the discovery document)."""
+
+
+def R(typ: str, resource_name: str = "r", /, **inputs: Any) -> Resource:
+    return Resource(typ, resource_name, inputs)
+
+
+def check_discovery(r: Resource, s: Stack) -> Iterator[str]:
+    built = api.bodies(r, s)
+    for body in built or []:
+        yield from problems(body.api, body.schema, body.body, body.method)
+
+
+def check_coverage(r: Resource, s: Stack) -> Iterator[str]:
+    if r.typ not in api.BUILDERS:
+        yield f"no contract knows what {r.typ} sends: map it in tests/contracts/gcp_requests.py"
+        return
+    for key in api.unmapped(r):
+        yield (
+            f"input {key!r} reaches no request the contracts know: map it in "
+            "tests/contracts/gcp_requests.py"
+        )
+
+
+def check_compute_name(r: Resource, s: Stack) -> Iterator[str]:
+    name = api.template_name(r) if r.typ == TEMPLATE else api.name_of(r)
+    if not re.fullmatch(RFC1035, name):
+        yield f"name {name!r} ({len(name)} characters) is not 1-63 of [a-z]([-a-z0-9]*[a-z0-9])?"
+    if r.typ == TEMPLATE and r.get("namePrefix") and len(r.get("namePrefix")) > 54:
+        yield f"name_prefix {r.get('namePrefix')!r} is over 54 characters"
+    if r.typ == MIG and r.get("baseInstanceName"):
+        base = r.get("baseInstanceName")
+        if len(base) > 58 or not re.fullmatch(r"[a-z](?:[-a-z0-9]{0,57})", base):
+            yield f"base_instance_name {base!r}: at most 58 of [a-z][-a-z0-9]*"
+
+
+LABEL_KEY = r"[\p{Ll}\p{Lo}][\p{Ll}\p{Lo}\p{N}_-]{0,62}"
+LABEL_VALUE = r"[\p{Ll}\p{Lo}\p{N}_-]{0,63}"
+
+
+def _label_maps(r: Resource) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    if isinstance(r.get("labels"), Mapping):
+        yield "labels", r.get("labels")
+    params = (r.get("bootDisk") or {}).get("initializeParams") or {}
+    if params.get("labels"):
+        yield "bootDisk.initializeParams.labels", params["labels"]
+    for i, disk in enumerate(r.get("disks") or []):
+        if disk.get("labels"):
+            yield f"disks[{i}].labels", disk["labels"]
+
+
+def check_labels(r: Resource, s: Stack) -> Iterator[str]:
+    import regex
+
+    for where, labels in _label_maps(r):
+        if len(labels) > 64:
+            yield f"{where}: {len(labels)} labels, over 64"
+        for key, value in labels.items():
+            if not regex.fullmatch(LABEL_KEY, str(key)) or len(str(key).encode()) > 128:
+                yield (
+                    f"{where}: key {key!r}: a lowercase letter, then up to 62 lowercase letters, digits, _ "
+                    "or -"
+                )
+            if not regex.fullmatch(LABEL_VALUE, str(value)) or len(str(value).encode()) > 128:
+                yield f"{where}[{key!r}]: value {value!r}: up to 63 lowercase letters, digits, _ or -"
+
+
+def check_bucket_name(r: Resource, s: Stack) -> Iterator[str]:
+    name = api.bucket_name(r)
+    if "." in name:
+        yield f"bucket name {name!r} has dots (domain-named buckets need verification)"
+    if not 3 <= len(name) <= 63 or not re.fullmatch(r"[a-z0-9][a-z0-9_.-]*[a-z0-9]", name):
+        yield f"bucket name {name!r}: 3-63 lowercase letters, digits, - and _, a letter or digit at each end"
+    if name.startswith("goog"):
+        yield f"bucket name {name!r} begins with goog"
+    if re.search(r"g[o0][o0]g[l1]e", name):
+        yield f"bucket name {name!r} contains google or a close misspelling"
+    try:
+        ipaddress.IPv4Address(name)
+        yield f"bucket name {name!r} is an IP address"
+    except ValueError:
+        pass
+
+
+def check_account_id(r: Resource, s: Stack) -> Iterator[str]:
+    account = str(r.get("accountId") or "")
+    if not re.fullmatch(r"[a-z](?:[-a-z0-9]{4,28}[a-z0-9])", account):
+        yield f"account_id {account!r}: 6-30 of [a-z][-a-z0-9]*[a-z0-9]"
+    if len(str(r.get("displayName") or "").encode()) > 100:
+        yield "display_name is over 100 bytes"
+    if len(str(r.get("description") or "").encode()) > 256:
+        yield "description is over 256 bytes"
+
+
+def check_role_id(r: Resource, s: Stack) -> Iterator[str]:
+    role = str(r.get("roleId") or "")
+    if not re.fullmatch(r"[a-zA-Z0-9_.]{3,64}", role):
+        yield f"role_id {role!r}: 3-64 letters, digits, _ and ."
+    if len(str(r.get("title") or "").encode()) > 100:
+        yield "title is over 100 bytes"
+
+
+def check_secret_id(r: Resource, s: Stack) -> Iterator[str]:
+    secret = str(r.get("secretId") or "")
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,255}", secret):
+        yield f"secret_id {secret!r}: 1-255 letters, digits, - and _"
+
+
+def _seconds(text: Any) -> float | None:
+    found = re.fullmatch(r"(\d+(?:\.\d+)?)s", str(text or ""))
+    return float(found.group(1)) if found else None
+
+
+def check_scheduler_job(r: Resource, s: Stack) -> Iterator[str]:
+    name = api.name_of(r)
+    if not re.fullmatch(r"[A-Za-z0-9_-]{1,500}", name):
+        yield f"job name {name!r}: 1-500 letters, digits, - and _"
+    if len(str(r.get("description") or "")) > 500:
+        yield "description is over 500 characters"
+    deadline = _seconds(r.get("attemptDeadline"))
+    if r.get("httpTarget") and deadline is not None and not 15 <= deadline <= 1800:
+        yield f"attempt_deadline {r.get('attemptDeadline')}: 15 s to 30 min for an HTTP target"
+    retries = (r.get("retryConfig") or {}).get("retryCount")
+    if retries is not None and not 0 <= retries <= 5:
+        yield f"retry_count {retries}: 0-5"
+
+
+METADATA_VALUE_MAX = 256 * 1024
+METADATA_TOTAL_MAX = 512 * 1024
+
+
+def check_metadata(r: Resource, s: Stack) -> Iterator[str]:
+    metadata = r.get("metadata") or {}
+    total = 0
+    for key, value in metadata.items():
+        size = len(str(key).encode()) + len(str(value).encode())
+        total += size
+        if not re.fullmatch(r"[a-zA-Z0-9-_]{1,128}", str(key)):
+            yield f"metadata key {key!r}: 1-128 of [a-zA-Z0-9-_]"
+        if len(str(value).encode()) > METADATA_VALUE_MAX:
+            yield f"metadata[{key!r}] is {len(str(value).encode())} bytes, over 256 KiB"
+    if total >= METADATA_TOTAL_MAX:
+        yield f"metadata is {total} bytes in all, not under 512 KB"
+
+
+RUN_LIMIT = timedelta(days=120)
+
+
+def check_run_duration(r: Resource, s: Stack) -> Iterator[str]:
+    scheduling = r.get("scheduling") or {}
+    seconds = (scheduling.get("maxRunDuration") or {}).get("seconds")
+    if seconds is not None and not 30 <= int(seconds) <= RUN_LIMIT.total_seconds():
+        yield f"max_run_duration {seconds} s: 30 s to 120 days"
+    at = scheduling.get("terminationTime")
+    if at and s.now is not None:
+        moment = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        if not s.now + timedelta(seconds=30) <= moment <= s.now + RUN_LIMIT:
+            yield f"termination_time {at}: 30 s to 120 days from now ({s.now.isoformat()})"
+    if (seconds is not None or at) and scheduling.get("instanceTerminationAction") not in ("STOP", "DELETE"):
+        yield "a run-time limit needs instance_termination_action STOP or DELETE"
+    if (
+        (seconds is not None or at)
+        and scheduling.get("preemptible")
+        and scheduling.get("provisioningModel") != "SPOT"
+    ):
+        yield "run-time limits do not apply to legacy preemptible VMs (use provisioning_model SPOT)"
+
+
+def check_spot(r: Resource, s: Stack) -> Iterator[str]:
+    scheduling = r.get("scheduling") or {}
+    if scheduling.get("provisioningModel") == "SPOT":
+        if scheduling.get("automaticRestart"):
+            yield "a Spot VM takes automatic_restart false"
+        if scheduling.get("onHostMaintenance", "TERMINATE") != "TERMINATE":
+            yield "a Spot VM takes on_host_maintenance TERMINATE"
+
+
+GVNIC_SERIES = ("a3-", "a4-", "a4x-", "g4-")
+HYPERDISK_SERIES = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
+
+
+def check_machine_series(r: Resource, s: Stack) -> Iterator[str]:
+    machine = str(r.get("machineType") or "")
+    nics = r.get("networkInterfaces") or []
+    if machine.startswith(GVNIC_SERIES) and any(n.get("nicType") not in ("GVNIC", "MRDMA") for n in nics):
+        yield f"{machine} boots with gVNIC interfaces only"
+    disk = ((r.get("bootDisk") or {}).get("initializeParams") or {}).get("type")
+    disks = [d.get("diskType") for d in r.get("disks") or []]
+    for kind in [disk, *disks]:
+        if (
+            kind is not None
+            and machine.startswith(HYPERDISK_SERIES)
+            and not str(kind).startswith("hyperdisk-")
+        ):
+            yield f"{machine} attaches Hyperdisk only, not {kind}"
+
+
+def check_disk_size(r: Resource, s: Stack) -> Iterator[str]:
+    sizes = [((r.get("bootDisk") or {}).get("initializeParams") or {}).get("size")]
+    sizes += [d.get("diskSizeGb") for d in r.get("disks") or []]
+    for size in sizes:
+        if size is not None and int(size) < 10:
+            yield f"a boot disk of {size} GB: at least 10"
+
+
+def check_network(r: Resource, s: Stack) -> Iterator[str]:
+    mtu = r.get("mtu")
+    if mtu is not None and not 1300 <= int(mtu) <= 8896:
+        yield f"mtu {mtu}: 1300-8896"
+
+
+def check_health_check(r: Resource, s: Stack) -> Iterator[str]:
+    timeout, interval = r.get("timeoutSec"), r.get("checkIntervalSec")
+    if timeout is not None and interval is not None and timeout > interval:
+        yield f"timeout_sec {timeout} is over check_interval_sec {interval}"
+
+
+def check_group_policies(r: Resource, s: Stack) -> Iterator[str]:
+    update = r.get("updatePolicy") or {}
+    if update and not (update.get("maxSurgeFixed") or update.get("maxUnavailableFixed")):
+        yield "update policy: max_surge or max_unavailable must be above 0"
+    healing = r.get("autoHealingPolicies") or []
+    for policy in [healing] if isinstance(healing, Mapping) else healing:
+        delay = policy.get("initialDelaySec")
+        if delay is not None and not 0 <= delay <= 3600:
+            yield f"autohealing initial_delay_sec {delay}: 0-3600"
+
+
+def check_armor(r: Resource, s: Stack) -> Iterator[str]:
+    rules = r.get("rules") or []
+    for rule in rules:
+        ranges = ((rule.get("match") or {}).get("config") or {}).get("srcIpRanges") or []
+        if len(ranges) > 10:
+            yield f"rule {rule.get('priority')}: {len(ranges)} source ranges, over 10"
+    if not any(
+        rule.get("priority") == 2147483647
+        and ((rule.get("match") or {}).get("config") or {}).get("srcIpRanges") == ["*"]
+        for rule in rules
+    ):
+        yield "no default rule (priority 2147483647 matching *)"
+
+
+SERVICE_OF = {
+    "gcp:compute/": "compute.googleapis.com",
+    "gcp:storage/": "storage.googleapis.com",
+    "gcp:serviceaccount/": "iam.googleapis.com",
+    "gcp:projects/iAMCustomRole": "iam.googleapis.com",
+    "gcp:projects/iAMMember": "cloudresourcemanager.googleapis.com",
+    "gcp:secretmanager/": "secretmanager.googleapis.com",
+    "gcp:cloudscheduler/": "cloudscheduler.googleapis.com",
+}
+"""The API each resource is created through (its discovery document's ``rootUrl`` host)."""
+
+
+def service_of(typ: str) -> str | None:
+    return next((svc for prefix, svc in SERVICE_OF.items() if typ.startswith(prefix)), None)
+
+
+def check_apis_enabled(r: Resource, s: Stack) -> Iterator[str]:
+    enabled = {str(x.get("service")): x for x in s.of_type(SERVICE)}
+    for resource in s.resources:
+        needed = service_of(resource.typ)
+        if needed is None:
+            continue
+        service = enabled.get(needed)
+        if service is None:
+            yield f"{resource.typ} {resource.name}: {needed} is not enabled by the stack"
+        elif service.urn and service.urn not in s.depends_on(resource):
+            yield f"{resource.typ} {resource.name}: created without waiting for {needed} to be enabled"
+
+
+def check_service(r: Resource, s: Stack) -> Iterator[str]:
+    if not re.fullmatch(r"[a-z0-9-]+\.googleapis\.com", str(r.get("service") or "")):
+        yield f"service {r.get('service')!r} is not an API service name"
+    if r.get("disableOnDestroy", True) is not False:
+        yield "disable_on_destroy must be false: destroying one stack would turn the API off for every other"
+
+
+def _rule(
+    id: str, summary: str, url: str, applies: Iterable[str], check: Any, *examples: Any, **extra: Any
+) -> Rule:
+    if extra.get("whole_stack"):
+        accepting, refusing = examples
+        return Rule(
+            id,
+            summary,
+            url,
+            tuple(applies),
+            check,
+            accepting_stack=accepting,
+            refusing_stack=refusing,
+            **extra,
+        )
+    accepts, refuses = examples
+    return Rule(id, summary, url, tuple(applies), check, tuple(accepts), tuple(refuses), **extra)
+
+
+def _apis_stack(wait: bool) -> Stack:
+    s = Stack()
+    service = Resource(SERVICE, "compute-api", {"service": "compute.googleapis.com"}, urn="urn:svc")
+    s.add(service, "svc-id")
+    network = Resource(NETWORK, "net", {}, urn="urn:net", dependencies=("urn:svc",) if wait else ())
+    s.add(network, "net-id")
+    s.add(Resource(FIREWALL, "fw", {}, urn="urn:fw", dependencies=("urn:net",)), "fw-id")
+    return s
+
+
+LABELS = {"gpufit-stack": "dev", "gpufit-expires-at": "2026-12-04t13-00-00z"}
+NOW = datetime.fromisoformat("2026-12-02T12:00:00+00:00")
+ALL = ("gcp:*",)
+
+RULES: tuple[Rule, ...] = (
+    _rule(
+        "gcp.discovery",
+        "every body matches the API's discovery document: field names, types, enums, patterns, required "
+        "fields",
+        source("compute.v1"),
+        ALL,
+        check_discovery,
+        [R(NETWORK, "net", autoCreateSubnetworks=False, mtu=8896)],
+        [
+            R(NETWORK, "net", mtu="jumbo"),
+            R(FIREWALL, "fw", direction="IN"),
+            R(INSTANCE, "vm", scheduling={"provisioningModel": "PREEMPTIBLE"}),
+        ],
+    ),
+    _rule(
+        "gcp.contract-coverage",
+        "every resource type and input maps to the request it becomes",
+        "https://github.com/hashicorp/terraform-provider-google/tree/main/google/services",
+        ALL,
+        check_coverage,
+        [R(NETWORK, "net", autoCreateSubnetworks=False)],
+        [R("gcp:compute/disk:Disk", "d", size=10), R(NETWORK, "net", enableUlaInternalIpv6=True)],
+    ),
+    _rule(
+        "gcp.compute-name",
+        "compute resource names: 1-63 of [a-z]([-a-z0-9]*[a-z0-9])?; MIG base names at most 58",
+        "https://cloud.google.com/compute/docs/naming-resources#resource-name-format",
+        ("gcp:compute/*",),
+        check_compute_name,
+        [R(FIREWALL, "llama70b-chat-production-intra")],
+        [
+            R(FIREWALL, "llama70b-chat-production-2026-long-stack-name-intra-cluster"),
+            R(NETWORK, "n", name="1net"),
+            R(MIG, "m", name="g", baseInstanceName="b" * 59),
+        ],
+    ),
+    _rule(
+        "gcp.labels",
+        "labels: at most 64; keys start with a lowercase letter; keys and values up to 63 of lowercase "
+        "letters, digits, _ and -",
+        "https://cloud.google.com/compute/docs/labeling-resources#requirements",
+        ALL,
+        check_labels,
+        [R(BUCKET, "b", labels=LABELS)],
+        [
+            R(BUCKET, "b", labels={"1team": "x"}),
+            R(BUCKET, "b", labels={"team": "A B"}),
+            R(INSTANCE, "vm", bootDisk={"initializeParams": {"labels": {"k": "v" * 64}}}),
+        ],
+    ),
+    _rule(
+        "gcp.bucket-name",
+        "bucket names: 3-63 lowercase letters, digits, - and _; not beginning with goog, not containing "
+        "google",
+        "https://cloud.google.com/storage/docs/buckets#naming",
+        (BUCKET,),
+        check_bucket_name,
+        [R(BUCKET, "gpufit-llama-dev-ckpt")],
+        [
+            R(BUCKET, "google-gemma-dev-ckpt"),
+            R(BUCKET, "b", name="goog-x"),
+            R(BUCKET, "b", name="my-g00gle-data"),
+        ],
+    ),
+    _rule(
+        "gcp.service-account-id",
+        "service account ids: 6-30 of [a-z][-a-z0-9]*[a-z0-9]; display name up to 100 bytes",
+        "https://cloud.google.com/iam/docs/reference/rest/v1/projects.serviceAccounts/create",
+        (ACCOUNT,),
+        check_account_id,
+        [R(ACCOUNT, "sa", accountId="gf-llama-dev-1a2b3c")],
+        [R(ACCOUNT, "sa", accountId="gf-llama70b-chat-production-1a2b3c"), R(ACCOUNT, "sa", accountId="gf")],
+    ),
+    _rule(
+        "gcp.custom-role-id",
+        "custom role ids: 3-64 letters, digits, _ and .",
+        "https://cloud.google.com/iam/docs/reference/rest/v1/projects.roles/create",
+        (ROLE,),
+        check_role_id,
+        [R(ROLE, "role", roleId="gpufitGroup_1a2b3c4d", title="t")],
+        [R(ROLE, "role", roleId="gpufit-group", title="t")],
+    ),
+    _rule(
+        "gcp.secret-id",
+        "secret ids: 1-255 letters, digits, - and _",
+        "https://cloud.google.com/secret-manager/docs/reference/rest/v1/projects.secrets/create",
+        (SECRET,),
+        check_secret_id,
+        [R(SECRET, "s", secretId="llama-dev-api-key")],
+        [R(SECRET, "s", secretId="llama.dev/api-key")],
+    ),
+    _rule(
+        "gcp.scheduler-job",
+        "Cloud Scheduler jobs: ids of letters, digits, - and _; description up to 500; HTTP deadline 15 "
+        "s-30 min; 0-5 retries",
+        "https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs",
+        (JOB,),
+        check_scheduler_job,
+        [
+            R(
+                JOB,
+                "deadline",
+                httpTarget={"uri": "https://x"},
+                attemptDeadline="320s",
+                retryConfig={"retryCount": 5},
+            )
+        ],
+        [
+            R(JOB, "deadline", httpTarget={"uri": "https://x"}, attemptDeadline="3600s"),
+            R(JOB, "deadline", retryConfig={"retryCount": 6}),
+        ],
+    ),
+    _rule(
+        "gcp.metadata",
+        "metadata keys [a-zA-Z0-9-_]{1,128}; each value up to 256 KiB; all of it under 512 KB",
+        "https://cloud.google.com/compute/docs/metadata/setting-custom-metadata#limitations",
+        (INSTANCE, TEMPLATE),
+        check_metadata,
+        [R(INSTANCE, "vm", metadata={"startup-script": "#!/bin/bash\n"})],
+        [
+            R(INSTANCE, "vm", metadata={"startup-script": "x" * (256 * 1024 + 1)}),
+            R(INSTANCE, "vm", metadata={"startup script": "x"}),
+        ],
+    ),
+    _rule(
+        "gcp.run-duration",
+        "a VM run-time limit is 30 s to 120 days, with the STOP or DELETE action, not on legacy "
+        "preemptible VMs",
+        "https://cloud.google.com/compute/docs/instances/limit-vm-runtime",
+        (INSTANCE, TEMPLATE),
+        check_run_duration,
+        [
+            R(
+                INSTANCE,
+                "vm",
+                scheduling={"maxRunDuration": {"seconds": 3600}, "instanceTerminationAction": "DELETE"},
+            ),
+            R(
+                TEMPLATE,
+                "t",
+                scheduling={"terminationTime": "2026-12-04T13:00:00Z", "instanceTerminationAction": "DELETE"},
+            ),
+        ],
+        [
+            R(
+                INSTANCE,
+                "vm",
+                scheduling={
+                    "maxRunDuration": {"seconds": 200 * 86400},
+                    "instanceTerminationAction": "DELETE",
+                },
+            ),
+            R(
+                TEMPLATE,
+                "t",
+                scheduling={"terminationTime": "2027-06-20T12:00:00Z", "instanceTerminationAction": "DELETE"},
+            ),
+        ],
+        context=lambda: Stack(now=NOW),
+    ),
+    _rule(
+        "gcp.spot",
+        "a Spot VM takes automatic_restart false and on_host_maintenance TERMINATE",
+        "https://cloud.google.com/compute/docs/instances/create-use-spot#create",
+        (INSTANCE, TEMPLATE),
+        check_spot,
+        [
+            R(
+                INSTANCE,
+                "vm",
+                scheduling={
+                    "provisioningModel": "SPOT",
+                    "automaticRestart": False,
+                    "onHostMaintenance": "TERMINATE",
+                },
+            )
+        ],
+        [R(INSTANCE, "vm", scheduling={"provisioningModel": "SPOT", "automaticRestart": True})],
+    ),
+    _rule(
+        "gcp.machine-series",
+        "A3/A4/G4 VMs boot with gVNIC only; A3 Ultra/A4/G4 attach Hyperdisk only",
+        "https://cloud.google.com/compute/docs/accelerator-optimized-machines",
+        (INSTANCE, TEMPLATE),
+        check_machine_series,
+        [
+            R(
+                INSTANCE,
+                "vm",
+                machineType="a3-ultragpu-8g",
+                networkInterfaces=[{"nicType": "GVNIC"}],
+                bootDisk={"initializeParams": {"type": "hyperdisk-balanced"}},
+            )
+        ],
+        [
+            R(INSTANCE, "vm", machineType="a3-highgpu-8g", networkInterfaces=[{}]),
+            R(TEMPLATE, "t", machineType="a4-highgpu-8g", disks=[{"diskType": "pd-balanced"}]),
+        ],
+    ),
+    _rule(
+        "gcp.disk-size",
+        "a boot disk is at least 10 GB",
+        "https://cloud.google.com/compute/docs/reference/rest/v1/instances/insert",
+        (INSTANCE, TEMPLATE),
+        check_disk_size,
+        [R(TEMPLATE, "t", disks=[{"diskSizeGb": 200}])],
+        [R(TEMPLATE, "t", disks=[{"diskSizeGb": 8}])],
+    ),
+    _rule(
+        "gcp.network-mtu",
+        "a VPC network's MTU is 1300-8896",
+        "https://cloud.google.com/vpc/docs/mtu",
+        (NETWORK,),
+        check_network,
+        [R(NETWORK, "n", mtu=8896)],
+        [R(NETWORK, "n", mtu=9000)],
+    ),
+    _rule(
+        "gcp.health-check",
+        "a health check's timeout is not over its interval",
+        "https://cloud.google.com/compute/docs/reference/rest/v1/regionHealthChecks",
+        (HEALTH,),
+        check_health_check,
+        [R(HEALTH, "h", timeoutSec=5, checkIntervalSec=15)],
+        [R(HEALTH, "h", timeoutSec=20, checkIntervalSec=15)],
+    ),
+    _rule(
+        "gcp.group-policies",
+        "a MIG's update policy surges or takes down at least one VM; autohealing delay 0-3600 s",
+        "https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers",
+        (MIG,),
+        check_group_policies,
+        [
+            R(
+                MIG,
+                "m",
+                updatePolicy={"maxSurgeFixed": 0, "maxUnavailableFixed": 2},
+                autoHealingPolicies={"initialDelaySec": 600},
+            )
+        ],
+        [
+            R(MIG, "m", updatePolicy={"maxSurgeFixed": 0, "maxUnavailableFixed": 0}),
+            R(MIG, "m", autoHealingPolicies={"initialDelaySec": 7200}),
+        ],
+    ),
+    _rule(
+        "gcp.armor",
+        "a Cloud Armor rule matches at most 10 ranges; a policy ends with the default rule (2147483647, *)",
+        "https://cloud.google.com/armor/docs/security-policy-overview#rules",
+        (ARMOR,),
+        check_armor,
+        [R(ARMOR, "a", rules=[{"priority": 2147483647, "match": {"config": {"srcIpRanges": ["*"]}}}])],
+        [
+            R(
+                ARMOR,
+                "a",
+                rules=[
+                    {
+                        "priority": 1000,
+                        "match": {"config": {"srcIpRanges": [f"10.0.{i}.0/24" for i in range(11)]}},
+                    }
+                ],
+            )
+        ],
+    ),
+    _rule(
+        "gcp.api-service",
+        "an API is enabled by its service name and left enabled when one stack is destroyed",
+        "https://www.pulumi.com/registry/packages/gcp/api-docs/projects/service/",
+        (SERVICE,),
+        check_service,
+        [R(SERVICE, "s", service="compute.googleapis.com", disableOnDestroy=False)],
+        [
+            R(SERVICE, "s", service="compute", disableOnDestroy=False),
+            R(SERVICE, "s", service="compute.googleapis.com"),
+        ],
+    ),
+    _rule(
+        "gcp.apis-enabled",
+        "every resource's API is enabled in the project before the resource is created",
+        "https://cloud.google.com/service-usage/docs/enable-disable",
+        ALL,
+        check_apis_enabled,
+        lambda: _apis_stack(wait=True),
+        lambda: _apis_stack(wait=False),
+        whole_stack=True,
+    ),
+)
