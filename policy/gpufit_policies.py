@@ -157,12 +157,19 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
     return problems
 
 
+VM_RUN_TIME_LIMIT = timedelta(days=120)
+"""Compute Engine's longest VM run time, a termination time included."""
+
+
 def _template_deadline(
     scheduling: Mapping[str, Any], expiry: datetime | None, config: PolicyConfig
 ) -> list[str]:
     """A GCP instance template deletes its VMs at the deadline: an absolute ``terminationTime``
     no later than the expiry label (plus ``DEADLINE_SLACK``), or a ``maxRunDuration``; either
-    with the DELETE action."""
+    with the DELETE action. A deadline more than 120 days away is beyond what Compute Engine
+    takes (https://cloud.google.com/compute/docs/instances/limit-vm-runtime): the template
+    then has neither, and the group's Cloud Scheduler job is its cloud-side deadline
+    (``check_fleet_deadline`` requires one)."""
     problems: list[str] = []
     action = scheduling.get("instanceTerminationAction")
     if action != "DELETE":
@@ -171,7 +178,8 @@ def _template_deadline(
             "a VM must be deleted, not left stopped"
         )
     at = scheduling.get("terminationTime")
-    if not at and duration_seconds(as_map(scheduling.get("maxRunDuration"))) is None:
+    beyond_reach = expiry is not None and expiry - config.now > VM_RUN_TIME_LIMIT
+    if not at and duration_seconds(as_map(scheduling.get("maxRunDuration"))) is None and not beyond_reach:
         problems.append("scheduling sets neither terminationTime nor maxRunDuration: no VM-side deadline")
     elif at:
         try:
@@ -182,7 +190,6 @@ def _template_deadline(
             problems.append(
                 f"scheduling.terminationTime {ends.isoformat()} is past the expiry label {expiry.isoformat()}"
             )
-    del config
     return problems
 
 

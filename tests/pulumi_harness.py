@@ -152,6 +152,18 @@ class RecordingMocks(pulumi.runtime.Mocks):
             state.update(name=f"projects/{state['project']}/roles/{state['roleId']}")
         elif args.typ == "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate":
             state.update(selfLink=f"projects/test-project/regions/r/instanceTemplates/{args.name}")
+        elif args.typ == "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager":
+            # a new group, still creating its VMs (or failing to: its errors say why)
+            state.update(
+                statuses=[
+                    {
+                        "isStable": False,
+                        "allInstancesConfigs": [],
+                        "statefuls": [],
+                        "versionTargets": [{"isReached": False}],
+                    }
+                ]
+            )
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.update(name=state.get("name") or f"{args.name}-abc", url=f"gs://{args.name}")
         return f"{args.name}-id", state
@@ -335,7 +347,10 @@ def run_program(
         outputs = program.main(now=lambda: now)
         return pulumi.Output.all(**outputs).apply(resolved.update)
 
-    body()
+    try:
+        body()
+    except Exception as err:
+        mocks.contracts.reraise(err)
     mocks.contracts.finish()
     return mocks, resolved
 
@@ -355,6 +370,9 @@ def run_component(
     def body() -> Any:
         return pulumi.Output.all(**build()).apply(resolved.update)
 
-    body()
+    try:
+        body()
+    except Exception as err:
+        mocks.contracts.reraise(err)
     mocks.contracts.finish()
     return mocks, resolved

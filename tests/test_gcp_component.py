@@ -208,7 +208,10 @@ def provision(deployment: Deployment, *, with_provider: bool = False) -> Run:
         outputs = component.outputs
         return pulumi.Output.all(**outputs).apply(resolved.update)
 
-    build()
+    try:
+        build()
+    except Exception as err:
+        recorder.contracts.reraise(err)
     recorder.contracts.finish()
     return Run(recorder, resolved)
 
@@ -603,3 +606,21 @@ def test_provider_contract() -> None:
     assert provider.cloud == "gcp"
     with pytest.raises(ValueError, match="aws deployment"):
         provider.provision(dataclasses.replace(A3_SPOT, cloud="aws"))
+
+
+def test_a_second_up_of_plain_vms_three_hours_later_changes_nothing() -> None:
+    """The deadline from the clock moves with each run; what carries it (labels, description,
+    startup script, the boot disk's labels, whose change replaces the VM) keeps its first
+    value, so a second `pulumi up` with nothing changed plans no change."""
+    from datetime import timedelta
+
+    from tests.contracts.runs import changes
+
+    cluster = dataclasses.replace(A3_SPOT, nodes=2, nodes_per_replica=2, needs_node_interconnect=True)
+    later = dataclasses.replace(
+        cluster, created_at=CREATED + timedelta(hours=3), expires_at=EXPIRES + timedelta(hours=3)
+    )
+    first, second = provision(cluster), provision(later)
+    assert list(changes(first.recorder, second.recorder)) == []  # type: ignore[arg-type]
+    vm = first.instances()[0].inputs
+    assert vm["labels"] != second.instances()[0].inputs["labels"]  # the deadline did move

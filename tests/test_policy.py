@@ -526,6 +526,21 @@ def _all_violations(mocks: RecordingMocks, config: PolicyConfig) -> list[str]:
 GROUPS = ("aws:autoscaling/group:Group", "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager")
 
 
+SPECS = sorted((ROOT / "tests" / "contracts" / "specs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("spec_file", SPECS, ids=lambda p: p.stem)
+def test_adversarial_stacks_pass_every_policy(spec_file: Path) -> None:
+    """The contract tests' stacks (long names, several zones, EFA, load balancers, a 200-day
+    GCP group, whose template has no termination time past Compute's 120 days) pass the pack,
+    whose zones come from the space-separated gpufit:zones tag."""
+    doc = yaml.safe_load(spec_file.read_text())
+    if (doc.get("contract") or {}).get("expect") == "refused":
+        pytest.skip("the plan refuses it: nothing is registered")
+    mocks, _ = run_program(dict(doc["config"]), NOW, stack="dev")
+    assert _all_violations(mocks, PolicyConfig(now=NOW)) == []
+
+
 @pytest.mark.parametrize("stack_file", STACKS, ids=_stack_id)
 def test_example_stack_passes_every_policy(stack_file: Path) -> None:
     config = stack_config(stack_file)

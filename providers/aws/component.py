@@ -99,7 +99,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         sg = security_group(name, d, net.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
         profile = instance_profile(name, bucket.arn, tags, child)
-        ami = (image if image is not None else machine_image(d, invoke)).id
+        image = image if image is not None else machine_image(d, invoke)
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
             if d.needs_node_interconnect
@@ -115,7 +115,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                 self._instance(
                     f"{name}-node{index}" if d.nodes > 1 else name,
                     d,
-                    ami=ami,
+                    image=image,
                     subnet_id=subnet_id,
                     sg_id=sg.id,
                     profile=profile.name,
@@ -157,7 +157,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         resource_name: str,
         d: Deployment,
         *,
-        ami: pulumi.Input[str],
+        image: Any,
         subnet_id: pulumi.Input[str],
         sg_id: pulumi.Input[str],
         profile: pulumi.Input[str],
@@ -179,10 +179,11 @@ class AwsGpuInstance(pulumi.ComponentResource):
             )
         network: dict[str, Any] = {"subnet_id": subnet_id, "vpc_security_group_ids": [sg_id]}
         if d.needs_node_interconnect:
-            network = {"launch_template": _efa_template(resource_name, d, subnet_id, sg_id, tags, opts)}
+            template = _efa_template(resource_name, d, image, subnet_id, sg_id, tags, opts)
+            network = {"launch_template": template}
         return aws.ec2.Instance(
             resource_name,
-            ami=ami,
+            ami=image.id,
             instance_type=d.machine_type,
             iam_instance_profile=profile,
             **network,
@@ -260,6 +261,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
 def _efa_template(
     resource_name: str,
     d: Deployment,
+    image: Any,
     subnet_id: pulumi.Input[str],
     sg_id: pulumi.Input[str],
     tags: dict[str, str],
@@ -269,7 +271,9 @@ def _efa_template(
     a node in the default VPC has no NAT, and EC2 assigns no public address to an instance with
     several interfaces) and an EFA-only interface on each further EFA card, in a launch
     template the instance launches from. Every interface carries the group whose inbound and
-    outbound rules admit the other nodes."""
+    outbound rules admit the other nodes. The template is a whole machine (image, type,
+    IMDSv2, encrypted root volume, expiry tags) like a fleet's, so that it stands on its own
+    before the policy pack; the instance's own settings take precedence where both give one."""
     layout = efa_layout(d.machine_type)
     primary = aws.ec2.NetworkInterface(
         f"{resource_name}-efa",
@@ -285,6 +289,23 @@ def _efa_template(
         f"{resource_name}-network",
         name_prefix=f"gpufit-{resource_name}-",
         description=f"gpufit {d.workload}: {len(layout)} EFA interfaces on {d.machine_type}",
+        image_id=image.id,
+        instance_type=d.machine_type,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=image.root_device_name,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=d.disk_gb, volume_type="gp3", encrypted="true", delete_on_termination="true"
+                ),
+            )
+        ],
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+            for kind in ("instance", "volume", "network-interface")
+        ],
         network_interfaces=[
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
                 network_card_index=0, device_index=0, network_interface_id=primary.id

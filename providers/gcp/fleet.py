@@ -22,7 +22,9 @@ pages that could be read do not say whether flexibility accepts accelerator-opti
 The deadline has three layers. A Cloud Scheduler job resizes the MIG to 0 at ``expires_at``
 through the Compute API, with an OAuth token of a service account that may update this MIG
 only; the template's absolute ``termination_time`` deletes every VM at the same moment (a
-relative ``max_run_duration`` would give a VM the MIG recreates late a full run of its own);
+relative ``max_run_duration`` would give a VM the MIG recreates late a full run of its own),
+when the deadline is within Compute Engine's 120 days (``template_termination_time``; past
+them the scheduler job is the cloud-side layer alone);
 and each VM leaves the group at the deadline and when its job ends (``delete-instances``
 decrements the target size), so a finished job is never recreated and the MIG reaches 0 when
 the last replica finishes. Cloud Scheduler runs cron schedules only

@@ -9,6 +9,8 @@ them, and a new resource type or input that no contract knows is refused until o
 
 from __future__ import annotations
 
+import gc
+import logging
 from collections.abc import Iterable
 from typing import Any
 
@@ -52,6 +54,7 @@ class Contracts:
 
     def __init__(self, stack: Stack | None = None) -> None:
         self.stack = stack if stack is not None else Stack()
+        self.refused: list[Violation] = []
 
     def register(
         self,
@@ -74,6 +77,7 @@ class Contracts:
         )
         found = check_resource(resource, self.stack)
         if found:
+            self.refused.extend(found)
             raise ContractError(found)
         self.stack.add(resource, resource_id)
         return resource
@@ -83,6 +87,26 @@ class Contracts:
         found = check_stack(self.stack)
         if found:
             raise ContractError(found)
+
+    def reraise(self, error: BaseException) -> None:
+        """After a program failed: the contracts' refusal, when that is why (as one plain
+        ContractError, not the engine's chain of "While processing ..." errors around it),
+        else ``error`` itself.
+
+        The engine leaves the failed registrations' futures unretrieved; they are collected
+        here, quietly, rather than whenever the garbage collector next runs: asyncio's
+        "exception was never retrieved" log, run from a finaliser in the middle of pytest
+        parsing a traceback's source, trips CPython 3.11's AST recursion check (SystemError)."""
+        quiet = logging.getLogger("asyncio")
+        level = quiet.level
+        quiet.setLevel(logging.CRITICAL)
+        try:
+            gc.collect()
+        finally:
+            quiet.setLevel(level)
+        if self.refused:
+            raise ContractError(self.refused) from None
+        raise error
 
 
 def _urn(typ: str, name: str) -> str:
