@@ -540,11 +540,6 @@ PROVIDER_ONLY: dict[str, frozenset[str]] = {
 """Inputs that are path or query parameters, or the provider's own behaviour."""
 
 
-def _fields_of(typ: str) -> frozenset[str]:
-    """The inputs a builder reads: found by building a resource whose every input is a sentinel."""
-    return MAPPED.get(typ, frozenset())
-
-
 MAPPED: dict[str, frozenset[str]] = {
     "gcp:compute/instance:Instance": frozenset(
         {
@@ -711,7 +706,7 @@ MAPPED: dict[str, frozenset[str]] = {
 
 
 def unmapped(r: Resource) -> list[str]:
-    known = _fields_of(r.typ) | PROVIDER_ONLY.get(r.typ, frozenset())
+    known = MAPPED.get(r.typ, frozenset()) | PROVIDER_ONLY.get(r.typ, frozenset())
     return sorted(k for k in r.inputs if k not in known)
 
 
