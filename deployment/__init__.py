@@ -57,6 +57,7 @@ __all__ = [
     "TAG_MANAGED",
     "TAG_STACK",
     "TAG_WORKLOAD",
+    "TAG_ZONES",
     "VLLM_IMAGE",
     "Deployment",
     "FleetMember",

@@ -42,10 +42,11 @@ DEADLINE_PROPERTIES = (
     "disks[*].labels",
 )
 """Properties that carry the deadline (tags and labels, a GCP VM's and a template's boot-disk
-labels, whose change would replace them, boot scripts, the spot request's end, the schedule). When the deadline comes from the clock rather than ``gpufit:expiresAt``, a
-later ``pulumi up`` recomputes it; ignoring changes to these keeps the first deadline (and
-spares the running machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move
-a deadline on purpose."""
+labels, whose change would replace them, boot scripts, the spot request's end, the schedule).
+When the deadline comes from the clock rather than ``gpufit:expiresAt``, a later ``pulumi up``
+recomputes it; ignoring changes to these keeps the first deadline (and spares the running
+machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move a deadline on
+purpose."""
 
 
 def deadline_ignore_changes(deployment: Deployment) -> list[str]:
