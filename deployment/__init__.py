@@ -26,6 +26,8 @@ from deployment.model import (
     missing_token,
 )
 from deployment.tags import (
+    DEADLINE_LAYER_SCHEDULER,
+    LABEL_DEADLINE_LAYER,
     TAG_EXPIRES_AT,
     TAG_MANAGED,
     TAG_STACK,
@@ -50,8 +52,10 @@ from deployment.translate import (
 
 __all__ = [
     "ALWAYS_GATED",
+    "DEADLINE_LAYER_SCHEDULER",
     "DOWNLOAD_MB_PER_S",
     "ENGINE_START_S",
+    "LABEL_DEADLINE_LAYER",
     "SGLANG_IMAGE",
     "TAG_EXPIRES_AT",
     "TAG_MANAGED",

@@ -4,6 +4,7 @@ data; its fleet members and the Hugging Face gating rule."""
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -131,13 +132,14 @@ class Deployment:
 
     @property
     def name(self) -> str:
-        """Base name for cloud resources: ``<workload>-<stack>``, DNS-safe, ≤ 40 characters,
-        unique per project and stack: when it must be cut, or made DNS-safe (a stack named
-        ``Prod_us``), its head and a digest of the full project/stack/workload name, so
-        stacks ``staging`` and ``production`` of one long workload never share a name."""
-        full = f"{self.workload}-{self.stack}"
-        safe = gcp_label(full).strip("-_")
-        if len(safe) <= NAME_LIMIT and safe == full:
+        """Base name for cloud resources: ``<workload>-<stack>`` in DNS-safe characters
+        (lowercase, ``[a-z0-9-]``: ``Team_Prod.eu`` → ``team-prod-eu``), at most 40 characters.
+        A name that fits is only made safe, as gpufit always named it (so an existing stack
+        keeps its resources); one that must be cut keeps its head and a digest of the full
+        project/stack/workload name, so stacks ``staging`` and ``production`` of one long
+        workload never share a name."""
+        safe = re.sub(r"[^a-z0-9-]", "-", f"{self.workload}-{self.stack}".lower()).strip("-")
+        if len(safe) <= NAME_LIMIT:
             return safe
         return fitted_name(safe, NAME_LIMIT, f"{self.project}/{self.stack}/{self.workload}")
 

@@ -30,6 +30,14 @@ def parse_zones_tag(value: str) -> tuple[str, ...]:
     return tuple(z for z in re.split(r"[\s,]+", value) if z)
 
 
+LABEL_DEADLINE_LAYER = "gpufit-deadline-layer"
+"""GCP: on an instance template whose deadline lay more than Compute Engine's 120 days away
+when it was made, ``scheduler``: the template carries no termination time and the group's
+Cloud Scheduler resize job is its cloud-side deadline (the policy pack then requires that job
+and does not ask the template for a VM-side one, on any later day of the stack's life)."""
+DEADLINE_LAYER_SCHEDULER = "scheduler"
+
+
 NAME_DIGEST_LENGTH = 8
 
 

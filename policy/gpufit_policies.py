@@ -44,6 +44,7 @@ from policy.resources import (
     AWS_SECURITY_GROUP,
     AWS_SG_INGRESS_RULE,
     AWS_SG_RULE,
+    DEADLINE_LAYER_SCHEDULER,
     DEADLINE_SLACK,
     GCP_BUCKET,
     GCP_BUCKET_IAM_BINDING,
@@ -54,6 +55,7 @@ from policy.resources import (
     GCP_SCHEDULER_JOB,
     GCP_TEMPLATES,
     GPU_INSTANCES,
+    LABEL_DEADLINE_LAYER,
     MACHINE_TEMPLATES,
     PRICE_TOLERANCE_USD,
     PUBLIC_ACCESS_BLOCK_FLAGS,
@@ -132,7 +134,7 @@ def check_expiry(resource_type: str, props: Mapping[str, Any], config: PolicyCon
             "an expired instance must be destroyed, not deployed"
         )
     if resource_type in GCP_TEMPLATES:
-        problems += _template_deadline(as_map(props.get("scheduling")), expiry, config)
+        problems += _template_deadline(props, expiry, config)
     if resource_type == GCP_INSTANCE:
         scheduling = as_map(props.get("scheduling"))
         seconds = duration_seconds(as_map(scheduling.get("maxRunDuration")))
@@ -161,16 +163,18 @@ VM_RUN_TIME_LIMIT = timedelta(days=120)
 """Compute Engine's longest VM run time, a termination time included."""
 
 
-def _template_deadline(
-    scheduling: Mapping[str, Any], expiry: datetime | None, config: PolicyConfig
-) -> list[str]:
+def _template_deadline(props: Mapping[str, Any], expiry: datetime | None, config: PolicyConfig) -> list[str]:
     """A GCP instance template deletes its VMs at the deadline: an absolute ``terminationTime``
     no later than the expiry label (plus ``DEADLINE_SLACK``), or a ``maxRunDuration``; either
     with the DELETE action. A deadline more than 120 days away is beyond what Compute Engine
     takes (https://cloud.google.com/compute/docs/instances/limit-vm-runtime): the template
-    then has neither, and the group's Cloud Scheduler job is its cloud-side deadline
-    (``check_fleet_deadline`` requires one)."""
+    then has neither, says so with the label ``gpufit-deadline-layer: scheduler`` (so the check
+    holds on every later day, when the deadline has come within reach of a termination time
+    the immutable template cannot gain), and the group's Cloud Scheduler job is its cloud-side
+    deadline (``check_fleet_deadline`` requires one for every group)."""
     problems: list[str] = []
+    scheduling = as_map(props.get("scheduling"))
+    scheduler_only = as_map(props.get("labels")).get(LABEL_DEADLINE_LAYER) == DEADLINE_LAYER_SCHEDULER
     action = scheduling.get("instanceTerminationAction")
     if action != "DELETE":
         problems.append(
@@ -178,7 +182,7 @@ def _template_deadline(
             "a VM must be deleted, not left stopped"
         )
     at = scheduling.get("terminationTime")
-    beyond_reach = expiry is not None and expiry - config.now > VM_RUN_TIME_LIMIT
+    beyond_reach = scheduler_only or (expiry is not None and expiry - config.now > VM_RUN_TIME_LIMIT)
     if not at and duration_seconds(as_map(scheduling.get("maxRunDuration"))) is None and not beyond_reach:
         problems.append("scheduling sets neither terminationTime nor maxRunDuration: no VM-side deadline")
     elif at:

@@ -53,6 +53,10 @@ GCP_BUCKET_IAM_BINDING = "gcp:storage/bucketIAMBinding:BucketIAMBinding"
 TAG_EXPIRES_AT = "gpufit:expires-at"
 TAG_ZONES = "gpufit:zones"  # AWS: the AZ IDs a resource's machines may launch in (deployment/tags.py)
 LABEL_EXPIRES_AT = "gpufit-expires-at"
+LABEL_DEADLINE_LAYER = "gpufit-deadline-layer"
+"""On a GCP template made more than 120 days before its deadline, ``scheduler``: its cloud-side
+deadline is the group's Cloud Scheduler job (``check_fleet_deadline``), not a VM-side one."""
+DEADLINE_LAYER_SCHEDULER = "scheduler"
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 
 DEADLINE_SLACK = timedelta(minutes=15)

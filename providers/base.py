@@ -49,8 +49,21 @@ machine a stop/start for new user data). Pin ``gpufit:expiresAt`` to move a dead
 purpose."""
 
 
+IMAGE_PROPERTIES = ("ami", "imageId")
+"""The AWS machine image a machine or launch template was made with. The image is looked up
+as the newest of its line, and Deep Learning AMIs ship every few weeks: without this a later
+``pulumi up`` would replace a running job's instances (``ami`` forces a new instance) for a
+newer image. A stack keeps the image it was made with; a new stack takes the newest."""
+
+
 def deadline_ignore_changes(deployment: Deployment) -> list[str]:
     return [] if deployment.deadline_pinned else list(DEADLINE_PROPERTIES)
+
+
+def kept_on_update(deployment: Deployment) -> list[str]:
+    """What a later ``pulumi up`` leaves as it was: the deadline's properties (unless pinned)
+    and the machine image."""
+    return [*deadline_ignore_changes(deployment), *IMAGE_PROPERTIES]
 
 
 @dataclass(frozen=True)

@@ -84,6 +84,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     requests: dict[tuple[str, str], Any] = field(default_factory=dict)  # registrations, with options
     urns: dict[tuple[str, str], str] = field(default_factory=dict)
     contracts: Contracts = field(default_factory=Contracts)
+    ami_id: str = "ami-0dlami"  # the newest image of the line, as getAmi answers today
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         found = re.search(r"::(?:aws|gcp)-([a-z0-9-]+)::", args.provider or "")
@@ -104,7 +105,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if args.typ.startswith("gcp:"):
             name = state.get("name") or autoname(args.name)
             state.setdefault("name", name)
-            state.setdefault("selfLink", f"https://www.googleapis.com/compute/v1/projects/test-project/{name}")
+            state.setdefault(
+                "selfLink", f"https://www.googleapis.com/compute/v1/projects/test-project/{name}"
+            )
         n = len(self.resources)
         if args.typ == "aws:ec2/instance:Instance":
             state.update(
@@ -218,7 +221,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "availabilityZoneId": az_id(self.region, 1),
             },
             "aws:ec2/getAmi:getAmi": {
-                "id": "ami-0dlami",
+                "id": self.ami_id,
                 "name": "Deep Learning OSS Nvidia Driver AMI GPU PyTorch 2.12 (Ubuntu 24.04) 20261120",
                 "architecture": (filters.get("architecture") or ["x86_64"])[0],
                 "rootDeviceName": "/dev/sda1",

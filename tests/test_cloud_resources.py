@@ -75,9 +75,10 @@ def test_long_names_are_cut_with_a_digest_of_the_whole() -> None:
     assert service_account_id(staging) != service_account_id(production)
     short = _deployment("dev", workload="llama13b")
     assert short.name == "llama13b-dev"  # a name that fits is left as it is
-    assert (
-        _deployment("Prod_eu", workload="llama13b").name != _deployment("prod-eu", workload="llama13b").name
-    )
+    # a name that fits is only made DNS-safe, as before, so an existing stack keeps its resources
+    assert _deployment("Prod", workload="llama13b").name == "llama13b-prod"
+    assert _deployment("eu.prod", workload="llama13b").name == "llama13b-eu-prod"
+    assert _deployment("Team_Prod", workload="llama13b").name == "llama13b-team-prod"
     assert fitted_name("abc", 10) == "abc" and len(fitted_name("a" * 50, 20)) == 20
 
 

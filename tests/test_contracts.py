@@ -101,3 +101,24 @@ def test_a_refused_request_stops_the_program_with_the_rule_and_its_source() -> N
     message = str(refused.value)
     assert "iam:CreateRole Tags[0].Value: 'use1-az1,use1-az2' does not match" in message
     assert "aws.api-model" in message and "https://" in message
+
+
+@pytest.mark.parametrize(
+    "case_id", ["specs/efa-p5", "stacks/Pulumi.sdxl-batch", "stacks/Pulumi.llama70b-chat"]
+)
+def test_a_newer_image_of_the_line_replaces_no_running_machine(case_id: str) -> None:
+    """Deep Learning AMIs ship every few weeks and the lookup takes the newest: a later `up`
+    that finds a newer one must leave the running instances and templates as they were
+    (``ami`` forces a new instance), and an EFA node, should it ever be replaced, lets go of
+    its pre-made primary interface first."""
+    case = next(c for c in CASES if c.id == case_id)
+    first = _run(case, "dev", NOW)
+    later = RecordingMocks(ami_id="ami-0newer")
+    run_program(case.config, LATER, stack="dev", mocks=later)
+    assert first is not None
+    images = [r.inputs.get("ami") or r.inputs.get("imageId") for r in later.resources]
+    assert "ami-0newer" in images  # the lookup did find the newer image
+    assert list(changes(first, later)) == []
+    for key, request in later.requests.items():
+        if key[0] == "aws:ec2/instance:Instance":
+            assert request.deleteBeforeReplace, key

@@ -541,6 +541,32 @@ def test_adversarial_stacks_pass_every_policy(spec_file: Path) -> None:
     assert _all_violations(mocks, PolicyConfig(now=NOW)) == []
 
 
+@pytest.mark.parametrize("day", [0, 79, 81, 150, 199])
+def test_a_200_day_gcp_stack_passes_on_every_day_of_its_life(day: int) -> None:
+    """The template of a group whose deadline was beyond Compute's 120 days when it was made
+    can never gain a termination time (it is immutable, and the property is ignored on later
+    runs): the pack accepts it on every later day by its deadline-layer label, while the
+    stack-level check still requires the group's Cloud Scheduler job."""
+    doc = yaml.safe_load((ROOT / "tests" / "contracts" / "specs" / "gcp-serve-200-days.yaml").read_text())
+    mocks, _ = run_program(dict(doc["config"]), NOW, stack="dev")
+    template = mocks.one("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate").inputs
+    assert template["labels"]["gpufit-deadline-layer"] == "scheduler"
+    assert _all_violations(mocks, PolicyConfig(now=NOW + timedelta(days=day))) == []
+    without_job = [r for r in mocks.resources if r.typ != "gcp:cloudscheduler/job:Job"]
+    stack = [(r.typ, r.inputs, None) for r in without_job]
+    found = [m for check in STACK_VALIDATORS for m in check(stack, PolicyConfig(now=NOW))]
+    assert any("no Cloud Scheduler job resizing it to 0" in m for m in found), found
+
+
+def test_a_template_without_a_deadline_or_the_scheduler_label_is_refused_within_reach() -> None:
+    labels = {"gpufit-managed": "true", "gpufit-expires-at": gcp_label_time(NOW + timedelta(days=30))}
+    props = {"labels": labels, "scheduling": {"instanceTerminationAction": "DELETE"}}
+    template = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+    assert any("neither terminationTime" in m for m in check_expiry(template, props, PolicyConfig(now=NOW)))
+    labelled = {**props, "labels": {**labels, "gpufit-deadline-layer": "scheduler"}}
+    assert check_expiry(template, labelled, PolicyConfig(now=NOW)) == []
+
+
 @pytest.mark.parametrize("stack_file", STACKS, ids=_stack_id)
 def test_example_stack_passes_every_policy(stack_file: Path) -> None:
     config = stack_config(stack_file)

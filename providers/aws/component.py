@@ -43,7 +43,7 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
-from providers.base import SecretInputs, deadline_ignore_changes
+from providers.base import SecretInputs, kept_on_update
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1
@@ -91,7 +91,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         super().__init__("gpufit:aws:GpuInstance", name, None, opts)
         d = deployment
         tags = d.tags()
-        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=kept_on_update(d))
         invoke = pulumi.InvokeOptions(parent=self)
 
         net = network if network is not None else instance_network(d, invoke)
@@ -181,6 +181,11 @@ class AwsGpuInstance(pulumi.ComponentResource):
         if d.needs_node_interconnect:
             template = _efa_template(resource_name, d, image, subnet_id, sg_id, tags, opts)
             network = {"launch_template": template}
+        # A node of a multi-node job owns its pre-made primary EFA interface: a replacement must
+        # let go of it first (EC2 refuses to attach an interface in use to a second instance).
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(delete_before_replace=d.needs_node_interconnect)
+        )
         return aws.ec2.Instance(
             resource_name,
             ami=image.id,

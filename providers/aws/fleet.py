@@ -58,7 +58,7 @@ from providers.aws.resources import (
     policy_document,
     security_group,
 )
-from providers.base import SecretInputs, deadline_ignore_changes
+from providers.base import SecretInputs, kept_on_update
 
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
 ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"
@@ -154,7 +154,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         super().__init__("gpufit:aws:GpuFleet", name, None, opts)
         d = deployment
         tags = d.tags()
-        child = pulumi.ResourceOptions(parent=self, ignore_changes=deadline_ignore_changes(d))
+        child = pulumi.ResourceOptions(parent=self, ignore_changes=kept_on_update(d))
         invoke = pulumi.InvokeOptions(parent=self)
         identity = aws.get_caller_identity_output(opts=invoke)
 
@@ -261,9 +261,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             ],
             # Finished replicas lower the desired capacity and the deadline sets it to 0: a later
             # `pulumi up --refresh` must not raise it back and relaunch finished work.
-            opts=pulumi.ResourceOptions(
-                parent=self, ignore_changes=[*deadline_ignore_changes(d), "desiredCapacity"]
-            ),
+            opts=pulumi.ResourceOptions(parent=self, ignore_changes=[*kept_on_update(d), "desiredCapacity"]),
         )
         schedule = aws.autoscaling.Schedule(
             f"{name}-deadline",

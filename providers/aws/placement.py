@@ -24,7 +24,7 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment, FleetMember
-from selector.images import image_line
+from deployment.images import same_image
 
 LOCATION_TYPE = "availability-zone-id"
 ZONE_FILTER = "availability-zone-id"
@@ -171,18 +171,6 @@ def fleet_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlaceme
             f"VPC {placement.vpc_id} has {len(found)}.{pinned}"
         )
     return replace(placement, lb_subnet_ids=tuple(found))
-
-
-def same_image(d: Deployment) -> tuple[tuple[FleetMember, ...], tuple[str, ...]]:
-    """(the fleet members the choice's machine image supports, the types it does not): one
-    launch template boots one image, so a fallback of another image line (an ARM64 type
-    behind an x86-64 choice) cannot join the group. ``gpufit:image`` is taken to support the
-    whole fleet."""
-    if d.image:
-        return d.members, ()
-    line = image_line("aws", d.machine_type)
-    kept = tuple(m for m in d.members if image_line("aws", m.machine_type) == line)
-    return kept, tuple(m.machine_type for m in d.members if m not in kept)
 
 
 def _group_placement(d: Deployment, invoke: pulumi.InvokeOptions) -> FleetPlacement:

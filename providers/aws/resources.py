@@ -17,7 +17,7 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment, fitted_name
-from selector.images import image_line, unsupported_reason
+from deployment.images import boot_image_line, unbootable_reason
 
 SESSION_MANAGER_ACTIONS = (
     "ssm:UpdateInstanceInformation",
@@ -199,11 +199,11 @@ def machine_image(d: Deployment, invoke: pulumi.InvokeOptions) -> Any:
     P types, ARM64 for G5g). Its ``id`` and ``root_device_name`` (which a root volume must
     name), checked against the disk size. RunError when no supported image covers the type
     or the disk is too small for the image."""
-    line = image_line("aws", d.machine_type)
+    line = boot_image_line(d)
     if d.image:
         filters = [aws.ec2.GetAmiFilterArgs(name="image-id", values=[d.image])]
     elif line is None:
-        raise pulumi.RunError(unsupported_reason("aws", d.machine_type) or f"{d.machine_type}: no image")
+        raise pulumi.RunError(unbootable_reason(d))
     else:
         filters = [
             aws.ec2.GetAmiFilterArgs(name="name", values=[line.name_filter]),

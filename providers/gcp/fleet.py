@@ -44,7 +44,7 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, FleetMember, iso_utc
+from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deployment, FleetMember, iso_utc
 from machine.boot import FleetGroup, NodeRole, render
 from machine.serving import SecretRefs
 from providers.base import SecretInputs, deadline_ignore_changes
@@ -343,6 +343,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
             else None
         )
         termination = template_termination_time(d)
+        template_labels = (
+            labels if termination else {**labels, LABEL_DEADLINE_LAYER: DEADLINE_LAYER_SCHEDULER}
+        )
         self.template = gcp.compute.RegionInstanceTemplate(
             f"{base}-tmpl",
             name_prefix=f"{base[:36]}-",
@@ -389,7 +392,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     lambda v: _startup_script(d, group_name, project, v)
                 ),
             },
-            labels=labels,
+            labels=template_labels,
             tags=[tag],
             opts=child,
         )

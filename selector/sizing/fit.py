@@ -23,15 +23,17 @@ reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/
 WIRED_NODE_INTERCONNECTS = frozenset({"efa"})
 """Node interconnects whose wiring gpufit provisions: EFA (one interface per EFA-capable
 network card on the Deep Learning AMI, which ships the EFA software and NCCL's OFI plugin).
-GCP's GPUDirect fabrics are not wired, so a replica is never spread over GCP machines: Google
-sets up GPUDirect-TCPX (a3-highgpu-8g) and -TCPXO (a3-megagpu-8g) on Container-Optimized OS
-with its receive-datapath-manager container and NCCL plugin beside the workload
-(https://cloud.google.com/compute/docs/gpus/gpudirect), not on the Deep Learning VM image
-gpufit's boot script runs on; GPUDirect RDMA (a3-ultragpu-8g, a4-highgpu-8g) needs a
-zone-bound RoCE network profile with eight MRDMA NICs, Google's RDMA-ready images and its
-gIB NCCL plugin (https://cloud.google.com/vpc/docs/rdma-network-profiles). Without them the
-nodes would exchange gradients over one gVNIC at a fraction of the bandwidth a multi-node
-plan's speed assumes."""
+GCP's GPUDirect fabrics are not wired yet, so a replica is never spread over GCP machines.
+Each needs networks and software gpufit does not set up (Google's Cluster Toolkit blueprints,
+github.com/GoogleCloudPlatform/cluster-toolkit, examples/machine-learning): GPUDirect-TCPX
+(a3-highgpu-8g) four extra gVNIC VPCs, the receive-datapath-manager container and the TCPX
+NCCL plugin, on Container-Optimized OS or an image Google supplies; GPUDirect-TCPXO
+(a3-megagpu-8g) eight extra VPCs, a DKMS module and udev rule on an Ubuntu accelerator image,
+the RxDM container and NCCL plugin; GPUDirect RDMA (a3-ultragpu-8g, a4-highgpu-8g) a
+zone-bound RoCE network profile with eight MRDMA subnets
+(https://cloud.google.com/vpc/docs/rdma-network-profiles) and Google's gIB NCCL plugin, which
+a startup script can install on stock Ubuntu. Without them the nodes would exchange gradients
+over one gVNIC at a fraction of the bandwidth a multi-node plan's speed assumes."""
 
 INTERCONNECT_NAMES = {
     "gpudirect-tcpx": "GPUDirect-TCPX",
