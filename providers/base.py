@@ -1,6 +1,6 @@
 """What every cloud provider implements: the ``GpuProvider`` protocol, the ``SecretInputs`` it
-takes (and ``unknown_secret_keys``, what it refuses in them), and the properties whose changes its resources ignore so that a deadline holds
-(``deadline_ignore_changes``).
+takes (and ``unknown_secret_keys``, what it refuses in them), and the properties whose changes
+its resources ignore so that a deadline holds (``deadline_ignore_changes``).
 
 The clouds' Pulumi components (``providers.aws.component``, ``providers.gcp.component``)
 implement it, so the composition root never branches on cloud internals; what they provision

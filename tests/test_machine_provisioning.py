@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from deployment import SecretInputs, unknown_secret_keys
+from providers.base import SecretInputs, unknown_secret_keys
 from selector.catalog import load_catalog
 from selector.cost import disk_parts, disk_size_gb, outputs_note
 from selector.report import plan_to_dict

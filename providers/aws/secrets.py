@@ -18,8 +18,9 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from deployment import Deployment, SecretInputs
+from deployment import Deployment
 from machine.serving import MachineSecrets
+from providers.base import SecretInputs
 from providers.secrets import api_key_input, warn_if_gated
 
 

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, SecretInputs
+from deployment import Deployment
 from machine.serving import MachineSecrets
+from providers.base import SecretInputs
 from providers.secrets import api_key_input, warn_if_gated
 
 SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
