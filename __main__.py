@@ -6,6 +6,7 @@ with the selector's message before any resource is registered.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +91,28 @@ def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:
     return locked_catalog(lock, catalog.gpus)
 
 
+def job_secrets() -> dict[str, Any]:
+    """The values of ``gpufit:secrets`` (``pulumi config set --secret --path
+    'gpufit:secrets.KEY' VALUE``), each a Pulumi secret; RunError when the key holds plain
+    text (it would sit in the stack file) or is not a mapping of strings."""
+    key = "gpufit:secrets"
+    raw = pulumi.runtime.get_config(key)
+    if raw is None:
+        return {}
+    if not pulumi.runtime.is_config_secret(key):
+        raise pulumi.RunError(
+            f"{key} is plain text in the stack's config: set each value with "
+            f"`pulumi config set --secret --path '{key}.NAME' VALUE`"
+        )
+    try:
+        values = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        values = None
+    if not isinstance(values, dict) or not all(isinstance(v, str) for v in values.values()):
+        raise pulumi.RunError(f"{key} must map names to strings (`--path '{key}.NAME'`)")
+    return {name: pulumi.Output.secret(value) for name, value in values.items()}
+
+
 def cloud_provider(deployment: Deployment) -> GpuProvider:
     """The chosen cloud's provider, with an explicit Pulumi provider for the plan's region."""
     if deployment.cloud == "aws":
@@ -132,7 +155,9 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
             f"{deployment.instance_type} {deployment.market} is priced for {deployment.zone}: "
             f"the machines launch in {deployment.zone} only"
         )
-    secrets = SecretInputs(api_key=config.get_secret("apiKey"), hf_token=config.get_secret("hfToken"))
+    secrets = SecretInputs(
+        api_key=config.get_secret("apiKey"), hf_token=config.get_secret("hfToken"), config=job_secrets()
+    )
     outputs = cloud_provider(deployment).provision(deployment, secrets)
     for key, value in outputs.items():
         pulumi.export(key, value)

@@ -84,8 +84,13 @@ def serve_lines(plan: Plan) -> list[str]:
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
         f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
     ]
-    from deployment import ALWAYS_GATED
+    from deployment import ALWAYS_GATED, lifetime_hours
 
+    if launch.grace_seconds >= lifetime_hours(plan) * 3600:
+        lines.append(
+            f"WARNING: loading may take {launch.grace_seconds // 60} min, longer than the machines live "
+            f"({lifetime_hours(plan) * 60:.0f} min): `pulumi up` refuses it; give a longer duration"
+        )
     if launch.model.startswith(ALWAYS_GATED):
         lines.append("gated model: `pulumi config set --secret gpufit:hfToken hf_...` before `pulumi up`")
     if spec.serving.expose == "load_balancer":
@@ -100,6 +105,24 @@ def serve_lines(plan: Plan) -> list[str]:
         )
     else:
         lines.append("private: no inbound route; the stack's port_forward output brings it to localhost")
+    return lines
+
+
+def disk_lines(plan: Plan) -> list[str]:
+    """The boot disk per machine and what it holds (``selector.cost.disk_parts``), and whether
+    the job's outputs are counted."""
+    from selector.cost import disk_parts, disk_size_gb, outputs_note
+
+    spec, req = plan.spec, plan.requirements
+    size = disk_size_gb(spec, req)
+    if spec.storage.disk_gb is not None:
+        lines = [f"{size:,.0f} GB per machine (storage.disk_gb)"]
+    else:
+        parts = " + ".join(f"{p.name} {p.gb:,.0f}" for p in disk_parts(spec, req))
+        lines = [f"{size:,.0f} GB per machine: {parts}"]
+    note = outputs_note(spec)
+    if note:
+        lines.append(note)
     return lines
 
 
@@ -157,6 +180,7 @@ def render_plan(plan: Plan) -> str:
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
         lines.append(f"Cost      {_cost_line(cost, serving)}")
+        lines += [f"{'Disk' if i == 0 else '':<10}{line}" for i, line in enumerate(disk_lines(plan))]
         if offer.market == "spot":
             bucket = offer.interruption_bucket
             if bucket:

@@ -21,6 +21,7 @@ from deployment.tags import (
     iso_utc,
     zones_tag,
 )
+from selector.spec import SecretSource
 
 NAME_LIMIT = 40
 """Characters in a deployment's base name (``Deployment.name``)."""
@@ -85,6 +86,10 @@ class Deployment:
     api_cidrs: tuple[str, ...] = ()
     certificate_arn: str | None = None
     hf_gated: bool = False  # the model's repo needs a Hugging Face token
+    secrets: tuple[SecretSource, ...] = ()  # the job's environment from secret stores (spec ``secrets``)
+    job_retries: int = 2  # runs of a failed command again on the same machine
+    checkpoint_interval_s: int = 1800  # outputs/ is synced this often while the job runs
+    checkpoint_gb: float = 0.0  # one training checkpoint (0: not training)
 
     @property
     def grouped(self) -> bool:

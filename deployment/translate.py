@@ -12,6 +12,7 @@ from deployment.tags import iso_utc
 from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
 from selector.select import Plan
 from selector.sizing import USABLE_MEMORY_FRACTION
+from selector.spec import TRAINING_TASKS, secret_sources
 
 JOB_DEADLINE_FACTOR = 1.5
 """A job without a TTL expires after its expected hours × 1.5 + ``JOB_DEADLINE_SLACK_H``: room
@@ -136,6 +137,10 @@ def deployment_from_plan(
         api_cidrs=tuple(spec.access.api_cidrs),
         certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,
         hf_gated=(spec.model.hf or spec.arch().hf or "").split("/")[0] in GATED_ORGS,
+        secrets=secret_sources(spec.secrets),
+        job_retries=spec.job.retries,
+        checkpoint_interval_s=max(60, round(spec.checkpoint_interval * 3600)),
+        checkpoint_gb=plan.requirements.checkpoint_bytes / 1e9 if spec.task in TRAINING_TASKS else 0.0,
         fleet=(
             FleetMember(
                 it.name,

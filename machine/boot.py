@@ -1,78 +1,112 @@
-"""The boot script every gpufit machine runs (cloud-init user data / GCP startup-script).
+"""The boot script every gpufit machine runs: EC2 user data and GCP ``startup-script`` alike.
 
-It arms an in-VM shutdown at the deadline (a backstop to the cloud-side deadline), watches
-for a spot interruption notice (AWS IMDSv2 ``spot/instance-action`` every 5 s; GCP metadata
-``instance/preempted``) and then runs the checkpoint hook and syncs outputs, runs the job
-(through ``torchrun`` rendezvous on node 0 when the plan spans nodes), syncs its outputs to
-the checkpoint bucket, and powers off when a job ends so billing ends with it.
+What is rendered is a small bootstrap that writes fixed files and starts a systemd service:
 
-A machine of a fleet group (``FleetGroup``) must not merely power off: its group would launch a
-replacement. It leaves its group instead, decrementing the group's desired capacity (AWS
-``terminate-instance-in-auto-scaling-group --should-decrement-desired-capacity``, GCP
-``instance-groups managed delete-instances``), when its job ends, at the deadline (a transient
-systemd timer, the in-VM layer under the cloud-side scale-to-0) and when it boots past the
-deadline; the plain power-off stays as the last resort.
+- ``gpufit-machine`` (``machine/scripts/gpufit-machine.sh``), the supervisor, preceded by its
+  settings: shell assignments whose every value is quoted (``shlex.quote``). It arms the
+  deadline, watches for interruptions and scale-in, runs the job with retries or the model
+  server with its health checks, syncs ``outputs/`` periodically and at every stop it sees
+  coming, writes a status object to the bucket and leaves its group (see the README, "What the
+  machine does", and ``machine.lifecycle`` for the numbers);
+- ``job.sh`` and ``checkpoint.sh``: ``job.command`` and ``job.checkpoint_command`` verbatim,
+  run by ``bash`` in the job's own process group, in the image's environment;
+- for a model server, ``serve-start.sh``, ``serve-cache.sh`` and the readiness responder
+  (``machine.serving``);
+- the systemd units: ``gpufit-boot.service`` (every boot) and, for jobs,
+  ``gpufit-final-sync.service`` whose ``ExecStop`` runs the final sync when the OS goes down.
+
+Every file travels gzip-compressed and base64-encoded inside single quotes (the base64
+alphabet holds no quote and no line break), so no spec value can end a quoted string or a
+here-document and change what runs: the bootstrap's structure is the same for every spec
+(https://docs.cloud-init.io/en/latest/reference/modules.html#write-files describes the same
+encoding for cloud-config; a shell bootstrap serves GCP's startup-script too). EC2 takes
+16 KB of user data before base64 (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-add-user-data.html);
+``render`` refuses a bigger one.
+
+``Paths`` holds the machine's file locations and metadata endpoints. Production renders with
+``PATHS``; the scenario tests render with a temporary root and a local metadata server. Paths
+are a render argument, never derived from the spec.
 """
 
 from __future__ import annotations
 
+import base64
+import gzip
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
 
 from deployment import Deployment
-from machine.serving import SecretRefs, serving_script
+from machine import lifecycle
+from machine.lifecycle import RDZV_PORT, Timing
+from machine.serving import (
+    HEALTH_PATH,
+    MachineSecrets,
+    readiness_port,
+    readiness_script,
+    serve_cache,
+    serve_start,
+)
 
-RENDEZVOUS_PORT = 29500
-"""torchrun's c10d rendezvous port on node 0 (PyTorch's default master port)."""
+USER_DATA_LIMIT = 16 * 1024
+"""EC2 user data, raw (before the API's base64)."""
 
-TORCHRUN_MAX_RESTARTS = 3
-"""torchrun restarts the workers this many times when a peer drops out (elastic rendezvous),
-so a node that comes back after a spot interruption rejoins the job."""
+LIFECYCLE_HOOK = "gpufit-final-sync"
+"""The AWS group's terminating lifecycle hook: the machine syncs, then completes it."""
 
-SPOT_POLL_SECONDS = 5
-"""AWS recommends polling ``spot/instance-action`` every 5 seconds (two-minute notice)."""
-
-_AWS_IMDS = """\
-imds_token() { curl -sf -X PUT http://169.254.169.254/latest/api/token \\
-  -H 'X-aws-ec2-metadata-token-ttl-seconds: 21600'; }"""
-
-_AWS_WATCH = """\
-interrupted() {{
-  code=$(curl -s -o /dev/null -w '%{{http_code}}' -H "X-aws-ec2-metadata-token: $(imds_token)" \\
-    http://169.254.169.254/latest/meta-data/spot/instance-action)
-  [ "$code" = "200" ]
-}}
-watch_interruption() {{
-  while ! interrupted; do sleep {poll}; done
-  log "spot interruption notice received"
-  on_interruption
-}}"""
-
-_GCP_WATCH = """\
-watch_interruption() {
-  until curl -sf -H 'Metadata-Flavor: Google' \\
-      'http://metadata.google.internal/computeMetadata/v1/instance/preempted?wait_for_change=true' \\
-      | grep -q TRUE; do sleep 1; done
-  log "spot preemption notice received"
-  on_interruption
-}"""
-
-_SYNC = {
-    "aws": 'aws s3 sync --only-show-errors "$WORKDIR/outputs" "s3://$BUCKET/$NODE_PREFIX/outputs"',
-    "gcp": 'gcloud storage rsync --recursive "$WORKDIR/outputs" "gs://$BUCKET/$NODE_PREFIX/outputs"',
-}
-_RESTORE = {
-    "aws": 'aws s3 sync --only-show-errors "s3://$BUCKET/$NODE_PREFIX/outputs" "$WORKDIR/outputs"',
-    "gcp": 'gcloud storage rsync --recursive "gs://$BUCKET/$NODE_PREFIX/outputs" "$WORKDIR/outputs"',
-}
-"""Pulled before the job starts: a machine that replaces an interrupted one (a new GCP VM, a
-fresh disk) starts from the last synced checkpoint."""
+BACKSTOP_GRACE_S = 300
+"""A grouped machine's plain power-off comes five minutes after its deadline: the planned stop
+left the group before; the power-off only catches a failed leave."""
 
 
-LEAVE_GROUP_SCRIPT = "/usr/local/sbin/gpufit-leave-group"
-DEADLINE_BACKSTOP_GRACE_MIN = 5
-"""A grouped machine's plain power-off comes this many minutes after its deadline: first it
-leaves its group (so nothing relaunches it); the power-off only catches a failed leave."""
+@dataclass(frozen=True)
+class Paths:
+    """Where things are on the machine, and its metadata servers."""
+
+    root: str = ""  # prefix of every file path (the tests' temporary root)
+    imds: str = "http://169.254.169.254"
+    gce_metadata: str = "http://metadata.google.internal"
+    image_envs: tuple[str, ...] = ("/opt/pytorch/bin/activate", "/opt/conda/bin/activate")
+    """The image's Python environment, first found wins: the AWS Deep Learning AMI's venv
+    (release notes: ``python_location /opt/pytorch/bin/python``), then a conda base (Google's
+    Deep Learning VM images; not confirmed from a page we could read)."""
+
+    def at(self, path: str) -> str:
+        return f"{self.root}{path}"
+
+    @property
+    def sbin(self) -> str:
+        return self.at("/usr/local/sbin")
+
+    @property
+    def supervisor(self) -> str:
+        return f"{self.sbin}/gpufit-machine"
+
+    @property
+    def etc(self) -> str:
+        return self.at("/etc/gpufit")
+
+    @property
+    def run(self) -> str:
+        """Runtime state on tmpfs: markers, pids, the secrets' files (never on disk)."""
+        return self.at("/run/gpufit")
+
+    @property
+    def lib(self) -> str:
+        return self.at("/usr/local/lib/gpufit")
+
+    @property
+    def units(self) -> str:
+        return self.at("/etc/systemd/system")
+
+    @property
+    def model_cache(self) -> str:
+        return self.at("/opt/gpufit/hf-cache")
+
+
+PATHS = Paths()
 
 
 @dataclass(frozen=True)
@@ -82,42 +116,24 @@ class FleetGroup:
     cloud: str
     region: str
     name: str
+    project: str = ""  # GCP: the MIG's project
+    lifecycle_hook: str = ""  # AWS: the terminating hook the machine completes
 
 
-def leave_group_script(group: FleetGroup) -> str:
-    """The script a grouped machine runs to leave its group with the group's desired capacity
-    decremented, then power off. AWS: the instance may call
-    ``TerminateInstanceInAutoScalingGroup`` only on this group (IAM), and checks first that
-    DescribeAutoScalingInstances names this group; the CLI retries on its own (standard mode).
-    GCP: ``delete-instances`` on the regional MIG decrements its target size (Compute API
-    ``regionInstanceGroupManagers.deleteInstances``)."""
-    g = shlex.quote(group.name)
-    r = shlex.quote(group.region)
-    if group.cloud == "aws":
-        body = f"""export AWS_RETRY_MODE=standard AWS_MAX_ATTEMPTS=8
-token=$(curl -sf -X PUT http://169.254.169.254/latest/api/token \\
-  -H 'X-aws-ec2-metadata-token-ttl-seconds: 300')
-id=$(curl -sf -H "X-aws-ec2-metadata-token: $token" http://169.254.169.254/latest/meta-data/instance-id)
-group=$(aws autoscaling describe-auto-scaling-instances --region {r} --instance-ids "$id" \\
-  --query 'AutoScalingInstances[0].AutoScalingGroupName' --output text)
-if [ "$group" = {g} ]; then
-  aws autoscaling terminate-instance-in-auto-scaling-group --region {r} --instance-id "$id" \\
-    --should-decrement-desired-capacity || echo "gpufit: could not leave group {group.name}"
-else
-  echo "gpufit: $id is not in group {group.name} (found '$group')"
-fi"""
-    else:
-        body = f"""meta=http://metadata.google.internal/computeMetadata/v1/instance
-name=$(curl -sf -H 'Metadata-Flavor: Google' "$meta/name")
-gcloud compute instance-groups managed delete-instances {g} --region {r} \\
-  --instances "$name" --quiet || echo "gpufit: could not leave group {group.name}"
-"""
-    return f"""#!/bin/bash
-# gpufit: leave fleet group {group.name} ($1), decrementing its size, then power off.
-set -u
-{body}
-poweroff
-"""
+def fleet_group(d: Deployment, project: str = "") -> FleetGroup:
+    """The group of a deployment's single-node replicas: named ``Deployment.group_name`` (GCP:
+    cut to a Compute name), with the terminating lifecycle hook on AWS when the machines run a
+    command whose outputs must be synced before a scale-in."""
+    if d.cloud == "aws":
+        return FleetGroup("aws", d.region, d.group_name, "", LIFECYCLE_HOOK if d.command is not None else "")
+    return FleetGroup("gcp", d.region, gce_group_name(d), project)
+
+
+def gce_group_name(d: Deployment) -> str:
+    """The MIG's name: the group name as a Compute Engine name (lower case, ``-``, 63 at most)."""
+    stem = re.sub(r"[^a-z0-9-]", "-", d.group_name.lower()).strip("-")
+    stem = stem if stem[:1].isalpha() else f"g-{stem}"
+    return stem[:63].rstrip("-")
 
 
 @dataclass(frozen=True)
@@ -130,142 +146,301 @@ class NodeRole:
     machine: int = 0  # index among all the deployment's machines (names its bucket prefix)
 
 
-def render(
-    deployment: Deployment,
+@dataclass(frozen=True)
+class MachineFile:
+    path: str
+    content: str
+    mode: str = "0644"
+
+
+@dataclass(frozen=True)
+class Bundle:
+    """What one machine gets: its files and the services to start."""
+
+    files: tuple[MachineFile, ...]
+    start: tuple[str, ...] = field(default=("gpufit-boot.service",))
+
+    def file(self, path: str) -> MachineFile:
+        return next(f for f in self.files if f.path == path)
+
+
+@cache
+def supervisor_body() -> str:
+    return (Path(__file__).parent / "scripts" / "gpufit-machine.sh").read_text(encoding="utf-8")
+
+
+def kind(d: Deployment) -> str:
+    """``serve`` (gpufit's model server), ``job`` (runs to completion), ``service`` (a command
+    that serves until the deadline) or ``idle`` (no command)."""
+    if d.server is not None:
+        return "serve"
+    if d.command is None:
+        return "idle"
+    return "job" if d.runs_to_completion else "service"
+
+
+def torchrun_line(d: Deployment, role: NodeRole, timing: Timing) -> str:
+    """``job.command`` launched by torchrun on every node: c10d rendezvous hosted on node 0 at a
+    stable address (AWS: the instance's private IP, kept across a stop and start; GCP: a
+    reserved internal address), one id per job, a join timeout that lets a relaunched node
+    rejoin, worker restarts bounded by ``job.retries``
+    (https://pytorch.org/docs/stable/elastic/run.html). Checked with torch 2.11 as two nodes on
+    one host: after a non-host node is killed the other's torchrun restarts its workers, waits
+    ``join_timeout`` in the rendezvous and exits 1 (``RendezvousTimeoutError``); after node 0
+    is killed the other exits 1 within a second (``RendezvousConnectionError``)."""
+    assert d.command is not None
+    conf = f"join_timeout={timing.join_timeout},is_host={1 if role.rank == 0 else 0}"
+    return (
+        f"command -v torchrun >/dev/null || {{ echo 'gpufit: torchrun is not in the image environment' >&2; "
+        f"exit 127; }}\nexec torchrun --nnodes={role.nodes} --nproc-per-node={d.gpu_count} "
+        f"--max-restarts={d.job_retries} --rdzv-backend=c10d --rdzv-id={shlex.quote(d.name)} "
+        f'--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT" --rdzv-conf={conf} {d.command}\n'
+    )
+
+
+def _array(values: list[str] | tuple[str, ...]) -> str:
+    return "(" + " ".join(shlex.quote(v) for v in values) + ")"
+
+
+def settings(
+    d: Deployment,
+    bucket: str,
+    role: NodeRole,
+    group: FleetGroup | None,
+    secrets: MachineSecrets | None,
+    paths: Paths,
+    timing: Timing,
+) -> str:
+    """The supervisor's settings: one assignment per line, every value quoted."""
+    expires = int(d.expires_at.timestamp())
+    job_kind = kind(d)
+    refs = secrets or MachineSecrets(d.cloud, d.region)
+    serving = d.server
+    values: list[tuple[str, str | int]] = [
+        ("SELF", paths.supervisor),
+        ("ETC", paths.etc),
+        ("RUN", paths.run),
+        ("LIB", paths.lib),
+        ("IMDS", paths.imds),
+        ("GCE", paths.gce_metadata),
+        ("CLOUD", d.cloud),
+        ("REGION", d.region),
+        ("PROJECT", group.project if group else refs.project or ""),
+        ("WORKLOAD", d.workload),
+        ("STACK", d.stack),
+        ("BUCKET", bucket),
+        ("NODE_PREFIX", "fleet" if group else f"machine-{role.machine}"),
+        ("WORKDIR", paths.at(d.workdir)),
+        ("KIND", job_kind),
+        ("SPOT", 1 if d.spot else 0),
+        ("GROUP", group.name if group else ""),
+        ("LIFECYCLE_HOOK", group.lifecycle_hook if group else ""),
+        ("EXPIRES_AT", expires),
+        ("STOP_AT", expires - timing.stop_margin),
+        ("BACKSTOP_AT", expires + (BACKSTOP_GRACE_S if group else 0)),
+        ("NODE_RANK", role.rank),
+        ("NNODES", role.nodes),
+        ("MASTER_ADDR", role.master_addr),
+        ("RDZV_PORT", RDZV_PORT),
+        ("MACHINES", d.nodes if group else 1),
+        # Multi-node: torchrun restarts the workers itself (--max-restarts); when torchrun exits
+        # non-zero the job cannot go on, and the nodes stop rather than wait again.
+        ("RETRIES", 0 if role.nodes > 1 else d.job_retries),
+        ("MAX_REPLACEMENTS", lifecycle.max_replacements(d) if group else 0),
+        ("HAS_CHECKPOINT", 1 if d.checkpoint_command else 0),
+        ("T_HOOK", timing.hook),
+        ("T_JOB_STOP", timing.job_stop),
+        ("T_FINAL_SYNC", timing.final_sync),
+        ("T_NOTICE_HOOK", timing.notice_hook),
+        ("T_NOTICE_SYNC", timing.notice_sync),
+        ("T_SHUTDOWN_HOOK", timing.shutdown_hook),
+        ("T_SHUTDOWN_JOB_STOP", timing.shutdown_job_stop),
+        ("T_SHUTDOWN_SYNC", timing.shutdown_sync),
+        ("T_SYNC_EVERY", timing.sync_every),
+        ("T_POLL", timing.poll),
+        ("T_ABORT_POLL", timing.abort_poll),
+        ("T_RETRY_PAUSE", timing.retry_pause),
+        ("T_LEAVE_WAIT", timing.leave_wait),
+        ("T_HEALTH_POLL", timing.health_poll),
+        ("T_HEALTH_WATCH", timing.health_watch),
+        ("T_HEALTH_FAILURES", timing.health_failures),
+        ("T_HEARTBEAT", timing.heartbeat),
+        ("T_JOIN", timing.join_timeout),
+        ("LOAD_BOUND", lifecycle.load_bound_s(d)),
+        ("HEALTH_PATH", HEALTH_PATH),
+        ("API_KEY_VAR", refs.api_key_var(serving.engine if serving else "vllm")),
+        ("API_KEY_REF", refs.api_key or ""),
+        # GCP's autohealing asks the readiness responder; AWS groups need none (the load
+        # balancer asks the engine, the machine reports its own failures).
+        ("READINESS_PORT", readiness_port(serving) if serving and d.cloud == "gcp" else 0),
+    ]
+    lines = [f"{name}={shlex.quote(str(value))}" for name, value in values]
+    job_env = refs.job_env()
+    lines += [
+        f"IMAGE_ENVS={_array([paths.at(p) for p in paths.image_envs])}",
+        f"SECRET_VARS={_array([v for v, _ in job_env])}",
+        f"SECRET_REFS={_array([r for _, r in job_env])}",
+        f"SERVE_SECRETS={_array([x for pair in refs.serve_env() for x in pair])}",
+        f"SERVE_PORTS={_array([str(p) for p in serving.ports()] if serving else [])}",
+    ]
+    return "\n".join(lines)
+
+
+def supervisor(
+    d: Deployment,
     bucket: str,
     role: NodeRole,
     group: FleetGroup | None = None,
-    secrets: SecretRefs | None = None,
+    secrets: MachineSecrets | None = None,
+    paths: Paths = PATHS,
+    timing: Timing | None = None,
 ) -> str:
-    """The bash boot script for one node of ``deployment`` (a member of ``group`` when the
-    machines run in a fleet group). A deployment with a model server runs it in place of a job
-    command, with its secrets fetched by reference from ``secrets``."""
-    d = deployment
-    if d.server is not None and secrets is None:
-        raise ValueError(f"{d.name}: a model server needs its secrets' references")
-    expires_epoch = int(d.expires_at.timestamp())
-    watch = _AWS_WATCH.format(poll=SPOT_POLL_SECONDS) if d.cloud == "aws" else _GCP_WATCH
-    if d.cloud == "aws":
-        watch = f"{_AWS_IMDS}\n{watch}"
-    prefix = "fleet" if group else f"machine-{role.machine}"
-    checkpoint = d.checkpoint_command or "true"
-    master = role.master_addr or "$(hostname -I | cut -d' ' -f1)"
-    if d.server is not None and secrets is not None:
-        run = serving_script(d.server, secrets)
-    elif d.command is None:
-        run = 'log "no job command: the machine is ready; it powers off at the deadline"'
-    elif role.nodes > 1 and d.task != "serve":
-        run = (
-            f"torchrun --nnodes={role.nodes} --node-rank={role.rank} --nproc-per-node={d.gpu_count} "
-            f"--max-restarts={TORCHRUN_MAX_RESTARTS} "
-            f"--rdzv-backend=c10d --rdzv-id={shlex.quote(d.name)} "
-            '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT" '
-            f"{d.command}"
-        )
-    else:
-        run = d.command
-    if not d.runs_to_completion:
-        finish = 'log "job exited ($status); the machine stays up until the deadline"\nsync_outputs'
-    elif role.nodes > 1 and d.spot and d.resumes_after_interruption:
-        # A peer's spot interruption fails the others' collective: powering off here would stop
-        # this node for good (a user stop disables its persistent request), stranding the job.
-        finish = (
-            'sync_outputs\nif [ "$status" -eq 0 ]; then log "job finished: powering off"; poweroff; '
-            'else log "job failed ($status): staying up for the peers to resume, until the deadline"; fi'
-        )
-    elif group is not None:
-        finish = (
-            f'log "job finished (exit $status): syncing outputs and leaving group {group.name}"\n'
-            f'sync_outputs\nstop_machine "job finished"'
-        )
-    else:
-        finish = 'log "job finished (exit $status): syncing outputs and powering off"\nsync_outputs\npoweroff'
-    if group is not None:
-        deadline = f"""install_leave_group
-# Backstop deadline: leave the group (decrementing it) at expiry even if the cloud-side
-# scale-to-0 never fires; a plain power-off {DEADLINE_BACKSTOP_GRACE_MIN} minutes later
-# catches a failed leave.
-seconds=$(( {expires_epoch} - $(date +%s) ))
-if [ "$seconds" -le 0 ]; then
-  log "past the deadline at boot"; stop_machine "past the deadline at boot"; exit 0
-fi
-systemd-run --on-active="${{seconds}}s" --unit=gpufit-deadline {LEAVE_GROUP_SCRIPT} deadline \\
-  || log "could not arm the deadline timer"
-shutdown -h +"$(( seconds / 60 + {DEADLINE_BACKSTOP_GRACE_MIN} ))" "gpufit deadline" || true"""
-        helpers = f"""install_leave_group() {{
-  cat > {LEAVE_GROUP_SCRIPT} <<'GPUFIT_LEAVE_EOF'
-{leave_group_script(group)}GPUFIT_LEAVE_EOF
-  chmod 700 {LEAVE_GROUP_SCRIPT}
-}}
-stop_machine() {{ {LEAVE_GROUP_SCRIPT} "$1"; }}"""
-    else:
-        deadline = f"""# Backstop deadline: power off at expiry even if the cloud-side deadline never fires.
-minutes=$(( ({expires_epoch} - $(date +%s)) / 60 ))
-if [ "$minutes" -le 0 ]; then log "past the deadline at boot"; poweroff; fi
-shutdown -h +"$minutes" "gpufit deadline" || true"""
-        helpers = "stop_machine() { poweroff; }"
-
-    return f"""#!/bin/bash
-# gpufit boot script: workload {d.workload}, stack {d.stack}, node {role.rank + 1} of {role.nodes}
-# expires at {d.expires_at.isoformat()} (also enforced by the cloud)
-set -uo pipefail
-export WORKDIR={shlex.quote(d.workdir)} BUCKET={shlex.quote(bucket)} NODE_PREFIX={prefix}
-export GPUFIT_NODE_RANK={role.rank} GPUFIT_NNODES={role.nodes} GPUFIT_EXPIRES_AT={expires_epoch}
-export GPUFIT_MASTER_ADDR="{master}" GPUFIT_MASTER_PORT={RENDEZVOUS_PORT}
-export GPUFIT_GROUP={shlex.quote(group.name) if group else '""'}
-mkdir -p "$WORKDIR/outputs" && cd "$WORKDIR"
-log() {{ echo "gpufit: $*" | systemd-cat -t gpufit 2>/dev/null || echo "gpufit: $*"; }}
-{helpers}
-
-{deadline}
-
-sync_outputs() {{ {_SYNC[d.cloud]} || log "output sync failed"; }}
-on_interruption() {{
-  ( cd "$WORKDIR" && bash -c {shlex.quote(checkpoint)} ) || log "checkpoint hook failed"
-  sync_outputs
-}}
-{watch}
-{"watch_interruption &" if d.spot else "# on-demand: no interruption watcher"}
-
-{_RESTORE[d.cloud]} || log "nothing to restore from the bucket"
-
-# The job runs in a bash of its own: a comment, a dangling && or a syntax error in the
-# command fails the job, never the rest of this script.
-bash -c {shlex.quote(run)}
-status=$?
-{finish}
-"""
+    """The supervisor script: settings, then the fixed body."""
+    t = timing or lifecycle.timing(d)
+    head = (
+        "#!/bin/bash\n# gpufit machine supervisor: its settings (rendered by machine/boot.py, "
+        "each value quoted)\n# shellcheck disable=SC2034  # some settings are used by one kind "
+        "of machine only\n"
+    )
+    return f"{head}{settings(d, bucket, role, group, secrets, paths, t)}\n{supervisor_body()}"
 
 
-SERVICE_UNIT = """[Unit]
-Description=gpufit job (runs at every boot, so a stopped spot instance resumes its job)
+BOOT_UNIT = """[Unit]
+Description=gpufit machine (runs at every boot: a restarted spot instance resumes its job)
 Wants=network-online.target
-After=network-online.target
+After=network-online.target docker.service
 
 [Service]
 Type=simple
-ExecStart=/usr/local/sbin/gpufit-boot.sh
+ExecStart={supervisor} boot
 Restart=no
+Environment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
 [Install]
 WantedBy=multi-user.target
 """
 
+FINAL_SYNC_UNIT = """[Unit]
+Description=gpufit final sync when the machine shuts down (checkpoint hook, outputs to the bucket)
+Wants=network-online.target
+After=network-online.target gpufit-boot.service
 
-def as_boot_service(script: str) -> str:
-    """Wrap ``script`` as EC2 user data that installs it as a systemd service.
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/bin/true
+ExecStop={supervisor} shutdown
+TimeoutStopSec={timeout}
+Environment=PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 
-    EC2 runs user data on the first boot only; a persistent spot instance that was stopped by
-    an interruption must resume its job when capacity returns, so the script runs as a
-    service enabled at every boot (GCP runs startup-script at every boot by itself)."""
-    return f"""#!/bin/bash
-set -euo pipefail
-install -d -m 755 /usr/local/sbin
-cat > /usr/local/sbin/gpufit-boot.sh <<'GPUFIT_SCRIPT_EOF'
-{script}GPUFIT_SCRIPT_EOF
-chmod 700 /usr/local/sbin/gpufit-boot.sh
-cat > /etc/systemd/system/gpufit-boot.service <<'GPUFIT_UNIT_EOF'
-{SERVICE_UNIT}GPUFIT_UNIT_EOF
-systemctl daemon-reload
-systemctl enable --now gpufit-boot.service
+[Install]
+WantedBy=multi-user.target
 """
+"""Stopped before gpufit-boot.service (ordered after it) and before the network goes down, so
+the job is still running when its checkpoint hook runs."""
+
+
+def bundle(
+    d: Deployment,
+    bucket: str,
+    role: NodeRole,
+    group: FleetGroup | None = None,
+    secrets: MachineSecrets | None = None,
+    paths: Paths = PATHS,
+    timing: Timing | None = None,
+) -> Bundle:
+    """Every file one machine gets, with the services to start."""
+    if d.server is not None and (secrets is None or secrets.api_key is None):
+        raise ValueError(f"{d.name}: a model server needs its secrets' references")
+    t = timing or lifecycle.timing(d)
+    files = [
+        MachineFile(paths.supervisor, supervisor(d, bucket, role, group, secrets, paths, t), "0700"),
+        MachineFile(f"{paths.units}/gpufit-boot.service", BOOT_UNIT.format(supervisor=paths.supervisor)),
+    ]
+    start = ["gpufit-boot.service"]
+    if d.command is not None:
+        command = torchrun_line(d, role, t) if role.nodes > 1 else d.command + "\n"
+        files.append(MachineFile(f"{paths.etc}/job.sh", "# gpufit: job.command\n" + command, "0700"))
+        files.append(
+            MachineFile(
+                f"{paths.etc}/checkpoint.sh",
+                "# gpufit: job.checkpoint_command\n" + (d.checkpoint_command or "true") + "\n",
+                "0700",
+            )
+        )
+        stop_budget = t.shutdown_hook + t.shutdown_job_stop + t.shutdown_sync + 30
+        files.append(
+            MachineFile(
+                f"{paths.units}/gpufit-final-sync.service",
+                FINAL_SYNC_UNIT.format(supervisor=paths.supervisor, timeout=stop_budget),
+            )
+        )
+        start.append("gpufit-final-sync.service")
+    if d.server is not None:
+        assert secrets is not None
+        env_file = f"{paths.run}/serve.env"
+        files.append(
+            MachineFile(f"{paths.etc}/serve-start.sh", serve_start(d.server, env_file, paths.model_cache))
+        )
+        for name, upload in (("serve-restore.sh", False), ("serve-cache.sh", True)):
+            files.append(
+                MachineFile(f"{paths.etc}/{name}", serve_cache(d.cloud, paths.model_cache, bucket, upload))
+            )
+        if d.cloud == "gcp":
+            files.append(MachineFile(f"{paths.lib}/readiness.py", readiness_script(), "0755"))
+    return Bundle(tuple(files), tuple(start))
+
+
+def _blob(text: str) -> str:
+    """gzip (no name, no time: the same text gives the same bytes) then base64."""
+    return base64.b64encode(gzip.compress(text.encode(), compresslevel=9, mtime=0)).decode()
+
+
+def bootstrap(machine: Bundle, paths: Paths = PATHS) -> str:
+    """The user data / startup-script: write each file from its quoted base64, then start the
+    services (enabled, so they run at every boot)."""
+    dirs = sorted({f.path.rsplit("/", 1)[0] for f in machine.files})
+    writes = "\n".join(
+        f"printf '%s' '{_blob(f.content)}' | base64 -d | gunzip > {shlex.quote(f.path)}.new\n"
+        f"chmod {f.mode} {shlex.quote(f.path)}.new && mv {shlex.quote(f.path)}.new {shlex.quote(f.path)}"
+        for f in machine.files
+    )
+    units = " ".join(machine.start)
+    return f"""#!/bin/bash
+# gpufit bootstrap: writes the machine's files (gzip + base64, machine/boot.py) and starts them.
+set -euo pipefail
+umask 022
+install -d -m 0755 {" ".join(shlex.quote(d) for d in dirs)}
+install -d -m 0700 {shlex.quote(paths.run)}
+{writes}
+systemctl daemon-reload
+systemctl enable {units}
+systemctl start --no-block {units}
+"""
+
+
+def render(
+    d: Deployment,
+    bucket: str,
+    role: NodeRole,
+    group: FleetGroup | None = None,
+    secrets: MachineSecrets | None = None,
+    paths: Paths = PATHS,
+    timing: Timing | None = None,
+) -> str:
+    """The boot script of one machine (EC2 user data, GCP startup-script). ValueError when it
+    would exceed EC2's 16 KB user-data limit."""
+    text = bootstrap(bundle(d, bucket, role, group, secrets, paths, timing), paths)
+    if d.cloud == "aws" and len(text.encode()) > USER_DATA_LIMIT:
+        raise ValueError(
+            f"{d.name}: the boot script is {len(text.encode())} bytes, over EC2's {USER_DATA_LIMIT}-byte "
+            "user-data limit (shorten job.command or job.checkpoint_command)"
+        )
+    return text
+
+
+def shutdown_script(paths: Paths = PATHS) -> str:
+    """GCP ``shutdown-script`` metadata: the machine's final sync when Compute Engine stops or
+    deletes the VM (90 s, preemption 30 s, best effort:
+    https://cloud.google.com/compute/docs/shutdownscript). Fixed text."""
+    return f"#!/bin/bash\nexec {shlex.quote(paths.supervisor)} shutdown\n"

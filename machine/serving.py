@@ -2,10 +2,13 @@
 numbers, one server per replica on its own GPUs and port.
 
 A renderer like the boot script: plan numbers in, shell out, one pure function per engine,
-tested by its output. Secrets move only by reference: the script fetches the Hugging Face token
-and the API key from the cloud's secret store on the machine (AWS Secrets Manager, GCP Secret
-Manager), writes them to a root-only env file that ``docker run --env-file`` reads, and never
-echoes them; user data, metadata, tags and logs carry only the secrets' names.
+tested by its output. Secrets move only by reference (``MachineSecrets``): the machine's
+supervisor (``machine.boot``) fetches the Hugging Face token and the API key from the cloud's
+secret store (AWS Secrets Manager, GCP Secret Manager), writes them to a root-only env file on
+tmpfs that ``docker run --env-file`` reads, and never echoes them; user data, metadata, tags and
+logs carry only the secrets' names. ``serve_start`` starts the replicas, ``serve_cache`` copies
+the weights between the disk and the bucket, and the readiness responder
+(``scripts/readiness.py``) answers GCP's autohealing while the weights load.
 
 The engines run as pinned container images on the GPU image's Docker with the NVIDIA runtime
 (the AWS Deep Learning AMI and Google's Deep Learning VM images ship both): an image tag pins
@@ -33,6 +36,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from pathlib import Path
 
 from deployment import ServerLaunch
 
@@ -42,7 +46,8 @@ HEALTH_PATH = "/health"
 MODEL_CACHE = "/opt/gpufit/hf-cache"
 """Where the weights land on the machine's data disk (the Hugging Face cache layout); the
 stack's bucket keeps a copy under ``model-cache/`` so a replacement machine skips the Hub."""
-ENV_FILE = "/etc/gpufit/serve.env"
+ENV_FILE = "/run/gpufit/serve.env"
+"""The root-only file the supervisor writes the server's secrets to (tmpfs, never on disk)."""
 
 
 
@@ -91,7 +96,9 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
     return args
 
 
-def docker_run(launch: ServerLaunch, replica: int) -> str:
+def docker_run(
+    launch: ServerLaunch, replica: int, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE
+) -> str:
     """``docker run`` of one replica: its GPUs, its port on the host network, the weights cache
     on the data disk, the secrets from the root-only env file, restarted if it dies."""
     head = [
@@ -99,8 +106,8 @@ def docker_run(launch: ServerLaunch, replica: int) -> str:
         "--restart", "unless-stopped",
         "--gpus", f'"device={launch.devices(replica)}"',
         "--network", "host", "--ipc", "host",
-        "--env-file", ENV_FILE,
-        "--volume", f"{MODEL_CACHE}:/root/.cache/huggingface",
+        "--env-file", env_file,
+        "--volume", f"{model_cache}:/root/.cache/huggingface",
     ]  # fmt: skip
     if launch.engine == "vllm":
         return shlex.join([*head, launch.image, *vllm_args(launch, replica)])
@@ -111,74 +118,84 @@ def docker_run(launch: ServerLaunch, replica: int) -> str:
 
 
 @dataclass(frozen=True)
-class SecretRefs:
-    """Where the machine finds its secrets: AWS Secrets Manager ARNs, or GCP Secret Manager
-    secret names (with the project). ``hf_token`` is None for a model that needs none."""
+class MachineSecrets:
+    """Where the machine finds its secrets, by reference only: AWS Secrets Manager ARNs, or GCP
+    Secret Manager secret names (ours, in ``project``) or resource names
+    (``projects/P/secrets/S``). ``api_key`` is the model server's key (None without one);
+    ``hf_token`` the Hugging Face token (``HF_TOKEN`` for the server and the job alike);
+    ``job`` the spec's ``secrets`` as (variable, reference)."""
 
     cloud: str
     region: str
-    api_key: str
+    api_key: str | None = None
     hf_token: str | None = None
     project: str | None = None
+    job: tuple[tuple[str, str], ...] = ()
 
-    def fetch(self, ref: str) -> str:
-        """The shell expression that prints one secret's value."""
-        if self.cloud == "aws":
-            return (
-                f"aws secretsmanager get-secret-value --region {shlex.quote(self.region)} "
-                f"--secret-id {shlex.quote(ref)} --query SecretString --output text"
-            )
-        project = f" --project {shlex.quote(self.project)}" if self.project else ""
-        return f"gcloud secrets versions access latest --secret {shlex.quote(ref)}{project}"
+    @staticmethod
+    def api_key_var(engine: str) -> str:
+        """vLLM reads ``VLLM_API_KEY``; SGLang gets ``--api-key "$GPUFIT_API_KEY"`` inside its
+        container."""
+        return "VLLM_API_KEY" if engine == "vllm" else "GPUFIT_API_KEY"
+
+    def job_env(self) -> list[tuple[str, str]]:
+        """The job's variables: ``HF_TOKEN`` when a token is given, then the spec's secrets."""
+        return ([("HF_TOKEN", self.hf_token)] if self.hf_token else []) + list(self.job)
+
+    def serve_env(self) -> list[tuple[str, str]]:
+        """The server container's variables besides the API key."""
+        return [("HF_TOKEN", self.hf_token)] if self.hf_token else []
+
+    def references(self) -> list[str]:
+        return [r for r in (self.api_key, self.hf_token) if r] + [r for _, r in self.job]
 
 
-def serving_script(launch: ServerLaunch, secrets: SecretRefs) -> str:
-    """The commands a serve machine runs in place of ``job.command``: restore the weights from
-    the bucket, fetch the secrets into the env file, start one container per replica, wait for
-    the first to be healthy, then copy the weights back to the bucket for the next machine."""
-    remote = '"s3://$BUCKET/model-cache"' if secrets.cloud == "aws" else '"gs://$BUCKET/model-cache"'
-    # The Hugging Face cache links snapshots/ to blobs/: copying the links as files would store
-    # every weight twice; the blobs and refs are enough for the hub client to rebuild the links.
-    copy = (
-        "aws s3 sync --only-show-errors --no-follow-symlinks"
-        if secrets.cloud == "aws"
-        else "gcloud storage rsync --recursive --ignore-symlinks"
-    )
-    restore = f'{copy} {remote} {MODEL_CACHE} || echo "gpufit: no cached weights in the bucket"'
-    upload = f'{copy} {MODEL_CACHE} {remote} || echo "gpufit: could not cache the weights in the bucket"'
-    key_var = "VLLM_API_KEY" if launch.engine == "vllm" else "GPUFIT_API_KEY"
-    fetches = [(key_var, secrets.api_key, "the API key")]
-    if secrets.hf_token:
-        fetches.append(("HF_TOKEN", secrets.hf_token, "the Hugging Face token"))
-    # Each value goes through a variable: a failed fetch stops the script (set -e) instead of
-    # starting a server with an empty key; values are never echoed.
-    written = "\n".join(
-        f'value=$({secrets.fetch(ref)})\n[ -n "$value" ] || {{ echo "gpufit: {what} is empty"; exit 1; }}\n'
-        f'printf "{var}=%s\\n" "$value" >> {ENV_FILE}'
-        for var, ref, what in fetches
-    )
-    # The boot script runs at every boot: a container left from the last one is replaced.
+def serve_start(launch: ServerLaunch, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE) -> str:
+    """The commands that start the server: the image, then one container per replica (a
+    container left from the last boot is replaced). The supervisor has fetched the secrets
+    into ``env_file`` and restored the weights before, and waits for ``/health`` after."""
     runs = "\n".join(
-        f"docker rm --force gpufit-serve-{r} >/dev/null 2>&1 || true\n{docker_run(launch, r)}"
+        f"docker rm --force gpufit-serve-{r} >/dev/null 2>&1 || true\n"
+        + docker_run(launch, r, env_file, model_cache)
         for r in range(launch.replicas)
     )
-    first = f"http://127.0.0.1:{launch.port(0)}{HEALTH_PATH}"
-    return f"""set -euo pipefail
-mkdir -p {MODEL_CACHE} /etc/gpufit
-{restore}
-umask 077
-: > {ENV_FILE}
-{written}
-unset value
-umask 022
+    return f"""#!/bin/bash
+# gpufit: start the model server ({launch.engine}, {launch.replicas} replica(s))
+set -euo pipefail
+mkdir -p {shlex.quote(model_cache)}
 docker pull {shlex.quote(launch.image)}
 {runs}
-# Readiness, bounded by the health check's grace period; the load balancer or the group's
-# health check decides what happens to a machine that never gets there.
-for _ in $(seq {max(1, launch.grace_seconds // 10)}); do
-  if curl -sf -o /dev/null {first}; then {upload}; exit 0; fi
-  sleep 10
-done
-echo "gpufit: the model server is not healthy after {launch.grace_seconds} s"
-exit 1
 """
+
+
+def serve_cache(cloud: str, model_cache: str, bucket: str, upload: bool) -> str:
+    """Copy the weights between the data disk and the bucket's ``model-cache/`` (so that a
+    replacement machine skips the Hub). The Hugging Face cache links snapshots/ to blobs/:
+    copying the links as files would store every weight twice; the blobs and refs are enough
+    for the hub client to rebuild the links."""
+    remote = f"{'s3' if cloud == 'aws' else 'gs'}://{bucket}/model-cache"
+    copy = (
+        ["aws", "s3", "sync", "--only-show-errors", "--no-follow-symlinks"]
+        if cloud == "aws"
+        else ["gcloud", "storage", "rsync", "--recursive", "--ignore-symlinks"]
+    )
+    pair = [model_cache, remote] if upload else [remote, model_cache]
+    return f"#!/bin/bash\n# gpufit: the weights to the bucket\nexec {shlex.join([*copy, *pair])}\n"
+
+
+READINESS_PORT = 9321
+"""The readiness responder's port, unless a replica uses it (then the next free one)."""
+
+
+def readiness_port(launch: ServerLaunch) -> int:
+    """A port no replica uses."""
+    port = READINESS_PORT
+    while port in launch.ports():
+        port += 1
+    return port
+
+
+def readiness_script() -> str:
+    """The readiness responder (``machine/scripts/readiness.py``), run with python3 from the
+    image by a systemd unit the supervisor starts."""
+    return (Path(__file__).parent / "scripts" / "readiness.py").read_text(encoding="utf-8")

@@ -231,8 +231,33 @@ def is_time(value: Any) -> bool:
     return True
 
 
+EMBEDDED_FILE = re.compile(r"printf '%s' '([A-Za-z0-9+/=]+)' \| base64 -d \| gunzip")
+"""How gpufit's bootstrap carries each file it writes (machine/boot.py): gzip, then base64."""
+
+
+def with_embedded_files(text: str) -> str:
+    """``text`` followed by every file its bootstrap writes, decoded: a secret in any of them is
+    a secret in the boot data."""
+    import base64
+    import binascii
+    import gzip
+
+    parts = [text]
+    for blob in EMBEDDED_FILE.findall(text):
+        try:
+            parts.append(gzip.decompress(base64.b64decode(blob)).decode("utf-8", "replace"))
+        except (binascii.Error, OSError, EOFError):
+            continue
+    return "\n".join(parts)
+
+
 def boot_data(resource_type: str, props: Mapping[str, Any]) -> str:
-    """The boot script a machine or machine template carries (launch templates: base64)."""
+    """The boot script a machine or machine template carries (launch templates: base64), with
+    the files it embeds."""
+    return with_embedded_files(_boot_text(resource_type, props))
+
+
+def _boot_text(resource_type: str, props: Mapping[str, Any]) -> str:
     if resource_type == AWS_LAUNCH_TEMPLATE:
         import base64
         import binascii

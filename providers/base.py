@@ -1,6 +1,6 @@
 """What every cloud provider implements: the ``GpuProvider`` protocol, the ``SecretInputs`` it
-takes, and the properties whose changes its resources ignore so that a deadline holds
-(``deadline_ignore_changes``).
+takes (and ``unknown_secret_keys``, what it refuses in them), and the properties whose changes
+its resources ignore so that a deadline holds (``deadline_ignore_changes``).
 
 The clouds' Pulumi components (``providers.aws.component``, ``providers.gcp.component``)
 implement it, so the composition root never branches on cloud internals; what they provision
@@ -9,7 +9,7 @@ is a ``deployment.Deployment``. This module imports no cloud SDK and no pulumi.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from deployment import Deployment
@@ -68,8 +68,30 @@ def kept_on_update(deployment: Deployment) -> list[str]:
 
 @dataclass(frozen=True)
 class SecretInputs:
-    """The endpoint's secrets as the stack's secret config gives them (Pulumi secret outputs):
-    ``gpufit:apiKey`` (None: generated) and ``gpufit:hfToken`` (None: the model needs none)."""
+    """The secrets as the stack's secret config gives them (Pulumi secret outputs):
+    ``gpufit:apiKey`` (None: generated), ``gpufit:hfToken`` (None: none given; every task gets
+    it as ``HF_TOKEN``) and the values of ``gpufit:secrets`` by key (the spec's ``secrets``
+    that name a config key)."""
 
     api_key: Any = None
     hf_token: Any = None
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def unknown_secret_keys(d: Deployment, given: SecretInputs | None) -> list[str]:
+    """Config keys the spec's ``secrets`` name that ``gpufit:secrets`` lacks, and existing
+    secrets on the other cloud: one line each (nothing may be created then)."""
+    have = given.config if given is not None else {}
+    problems = [
+        f"secrets.{s.env}: no key {s.ref!r} in the stack's secret config gpufit:secrets "
+        f"(`pulumi config set --secret --path 'gpufit:secrets.{s.ref}' VALUE`)"
+        for s in d.secrets
+        if s.kind == "config" and s.ref not in have
+    ]
+    problems += [
+        f"secrets.{s.env}: {s.ref} is in {s.kind.upper()} but the plan runs on {d.cloud.upper()}; "
+        f"set placement.clouds: [{s.kind}]"
+        for s in d.secrets
+        if s.kind != "config" and s.kind != d.cloud
+    ]
+    return problems

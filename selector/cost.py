@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from selector.catalog import Offer
 from selector.rates import HOURS_PER_MONTH, CloudRates
 from selector.sizing import Requirements, Shape
-from selector.spec import WorkloadSpec
+from selector.spec import TRAINING_TASKS, WorkloadSpec
 
 DEFAULT_SERVING_HOURS = HOURS_PER_MONTH
 """A service with no declared duration is costed for one month (730 h)."""
@@ -89,15 +89,70 @@ def weights_cache_gb(spec: WorkloadSpec) -> float:
     return spec.arch().params * 2 / 1e9 if spec.server_engine != "none" else 0.0
 
 
+@dataclass(frozen=True, slots=True)
+class DiskPart:
+    """One thing the boot disk holds: a name, its GB and where the figure comes from."""
+
+    name: str
+    gb: float
+    why: str
+
+
+def disk_parts(spec: WorkloadSpec, req: Requirements) -> tuple[DiskPart, ...]:
+    """What the boot disk must hold, part by part: the image, the weights (the Hub's 16-bit
+    checkpoint for a model server), the engine's container image, the dataset, and what the
+    job writes under ``outputs/`` there (synced to the bucket, never deleted from the disk):
+    ``CHECKPOINTS_KEPT`` training checkpoints for training, ``storage.outputs_gb`` otherwise."""
+    storage = spec.storage
+    served = weights_cache_gb(spec)
+    parts = [
+        DiskPart("image", OS_IMAGE_GB, "operating system, drivers, CUDA, frameworks (a gpufit allowance)"),
+        DiskPart(
+            "weights", max(req.weights_file_bytes / 1e9, served), "the model's checkpoint files, downloaded"
+        ),
+    ]
+    if served:
+        parts.append(DiskPart("engine image", ENGINE_IMAGE_ALLOWANCE_GB, "the model server's container"))
+    if storage.dataset_gb:
+        parts.append(DiskPart("dataset", storage.dataset_gb, "storage.dataset_gb"))
+    if spec.task in TRAINING_TASKS and req.checkpoint_bytes:
+        parts.append(
+            DiskPart(
+                "checkpoints",
+                CHECKPOINTS_KEPT * req.checkpoint_bytes / 1e9,
+                f"{CHECKPOINTS_KEPT} × {req.checkpoint_bytes / 1e9:,.1f} GB under outputs/ (the last "
+                "complete one and the one being written)",
+            )
+        )
+    if storage.outputs_gb:
+        parts.append(DiskPart("outputs", storage.outputs_gb, "storage.outputs_gb under outputs/"))
+    return tuple(parts)
+
+
+def outputs_note(spec: WorkloadSpec) -> str | None:
+    """What the plan says when a job's outputs are not in the disk size (None when they are,
+    or when nothing but a server runs)."""
+    if spec.storage.disk_gb is not None:
+        return "boot disk: storage.disk_gb as given (outputs/ must fit in it)"
+    if spec.task in TRAINING_TASKS or spec.storage.outputs_gb or spec.job.command is None:
+        return None
+    return (
+        "outputs/ is synced to the bucket but kept on disk, and its size is not counted: "
+        "set storage.outputs_gb to what the job writes"
+    )
+
+
+def disk_size_gb(spec: WorkloadSpec, req: Requirements) -> float:
+    """``storage.disk_gb`` when given, else the parts' sum rounded up to ``DISK_ROUND_GB``."""
+    if spec.storage.disk_gb is not None:
+        return spec.storage.disk_gb
+    raw = sum(part.gb for part in disk_parts(spec, req))
+    return math.ceil(raw / DISK_ROUND_GB) * DISK_ROUND_GB
+
+
 def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     storage = spec.storage
-    if storage.disk_gb is not None:
-        disk = storage.disk_gb
-    else:
-        served = weights_cache_gb(spec)
-        weights = max(req.weights_file_bytes / 1e9, served)  # a server downloads the 16-bit checkpoint
-        raw = OS_IMAGE_GB + weights + (ENGINE_IMAGE_ALLOWANCE_GB if served else 0.0) + storage.dataset_gb
-        disk = math.ceil(raw / DISK_ROUND_GB) * DISK_ROUND_GB
+    disk = disk_size_gb(spec, req)
     run_hours = None
     if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and spec.work is None):
         run_hours = spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from selector.catalog import Offer
-from selector.cost import Cost
+from selector.cost import Cost, disk_parts, disk_size_gb, outputs_note
 from selector.fallbacks import Fallback
 from selector.select import Candidate, Plan
 from selector.sizing import GIB, Shape
@@ -142,6 +142,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             else None
         ),
         "cost": cost_to_dict(choice.cost) if choice else None,
+        "disk": disk_to_dict(plan),
         "alternatives": [candidate_to_dict(c) for c in plan.alternatives],
         "rejections": dict(sorted(plan.rejections.items())),
         "rejection_examples": dict(sorted(plan.rejection_examples.items())),
@@ -156,6 +157,17 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "source": plan.catalog.source,
             "path": plan.catalog.path,
         },
+    }
+
+
+def disk_to_dict(plan: Plan) -> dict[str, Any]:
+    """The boot disk per machine: its size, what it holds and the note on outputs."""
+    spec, req = plan.spec, plan.requirements
+    return {
+        "gb": disk_size_gb(spec, req),
+        "parts": [{"name": p.name, "gb": _r(p.gb, 1), "why": p.why} for p in disk_parts(spec, req)],
+        "given": spec.storage.disk_gb is not None,
+        "note": outputs_note(spec),
     }
 
 

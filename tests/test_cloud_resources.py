@@ -239,7 +239,7 @@ def test_the_stack_enables_the_apis_it_uses_and_waits_for_them() -> None:
     assert all(s.inputs["disableOnDestroy"] is False for s in services.values())
     # and a group's status, with the command that says why it has fewer VMs than asked
     assert outputs["activity"].startswith("gcloud compute instance-groups managed list-errors")
-    assert outputs["status"][0]["is_stable"] is False
+    assert outputs["group_status"][0]["is_stable"] is False
 
 
 def test_an_aws_group_says_where_to_read_why_it_is_empty() -> None:

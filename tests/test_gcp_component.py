@@ -19,10 +19,11 @@ import pytest
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
 from deployment import Deployment
-from machine.boot import RENDEZVOUS_PORT
+from machine.lifecycle import RDZV_PORT
 from providers.gcp.common import BUCKET_ROLE, CLOUD_PLATFORM_SCOPE, DLVM_IMAGE, service_account_id
 from providers.gcp.component import IAP_SSH_RANGE, GcpGpuInstance, GcpProvider, first_up_zone, scheduling
 from tests.contracts import Contracts, Stack
+from tests.machine.unpack import file_named, settings
 
 INSTANCE = "gcp:compute/instance:Instance"
 FIREWALL = "gcp:compute/firewall:Firewall"
@@ -330,13 +331,13 @@ def test_shielded_vm_os_login_and_service_account(a3: Run) -> None:
 
 
 def test_startup_script_is_the_rendered_boot_script(a3: Run) -> None:
-    script = a3.instances()[0].inputs["metadata"]["startup-script"]
-    bucket_name = a3.outputs["bucket"]
-    assert script.startswith("#!/bin/bash")
-    assert f"BUCKET={bucket_name}" in script
-    assert "node 1 of 1" in script
-    assert "watch_interruption &" in script
-    assert "python train.py" in script
+    metadata = a3.instances()[0].inputs["metadata"]
+    script = metadata["startup-script"]
+    assert script.startswith("#!/bin/bash\n# gpufit bootstrap")
+    found = settings(script)
+    assert found["BUCKET"] == a3.outputs["bucket"] and found["NNODES"] == "1" and found["SPOT"] == "1"
+    assert file_named(script, "/job.sh").endswith("python train.py\n")
+    assert metadata["shutdown-script"] == "#!/bin/bash\nexec /usr/local/sbin/gpufit-machine shutdown\n"
 
 
 def test_own_network_and_no_ingress_without_ssh_cidrs(a3: Run) -> None:
@@ -431,16 +432,16 @@ def test_multi_node_compact_placement_and_master_address(cluster: Run) -> None:
     assert node0.inputs["networkInterfaces"][0]["networkIp"] == MASTER_IP
     assert "networkIp" not in node1.inputs["networkInterfaces"][0]
     script1 = node1.inputs["metadata"]["startup-script"]
-    assert '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT"' in script1
-    assert f"GPUFIT_MASTER_PORT={RENDEZVOUS_PORT}" in script1
-    assert f'GPUFIT_MASTER_ADDR="{MASTER_IP}"' in script1
-    assert "--node-rank=1" in script1
-    assert "--nnodes=2" in script1
-    assert "NODE_PREFIX=machine-1" in script1
+    job1 = file_named(script1, "/job.sh")
+    assert '--rdzv-endpoint="$GPUFIT_MASTER_ADDR:$GPUFIT_MASTER_PORT"' in job1
+    assert "--nnodes=2" in job1 and "is_host=0" in job1
+    found = settings(script1)
+    assert (found["RDZV_PORT"], found["MASTER_ADDR"], found["NODE_RANK"]) == (str(RDZV_PORT), MASTER_IP, "1")
+    assert found["NODE_PREFIX"] == "machine-1"
     script0 = node0.inputs["metadata"]["startup-script"]
-    assert "--node-rank=0" in script0
-    assert "NODE_PREFIX=machine-0" in script0
-    assert MASTER_IP not in script0
+    assert "is_host=1" in file_named(script0, "/job.sh")
+    assert settings(script0)["NODE_PREFIX"] == "machine-0"
+    assert settings(script0)["MASTER_ADDR"] == ""
 
     for vm in (node0, node1):
         assert vm.inputs["scheduling"]["maxRunDuration"] == {"seconds": LIFETIME_S}
@@ -471,11 +472,10 @@ def test_replicas_rendezvous_with_their_own_leader() -> None:
         leader_ip(2),
         None,
     ]
-    scripts = [vm.inputs["metadata"]["startup-script"] for vm in vms]
-    assert f'GPUFIT_MASTER_ADDR="{leader_ip(0)}"' in scripts[1]
-    assert f'GPUFIT_MASTER_ADDR="{leader_ip(2)}"' in scripts[3]
-    assert "--node-rank=0" in scripts[2] and "--nnodes=2" in scripts[2]
-    assert [f"NODE_PREFIX=machine-{i}" in script for i, script in enumerate(scripts)] == [True] * 4
+    found = [settings(vm.inputs["metadata"]["startup-script"]) for vm in vms]
+    assert found[1]["MASTER_ADDR"] == leader_ip(0) and found[3]["MASTER_ADDR"] == leader_ip(2)
+    assert (found[2]["NODE_RANK"], found[2]["NNODES"]) == ("0", "2")
+    assert [f["NODE_PREFIX"] for f in found] == [f"machine-{i}" for i in range(4)]
     assert len(run.recorder.of(ADDRESS)) == 2
     assert run.recorder.one(POLICY).inputs["groupPlacementPolicy"]["vmCount"] == 4
 
@@ -488,7 +488,7 @@ def test_single_node_replicas_stay_apart() -> None:
     assert "mtu" not in run.recorder.one(NETWORK).inputs
     for vm in run.instances():
         assert "resourcePolicies" not in vm.inputs
-        assert "node 1 of 1" in vm.inputs["metadata"]["startup-script"]
+        assert settings(vm.inputs["metadata"]["startup-script"])["NNODES"] == "1"
 
 
 def test_uneven_groups_are_refused() -> None:
@@ -559,8 +559,10 @@ def test_outputs(a3: Run) -> None:
         "estimated_total_usd",
         "expires_at",
         "bucket",
+        "status",
         "connect",
     }
+    assert out["status"] == f"gpufit status --bucket gs://{out['bucket']}"
     vm_name = f"{a3.instances()[0].name}-1a2b3c4"
     assert out["instance_id"] == vm_name
     assert out["instance_ids"] == [vm_name]

@@ -26,6 +26,7 @@ from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
 from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog
+from tests.machine.unpack import file_named, settings
 from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -142,9 +143,13 @@ def test_template_carries_the_secure_defaults_and_the_boot_script(serve: Any) ->
     }
     metadata = template["metadata"]
     assert metadata["enable-oslogin"] == "TRUE" and metadata["block-project-ssh-keys"] == "TRUE"
-    script = metadata["startup-script"]
-    assert "gcloud compute instance-groups managed delete-instances gpufit-llama13b-gcp-dev" in script
-    assert "--region us-central1" in script
+    found = settings(metadata["startup-script"])
+    assert (found["GROUP"], found["REGION"], found["KIND"]) == (
+        "gpufit-llama13b-gcp-dev",
+        "us-central1",
+        "serve",
+    )
+    assert metadata["shutdown-script"] == "#!/bin/bash\nexec /usr/local/sbin/gpufit-machine shutdown\n"
     assert template["labels"]["gpufit-expires-at"] == "2026-12-16t12-00-00z"
     (disk,) = template["disks"]
     assert disk["boot"] is True and disk["autoDelete"] is True
@@ -171,7 +176,7 @@ def test_batch_fleet_falls_back_over_same_template_types_in_cost_order(batch: An
     assert mig["distributionPolicyTargetShape"] == "ANY_SINGLE_ZONE"  # a multi-GPU job: one zone
     assert outputs["fallbacks"] == [f.offer.instance.name for f in expected.fallbacks]
     script = template["metadata"]["startup-script"]
-    assert script.index("python generate.py --resume") < script.rindex('stop_machine "job finished"')
+    assert "python generate.py" in file_named(script, "/job.sh") and settings(script)["KIND"] == "job"
 
 
 class NothingOffered(RecordingMocks):

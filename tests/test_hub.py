@@ -207,4 +207,6 @@ def test_the_pulumi_program_sizes_a_hub_model_and_serves_that_repo(hub: tuple[Fa
     mocks, outputs = run_program({"gpufit:workload": workload}, datetime(2026, 12, 3, tzinfo=UTC))
     assert outputs["instance_type"]
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
-    assert "acme/llama-8b" in script  # the server pulls the repo the plan sized
+    from tests.machine.unpack import file_named
+
+    assert "--model acme/llama-8b" in file_named(script, "/serve-start.sh")  # the repo the plan sized

@@ -17,6 +17,7 @@ from selector.catalog import SNAPSHOT_FILE, load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
 from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog
+from tests.machine.unpack import file_named, settings
 from tests.pulumi_harness import (
     BARREN_ZONE,
     NOT_OFFERED,
@@ -212,12 +213,11 @@ def test_aws_checkpointed_single_node_runs_on_spot_without_rebalancing() -> None
     # two copies of one checkpointed replica must never run at once
     assert group["capacityRebalance"] is False
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
-    assert "systemctl enable --now gpufit-boot.service" in script
-    assert "meta-data/spot/instance-action" in script and "sleep 5" in script
-    assert "touch outputs/INTERRUPTED" in script  # the checkpoint hook
-    # a replacement restores the fleet's shared outputs from the bucket
-    assert 'aws s3 sync --only-show-errors "s3://$BUCKET/$NODE_PREFIX/outputs"' in script
-    assert "NODE_PREFIX=fleet" in script
+    assert "systemctl enable gpufit-boot.service gpufit-final-sync.service" in script
+    found = settings(script)
+    assert (found["SPOT"], found["T_POLL"], found["KIND"]) == ("1", "5", "job")  # the spot watcher
+    assert file_named(script, "/checkpoint.sh").endswith("touch outputs/INTERRUPTED\n")  # the hook
+    assert found["NODE_PREFIX"] == "fleet"  # a replacement restores the fleet's shared outputs
 
 
 def test_aws_checkpointed_multi_node_spot_is_persistent_and_stops() -> None:
@@ -233,7 +233,8 @@ def test_aws_checkpointed_multi_node_spot_is_persistent_and_stops() -> None:
             "validUntil": outputs["expires_at"],
         }
         assert node.inputs["instanceInitiatedShutdownBehavior"] == "stop"
-        assert 'shutdown -h +"$minutes"' in node.inputs["userData"]
+        found = settings(node.inputs["userData"])
+        assert found["BACKSTOP_AT"] == found["EXPIRES_AT"] and found["GROUP"] == ""
 
 
 def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> None:
@@ -297,9 +298,18 @@ def test_aws_group_is_scaled_to_zero_at_the_deadline() -> None:
     assert action["autoscalingGroupName"] == outputs["group"] == "gpufit-guanaco-65b-test"
     assert (action["minSize"], action["maxSize"], action["desiredCapacity"]) == (0, 0, 0)
     assert action["startTime"] == outputs["expires_at"]
-    # and the in-VM layer: the machine leaves its group at the deadline too
-    script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
-    assert "systemd-run --on-active=" in script and "gpufit-leave-group deadline" in script
+    # the in-VM layer stops first, leaving time for the checkpoint hook and the final sync, and
+    # the scale-to-0 waits on the terminating hook until the machine has synced
+    found = settings(user_data(mocks.one(AWS_LAUNCH_TEMPLATE)))
+    assert int(found["EXPIRES_AT"]) == int(expires.timestamp())
+    assert int(found["STOP_AT"]) == int(expires.timestamp()) - int(found["T_HOOK"]) - int(
+        found["T_JOB_STOP"]
+    ) - int(found["T_FINAL_SYNC"])
+    assert int(found["BACKSTOP_AT"]) == int(expires.timestamp()) + 300
+    (hook,) = mocks.one(AWS_GROUP).inputs["initialLifecycleHooks"]
+    assert hook["name"] == found["LIFECYCLE_HOOK"] == "gpufit-final-sync"
+    assert hook["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+    assert hook["defaultResult"] == "CONTINUE" and 30 <= hook["heartbeatTimeout"] <= 7200
 
 
 def test_aws_finished_job_leaves_its_own_group() -> None:
@@ -307,20 +317,34 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
     group = outputs["group"]
     assert outputs["region"] == "us-east-1"  # p6-b200.48xlarge spot
-    assert "aws autoscaling terminate-instance-in-auto-scaling-group --region us-east-1" in script
-    assert "--should-decrement-desired-capacity" in script
-    assert f'if [ "$group" = {group} ]; then' in script  # only its own group
-    assert script.index("bash -c 'python generate.py") < script.rindex('stop_machine "job finished"')
+    found = settings(script)
+    assert (found["GROUP"], found["REGION"], found["CLOUD"]) == (group, "us-east-1", "aws")
+    assert "python generate.py" in file_named(script, "/job.sh")
     fleet = [r for r in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("fleet-access")]
     statements = json.loads(fleet[0].inputs["policy"])["Statement"]
-    leave = next(s for s in statements if s["Sid"] == "LeaveOwnGroup")
-    assert leave["Action"] == ["autoscaling:TerminateInstanceInAutoScalingGroup"]
-    assert leave["Resource"] == [
+    own = next(s for s in statements if s["Sid"] == "ActOnOwnGroup")
+    assert own["Action"] == [
+        "autoscaling:TerminateInstanceInAutoScalingGroup",
+        "autoscaling:SetInstanceHealth",
+        "autoscaling:CompleteLifecycleAction",
+        "autoscaling:RecordLifecycleActionHeartbeat",
+    ]
+    assert own["Resource"] == [
         f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
     ]
-    assert leave["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
-    others = [s for s in statements if s["Sid"] != "LeaveOwnGroup"]
-    assert [a for s in others for a in s["Action"]] == ["autoscaling:DescribeAutoScalingInstances"]
+    assert own["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
+    which = next(s for s in statements if s["Sid"] == "WhichGroup")
+    assert which == {
+        "Sid": "WhichGroup",
+        "Effect": "Allow",
+        "Action": ["autoscaling:DescribeAutoScalingInstances"],
+        "Resource": ["*"],
+    }
+    # the job reads its Hugging Face token, and nothing else
+    reads = next(s for s in statements if s["Sid"] == "ReadOwnSecrets")
+    (secret,) = mocks.of_type("aws:secretsmanager/secret:Secret")
+    assert reads["Resource"] == [f"arn:aws:secretsmanager:us-east-1:123456789012:secret:{secret.name}-AbCdEf"]
+    assert outputs["status"] == f"gpufit status --bucket s3://{outputs['bucket']}"
 
 
 def test_aws_deadline_schedule_terminates_only_these_instances() -> None:
@@ -426,8 +450,8 @@ def test_multi_node_plan_gets_placement_group_efa_and_one_deadline() -> None:
     assert egress == [{"description": "all traffic to the job nodes (EFA)", **every}]
     leader_ip = "10.0.0."  # node 0's private IP in the mock
     worker = nodes[1].inputs["userData"]
-    assert "torchrun --nnodes=2 --node-rank=1 --nproc-per-node=8" in worker
-    assert f'GPUFIT_MASTER_ADDR="{leader_ip}' in worker
+    assert "torchrun --nnodes=2 --nproc-per-node=8" in file_named(worker, "/job.sh")
+    assert str(settings(worker)["MASTER_ADDR"]).startswith(leader_ip)
     schedule = mocks.one("aws:scheduler/schedule:Schedule").inputs
     assert len(json.loads(schedule["target"]["input"])["InstanceIds"]) == 2
     bucket = mocks.one("aws:s3/bucket:Bucket").inputs

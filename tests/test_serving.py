@@ -15,11 +15,12 @@ import pytest
 
 from cli.main import main
 from deployment import SGLANG_IMAGE, VLLM_IMAGE, ServerLaunch, ServingError, server_launch
-from machine.serving import SecretRefs, docker_run, serving_script
+from machine.serving import MachineSecrets, docker_run
 from policy.gpufit_policies import PolicyConfig, check_endpoint_access, check_no_secrets_in_boot_data
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import SpecError, parse_spec
+from tests.machine.unpack import file_named
 from tests.pulumi_harness import ROOT, RecordingMocks, is_secret_input, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -52,10 +53,12 @@ def user_data(mocks: RecordingMocks) -> str:
 
 
 def docker_lines(script: str) -> list[list[str]]:
-    """Every ``docker run`` of the boot script, as the argument lists the shell would pass
-    (the serving commands sit inside the boot script's ``bash -c '...'``)."""
-    inner = shlex.split(script[script.index("bash -c '") + len("bash -c ") :].split("\nstatus=$?")[0])[0]
-    return [shlex.split(line) for line in inner.splitlines() if line.startswith("docker run")]
+    """Every ``docker run`` the boot script's serve-start.sh runs, as argument lists."""
+    return [
+        shlex.split(line)
+        for line in file_named(script, "/serve-start.sh").splitlines()
+        if line.startswith("docker run")
+    ]
 
 
 def flag(args: list[str], name: str) -> str:
@@ -85,7 +88,12 @@ def test_the_launch_carries_the_plans_numbers_and_no_secret(stack: str) -> None:
     # secrets: by reference in the boot script, values only in the secret versions (marked secret)
     for text in (script, json.dumps([r.inputs for r in mocks.resources if "secretVersion" not in r.typ])):
         assert TOKEN not in text and API_KEY not in text
-    assert "aws secretsmanager get-secret-value" in script and "--env-file /etc/gpufit/serve.env" in script
+    supervisor = file_named(script, "/gpufit-machine")
+    assert re.search(r"^API_KEY_REF=arn:aws:secretsmanager:\S+api-key-AbCdEf$", supervisor, re.M)
+    assert re.search(
+        r"^SERVE_SECRETS=\(HF_TOKEN arn:aws:secretsmanager:\S+hf-token-AbCdEf\)$", supervisor, re.M
+    )
+    assert flag(run, "--env-file") == "/run/gpufit/serve.env"
     versions = [r for r in mocks.resources if r.typ == "aws:secretsmanager/secretVersion:SecretVersion"]
     assert len(versions) == 2
     for version in versions:
@@ -181,18 +189,7 @@ def test_sglang_takes_the_same_numbers_and_its_key_inside_the_container() -> Non
     assert flag(inner, "--tp-size") == "2" and flag(inner, "--context-length") == "4096"
     assert flag(inner, "--max-running-requests") == "8" and flag(inner, "--mem-fraction-static") == "0.9"
     assert flag(inner, "--kv-cache-dtype") == "fp8_e5m2" and inner[-1] == "$GPUFIT_API_KEY"
-    script = serving_script(launch, SecretRefs("gcp", "us-central1", "w-api-key", None, "p"))
-    assert "gcloud secrets versions access latest --secret w-api-key --project p" in script
-    assert 'printf "GPUFIT_API_KEY=%s\\n" "$value"' in script
-
-
-def test_a_failed_secret_fetch_stops_before_any_server_starts() -> None:
-    launch = ServerLaunch("vllm", "org/m", None, "w", 1, 4096, 8, 0.9, None, None, 1, 8000, 16.0)
-    script = serving_script(launch, SecretRefs("aws", "us-east-1", "arn:key", "arn:token"))
-    key = script.index("value=$(aws secretsmanager get-secret-value --region us-east-1 --secret-id arn:key")
-    assert script.index('[ -n "$value" ] || { echo "gpufit: the API key is empty"; exit 1; }') > key
-    assert script.index("docker run") > script.index('printf "HF_TOKEN=%s\\n" "$value"')
-    assert script.startswith("set -euo pipefail")
+    assert MachineSecrets.api_key_var("sglang") == "GPUFIT_API_KEY"  # the env file's name for it
 
 
 # ---------------------------------------------------------------------------------- reachability
@@ -277,9 +274,20 @@ def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
     mig = mocks.one("gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager").inputs
     assert mig["namedPorts"] == [{"name": "serve0", "port": 8000}]
     healing = mig["autoHealingPolicies"]
-    check = mocks.one("gcp:compute/regionHealthCheck:RegionHealthCheck").inputs
-    assert check["httpHealthCheck"] == {"port": 8000, "requestPath": "/health"}
-    assert healing["healthCheck"].endswith("health-id") and healing["initialDelaySec"] >= 300
+    checks = {
+        r.name.rsplit("-", 1)[1]: r.inputs
+        for r in mocks.of_type("gcp:compute/regionHealthCheck:RegionHealthCheck")
+    }
+    # the load balancer asks the engine; autohealing asks the machine's readiness responder
+    assert checks["health"]["httpHealthCheck"] == {"port": 8000, "requestPath": "/health"}
+    assert backend["healthChecks"].endswith("-health-id")
+    assert checks["alive"]["httpHealthCheck"] == {"port": 9321, "requestPath": "/gpufit/alive"}
+    assert healing["healthCheck"].endswith("-alive-id") and healing["initialDelaySec"] == 900
+    alive_fw = next(
+        r for r in mocks.of_type("gcp:compute/firewall:Firewall") if r.name.endswith("-alive")
+    ).inputs
+    assert alive_fw["sourceRanges"] == ["35.191.0.0/16", "130.211.0.0/22"]
+    assert alive_fw["allows"] == [{"protocol": "tcp", "ports": ["9321"]}]
     serve_fw = next(
         r for r in mocks.of_type("gcp:compute/firewall:Firewall") if r.name.endswith("-serve")
     ).inputs
@@ -288,7 +296,15 @@ def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
     script = mocks.one("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate").inputs["metadata"][
         "startup-script"
     ]
-    assert TOKEN not in script and "gcloud secrets versions access latest --secret" in script
+    assert TOKEN not in script and re.search(
+        r"^API_KEY_REF=\S+-api-key$", file_named(script, "/gpufit-machine"), re.M
+    )
+    assert (
+        mocks.one("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate").inputs["metadata"][
+            "shutdown-script"
+        ]
+        == "#!/bin/bash\nexec /usr/local/sbin/gpufit-machine shutdown\n"
+    )
     readers = mocks.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
     assert {r.inputs["role"] for r in readers} == {"roles/secretmanager.secretAccessor"} and len(readers) == 2
     assert outputs["endpoint"] == "http://198.51.100.20/v1"
@@ -361,6 +377,13 @@ def test_policy_finds_secrets_in_boot_data_but_not_in_gpufits() -> None:
     ).decode()
     found = check_no_secrets_in_boot_data(LT, {"userData": leaky}, config)
     assert any("Hugging Face token" in f for f in found) and any("command line" in f for f in found)
+    # inside a file the bootstrap embeds (gzip + base64) as well
+    from machine.boot import Bundle, MachineFile, bootstrap
+
+    embedded = bootstrap(Bundle((MachineFile("/etc/gpufit/job.sh", f"HF_TOKEN={TOKEN} python x.py\n"),)))
+    assert TOKEN not in embedded
+    found = check_no_secrets_in_boot_data("aws:ec2/instance:Instance", {"userData": embedded}, config)
+    assert any("Hugging Face token" in f for f in found)
     assert check_endpoint_access("aws:lb/loadBalancer:LoadBalancer", {"internal": False}, config)
     open_rule = {
         "rules": [{"action": "allow", "priority": 1000, "match": {"config": {"srcIpRanges": ["*"]}}}]

@@ -31,7 +31,9 @@ from deployment import (
     iso_utc,
     missing_token,
 )
-from machine.boot import NodeRole, as_boot_service, render
+from machine.boot import NodeRole, fleet_group, render
+from machine.lifecycle import load_problem
+from machine.serving import MachineSecrets
 from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
@@ -43,7 +45,8 @@ from providers.aws.resources import (
     security_group,
     trust_policy,
 )
-from providers.base import SecretInputs, kept_on_update
+from providers.aws.secrets import AwsMachineSecrets, machine_secrets, read_statements
+from providers.base import SecretInputs, kept_on_update, unknown_secret_keys
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1
@@ -66,10 +69,29 @@ def schedule_expression(deployment: Deployment) -> str:
     return f"at({iso_utc(fire)[:-1]})"
 
 
-def _user_data(d: Deployment, role: tuple[int, int, int], resolved: list[Any]) -> str:
-    """EC2 user data for one machine once its bucket name and leader address resolve."""
+def _user_data(
+    d: Deployment, role: tuple[int, int, int], secrets: AwsMachineSecrets, resolved: list[Any]
+) -> str:
+    """EC2 user data for one machine once its bucket name, leader address and secrets' ARNs
+    resolve."""
     rank, nodes, machine = role
-    return as_boot_service(render(d, str(resolved[0]), NodeRole(rank, nodes, str(resolved[1]), machine)))
+    bucket, master, arns = str(resolved[0]), str(resolved[1]), list(resolved[2])
+    return render(d, bucket, NodeRole(rank, nodes, master, machine), None, secrets.refs(d, arns))
+
+
+def check_user_data(d: Deployment) -> None:
+    """Render the boot script with the longest names the resources may get, before any is
+    created: a plan whose commands would not fit EC2's user-data limit stops here."""
+    arn = f"arn:aws:secretsmanager:{d.region}:123456789012:secret:gpufit/{d.name}/secret-{'x' * 64}-AbCdEf"
+    refs = MachineSecrets(
+        "aws", d.region, arn if d.server else None, arn, job=tuple((s.env, arn) for s in d.secrets)
+    )
+    group = fleet_group(d) if d.grouped else None
+    try:
+        last = NodeRole(d.nodes_per_replica - 1, d.nodes_per_replica, "255.255.255.255", d.nodes)
+        render(d, "b" * 63, last, group, refs)
+    except ValueError as err:
+        raise pulumi.RunError(str(err)) from None
 
 
 class AwsGpuInstance(pulumi.ComponentResource):
@@ -83,11 +105,13 @@ class AwsGpuInstance(pulumi.ComponentResource):
         deployment: Deployment,
         opts: pulumi.ResourceOptions | None = None,
         network: InstanceNetwork | None = None,
+        secrets: SecretInputs | None = None,
         image: Any = None,
     ) -> None:
         """``network``: where the instances go (``placement.instance_network``) and ``image``
         the AMI (``resources.machine_image``), both asked before the component so that a plan
-        that cannot be placed or booted creates nothing; looked up here when not given."""
+        that cannot be placed or booted creates nothing; looked up here when not given.
+        ``secrets``: the Hugging Face token and the spec's secrets' values."""
         super().__init__("gpufit:aws:GpuInstance", name, None, opts)
         d = deployment
         tags = d.tags()
@@ -98,7 +122,17 @@ class AwsGpuInstance(pulumi.ComponentResource):
         subnet_id = net.subnet_id
         sg = security_group(name, d, net.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
-        profile = instance_profile(name, bucket.arn, tags, child)
+        self.secrets = machine_secrets(name, d, secrets, tags, child)
+        arns = self.secrets.arns()
+        existing = [s.ref for s in d.secrets if s.kind == "aws"]
+        reads = self.secrets.hf_token is not None or bool(self.secrets.job)
+        profile = instance_profile(
+            name,
+            bucket.arn,
+            tags,
+            child,
+            extra=arns.apply(lambda v: policy_document(read_statements(v, existing))) if reads else None,
+        )
         image = image if image is not None else machine_image(d, invoke)
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
@@ -110,7 +144,9 @@ class AwsGpuInstance(pulumi.ComponentResource):
             rank, leader = d.role(index)
             master = instances[leader].private_ip if rank else pulumi.Output.from_input("")
             role = (rank, d.nodes_per_replica, index)
-            user_data = pulumi.Output.all(bucket.bucket, master).apply(functools.partial(_user_data, d, role))
+            user_data = pulumi.Output.all(bucket.bucket, master, arns).apply(
+                functools.partial(_user_data, d, role, self.secrets)
+            )
             instances.append(
                 self._instance(
                     f"{name}-node{index}" if d.nodes > 1 else name,
@@ -148,6 +184,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                 lambda tags: (tags or {}).get(TAG_EXPIRES_AT, iso_utc(d.expires_at))
             ),
             "bucket": bucket.bucket,
+            "status": bucket.bucket.apply(lambda b: f"gpufit status --bucket s3://{b}"),
             "connect": ids[0].apply(lambda i: f"aws ssm start-session --region {d.region} --target {i}"),
         }
         self.register_outputs(self.outputs)
@@ -348,6 +385,13 @@ class AwsProvider:
         missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
         if missing:
             raise pulumi.RunError(missing)
+        problems = unknown_secret_keys(deployment, secrets)
+        loading = load_problem(deployment)
+        if loading:
+            problems.append(loading)
+        if problems:
+            raise pulumi.RunError("\n".join(problems))
+        check_user_data(deployment)
         providers = [self._provider] if self._provider is not None else None
         opts = pulumi.ResourceOptions(providers=providers)
         invoke = pulumi.InvokeOptions(provider=self._provider)
@@ -356,4 +400,4 @@ class AwsProvider:
             placement = fleet_placement(deployment, invoke)
             return AwsGpuFleet(deployment.name, deployment, placement, opts, secrets, image).outputs
         network = instance_network(deployment, invoke)
-        return AwsGpuInstance(deployment.name, deployment, opts, network, image).outputs
+        return AwsGpuInstance(deployment.name, deployment, opts, network, secrets, image).outputs

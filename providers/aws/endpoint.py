@@ -1,10 +1,6 @@
-"""A serve deployment's endpoint on AWS: its secrets in Secrets Manager, and (``serving.expose:
-load_balancer``) an Application Load Balancer in front of the fleet group.
-
-Secrets: the API key (``gpufit:apiKey`` secret config, else generated with ``pulumi_random``)
-and the Hugging Face token (``gpufit:hfToken`` secret config) become Secrets Manager secrets
-whose values only Pulumi state holds, encrypted as secrets; the instance role may read those
-two secrets and nothing else, and the boot script names them by ARN.
+"""A serve deployment's endpoint on AWS (``serving.expose: load_balancer``): an Application Load
+Balancer in front of the fleet group. (The API key and the token are Secrets Manager secrets:
+``providers.aws.secrets``.)
 
 The load balancer admits ``access.api_cidrs`` only (its security group), listens on HTTPS with
 ``serving.certificate_arn`` or else on HTTP (the plan warns), and forwards to one target group
@@ -17,75 +13,17 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
 from machine.serving import HEALTH_PATH
-from providers.secrets import api_key_input, warn_if_gated
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 """TLS 1.3 and 1.2 only (AWS's recommended policy for ALB HTTPS listeners)."""
 IDLE_TIMEOUT_S = 600
 """Streamed completions of long generations outlast the ALB's default 60 s idle timeout."""
-
-
-@dataclass
-class EndpointSecrets:
-    """The secrets' resources and the API key's value (a Pulumi secret)."""
-
-    api_key: aws.secretsmanager.Secret
-    hf_token: aws.secretsmanager.Secret | None
-    api_key_value: pulumi.Output[str]
-
-    def arns(self) -> list[pulumi.Output[str]]:
-        return [self.api_key.arn, *([self.hf_token.arn] if self.hf_token is not None else [])]
-
-
-def endpoint_secrets(
-    name: str,
-    d: Deployment,
-    api_key: pulumi.Input[str] | None,
-    hf_token: pulumi.Input[str] | None,
-    tags: dict[str, str],
-    child: pulumi.ResourceOptions,
-) -> EndpointSecrets:
-    """The API key (generated when not given) and, if given, the Hugging Face token as
-    Secrets Manager secrets."""
-    api_key = api_key_input(name, api_key, child)
-    warn_if_gated(d, hf_token)
-    made: dict[str, aws.secretsmanager.Secret] = {}
-    for key, value, what in (("api-key", api_key, "API key"), ("hf-token", hf_token, "Hugging Face token")):
-        if value is None:
-            continue
-        secret = aws.secretsmanager.Secret(
-            f"{name}-{key}",
-            name_prefix=f"gpufit/{d.name}/{key}-",
-            description=f"gpufit {d.workload} ({d.stack}): the endpoint's {what}",
-            recovery_window_in_days=7,
-            tags=tags,
-            opts=child,
-        )
-        aws.secretsmanager.SecretVersion(
-            f"{name}-{key}-value",
-            secret_id=secret.id,
-            secret_string=pulumi.Output.secret(value),
-            opts=child,
-        )
-        made[key] = secret
-    return EndpointSecrets(made["api-key"], made.get("hf-token"), pulumi.Output.secret(api_key))
-
-
-def read_secrets_statement(arns: list[str]) -> dict[str, Any]:
-    """The instance role's read of its own secrets, by ARN."""
-    return {
-        "Sid": "ReadOwnSecrets",
-        "Effect": "Allow",
-        "Action": ["secretsmanager:GetSecretValue"],
-        "Resource": arns,
-    }
 
 
 OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"

@@ -7,11 +7,13 @@ overrides are the plan's choice and same-shape fallbacks in expected-cost order,
 one type has no capacity the group launches the next, in any of the plan's zones whose
 subnets offer a type (``providers.aws.placement``: the one zone of a zone-specific plan, whose
 price holds there only; else the zones the offer is known in, or the whole region). It replaces an
-interrupted spot machine or a failed one by itself (EC2 health checks). The deadline is a
-one-time scheduled action that sets the group to 0 at ``expires_at``; each machine also leaves
-the group at the deadline and when its job ends, decrementing the desired capacity, so a
-finished job is never relaunched and the group is at 0 when the last replica finishes. The
-instance role may leave only its own group.
+interrupted spot machine or a failed one by itself (EC2 health checks, and a machine that
+cannot do its work marks itself unhealthy). The deadline is a one-time scheduled action that
+sets the group to 0 at ``expires_at``; a group that runs a command has a terminating lifecycle
+hook, so that each machine checkpoints and syncs before it goes. Each machine also leaves the
+group before the deadline and when its job ends, decrementing the desired capacity, so a
+finished job is never relaunched and the group is at 0 when the last replica finishes (what
+the machine does: ``machine.boot``). The instance role may act on its own group only.
 
 Spot follows fault tolerance: stateless work runs on spot with the
 ``capacity-optimized-prioritized`` allocation strategy and capacity rebalancing; checkpointed
@@ -41,15 +43,9 @@ from deployment import (
     FleetMember,
     iso_utc,
 )
-from machine.boot import FleetGroup, NodeRole, as_boot_service, render
-from machine.serving import SecretRefs
-from providers.aws.endpoint import (
-    endpoint_secrets,
-    from_load_balancer,
-    lb_security_group,
-    load_balancer,
-    read_secrets_statement,
-)
+from machine import lifecycle
+from machine.boot import LIFECYCLE_HOOK, NodeRole, fleet_group, render
+from providers.aws.endpoint import from_load_balancer, lb_security_group, load_balancer
 from providers.aws.placement import FleetPlacement
 from providers.aws.resources import (
     checkpoint_bucket,
@@ -58,6 +54,7 @@ from providers.aws.resources import (
     policy_document,
     security_group,
 )
+from providers.aws.secrets import AwsMachineSecrets, machine_secrets, read_statements
 from providers.base import SecretInputs, kept_on_update
 
 SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
@@ -73,21 +70,32 @@ def group_arn_pattern(region: str, account: str, group: str) -> str:
 
 
 def fleet_role_policy(d: Deployment, account: str, secret_arns: list[str]) -> str:
-    """The instance's permissions beyond SSM and its bucket: leave its own group (by name, and
-    only while the group carries this stack's tag), ask which group it is in (a read that takes
-    no resource), and read its own secrets."""
-    statements = leave_group_statements(d, account)
-    if secret_arns:
-        statements.append(read_secrets_statement(secret_arns))
-    return policy_document(statements)
+    """The instance's permissions beyond SSM and its bucket: act on its own group (by name,
+    and only while the group carries this stack's tag), ask which group it is in (a read that
+    takes no resource), and read its own secrets."""
+    existing = [s.ref for s in d.secrets if s.kind == "aws"]
+    return policy_document(group_statements(d, account) + read_statements(secret_arns, existing))
 
 
-def leave_group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
+GROUP_ACTIONS = (
+    "autoscaling:TerminateInstanceInAutoScalingGroup",
+    "autoscaling:SetInstanceHealth",
+    "autoscaling:CompleteLifecycleAction",
+    "autoscaling:RecordLifecycleActionHeartbeat",
+)
+"""What a member does to its group: leave it (decrementing it), be replaced (marked
+unhealthy), and complete or extend the terminating lifecycle hook once its outputs are synced.
+Each takes the group's ARN as its resource and the group's tags as conditions, and none can
+be narrowed to the caller's own instance
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html)."""
+
+
+def group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
     return [
         {
-            "Sid": "LeaveOwnGroup",
+            "Sid": "ActOnOwnGroup",
             "Effect": "Allow",
-            "Action": ["autoscaling:TerminateInstanceInAutoScalingGroup"],
+            "Action": list(GROUP_ACTIONS),
             "Resource": [group_arn_pattern(d.region, account, d.group_name)],
             "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{TAG_STACK}": d.stack}},
         },
@@ -123,16 +131,30 @@ def instances_distribution(
     )
 
 
-def _user_data(d: Deployment, bucket: str, secret_arns: list[str]) -> str:
+def _user_data(d: Deployment, bucket: str, secrets: AwsMachineSecrets, arns: list[str]) -> str:
     """The launch template's user data (base64): the boot script of a group member, naming its
     secrets by ARN (their values are fetched on the machine)."""
-    refs = (
-        SecretRefs("aws", d.region, secret_arns[0], secret_arns[1] if len(secret_arns) > 1 else None)
-        if d.server is not None
-        else None
-    )
-    script = render(d, bucket, NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name), refs)
-    return base64.b64encode(as_boot_service(script).encode()).decode()
+    script = render(d, bucket, NodeRole(0, 1, ""), fleet_group(d), secrets.refs(d, arns))
+    return base64.b64encode(script.encode()).decode()
+
+
+def lifecycle_hooks(d: Deployment) -> list[aws.autoscaling.GroupInitialLifecycleHookArgs] | None:
+    """A terminating hook when the machines run a command: a scale-in (the deadline's scale to
+    0, capacity rebalancing, a lowered desired capacity) waits in ``Terminating:Wait`` while the
+    machine, seeing ``autoscaling/target-lifecycle-state`` turn ``Terminated`` in IMDS, runs
+    the checkpoint hook, syncs and completes the action (or the heartbeat timeout passes:
+    ``machine.lifecycle.lifecycle_heartbeat_s``). ``initial_lifecycle_hooks`` attach before
+    the first instance launches."""
+    if d.command is None:
+        return None
+    return [
+        aws.autoscaling.GroupInitialLifecycleHookArgs(
+            name=LIFECYCLE_HOOK,
+            lifecycle_transition="autoscaling:EC2_INSTANCE_TERMINATING",
+            heartbeat_timeout=lifecycle.lifecycle_heartbeat_s(d),
+            default_result="CONTINUE",
+        )
+    ]
 
 
 class AwsGpuFleet(pulumi.ComponentResource):
@@ -169,18 +191,15 @@ class AwsGpuFleet(pulumi.ComponentResource):
             [from_load_balancer(d, lb_sg)] if lb_sg is not None else [],
         )
         bucket = checkpoint_bucket(name, d, tags, child)
-        given = secrets or SecretInputs()
-        self.secrets = None
-        if d.server is not None:
-            self.secrets = endpoint_secrets(name, d, given.api_key, given.hf_token, tags, child)
-        arns = self.secrets.arns() if self.secrets is not None else []
+        self.secrets = machine_secrets(name, d, secrets, tags, child)
+        arns = self.secrets.arns()
         profile = instance_profile(
             name,
             bucket.arn,
             tags,
             child,
-            extra=pulumi.Output.all(identity.account_id, *arns).apply(
-                lambda v: fleet_role_policy(d, str(v[0]), [str(a) for a in v[1:]])
+            extra=pulumi.Output.all(identity.account_id, arns).apply(
+                lambda v: fleet_role_policy(d, str(v[0]), list(v[1]))
             ),
         )
         image = image if image is not None else machine_image(d, invoke)
@@ -209,8 +228,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             ],
             # A machine that powers itself off is terminated (the group then decides what runs).
             instance_initiated_shutdown_behavior="terminate",
-            user_data=pulumi.Output.all(bucket.bucket, *arns).apply(
-                lambda v: _user_data(d, str(v[0]), [str(a) for a in v[1:]])
+            user_data=pulumi.Output.all(bucket.bucket, arns).apply(
+                lambda v: _user_data(d, str(v[0]), self.secrets, list(v[1]))
             ),
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=machine_tags)
@@ -255,6 +274,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             # cannot, in its scaling activities) without holding the deployment up.
             wait_for_capacity_timeout="0",
             force_delete=True,
+            initial_lifecycle_hooks=lifecycle_hooks(d),
             tags=[
                 aws.autoscaling.GroupTagArgs(key=k, value=v, propagate_at_launch=True)
                 for k, v in sorted(machine_tags.items())
@@ -295,6 +315,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             # From the launch template's state: the deadline set when it was created.
             "expires_at": template.tags.apply(lambda t: (t or {}).get(TAG_EXPIRES_AT, iso_utc(d.expires_at))),
             "bucket": bucket.bucket,
+            "status": bucket.bucket.apply(lambda b: f"gpufit status --bucket s3://{b}"),
             "connect": group.name.apply(
                 lambda g: (
                     f"aws ssm start-session --region {region} --target $(aws autoscaling "
@@ -315,7 +336,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
     def _endpoint_outputs(self, d: Deployment, group: pulumi.Output[str]) -> dict[str, Any]:
         """``endpoint`` (the OpenAI-compatible base URL) and ``api_key`` (secret) for a served
         model; privately, ``port_forward``: the SSM command that brings the port to localhost."""
-        if d.server is None or self.secrets is None:
+        if d.server is None or self.secrets.api_key_value is None:
             return {}
         port = d.server.base_port
         outputs: dict[str, Any] = {"api_key": self.secrets.api_key_value}

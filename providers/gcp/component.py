@@ -21,8 +21,9 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment, iso_utc, missing_token
-from machine.boot import NodeRole, render
-from providers.base import SecretInputs, deadline_ignore_changes
+from machine.boot import NodeRole, render, shutdown_script
+from machine.lifecycle import load_problem
+from providers.base import SecretInputs, deadline_ignore_changes, unknown_secret_keys
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
@@ -39,6 +40,7 @@ from providers.gcp.common import (
     vm_identity,
 )
 from providers.gcp.fleet import GcpGpuFleet, fleet_placement
+from providers.gcp.secrets import GcpMachineSecrets, machine_secrets
 
 IAP_SSH_RANGE = "35.235.240.0/20"
 """Where IAP TCP forwarding connects from: ``gcloud compute ssh --tunnel-through-iap`` needs it
@@ -62,8 +64,9 @@ def scheduling(deployment: Deployment) -> gcp.compute.InstanceSchedulingArgs:
     spot alike, checkpointed work included. The trade-off: a preempted checkpointed spot VM is
     deleted rather than stopped, losing its boot disk. Compute Engine never restarts a stopped
     spot VM by itself, so STOP would only have kept the disk for a manual restart; the
-    preemption notice runs the checkpoint hook and syncs outputs to the bucket, and the next
-    ``pulumi up`` recreates the VM, which resumes from the bucket. STOP would instead leave a
+    preemption notice (and the shutdown-script) runs the checkpoint hook and syncs outputs to
+    the bucket, the job's other nodes stop after the rendezvous wait, and the next ``pulumi up``
+    recreates the VM, which resumes from the bucket. STOP would instead leave a
     stopped VM (and its disk bill) past the deadline, restartable by anyone.
     """
     d = deployment
@@ -94,13 +97,16 @@ def first_up_zone(region: str, names: Sequence[str] | None, among: Sequence[str]
     return sorted(up)[0]
 
 
-def _boot_script(d: Deployment, rank: int, index: int) -> Callable[[list[Any]], str]:
+def _boot_script(
+    d: Deployment, rank: int, index: int, project: str, secrets: GcpMachineSecrets
+) -> Callable[[list[Any]], str]:
     """Renders machine ``index``'s boot script (``rank`` in its group) from the resolved
-    ``[bucket name, group leader's address]``."""
+    ``[bucket name, group leader's address, secret names]``."""
 
     def rendered(values: list[Any]) -> str:
-        bucket, master = values
-        return render(d, str(bucket), NodeRole(rank, d.nodes_per_replica, str(master), index))
+        bucket, master, names = values
+        role = NodeRole(rank, d.nodes_per_replica, str(master), index)
+        return render(d, str(bucket), role, None, secrets.refs(d, list(names), project))
 
     return rendered
 
@@ -112,7 +118,16 @@ class GcpGpuInstance(pulumi.ComponentResource):
 
     outputs: dict[str, pulumi.Input[Any]]
 
-    def __init__(self, name: str, deployment: Deployment, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        deployment: Deployment,
+        opts: pulumi.ResourceOptions | None = None,
+        secrets: SecretInputs | None = None,
+        project: str = "",
+    ) -> None:
+        """``secrets``: the Hugging Face token and the spec's secrets' values; ``project``:
+        where the secrets live (the provider's)."""
         d = deployment
         if d.cloud != "gcp":
             raise ValueError(f"{d.name}: a {d.cloud} deployment cannot be provisioned on GCP")
@@ -134,6 +149,8 @@ class GcpGpuInstance(pulumi.ComponentResource):
         self.firewalls = firewalls(base, d, tag, network_link, child)
         self.bucket = checkpoint_bucket(base, d, labels, child)
         self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
+        self.secrets = machine_secrets(base, d, self.service_account.member, secrets, labels, child)
+        names = self.secrets.names()
 
         distributed = d.nodes_per_replica > 1
         # Each distributed group's leader gets a reserved internal address: known before any VM
@@ -174,7 +191,9 @@ class GcpGpuInstance(pulumi.ComponentResource):
         for index in range(d.nodes):
             rank, leader = d.role(index)
             master: pulumi.Input[str] = leader_ips[leader] if rank else ""
-            startup_script = pulumi.Output.all(self.bucket.name, master).apply(_boot_script(d, rank, index))
+            startup_script = pulumi.Output.all(self.bucket.name, master, names).apply(
+                _boot_script(d, rank, index, project, self.secrets)
+            )
             self.instances.append(
                 self._instance(
                     resource_name(base, f"node{index}") if d.nodes > 1 else base,
@@ -192,10 +211,10 @@ class GcpGpuInstance(pulumi.ComponentResource):
                 )
             )
 
-        names = [vm.name for vm in self.instances]
+        vm_names = [vm.name for vm in self.instances]
         self.outputs = {
-            "instance_id": names[0],
-            "instance_ids": pulumi.Output.all(*names),
+            "instance_id": vm_names[0],
+            "instance_ids": pulumi.Output.all(*vm_names),
             "instance_type": d.instance_type,
             "cloud": "gcp",
             "region": d.region,
@@ -207,7 +226,8 @@ class GcpGpuInstance(pulumi.ComponentResource):
             # From the VM's state: the deadline set when it was created (see deadline_ignore_changes).
             "expires_at": self.instances[0].labels.apply(lambda labels: label_expiry(labels, d)),
             "bucket": self.bucket.name,
-            "connect": pulumi.Output.all(names[0], zone).apply(
+            "status": self.bucket.name.apply(lambda b: f"gpufit status --bucket gs://{b}"),
+            "connect": pulumi.Output.all(vm_names[0], zone).apply(
                 lambda v: (
                     f"gcloud compute ssh {v[0]} --zone {v[1]} --tunnel-through-iap"
                     f"  # IAP connects from {IAP_SSH_RANGE}: list it in access.ssh_cidrs"
@@ -282,6 +302,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
                 "enable-oslogin": "TRUE",
                 "block-project-ssh-keys": "TRUE",
                 "startup-script": startup_script,
+                "shutdown-script": shutdown_script(),
             },
             resource_policies=placement.self_link if placement else None,
             labels=labels,
@@ -312,10 +333,17 @@ class GcpProvider:
         missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
         if missing:
             raise pulumi.RunError(missing)
+        problems = unknown_secret_keys(deployment, secrets)
+        loading = load_problem(deployment)
+        if loading:
+            problems.append(loading)
+        if problems:
+            raise pulumi.RunError("\n".join(problems))
         opts = pulumi.ResourceOptions(provider=self._provider)
         if deployment.grouped:
             placement = fleet_placement(
                 deployment, self._project, pulumi.InvokeOptions(provider=self._provider)
             )
             return GcpGpuFleet(deployment.name, deployment, placement, opts, secrets).outputs
-        return GcpGpuInstance(deployment.name, deployment, opts).outputs
+        project = self._project or ""
+        return GcpGpuInstance(deployment.name, deployment, opts, secrets, project).outputs

@@ -1,10 +1,7 @@
-"""A serve deployment's endpoint on GCP: its secrets in Secret Manager, the model server's
-health check (autohealing for the MIG), and (``serving.expose: load_balancer``) a regional
-external Application Load Balancer with the MIG as its backend.
-
-Secrets: the API key (``gpufit:apiKey``, else generated) and the Hugging Face token
-(``gpufit:hfToken``) are Secret Manager secrets that only the VMs' service account may read
-(``roles/secretmanager.secretAccessor`` on each secret); the startup script names them.
+"""A serve deployment's endpoint on GCP: the MIG's autohealing check (the machine's readiness
+responder), the engine's health check, and (``serving.expose: load_balancer``) a regional
+external Application Load Balancer with the MIG as its backend. (The API key and the token are
+Secret Manager secrets: ``providers.gcp.secrets``.)
 
 The load balancer (EXTERNAL_MANAGED, regional) needs a proxy-only subnet in the VPC; Cloud
 Armor admits ``access.api_cidrs`` and denies everything else; the VMs admit the server ports
@@ -22,69 +19,23 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment
-from machine.serving import HEALTH_PATH
+from machine.lifecycle import READINESS_PATH
+from machine.serving import HEALTH_PATH, readiness_port
 from providers.gcp.common import resource_name
-from providers.secrets import api_key_input, warn_if_gated
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
 """Where Google Cloud's health checks come from (Cloud Load Balancing documentation)."""
 PROXY_SUBNET_CIDR = "10.129.0.0/23"
 """The regional load balancer's proxy-only subnet (a /23 is Google's recommended size)."""
-SECRET_ACCESSOR = "roles/secretmanager.secretAccessor"
 IAP_RANGE = "35.235.240.0/20"
 """Where IAP TCP forwarding connects from (``gcloud compute start-iap-tunnel``)."""
 ARMOR_RANGES_PER_RULE = 10
 """Cloud Armor's basic match rule takes at most 10 source ranges."""
 
 
-@dataclass
-class GcpEndpointSecrets:
-    api_key: gcp.secretmanager.Secret
-    hf_token: gcp.secretmanager.Secret | None
-    api_key_value: pulumi.Output[str]
-
-    def names(self) -> list[pulumi.Output[str]]:
-        return [self.api_key.secret_id, *([self.hf_token.secret_id] if self.hf_token is not None else [])]
-
-
-def endpoint_secrets(
-    base: str,
-    d: Deployment,
-    reader: pulumi.Input[str],
-    api_key: pulumi.Input[str] | None,
-    hf_token: pulumi.Input[str] | None,
-    labels: dict[str, str],
-    child: pulumi.ResourceOptions,
-) -> GcpEndpointSecrets:
-    """Secret Manager secrets for the API key (generated when not given) and the token, each
-    readable by ``reader`` (the VMs' service account member) alone."""
-    api_key = api_key_input(base, api_key, child)
-    warn_if_gated(d, hf_token)
-    made: dict[str, gcp.secretmanager.Secret] = {}
-    for key, value in (("api-key", api_key), ("hf-token", hf_token)):
-        if value is None:
-            continue
-        secret = gcp.secretmanager.Secret(
-            f"{base}-{key}",
-            secret_id=f"{base}-{key}",
-            replication=gcp.secretmanager.SecretReplicationArgs(
-                auto=gcp.secretmanager.SecretReplicationAutoArgs()
-            ),
-            labels=labels,
-            opts=child,
-        )
-        gcp.secretmanager.SecretVersion(
-            f"{base}-{key}-value", secret=secret.id, secret_data=pulumi.Output.secret(value), opts=child
-        )
-        gcp.secretmanager.SecretIamMember(
-            f"{base}-{key}-reader", secret_id=secret.id, role=SECRET_ACCESSOR, member=reader, opts=child
-        )
-        made[key] = secret
-    return GcpEndpointSecrets(made["api-key"], made.get("hf-token"), pulumi.Output.secret(api_key))
-
-
 def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp.compute.RegionHealthCheck:
-    """HTTP ``/health`` on the first replica's port: the MIG's autohealing and the backend's."""
+    """HTTP ``/health`` on the first replica's port: the load balancer's backend sends requests
+    only to a VM whose engine answers it."""
     assert d.server is not None
     return gcp.compute.RegionHealthCheck(
         resource_name(base, "health"),
@@ -97,6 +48,43 @@ def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp
         timeout_sec=5,
         healthy_threshold=2,
         unhealthy_threshold=3,
+        opts=child,
+    )
+
+
+def readiness_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp.compute.RegionHealthCheck:
+    """The MIG's autohealing check: the machine's readiness responder (``machine.serving``),
+    healthy while the weights load within the plan's bound, then as the engine's ``/health``;
+    unhealthy once the machine gave up."""
+    assert d.server is not None
+    return gcp.compute.RegionHealthCheck(
+        f"{base}-alive",
+        region=d.region,
+        description=f"gpufit {d.workload}: the machine is loading or serving",
+        http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
+            port=readiness_port(d.server), request_path=READINESS_PATH
+        ),
+        check_interval_sec=30,
+        timeout_sec=10,
+        healthy_threshold=1,
+        unhealthy_threshold=4,
+        opts=child,
+    )
+
+
+def readiness_firewall(
+    base: str, d: Deployment, network: pulumi.Input[str], tag: str, child: pulumi.ResourceOptions
+) -> gcp.compute.Firewall:
+    """The readiness responder's port, from Google's health checkers only."""
+    assert d.server is not None
+    return gcp.compute.Firewall(
+        f"{base}-alive",
+        network=network,
+        direction="INGRESS",
+        allows=[gcp.compute.FirewallAllowArgs(protocol="tcp", ports=[str(readiness_port(d.server))])],
+        source_ranges=list(HEALTH_CHECK_RANGES),
+        target_tags=[tag],
+        description="gpufit: the readiness responder, from Google's health checks",
         opts=child,
     )
 

@@ -25,12 +25,14 @@ only; the template's absolute ``termination_time`` deletes every VM at the same 
 relative ``max_run_duration`` would give a VM the MIG recreates late a full run of its own),
 when the deadline is within Compute Engine's 120 days (``template_termination_time``; past
 them the scheduler job is the cloud-side layer alone);
-and each VM leaves the group at the deadline and when its job ends (``delete-instances``
+and each VM leaves the group before the deadline and when its job ends (``delete-instances``
 decrements the target size), so a finished job is never recreated and the MIG reaches 0 when
-the last replica finishes. Cloud Scheduler runs cron schedules only
-(https://cloud.google.com/scheduler/docs/creating: "intended for repeated jobs"): the job fires
-on the deadline's minute, day and month, so it would fire again a year later, harmlessly (a
-resize of a group that is already 0, or gone with its stack).
+the last replica finishes; a failing VM asks for its own recreation (``recreate-instances``,
+bounded: ``machine.boot``), and every VM carries a ``shutdown-script`` for its final sync.
+Cloud Scheduler runs cron schedules only (https://cloud.google.com/scheduler/docs/creating:
+"intended for repeated jobs"): the job fires on the deadline's minute, day and month, so it
+would fire again a year later, harmlessly (a resize of a group that is already 0, or gone with
+its stack).
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deployment, FleetMember, iso_utc
-from machine.boot import FleetGroup, NodeRole, render
-from machine.serving import SecretRefs
+from machine import lifecycle
+from machine.boot import NodeRole, fleet_group, gce_group_name, render, shutdown_script
 from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
@@ -62,15 +64,20 @@ from providers.gcp.common import (
     nic_type,
     vm_identity,
 )
-from providers.gcp.endpoint import endpoint_secrets, health_check, load_balancer, server_firewall
+from providers.gcp.endpoint import (
+    health_check,
+    load_balancer,
+    readiness_check,
+    readiness_firewall,
+    server_firewall,
+)
+from providers.gcp.secrets import GcpMachineSecrets, machine_secrets
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
 reference: "Authorization requires the following IAM permission ... update")."""
 
 SCHEDULER_ATTEMPT_DEADLINE = "320s"
-AUTOHEALING_DELAY_MAX_S = 3600
-"""Compute Engine takes an autohealing initial delay of at most an hour."""
 SCHEDULER_RETRIES = 5
 
 
@@ -243,15 +250,10 @@ def _digest(d: Deployment) -> str:
     return hashlib.sha256(f"{d.project}/{d.stack}/{d.workload}".encode()).hexdigest()[:8]
 
 
-def _startup_script(d: Deployment, group: str, project: str, values: list[Any]) -> str:
-    """A member's startup script from the resolved ``[bucket, api key secret, token secret?]``."""
-    bucket, names = str(values[0]), [str(v) for v in values[1:]]
-    refs = (
-        SecretRefs("gcp", d.region, names[0], names[1] if len(names) > 1 else None, project)
-        if d.server is not None
-        else None
-    )
-    return render(d, bucket, NodeRole(0, 1, ""), FleetGroup("gcp", d.region, group), refs)
+def _startup_script(d: Deployment, project: str, secrets: GcpMachineSecrets, values: list[Any]) -> str:
+    """A member's startup script from the resolved ``[bucket, secret names]``."""
+    bucket, names = str(values[0]), list(values[1])
+    return render(d, bucket, NodeRole(0, 1, ""), fleet_group(d, project), secrets.refs(d, names, project))
 
 
 class GcpGpuFleet(pulumi.ComponentResource):
@@ -271,7 +273,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         d = deployment
         super().__init__("gpufit:gcp:GpuFleet", name, None, opts)
         base = gce_name(name)
-        group_name = gce_name(d.group_name)[:63].rstrip("-")
+        group_name = gce_group_name(d)
         project, region = placement.project, d.region
         labels = d.labels()
         tag = network_tag(d)
@@ -288,16 +290,18 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.firewalls = firewalls(base, d, tag, network_link, child)
         self.bucket = checkpoint_bucket(base, d, labels, child)
         self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
-        given = secrets or SecretInputs()
-        self.secrets = None
+        self.secrets = machine_secrets(base, d, self.service_account.member, secrets, labels, child)
         self.health_check = None
+        self.readiness_check = None
         if d.server is not None:
-            self.secrets = endpoint_secrets(
-                base, d, self.service_account.member, given.api_key, given.hf_token, labels, child
-            )
-            self.health_check = health_check(base, d, child)
+            # Autohealing asks the machine's readiness responder (healthy while the weights load
+            # within the plan's bound); the load balancer asks the engine itself.
+            self.readiness_check = readiness_check(base, d, child)
             self.firewalls.append(server_firewall(base, d, network_link, tag, child))
-        names = self.secrets.names() if self.secrets is not None else []
+            self.firewalls.append(readiness_firewall(base, d, network_link, tag, child))
+            if d.expose == "load_balancer":
+                self.health_check = health_check(base, d, child)
+        names = self.secrets.names()
 
         # Leaving and resizing the group: one custom role, granted on this MIG alone (IAM
         # condition on its resource name) to the VMs and to the deadline's own account.
@@ -388,9 +392,10 @@ class GcpGpuFleet(pulumi.ComponentResource):
             metadata={
                 "enable-oslogin": "TRUE",
                 "block-project-ssh-keys": "TRUE",
-                "startup-script": pulumi.Output.all(self.bucket.name, *names).apply(
-                    lambda v: _startup_script(d, group_name, project, v)
+                "startup-script": pulumi.Output.all(self.bucket.name, names).apply(
+                    lambda v: _startup_script(d, project, self.secrets, v)
                 ),
+                "shutdown-script": shutdown_script(),
             },
             labels=template_labels,
             tags=[tag],
@@ -449,14 +454,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
                 for i, p in enumerate(d.server.ports() if d.server else [])
             ],
-            # A VM whose model server stops answering /health is recreated, after a grace period
-            # long enough to pull the image and load the weights.
+            # A VM whose readiness responder stops answering (a hung machine, a server past its
+            # load bound or failed) is recreated; the responder is up minutes after boot, so the
+            # initial delay need not cover the weights' load (which may outlast the API's 3600 s).
             auto_healing_policies=(
                 gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
-                    health_check=self.health_check.id,
-                    initial_delay_sec=min(d.server.grace_seconds, AUTOHEALING_DELAY_MAX_S),
+                    health_check=self.readiness_check.id, initial_delay_sec=lifecycle.READINESS_BOOT_S
                 )
-                if self.health_check is not None and d.server is not None
+                if self.readiness_check is not None
                 else None
             ),
             opts=group_opts,
@@ -516,6 +521,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             # From the template's state: the deadline set when it was created.
             "expires_at": self.template.labels.apply(lambda found: label_expiry(found, d)),
             "bucket": self.bucket.name,
+            "status": self.bucket.name.apply(lambda b: f"gpufit status --bucket gs://{b}"),
             "connect": (
                 f"gcloud compute ssh $(gcloud compute instance-groups managed list-instances {group_name} "
                 f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
@@ -524,7 +530,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             # Why the group has fewer VMs than asked (no capacity, quota, a machine type not sold
             # in a zone): its errors, and its status as Compute reports it.
             "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
-            "status": self.group.statuses,
+            "group_status": self.group.statuses,
             "deadline_layers": "Cloud Scheduler resize to 0, in-VM stop, reap"
             if termination is None
             else "Cloud Scheduler resize to 0, VM termination time, in-VM stop, reap",
@@ -533,7 +539,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
 
     def _endpoint_outputs(self, d: Deployment, group: str) -> dict[str, Any]:
         """``endpoint``, ``api_key`` (secret) and, privately, ``port_forward`` (an IAP tunnel)."""
-        if d.server is None or self.secrets is None:
+        if d.server is None or self.secrets.api_key_value is None:
             return {}
         port = d.server.base_port
         outputs: dict[str, Any] = {"api_key": self.secrets.api_key_value}

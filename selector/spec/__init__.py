@@ -43,6 +43,7 @@ from selector.spec.model import (
     hub_arch,
     use_hub,
 )
+from selector.spec.secrets import SecretSource, secret_sources
 from selector.spec.workload import (
     AccessSpec,
     BudgetSpec,
@@ -81,6 +82,7 @@ __all__ = [
     "Optimizer",
     "PlacementSpec",
     "Precision",
+    "SecretSource",
     "ServingSpec",
     "SizeGB",
     "SpecError",
@@ -99,6 +101,7 @@ __all__ = [
     "load_spec_text",
     "one_line",
     "parse_spec",
+    "secret_sources",
     "stack_json_schema",
     "use_hub",
 ]

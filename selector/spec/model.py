@@ -4,17 +4,21 @@ Hugging Face repo, each resolved to the ``ModelArch`` the sizing arithmetic read
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
 from selector.presets import arch_from_preset, closest_presets, preset_names
 from selector.spec.fields import Strict
+
+GIT_REF = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)*")
+"""A git ref or commit of safe characters (see ``ModelSpec._git_ref``)."""
 
 
 @lru_cache(maxsize=16)
@@ -162,7 +166,25 @@ class ModelSpec(Strict):
         description="Hugging Face repo id (org/name): alone, gpufit sizes the model from its config.json "
         "on the Hub (cached; HF_ENDPOINT, HF_TOKEN honoured); with a preset or config, what the server pulls",
     )
-    revision: str | None = Field(None, max_length=200, description="branch, tag or commit of model.hf")
+    revision: str | None = Field(
+        None, max_length=200, description="branch, tag or commit of model.hf (letters, digits, . _ - /)"
+    )
+
+    @field_validator("revision")
+    @classmethod
+    def _git_ref(cls, value: str | None) -> str | None:
+        """A branch, tag or commit as ``git check-ref-format`` allows them, narrowed to safe
+        characters: components of letters, digits, ``.``, ``_`` and ``-`` joined by ``/``, none
+        starting with ``.`` or ending with ``.lock``, no ``..``
+        (https://git-scm.com/docs/git-check-ref-format). The server is started with it."""
+        if value is None:
+            return value
+        if not GIT_REF.fullmatch(value) or ".." in value or value.endswith((".lock", ".")):
+            raise ValueError(
+                f"got {value!r}; expected a branch, tag or commit: letters, digits and . _ - / "
+                "(such as main, v1.0 or a 40-character commit)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _one_form(self) -> ModelSpec:

@@ -25,8 +25,11 @@ from selector.spec.fields import (
     Task,
 )
 from selector.spec.model import ModelSpec
+from selector.spec.secrets import secret_problems, secret_sources
 
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+WORKDIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
+"""``job.workdir``: an absolute path whose components start with a letter, digit or ``_``."""
 
 
 class ServingSpec(Strict):
@@ -123,6 +126,11 @@ class StorageSpec(Strict):
     keep_days: float = Field(7, ge=0, description="days the checkpoint bucket keeps objects")
     retain_bucket: bool = Field(False, description="keep the bucket when the stack is destroyed")
     disk_gb: SizeGB | None = Field(None, description="override the boot disk size")
+    outputs_gb: SizeGB | None = Field(
+        None,
+        description="what the job writes under outputs/ (kept on disk, synced to the bucket): the "
+        "boot disk is sized to hold it; training checkpoints are counted without it",
+    )
 
 
 class DataSpec(Strict):
@@ -144,9 +152,30 @@ class JobSpec(Strict):
         "that torchrun launches on every node",
     )
     checkpoint_command: str | None = Field(
-        None, max_length=4096, description="run when a spot interruption notice arrives"
+        None,
+        max_length=4096,
+        description="run before every stop the machine sees coming (interruption notice, deadline, "
+        "scale-in, shutdown), then outputs/ is synced",
     )
-    workdir: str = Field("/var/lib/gpufit", description="working directory; outputs/ is synced to the bucket")
+    workdir: str = Field(
+        "/var/lib/gpufit",
+        max_length=200,
+        description="working directory (an absolute path of letters, digits and . _ - /); outputs/ "
+        "is synced to the bucket",
+    )
+    retries: int = Field(
+        2, ge=0, le=10, description="times a failed command runs again on its machine before it is replaced"
+    )
+
+    @field_validator("workdir")
+    @classmethod
+    def _safe_path(cls, value: str) -> str:
+        if not WORKDIR_RE.fullmatch(value):
+            raise ValueError(
+                f"got {value!r}; expected an absolute path of letters, digits and . _ - / "
+                "(no component starting with a dot), such as /var/lib/gpufit"
+            )
+        return value
 
 
 def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_open: str) -> list[str]:
@@ -226,6 +255,19 @@ class WorkloadSpec(Strict):
     tuning: TuningSpec = Field(default_factory=TuningSpec)
     job: JobSpec = Field(default_factory=JobSpec)
     access: AccessSpec = Field(default_factory=AccessSpec)
+    secrets: dict[str, str] = Field(
+        default_factory=dict,
+        description="environment variables for the job from a secret store: NAME: a key of the "
+        "stack's secret config gpufit:secrets, a Secrets Manager ARN, or projects/P/secrets/S",
+    )
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_references(cls, value: dict[str, str]) -> dict[str, str]:
+        problems = secret_problems(value)
+        if problems:
+            raise ValueError("; ".join(problems))
+        return value
 
     @field_validator("name")
     @classmethod
@@ -276,6 +318,14 @@ class WorkloadSpec(Strict):
                 problems.append(
                     "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
                 )
+        clouds = {source.cloud for source in secret_sources(self.secrets)} - {None}
+        if len(clouds) > 1:
+            problems.append("secrets name both AWS and GCP secrets; a plan runs on one cloud")
+        elif clouds and not clouds <= set(self.placement.clouds):
+            problems.append(
+                f"secrets name {', '.join(sorted(str(c) for c in clouds))} secrets: "
+                f"placement.clouds must include it"
+            )
         problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)
         if problems:
