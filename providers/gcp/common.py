@@ -82,7 +82,7 @@ API_SERVICES = {
 }
 """The APIs a stack's resources are created through: Compute Engine (VMs, templates, groups,
 networks, firewalls, load balancers), IAM (service accounts, the custom role), Cloud Storage
-(the bucket), Resource Manager (project IAM bindings), Secret Manager (an endpoint's secrets),
+(the bucket), Resource Manager (project IAM bindings), Secret Manager (the machines' secrets),
 Cloud Scheduler (a group's deadline)."""
 
 

@@ -40,7 +40,7 @@ from providers.gcp.common import (
     vm_identity,
 )
 from providers.gcp.fleet import GcpGpuFleet, fleet_placement
-from providers.gcp.secrets import GcpMachineSecrets, machine_secrets
+from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
 
 IAP_SSH_RANGE = "35.235.240.0/20"
 """Where IAP TCP forwarding connects from: ``gcloud compute ssh --tunnel-through-iap`` needs it
@@ -138,7 +138,10 @@ class GcpGpuInstance(pulumi.ComponentResource):
         base = gce_name(name)
         labels = d.labels()
         tag = network_tag(d)
-        apis = enabled_apis(base, ("compute", "iam", "storage"), pulumi.ResourceOptions(parent=self))
+        needed = ["compute", "iam", "storage"]
+        if uses_secret_manager(d, secrets):
+            needed.append("secretmanager")
+        apis = enabled_apis(base, needed, pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(
             parent=self, ignore_changes=deadline_ignore_changes(d), depends_on=apis
         )

@@ -71,7 +71,7 @@ from providers.gcp.endpoint import (
     readiness_firewall,
     server_firewall,
 )
-from providers.gcp.secrets import GcpMachineSecrets, machine_secrets
+from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -278,7 +278,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         labels = d.labels()
         tag = network_tag(d)
         needed = ["compute", "iam", "storage", "cloudresourcemanager", "cloudscheduler"]
-        if d.server is not None:
+        if uses_secret_manager(d, secrets):
             needed.append("secretmanager")
         apis = enabled_apis(base, needed, pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(

@@ -72,6 +72,12 @@ def _secret(
     return secret.secret_id
 
 
+def uses_secret_manager(d: Deployment, given: SecretInputs | None) -> bool:
+    """Whether the stack makes or grants Secret Manager secrets (an endpoint's API key, the
+    Hugging Face token, the spec's secrets): then it must enable the API first."""
+    return d.server is not None or (given is not None and given.hf_token is not None) or bool(d.secrets)
+
+
 def machine_secrets(
     base: str,
     d: Deployment,

@@ -661,6 +661,19 @@ def autoscaling_group(r: Resource, s: Stack) -> list[Request]:
         HealthCheckType=r.get("healthCheckType"),
         HealthCheckGracePeriod=r.get("healthCheckGracePeriod"),
         TargetGroupARNs=r.get("targetGroupArns"),
+        LifecycleHookSpecificationList=[
+            _some(
+                LifecycleHookName=h.get("name"),
+                LifecycleTransition=h.get("lifecycleTransition"),
+                HeartbeatTimeout=h.get("heartbeatTimeout"),
+                DefaultResult=h.get("defaultResult"),
+                NotificationMetadata=h.get("notificationMetadata"),
+                NotificationTargetARN=h.get("notificationTargetArn"),
+                RoleARN=h.get("roleArn"),
+            )
+            for h in r.get("initialLifecycleHooks") or []
+        ]
+        or None,
         Tags=[
             _some(
                 Key=t.get("key"),
@@ -885,6 +898,7 @@ MAPPED: dict[str, frozenset[str]] = {
             "healthCheckType",
             "healthCheckGracePeriod",
             "targetGroupArns",
+            "initialLifecycleHooks",
             "tags",
             "suspendedProcesses",
         }

@@ -17,8 +17,6 @@ from tests.pulumi_harness import stack_config
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 MULTI_NODE = {"placement": {"regions": ["us-west-2"], "instance_types": ["p5e.48xlarge"]}}
 """llama70b-full-ft kept on p5e.48xlarge, where its training state needs two nodes."""
-GCP_MULTI_NODE = {"placement": {"clouds": ["gcp"], "instance_types": ["a3-highgpu-8g"], "max_nodes": 4}}
-"""llama70b-full-ft on GCP H100 VMs: two or more nodes."""
 ON_GCP = {"placement": {"clouds": ["gcp"]}}
 
 
