@@ -133,8 +133,9 @@ def flag(argv: list[str], name: str) -> str | None:
 
 
 def positional(argv: list[str]) -> list[str]:
-    """Arguments that are not flags (flags here take no value, or one given with ``=``)."""
-    return [a for a in argv if not a.startswith("-")]
+    """Arguments that are not flags (flags here take no value, or one given with ``=``); a lone
+    ``-`` is an argument (standard input or output, as ``aws s3 cp SRC -`` takes it)."""
+    return [a for a in argv if a == "-" or not a.startswith("-")]
 
 
 # --------------------------------------------------------------------------- commands
