@@ -14,10 +14,10 @@ import logging
 from collections.abc import Iterable
 from typing import Any
 
-from tests.contracts import aws_rules, gcp_rules
+from tests.contracts import aws_rules, gcp_rules, value_rules
 from tests.contracts.model import STACK, ContractError, Resource, Rule, Stack, Violation, plain
 
-RULES: tuple[Rule, ...] = (*aws_rules.RULES, *gcp_rules.RULES)
+RULES: tuple[Rule, ...] = (*aws_rules.RULES, *gcp_rules.RULES, *value_rules.RULES)
 EXEMPT = ("pulumi:", "gpufit:", "random:")
 """Types no cloud API receives: providers, the stack, gpufit's components, random values."""
 

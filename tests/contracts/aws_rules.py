@@ -17,6 +17,7 @@ from providers.aws.efa import efa_cards
 from selector.images import family, image_line
 from tests.contracts import aws_requests as api
 from tests.contracts.aws_model import problems
+from tests.contracts.coverage import unread
 from tests.contracts.javaregex import matches
 from tests.contracts.model import Resource, Rule, Stack
 
@@ -77,8 +78,13 @@ def check_coverage(r: Resource, s: Stack) -> Iterator[str]:
         return
     for key in api.unmapped(r):
         yield (
-            f"input {key!r} reaches no request the contracts know: map it in "
-            "tests/contracts/aws_requests.py"
+            f"input {key!r} reaches no request the contracts know: map it in tests/contracts/aws_requests.py"
+        )
+    top_level = api.MAPPED.get(r.typ, frozenset())
+    for path in unread(r, s, api.requests, top_level, api.IGNORED.get(r.typ, ())):
+        yield (
+            f"nested input {path!r} reaches no request the contracts know: map it in "
+            "tests/contracts/aws_requests.py, or list it in IGNORED with the reason"
         )
 
 
@@ -362,8 +368,7 @@ def check_volume_size(r: Resource, s: Stack) -> Iterator[str]:
             yield f"{where}.volume_size {size}: gp3 takes 1-65,536 GiB"
         if s.image_root_gb is not None and size < s.image_root_gb:
             yield (
-                f"{where}.volume_size {size} is smaller than the image's root snapshot ({s.image_root_gb} "
-                "GB)"
+                f"{where}.volume_size {size} is smaller than the image's root snapshot ({s.image_root_gb} GB)"
             )
 
 
@@ -440,6 +445,16 @@ def _efa_instances(s: Stack) -> Iterator[tuple[Resource, list[dict[str, Any]]]]:
             yield instance, nics
 
 
+SECONDARY_CARD_SLOTS = frozenset({(0, "efa-only"), (1, "interface"), (1, "efa"), (1, "efa-only")})
+"""What a network card after the first may carry, by (device index, interface type). AWS's
+current page (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html):
+"For each additional network interface, use the next unused network card index, device index
+0, for EFA-only network interface, and/or device index 1 for ENA"; its earlier wording, still
+served at docs.amazonaws.cn and what launches in production use (dstackai/dstack PR #2271
+launches P5 so): "use the next unused network card index, device index 1, and either an EFA
+(EFA with ENA) or EFA-only network interface". Both are accepted."""
+
+
 def check_efa_layout(r: Resource, s: Stack) -> Iterator[str]:
     cards = efa_cards()
     for instance, nics in _efa_instances(s):
@@ -473,9 +488,13 @@ def check_efa_layout(r: Resource, s: Stack) -> Iterator[str]:
                 f"{known.network_cards} "
                 "network cards: the bandwidth the plan counts on needs one per card"
             )
-        others = [n for n in nics if n["card"] > 0 and n["device"] != 1]
-        if others:
-            yield f"{instance.name}: interfaces on cards after the first take device index 1 ({others})"
+        for n in nics:
+            if n["card"] == 0 or (n["device"], n["type"]) in SECONDARY_CARD_SLOTS:
+                continue
+            yield (
+                f"{instance.name}: {n['type']} at device index {n['device']} on network card {n['card']}: "
+                "a card after the first takes EFA-only at device 0 and/or an interface at device 1"
+            )
 
 
 def _self_rules(group: Resource, s: Stack, direction: str) -> bool:
@@ -649,7 +668,8 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "aws.contract-coverage",
-        "every resource type and input maps to the API requests it becomes",
+        "every resource type and input, nested ones included, maps to the API requests it becomes (or is "
+        "listed as ignored, with the reason)",
         "https://github.com/hashicorp/terraform-provider-aws/tree/main/internal/service",
         ALL,
         check_coverage,
@@ -657,6 +677,8 @@ RULES: tuple[Rule, ...] = (
         [
             R("aws:ec2/vpc:Vpc", "v", cidrBlock="10.0.0.0/16"),
             R(BUCKET, "b", bucketPrefix="x-", objectLockEnabled=True),
+            R(INSTANCE, "i", rootBlockDevice={"volumeSize": 100, "kmsKeyId": "nokey"}),
+            R(SG, "g", ingress=[{"protocol": "tcp", "fromPort": 22, "toPort": 22, "colour": "x"}]),
         ],
     ),
     _rule(
@@ -929,8 +951,9 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "aws.efa.interfaces",
-        "an EFA instance gets one EFA per EFA network card: EFA with ENA at card 0 device 0, then device "
-        "index 1",
+        "an EFA instance gets one EFA per EFA network card: EFA with ENA at card 0 device 0; on each "
+        "further card EFA-only at device 0 and/or an interface at device 1 (or, as AWS wrote before, an "
+        "EFA at device 1)",
         "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html",
         (INSTANCE,),
         check_efa_layout,

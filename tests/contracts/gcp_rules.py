@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from tests.contracts import gcp_requests as api
+from tests.contracts.coverage import unread
 from tests.contracts.gcp_discovery import problems, source
 from tests.contracts.model import Resource, Rule, Stack
 
@@ -51,8 +52,13 @@ def check_coverage(r: Resource, s: Stack) -> Iterator[str]:
         return
     for key in api.unmapped(r):
         yield (
-            f"input {key!r} reaches no request the contracts know: map it in "
-            "tests/contracts/gcp_requests.py"
+            f"input {key!r} reaches no request the contracts know: map it in tests/contracts/gcp_requests.py"
+        )
+    top_level = api.MAPPED.get(r.typ, frozenset())
+    for path in unread(r, s, api.bodies, top_level, api.IGNORED.get(r.typ, ())):
+        yield (
+            f"nested input {path!r} reaches no request the contracts know: map it in "
+            "tests/contracts/gcp_requests.py, or list it in IGNORED with the reason"
         )
 
 
@@ -360,12 +366,18 @@ RULES: tuple[Rule, ...] = (
     ),
     _rule(
         "gcp.contract-coverage",
-        "every resource type and input maps to the request it becomes",
+        "every resource type and input, nested ones included, maps to the request it becomes (or is listed "
+        "as ignored, with the reason)",
         "https://github.com/hashicorp/terraform-provider-google/tree/main/google/services",
         ALL,
         check_coverage,
         [R(NETWORK, "net", autoCreateSubnetworks=False)],
-        [R("gcp:compute/disk:Disk", "d", size=10), R(NETWORK, "net", enableUlaInternalIpv6=True)],
+        [
+            R("gcp:compute/disk:Disk", "d", size=10),
+            R(NETWORK, "net", enableUlaInternalIpv6=True),
+            R(SECRET, "s", replication={"userManaged": {"replicas": [{"location": "mars-central1"}]}}),
+            R(MIG, "m", updatePolicy={"maxSurgeFixed": 1, "replacementMethod": "TELEPORT"}),
+        ],
     ),
     _rule(
         "gcp.compute-name",

@@ -29,8 +29,89 @@ SURROGATE_PAIR_RANGE = "\\uD800\\uDC00-\\uDBFF\\uDFFF"
 SUPPLEMENTARY_RANGE = "\\U00010000-\\U0010FFFF"
 
 
+GENERAL_CATEGORIES = frozenset(
+    {
+        "L",
+        "Lu",
+        "Ll",
+        "Lt",
+        "Lm",
+        "Lo",
+        "M",
+        "Mn",
+        "Mc",
+        "Me",
+        "N",
+        "Nd",
+        "Nl",
+        "No",
+        "P",
+        "Pc",
+        "Pd",
+        "Ps",
+        "Pe",
+        "Pi",
+        "Pf",
+        "Po",
+        "S",
+        "Sm",
+        "Sc",
+        "Sk",
+        "So",
+        "Z",
+        "Zs",
+        "Zl",
+        "Zp",
+        "C",
+        "Cc",
+        "Cf",
+        "Cs",
+        "Co",
+        "Cn",
+    }
+)
+"""The Unicode general categories, which ``\\p{..}`` names alike in Java and ``regex``. Every
+other property name is refused: Java's POSIX classes (``\\p{Alnum}``, ``\\p{Punct}``, ...) are
+US-ASCII unless UNICODE_CHARACTER_CLASS is set, where ``regex`` makes them Unicode, and Java's
+``Is``/``In``/``java`` forms differ from ``regex``'s or are missing there."""
+UNTRANSLATED = {
+    "Q": "quoting (\\Q...\\E)",
+    "E": "quoting (\\Q...\\E)",
+    "h": "Java's horizontal whitespace class",
+    "H": "Java's horizontal whitespace class",
+    "v": "Java's vertical whitespace class (one character in Python)",
+    "V": "Java's vertical whitespace class",
+    "R": "Java's linebreak matcher",
+    "X": "Java's grapheme cluster",
+    "Z": "Java's end of input before a final line terminator",
+    "z": "Java's end of input",
+    "G": "Java's end of the previous match",
+    "k": "a named back-reference",
+}
+"""Escapes whose meaning differs between Java and ``regex``, or that ``regex`` lacks."""
+
+
+def _property(source: str, i: int, java: str) -> int:
+    """Check the ``\\p``/``\\P`` escape at ``i``; the index just after it."""
+    if source[i + 2 : i + 3] == "{":
+        end = source.find("}", i + 3)
+        if end < 0:
+            raise ValueError(f"{java!r}: an unterminated \\p{{...}}")
+        name, after = source[i + 3 : end], end + 1
+    else:
+        name, after = source[i + 2 : i + 3], i + 3
+    if name not in GENERAL_CATEGORIES:
+        raise ValueError(
+            f"{java!r}: \\p{{{name}}} is not a Unicode general category; Java and regex may disagree "
+            "on it (POSIX classes are ASCII in Java)"
+        )
+    return after
+
+
 def translate(java: str) -> str:
-    """A Java/Smithy regex as an equivalent pattern for the ``regex`` module."""
+    """A Java/Smithy regex as an equivalent pattern for the ``regex`` module; ValueError for a
+    construct whose meaning it cannot carry over faithfully (so that a new model's pattern is
+    never checked more leniently than AWS checks it)."""
     source = java.replace(SURROGATE_PAIR_RANGE, SUPPLEMENTARY_RANGE)
     out: list[str] = []
     in_class = False
@@ -39,6 +120,13 @@ def translate(java: str) -> str:
         char = source[i]
         if char == "\\" and i + 1 < len(source):
             nxt = source[i + 1]
+            if nxt in "pP":
+                after = _property(source, i, java)
+                out.append(source[i:after])
+                i = after
+                continue
+            if nxt in UNTRANSLATED:
+                raise ValueError(f"{java!r}: \\{nxt} ({UNTRANSLATED[nxt]}) is not translated")
             if nxt in ASCII_CLASSES:
                 members = ASCII_CLASSES[nxt]
                 out.append(members if in_class else f"[{members}]")
@@ -63,7 +151,9 @@ def translate(java: str) -> str:
             in_class = False
             out.append(char)
         elif char == "[" and in_class:
-            out.append("\\[")  # Java treats a nested [ as a union; none of the models nests
+            raise ValueError(f"{java!r}: a nested class (Java's union) is not translated")
+        elif char == "&" and in_class and source[i + 1 : i + 2] == "&":
+            raise ValueError(f"{java!r}: a class intersection (&&) is not translated")
         else:
             out.append(char)
         i += 1
