@@ -122,3 +122,16 @@ def test_a_newer_image_of_the_line_replaces_no_running_machine(case_id: str) -> 
     for key, request in later.requests.items():
         if key[0] == "aws:ec2/instance:Instance":
             assert request.deleteBeforeReplace, key
+
+
+@pytest.mark.parametrize("case_id", ["stacks/Pulumi.sdxl-batch", "specs/gcp-finetune-lora"])
+def test_a_bare_address_in_the_spec_reaches_the_cloud_with_its_prefix(case_id: str) -> None:
+    """EC2 refuses an IpRange without a prefix length: the spec's ``203.0.113.7`` is sent as
+    ``203.0.113.7/32``, and a block with host bits as the network the cloud applies."""
+    case = next(c for c in CASES if c.id == case_id)
+    workload = {**case.config["gpufit:workload"], "access": {"ssh_cidrs": ["203.0.113.7", "10.1.2.3/8"]}}
+    mocks = RecordingMocks()
+    run_program({**case.config, "gpufit:workload": workload}, NOW, stack="dev", mocks=mocks)
+    sent = repr([r.inputs for r in mocks.resources])
+    assert "203.0.113.7/32" in sent and "10.0.0.0/8" in sent
+    assert "'203.0.113.7'" not in sent and "10.1.2.3/8" not in sent

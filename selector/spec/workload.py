@@ -207,6 +207,24 @@ class AccessSpec(Strict):
         False, description="required to list 0.0.0.0/0 or ::/0 in api_cidrs"
     )
 
+    @field_validator("ssh_cidrs", "api_cidrs", mode="after")
+    @classmethod
+    def _canonical(cls, cidrs: list[str]) -> list[str]:
+        """Each CIDR as the clouds take it: a bare address ``203.0.113.7`` becomes
+        ``203.0.113.7/32`` (EC2 refuses an IpRange without a prefix length,
+        https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_IpRange.html) and host bits
+        are cleared (``10.1.2.3/8`` is ``10.0.0.0/8``, the block the cloud would apply).
+        What does not parse is left for ``_cidrs`` to report."""
+        import ipaddress
+
+        canonical = []
+        for cidr in cidrs:
+            try:
+                canonical.append(str(ipaddress.ip_network(cidr, strict=False)))
+            except ValueError:
+                canonical.append(cidr)
+        return canonical
+
     @model_validator(mode="after")
     def _cidrs(self) -> AccessSpec:
         problems = _cidr_problems(
