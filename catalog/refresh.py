@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from cloudapi.calls import AuthError
 from selector.catalog import Catalog, catalog_from_doc
+from selector.price_rules import apply_to_doc
 
 PRICE_MOVE_FACTOR = 3.0
 """A refreshed price more than 3× above or below the previous one is kept but reported:
@@ -82,9 +83,14 @@ class RefreshReport:
     price_moves: list[str]
     useful: bool
     auth_errors: list[str] = field(default_factory=list)
+    rules: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Clouds not refreshed, and why (no credentials or project): their previous offers stay."""
 
     def lines(self) -> list[str]:
-        out = []
+        out = [
+            f"{cloud}: not refreshed ({why}); its previous offers kept" for cloud, why in self.skipped.items()
+        ]
         for r in self.results:
             out.append(
                 f"{r.cloud}: {len(r.regions_ok)} regions refreshed, {len(r.regions_failed)} failed, "
@@ -95,6 +101,13 @@ class RefreshReport:
             f"stale (kept previous prices): {key}: {why}" for key, why in sorted(self.stale_regions.items())
         )
         out.extend(f"price moved: {line}" for line in self.price_moves)
+        if self.rules:
+            out.append(
+                f"price rules: {self.rules.get('not-sold', 0)} offers dropped (type not sold in that "
+                "market), "
+                f"{self.rules.get('unpriced', 0)} kept but never priced (spot floor, per-GPU floor, marked "
+                f"suspect), {self.rules.get('unconfirmed', 0)} in an unconfirmed market (low confidence)"
+            )
         return out
 
 
@@ -219,6 +232,8 @@ def merge(
     }
     if dropped:
         doc["refresh"]["dropped_zone_names"] = {f"aws:{r}": n for r, n in sorted(dropped.items())}
+    # A refresh never brings back an offer its type is not sold as (a3-highgpu-4g on demand).
+    doc["refresh"]["rules"] = apply_to_doc(doc)
     return doc, stale
 
 
@@ -324,4 +339,5 @@ def refresh(
         price_moves=moves,
         useful=useful,
         auth_errors=auth_errors,
+        rules=dict(doc["refresh"]["rules"]),
     )

@@ -120,6 +120,41 @@ poweroff
 """
 
 
+def replica_env(d: Deployment) -> str:
+    """Shell that exports the machine's share of the work, derived on the machine itself:
+    ``GPUFIT_TP`` (its instance type's tensor parallelism in the plan: a batch fleet mixes
+    types that run the job at different TP), ``GPUFIT_GPUS`` (``nvidia-smi -L``; the plan's
+    count when the driver is not up) and ``GPUFIT_REPLICAS`` = GPUs ÷ TP, the workers of the
+    job this machine runs (a fleet's machines are weighted by it: ``selector.fallbacks``).
+    Self-contained (it reads the machine's type from the metadata server with its own calls),
+    so the boot script may place it anywhere before the job."""
+    cases = "\n".join(
+        f"  {shlex.quote(m.machine_type)}) GPUFIT_TP={m.tensor_parallel} ;;"
+        for m in {m.machine_type: m for m in d.members}.values()
+    )
+    if d.cloud == "aws":
+        machine_type = (
+            "t=$(curl -sf -X PUT http://169.254.169.254/latest/api/token "
+            "-H 'X-aws-ec2-metadata-token-ttl-seconds: 60'); curl -sf -H \"X-aws-ec2-metadata-token: $t\" "
+            "http://169.254.169.254/latest/meta-data/instance-type"
+        )
+    else:
+        machine_type = (
+            "curl -sf -H 'Metadata-Flavor: Google' "
+            "http://metadata.google.internal/computeMetadata/v1/instance/machine-type | sed 's|.*/||'"
+        )
+    return f"""gpufit_machine_type() {{ {machine_type}; }}
+case "$(gpufit_machine_type)" in
+{cases}
+  *) GPUFIT_TP={d.tensor_parallel} ;;
+esac
+GPUFIT_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+[ "${{GPUFIT_GPUS:-0}}" -ge 1 ] 2>/dev/null || GPUFIT_GPUS={d.gpu_count}
+GPUFIT_REPLICAS=$(( GPUFIT_GPUS / GPUFIT_TP ))
+[ "$GPUFIT_REPLICAS" -ge 1 ] || GPUFIT_REPLICAS=1
+export GPUFIT_TP GPUFIT_GPUS GPUFIT_REPLICAS"""
+
+
 @dataclass(frozen=True)
 class NodeRole:
     """Where one machine stands in a multi-node job."""
@@ -228,6 +263,8 @@ on_interruption() {{
 {"watch_interruption &" if d.spot else "# on-demand: no interruption watcher"}
 
 {_RESTORE[d.cloud]} || log "nothing to restore from the bucket"
+
+{replica_env(d)}
 
 # The job runs in a bash of its own: a comment, a dangling && or a syntax error in the
 # command fails the job, never the rest of this script.

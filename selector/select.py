@@ -10,18 +10,23 @@ alternative per instance type and market, rejection counts and the closest misse
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections import Counter
 from dataclasses import dataclass
 from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
-from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
+from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.fallbacks import Fallback, fallbacks, fleet_units
+from selector.freshness import PriceAges, price_ages
+from selector.obtainability import obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, requirements
 from selector.spec import WorkloadSpec
 
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
+_Entry = tuple[Offer, Shape, int, float, float, float, int, tuple[int, float]]
+"""A feasible offer: offer, shape, preference, billed total, hours, interruptions/h, GPUs, base."""
 
 FIT_FILTERS = (
     "fp8",
@@ -71,6 +76,16 @@ class Plan:
     considered: int
     catalog: Catalog
     fallbacks: tuple[Fallback, ...] = ()
+    price_ages: PriceAges | None = None
+    """The dates of the prices of the offers the plan considered (placement allowed)."""
+    wait_value_per_hour: float = 0.0
+    """What an hour of waiting for capacity is worth: the lowest hourly spend of any feasible
+    plan (``selector.obtainability``)."""
+
+    @property
+    def choice_weight(self) -> int:
+        """How many replicas (capacity units) one instance of the choice holds."""
+        return self.choice.shape.replicas_per_instance if self.choice is not None else 0
 
     @property
     def fleet_units(self) -> int:
@@ -85,13 +100,51 @@ class Plan:
 
 
 def _market_preference(spec: WorkloadSpec, market: str) -> int | None:
-    """None = not allowed; lower ranks first. none → on-demand only; stateless → spot first,
-    on-demand as fallback; checkpointed → both, by expected cost."""
+    """None = not allowed; lower ranks first. none → on-demand only; stateless and
+    checkpointed → both, by expected cost (obtainability included: a spot price whose capacity
+    cannot be had no longer wins by preference)."""
     if spec.fault_tolerance == "none":
         return 0 if market == "on-demand" else None
-    if spec.fault_tolerance == "stateless":
-        return 0 if market == "spot" else 1
     return 0
+
+
+def _on_demand_base(
+    spec: WorkloadSpec, offer: Offer, shape: Shape, catalog: Catalog
+) -> tuple[int, float] | Rejection:
+    """(instances kept on-demand, their $/h) of a spot serving fleet: ``serving.on_demand_base``
+    replicas, in whole instances, at the type's on-demand price in the region; a Rejection
+    when the fleet cannot keep them (see the README's "serving.on_demand_base")."""
+    wanted = spec.serving.on_demand_base if spec.serving is not None else 0
+    if spec.task != "serve" or offer.market != "spot" or wanted == 0 or shape.nodes_per_replica > 1:
+        return (0, 0.0)
+    it = offer.instance
+    instances = math.ceil(min(wanted, shape.replicas) / shape.replicas_per_instance)
+    if instances >= shape.instances:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted} keeps all {shape.replicas} replica(s) on-demand: "
+            "the on-demand offer prices that fleet",
+        )
+    if it.cloud in ON_DEMAND_BASE_UNSUPPORTED:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted}: a {it.cloud} managed instance group runs one provisioning "
+            "model, so spot replicas cannot keep an on-demand base (set serving.on_demand_base: 0 to "
+            "serve from spot alone)",
+        )
+    price = catalog.on_demand_prices.get((it.cloud, it.name, offer.region))
+    if price is None:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted}: {it.name} has no on-demand offer in {offer.region} "
+            "to keep the base on",
+        )
+    return (instances, price)
+
+
+ON_DEMAND_BASE_UNSUPPORTED = frozenset({"gcp"})
+"""Clouds whose fleet cannot mix provisioning models: a GCP managed instance group's instance
+template is either SPOT or STANDARD."""
 
 
 def _matches(patterns: list[str] | None, value: str) -> bool:
@@ -161,14 +214,12 @@ def plan(
     """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice.
     ``feasible_out``, when given, receives every feasible offer as a candidate (for the plan
     report's chart; the plan itself keeps the best per instance type and market)."""
-    collected: list[tuple[Offer, Shape]] | None = [] if feasible_out is not None else None
     rates = rates if rates is not None else load_rates()
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
     placement = spec.placement
     tally = _Tally()
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
-    feasible = 0
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
 
     def fit_of(it: InstanceType) -> Shape | Rejection:
@@ -183,6 +234,9 @@ def plan(
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     # Jobs must finish, interruptions included, before the TTL tears them down.
     deadline = req.deadline_hours if inputs.run_hours is None else None
+    considered: list[str] = []
+    # Feasible offers: (offer, shape, preference, billed total, hours, interruption rate, GPUs, base).
+    entries: list[_Entry] = []
     for it, offers in catalog.by_instance_type:
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
@@ -200,6 +254,7 @@ def plan(
                 tally.reject(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
+        considered.extend(o.as_of for o in allowed)
         if isinstance(shape, Rejection):
             if allowed:
                 usable = [o for o in allowed if pref_of[o.market] is not None] or list(allowed)
@@ -207,18 +262,24 @@ def plan(
             continue
         instances = shape.instances
         gpus = it.gpu_count * instances
-        costs: dict[tuple[object, ...], tuple[float, float, float]] = {}
-        local: dict[str, tuple[tuple[object, ...], Offer]] = {}
+        costs: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
+        bases: dict[str, tuple[int, float] | Rejection] = {}
         for offer in allowed:
             pref = pref_of[offer.market]
             if pref is None:
                 tally.reject(market_rejection)
                 continue
-            ck = cost_key(offer, inputs)
+            base = bases.get(offer.region) if offer.market == "spot" else (0, 0.0)
+            if base is None:
+                base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
+            if isinstance(base, Rejection):
+                tally.reject(base, 1, offer)
+                continue
+            ck = cost_key(offer, inputs, base)
             cached = costs.get(ck)
             if cached is None:
-                c = offer_cost(offer, shape, inputs, rates)
-                cached = costs[ck] = (c.billed_hours, c.other_usd, c.hours)
+                c = offer_cost(offer, shape, inputs, rates, base)
+                cached = costs[ck] = (c.billed_hours, c.other_usd, c.hours, c.interruption_rate_per_h)
             if deadline is not None and cached[2] > deadline:
                 tally.reject(
                     Rejection(
@@ -230,7 +291,7 @@ def plan(
                     offer,
                 )
                 continue
-            hourly = offer.hourly_usd * instances
+            hourly = offer.hourly_usd * (instances - base[0]) + base[1] * base[0]
             total = hourly * cached[0] + cached[1]
             if (budget_hourly is not None and hourly > budget_hourly) or (
                 budget_total is not None and total > budget_total
@@ -239,21 +300,28 @@ def plan(
                 assert over is not None
                 tally.reject(over, 1, offer)
                 continue
-            feasible += 1
-            if collected is not None:
-                collected.append((offer, shape))
-            incumbent = local.get(offer.market)
-            if incumbent is not None and (pref, total) > incumbent[0][:2]:
-                continue
-            rk = rank_key(pref, total, gpus, offer)
-            if incumbent is None or rk < incumbent[0]:
-                local[offer.market] = (rk, offer)
-        for market, (rk, offer) in local.items():
-            best[(it.cloud, it.name, market)] = (rk, offer, shape)
+            entries.append((offer, shape, pref, total, cached[2], cached[3], gpus, base))
+    feasible = len(entries)
+    value = catalog.wait_value_per_hour
+    if value is None:
+        value = min((_hourly(e) for e in entries), default=0.0)
+    for offer, shape, pref, total, hours, rate, gpus, _ in entries:
+        expected = total + wait_usd(obtainability(offer, shape.nodes_per_replica), rate * hours, value)
+        key = (offer.instance.cloud, offer.instance.name, offer.market)
+        rk = rank_key(pref, expected, gpus, offer)
+        incumbent = best.get(key)
+        if incumbent is None or rk < incumbent[0]:
+            best[key] = (rk, offer, shape)
+    base_of = {id(e[0]): e[7] for e in entries}
+
+    def candidate(o: Offer, s: Shape) -> Candidate:
+        cost = offer_cost(o, s, inputs, rates, base_of.get(id(o), (0, 0.0)))
+        return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value))
+
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
-    candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
-    if feasible_out is not None and collected is not None:
-        feasible_out.extend(Candidate(o, s, offer_cost(o, s, inputs, rates)) for o, s in collected)
+    candidates = tuple(candidate(o, s) for _, o, s in ranked)
+    if feasible_out is not None:
+        feasible_out.extend(candidate(e[0], e[1]) for e in entries)
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]
@@ -267,6 +335,9 @@ def plan(
             placement.instance_types,
             deadline,
             lambda hourly, total: _budget(inputs, hourly, total) is None,
+            base_of.get(id(first.offer), (0, 0.0)),
+            weighted=spec.task == "batch",
+            wait_value=value,
         )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
@@ -285,4 +356,13 @@ def plan(
         considered=len(catalog.offers),
         catalog=catalog,
         fallbacks=backups,
+        price_ages=price_ages(considered),
+        wait_value_per_hour=value,
     )
+
+
+def _hourly(entry: _Entry) -> float:
+    """A feasible plan's hourly spend: its instances at their price (an on-demand base at its own)."""
+    offer, shape, base = entry[0], entry[1], entry[7]
+    return offer.hourly_usd * (shape.instances - base[0]) + base[1] * base[0]
+

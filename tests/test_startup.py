@@ -17,7 +17,7 @@ from deployment import (
     parse_gcp_label_time,
     parse_iso_utc,
 )
-from machine.boot import NodeRole, as_boot_service, render as render_script
+from machine.boot import FleetGroup, NodeRole, as_boot_service, render as render_script, replica_env
 from machine.serving import SecretRefs
 from selector.catalog import load_catalog
 from selector.select import plan
@@ -272,8 +272,55 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
         result.choice.offer.instance.name,  # type: ignore[union-attr]
         *(f.offer.instance.name for f in result.fallbacks),
     ]
-    assert {m.weighted_capacity for m in d.members} == {8}  # interchangeable machines
+    # a batch fleet of several sizes: each machine counts for the replicas it holds
+    assert [m.weighted_capacity for m in d.members] == [
+        result.choice.shape.replicas_per_instance,  # type: ignore[union-attr]
+        *(f.weighted_capacity for f in result.fallbacks),
+    ]
+    assert {m.weighted_capacity for m in d.members} == {1, 8}
+    assert d.capacity_units == result.fleet_units
     multi, _ = deployment("llama70b-full-ft", **MULTI_NODE)
     assert multi.nodes_per_replica == 2 and not multi.grouped
     single, _ = deployment("llama70b-full-ft")  # the stack's own plan: one 8 × B200 node, in a group
     assert single.nodes_per_replica == 1 and single.grouped
+
+
+def _run_replica_env(d: Any, machine_type: str, gpus: int, tmp_path: Any) -> dict[str, str]:
+    """``replica_env`` executed with a fake metadata server (curl answering the machine type)
+    and a fake ``nvidia-smi -L`` listing ``gpus`` GPUs."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    answer = f'case "$*" in *api/token*) echo tok;; *) echo {machine_type};; esac'
+    (bin_dir / "curl").write_text(f"#!/bin/bash\n{answer}\n")
+    lines = "".join(f"GPU {i}: NVIDIA X (UUID: GPU-{i})\\n" for i in range(gpus))
+    (bin_dir / "nvidia-smi").write_text(f"#!/bin/bash\nprintf '{lines}'\n")
+    for tool in ("curl", "nvidia-smi"):
+        (bin_dir / tool).chmod(0o755)
+    script = replica_env(d) + '\necho "$GPUFIT_TP $GPUFIT_GPUS $GPUFIT_REPLICAS"'
+    out = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": f"{bin_dir}:/usr/bin:/bin"},
+    ).stdout.split()
+    return dict(zip(("tp", "gpus", "replicas"), out, strict=True))
+
+
+def test_each_machine_derives_its_replicas_from_its_gpus_and_its_types_tp(tmp_path: Any) -> None:
+    """A batch fleet mixing p4d (TP 4) and p5 (TP 2) machines: each runs GPUs ÷ its own TP
+    workers, read on the machine (metadata and nvidia-smi), not from the plan's choice."""
+    spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / "09-mixtral-synthetic-data.yaml")
+    result = plan(spec, CATALOG)
+    d = deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW)
+    tps = {m.machine_type: m.tensor_parallel for m in d.members}
+    assert tps["p4d.24xlarge"] == 4 and tps["p5.48xlarge"] == 2
+    assert _run_replica_env(d, "p4d.24xlarge", 8, tmp_path) == {"tp": "4", "gpus": "8", "replicas": "2"}
+    assert _run_replica_env(d, "p5.48xlarge", 8, tmp_path) == {"tp": "2", "gpus": "8", "replicas": "4"}
+    # a type the plan did not list takes the choice's TP; no GPU visible yet: the plan's count
+    assert _run_replica_env(d, "p9.huge", 0, tmp_path) == {"tp": "4", "gpus": "8", "replicas": "2"}
+    script = render(d, "b", NodeRole(0, 1, ""), FleetGroup("aws", d.region, d.group_name))
+    job = script.index("bash -c 'python generate.py")
+    assert script.index("export GPUFIT_TP GPUFIT_GPUS GPUFIT_REPLICAS") < job
+    gcp = replace(d, cloud="gcp")
+    assert "computeMetadata/v1/instance/machine-type" in replica_env(gcp)
