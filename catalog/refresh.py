@@ -61,6 +61,12 @@ class FetchResult:
     zone_ids: dict[str, dict[str, str]] = field(default_factory=dict)
     """AWS: region → zone name → availability-zone ID, as this refresh learnt them (to bring
     previous offers keyed by zone names, from an older refresh, to AZ IDs)."""
+    spot_interruption: list[dict[str, Any]] | None = None
+    """Fresh interruption-frequency rows (the Spot Instance Advisor); None: not fetched, the
+    previous rows stay."""
+    placement_scores: list[dict[str, Any]] | None = None
+    """Fresh spot placement scores (credentials only); None: not fetched. A cloud's previous
+    scores never outlive a refresh of it: a score is a moment's answer."""
 
 
 class CatalogFetcher(Protocol):
@@ -209,7 +215,7 @@ def merge(
     for r in results:
         sources.update(r.sources)
     used_types = {(o["cloud"], o["instance_type"]) for o in offers}
-    doc = {
+    doc: dict[str, Any] = {
         "schema_version": 1,
         "as_of": now.strftime("%Y-%m-%d"),
         "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -224,7 +230,13 @@ def merge(
             offers,
             key=lambda o: (o["cloud"], o["instance_type"], o["region"], o.get("zone") or "", o["market"]),
         ),
-        "spot_interruption": previous.get("spot_interruption", []),
+        "spot_interruption": _interruptions(previous, results),
+        "spot_placement_scores": [
+            s
+            for s in previous.get("spot_placement_scores", [])
+            if s.get("cloud") not in refreshed_clouds
+        ]
+        + [s for r in results for s in r.placement_scores or []],
         "refresh": {
             "regions_ok": sorted(f"{c}:{r}" for c, r in ok),
             "regions_stale": stale,
@@ -235,6 +247,16 @@ def merge(
     # A refresh never brings back an offer its type is not sold as (a3-highgpu-4g on demand).
     doc["refresh"]["rules"] = apply_to_doc(doc)
     return doc, stale
+
+
+def _interruptions(previous: dict[str, Any], results: list[FetchResult]) -> list[dict[str, Any]]:
+    """The previous interruption rows, each replaced by a fresh one for the same cloud, region
+    and type where a refresh fetched them."""
+    rows = {(e["cloud"], e["region"], e["instance_type"]): e for e in previous.get("spot_interruption", [])}
+    for r in results:
+        for e in r.spot_interruption or []:
+            rows[(e["cloud"], e["region"], e["instance_type"])] = e
+    return [rows[k] for k in sorted(rows)]
 
 
 class CollectorPause:

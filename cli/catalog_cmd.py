@@ -44,6 +44,18 @@ def add_parser(sub: Any) -> None:
         help="threads making API calls, shared by the clouds (default 32)",
     )
     refresh.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
+    refresh.add_argument(
+        "--aws-source",
+        choices=["auto", "public", "account"],
+        default="auto",
+        help="AWS prices from its public files (no account) or its APIs (credentials); "
+        "auto: the APIs when credentials are found, else the public files",
+    )
+    refresh.add_argument(
+        "--no-placement-scores",
+        action="store_true",
+        help="with AWS credentials, skip GetSpotPlacementScores (it needs ec2:GetSpotPlacementScores)",
+    )
     show = verbs.add_parser("show", help="which catalog plans use, its age and coverage")
     show.add_argument("--catalog", help="snapshot, cache or a file (default: the freshest valid)")
     show.add_argument("--json", action="store_true")
@@ -93,16 +105,24 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     clouds = args.cloud or ["aws", "gcp"]
     counter = CallCounter()
     fetchers: list[Any] = []
+    skipped: dict[str, str] = {}
+    # Each cloud is set up on its own: one cloud's missing project or credentials never stops
+    # another's refresh. A cloud named with --cloud that cannot run is an error (exit 7); one
+    # refreshed by default is skipped with the reason.
+    for cloud in clouds:
+        try:
+            fetchers.append(_fetcher(cloud, args, counter, previous_doc))
+        except AuthError as err:
+            skipped[cloud] = str(err)
+        except ValueError as err:
+            print(f"gpufit: {cloud}: {err}", file=sys.stderr)
+            return EXIT_REFRESH_FAILED
+    if not fetchers:
+        for cloud, why in skipped.items():
+            print(f"gpufit: {cloud}: {why}", file=sys.stderr)
+        return EXIT_AUTH
     try:
-        if "aws" in clouds:
-            from catalog.aws import AwsCatalogFetcher
-
-            fetchers.append(AwsCatalogFetcher(counter=counter))
-        if "gcp" in clouds:
-            from catalog.gcp import GcpCatalogFetcher
-
-            fetchers.append(GcpCatalogFetcher(project=args.project, counter=counter))
-        with _progress(clouds) as progress:
+        with _progress([f.cloud for f in fetchers]) as progress:
             report = refresh(
                 fetchers,
                 previous,
@@ -117,19 +137,54 @@ def cmd_refresh(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"gpufit: {err}", file=sys.stderr)
         return EXIT_REFRESH_FAILED
+    report.skipped.update(skipped)
     for line in report.lines():
         print(line)
     for error in report.auth_errors:
         print(f"gpufit: {error}", file=sys.stderr)
+    asked = set(args.cloud or ())
+    failed_asked = bool(report.auth_errors) or bool(asked & set(skipped))
     if not report.useful:
         print("gpufit: nothing useful was fetched; the previous catalog is unchanged", file=sys.stderr)
-        return EXIT_AUTH if report.auth_errors else EXIT_REFRESH_FAILED
+        return EXIT_AUTH if report.auth_errors or skipped else EXIT_REFRESH_FAILED
     path = write_catalog(report.doc, out)
     print(
         f"wrote {path}: {len(report.doc['offers'])} offers, "
         f"{len(report.doc['instance_types'])} instance types"
     )
-    return EXIT_AUTH if report.auth_errors else EXIT_OK
+    return EXIT_AUTH if failed_asked and args.cloud else EXIT_OK
+
+
+def _fetcher(cloud: str, args: argparse.Namespace, counter: Any, previous: dict[str, Any]) -> Any:
+    """The cloud's fetcher; ``AuthError`` when it cannot run (no GCP project, no AWS
+    credentials for ``--aws-source account``). AWS without credentials reads its public
+    files (``catalog.aws_public``)."""
+    if cloud == "gcp":
+        from catalog.gcp import GcpCatalogFetcher
+
+        return GcpCatalogFetcher(project=args.project, counter=counter)
+    from cloudapi.public_http import PublicHttp
+
+    if args.aws_source == "public" or (args.aws_source == "auto" and not _aws_credentials()):
+        from catalog.aws_public import AwsPublicFetcher
+
+        return AwsPublicFetcher(previous, counter=counter)
+    from catalog.aws import AwsCatalogFetcher
+
+    return AwsCatalogFetcher(
+        counter=counter, scores=not args.no_placement_scores, advisor=PublicHttp(counter)
+    )
+
+
+def _aws_credentials() -> bool:
+    """Whether the standard AWS configuration yields credentials (a provider that fails counts
+    as present: the refresh then says why it failed)."""
+    from cloudapi.lean_botocore import refresh_session
+
+    try:
+        return refresh_session().get_credentials() is not None
+    except Exception:
+        return True
 
 
 def describe(resolved: Any, now: datetime) -> dict[str, Any]:

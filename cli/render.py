@@ -307,7 +307,7 @@ def render_explain(plan: Plan) -> str:
                 "wait value",
                 cost.wait_usd,
                 "USD",
-                f"expected wait × {money(cost.wait_value_per_hour)}/h (lowest hourly spend of a feasible plan)",
+                f"expected wait × {money(cost.wait_value_per_hour)}/h (a feasible plan's least $/h)",
             ),
             Term("ranked at", cost.expected_usd, "USD", "total + wait value"),
         ]

@@ -130,5 +130,3 @@ def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
 def wait_usd(obt: Obtainability, interruptions: float, value_per_hour: float) -> float:
     """The expected wait's value: (1 + interruptions) × (1 − p) ÷ p × value per hour."""
     return (1.0 + interruptions) * obt.wait_hours * value_per_hour
-
-

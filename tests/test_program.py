@@ -242,7 +242,10 @@ def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> Non
     expected_costs = [expected.choice.cost.expected_usd, *(f.cost.expected_usd for f in expected.fallbacks)]
     assert expected_costs == sorted(expected_costs)  # cheapest expected job first
     # every override weighted by the replicas one instance of it holds; the group counts replicas
-    weights = [expected.choice.shape.replicas_per_instance, *(f.weighted_capacity for f in expected.fallbacks)]
+    weights = [
+        expected.choice.shape.replicas_per_instance,
+        *(f.weighted_capacity for f in expected.fallbacks),
+    ]
     assert [o["weightedCapacity"] for o in overrides] == [str(w) for w in weights]
     assert len(set(weights)) >= 2  # machines of several sizes
     assert group["desiredCapacity"] == group["maxSize"] == expected.fleet_units == 11
