@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -192,11 +192,14 @@ def describe(resolved: Any, now: datetime) -> dict[str, Any]:
     regions: dict[str, set[str]] = {}
     for offer in catalog.offers:
         regions.setdefault(offer.cloud, set()).add(offer.region)
+    from selector.freshness import price_ages
+
     stale = sorted({f"{o.cloud}:{o.region}" for o in catalog.offers if o.stale})
     try:
         age = (now.date() - datetime.fromisoformat(catalog.as_of[:10]).date()).days
     except ValueError:
         age = None
+    ages = price_ages(o.as_of for o in catalog.offers)
     return {
         "kind": resolved.kind,
         "path": catalog.path,
@@ -207,30 +210,46 @@ def describe(resolved: Any, now: datetime) -> dict[str, Any]:
         "instance_types": len(catalog.instance_types),
         "regions": {cloud: sorted(r) for cloud, r in sorted(regions.items())},
         "stale_regions": stale,
+        "prices": ages.as_dict(now.date()) if ages is not None else None,
+        "unpriced": len(catalog.unpriced),
+        "not_sold": list(catalog.not_sold),
         "warning": resolved.warning,
     }
 
 
 def cmd_show(args: argparse.Namespace) -> int:
     from catalog.store import resolve
+    from cli.clock import now
     from selector.catalog import CatalogError
 
+    clock = now()
     try:
-        resolved = resolve(args.catalog)
+        resolved = resolve(args.catalog, clock)
     except CatalogError as err:
         print(f"gpufit: catalog: {err}", file=sys.stderr)
         return EXIT_BAD_CATALOG
-    info = describe(resolved, datetime.now(UTC))
+    info = describe(resolved, clock)
     if args.json:
         print(json.dumps(info, indent=2))
         return EXIT_OK
     print(f"catalog in use: {info['kind']} ({info['path']})")
-    print(f"source: {info['source']}; as of {info['as_of']} ({info['age_days']} days old)")
-    print(f"{info['offers']} offers, {info['instance_types']} instance types")
+    print(f"source: {info['source']}; written {info['as_of']} ({info['age_days']} days ago)")
+    prices = info["prices"]
+    if prices:
+        span = f"{prices['oldest_as_of']}..{prices['newest_as_of']}"
+        if prices["oldest_as_of"] == prices["newest_as_of"]:
+            span = prices["oldest_as_of"]
+        print(f"prices from {span} (median {prices['median_as_of']}), {prices['age']}")
+    print(
+        f"{info['offers']} offers ({info['unpriced']} more kept but not priced), "
+        f"{info['instance_types']} instance types"
+    )
     for cloud, regions in info["regions"].items():
         print(f"  {cloud}: {len(regions)} regions: {', '.join(regions)}")
     if info["stale_regions"]:
         print(f"stale (kept from an earlier catalog): {', '.join(info['stale_regions'])}")
+    if prices and prices["warning"]:
+        print(f"WARNING: {prices['warning']}")
     if info["warning"]:
         print(info["warning"], file=sys.stderr)
     return EXIT_OK

@@ -112,7 +112,14 @@ def fleet_line(plan: Plan) -> str:
         choice = plan.choice
         if choice is not None and choice.shape.nodes_per_replica > 1:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
-        return "fallbacks: none (no same-shape offer in this region and market)"
+        if plan.spec.placement.instance_types is not None:
+            return "fallbacks: none among placement.instance_types"
+        if choice is not None and choice.offer.zone is not None:
+            return (
+                f"fallbacks: none (no other type runs it in {choice.offer.zone}, the zone this spot "
+                f"price holds in, within the budget and ttl)"
+            )
+        return "fallbacks: none (no other type runs it in this region and market within the budget and ttl)"
     parts = [
         f"{f.offer.instance.name} {_where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")

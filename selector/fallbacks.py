@@ -142,6 +142,7 @@ def fallbacks(
     on_demand_base: tuple[int, float] = (0, 0.0),
     weighted: bool = False,
     wait_value: float = 0.0,
+    fit_at: Callable[[InstanceType, int], Shape | Rejection] | None = None,
     limit: int = MAX_FALLBACKS,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
@@ -149,7 +150,8 @@ def fallbacks(
     instance type, at most ``limit``. ``weighted``: a batch fleet that may mix machine sizes;
     ``on_demand_base``: the choice's instances kept on-demand (a spot serving fleet), costed
     the same in every fallback. Fallbacks rank by expected cost, their obtainability included,
-    an hour of waiting worth ``wait_value``."""
+    an hour of waiting worth ``wait_value``. ``fit_at`` (a served model) refits a type at the
+    choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP."""
     units = fleet_units(choice_shape)
     weighted = weighted and choice_offer.cloud not in VM_COUNTED_CLOUDS
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
@@ -181,6 +183,12 @@ def fallbacks(
         # The group may launch this type in any zone it is allowed: cost it where it is dearest.
         here = [max(here, key=lambda o: o.hourly_usd)]
         own = fit_of(it)
+        if (
+            fit_at is not None
+            and not isinstance(own, Rejection)
+            and own.tensor_parallel != choice_shape.tensor_parallel
+        ):
+            own = fit_at(it, choice_shape.tensor_parallel)
         weight = None if isinstance(own, Rejection) else weight_in_fleet(choice_shape, own, units, weighted)
         if isinstance(own, Rejection) or weight is None:
             continue

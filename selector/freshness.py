@@ -10,7 +10,7 @@ clock passed in (commands read it once; tests freeze it).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date
 
@@ -93,6 +93,21 @@ def age_text(as_of: str, today: date) -> str:
         return f"{days} day{'s' if days != 1 else ''} old"
     months = (today.year - day.year) * 12 + today.month - day.month - (today.day < day.day)
     return f"{months} months old"
+
+
+def price_ages_counted(counts: Mapping[str, int]) -> PriceAges | None:
+    """``price_ages`` of dates given with how many offers carry each (as a plan tallies them)."""
+    ordered = sorted(d for d, n in counts.items() if n > 0)
+    total = sum(counts[d] for d in ordered)
+    if not total:
+        return None
+    middle, seen, median = (total - 1) // 2, 0, ordered[0]
+    for day in ordered:
+        seen += counts[day]
+        if seen > middle:
+            median = day
+            break
+    return PriceAges(ordered[0], median, ordered[-1], total)
 
 
 def price_ages(dates: Iterable[str]) -> PriceAges | None:

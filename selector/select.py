@@ -13,15 +13,16 @@ import fnmatch
 import math
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.fallbacks import Fallback, fallbacks, fleet_units
-from selector.freshness import PriceAges, price_ages
+from selector.freshness import PriceAges, price_ages_counted
 from selector.obtainability import obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
-from selector.sizing import Rejection, Requirements, Shape, fit, requirements
+from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
 from selector.spec import WorkloadSpec
 
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
@@ -112,9 +113,12 @@ def _on_demand_base(
     spec: WorkloadSpec, offer: Offer, shape: Shape, catalog: Catalog
 ) -> tuple[int, float] | Rejection:
     """(instances kept on-demand, their $/h) of a spot serving fleet: ``serving.on_demand_base``
-    replicas, in whole instances, at the type's on-demand price in the region; a Rejection
-    when the fleet cannot keep them (see the README's "serving.on_demand_base")."""
-    wanted = spec.serving.on_demand_base if spec.serving is not None else 0
+    replicas (by default one when the endpoint runs two or more: a single replica on spot is
+    what ``fault_tolerance: stateless`` asked for), in whole instances, at the type's on-demand
+    price in the region; a Rejection when the fleet cannot keep them (see the README's
+    "serving.on_demand_base")."""
+    given = spec.serving.on_demand_base if spec.serving is not None else 0
+    wanted = given if given is not None else (1 if shape.replicas >= 2 else 0)
     if spec.task != "serve" or offer.market != "spot" or wanted == 0 or shape.nodes_per_replica > 1:
         return (0, 0.0)
     it = offer.instance
@@ -141,6 +145,8 @@ def _on_demand_base(
         )
     return (instances, price)
 
+
+NO_BASE: tuple[int, float] = (0, 0.0)
 
 ON_DEMAND_BASE_UNSUPPORTED = frozenset({"gcp"})
 """Clouds whose fleet cannot mix provisioning models: a GCP managed instance group's instance
@@ -230,13 +236,18 @@ def plan(
         return shape
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
+    serving_base = spec.task == "serve"  # a spot endpoint may keep an on-demand base
     pref_of = {market: _market_preference(spec, market) for market in MARKETS}
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     # Jobs must finish, interruptions included, before the TTL tears them down.
     deadline = req.deadline_hours if inputs.run_hours is None else None
-    considered: list[str] = []
-    # Feasible offers: (offer, shape, preference, billed total, hours, interruption rate, GPUs, base).
+    considered: Counter[str] = Counter()
+    # Feasible offers that may rank first: (offer, shape, preference, billed total, hours,
+    # interruption rate, GPUs, on-demand base); every feasible one for ``feasible_out``.
     entries: list[_Entry] = []
+    everything: list[_Entry] | None = [] if feasible_out is not None else None
+    feasible = 0
+    cheapest_hourly = math.inf
     for it, offers in catalog.by_instance_type:
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
@@ -254,7 +265,7 @@ def plan(
                 tally.reject(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
-        considered.extend(o.as_of for o in allowed)
+        considered.update(map(_AS_OF, allowed))
         if isinstance(shape, Rejection):
             if allowed:
                 usable = [o for o in allowed if pref_of[o.market] is not None] or list(allowed)
@@ -264,17 +275,25 @@ def plan(
         gpus = it.gpu_count * instances
         costs: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
         bases: dict[str, tuple[int, float] | Rejection] = {}
+        # The cheapest offer of each market and obtainability class: the others of the class
+        # wait as long (same p, same interruptions), so none of them can rank first.
+        local: dict[tuple[str, str | None, int | None], tuple[float, str, str, _Entry]] = {}
         for offer in allowed:
-            pref = pref_of[offer.market]
+            market = offer.market
+            pref = pref_of[market]
             if pref is None:
                 tally.reject(market_rejection)
                 continue
-            base = bases.get(offer.region) if offer.market == "spot" else (0, 0.0)
-            if base is None:
-                base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
-            if isinstance(base, Rejection):
-                tally.reject(base, 1, offer)
-                continue
+            base: tuple[int, float] | Rejection | None = NO_BASE
+            if market == "spot" and serving_base:
+                base = bases.get(offer.region)
+                if base is None:
+                    base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
+                if isinstance(base, Rejection):
+                    tally.reject(base, 1, offer)
+                    continue
+            assert base is not None and not isinstance(base, Rejection)
+            bucket = offer.interruption_bucket
             ck = cost_key(offer, inputs, base)
             cached = costs.get(ck)
             if cached is None:
@@ -300,28 +319,40 @@ def plan(
                 assert over is not None
                 tally.reject(over, 1, offer)
                 continue
-            entries.append((offer, shape, pref, total, cached[2], cached[3], gpus, base))
-    feasible = len(entries)
+            feasible += 1
+            if hourly < cheapest_hourly:
+                cheapest_hourly = hourly
+            if everything is not None:
+                everything.append((offer, shape, pref, total, cached[2], cached[3], gpus, base))
+            klass = (market, bucket, offer.placement_score)
+            leader = local.get(klass)
+            if leader is not None and (
+                total > leader[0] or (total == leader[0] and (offer.region, offer.zone or "") >= leader[1:3])
+            ):
+                continue
+            entry = (offer, shape, pref, total, cached[2], cached[3], gpus, base)
+            local[klass] = (total, offer.region, offer.zone or "", entry)
+        entries.extend(e[3] for e in local.values())
     value = catalog.wait_value_per_hour
     if value is None:
-        value = min((_hourly(e) for e in entries), default=0.0)
+        value = cheapest_hourly if feasible else 0.0
     for offer, shape, pref, total, hours, rate, gpus, _ in entries:
         expected = total + wait_usd(obtainability(offer, shape.nodes_per_replica), rate * hours, value)
         key = (offer.instance.cloud, offer.instance.name, offer.market)
         rk = rank_key(pref, expected, gpus, offer)
-        incumbent = best.get(key)
-        if incumbent is None or rk < incumbent[0]:
+        top_of_type = best.get(key)
+        if top_of_type is None or rk < top_of_type[0]:
             best[key] = (rk, offer, shape)
     base_of = {id(e[0]): e[7] for e in entries}
 
-    def candidate(o: Offer, s: Shape) -> Candidate:
-        cost = offer_cost(o, s, inputs, rates, base_of.get(id(o), (0, 0.0)))
+    def candidate(o: Offer, s: Shape, base: tuple[int, float]) -> Candidate:
+        cost = offer_cost(o, s, inputs, rates, base)
         return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value))
 
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
-    candidates = tuple(candidate(o, s) for _, o, s in ranked)
-    if feasible_out is not None:
-        feasible_out.extend(candidate(e[0], e[1]) for e in entries)
+    candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked)
+    if feasible_out is not None and everything is not None:
+        feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]
@@ -338,6 +369,7 @@ def plan(
             base_of.get(id(first.offer), (0, 0.0)),
             weighted=spec.task == "batch",
             wait_value=value,
+            fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
         )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
@@ -356,13 +388,10 @@ def plan(
         considered=len(catalog.offers),
         catalog=catalog,
         fallbacks=backups,
-        price_ages=price_ages(considered),
+        price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )
 
 
-def _hourly(entry: _Entry) -> float:
-    """A feasible plan's hourly spend: its instances at their price (an on-demand base at its own)."""
-    offer, shape, base = entry[0], entry[1], entry[7]
-    return offer.hourly_usd * (shape.instances - base[0]) + base[1] * base[0]
+_AS_OF = attrgetter("as_of")
 

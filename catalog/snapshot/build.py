@@ -185,9 +185,11 @@ def build() -> dict[str, Any]:
     doc["rules"] = apply_to_doc(doc)
     kept = {o["__where__"] for o in doc["offers"]}
     doc["rules"]["not-sold-examples"] = sorted(
-        f"{o['cloud']} {o['instance_type']} {o['market']}"
-        for o in before.values()
-        if o["__where__"] not in kept
+        {
+            f"{o['cloud']} {o['instance_type']} {o['market']}"
+            for o in before.values()
+            if o["__where__"] not in kept
+        }
     )
     for offer in doc["offers"]:
         if offer.get("unpriced") and offer.get("__status__") == "ok":

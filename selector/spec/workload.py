@@ -56,11 +56,12 @@ class ServingSpec(Strict):
     certificate_arn: str | None = Field(
         None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
     )
-    on_demand_base: int = Field(
-        1,
+    on_demand_base: int | None = Field(
+        None,
         ge=0,
         le=1000,
-        description="serve on spot: replicas always kept on-demand, so the endpoint survives a spot drought",
+        description="serve on spot: replicas always kept on-demand, so the endpoint survives a spot "
+        "drought; default 1 when the endpoint runs two replicas or more, else 0",
     )
 
 
