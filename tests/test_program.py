@@ -183,6 +183,13 @@ def test_aws_security_defaults() -> None:
     )
 
 
+def test_aws_spot_fleet_in_cost_order_when_asked() -> None:
+    placement = {"placement": {"clouds": ["aws"], "spot_allocation": "cost-order"}}
+    mocks, _, _ = _aws("sdxl-batch", **placement)
+    distribution = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+
+
 def test_aws_on_demand_for_fault_tolerance_none() -> None:
     mocks, _, _ = _aws("llama70b-chat")
     distribution = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["instancesDistribution"]

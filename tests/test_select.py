@@ -292,3 +292,39 @@ def test_spot_rework_past_the_ttl_is_rejected(mini_catalog: Catalog) -> None:
     result = plan(tight, mini_catalog)
     assert result.rejections.get("deadline", 0) >= 1
     assert "with spot rework" in result.rejection_examples["deadline"]
+
+
+def test_a_spot_endpoint_keeps_an_on_demand_base(mini_catalog: Catalog) -> None:
+    """Two or more replicas on spot keep one on demand (its price in the bill); one replica
+    stays on spot unless asked; a base covering every replica, or on GCP (one provisioning
+    model per managed instance group), rules the spot offer out with the reason."""
+    serving = {
+        "context_tokens": 4096,
+        "concurrency": 8,
+        "tokens_per_s_per_stream": 10,
+        "tokens_per_s_total": 600,
+    }
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, fault_tolerance="stateless", serving=serving)
+    result = plan(spec, mini_catalog)
+    choice = result.choice
+    assert choice is not None and choice.offer.market == "spot" and choice.shape.instances >= 2
+    assert choice.cost.on_demand_base == 1
+    od = mini_catalog.on_demand_prices[(choice.offer.cloud, choice.offer.instance.name, choice.offer.region)]
+    expected = od + choice.offer.hourly_usd * (choice.shape.instances - 1)
+    assert choice.cost.hourly_usd == pytest.approx(expected)
+    single = spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, fault_tolerance="stateless")
+    one_replica = plan(single, mini_catalog)
+    assert one_replica.choice is not None and one_replica.choice.cost.on_demand_base == 0
+    forced = spec_of(
+        SERVE_70B,
+        model={"preset": "llama-3.1-8b"},
+        fault_tolerance="stateless",
+        serving={**SERVE_70B["serving"], "on_demand_base": 1},
+    )
+    all_od = plan(forced, mini_catalog)
+    assert all_od.choice is not None and all_od.choice.offer.market == "on-demand"
+    assert "keeps all 1 replica(s) on-demand" in all_od.rejection_examples["market"]
+    gcp = spec_of(SERVE_70B, fault_tolerance="stateless", placement={"clouds": ["gcp"]}, serving=serving)
+    gcp_plan = plan(gcp, mini_catalog)
+    assert gcp_plan.choice is None or gcp_plan.choice.offer.market == "on-demand"
+    assert "managed instance group runs one provisioning model" in gcp_plan.rejection_examples["market"]
