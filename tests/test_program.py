@@ -582,7 +582,8 @@ def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_pa
     its region, still only where EC2 offers the type; offered nowhere, the program stops."""
     config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
     config["gpufit:catalog"] = _unzoned(tmp_path, ("aws", "p4d.24xlarge", "us-east-2", "on-demand"))
-    WITHHELD.add(("p4d.24xlarge", "use2-az4"))
+    # the plan's fallback (p5.48xlarge, at the same TP) withheld from az4 as well
+    WITHHELD.update({("p4d.24xlarge", "use2-az4"), ("p5.48xlarge", "use2-az4")})
     try:
         mocks, outputs = run_program(config, NOW)
     finally:
@@ -590,7 +591,7 @@ def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_pa
     offering = [az_id("us-east-2", n) for n in (1, 2, 3, 5, 6)]
     assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == [f"subnet-{z}" for z in offering]
     assert outputs["zones"] == offering and outputs["region"] == "us-east-2"
-    NOT_OFFERED.add("p4d.24xlarge")
+    NOT_OFFERED.update({"p4d.24xlarge", "p5.48xlarge"})
     mocks = RecordingMocks()
     try:
         with pytest.raises(pulumi.RunError, match=r"no availability zone of us-east-2 offers p4d\.24xlarge"):
