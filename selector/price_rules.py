@@ -6,9 +6,10 @@ catalog happens to hold:
 - **Not sold**: an offer in a market its type is not sold in (``selector.consumption``) does
   not exist; callers drop it.
 - **Unconfirmed**: a market no source confirms keeps its offers, at low confidence.
-- **EC2's spot floor**: AWS spot prices never go below 10 % of the on-demand price ("save up
-  to 90% off the On-Demand instance price", AWS What's New 2017-11; in the Spot Instance
-  Advisor snapshot of 2025-06-28 no savings figure exceeds 90 across 25,323 entries). A spot
+- **EC2's spot floor**: AWS states no floor rule, but promises savings "up to 90% off the
+  On-Demand instance price" (AWS What's New, 2017-11), no savings figure of the Spot Instance
+  Advisor snapshot of 2025-06-28 exceeds 90 (25,323 entries), and 46 of the snapshot's spot
+  rows sit at exactly a tenth of on-demand: 10 % is taken as the floor (an inference). A spot
   price at the floor is a pool nobody bids in, which rarely comes with capacity: kept, never
   priced. The on-demand price it is compared with is the type's own in the region; else the
   type's median on-demand price in the cloud's other regions; else its same-GPU sibling's
