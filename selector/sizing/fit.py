@@ -134,7 +134,7 @@ def fit_serving_at(req: Requirements, it: InstanceType, tp: int) -> Shape | Reje
         return _vram_rejection(req, it, f" at TP {tp}")
     if tp > 1 and not it.nvlink and not req.allow_pcie_parallel:
         return Rejection("nvlink", f"TP {tp} needs NVLink/NVSwitch; {it.name} is PCIe only")
-    return _serving_shape(req, it, tp, 1)
+    return serving_shape(req, it, tp, 1)
 
 
 def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejection:
