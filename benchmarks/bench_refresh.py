@@ -48,7 +48,7 @@ def timed_refresh(regions: list[str], workers: int, hook: object | None = None) 
     if hook is not None:
         session.events.register("before-send.ec2", hook)
     counter = CallCounter()
-    fetcher = AwsCatalogFetcher(session=session, counter=counter, now=lambda: NOW)
+    fetcher = AwsCatalogFetcher(session=session, counter=counter, now=lambda: NOW, scores=False)
     report = refresh([fetcher], previous, previous_doc, regions=regions, workers=workers, now=NOW)
     wall = time.perf_counter() - start
     (result,) = report.results

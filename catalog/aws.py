@@ -33,11 +33,14 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from datetime import UTC, date, datetime
 from typing import Any
 
+from catalog.aws_public import advisor_url, interruption_rows
+from catalog.aws_scores import SOURCE as SCORE_SOURCE, SOURCE_KEY as SCORE_SOURCE_KEY, placement_scores
 from catalog.refresh import FetchResult
 from cloudapi.aws import PRICING_REGION, AwsApi
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.lean_botocore import refresh_session
 from cloudapi.pacing import TokenBucket
+from cloudapi.public_http import PublicHttp
 from cloudapi.retry import RetryPolicy
 from selector.catalog import GpuSpec, load_gpus
 
@@ -102,7 +105,11 @@ class AwsCatalogFetcher:
         policy: RetryPolicy | None = None,
         today: Callable[[], date] | None = None,
         now: Callable[[], datetime] | None = None,
+        scores: bool = True,
+        advisor: PublicHttp | None = None,
     ) -> None:
+        """``scores``: ask for spot placement scores (``catalog.aws_scores``); ``advisor``: read
+        the public Spot Instance Advisor data with it (interruption frequencies)."""
         if session is None:
             session = refresh_session()
         self._session = session
@@ -110,6 +117,8 @@ class AwsCatalogFetcher:
         self._policy = policy or RetryPolicy()
         self._today = today or (lambda: datetime.now(UTC).date())
         self._now = now or (lambda: datetime.now(UTC))
+        self._scores = scores
+        self._advisor = advisor
         self._gpus = load_gpus()
         self._unknown: set[str] = set()  # GPU types the facts table lacks (added from worker threads)
         self._skipped: set[str] = set()  # fractional-GPU types
@@ -172,6 +181,7 @@ class AwsCatalogFetcher:
         # Everything else needs only the type names: prices, where each type is offered and
         # its spot prices, all at once (a type a region lacks simply has no spot rows there).
         names = sorted(specs)
+        advisor_job = pool.submit(self._advisor.json, advisor_url()) if self._advisor is not None else None
         region_jobs = {r: pool.submit(self._region, r, names) for r in wanted}
         price_jobs = {
             tuple(batch): pool.submit(self._on_demand_prices, batch, wanted)
@@ -187,6 +197,16 @@ class AwsCatalogFetcher:
                 job.cancel()  # the calls not yet started: they would only fail the same way
             raise
         self._assemble(result, offered, specs, spot, prices)
+        if advisor_job is not None:
+            typed = {t["name"] for t in result.instance_types}
+            interruption_rows(advisor_job, result, set(offered), typed, self._today().isoformat())
+        if self._scores:
+            progress("aws: spot placement scores")
+            scores, notes = placement_scores(
+                self._api, home, result.instance_types, sorted(offered), self._today().isoformat()
+            )
+            result.placement_scores = scores
+            result.notes.extend(notes)
         result.calls = self.counter.count - start
         return result
 
@@ -462,6 +482,7 @@ class AwsCatalogFetcher:
                 "API_DescribeSpotPriceHistory.html",
                 "retrieved": today,
             },
+            SCORE_SOURCE_KEY: {**SCORE_SOURCE, "retrieved": today},
             SOURCE_KEY_EC2: {
                 "title": "EC2 DescribeInstanceTypes and DescribeInstanceTypeOfferings",
                 "url": "https://docs.aws.amazon.com/AWSEC2/latest/APIReference/"

@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from cloudapi.calls import AuthError
 from selector.catalog import Catalog, catalog_from_doc
+from selector.price_rules import apply_to_doc
 
 PRICE_MOVE_FACTOR = 3.0
 """A refreshed price more than 3× above or below the previous one is kept but reported:
@@ -60,6 +61,12 @@ class FetchResult:
     zone_ids: dict[str, dict[str, str]] = field(default_factory=dict)
     """AWS: region → zone name → availability-zone ID, as this refresh learnt them (to bring
     previous offers keyed by zone names, from an older refresh, to AZ IDs)."""
+    spot_interruption: list[dict[str, Any]] | None = None
+    """Fresh interruption-frequency rows (the Spot Instance Advisor); None: not fetched, the
+    previous rows stay."""
+    placement_scores: list[dict[str, Any]] | None = None
+    """Fresh spot placement scores (credentials only); None: not fetched. A cloud's previous
+    scores never outlive a refresh of it: a score is a moment's answer."""
 
 
 class CatalogFetcher(Protocol):
@@ -82,9 +89,14 @@ class RefreshReport:
     price_moves: list[str]
     useful: bool
     auth_errors: list[str] = field(default_factory=list)
+    rules: dict[str, int] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    """Clouds not refreshed, and why (no credentials or project): their previous offers stay."""
 
     def lines(self) -> list[str]:
-        out = []
+        out = [
+            f"{cloud}: not refreshed ({why}); its previous offers kept" for cloud, why in self.skipped.items()
+        ]
         for r in self.results:
             out.append(
                 f"{r.cloud}: {len(r.regions_ok)} regions refreshed, {len(r.regions_failed)} failed, "
@@ -95,6 +107,13 @@ class RefreshReport:
             f"stale (kept previous prices): {key}: {why}" for key, why in sorted(self.stale_regions.items())
         )
         out.extend(f"price moved: {line}" for line in self.price_moves)
+        if self.rules:
+            out.append(
+                f"price rules: {self.rules.get('not-sold', 0)} offers dropped (type not sold in that "
+                "market), "
+                f"{self.rules.get('unpriced', 0)} kept but never priced (spot floor, per-GPU floor, marked "
+                f"suspect), {self.rules.get('unconfirmed', 0)} in an unconfirmed market (low confidence)"
+            )
         return out
 
 
@@ -196,7 +215,7 @@ def merge(
     for r in results:
         sources.update(r.sources)
     used_types = {(o["cloud"], o["instance_type"]) for o in offers}
-    doc = {
+    doc: dict[str, Any] = {
         "schema_version": 1,
         "as_of": now.strftime("%Y-%m-%d"),
         "generated_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -211,7 +230,13 @@ def merge(
             offers,
             key=lambda o: (o["cloud"], o["instance_type"], o["region"], o.get("zone") or "", o["market"]),
         ),
-        "spot_interruption": previous.get("spot_interruption", []),
+        "spot_interruption": _interruptions(previous, results),
+        "spot_placement_scores": [
+            s
+            for s in previous.get("spot_placement_scores", [])
+            if s.get("cloud") not in refreshed_clouds
+        ]
+        + [s for r in results for s in r.placement_scores or []],
         "refresh": {
             "regions_ok": sorted(f"{c}:{r}" for c, r in ok),
             "regions_stale": stale,
@@ -219,7 +244,19 @@ def merge(
     }
     if dropped:
         doc["refresh"]["dropped_zone_names"] = {f"aws:{r}": n for r, n in sorted(dropped.items())}
+    # A refresh never brings back an offer its type is not sold as (a3-highgpu-4g on demand).
+    doc["refresh"]["rules"] = apply_to_doc(doc)
     return doc, stale
+
+
+def _interruptions(previous: dict[str, Any], results: list[FetchResult]) -> list[dict[str, Any]]:
+    """The previous interruption rows, each replaced by a fresh one for the same cloud, region
+    and type where a refresh fetched them."""
+    rows = {(e["cloud"], e["region"], e["instance_type"]): e for e in previous.get("spot_interruption", [])}
+    for r in results:
+        for e in r.spot_interruption or []:
+            rows[(e["cloud"], e["region"], e["instance_type"])] = e
+    return [rows[k] for k in sorted(rows)]
 
 
 class CollectorPause:
@@ -324,4 +361,5 @@ def refresh(
         price_moves=moves,
         useful=useful,
         auth_errors=auth_errors,
+        rules=dict(doc["refresh"]["rules"]),
     )

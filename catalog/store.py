@@ -21,6 +21,7 @@ from typing import Any
 
 from selector.catalog import SNAPSHOT_FILE, Catalog, CatalogError, catalog_from_doc, load_catalog
 from selector.datafile import loads_json
+from selector.freshness import REFRESH_HINT, price_ages
 
 MAX_CACHE_AGE = timedelta(days=7)
 """A refreshed catalog older than this is not trusted over the snapshot: spot prices move daily."""
@@ -121,25 +122,25 @@ def resolve(
     if choice not in (None, "", "auto"):
         return Resolved(read_catalog_file(Path(choice)), "file")
     snapshot = load_catalog(SNAPSHOT_FILE)
-    age_days = (now.date() - _as_of(snapshot)).days
     if not cache.exists():
-        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, age_days, "no refreshed catalog"))
+        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, now, "no refreshed catalog"))
     try:
         cached = read_catalog_file(cache, require_checksum=True)
     except CatalogError as err:
-        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, age_days, f"ignored {err}"))
+        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, now, f"ignored {err}"))
     cached_day = _as_of(cached)
     if cached_day < _as_of(snapshot):
         reason = f"the refreshed catalog ({cached.as_of}) is older than the snapshot"
-        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, age_days, reason))
+        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, now, reason))
     if now.date() - cached_day > MAX_CACHE_AGE:
         reason = f"the refreshed catalog of {cached.as_of} is over {MAX_CACHE_AGE.days} days old"
-        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, age_days, reason))
+        return Resolved(snapshot, "snapshot", _snapshot_warning(snapshot, now, reason))
     return Resolved(cached, "cache")
 
 
-def _snapshot_warning(snapshot: Catalog, age_days: int, reason: str) -> str:
-    return (
-        f"gpufit: using the embedded price snapshot of {snapshot.as_of} ({age_days} days old; {reason}); "
-        "`gpufit catalog refresh` fetches today's prices"
-    )
+def _snapshot_warning(snapshot: Catalog, now: datetime, reason: str) -> str:
+    """Why the embedded snapshot is used, and how old its prices are: the prices' own dates,
+    not the day the file was built."""
+    ages = price_ages(o.as_of for o in snapshot.offers)
+    age = f"; {ages.describe(now.date())}" if ages is not None else ""
+    return f"gpufit: using the embedded catalog ({reason}{age}); {REFRESH_HINT}"

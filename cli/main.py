@@ -138,6 +138,7 @@ def _fail(lines: Sequence[str], code: int) -> int:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from cli.catalog_choice import resolved_catalog
+    from cli.clock import now
     from selector.catalog import CatalogError
     from selector.report import plan_to_dict
     from selector.select import plan
@@ -147,8 +148,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec)
     except SpecError as err:
         return _fail([f"{err.source}: {p}" for p in err.problems], EXIT_INVALID_SPEC)
+    clock = now()
+    today = clock.date()
     try:
-        catalog = resolved_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog, clock)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     feasible: list[Any] | None = [] if args.html else None
@@ -156,19 +159,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.html:
         from cli.pages import plan_page
 
-        if not _write_page(args.html, plan_page(result, feasible or [])):
+        if not _write_page(args.html, plan_page(result, feasible or [], today)):
             return EXIT_USAGE
     fmt = "json" if args.json else (args.format or "text")
     if fmt == "json":
-        sys.stdout.write(json.dumps(plan_to_dict(result), indent=2) + "\n")
+        sys.stdout.write(json.dumps(plan_to_dict(result, today), indent=2) + "\n")
     elif fmt == "markdown":
         from cli.render import render_markdown
 
-        sys.stdout.write(render_markdown(result) + "\n")
+        sys.stdout.write(render_markdown(result, today) + "\n")
     else:
         from cli.render import render_explain, render_plan
 
-        sys.stdout.write(render_plan(result) + "\n")
+        sys.stdout.write(render_plan(result, today) + "\n")
         if args.explain:
             sys.stdout.write(render_explain(result) + "\n")
     if result.status == "ok":
@@ -183,16 +186,18 @@ def cmd_offers(args: argparse.Namespace) -> int:
     import fnmatch
 
     from cli.catalog_choice import resolved_catalog
+    from cli.clock import now
     from selector.catalog import CatalogError
     from selector.report import offer_to_dict
 
+    clock = now()
     try:
-        catalog = resolved_catalog(args.catalog)
+        catalog = resolved_catalog(args.catalog, clock)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     gpu = args.gpu.lower() if args.gpu else None
     chosen = []
-    for offer in catalog.offers:
+    for offer in (*catalog.offers, *catalog.unpriced):
         it = offer.instance
         if args.cloud and it.cloud != args.cloud:
             continue
@@ -221,16 +226,17 @@ def cmd_offers(args: argparse.Namespace) -> int:
         from cli.pages import offers_page
         from selector.rates import load_rates
 
-        if not _write_page(args.html, offers_page(chosen, load_rates(), catalog)):
+        if not _write_page(args.html, offers_page(chosen, load_rates(), catalog, clock.date())):
             return EXIT_USAGE
     if args.json:
-        sys.stdout.write(json.dumps([offer_to_dict(o) for o in chosen], indent=1) + "\n")
+        rows = [offer_to_dict(o, clock.date()) for o in chosen]
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
     else:
-        from cli.render import render_offers
+        from cli.render import offers_footer, render_offers
         from selector.rates import load_rates
 
         sys.stdout.write(render_offers(chosen, load_rates()) + "\n")
-        sys.stdout.write(f"{len(chosen)} offers; catalog as of {catalog.as_of} ({catalog.source})\n")
+        sys.stdout.write(offers_footer(chosen, catalog, clock.date()) + "\n")
     return EXIT_OK
 
 

@@ -17,6 +17,7 @@ import html
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from cli.svg import Point, pareto, scatter, stacked_bar
@@ -65,6 +66,7 @@ SCRIPT = """
         tips.push((names.length?names.join(', '):'zones not known')+': $'+o[0]);
       });
       var vram=gib*n,bw=gbps*n,price=lo===hi?'$'+usd(lo,3):'$'+usd(lo,3)+'\u2013'+usd(hi,3);
+      var why=r[7]>=0?d.reasons[r[7]]:'';if(why){price='('+price+') not priced';}
       out.push('<tr data-cloud="'+cloud+'" data-region="'+esc(region)+'" data-gpu="'+esc(gpu)
         +'" data-vram="'+gib.toFixed(1)+'" data-fp8="'+(fp8?'yes':'no')+'" data-nvlink="'+(nvl?'yes':'no')
         +'" data-market="'+market+'" data-offers="'+r[3].length+'" data-key="'+esc(cloud+'/'+name+'/'+market)+'">'
@@ -75,7 +77,8 @@ SCRIPT = """
         +td(price,lo,1)+td('$'+(lo/vram).toFixed(4),Math.round(lo/vram*1e6)/1e6,1)
         +td('$'+(lo/bw*1000).toFixed(4)+'/1k',Math.round(lo/bw*1e8)/1e8,1)
         +td(d.billing[cloud]||'',d.billing[cloud]||'')+td(d.sources[r[4]],d.sources[r[4]])
-        +td(d.dates[r[5]],d.dates[r[5]])+'</tr>');
+        +td(d.dates[r[5]],d.dates[r[5]])+td(d.levels[r[6]],d.levels[r[6]])
+        +'<td class="why" title="'+esc(why)+'">'+esc(why)+'</td></tr>');
     });
     document.querySelector('#offers tbody').innerHTML=out.join('');
   }
@@ -148,6 +151,7 @@ OFFER_COLUMNS = (
     ("cloud", False), ("region", False), ("zones", True), ("instance", False), ("GPU", False),
     ("n", True), ("GiB/GPU", True), ("GB/s", True), ("FP8", False), ("NVLink", False), ("market", False),
     ("$/h", True), ("$/GiB-h", True), ("$/(GB/s)-h", True), ("billing", False), ("source", False), ("as of", False),
+    ("capacity", False), ("not priced because", False),
 )  # fmt: skip
 
 
@@ -166,9 +170,9 @@ class OfferGroup:
 def offer_groups(offers: Sequence[Offer]) -> list[OfferGroup]:
     """``offers`` grouped by (cloud, instance type, region, market), each group in the order of
     its first offer, its offers cheapest first."""
-    groups: dict[tuple[str, str, str, str], list[Offer]] = {}
+    groups: dict[tuple[str, str, str, str, bool], list[Offer]] = {}
     for o in offers:
-        groups.setdefault((o.cloud, o.instance.name, o.region, o.market), []).append(o)
+        groups.setdefault((o.cloud, o.instance.name, o.region, o.market, bool(o.unpriced)), []).append(o)
     return [OfferGroup(tuple(sorted(g, key=lambda o: o.hourly_usd))) for g in groups.values()]
 
 
@@ -176,8 +180,13 @@ def offers_data(groups: Sequence[OfferGroup], rates: dict[str, CloudRates]) -> d
     """The table's rows for the page's script, each string written once: ``types`` (cloud,
     name, GPU, GPUs, GiB per GPU, GB/s per GPU, FP8, NVLink), ``regions``, ``zones``,
     ``sources``, ``dates``, ``billing`` by cloud, and ``rows``: [type, region, spot (0/1),
-    [[price, [zone, ...]], ...] one per offer, source, date] (source and date the cheapest's)."""
-    tables: dict[str, dict[Any, int]] = {"types": {}, "regions": {}, "zones": {}, "sources": {}, "dates": {}}
+    [[price, [zone, ...]], ...] one per offer, source, date, obtainability level, why the
+    prices are not used (-1: priced)] (source, date and level the cheapest's)."""
+    from selector.obtainability import obtainability
+
+    tables: dict[str, dict[Any, int]] = {
+        "types": {}, "regions": {}, "zones": {}, "sources": {}, "dates": {}, "levels": {}, "reasons": {},
+    }  # fmt: skip
 
     def index(table: str, value: Any) -> int:
         return tables[table].setdefault(value, len(tables[table]))
@@ -195,6 +204,8 @@ def offers_data(groups: Sequence[OfferGroup], rates: dict[str, CloudRates]) -> d
                 [[o.hourly_usd, [index("zones", z) for z in o.zones]] for o in g.offers],
                 index("sources", first.source),
                 index("dates", first.as_of),
+                index("levels", "-" if first.unpriced else obtainability(first).level),
+                index("reasons", "; ".join(sorted({o.unpriced for o in g.offers}))) if first.unpriced else -1,
             ]
         )
     billing = {
@@ -211,7 +222,7 @@ def _json_script(element_id: str, data: Any) -> str:
     return f'<script type="application/json" id="{element_id}">{text}</script>'
 
 
-def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: Catalog) -> str:
+def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: Catalog, today: date) -> str:
     """The comparison table, one row per instance type, region and market with its zones and
     their price range, with sorting and filters; and two charts ($/h against VRAM per GPU and
     against memory bandwidth) with one point per instance type and market (its cheapest
@@ -219,6 +230,8 @@ def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: 
     groups = offer_groups(offers)
     cheapest: dict[tuple[str, str, str], Offer] = {}
     for o in offers:
+        if o.unpriced:
+            continue
         key = (o.cloud, o.instance.name, o.market)
         if key not in cheapest or o.hourly_usd < cheapest[key].hourly_usd:
             cheapest[key] = o
@@ -261,10 +274,18 @@ def offers_page(offers: Sequence[Offer], rates: dict[str, CloudRates], catalog: 
         + '<label><input name="spot" type="checkbox" value="1"> spot only</label></form>'
     )
     shown = f"{len(groups)} rows shown ({len(offers)} offers)"
+    from selector.freshness import price_ages
+
+    ages = price_ages(o.as_of for o in offers if not o.unpriced)
+    warning = ages.warning(today) if ages is not None else None
+    unpriced = sum(1 for o in offers if o.unpriced)
     body = (
         "<h1>GPU offers</h1>"
-        f'<p class="muted">{len(offers)} offers from the catalog {html.escape(catalog.source or catalog.path)}, '
-        f"as of {html.escape(catalog.as_of)}, in {len(groups)} rows: one per instance type, region and "
+        + (f'<p class="warn" id="stale">Warning: {html.escape(warning)}</p>' if warning else "")
+        + f'<p class="muted">{len(offers)} offers ({unpriced} kept but not priced, the reason in the last '
+        f"column) from the catalog {html.escape(catalog.source or catalog.path)} (built "
+        f"{html.escape(catalog.as_of)}; {html.escape(ages.describe(today) if ages else 'no prices')}), in "
+        f"{len(groups)} rows: one per instance type, region and "
         "market. Where the price differs by zone (AWS spot) a row spans the region's zones: $/h is "
         "the cheapest zone's price (what the row sorts by) and the range runs to the dearest; hover "
         "the zones count to see each zone's price. Every price names its source and date; click a "
@@ -289,20 +310,23 @@ def _terms_table(terms: Sequence[Term]) -> str:
     return f'<table><thead><tr><th>term</th><th class="num">value</th><th>unit</th><th>formula</th></tr></thead><tbody>{rows}</tbody></table>'
 
 
-def plan_page(plan: Plan, feasible: Sequence[Candidate]) -> str:
+def plan_page(plan: Plan, feasible: Sequence[Candidate], today: date) -> str:
     """The plan report: the choice, its cost as a stacked bar, the requirements arithmetic, the
     rejections by filter, and every feasible offer's total cost against job hours (tokens/s per
     stream when serving), the Pareto frontier drawn and the choice highlighted."""
-    from cli.render import fleet_line, money, serve_lines
+    from cli.render import capacity_line, fleet_line, money, prices_line, serve_lines
     from selector.units import format_hours
 
     spec, req, choice = plan.spec, plan.requirements, plan.choice
     serving = spec.task == "serve"
     parts = [f"<h1>gpufit plan: {html.escape(spec.name)}</h1>"]
+    warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
+    if warning:
+        parts.append(f'<p class="warn" id="stale">Warning: {html.escape(warning)}</p>')
     parts.append(
         f'<p class="muted">{html.escape(spec.task)} {html.escape(req.arch.name)} in {html.escape(spec.precision)}; '
-        f"catalog {html.escape(plan.catalog.source or plan.catalog.path)} as of {html.escape(plan.catalog.as_of)}; "
-        f"{plan.feasible} of {plan.considered} offers feasible.</p>"
+        f"catalog {html.escape(plan.catalog.source or plan.catalog.path)} (built {html.escape(plan.catalog.as_of)}); "
+        f"{html.escape(prices_line(plan, today))}; {plan.feasible} of {plan.considered} offers feasible.</p>"
     )
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
@@ -322,6 +346,7 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate]) -> str:
             ),
             ("$/h", money(cost.hourly_usd)),
             ("total", f"{money(cost.total_usd)} over {format_hours(cost.hours)}"),
+            ("capacity", capacity_line(plan)),
             ("price", f"{o.source}, as of {o.as_of}"),
             ("fleet", fleet_line(plan)),
             *[("serve", line) for line in serve_lines(plan)],

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import date
 
-from selector.catalog import Offer
+from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
+from selector.freshness import price_ages
+from selector.obtainability import obtainability
 from selector.rates import CloudRates
 from selector.select import Candidate, Plan
 from selector.sizing import Term, usable_gib
@@ -132,21 +135,59 @@ def fleet_line(plan: Plan) -> str:
         choice = plan.choice
         if choice is not None and choice.shape.nodes_per_replica > 1:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
-        return "fallbacks: none (no same-shape offer in this region and market)"
+        if plan.spec.placement.instance_types is not None:
+            return "fallbacks: none among placement.instance_types"
+        if choice is not None and choice.offer.zone is not None:
+            return (
+                f"fallbacks: none (no other type runs it in {choice.offer.zone}, the zone this spot "
+                f"price holds in, within the budget and ttl)"
+            )
+        return "fallbacks: none (no other type runs it in this region and market within the budget and ttl)"
     parts = [
         f"{f.offer.instance.name} {_where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
+        + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
+        + f" ({obtainability(f.offer).level})"
         for f in plan.fallbacks
     ]
-    return "fallbacks: " + ", ".join(parts)
+    weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
+    units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
+    return f"{units}fallbacks: " + ", ".join(parts)
 
 
-def render_plan(plan: Plan) -> str:
+def prices_line(plan: Plan, today: date) -> str:
+    """``prices from 2025-05..2025-06, 18 months old`` for the offers the plan considered."""
+    return plan.price_ages.describe(today) if plan.price_ages is not None else "no prices considered"
+
+
+def capacity_line(plan: Plan) -> str:
+    """Whether the choice's capacity can be had: its obtainability, and the expected wait's
+    value as it enters the expected cost."""
+    choice = plan.choice
+    assert choice is not None
+    cost, offer = choice.cost, choice.offer
+    obt = cost.obtainability or obtainability(offer)
+    line = f"{offer.market} {offer.instance.name}: obtainability {obt.describe()}"
+    if cost.on_demand_base:
+        line += f"; {cost.on_demand_base} instance(s) kept on-demand (serving.on_demand_base)"
+    if cost.wait_hours >= 0.05:
+        line += (
+            f"; expected wait {format_hours(cost.wait_hours)} × {money(cost.wait_value_per_hour)}/h "
+            f"(the cheapest plan's rate) = {money(cost.wait_usd)}, ranked at {money(cost.expected_usd)}"
+        )
+    return line + (" (estimate)" if obt.estimated else "")
+
+
+def render_plan(plan: Plan, today: date) -> str:
     spec, req = plan.spec, plan.requirements
     head = (
         f"{spec.name}: {spec.task} {req.arch.name} in {spec.precision} — catalog "
-        f"{plan.catalog.source or plan.catalog.path}, as of {plan.catalog.as_of}"
+        f"{plan.catalog.source or plan.catalog.path} (built {plan.catalog.as_of}); {prices_line(plan, today)}"
     )
-    lines = [head, ""]
+    lines = [head]
+    warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
+    if warning:
+        lines.append(f"WARNING: {warning}")
+    lines.append("")
     choice = plan.choice
     serving = spec.task == "serve"
     if choice is not None:
@@ -190,6 +231,7 @@ def render_plan(plan: Plan) -> str:
             lines.append(f"Spot      {known}; {cost.interruption_rate_per_h:.2g} interruptions/h expected")
         for item in cost.unpriced:
             lines.append(f"          not priced: {item}")
+        lines.append(f"Capacity  {capacity_line(plan)}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
         lines.append(f"Fleet     {fleet_line(plan)}")
         lines += [f"{'Serve' if i == 0 else '':<10}{line}" for i, line in enumerate(serve_lines(plan))]
@@ -213,14 +255,19 @@ def render_plan(plan: Plan) -> str:
                     money(cand.cost.hourly_usd),
                     money(cand.cost.total_usd),
                     f"{tok:.1f}" if tok is not None else format_hours(cand.cost.hours),
+                    cand.cost.obtainability.level if cand.cost.obtainability else "",
+                    money(cand.cost.expected_usd),
                 ]
             )
         last = "tok/s" if serving else "hours"
         lines.append(
             table(
-                ["#", "cloud", "instance", "where", "market", "GPUs", "$/h", "total", last],
+                [
+                    *("#", "cloud", "instance", "where", "market", "GPUs", "$/h", "total", last),
+                    *("capacity", "ranked at"),
+                ],
                 rows,
-                right=(6, 7, 8),
+                right=(6, 7, 8, 10),
             )
         )
     if plan.rejections:
@@ -280,7 +327,20 @@ def render_explain(plan: Plan) -> str:
             Term("checkpoint bucket", cost.bucket_usd, "USD", "GB × $/GB-month × (hours + keep_days) ÷ 730"),
             Term("egress", cost.egress_usd, "USD", "GB by the cloud's monthly tiers"),
             Term("dataset transfer", cost.data_transfer_usd, "USD", "dataset GB moved from data.region"),
-            Term("total", cost.total_usd, "USD", "sum"),
+            Term("total", cost.total_usd, "USD", "sum (what is billed)"),
+            Term(
+                "expected wait",
+                cost.wait_hours,
+                "h",
+                "(1 + interruptions) × (1 − p) ÷ p, p = chance of capacity within an hour (estimate)",
+            ),
+            Term(
+                "wait value",
+                cost.wait_usd,
+                "USD",
+                f"expected wait × {money(cost.wait_value_per_hour)}/h (a feasible plan's least $/h)",
+            ),
+            Term("ranked at", cost.expected_usd, "USD", "total + wait value"),
         ]
         if cost.spot_factor > 1.0:
             cost_terms.insert(
@@ -338,6 +398,7 @@ OFFER_COLUMNS = (
     "$/GiB-h",
     "billing",
     "as of",
+    "capacity",
 )
 
 
@@ -364,14 +425,38 @@ def render_offers(offers: Sequence[Offer], rates: dict[str, CloudRates]) -> str:
                 "yes" if gpu.fp8 else "-",
                 "yes" if it.nvlink else "-",
                 o.market,
-                f"{o.hourly_usd:,.3f}" + ("*" if o.confidence == "low" else ""),
+                f"{o.hourly_usd:,.3f}" + ("*" if o.confidence == "low" else "") + ("†" if o.unpriced else ""),
                 f"{o.hourly_usd / (it.gpu_count * gpu.memory_gib):.4f}",
                 _billing(rates.get(it.cloud)),
                 o.as_of,
+                "-" if o.unpriced else obtainability(o).level,
             ]
         )
     out = table(OFFER_COLUMNS, rows, right=(4, 5, 6, 10, 11))
-    return out + "\n* = low-confidence price (see the catalog's notes)."
+    out += "\n* = low-confidence price (see the catalog's notes)."
+    unpriced = [o for o in offers if o.unpriced]
+    if unpriced:
+        out += "\n† = kept in the catalog but never priced:"
+        for o in unpriced:
+            out += f"\n  {o.instance.cloud} {o.instance.name} {o.zone or o.region} {o.market}: {o.unpriced}"
+    return out
+
+
+def offers_footer(offers: Sequence[Offer], catalog: Catalog, today: date) -> str:
+    """How many offers, of which catalog, how old their prices are (with a warning past the
+    threshold) and how many were left out as not sold that way."""
+    priced = sum(1 for o in offers if not o.unpriced)
+    ages = price_ages(o.as_of for o in offers if not o.unpriced)
+    lines = [
+        f"{priced} offers ({len(offers) - priced} more kept but not priced); catalog {catalog.source} "
+        f"(built {catalog.as_of}); " + (ages.describe(today) if ages else "no prices")
+    ]
+    warning = ages.warning(today) if ages else None
+    if warning:
+        lines.append(f"WARNING: {warning}")
+    if catalog.not_sold:
+        lines.append(f"left out, not sold that way: {'; '.join(catalog.not_sold)}")
+    return "\n".join(lines)
 
 
 def _md_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -404,10 +489,13 @@ def mermaid_totals(plan: Plan, top: int = 6) -> str:
     )
 
 
-def render_markdown(plan: Plan) -> str:
+def render_markdown(plan: Plan, today: date) -> str:
     """The plan as a pull-request comment: choice, requirements, cost, alternatives, rejections."""
     spec, req = plan.spec, plan.requirements
     lines = [f"### gpufit plan: `{spec.name}` ({spec.task} {req.arch.name}, {spec.precision})", ""]
+    warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
+    if warning:
+        lines += [f"> **Warning:** {warning}", ""]
     choice = plan.choice
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
@@ -444,6 +532,7 @@ def render_markdown(plan: Plan) -> str:
                 f"compute {money(cost.compute_usd)} · storage {money(cost.storage_usd)} · "
                 f"egress {money(cost.egress_usd)} · dataset transfer {money(cost.data_transfer_usd)}",
             ],
+            ["capacity", capacity_line(plan)],
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
         ]
@@ -483,5 +572,6 @@ def render_markdown(plan: Plan) -> str:
             )
         )
         lines += ["", "</details>"]
-    lines += ["", f"_Catalog: {plan.catalog.source}, as of {plan.catalog.as_of}._"]
+    built = f"{plan.catalog.source} (built {plan.catalog.as_of})"
+    lines += ["", f"_Catalog: {built}; {prices_line(plan, today)}._"]
     return "\n".join(lines)

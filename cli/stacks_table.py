@@ -19,7 +19,7 @@ def stacks_table(stack_dir: Path, catalog: Catalog) -> str:
         result = plan(spec, catalog)
         choice = result.choice
         if choice is None:
-            rows.append([path.stem.removeprefix("Pulumi."), spec.task, result.status, "", "", ""])
+            rows.append([path.stem.removeprefix("Pulumi."), spec.task, result.status, "", "", "", ""])
             continue
         o, shape, cost = choice.offer, choice.shape, choice.cost
         count = f" × {shape.instances}" if shape.instances > 1 else ""
@@ -31,8 +31,11 @@ def stacks_table(stack_dir: Path, catalog: Catalog) -> str:
                 money(cost.hourly_usd),
                 money(cost.total_usd),
                 format_hours(lifetime_hours(result)),
+                cost.obtainability.level if cost.obtainability is not None else "",
             ]
         )
     return table(
-        ["stack", "task", "choice", "$/h", "estimated total", "deadline after"], rows, right=(3, 4, 5)
+        ["stack", "task", "choice", "$/h", "estimated total", "deadline after", "capacity"],
+        rows,
+        right=(3, 4, 5),
     )

@@ -62,6 +62,7 @@ REFRESH_OPERATIONS = (
     "DescribeInstanceTypeOfferings",
     "DescribeSpotPriceHistory",
     "DescribeAvailabilityZones",
+    "GetSpotPlacementScores",
 )
 READ_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "InstanceTypeInfo": (
@@ -76,6 +77,7 @@ READ_MEMBERS: Mapping[str, tuple[str, ...]] = {
     "InstanceTypeOffering": ("InstanceType", "Location"),
     "SpotPrice": ("AvailabilityZone", "InstanceType", "SpotPrice", "Timestamp"),
     "AvailabilityZone": ("ZoneName", "ZoneId"),
+    "SpotPlacementScore": ("Region", "AvailabilityZoneId", "Score"),
 }
 """Answer structures narrowed to what ``AwsCatalogFetcher`` reads (``_instance_type``,
 ``_offerings``, ``_spot``)."""

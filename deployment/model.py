@@ -32,8 +32,9 @@ SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full",
 @dataclass(frozen=True)
 class FleetMember:
     """One instance type the fleet may launch: the choice first, then its fallbacks in cost
-    order. ``weighted_capacity`` is how many replicas one instance holds (the same for every
-    member: a group's machines are interchangeable)."""
+    order. ``weighted_capacity`` is how many replicas (the fleet's capacity units) one instance
+    holds: the same for every member of a serving or training fleet, the machine's GPUs ÷ its
+    tensor parallelism in a batch fleet that mixes sizes (``selector.fallbacks``)."""
 
     instance_type: str
     machine_type: str
@@ -41,6 +42,7 @@ class FleetMember:
     gpu_count: int
     weighted_capacity: int
     hourly_usd: float
+    tensor_parallel: int = 1
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,16 @@ class Deployment:
     job_retries: int = 2  # runs of a failed command again on the same machine
     checkpoint_interval_s: int = 1800  # outputs/ is synced this often while the job runs
     checkpoint_gb: float = 0.0  # one training checkpoint (0: not training)
+    tensor_parallel: int = 1  # GPUs per replica of the choice's own shape
+    fleet_units: int = 0  # the group's desired capacity in replicas (0 = one per machine)
+    on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
+    spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
+
+    @property
+    def capacity_units(self) -> int:
+        """The fleet's desired capacity in its units: replicas, each machine weighted by the
+        replicas it holds (one unit per machine when the plan did not say)."""
+        return self.fleet_units or self.nodes
 
     @property
     def grouped(self) -> bool:

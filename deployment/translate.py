@@ -149,6 +149,7 @@ def deployment_from_plan(
                 it.gpu_count,
                 shape.replicas_per_instance,
                 offer.hourly_usd,
+                shape.tensor_parallel,
             ),
             *(
                 FleetMember(
@@ -158,8 +159,13 @@ def deployment_from_plan(
                     f.offer.instance.gpu_count,
                     f.weighted_capacity,
                     f.offer.hourly_usd,
+                    f.shape.tensor_parallel,
                 )
                 for f in plan.fallbacks
             ),
         ),
+        tensor_parallel=shape.tensor_parallel,
+        fleet_units=plan.fleet_units if shape.nodes_per_replica == 1 else 0,
+        on_demand_base=choice.cost.on_demand_base,
+        spot_allocation=spec.placement.spot_allocation,
     )

@@ -22,13 +22,16 @@ from selector.report import cost_to_dict
 from selector.select import Plan
 from selector.spec import WorkloadSpec
 
-LOCK_SCHEMA_VERSION = 3
+LOCK_SCHEMA_VERSION = 4
 """2: the fleet's fallback offers are pinned too (``fallbacks``). 3: each offer carries
 ``zones`` (the zones a region-level offer is known in; ``[zone]`` for a zone-specific one),
-and a zone-specific choice pins where the fleet launches. Version 2 locks are still read
-(their offers are region-level, zones unknown); a version-2 reader refuses version 3, rather
-than spreading a zone-pinned plan over the region."""
-READABLE_LOCK_VERSIONS = (2, LOCK_SCHEMA_VERSION)
+and a zone-specific choice pins where the fleet launches. 4: fallbacks of a batch fleet may
+hold other numbers of replicas (``weighted_capacity``), a spot endpoint's on-demand base is
+pinned (``on_demand_base``: the offer its base replicas run on), and so is what an hour of
+waiting for capacity was worth (``wait_value_per_hour``), so the replan ranks as the review
+did. Versions 2 and 3 are still read; a reader of 3 refuses 4, whose weighted fleets it would
+run as interchangeable machines."""
+READABLE_LOCK_VERSIONS = (2, 3, LOCK_SCHEMA_VERSION)
 LOCK_SUFFIX = ".lock.json"
 
 
@@ -90,7 +93,8 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
     if choice is None:
         raise ValueError(f"{plan.spec.name}: {plan.status}: nothing to lock")
     offer = choice.offer
-    pinned = [offer, *(f.offer for f in plan.fallbacks)]
+    base = _base_offer(plan) if choice.cost.on_demand_base else None
+    pinned = [offer, *(f.offer for f in plan.fallbacks), *([base] if base else [])]
     sources = {o.source: plan.catalog.sources[o.source] for o in pinned if o.source in plan.catalog.sources}
     return {
         "schema_version": LOCK_SCHEMA_VERSION,
@@ -109,6 +113,8 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),
+        "wait_value_per_hour": plan.wait_value_per_hour,
+        **({"on_demand_base": {"offer": _offer_dict(base)}} if base else {}),
         "fallbacks": [
             {
                 "instance_type": _instance_dict(f.offer),
@@ -120,6 +126,18 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
             for f in plan.fallbacks
         ],
     }
+
+
+def _base_offer(plan: Plan) -> Offer | None:
+    """The on-demand offer a spot endpoint's base replicas run on: the choice's type in its
+    region on demand, at the price the plan costed it (the dearest zone's)."""
+    choice = plan.choice
+    assert choice is not None
+    it, region = choice.offer.instance, choice.offer.region
+    here = [
+        o for o in plan.catalog.offers if o.instance is it and o.region == region and o.market == "on-demand"
+    ]
+    return max(here, key=lambda o: o.hourly_usd) if here else None
 
 
 FallbackSummary = tuple[str, str, str, float, int]
@@ -184,13 +202,14 @@ def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
     """A catalog holding exactly the locked offer and its fallbacks at their locked prices, so
     planning the spec against it reproduces the reviewed choice and fallback list."""
     entries = [lock, *lock.get("fallbacks", [])]
-    doc = {
+    base = [lock["on_demand_base"]["offer"]] if lock.get("on_demand_base") else []
+    doc: dict[str, Any] = {
         "schema_version": 1,
         "as_of": lock["catalog"]["as_of"],
         "source": f"lock of {lock['locked_at']} ({lock['catalog']['source']})",
         "sources": lock.get("sources", {}),
         "instance_types": [e["instance_type"] for e in entries],
-        "offers": [e["offer"] for e in entries],
+        "offers": [e["offer"] for e in entries] + base,
         "spot_interruption": [
             {
                 "cloud": e["offer"]["cloud"],
@@ -204,6 +223,8 @@ def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
             if e.get("interruption_bucket") and e["offer"]["market"] == "spot"
         ],
     }
+    if lock.get("wait_value_per_hour") is not None:
+        doc["wait_value_per_hour"] = lock["wait_value_per_hour"]
     return catalog_from_doc(doc, f"lock {lock['workload']}", gpus)
 
 

@@ -202,6 +202,17 @@ def _array(values: list[str] | tuple[str, ...]) -> str:
     return "(" + " ".join(shlex.quote(v) for v in values) + ")"
 
 
+def replica_shapes(d: Deployment) -> list[str]:
+    """``TYPE:TP:GPUS`` for each machine type the deployment may launch: a machine finds its own
+    type's tensor parallelism (and GPU count, should ``nvidia-smi`` not answer yet) and runs
+    GPUs ÷ TP workers of the job (``selector.fallbacks`` weights the fleet's machines by them)."""
+    members = {m.machine_type: m for m in d.members}
+    shapes = [f"{m.machine_type}:{m.tensor_parallel}:{m.gpu_count}" for m in members.values()]
+    if d.machine_type not in members:
+        shapes.insert(0, f"{d.machine_type}:{d.tensor_parallel}:{d.gpu_count}")
+    return shapes
+
+
 def settings(
     d: Deployment,
     bucket: str,
@@ -243,6 +254,10 @@ def settings(
         ("MASTER_ADDR", role.master_addr),
         ("RDZV_PORT", RDZV_PORT),
         ("MACHINES", d.nodes if group else 1),
+        # The machine's share of the work (GPUFIT_TP, GPUFIT_GPUS, GPUFIT_REPLICAS), derived on
+        # the machine: a batch fleet mixes types that run the job at different TP.
+        ("TP_DEFAULT", d.tensor_parallel),
+        ("GPU_COUNT", d.gpu_count),
         # Multi-node: torchrun restarts the workers itself (--max-restarts); when torchrun exits
         # non-zero the job cannot go on, and the nodes stop rather than wait again.
         ("RETRIES", 0 if role.nodes > 1 else d.job_retries),
@@ -282,6 +297,7 @@ def settings(
         f"SECRET_REFS={_array([r for _, r in job_env])}",
         f"SERVE_SECRETS={_array([x for pair in refs.serve_env() for x in pair])}",
         f"SERVE_PORTS={_array([str(p) for p in serving.ports()] if serving else [])}",
+        f"TP_BY_TYPE={_array(replica_shapes(d))}",
     ]
     return "\n".join(lines)
 

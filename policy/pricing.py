@@ -145,17 +145,26 @@ def group_hourly(
         distribution = as_map(policy.get("instancesDistribution"))
         spot = as_count(distribution.get("onDemandPercentageAboveBaseCapacity")) == 0
         capacity = as_count(props.get("maxSize")) or 0
+        base = (as_count(distribution.get("onDemandBaseCapacity")) or 0) if spot else 0
+        zones = resource_zones(AWS_GROUP, props)
         for override in as_seq(as_map(policy.get("launchTemplate")).get("overrides")):
             o = as_map(override)
             weight = as_count(o.get("weightedCapacity")) or 1
             shape = {"instanceType": o.get("instanceType")}
+            wants_od = base or not spot
+            on_demand = instance_offer(AWS_INSTANCE, shape, config, region, zones) if wants_od else None
             if spot:
                 shape["instanceMarketOptions"] = {"marketType": "spot"}
-            offer = instance_offer(AWS_INSTANCE, shape, config, region, resource_zones(AWS_GROUP, props))
-            if offer is None:
+            offer = instance_offer(AWS_INSTANCE, shape, config, region, zones) if spot else on_demand
+            if offer is None or (base and on_demand is None):
                 unpriced.append(f"aws {o.get('instanceType')}")
                 continue
-            worst = max(worst, offer.hourly_usd * -(-capacity // weight))
+            # An on-demand base (serving.on_demand_base) runs at the on-demand price, the rest on spot.
+            instances, base_instances = -(-capacity // weight), -(-base // weight)
+            hourly = offer.hourly_usd * max(0, instances - base_instances)
+            if on_demand is not None and base:
+                hourly += on_demand.hourly_usd * base_instances
+            worst = max(worst, hourly)
         return worst, unpriced
     template = templates[0] if templates else {}
     raw = as_map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")

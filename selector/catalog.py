@@ -10,11 +10,34 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field, replace
-from functools import cached_property, lru_cache
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-from selector.datafile import load_json, load_yaml, require_schema
+from selector.datafile import load_json
+from selector.gpus import GPUS_FILE, CatalogError, GpuSpec, gpu_by_alias, load_gpus, sourced_only
+from selector.price_rules import RULES_VERSION, PricePoint, judge
+
+MIN_SCORED_TYPES = 3
+
+__all__ = [
+    "CLOUDS",
+    "GPUS_FILE",
+    "INTERRUPTION_BUCKETS",
+    "MARKETS",
+    "SNAPSHOT_FILE",
+    "Catalog",
+    "CatalogError",
+    "GpuSpec",
+    "InstanceType",
+    "Market",
+    "Offer",
+    "catalog_from_doc",
+    "gpu_by_alias",
+    "load_catalog",
+    "load_gpus",
+    "sourced_only",
+]
 
 Market = Literal["on-demand", "spot"]
 MARKETS: tuple[Market, ...] = ("on-demand", "spot")
@@ -23,65 +46,7 @@ INTERRUPTION_BUCKETS: tuple[str, ...] = ("<5%", "5-10%", "10-15%", "15-20%", ">2
 NODE_INTERCONNECTS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")
 
 DATA_DIR = Path(__file__).parent / "data"
-GPUS_FILE = DATA_DIR / "gpus.yaml"
 SNAPSHOT_FILE = DATA_DIR / "catalog.json"
-
-
-class CatalogError(ValueError):
-    """A catalog or facts file that cannot be used, with the reason."""
-
-
-@dataclass(frozen=True, slots=True)
-class GpuSpec:
-    """One GPU model's facts. Throughputs are dense TFLOP/s; None means none or not sourced."""
-
-    name: str
-    aliases: tuple[str, ...]
-    memory_mib: int
-    memory_type: str
-    bandwidth_gbps: float
-    bf16_tflops: float | None
-    fp16_tflops: float | None
-    fp8_tflops: float | None
-    int8_tops: float | None
-    nvlink_gbps: float | None
-    arch: str
-    compute_capability: tuple[int, int]
-    source: str
-    confidence: str = "high"
-    notes: str = ""
-    estimated: tuple[str, ...] = ()  # throughput fields that are estimates, not sourced figures
-    estimate_source: str = ""
-
-    @property
-    def memory_gib(self) -> float:
-        return self.memory_mib / 1024
-
-    @property
-    def fp8(self) -> bool:
-        """FP8 tensor cores exist from compute capability 8.9 (Ada) upward."""
-        return self.fp8_tflops is not None
-
-    @property
-    def bf16(self) -> bool:
-        """BF16 tensor cores exist from compute capability 8.0 (Ampere) upward."""
-        return self.compute_capability >= (8, 0)
-
-    def tflops_at(self, precision: str) -> float | None:
-        """Dense tensor throughput a job computing in ``precision`` can reach.
-
-        Weight-only quantised formats (int4, nf4) and int8 weights compute in 16 bit; fp32
-        training runs on TF32 tensor cores at half the BF16 rate (A100 156 vs 312, H100 SXM
-        494.5 vs 989 TFLOP/s, NVIDIA datasheets).
-        """
-        sixteen = self.bf16_tflops if self.bf16_tflops is not None else self.fp16_tflops
-        if precision == "fp8":
-            return self.fp8_tflops
-        if precision == "fp16":
-            return self.fp16_tflops
-        if precision == "fp32":
-            return self.bf16_tflops / 2 if self.bf16_tflops is not None else None
-        return sixteen
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +91,8 @@ class Offer:
     # region-level, () unknown. AWS zones are AZ IDs (use1-az2), GCP zone names (us-central1-a).
     zones: tuple[str, ...] = ()
     stale: bool = False  # kept from an earlier catalog because its region failed to refresh
+    unpriced: str = ""  # why this price is never used (selector.price_rules); "" = priced
+    placement_score: int | None = None  # AWS spot placement score 1-10 (a refresh with credentials)
 
     @property
     def cloud(self) -> str:
@@ -145,6 +112,13 @@ class Catalog:
     source: str
     path: str
     sources: dict[str, Any] = field(default_factory=dict)
+    unpriced: tuple[Offer, ...] = ()
+    """Offers kept for the record but never priced, each with its ``unpriced`` reason."""
+    not_sold: tuple[str, ...] = ()
+    """Why offers of this file were left out: their type is not sold in their market."""
+    wait_value_per_hour: float | None = None
+    """A lock's catalog pins what an hour of waiting for capacity was worth when the plan was
+    reviewed (``gitops.lock``); None: the plan works it out (``selector.select``)."""
 
     @cached_property
     def by_instance_type(self) -> tuple[tuple[InstanceType, tuple[Offer, ...]], ...]:
@@ -158,6 +132,16 @@ class Catalog:
                 types[key] = offer.instance
             groups[key].append(offer)
         return tuple((types[k], tuple(v)) for k, v in groups.items())
+
+    @cached_property
+    def on_demand_prices(self) -> dict[tuple[str, str, str], float]:
+        """(cloud, instance type, region) → its on-demand $/h there (the dearest zone's)."""
+        prices: dict[tuple[str, str, str], float] = {}
+        for offer in self.offers:
+            if offer.market == "on-demand":
+                key = (offer.instance.cloud, offer.instance.name, offer.region)
+                prices[key] = max(prices.get(key, 0.0), offer.hourly_usd)
+        return prices
 
     def describe_source(self, key: str, full: bool = False) -> str:
         """``KEY (url, retrieved)``; with ``full``, the source's title as well."""
@@ -232,71 +216,6 @@ def _zones(entry: dict[str, Any], zone: str | None, where: str) -> tuple[str, ..
     return tuple(value)
 
 
-def _parse_gpu(entry: dict[str, Any], where: str) -> GpuSpec:
-    cc = str(_req(entry, "compute_capability", where)).split(".")
-    estimates = dict(entry.get("estimates") or {})
-    for key in estimates:
-        if entry.get(key) is not None:
-            raise CatalogError(f"{where}: {key} is sourced; an estimate may only fill a gap")
-
-    def figure(key: str) -> float | None:
-        return _opt_float(entry.get(key) if entry.get(key) is not None else estimates.get(key))
-
-    return GpuSpec(
-        name=str(_req(entry, "name", where)),
-        aliases=tuple(str(a) for a in entry.get("aliases", [])),
-        memory_mib=int(_req(entry, "memory_mib", where)),
-        memory_type=str(entry.get("memory_type", "")),
-        bandwidth_gbps=float(_req(entry, "bandwidth_gbps", where)),
-        bf16_tflops=figure("bf16_tflops"),
-        fp16_tflops=figure("fp16_tflops"),
-        fp8_tflops=figure("fp8_tflops"),
-        int8_tops=figure("int8_tops"),
-        nvlink_gbps=_opt_float(entry.get("nvlink_gbps")),
-        arch=str(entry.get("arch", "")),
-        compute_capability=(int(cc[0]), int(cc[1]) if len(cc) > 1 else 0),
-        source=str(_req(entry, "source", where)),
-        confidence=str(entry.get("confidence", "high")),
-        notes=str(entry.get("notes", "")),
-        estimated=tuple(sorted(estimates)),
-        estimate_source=str(entry.get("estimate_source", "")),
-    )
-
-
-def sourced_only(gpu: GpuSpec) -> GpuSpec:
-    """``gpu`` with its estimated throughputs removed (``placement.require_sourced``)."""
-    if not gpu.estimated:
-        return gpu
-    cleared: dict[str, Any] = dict.fromkeys(gpu.estimated)
-    return replace(gpu, **cleared, estimated=())
-
-
-@lru_cache(maxsize=4)
-def load_gpus(path: Path = GPUS_FILE) -> dict[str, GpuSpec]:
-    """GPU facts by canonical name."""
-    doc = load_yaml(path)
-    try:
-        require_schema(doc, path, 1)
-    except ValueError as err:
-        raise CatalogError(str(err)) from None
-    gpus: dict[str, GpuSpec] = {}
-    for i, entry in enumerate(doc.get("gpus", [])):
-        spec = _parse_gpu(entry, f"{path}: gpus[{i}]")
-        if spec.source not in doc.get("sources", {}):
-            raise CatalogError(f"{path}: gpu {spec.name} names unknown source {spec.source!r}")
-        gpus[spec.name] = spec
-    return gpus
-
-
-def gpu_by_alias(gpus: dict[str, GpuSpec], name: str) -> GpuSpec | None:
-    """Resolve a cloud API's GPU name (``nvidia-l4``, ``NVIDIA H200``) to its facts."""
-    lowered = name.lower()
-    for spec in gpus.values():
-        if lowered == spec.name.lower() or lowered in (a.lower() for a in spec.aliases):
-            return spec
-    return None
-
-
 def _parse_instance(entry: dict[str, Any], gpus: dict[str, GpuSpec], where: str) -> InstanceType:
     gpu_name = _text(entry, "gpu", where)
     if gpu_name not in gpus:
@@ -354,6 +273,8 @@ _SET_INTERRUPTION_BUCKET = _SLOTS.pop("interruption_bucket")
 _SET_NOTES = _SLOTS.pop("notes")
 _SET_ZONES = _SLOTS.pop("zones")
 _SET_STALE = _SLOTS.pop("stale")
+_SET_UNPRICED = _SLOTS.pop("unpriced")
+_SET_PLACEMENT_SCORE = _SLOTS.pop("placement_score")
 assert not _SLOTS, f"Offer fields not set by the plain path: {sorted(_SLOTS)}"
 
 
@@ -362,6 +283,7 @@ def _plain_offer(
     types: dict[tuple[str, str], InstanceType],
     buckets: dict[tuple[str, str, str], str],
     shared: dict[Any, Any],
+    scores: dict[tuple[str, str, str, str], int],
 ) -> Offer | None:
     """The offer of a plainly valid entry, checked inline (a catalog holds thousands); None for
     anything else, which ``_checked_offer`` then accepts or rejects with the reason. Accepts a
@@ -407,7 +329,13 @@ def _plain_offer(
             return None
         zones_t = cached
     confidence, notes, stale = get("confidence", "high"), get("notes", ""), get("stale", False)
-    if type(confidence) is not str or type(notes) is not str or type(stale) is not bool:
+    unpriced = get("unpriced", "")
+    if (
+        type(confidence) is not str
+        or type(notes) is not str
+        or type(stale) is not bool
+        or type(unpriced) is not str
+    ):
         return None
     region = shared.setdefault(region, region)
     offer: Offer = _new_object(Offer)
@@ -424,7 +352,28 @@ def _plain_offer(
     _SET_NOTES(offer, notes)
     _SET_ZONES(offer, zones_t)
     _SET_STALE(offer, stale)
+    _SET_UNPRICED(offer, unpriced)
+    score = _score(scores, cloud, region, zone, zones_t, name) if market == "spot" else None
+    _SET_PLACEMENT_SCORE(offer, score)
     return offer
+
+
+def _score(
+    scores: dict[tuple[str, str, str, str], int],
+    cloud: str,
+    region: str,
+    zone: str | None,
+    zones: tuple[str, ...],
+    name: str,
+) -> int | None:
+    """A spot offer's placement score: its zone's; for a region-level offer, the best of its
+    zones' (the fleet may launch in any of them), else the region's own score (zone "")."""
+    if not scores:
+        return None
+    if zone is not None:
+        return scores.get((cloud, region, zone, name))
+    found = [s for z in zones if (s := scores.get((cloud, region, z, name))) is not None]
+    return max(found) if found else scores.get((cloud, region, "", name))
 
 
 def _checked_offer(
@@ -432,6 +381,7 @@ def _checked_offer(
     types: dict[tuple[str, str], InstanceType],
     buckets: dict[tuple[str, str, str], str],
     where: str,
+    scores: dict[tuple[str, str, str, str], int],
 ) -> Offer:
     """An offer entry, checked field by field: the offer, or CatalogError saying what is wrong."""
     if not isinstance(entry, dict):
@@ -460,6 +410,10 @@ def _checked_offer(
     zone = _opt_text(entry, "zone", where)
     if spread is not None and zone is not None:
         raise CatalogError(f"{where}: hourly_usd_range spans zones; the zone-specific {zone} has one price")
+    unpriced = entry.get("unpriced", "")
+    if not isinstance(unpriced, str):
+        raise CatalogError(f"{where}: unpriced must be the reason (a string), not {unpriced!r}")
+    zones = _zones(entry, zone, where)
     return Offer(
         instance=it,
         region=region,
@@ -472,8 +426,10 @@ def _checked_offer(
         hourly_usd_range=(float(spread[0]), float(spread[1])) if spread else None,
         interruption_bucket=buckets.get((it.cloud, region, it.name)) if market == "spot" else None,
         notes=str(entry.get("notes", "")),
-        zones=_zones(entry, zone, where),
+        zones=zones,
         stale=bool(entry.get("stale", False)),
+        unpriced=unpriced,
+        placement_score=_score(scores, it.cloud, region, zone, zones, it.name) if market == "spot" else None,
     )
 
 
@@ -503,27 +459,89 @@ def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | 
             _text(entry, "instance_type", where),
         )
         buckets[key] = str(bucket)
+    scores = _placement_scores(doc, path)
     offers: list[Offer] = []
     seen: set[tuple[str, str, str, str | None, str]] = set()
     shared: dict[Any, Any] = {}  # one object per distinct string and zones tuple
     for i, entry in enumerate(_entries(doc, "offers", path)):
-        offer = _plain_offer(entry, types, buckets, shared)
+        offer = _plain_offer(entry, types, buckets, shared, scores)
         if offer is None:  # anything unusual: the checked path accepts it or says why not
-            offer = _checked_offer(entry, types, buckets, f"{path}: offers[{i}]")
+            offer = _checked_offer(entry, types, buckets, f"{path}: offers[{i}]", scores)
         offer_key = offer.key
         if offer_key in seen:
             raise CatalogError(f"{path}: offers[{i}]: duplicate offer {offer_key}")
         seen.add(offer_key)
         offers.append(offer)
+    not_sold: list[str] = []
+    if doc.get("price_rules") != RULES_VERSION:  # not judged when it was written: judge it now
+        offers, not_sold = _judged(offers)
     return Catalog(
         gpus=gpus,
         instance_types=tuple(types.values()),
-        offers=tuple(offers),
+        offers=tuple(o for o in offers if not o.unpriced),
         as_of=str(doc.get("as_of", "")),
         source=str(doc.get("source", "")),
         path=path,
         sources=sources,
+        unpriced=tuple(o for o in offers if o.unpriced),
+        not_sold=tuple(not_sold),
+        wait_value_per_hour=_opt_number(doc, "wait_value_per_hour", path),
     )
+
+
+def _judged(offers: list[Offer]) -> tuple[list[Offer], list[str]]:
+    """``selector.price_rules`` on loaded offers: those not sold in their market dropped (with
+    the reason, once per type and market), the unpriceable marked, the unconfirmed at low
+    confidence."""
+    verdicts = judge(
+        [
+            PricePoint(
+                o.instance.cloud,
+                o.instance.name,
+                o.instance.gpu.name,
+                o.instance.gpu_count,
+                o.region,
+                o.market,
+                o.hourly_usd,
+            )
+            for o in offers
+        ]
+    )
+    kept: list[Offer] = []
+    gone: dict[str, None] = {}
+    for offer, verdict in zip(offers, verdicts, strict=True):
+        if verdict.verdict == "not-sold":
+            gone[verdict.reason] = None
+            continue
+        if verdict.verdict == "unpriced":
+            offer = replace(offer, unpriced=verdict.reason)
+        if verdict.unconfirmed and offer.confidence != "low":
+            notes = "; ".join(n for n in (offer.notes, verdict.unconfirmed) if n)
+            offer = replace(offer, confidence="low", notes=notes)
+        kept.append(offer)
+    return kept, list(gone)
+
+
+def _placement_scores(doc: dict[str, Any], path: str) -> dict[tuple[str, str, str, str], int]:
+    """``spot_placement_scores``: (cloud, region, zone or "", instance type) → score 1-10, from
+    requests of at least ``MIN_SCORED_TYPES`` types (EC2: with fewer, "the returned placement
+    score will always be low", GetSpotPlacementScores ``InstanceTypes``)."""
+    scores: dict[tuple[str, str, str, str], int] = {}
+    for i, entry in enumerate(_entries(doc, "spot_placement_scores", path)):
+        where = f"{path}: spot_placement_scores[{i}]"
+        score = _number(entry, "score", where, minimum=1)
+        if score > 10 or score != int(score):
+            raise CatalogError(f"{where}: score must be a whole number from 1 to 10, not {score!r}")
+        names = entry.get("instance_types")
+        if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
+            raise CatalogError(f"{where}: instance_types must list the types the score was asked for")
+        if len(names) < MIN_SCORED_TYPES:
+            continue
+        zone = entry.get("zone") or ""
+        for name in names:
+            key = (_text(entry, "cloud", where), _text(entry, "region", where), str(zone), name)
+            scores[key] = int(score)
+    return scores
 
 
 def load_catalog(path: str | Path | None = None) -> Catalog:

@@ -8,9 +8,10 @@ by the clouds' monthly tiers, including moving the dataset to where the GPUs are
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from selector.catalog import Offer
+from selector.obtainability import Obtainability, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
 from selector.sizing import Requirements, Shape
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -189,6 +190,10 @@ class Cost:
     spot_factor: float
     interruption_rate_per_h: float
     unpriced: tuple[str, ...]
+    on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
+    obtainability: Obtainability | None = None
+    wait_value_per_hour: float = 0.0
+    wait_usd: float = 0.0
 
     @property
     def storage_usd(self) -> float:
@@ -201,7 +206,33 @@ class Cost:
 
     @property
     def total_usd(self) -> float:
+        """What is billed: compute, storage, egress, dataset transfer."""
         return self.compute_usd + self.other_usd
+
+    @property
+    def interruptions(self) -> float:
+        """Expected spot interruptions over the run (each asks for capacity anew)."""
+        return self.interruption_rate_per_h * self.hours
+
+    @property
+    def wait_hours(self) -> float:
+        """Expected hours waiting for capacity, at launch and after each interruption."""
+        if self.obtainability is None:
+            return 0.0
+        return (1.0 + self.interruptions) * self.obtainability.wait_hours
+
+    @property
+    def expected_usd(self) -> float:
+        """What plans rank by: the billed total plus the expected wait's value
+        (``selector.obtainability``)."""
+        return self.total_usd + self.wait_usd
+
+
+def with_wait(cost: Cost, obt: Obtainability, value_per_hour: float) -> Cost:
+    """``cost`` with the offer's obtainability and the value of its expected wait, an hour of
+    it at ``value_per_hour`` (``selector.obtainability``)."""
+    waited = wait_usd(obt, cost.interruptions, value_per_hour)
+    return replace(cost, obtainability=obt, wait_value_per_hour=value_per_hour, wait_usd=waited)
 
 
 def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: float) -> float | None:
@@ -213,29 +244,40 @@ def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: f
     return rates_from.internet_egress_usd(gb, months)
 
 
-def run_hours(offer: Offer, shape: Shape, inputs: CostInputs) -> tuple[float, float, float]:
-    """Expected hours the instances run, the spot factor and the interruption rate."""
+def run_hours(
+    offer: Offer, shape: Shape, inputs: CostInputs, on_demand_instances: int = 0
+) -> tuple[float, float, float]:
+    """Expected hours the instances run, the spot factor and the interruption rate (of the
+    spot instances: those of an on-demand base are not interrupted)."""
     base = inputs.run_hours if inputs.run_hours is not None else (shape.job_hours or 0.0)
     if offer.market != "spot":
         return base, 1.0, 0.0
-    rate = interruption_rate_per_hour(offer.interruption_bucket) * shape.instances
+    rate = interruption_rate_per_hour(offer.interruption_bucket) * (shape.instances - on_demand_instances)
     factor = spot_overhead_factor(rate, inputs.checkpoint_interval_h, inputs.restart_h)
     return base * factor, factor, rate
 
 
-def cost_key(offer: Offer, inputs: CostInputs) -> tuple[object, ...]:
+def cost_key(offer: Offer, inputs: CostInputs, base: tuple[int, float] = (0, 0.0)) -> tuple[object, ...]:
     """What, besides the hourly price, ``offer_cost`` depends on for a given instance type:
     offers that share this key share billed hours and every non-compute cost, so a caller
     may compute ``offer_cost`` once per key (``select.plan`` does, for speed)."""
-    return (offer.market, offer.interruption_bucket, offer.region == inputs.data_region)
+    return (offer.market, offer.interruption_bucket, offer.region == inputs.data_region, base)
 
 
-def offer_cost(offer: Offer, shape: Shape, inputs: CostInputs, rates: dict[str, CloudRates]) -> Cost:
-    """Expected total cost of the workload on ``offer`` run as ``shape``."""
+def offer_cost(
+    offer: Offer,
+    shape: Shape,
+    inputs: CostInputs,
+    rates: dict[str, CloudRates],
+    on_demand_base: tuple[int, float] = (0, 0.0),
+) -> Cost:
+    """Expected total cost of the workload on ``offer`` run as ``shape``. ``on_demand_base``:
+    (instances of a spot serving fleet kept on-demand, their on-demand $/h each)."""
     cloud_rates = rates[offer.cloud]
-    hours, factor, rate = run_hours(offer, shape, inputs)
+    base_instances, base_price = on_demand_base
+    hours, factor, rate = run_hours(offer, shape, inputs, base_instances)
     billed = cloud_rates.billed_hours(hours)
-    hourly = offer.hourly_usd * shape.instances
+    hourly = offer.hourly_usd * (shape.instances - base_instances) + base_price * base_instances
     months = max(hours / HOURS_PER_MONTH, 1.0)
     unpriced: list[str] = []
     disk = cloud_rates.block_usd_per_gb_month * inputs.disk_gb * shape.instances * billed / HOURS_PER_MONTH
@@ -271,4 +313,5 @@ def offer_cost(offer: Offer, shape: Shape, inputs: CostInputs, rates: dict[str, 
         spot_factor=factor,
         interruption_rate_per_h=rate,
         unpriced=tuple(unpriced),
+        on_demand_base=base_instances,
     )

@@ -12,15 +12,22 @@ order. A fallback is an offer
   region-level offer is known in (a fallback whose own zones are not known counts there, but
   not for a zone-specific choice);
 - costed at its dearest offer among those zones, since the group may start it in any of them;
-- whose own fit runs each replica the same way: one node per replica and the same GPUs per
-  replica (so the same launch command and tensor parallelism work on it);
-- that holds as many replicas per instance as the choice (its ``weighted_capacity``), so that
-  every machine of the fleet is interchangeable: the boot script runs one command per machine
-  and knows no replica index, so a machine holding more replicas than another would do the
-  work of one; a serving fallback must reach the token rate with no more replicas than the
-  choice runs;
-- that still meets the TTL and the budget when it runs the whole fleet;
-- on GCP, that one instance template serves (the same attached accelerators).
+- whose own fit runs a replica on one node;
+- that holds, per instance, the replicas its ``weighted_capacity`` says. The fleet counts
+  replicas (capacity units), each instance weighted by the replicas it holds (AWS
+  ``WeightedCapacity``):
+  - a batch job's fleet takes machines of any size (1, 2, 4 or 8 GPUs) of any GPU that runs
+    the job, each at its own tensor parallelism: each machine runs ``GPUFIT_REPLICAS`` = its
+    GPUs ÷ its type's TP workers of the job (``machine.boot`` looks the TP up by the
+    machine's type), so a bigger machine does more of the shared work;
+  - a served model's launch (ports, GPU ranges, TP) is rendered for the plan's replicas per
+    machine, and a fine-tune is one job on one machine's GPUs: both keep the choice's GPUs and
+    TP per replica and replicas per instance (a serving fallback must also reach the token
+    rate with no more replicas than the choice runs);
+  - on GCP a managed instance group counts VMs, not units, and its instance flexibility
+    keeps one instance template: a fallback there holds as many replicas as the choice
+    (same-size flexibility) and attaches the same GPUs;
+- that still meets the TTL and the budget when it runs the whole fleet.
 
 Each type is listed once. Its cost is the workload's
 expected total on that type alone (the worst case of a fleet made only of it): ``offer_cost``
@@ -36,7 +43,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from selector.catalog import Catalog, InstanceType, Offer
-from selector.cost import Cost, CostInputs, offer_cost
+from selector.cost import Cost, CostInputs, offer_cost, with_wait
+from selector.obtainability import obtainability
 from selector.rates import CloudRates
 from selector.sizing import Rejection, Shape
 
@@ -44,6 +52,9 @@ MAX_FALLBACKS = 9
 """At most this many fallbacks after the choice: ten instance types in all, well inside an
 Auto Scaling group's 40 overrides, and few enough for a reviewer to read in a plan."""
 
+
+VM_COUNTED_CLOUDS = frozenset({"gcp"})
+"""Clouds whose fleet counts machines, not weighted units (a GCP MIG's target size is VMs)."""
 
 ACCELERATOR_BOUND_CLOUDS = frozenset({"gcp"})
 """Clouds whose fleet overrides only the machine type: a GCP MIG's instance flexibility keeps
@@ -95,16 +106,27 @@ def fleet_shape(own: Shape, units: int) -> Shape:
     return replace(own, instances=instances, replicas=units, job_hours=hours)
 
 
-def same_shape(choice: Shape, own: Shape, units: int) -> bool:
-    """Whether a type whose fit is ``own`` can run the choice's fleet (see the module doc)."""
+def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
+    """How many capacity units (replicas) one instance of a type whose fit is ``own`` counts
+    for in the choice's fleet, or None when it cannot join it (see the module doc).
+    ``weighted``: the fleet may mix sizes (a batch job, on a cloud that weights instances)."""
     if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1:
-        return False
+        return None
+    if weighted:
+        return own.replicas_per_instance
     if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
-        return False
+        return None
     if own.replicas_per_instance != choice.replicas_per_instance:
-        return False
+        return None
     serving_rate = own.job_hours is None and own.tokens_per_s_per_replica is not None
-    return not (serving_rate and own.replicas > units)
+    if serving_rate and own.replicas > units:
+        return None
+    return own.replicas_per_instance
+
+
+def same_shape(choice: Shape, own: Shape, units: int) -> bool:
+    """Whether ``own`` can join the choice's fleet holding as many replicas per instance."""
+    return weight_in_fleet(choice, own, units, weighted=False) is not None
 
 
 def fallbacks(
@@ -117,12 +139,21 @@ def fallbacks(
     instance_patterns: list[str] | None,
     deadline_hours: float | None,
     within_budget: Callable[[float, float], bool],
+    on_demand_base: tuple[int, float] = (0, 0.0),
+    weighted: bool = False,
+    wait_value: float = 0.0,
+    fit_at: Callable[[InstanceType, int], Shape | Rejection] | None = None,
     limit: int = MAX_FALLBACKS,
 ) -> tuple[Fallback, ...]:
-    """The choice's same-shape fallbacks in its region and market (and in its zone when the
-    choice is zone-specific), cheapest expected total first (ties: fewer GPUs, then the name),
-    one per instance type, at most ``limit``."""
+    """The choice's fallbacks in its region and market (and in its zone when the choice is
+    zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
+    instance type, at most ``limit``. ``weighted``: a batch fleet that may mix machine sizes;
+    ``on_demand_base``: the choice's instances kept on-demand (a spot serving fleet), costed
+    the same in every fallback. Fallbacks rank by expected cost, their obtainability included,
+    an hour of waiting worth ``wait_value``. ``fit_at`` (a served model) refits a type at the
+    choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP."""
     units = fleet_units(choice_shape)
+    weighted = weighted and choice_offer.cloud not in VM_COUNTED_CLOUDS
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
     pinned = choice_offer.zone
     allowed = (pinned,) if pinned is not None else choice_offer.zones
@@ -152,18 +183,26 @@ def fallbacks(
         # The group may launch this type in any zone it is allowed: cost it where it is dearest.
         here = [max(here, key=lambda o: o.hourly_usd)]
         own = fit_of(it)
-        if isinstance(own, Rejection) or not same_shape(choice_shape, own, units):
+        if (
+            fit_at is not None
+            and not isinstance(own, Rejection)
+            and own.tensor_parallel != choice_shape.tensor_parallel
+        ):
+            own = fit_at(it, choice_shape.tensor_parallel)
+        weight = None if isinstance(own, Rejection) else weight_in_fleet(choice_shape, own, units, weighted)
+        if isinstance(own, Rejection) or weight is None:
             continue
         shape = fleet_shape(own, units)
         for offer in here:
-            cost = offer_cost(offer, shape, inputs, rates)
+            billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
+            cost = with_wait(billed, obtainability(offer), wait_value)
             if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
                 continue
             if not within_budget(cost.hourly_usd, cost.total_usd):
                 continue
-            key = (cost.total_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
+            key = (cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
             best = found.get(it.name)
             if best is None or key < best[0]:
-                found[it.name] = (key, Fallback(offer, shape, cost, own.replicas_per_instance))
+                found[it.name] = (key, Fallback(offer, shape, cost, weight))
     ranked = sorted(found.values(), key=lambda entry: entry[0])
     return tuple(fallback for _, fallback in ranked[:limit])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from selector.catalog import Offer
+from selector.consumption import status as consumption_status
 from selector.cost import Cost, disk_parts, disk_size_gb, outputs_note
 from selector.fallbacks import Fallback
+from selector.freshness import age_text, as_of_date
+from selector.obtainability import Obtainability, obtainability
 from selector.select import Candidate, Plan
 from selector.sizing import GIB, Shape
 
@@ -15,9 +19,21 @@ def _r(value: float | None, digits: int = 4) -> float | None:
     return None if value is None else round(value, digits)
 
 
-def offer_to_dict(offer: Offer) -> dict[str, Any]:
+def obtainability_to_dict(obt: Obtainability) -> dict[str, Any]:
+    return {
+        "level": obt.level,
+        "p_per_hour": _r(obt.p, 4),
+        "expected_wait_hours": _r(obt.wait_hours, 3),
+        "reasons": list(obt.reasons),
+        "estimated": obt.estimated,
+    }
+
+
+def offer_to_dict(offer: Offer, today: date | None = None) -> dict[str, Any]:
+    """One offer as data; with ``today``, the price's age in days as well."""
     it = offer.instance
     gpu = it.gpu
+    day = as_of_date(offer.as_of)
     return {
         "cloud": it.cloud,
         "region": offer.region,
@@ -39,8 +55,16 @@ def offer_to_dict(offer: Offer) -> dict[str, Any]:
         "interruption_bucket": offer.interruption_bucket,
         "source": offer.source,
         "as_of": offer.as_of,
+        "price_age_days": (today - day).days if today is not None and day is not None else None,
+        "price_age": age_text(offer.as_of, today) if today is not None else None,
         "confidence": "low" if gpu.estimated or gpu.confidence == "low" else offer.confidence,
         "gpu_figures_estimated": list(gpu.estimated),
+        "priced": not offer.unpriced,
+        "unpriced_reason": offer.unpriced or None,
+        "consumption": consumption_status(it.cloud, it.name, offer.market),
+        "placement_score": offer.placement_score,
+        "obtainability": obtainability_to_dict(obtainability(offer)),
+        "notes": offer.notes,
     }
 
 
@@ -58,6 +82,11 @@ def cost_to_dict(cost: Cost) -> dict[str, Any]:
         "hourly_usd": _r(cost.hourly_usd, 4),
         "spot_overhead_factor": _r(cost.spot_factor, 6),
         "unpriced": list(cost.unpriced),
+        "on_demand_base_instances": cost.on_demand_base,
+        "expected_wait_hours": _r(cost.wait_hours, 3),
+        "wait_value_per_hour": _r(cost.wait_value_per_hour, 4),
+        "wait_usd": _r(cost.wait_usd, 2),
+        "expected_usd": _r(cost.expected_usd, 2),
     }
 
 
@@ -76,8 +105,8 @@ def shape_to_dict(shape: Shape) -> dict[str, Any]:
     }
 
 
-def candidate_to_dict(candidate: Candidate) -> dict[str, Any]:
-    out = offer_to_dict(candidate.offer)
+def candidate_to_dict(candidate: Candidate, today: date | None = None) -> dict[str, Any]:
+    out = offer_to_dict(candidate.offer, today)
     out["instances"] = candidate.shape.instances
     out["tokens_per_s_per_stream"] = _r(candidate.shape.tokens_per_s_per_stream, 2)
     out["shape"] = shape_to_dict(candidate.shape)
@@ -96,15 +125,19 @@ def fallback_to_dict(fallback: Fallback) -> dict[str, Any]:
         "market": offer.market,
         "hourly_usd": offer.hourly_usd,
         "weighted_capacity": fallback.weighted_capacity,
+        "tensor_parallel": fallback.shape.tensor_parallel,
         "instances": fallback.shape.instances,
         "total_usd": _r(fallback.cost.total_usd, 2),
+        "expected_usd": _r(fallback.cost.expected_usd, 2),
+        "obtainability": obtainability_to_dict(obtainability(offer)),
         "source": offer.source,
         "as_of": offer.as_of,
     }
 
 
-def plan_to_dict(plan: Plan) -> dict[str, Any]:
-    """The ``plan --json`` document (keys other tools rely on are listed in the README)."""
+def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
+    """The ``plan --json`` document (keys other tools rely on are listed in the README);
+    ``today`` dates the prices (``prices``: the age of the offers considered)."""
     req = plan.requirements
     choice = plan.choice
     shape = choice.shape if choice else None
@@ -133,7 +166,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "requirements": requirements,
         "choice": (
             {
-                **candidate_to_dict(choice),
+                **candidate_to_dict(choice, today),
                 "weighted_capacity": choice.shape.replicas_per_instance,
                 "fleet_units": plan.fleet_units,
                 "fallbacks": [fallback_to_dict(f) for f in plan.fallbacks],
@@ -143,7 +176,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ),
         "cost": cost_to_dict(choice.cost) if choice else None,
         "disk": disk_to_dict(plan),
-        "alternatives": [candidate_to_dict(c) for c in plan.alternatives],
+        "alternatives": [candidate_to_dict(c, today) for c in plan.alternatives],
         "rejections": dict(sorted(plan.rejections.items())),
         "rejection_examples": dict(sorted(plan.rejection_examples.items())),
         "closest_misses": [
@@ -157,6 +190,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
             "source": plan.catalog.source,
             "path": plan.catalog.path,
         },
+        "prices": (
+            plan.price_ages.as_dict(today) if plan.price_ages is not None and today is not None else None
+        ),
     }
 
 

@@ -10,19 +10,25 @@ alternative per instance type and market, rejection counts and the closest misse
 from __future__ import annotations
 
 import fnmatch
+import math
 from collections import Counter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
-from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
+from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.fallbacks import Fallback, fallbacks, fleet_units
+from selector.freshness import PriceAges, price_ages_counted
 from selector.images import unsupported_reason
+from selector.obtainability import obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
-from selector.sizing import Rejection, Requirements, Shape, fit, requirements
+from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
 from selector.spec import WorkloadSpec
 
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
+_Entry = tuple[Offer, Shape, int, float, float, float, int, tuple[int, float]]
+"""A feasible offer: offer, shape, preference, billed total, hours, interruptions/h, GPUs, base."""
 
 FIT_FILTERS = (
     "fp8",
@@ -74,6 +80,16 @@ class Plan:
     considered: int
     catalog: Catalog
     fallbacks: tuple[Fallback, ...] = ()
+    price_ages: PriceAges | None = None
+    """The dates of the prices of the offers the plan considered (placement allowed)."""
+    wait_value_per_hour: float = 0.0
+    """What an hour of waiting for capacity is worth: the lowest hourly spend of any feasible
+    plan (``selector.obtainability``)."""
+
+    @property
+    def choice_weight(self) -> int:
+        """How many replicas (capacity units) one instance of the choice holds."""
+        return self.choice.shape.replicas_per_instance if self.choice is not None else 0
 
     @property
     def fleet_units(self) -> int:
@@ -88,13 +104,56 @@ class Plan:
 
 
 def _market_preference(spec: WorkloadSpec, market: str) -> int | None:
-    """None = not allowed; lower ranks first. none → on-demand only; stateless → spot first,
-    on-demand as fallback; checkpointed → both, by expected cost."""
+    """None = not allowed; lower ranks first. none → on-demand only; stateless and
+    checkpointed → both, by expected cost (obtainability included: a spot price whose capacity
+    cannot be had no longer wins by preference)."""
     if spec.fault_tolerance == "none":
         return 0 if market == "on-demand" else None
-    if spec.fault_tolerance == "stateless":
-        return 0 if market == "spot" else 1
     return 0
+
+
+def _on_demand_base(
+    spec: WorkloadSpec, offer: Offer, shape: Shape, catalog: Catalog
+) -> tuple[int, float] | Rejection:
+    """(instances kept on-demand, their $/h) of a spot serving fleet: ``serving.on_demand_base``
+    replicas (by default one when the endpoint runs two or more: a single replica on spot is
+    what ``fault_tolerance: stateless`` asked for), in whole instances, at the type's on-demand
+    price in the region; a Rejection when the fleet cannot keep them (see the README's
+    "serving.on_demand_base")."""
+    given = spec.serving.on_demand_base if spec.serving is not None else 0
+    wanted = given if given is not None else (1 if shape.replicas >= 2 else 0)
+    if spec.task != "serve" or offer.market != "spot" or wanted == 0 or shape.nodes_per_replica > 1:
+        return (0, 0.0)
+    it = offer.instance
+    instances = math.ceil(min(wanted, shape.replicas) / shape.replicas_per_instance)
+    if instances >= shape.instances:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted} keeps all {shape.replicas} replica(s) on-demand: "
+            "the on-demand offer prices that fleet",
+        )
+    if it.cloud in ON_DEMAND_BASE_UNSUPPORTED:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted}: a {it.cloud} managed instance group runs one provisioning "
+            "model, so spot replicas cannot keep an on-demand base (set serving.on_demand_base: 0 to "
+            "serve from spot alone)",
+        )
+    price = catalog.on_demand_prices.get((it.cloud, it.name, offer.region))
+    if price is None:
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted}: {it.name} has no on-demand offer in {offer.region} "
+            "to keep the base on",
+        )
+    return (instances, price)
+
+
+NO_BASE: tuple[int, float] = (0, 0.0)
+
+ON_DEMAND_BASE_UNSUPPORTED = frozenset({"gcp"})
+"""Clouds whose fleet cannot mix provisioning models: a GCP managed instance group's instance
+template is either SPOT or STANDARD."""
 
 
 def _matches(patterns: list[str] | None, value: str) -> bool:
@@ -164,14 +223,12 @@ def plan(
     """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice.
     ``feasible_out``, when given, receives every feasible offer as a candidate (for the plan
     report's chart; the plan itself keeps the best per instance type and market)."""
-    collected: list[tuple[Offer, Shape]] | None = [] if feasible_out is not None else None
     rates = rates if rates is not None else load_rates()
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
     placement = spec.placement
     tally = _Tally()
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
-    feasible = 0
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
 
     def fit_of(it: InstanceType) -> Shape | Rejection:
@@ -186,10 +243,18 @@ def plan(
         return shape
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
+    serving_base = spec.task == "serve"  # a spot endpoint may keep an on-demand base
     pref_of = {market: _market_preference(spec, market) for market in MARKETS}
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     # Jobs must finish, interruptions included, before the TTL tears them down.
     deadline = req.deadline_hours if inputs.run_hours is None else None
+    considered: Counter[str] = Counter()
+    # Feasible offers that may rank first: (offer, shape, preference, billed total, hours,
+    # interruption rate, GPUs, on-demand base); every feasible one for ``feasible_out``.
+    entries: list[_Entry] = []
+    everything: list[_Entry] | None = [] if feasible_out is not None else None
+    feasible = 0
+    cheapest_hourly = math.inf
     for it, offers in catalog.by_instance_type:
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
@@ -207,6 +272,7 @@ def plan(
                 tally.reject(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
+        considered.update(map(_AS_OF, allowed))
         if isinstance(shape, Rejection):
             if allowed:
                 usable = [o for o in allowed if pref_of[o.market] is not None] or list(allowed)
@@ -214,18 +280,32 @@ def plan(
             continue
         instances = shape.instances
         gpus = it.gpu_count * instances
-        costs: dict[tuple[object, ...], tuple[float, float, float]] = {}
-        local: dict[str, tuple[tuple[object, ...], Offer]] = {}
+        costs: dict[tuple[object, ...], tuple[float, float, float, float]] = {}
+        bases: dict[str, tuple[int, float] | Rejection] = {}
+        # The cheapest offer of each market and obtainability class: the others of the class
+        # wait as long (same p, same interruptions), so none of them can rank first.
+        local: dict[tuple[str, str | None, int | None], tuple[float, str, str, _Entry]] = {}
         for offer in allowed:
-            pref = pref_of[offer.market]
+            market = offer.market
+            pref = pref_of[market]
             if pref is None:
                 tally.reject(market_rejection)
                 continue
-            ck = cost_key(offer, inputs)
+            base: tuple[int, float] | Rejection | None = NO_BASE
+            if market == "spot" and serving_base:
+                base = bases.get(offer.region)
+                if base is None:
+                    base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
+                if isinstance(base, Rejection):
+                    tally.reject(base, 1, offer)
+                    continue
+            assert base is not None and not isinstance(base, Rejection)
+            bucket = offer.interruption_bucket
+            ck = cost_key(offer, inputs, base)
             cached = costs.get(ck)
             if cached is None:
-                c = offer_cost(offer, shape, inputs, rates)
-                cached = costs[ck] = (c.billed_hours, c.other_usd, c.hours)
+                c = offer_cost(offer, shape, inputs, rates, base)
+                cached = costs[ck] = (c.billed_hours, c.other_usd, c.hours, c.interruption_rate_per_h)
             if deadline is not None and cached[2] > deadline:
                 tally.reject(
                     Rejection(
@@ -237,7 +317,7 @@ def plan(
                     offer,
                 )
                 continue
-            hourly = offer.hourly_usd * instances
+            hourly = offer.hourly_usd * (instances - base[0]) + base[1] * base[0]
             total = hourly * cached[0] + cached[1]
             if (budget_hourly is not None and hourly > budget_hourly) or (
                 budget_total is not None and total > budget_total
@@ -247,20 +327,39 @@ def plan(
                 tally.reject(over, 1, offer)
                 continue
             feasible += 1
-            if collected is not None:
-                collected.append((offer, shape))
-            incumbent = local.get(offer.market)
-            if incumbent is not None and (pref, total) > incumbent[0][:2]:
+            if hourly < cheapest_hourly:
+                cheapest_hourly = hourly
+            if everything is not None:
+                everything.append((offer, shape, pref, total, cached[2], cached[3], gpus, base))
+            klass = (market, bucket, offer.placement_score)
+            leader = local.get(klass)
+            if leader is not None and (
+                total > leader[0] or (total == leader[0] and (offer.region, offer.zone or "") >= leader[1:3])
+            ):
                 continue
-            rk = rank_key(pref, total, gpus, offer)
-            if incumbent is None or rk < incumbent[0]:
-                local[offer.market] = (rk, offer)
-        for market, (rk, offer) in local.items():
-            best[(it.cloud, it.name, market)] = (rk, offer, shape)
+            entry = (offer, shape, pref, total, cached[2], cached[3], gpus, base)
+            local[klass] = (total, offer.region, offer.zone or "", entry)
+        entries.extend(e[3] for e in local.values())
+    value = catalog.wait_value_per_hour
+    if value is None:
+        value = cheapest_hourly if feasible else 0.0
+    for offer, shape, pref, total, hours, rate, gpus, _ in entries:
+        expected = total + wait_usd(obtainability(offer, shape.nodes_per_replica), rate * hours, value)
+        key = (offer.instance.cloud, offer.instance.name, offer.market)
+        rk = rank_key(pref, expected, gpus, offer)
+        top_of_type = best.get(key)
+        if top_of_type is None or rk < top_of_type[0]:
+            best[key] = (rk, offer, shape)
+    base_of = {id(e[0]): e[7] for e in entries}
+
+    def candidate(o: Offer, s: Shape, base: tuple[int, float]) -> Candidate:
+        cost = offer_cost(o, s, inputs, rates, base)
+        return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value))
+
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
-    candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
-    if feasible_out is not None and collected is not None:
-        feasible_out.extend(Candidate(o, s, offer_cost(o, s, inputs, rates)) for o, s in collected)
+    candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked)
+    if feasible_out is not None and everything is not None:
+        feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]
@@ -274,6 +373,10 @@ def plan(
             placement.instance_types,
             deadline,
             lambda hourly, total: _budget(inputs, hourly, total) is None,
+            base_of.get(id(first.offer), (0, 0.0)),
+            weighted=spec.task == "batch",
+            wait_value=value,
+            fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
         )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
@@ -292,4 +395,10 @@ def plan(
         considered=len(catalog.offers),
         catalog=catalog,
         fallbacks=backups,
+        price_ages=price_ages_counted(considered),
+        wait_value_per_hour=value,
     )
+
+
+_AS_OF = attrgetter("as_of")
+

@@ -15,6 +15,15 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
 MINI_CATALOG = FIXTURES / "mini_catalog.json"
 
+TODAY = "2026-12-04"
+"""The date every test runs on (``GPUFIT_TODAY``): ages in the output are reproducible."""
+
+
+@pytest.fixture(autouse=True)
+def _frozen_today(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFIT_TODAY", TODAY)
+
+
 @pytest.fixture(autouse=True)
 def _no_real_hub(monkeypatch: pytest.MonkeyPatch) -> None:
     """No test reaches the real Hugging Face Hub: ``model.hf`` alone goes to a loopback port

@@ -41,6 +41,7 @@ from cloudapi.lean_botocore import (
 from cloudapi.retry import RetryPolicy
 from selector.catalog import SNAPSHOT_FILE, load_catalog, load_gpus
 from tests.fakes.aws import Faults, PricingServer, aws_env, error_response, moto_server, operation, region_of
+from tests.fakes.aws_public import PublicAwsServer
 
 TODAY = date(2026, 12, 2)
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
@@ -63,10 +64,19 @@ def servers() -> Iterator[tuple[str, PricingServer]]:
         yield ec2_url, pricing  # small pages, so the tests walk NextToken pagination
 
 
+@pytest.fixture(scope="module")
+def public_files() -> Iterator[PublicAwsServer]:
+    """The public files a refresh with credentials still reads (the Spot Instance Advisor)."""
+    with PublicAwsServer(REGIONS) as server:
+        yield server
+
+
 @pytest.fixture
-def env(servers: tuple[str, PricingServer], monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def env(
+    servers: tuple[str, PricingServer], public_files: PublicAwsServer, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     ec2_url, pricing = servers
-    values = aws_env(ec2_url, pricing.url)
+    values = {**aws_env(ec2_url, pricing.url), **public_files.env()}
     for key, value in values.items():
         monkeypatch.setenv(key, value)
     for key in ("AWS_PROFILE", "AWS_ENDPOINT_URL", "AWS_SESSION_TOKEN"):
@@ -79,7 +89,7 @@ def fetcher(faults: Faults | None = None, counter: CallCounter | None = None) ->
     if faults is not None:
         session.events.register("before-send", faults)
     return AwsCatalogFetcher(
-        session=session, counter=counter, policy=NO_SLEEP, today=lambda: TODAY, now=lambda: NOW
+        session=session, counter=counter, policy=NO_SLEEP, today=lambda: TODAY, now=lambda: NOW, scores=False
     )
 
 
@@ -816,9 +826,17 @@ def test_cli_refresh_writes_a_checked_catalog_that_plan_uses(
     from cli.main import main
 
     out = tmp_path / "catalog.json"
-    code = main(["catalog", "refresh", "--cloud", "aws", "--regions", *REGIONS, "--out", str(out)])
+    code = main(
+        [
+            *("catalog", "refresh", "--cloud", "aws", "--regions", *REGIONS),
+            *("--out", str(out), "--no-placement-scores"),
+        ]
+    )
     printed = capsys.readouterr()
     assert code == 0, printed.err
+    # with credentials: per-zone spot from the API, interruption buckets from the public advisor
+    rows = json.loads(out.read_text())["spot_interruption"]
+    assert "AWS_SPOT_ADVISOR" in {e["source"] for e in rows if e["region"] in REGIONS}
     assert "aws: 2 regions refreshed, 0 failed" in printed.out and f"wrote {out}" in printed.out
     catalog = read_catalog_file(out, require_checksum=True)
     assert catalog.source.startswith("refresh aws")
@@ -847,7 +865,10 @@ def test_cli_refresh_auth_error_exit_code(
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
     code = main(
-        ["catalog", "refresh", "--cloud", "aws", "--regions", "us-east-1", "--out", str(tmp_path / "c.json")]
+        [
+            *("catalog", "refresh", "--cloud", "aws", "--aws-source", "account"),
+            *("--regions", "us-east-1", "--out", str(tmp_path / "c.json")),
+        ]
     )
     err = capsys.readouterr().err
     assert code == 7 and "no credentials" in err and not (tmp_path / "c.json").exists()

@@ -173,21 +173,34 @@ def test_the_fast_path_builds_the_same_offers_as_the_checked_path() -> None:
         _offer(zones=["usw2-az1"], notes="n", stale=True),
         _offer(zone="usw2-az1", market="on-demand", hourly_usd=1),
         _offer(confidence="low"),
+        _offer(unpriced="at EC2's spot floor"),
+        _offer(zone="usw2-az1", market="spot"),
+        _offer(zones=["usw2-az1", "usw2-az2"], market="spot"),
     ]
+    # placement scores: a zone's own, and a region-level offer gets the best of its zones'
+    scores = {
+        ("aws", "us-west-2", "usw2-az1", "g6.xlarge"): 7,
+        ("aws", "us-west-2", "usw2-az2", "g6.xlarge"): 3,
+    }
     shared: dict[Any, Any] = {}
     for i, entry in enumerate(doc["offers"] + extra):
-        fast = _plain_offer(entry, types, buckets, shared)
+        fast = _plain_offer(entry, types, buckets, shared, scores)
         assert fast is not None, entry
-        slow = _checked_offer(entry, types, buckets, f"offers[{i}]")
+        slow = _checked_offer(entry, types, buckets, f"offers[{i}]", scores)
         for f in dataclasses.fields(Offer):
             assert getattr(fast, f.name) == getattr(slow, f.name), (entry, f.name)
             assert type(getattr(fast, f.name)) is type(getattr(slow, f.name)), (entry, f.name)
         assert fast == slow and hash(fast.key) == hash(slow.key)
-    assert len(catalog.offers) == len(doc["offers"])
+        if entry in extra[-2:]:
+            assert fast.placement_score == 7
+    assert len(catalog.offers) + len(catalog.unpriced) == len(doc["offers"])
+    reasons = {e["unpriced"] for e in doc["offers"] if e.get("unpriced")}
+    assert {o.unpriced for o in catalog.unpriced} == reasons
     # what the fast path declines goes to the checked path (and is accepted or explained there)
-    assert _plain_offer(_offer(hourly_usd_range=[0.4, 0.5]), types, buckets, {}) is None
-    assert _plain_offer(_offer(hourly_usd=True), types, buckets, {}) is None
-    assert _plain_offer(_offer(zone="usw2-az1", zones=["usw2-az9"]), types, buckets, {}) is None
+    assert _plain_offer(_offer(hourly_usd_range=[0.4, 0.5]), types, buckets, {}, {}) is None
+    assert _plain_offer(_offer(hourly_usd=True), types, buckets, {}, {}) is None
+    assert _plain_offer(_offer(zone="usw2-az1", zones=["usw2-az9"]), types, buckets, {}, {}) is None
+    assert _plain_offer(_offer(unpriced=1), types, buckets, {}, {}) is None
 
 
 # ------------------------------------------------------------------------------ the build
@@ -226,7 +239,7 @@ def _first(rows: list[dict[str, str]], **match: str) -> dict[str, str]:
 def test_the_copied_tables_build(tables: tuple[ModuleType, Path]) -> None:
     module, _ = tables
     doc = module.build()
-    assert len(doc["offers"]) == len(SNAPSHOT.offers)
+    assert len(doc["offers"]) == len(SNAPSHOT.offers) + len(SNAPSHOT.unpriced)
 
 
 def test_equal_zone_prices_make_one_region_offer_and_unequal_ones_one_per_zone(

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from cli.main import main
-from selector.catalog import CatalogError, _parse_gpu, load_catalog, load_gpus, sourced_only
+from selector.catalog import CatalogError, load_catalog, load_gpus, sourced_only
+from selector.gpus import _parse_gpu
 from selector.select import plan
 from selector.spec import parse_spec
 

@@ -1,5 +1,7 @@
-"""The fleet's fallback list: same cloud, region and market as the choice, same shape of
-replica, cheapest expected job first; shown by `gpufit plan`, pinned by locks."""
+"""The fleet's fallback list: same cloud, region and market as the choice; a batch fleet takes
+machines of several sizes and GPUs, each weighted by the replicas it holds, a serving or training
+fleet the choice's replica shape; cheapest expected job first; shown by `gpufit plan`, pinned by
+locks."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ import yaml
 from cli.main import main
 from gitops.lock import LOCK_SCHEMA_VERSION, locked_catalog, make_lock, read_lock, reviewed_difference
 from selector.catalog import Catalog, load_catalog
-from selector.cost import cost_inputs, offer_cost
+from selector.cost import cost_inputs, offer_cost, with_wait
 from selector.fallbacks import MAX_FALLBACKS, fleet_shape, fleet_units, offered_in
+from selector.obtainability import obtainability
 from selector.rates import load_rates
 from selector.select import Plan, plan
 from selector.spec import load_spec, parse_spec
@@ -45,33 +48,58 @@ def test_fallbacks_share_region_market_and_replica_shape_in_cost_order() -> None
             choice.offer.region,
             choice.offer.market,
         )
-        assert f.shape.nodes_per_replica == 1 and f.shape.tensor_parallel == choice.shape.tensor_parallel
-        assert f.shape.gpus_per_replica == choice.shape.gpus_per_replica
-        assert f.offer.instance.name != choice.offer.instance.name
+        assert f.shape.nodes_per_replica == 1 and f.offer.instance.name != choice.offer.instance.name
         # the whole fleet on this type: its replicas carry the choice's capacity
         assert f.shape.instances * f.weighted_capacity >= result.fleet_units
+        assert f.weighted_capacity == f.shape.replicas_per_instance
     assert len({f.offer.instance.name for f in fallbacks}) == len(fallbacks)
-    totals = [f.cost.total_usd for f in fallbacks]
-    assert totals == sorted(totals) and totals[0] >= choice.cost.total_usd
+    expected = [f.cost.expected_usd for f in fallbacks]
+    assert expected == sorted(expected) and expected[0] >= choice.cost.expected_usd
 
 
-def test_a_fallback_holds_the_choices_replicas_and_costs_the_job_on_its_own_type() -> None:
-    """Every machine of a group runs the same boot script with no replica index, so a fallback
-    holds exactly the choice's replicas per instance: 8 one-GPU replicas on sdxl's
-    p6-b200.48xlarge, so only other 8-GPU types, each costed for the whole job at its own speed."""
+def test_a_batch_fleet_takes_machines_of_several_sizes_weighted_by_the_replicas_they_hold() -> None:
+    """sdxl-batch runs 11 one-GPU replicas on g4dn.xlarge (a T4 each); its fleet also takes
+    1-GPU and 8-GPU machines, each counting for the replicas it holds (GPUs ÷ TP), each costed
+    for the whole job at its own speed with as many instances as the 11 replicas need."""
     result = stack_plan("sdxl-batch")
     choice = result.choice
-    assert choice is not None and choice.shape.replicas_per_instance == 8
+    assert choice is not None and choice.shape.replicas_per_instance == 1 and result.fleet_units == 11
+    weights = {f.offer.instance.name: f.weighted_capacity for f in result.fallbacks}
+    assert weights["g4dn.metal"] == 8 and weights["g4dn.4xlarge"] == 1
     rates = load_rates()
     inputs = cost_inputs(result.spec, result.requirements)
     for f in result.fallbacks:
-        assert f.weighted_capacity == 8 and f.offer.instance.gpu_count == 8
-        assert f.shape.instances == choice.shape.instances
-        assert f.cost == offer_cost(f.offer, f.shape, inputs, rates)
-    assert choice.offer.instance.gpu.name == "B200"
-    l4 = next(f for f in result.fallbacks if f.offer.instance.name == "g6.48xlarge")
-    assert l4.shape.job_hours is not None and choice.shape.job_hours is not None
-    assert l4.shape.job_hours > choice.shape.job_hours  # slower GPUs: the job is longer
+        assert f.weighted_capacity == f.offer.instance.gpu_count // f.shape.tensor_parallel
+        assert f.shape.instances == -(-11 // f.weighted_capacity)
+        billed = offer_cost(f.offer, f.shape, inputs, rates)
+        assert f.cost == with_wait(billed, obtainability(f.offer), result.wait_value_per_hour)
+    metal = next(f for f in result.fallbacks if f.offer.instance.name == "g4dn.metal")
+    assert metal.shape.instances == 2 and metal.shape.job_hours is not None
+    assert choice.shape.job_hours is not None and metal.shape.job_hours < choice.shape.job_hours
+
+
+def test_a_batch_fleet_mixes_gpus_at_their_own_tensor_parallelism() -> None:
+    """Mixtral in bf16 needs TP 4 on A100-40GB and TP 2 on H100: both join one batch fleet,
+    each machine running its GPUs ÷ its TP replicas."""
+    spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / "09-mixtral-synthetic-data.yaml")
+    result = plan(spec, CATALOG)
+    assert result.choice is not None and result.choice.offer.instance.name == "p4d.24xlarge"
+    assert result.choice.shape.tensor_parallel == 4 and result.choice.shape.replicas_per_instance == 2
+    p5 = next(f for f in result.fallbacks if f.offer.instance.name == "p5.48xlarge")
+    assert (p5.shape.tensor_parallel, p5.weighted_capacity) == (2, 4)
+
+
+def test_serving_and_training_fleets_keep_the_choices_replica_shape() -> None:
+    serving = stack_plan("llama8b-fp8")
+    qlora = ROOT / "tests" / "fixtures" / "realistic" / "12-guanaco-65b-qlora.yaml"
+    training = plan(load_spec(qlora), CATALOG)
+    for result in (serving, training):
+        choice = result.choice
+        assert choice is not None and len(result.fallbacks) >= 2
+        for f in result.fallbacks:
+            assert f.weighted_capacity == choice.shape.replicas_per_instance
+            assert f.shape.gpus_per_replica == choice.shape.gpus_per_replica
+            assert f.shape.tensor_parallel == choice.shape.tensor_parallel
 
 
 def test_fleet_shape_scales_a_jobs_hours_with_its_instances() -> None:
@@ -107,13 +135,17 @@ def test_no_fallbacks_for_a_replica_spanning_nodes_and_placement_is_honoured() -
     assert len(others - {choice.offer.instance.name}) >= 2
     assert spanning.fallbacks == ()
     only = stack_plan("sdxl-batch", placement={"clouds": ["aws"], "instance_types": ["g6e.48xlarge", "g6.*"]})
-    assert only.choice is not None and only.choice.offer.instance.name == "g6e.48xlarge"
-    assert [f.offer.instance.name for f in only.fallbacks] == ["g6.48xlarge"]
+    assert only.choice is not None and only.choice.offer.instance.name.startswith("g6")
+    assert only.fallbacks and all(
+        f.offer.instance.name == "g6e.48xlarge" or f.offer.instance.name.startswith("g6.")
+        for f in only.fallbacks
+    )
 
 
 def test_fallbacks_keep_to_the_budget() -> None:
-    free = stack_plan("sdxl-batch")
-    cap = sorted(f.cost.total_usd for f in free.fallbacks)[2]
+    free = stack_plan("sdxl-batch", budget={"max_total_usd": 1000})
+    assert len(free.fallbacks) >= 3
+    cap = sorted(f.cost.total_usd for f in free.fallbacks)[1]
     tight = stack_plan("sdxl-batch", budget={"max_total_usd": cap})
     assert tight.fallbacks and all(f.cost.total_usd <= cap for f in tight.fallbacks)
     assert len(tight.fallbacks) < len(free.fallbacks)
@@ -134,7 +166,7 @@ def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> 
         "placement": {
             "clouds": ["gcp"],
             "regions": ["us-east4"],
-            "instance_types": ["n1-*", "g2-standard-48"],
+            "instance_types": ["n1-*+t4x4", "g2-standard-48"],
         },
     }
     result = plan(parse_spec(spec), CATALOG)
@@ -154,8 +186,10 @@ def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> 
 def test_plan_shows_and_exports_the_fallbacks(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")]) == 0
     fleet = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Fleet"))
-    assert fleet.startswith(
-        "Fleet     fallbacks: p5.48xlarge use1-az6 spot $14.87/h, p5en.48xlarge use1-az6 spot $19.17/h, "
+    assert fleet == (
+        "Fleet     11 replicas, each machine counted by the replicas it holds; fallbacks: g4dn.4xlarge "
+        "afs1-az3 spot $0.18/h (medium), g4dn.8xlarge af-south-1 spot $0.48/h (medium), g4dn.metal "
+        "afs1-az3 spot $10.32/h ×8 (high)"
     )
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml"), "--json"]) == 0
     choice = json.loads(capsys.readouterr().out)["choice"]
@@ -163,10 +197,10 @@ def test_plan_shows_and_exports_the_fallbacks(capsys: pytest.CaptureFixture[str]
     assert [f["instance_type"] for f in choice["fallbacks"]] == [
         f.offer.instance.name for f in expected.fallbacks
     ]
-    first = choice["fallbacks"][0]
-    assert {"instance_type", "market", "hourly_usd", "weighted_capacity"} <= set(first)
-    assert (first["market"], first["weighted_capacity"]) == ("spot", 8)
-    assert choice["fleet_units"] == 8 and choice["weighted_capacity"] == 8
+    first, last = choice["fallbacks"][0], choice["fallbacks"][-1]
+    assert {"instance_type", "market", "hourly_usd", "weighted_capacity", "obtainability"} <= set(first)
+    assert (first["market"], first["weighted_capacity"], last["weighted_capacity"]) == ("spot", 1, 8)
+    assert choice["fleet_units"] == 11 and choice["weighted_capacity"] == 1
 
 
 def test_a_lock_pins_the_fallbacks_and_replans_them_exactly(tmp_path: Path) -> None:
@@ -267,8 +301,8 @@ def test_a_zone_pinned_choice_falls_back_only_within_its_zone() -> None:
     assert p5e.offer.hourly_usd == pytest.approx(region_price(P5E_SPOT) * 1.2, abs=1e-3)
     # known only in other zones, or in zones not known: no fallback of a pinned choice
     assert "p5.48xlarge" not in names and "g6.48xlarge" not in names
-    totals = [f.cost.total_usd for f in result.fallbacks]
-    assert totals == sorted(totals)
+    expected = [f.cost.expected_usd for f in result.fallbacks]
+    assert expected == sorted(expected)
 
 
 def test_a_region_level_choice_keeps_the_region_wide_fallbacks_once_per_type() -> None:
@@ -297,7 +331,7 @@ def test_a_lock_pins_the_zone_and_a_changed_zone_makes_it_stale() -> None:
 
     result = sdxl_on(zoned_catalog(**PINNED))
     lock = make_lock(result, ROOT / "stacks" / "Pulumi.sdxl-batch.yaml", datetime(2026, 12, 2, tzinfo=UTC))
-    assert lock["schema_version"] == LOCK_SCHEMA_VERSION == 3
+    assert lock["schema_version"] == LOCK_SCHEMA_VERSION == 4
     assert (lock["offer"]["zone"], lock["offer"]["zones"]) == ("use2-az1", ["use2-az1"])
     assert all("use2-az1" in f["offer"]["zones"] for f in lock["fallbacks"])
     replanned = plan(result.spec, locked_catalog(lock, CATALOG.gpus))
@@ -332,7 +366,7 @@ def test_a_version_2_lock_without_zones_still_reads_and_replans(tmp_path: Path) 
     assert replanned.choice is not None and replanned.choice.offer.zones == ()
     assert reviewed_difference(old, replanned) is None
     path.write_text(json.dumps({**lock, "schema_version": 1}))
-    with pytest.raises(ValueError, match="schema_version 2 or 3 expected"):
+    with pytest.raises(ValueError, match="schema_version 2 or 3 or 4 expected"):
         read_lock(path)
 
 

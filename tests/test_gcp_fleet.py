@@ -270,6 +270,17 @@ def test_place_members_keeps_plan_order_and_leaves_out_what_one_template_cannot_
         place_members(d, {"us-central1-a": set()})
 
 
+def test_a_mig_counts_vms_so_its_flexibility_is_same_size_only() -> None:
+    """A MIG's target size is VMs and instance flexibility has no weights: a member holding
+    more replicas than the choice (a batch fleet's bigger machine on AWS) is left out, saying why."""
+    bigger = dataclasses.replace(_member("g2-standard-48"), weighted_capacity=4)
+    d = dataclasses.replace(CHOICE, fleet=(_member("g2-standard-8"), _member("g2-standard-12"), bigger))
+    offered = {"us-central1-a": {"g2-standard-8", "g2-standard-12", "g2-standard-48"}}
+    kept, left_out, _ = place_members(d, offered)
+    assert [m.machine_type for m in kept] == ["g2-standard-8", "g2-standard-12"]
+    assert left_out == ("g2-standard-48 (holds 4 replicas, the choice 1: a MIG counts VMs)",)
+
+
 def test_target_shape_and_deadline_cron() -> None:
     assert target_shape(CHOICE) == "ANY_SINGLE_ZONE"  # two one-GPU VMs of a job: keep them together
     assert target_shape(dataclasses.replace(CHOICE, nodes=1)) == "BALANCED"

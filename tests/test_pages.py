@@ -88,23 +88,29 @@ def test_offers_page_has_a_row_per_type_region_and_market_and_a_mark_per_type_an
     pages: dict[str, Path],
 ) -> None:
     catalog = load_catalog()
+    everything = (*catalog.offers, *catalog.unpriced)  # kept but never priced: shown, with why
     text = pages["offers"].read_text()
     tags = parse(text)
     data = offers_data(text)
-    groups = {(o.cloud, o.instance.name, o.region, o.market) for o in catalog.offers}
-    assert len(data["rows"]) == len(groups) < len(catalog.offers)  # AWS spot zones share a row
-    assert sum(len(row[3]) for row in data["rows"]) == len(catalog.offers)  # every offer in one
+    groups = {(o.cloud, o.instance.name, o.region, o.market, bool(o.unpriced)) for o in everything}
+    assert len(data["rows"]) == len(groups) < len(everything)  # AWS spot zones share a row
+    assert sum(len(row[3]) for row in data["rows"]) == len(everything)  # every offer in one
     rows = {}
-    for t, region, spot, entries, source, date in data["rows"]:
+    for t, region, spot, entries, source, date, level, why in data["rows"]:
         cloud, name = data["types"][t][:2]
-        key = (cloud, name, data["regions"][region], "spot" if spot else "on-demand")
+        key = (cloud, name, data["regions"][region], "spot" if spot else "on-demand", why >= 0)
         rows[key] = [(usd, tuple(data["zones"][z] for z in zones)) for usd, zones in entries]
         assert [usd for usd, _ in entries] == sorted(usd for usd, _ in entries)  # cheapest first
         assert data["sources"][source] in catalog.sources and data["dates"][date]
+        assert data["levels"][level] in ("high", "medium", "low", "very low", "-")
+        assert (data["levels"][level] == "-") == (why >= 0)
     assert set(rows) == groups
-    for o in catalog.offers:  # each offer's price and zones, in its row
-        assert (o.hourly_usd, o.zones) in rows[(o.cloud, o.instance.name, o.region, o.market)], o.key
-    spot = rows[("aws", "g5.xlarge", "us-east-1", "spot")]
+    for o in everything:  # each offer's price and zones, in its row
+        key = (o.cloud, o.instance.name, o.region, o.market, bool(o.unpriced))
+        assert (o.hourly_usd, o.zones) in rows[key], o.key
+    floor = next(r for r in data["rows"] if r[7] >= 0 and data["types"][r[0]][1] == "p5e.48xlarge")
+    assert "EC2's spot floor" in data["reasons"][floor[7]]
+    spot = rows[("aws", "g5.xlarge", "us-east-1", "spot", False)]
     assert len(spot) == 5 and all(len(zones) == 1 for _, zones in spot)  # one price per AZ ID
     kinds = {(o.cloud, o.instance.name, o.market) for o in catalog.offers}
     for chart in ("chart-vram", "chart-bandwidth"):
@@ -113,7 +119,7 @@ def test_offers_page_has_a_row_per_type_region_and_market_and_a_mark_per_type_an
     assert len(marks) == 2 * len(kinds)  # one per instance type and market, in each chart
     assert {m["data-key"] for m in marks} == {"/".join(k) for k in kinds}
     headers = [a for t, a in tags.tags if t == "th" and "sortable" in a.get("class", "")]
-    assert len(headers) == 17
+    assert len(headers) == 19
     for name in ("cloud", "region", "gpu", "min_vram", "fp8", "nvlink", "spot"):
         assert [a for t, a in tags.tags if t in ("select", "input") and a.get("name") == name], name
 
@@ -196,8 +202,9 @@ def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[st
     from selenium.webdriver.support.ui import Select
 
     browser.get(pages["offers"].as_uri())
-    offers = load_catalog().offers
-    groups = {(o.cloud, o.instance.name, o.region, o.market) for o in offers}
+    catalog = load_catalog()
+    offers = (*catalog.offers, *catalog.unpriced)  # kept but never priced: rows of their own
+    groups = {(o.cloud, o.instance.name, o.region, o.market, bool(o.unpriced)) for o in offers}
     assert len(_visible_rows(browser)) == len(groups)
     assert browser.find_element("id", "count").text == f"{len(groups)} rows shown ({len(offers)} offers)"
     price = browser.find_elements("css selector", "#offers thead th")[11]
@@ -229,7 +236,7 @@ def test_offers_page_sorts_and_filters_in_a_browser(browser: Any, pages: dict[st
     Select(browser.find_element("name", "gpu")).select_by_value("H100")
     rows = _visible_rows(browser)
     h100 = [o for o in offers if o.instance.gpu.name == "H100"]
-    h100_rows = {(o.cloud, o.instance.name, o.region, o.market) for o in h100}
+    h100_rows = {(o.cloud, o.instance.name, o.region, o.market, bool(o.unpriced)) for o in h100}
     assert len(rows) == len(h100_rows) and {r[4] for r in rows} == {"H100"}
     shown = browser.execute_script(
         "return Array.from(document.querySelectorAll('#chart-vram circle.mark'))"

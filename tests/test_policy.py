@@ -749,3 +749,25 @@ def test_a_group_is_budgeted_at_its_dearest_type() -> None:
     one(over, "cost up to $4.6364/h")
     odd = group(mixedInstancesPolicy={"launchTemplate": {"overrides": [{"instanceType": "x9.huge"}]}})
     one(check_stack_budget([(ASG, odd, "us-east-2")], PolicyConfig(now=NOW, max_hourly_usd=6.0)), "x9.huge")
+
+
+def test_a_spot_groups_on_demand_base_is_budgeted_at_the_on_demand_price() -> None:
+    """A spot endpoint keeping one replica on-demand (serving.on_demand_base): 8 one-GPU replicas
+    on g6e.xlarge cost 1 × $1.861 on demand + 7 × $0.5499 spot; on g6e.48xlarge (weight 8) the
+    base takes its one machine on demand, $30.13118/h."""
+    based = group(
+        mixedInstancesPolicy={
+            **group()["mixedInstancesPolicy"],
+            "instancesDistribution": {"onDemandBaseCapacity": 1, "onDemandPercentageAboveBaseCapacity": 0},
+        }
+    )
+    worst, unpriced = gp.group_hourly(ASG, based, [], CONFIG, "us-east-2")
+    assert unpriced == [] and worst == pytest.approx(30.13118)
+    small = {
+        **based,
+        "mixedInstancesPolicy": {
+            **based["mixedInstancesPolicy"],
+            "launchTemplate": {"overrides": [{"instanceType": "g6e.xlarge", "weightedCapacity": "1"}]},
+        },
+    }
+    assert gp.group_hourly(ASG, small, [], CONFIG, "us-east-2") == (pytest.approx(1.861 + 7 * 0.5499), [])

@@ -195,6 +195,13 @@ def test_aws_security_defaults() -> None:
     )
 
 
+def test_aws_spot_fleet_in_cost_order_when_asked() -> None:
+    placement = {"placement": {"clouds": ["aws"], "spot_allocation": "cost-order"}}
+    mocks, _, _ = _aws("sdxl-batch", **placement)
+    distribution = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+
+
 def test_aws_on_demand_for_fault_tolerance_none() -> None:
     mocks, _, _ = _aws("llama70b-chat")
     distribution = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["instancesDistribution"]
@@ -209,7 +216,7 @@ def test_aws_checkpointed_single_node_runs_on_spot_without_rebalancing() -> None
     group = mocks.one(AWS_GROUP).inputs
     distribution = group["mixedInstancesPolicy"]["instancesDistribution"]
     assert distribution["onDemandPercentageAboveBaseCapacity"] == 0
-    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+    assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
     # two copies of one checkpointed replica must never run at once
     assert group["capacityRebalance"] is False
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
@@ -238,21 +245,30 @@ def test_aws_checkpointed_multi_node_spot_is_persistent_and_stops() -> None:
 
 
 def test_aws_stateless_spot_fleet_rebalances_and_follows_the_plan_order() -> None:
-    mocks, _, config = _aws("sdxl-batch")
+    """The pulumi-fleet-stateless bar: a stateless batch fleet with at least two fallbacks,
+    machines of several sizes each weighted by the replicas it holds, the group sized in
+    replicas, AWS's price-capacity-optimized strategy."""
+    mocks, outputs, config = _aws("sdxl-batch")
     expected = planned(config)
     group = mocks.one(AWS_GROUP).inputs
     distribution = group["mixedInstancesPolicy"]["instancesDistribution"]
     assert distribution["onDemandPercentageAboveBaseCapacity"] == 0
     assert distribution["onDemandBaseCapacity"] == 0
-    assert distribution["spotAllocationStrategy"] == "capacity-optimized-prioritized"
+    assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
     assert group["capacityRebalance"] is True
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
-    assert len(overrides) >= 2
-    totals = [expected.choice.cost.total_usd, *(f.cost.total_usd for f in expected.fallbacks)]
-    assert totals == sorted(totals)  # cheapest expected job first
-    # every type holds the choice's 8 one-GPU replicas: the group counts interchangeable machines
-    assert all("weightedCapacity" not in o for o in overrides)
-    assert group["desiredCapacity"] == group["maxSize"] == expected.choice.shape.instances == 1
+    assert len(overrides) >= 3 and len(outputs["fallbacks"]) >= 2
+    expected_costs = [expected.choice.cost.expected_usd, *(f.cost.expected_usd for f in expected.fallbacks)]
+    assert expected_costs == sorted(expected_costs)  # cheapest expected job first
+    # every override weighted by the replicas one instance of it holds; the group counts replicas
+    weights = [
+        expected.choice.shape.replicas_per_instance,
+        *(f.weighted_capacity for f in expected.fallbacks),
+    ]
+    assert [o["weightedCapacity"] for o in overrides] == [str(w) for w in weights]
+    assert len(set(weights)) >= 2  # machines of several sizes
+    assert group["desiredCapacity"] == group["maxSize"] == expected.fleet_units == 2
+    assert outputs["capacity_unit"] == "replicas" and outputs["weights"]["g6e.48xlarge"] == 8
     assert group["minSize"] == 0 and "desiredCapacityType" not in group
     assert group["suspendedProcesses"] == ["AZRebalance"]  # a leaving replica must not trigger a swap
     assert group["healthCheckType"] == "EC2" and group["waitForCapacityTimeout"] == "0"
@@ -316,9 +332,9 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
     mocks, outputs, _ = _aws("sdxl-batch")
     script = user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
     group = outputs["group"]
-    assert outputs["region"] == "us-east-1"  # p6-b200.48xlarge spot
+    assert outputs["region"] == "us-east-2"  # g6e.xlarge spot
     found = settings(script)
-    assert (found["GROUP"], found["REGION"], found["CLOUD"]) == (group, "us-east-1", "aws")
+    assert (found["GROUP"], found["REGION"], found["CLOUD"]) == (group, "us-east-2", "aws")
     assert "python generate.py" in file_named(script, "/job.sh")
     fleet = [r for r in mocks.of_type("aws:iam/rolePolicy:RolePolicy") if r.name.endswith("fleet-access")]
     statements = json.loads(fleet[0].inputs["policy"])["Statement"]
@@ -330,7 +346,7 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
         "autoscaling:RecordLifecycleActionHeartbeat",
     ]
     assert own["Resource"] == [
-        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
+        f"arn:aws:autoscaling:us-east-2:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
     ]
     assert own["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
     which = next(s for s in statements if s["Sid"] == "WhichGroup")
@@ -467,7 +483,11 @@ def test_replicas_run_in_one_group_of_interchangeable_machines() -> None:
     assert group["desiredCapacity"] == expected.choice.shape.instances == 5
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     assert [o["instanceType"] for o in overrides][:2] == ["g6e.xlarge", "g6e.2xlarge"]
-    assert all("weightedCapacity" not in o for o in overrides)
+    assert {o["weightedCapacity"] for o in overrides} == {"1"}  # a served replica per machine
+    # an endpoint on spot keeps serving.on_demand_base replicas on-demand (default 1)
+    distribution = group["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandBaseCapacity"] == 1 == expected.choice.cost.on_demand_base
+    assert distribution["onDemandPercentageAboveBaseCapacity"] == 0
     assert not mocks.of_type("aws:ec2/placementGroup:PlacementGroup")
     assert "torchrun" not in user_data(mocks.one(AWS_LAUNCH_TEMPLATE))
 
@@ -486,15 +506,15 @@ def test_refresh_never_raises_a_groups_capacity_back() -> None:
 def test_a_type_offered_nowhere_in_the_region_is_left_out() -> None:
     config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
     fallbacks = [f.offer.instance.name for f in planned(config).fallbacks]
-    assert fallbacks[0] == "p5.48xlarge"
-    NOT_OFFERED.add("p5.48xlarge")
+    assert fallbacks[0] == "g6e.48xlarge"
+    NOT_OFFERED.add("g6e.48xlarge")
     try:
         mocks, outputs, _ = _aws("sdxl-batch")
     finally:
         NOT_OFFERED.clear()
     overrides = mocks.one(AWS_GROUP).inputs["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     kept = [o["instanceType"] for o in overrides]
-    assert "p5.48xlarge" not in kept and "p5.48xlarge" not in outputs["fallbacks"]
+    assert "g6e.48xlarge" not in kept and "g6e.48xlarge" not in outputs["fallbacks"]
     assert outputs["fallbacks"] == fallbacks[1:] and kept[1:] == fallbacks[1:]
 
 
@@ -586,25 +606,25 @@ def _unzoned(tmp_path: Path, *keys: OfferKey) -> str:
     return str(path)
 
 
-SDXL_CHOICE: OfferKey = ("aws", "p6-b200.48xlarge", "us-east-1", "spot")
-"""sdxl-batch's choice: a region-level spot offer, known in use1-az6 only."""
+CHAT_CHOICE: OfferKey = ("aws", "p4d.24xlarge", "us-east-2", "on-demand")
+"""llama70b-chat's choice: a region-level on-demand offer, known in use2-az1 and use2-az2."""
 
 
 def test_no_offerings_answer_at_all_keeps_every_default_subnet(tmp_path: Path) -> None:
     """An empty answer means "offered nowhere" (the program stops); no answer at all (an old
     provider, a mock) falls back to every default subnet of the plan's zones (of the VPC when
     they are not known), and the group skips missing types."""
-    config = stack_config(ROOT / "stacks" / "Pulumi.sdxl-batch.yaml")
+    config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
     expected = planned(config)
-    assert expected.choice is not None and expected.choice.offer.zones == ("use1-az6",)
+    assert expected.choice is not None and expected.choice.offer.zones == ("use2-az1", "use2-az2")
     members = [expected.choice.offer.instance.name, *(f.offer.instance.name for f in expected.fallbacks)]
     mocks, outputs = run_program(config, NOW, mocks=Silent())
     group = mocks.one(AWS_GROUP).inputs
-    assert group["vpcZoneIdentifiers"] == ["subnet-use1-az6"]  # the zone the choice is known in
-    assert outputs["zones"] == ["use1-az6"]
+    assert group["vpcZoneIdentifiers"] == ["subnet-use2-az1", "subnet-use2-az2"]  # where it is known
+    assert outputs["zones"] == ["use2-az1", "use2-az2"]
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     assert [o["instanceType"] for o in overrides] == members  # none left out: nothing is known
-    config["gpufit:catalog"] = _unzoned(tmp_path, SDXL_CHOICE)
+    config["gpufit:catalog"] = _unzoned(tmp_path, CHAT_CHOICE)
     mocks, outputs = run_program(config, NOW, mocks=Silent())
     group = mocks.one(AWS_GROUP).inputs
     assert group["vpcZoneIdentifiers"] == ["subnet-0a", "subnet-0b"]  # every default subnet
@@ -616,7 +636,8 @@ def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_pa
     its region, still only where EC2 offers the type; offered nowhere, the program stops."""
     config = stack_config(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
     config["gpufit:catalog"] = _unzoned(tmp_path, ("aws", "p4d.24xlarge", "us-east-2", "on-demand"))
-    WITHHELD.add(("p4d.24xlarge", "use2-az4"))
+    # the plan's fallback (p5.48xlarge, at the same TP) withheld from az4 as well
+    WITHHELD.update({("p4d.24xlarge", "use2-az4"), ("p5.48xlarge", "use2-az4")})
     try:
         mocks, outputs = run_program(config, NOW)
     finally:
@@ -624,7 +645,7 @@ def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_pa
     offering = [az_id("us-east-2", n) for n in (1, 2, 3, 5, 6)]
     assert mocks.one(AWS_GROUP).inputs["vpcZoneIdentifiers"] == [f"subnet-{z}" for z in offering]
     assert outputs["zones"] == offering and outputs["region"] == "us-east-2"
-    NOT_OFFERED.add("p4d.24xlarge")
+    NOT_OFFERED.update({"p4d.24xlarge", "p5.48xlarge"})
     mocks = RecordingMocks()
     try:
         with pytest.raises(pulumi.RunError, match=r"no availability zone of us-east-2 offers p4d\.24xlarge"):
@@ -641,11 +662,16 @@ def test_an_offer_of_unknown_zones_spreads_over_every_zone_that_offers_it(tmp_pa
 # zone (not the first by AZ ID), with every fallback offered there.
 
 FP8_ZONE = "use2-az3"
-SDXL_SPOT: OfferKey = ("aws", "p6-b200.48xlarge", "us-east-2", "spot")
-SDXL_EAST_2: dict[str, Any] = {"placement": {"regions": ["us-east-2"]}}
-"""sdxl-batch kept to us-east-2 (its own plan is p6-b200.48xlarge in us-east-1): there too
-p6-b200.48xlarge spot is the choice, region-level in the zoned snapshot unless a test splits it
-by zone (at lower prices)."""
+SDXL_SPOT: OfferKey = ("aws", "g6e.48xlarge", "us-east-2", "spot")
+SDXL_EAST_2: dict[str, Any] = {
+    "placement": {
+        "clouds": ["aws"],
+        "regions": ["us-east-2"],
+        "instance_types": ["g6e.48xlarge", "g6.48xlarge", "p5*.48xlarge", "p4d.24xlarge"],
+    }
+}
+"""sdxl-batch kept to us-east-2 and 8-GPU types: g6e.48xlarge spot is the choice, region-level
+in the zoned snapshot unless a test splits it by zone (at lower prices)."""
 E2 = ["use2-az1", "use2-az2", "use2-az3"]
 BARREN = az_id("us-east-2", BARREN_ZONE)
 
@@ -731,7 +757,7 @@ def test_a_zone_pinned_fleet_launches_only_in_its_zone(tmp_path: Path) -> None:
     )
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     assert [o["instanceType"] for o in overrides] == [
-        "p6-b200.48xlarge",
+        "g6e.48xlarge",
         *(f.offer.instance.machine_type for f in expected.fallbacks),
     ]
     assert len(overrides) >= 3

@@ -58,3 +58,13 @@ def test_stacks_table_is_current() -> None:
     with redirect_stdout(out):
         assert main(["stacks", str(ROOT / "stacks")]) == 0
     assert _block_after("what each costs per the plan (`gpufit stacks`)") == out.getvalue()
+
+
+def test_the_qlora_example_lines_are_current() -> None:
+    """The README quotes three lines of the QLoRA example's plan: they are what gpufit prints."""
+    out = io.StringIO()
+    with redirect_stdout(out):
+        assert main(["plan", str(ROOT / "examples" / "guanaco-65b.yaml")]) == 0
+    quoted = _block_after("with four same-GPU fallbacks:").strip().splitlines()
+    printed = out.getvalue().splitlines()
+    assert len(quoted) == 3 and all(line in printed for line in quoted)

@@ -9,12 +9,13 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from selector.catalog import INTERRUPTION_BUCKETS, Catalog, catalog_from_doc, load_gpus
-from selector.cost import cost_inputs, offer_cost
+from selector.catalog import INTERRUPTION_BUCKETS, Catalog, Offer, catalog_from_doc, load_gpus
+from selector.cost import Cost, cost_inputs, offer_cost, with_wait
 from selector.images import unsupported_reason
+from selector.obtainability import obtainability
 from selector.rates import load_rates
-from selector.select import Candidate, _market_preference, plan, rank_key
-from selector.sizing import Shape, fit, requirements
+from selector.select import Candidate, _market_preference, _on_demand_base, plan, rank_key
+from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import WorkloadSpec
 from tests.conftest import QLORA_65B, SERVE_70B, spec_of
 
@@ -27,7 +28,7 @@ def test_serving_picks_cheapest_fitting_on_demand(mini_catalog: Catalog) -> None
     assert result.choice.offer.instance.name == "p4de.24xlarge"
     assert result.choice.offer.market == "on-demand"  # fault_tolerance none
     assert result.rejections["market"] >= 1
-    totals = [c.cost.total_usd for c in (result.choice, *result.alternatives)]
+    totals = [c.cost.expected_usd for c in (result.choice, *result.alternatives)]
     assert totals == sorted(totals)
 
 
@@ -46,9 +47,11 @@ def test_stateless_prefers_spot_then_falls_back(mini_catalog: Catalog) -> None:
 
 
 def test_cost_per_job_lets_a_faster_gpu_win(mini_catalog: Catalog) -> None:
-    """Per hour, a 1×L40S is far cheaper than 4×H100; per job on spot, the H100s finish
-    sooner and the ranking follows the job's total, not the hourly price."""
-    result = plan(spec_of(QLORA_65B), mini_catalog)
+    """Per hour, a 1×H100 is far cheaper than 8×H100; per job on demand, the eight finish
+    sooner and the ranking follows the job's total, not the hourly price (both are had as
+    readily: the same wait weighs the same)."""
+    both = {"instance_types": ["p5.4xlarge", "p5.48xlarge"]}
+    result = plan(spec_of(QLORA_65B, fault_tolerance="none", placement=both), mini_catalog)
     assert result.choice is not None
     cheapest_hourly = min((c for c in (result.choice, *result.alternatives)), key=lambda c: c.cost.hourly_usd)
     assert result.choice.cost.hourly_usd > cheapest_hourly.cost.hourly_usd
@@ -96,6 +99,7 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
     best: tuple[tuple[object, ...], Candidate] | None = None
+    feasible: list[tuple[Offer, Shape, Cost]] = []
     p = spec.placement
     for offer in catalog.offers:
         it = offer.instance
@@ -111,16 +115,24 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
         shape = fit(req, it)
         if not isinstance(shape, Shape) or unsupported_reason(it.cloud, it.machine_type):
             continue
-        cost = offer_cost(offer, shape, inputs, RATES)
+        base = _on_demand_base(spec, offer, shape, catalog)
+        if isinstance(base, Rejection):
+            continue
+        cost = offer_cost(offer, shape, inputs, RATES, base)
         if spec.teardown is not None and inputs.run_hours is None and cost.hours > spec.teardown.ttl:
             continue
         if spec.budget.max_hourly_usd is not None and cost.hourly_usd > spec.budget.max_hourly_usd:
             continue
         if spec.budget.max_total_usd is not None and cost.total_usd > spec.budget.max_total_usd:
             continue
-        key = rank_key(pref, cost.total_usd, it.gpu_count * shape.instances, offer)
+        feasible.append((offer, shape, cost))
+    # An hour of waiting for capacity is worth the lowest hourly spend of a feasible plan.
+    value = min((cost.hourly_usd for _, _, cost in feasible), default=0.0)
+    for offer, shape, cost in feasible:
+        waited = with_wait(cost, obtainability(offer, shape.nodes_per_replica), value)
+        key = rank_key(0, waited.expected_usd, offer.instance.gpu_count * shape.instances, offer)
         if best is None or key < best[0]:
-            best = (key, Candidate(offer, shape, cost))
+            best = (key, Candidate(offer, shape, waited))
     return best[1] if best else None
 
 
@@ -264,6 +276,7 @@ def test_choice_equals_brute_force_minimum(catalog: Catalog, spec: WorkloadSpec)
     assert result.choice is not None
     assert result.choice.offer.key == expected.offer.key
     assert result.choice.cost.total_usd == pytest.approx(expected.cost.total_usd, rel=1e-12)
+    assert result.choice.cost.expected_usd == pytest.approx(expected.cost.expected_usd, rel=1e-12)
     assert result.feasible >= 1 + len(result.alternatives)
 
 
@@ -281,3 +294,39 @@ def test_spot_rework_past_the_ttl_is_rejected(mini_catalog: Catalog) -> None:
     result = plan(tight, mini_catalog)
     assert result.rejections.get("deadline", 0) >= 1
     assert "with spot rework" in result.rejection_examples["deadline"]
+
+
+def test_a_spot_endpoint_keeps_an_on_demand_base(mini_catalog: Catalog) -> None:
+    """Two or more replicas on spot keep one on demand (its price in the bill); one replica
+    stays on spot unless asked; a base covering every replica, or on GCP (one provisioning
+    model per managed instance group), rules the spot offer out with the reason."""
+    serving = {
+        "context_tokens": 4096,
+        "concurrency": 8,
+        "tokens_per_s_per_stream": 10,
+        "tokens_per_s_total": 600,
+    }
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, fault_tolerance="stateless", serving=serving)
+    result = plan(spec, mini_catalog)
+    choice = result.choice
+    assert choice is not None and choice.offer.market == "spot" and choice.shape.instances >= 2
+    assert choice.cost.on_demand_base == 1
+    od = mini_catalog.on_demand_prices[(choice.offer.cloud, choice.offer.instance.name, choice.offer.region)]
+    expected = od + choice.offer.hourly_usd * (choice.shape.instances - 1)
+    assert choice.cost.hourly_usd == pytest.approx(expected)
+    single = spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, fault_tolerance="stateless")
+    one_replica = plan(single, mini_catalog)
+    assert one_replica.choice is not None and one_replica.choice.cost.on_demand_base == 0
+    forced = spec_of(
+        SERVE_70B,
+        model={"preset": "llama-3.1-8b"},
+        fault_tolerance="stateless",
+        serving={**SERVE_70B["serving"], "on_demand_base": 1},
+    )
+    all_od = plan(forced, mini_catalog)
+    assert all_od.choice is not None and all_od.choice.offer.market == "on-demand"
+    assert "keeps all 1 replica(s) on-demand" in all_od.rejection_examples["market"]
+    gcp = spec_of(SERVE_70B, fault_tolerance="stateless", placement={"clouds": ["gcp"]}, serving=serving)
+    gcp_plan = plan(gcp, mini_catalog)
+    assert gcp_plan.choice is None or gcp_plan.choice.offer.market == "on-demand"
+    assert "managed instance group runs one provisioning model" in gcp_plan.rejection_examples["market"]

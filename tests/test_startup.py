@@ -90,7 +90,13 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
         result.choice.offer.instance.name,  # type: ignore[union-attr]
         *(f.offer.instance.name for f in result.fallbacks),
     ]
-    assert {m.weighted_capacity for m in d.members} == {8}  # interchangeable machines
+    # a batch fleet of several sizes: each machine counts for the replicas it holds
+    assert [m.weighted_capacity for m in d.members] == [
+        result.choice.shape.replicas_per_instance,  # type: ignore[union-attr]
+        *(f.weighted_capacity for f in result.fallbacks),
+    ]
+    assert {m.weighted_capacity for m in d.members} == {1, 4, 8}
+    assert d.capacity_units == result.fleet_units
     multi, _ = deployment("llama70b-full-ft", **MULTI_NODE)
     assert multi.nodes_per_replica == 2 and not multi.grouped
     single, _ = deployment("llama70b-full-ft")  # the stack's own plan: one 8 × B200 node, in a group

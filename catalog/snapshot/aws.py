@@ -8,7 +8,6 @@ from typing import Any
 from catalog.snapshot.tables import (
     AWS_ZONE_RE,
     OFFER_STATUSES,
-    SPOT_FLOOR_RATIO,
     Problems,
     instance_entry,
     num,
@@ -29,11 +28,6 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
     region_of_prefix: dict[str, str] = {}
     offers: list[dict[str, Any]] = []
     table = read_table("aws_offers.csv")
-    on_demand = {
-        (r["instance_type"], r["region"]): float(r["price_usd"])
-        for r in table
-        if r["market"] == "on-demand" and r["status"] == "ok" and r["price_usd"]
-    }
     for row in table:
         where, zone = row["__where__"], row["zone"]
         if row["status"] not in OFFER_STATUSES:
@@ -42,16 +36,9 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
         if row["status"] in ("superseded", "suspect"):
             if not row["notes"]:
                 problems.add(where, f"a {row['status']} row must say why in notes")
+            if row["status"] == "suspect":
+                offers.append(_suspect_offer(row, problems))
             continue
-        if row["market"] == "spot" and row["price_usd"]:
-            od = on_demand.get((row["instance_type"], row["region"]))
-            spot = num(row["price_usd"], where, problems)
-            if od is not None and spot is not None and spot <= od * SPOT_FLOOR_RATIO + 1e-9:
-                problems.add(
-                    where,
-                    f"spot {spot:g} is at EC2's floor (10 % of on-demand {od:g}): mark it suspect",
-                )
-                continue
         key = (row["instance_type"], row["region"], row["market"])
         lo = num(row["price_lo_usd"], where, problems, allow_empty=True)
         hi = num(row["price_hi_usd"], where, problems, allow_empty=True)
@@ -86,6 +73,7 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
             continue
         regional[key] = row
         offer = price_offer("aws", row["instance_type"], row["region"], None, [], row["market"], row, where)
+        offer["__status__"] = "ok"
         if (lo is None) != (hi is None):
             problems.add(where, "price_lo_usd and price_hi_usd go together")
         if lo is not None and hi is not None:
@@ -121,6 +109,7 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
             zones = sorted(row["zone"] for row, _ in group)
             offer = price_offer("aws", name, region, None, zones, market, first, where)
             offer["hourly_usd"] = group[0][1]
+            offer["__status__"] = "ok"
             if notes:
                 offer["notes"] = "; ".join(notes)
             offers.append(offer)
@@ -129,7 +118,23 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
             zone = row["zone"]
             offer = price_offer("aws", name, region, zone, [zone], market, row, row["__where__"])
             offer["hourly_usd"] = price
+            offer["__status__"] = "ok"
             if row["notes"]:
                 offer["notes"] = row["notes"]
             offers.append(offer)
     return types, offers
+
+
+def _suspect_offer(row: dict[str, str], problems: Problems) -> dict[str, Any]:
+    """A ``suspect`` row as an offer kept for the record but never priced (its zone's own,
+    even where other zones share its price: a judgement is per row), the notes its reason;
+    the build's rules may give a more precise reason (``selector.price_rules``)."""
+    zone = row["zone"] or None
+    offer = price_offer(
+        "aws", row["instance_type"], row["region"], zone, [zone] if zone else [], row["market"], row,
+        row["__where__"],
+    )
+    offer["hourly_usd"] = num(row["price_usd"], row["__where__"], problems) or 0.0
+    offer["unpriced"] = row["notes"]
+    offer["__status__"] = "suspect"
+    return offer

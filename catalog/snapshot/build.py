@@ -20,6 +20,7 @@ from catalog.snapshot.tables import (
     Problems,
     read_table,
 )
+from selector.price_rules import apply_to_doc
 
 # ---------------------------------------------------------------- building
 
@@ -180,10 +181,25 @@ def build() -> dict[str, Any]:
         "offers": offers,
         "spot_interruption": interruptions,
     }
+    before = {id(o): o for o in doc["offers"]}
+    doc["rules"] = apply_to_doc(doc)
+    kept = {o["__where__"] for o in doc["offers"]}
+    doc["rules"]["not-sold-examples"] = sorted(
+        {
+            f"{o['cloud']} {o['instance_type']} {o['market']}"
+            for o in before.values()
+            if o["__where__"] not in kept
+        }
+    )
+    for offer in doc["offers"]:
+        if offer.get("unpriced") and offer.get("__status__") == "ok":
+            problems.add(offer["__where__"], f"{offer['unpriced']}: mark the row suspect")
     validate(doc, problems)
     problems.raise_if_any()
-    doc["offers"] = strip_private(offers)
+    rules = doc.pop("rules")
+    doc["offers"] = strip_private(doc["offers"])
     doc["spot_interruption"] = strip_private(interruptions)
+    doc["__rules__"] = rules
     return doc
 
 
@@ -196,7 +212,7 @@ def render(doc: dict[str, Any]) -> str:
         return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
 
     lines = ["{"]
-    keys = sorted(doc)
+    keys = sorted(k for k in doc if not k.startswith("__"))
     for i, key in enumerate(keys):
         value, end = doc[key], ("," if i < len(keys) - 1 else "")
         if isinstance(value, list) and value:
@@ -236,5 +252,23 @@ def summary(doc: dict[str, Any]) -> str:
             lines.append(f"  {market:<9} {len(in_market)} offers in {n_regions} regions")
     low = sum(1 for o in doc["offers"] if o["confidence"] == "low")
     n_offers, n_int = len(doc["offers"]), len(doc["spot_interruption"])
-    lines.append(f"offers: {n_offers} ({low} low confidence); spot_interruption rows: {n_int}")
+    unpriced = sum(1 for o in doc["offers"] if o.get("unpriced"))
+    lines.append(
+        f"offers: {n_offers} ({unpriced} kept but never priced, {low} low confidence); "
+        f"spot_interruption rows: {n_int}"
+    )
+    rules = doc.get("__rules__")
+    if rules:
+        examples = rules.get("not-sold-examples", [])
+        lines.append(
+            f"price rules: {rules['not-sold']} offers dropped, their type not sold in their market"
+            + (f" ({', '.join(examples)})" if examples else "")
+            + f"; {rules['unconfirmed']} in a market no source confirms (low confidence)"
+        )
+        floor = sum(1 for o in doc["offers"] if "EC2's spot floor" in o.get("unpriced", ""))
+        per_gpu = sum(1 for o in doc["offers"] if "floor $" in o.get("unpriced", ""))
+        lines.append(
+            f"unpriced: {floor} spot offers at EC2's floor, {per_gpu} under a per-GPU floor, "
+            f"{unpriced - floor - per_gpu} marked suspect in the tables"
+        )
     return "\n".join(lines)

@@ -128,7 +128,7 @@ def build_gcp(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
             for market in MARKETS:
                 h = host_prices.get((host_type, region, market))
                 a = accel_prices.get((accel, count, region, market))
-                if h is None or a is None or h["status"] != "ok" or a["status"] != "ok":
+                if h is None or a is None:
                     continue
                 if h["source"] != a["source"] or h["as_of"] != a["as_of"]:
                     problems.add(
@@ -149,6 +149,10 @@ def build_gcp(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
                 )
                 offer["hourly_usd"] = round(float(h["hourly_usd"]) + float(a["hourly_usd"]), PRICE_DIGITS)
                 offer["notes"] = f"host {host_type} {h['hourly_usd']} + {count} x {accel} {a['hourly_usd']}"
+                suspect = [r["notes"] for r in (h, a) if r["status"] == "suspect"]
+                offer["__status__"] = "suspect" if suspect else "ok"
+                if suspect:  # kept for the record, never priced
+                    offer["unpriced"] = "; ".join(suspect)
                 offers.append(offer)
     return types, offers
 

@@ -36,10 +36,6 @@ STATUSES = ("ok", "suspect")  # GCP price rows
 OFFER_STATUSES = ("ok", "superseded", "suspect")  # AWS offer rows
 AWS_ZONE_RE = re.compile(r"^([a-z]+[0-9]+)-az[0-9]+$")  # an AZ ID: use1-az2
 SUSPECT_RATIO = 0.55  # an on-demand GPU row under this share of the table's highest is "suspect"
-SPOT_FLOOR_RATIO = 0.1
-"""EC2's spot price floor: 10 % of the on-demand price. A spot row at the floor is a market
-nobody bids in (p5en at a tenth of on-demand): such a price rarely comes with capacity, so
-the row must be marked ``suspect`` and is never priced."""
 DATE_RE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
 PRICE_DIGITS = 5  # the GCP catalog quotes 5 decimals; sums are rounded back to that
 

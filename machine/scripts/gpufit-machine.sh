@@ -143,6 +143,26 @@ finish_planned() { if [ -n "$GROUP" ]; then finish leave; else finish poweroff; 
 
 # --- the job ------------------------------------------------------------------------------
 job_running() { local pid; pid=$(cat "$RUN/job.pid" 2>/dev/null) && kill -0 "$pid" 2>/dev/null; }
+machine_type() {  # this machine's instance type (AWS) or machine type (GCP)
+  local found
+  if [ "$CLOUD" = aws ]; then found=$(imds instance-type) || return 1
+  else found=$(gce instance/machine-type) || return 1; fi
+  printf '%s' "${found##*/}"
+}
+replica_environment() {  # GPUFIT_TP (this type's in the plan), GPUFIT_GPUS, GPUFIT_REPLICAS = GPUs / TP
+  local type shape name tp gpus planned_gpus=$GPU_COUNT
+  type=$(machine_type) || type=""
+  GPUFIT_TP=$TP_DEFAULT
+  for shape in "${TP_BY_TYPE[@]}"; do
+    IFS=: read -r name tp gpus <<< "$shape"
+    if [ "$name" = "$type" ]; then GPUFIT_TP=$tp; planned_gpus=$gpus; fi
+  done
+  GPUFIT_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
+  [ "${GPUFIT_GPUS:-0}" -ge 1 ] 2>/dev/null || GPUFIT_GPUS=$planned_gpus
+  GPUFIT_REPLICAS=$(( GPUFIT_GPUS / GPUFIT_TP ))
+  [ "$GPUFIT_REPLICAS" -ge 1 ] || GPUFIT_REPLICAS=1
+  export GPUFIT_TP GPUFIT_GPUS GPUFIT_REPLICAS
+}
 job_environment() {  # the image's own environment, the secrets, gpufit's variables
   local env_script
   for env_script in "${IMAGE_ENVS[@]}"; do
@@ -164,6 +184,7 @@ job_environment() {  # the image's own environment, the secrets, gpufit's variab
   export GPUFIT_NODE_RANK="$NODE_RANK" GPUFIT_NNODES="$NNODES" GPUFIT_MASTER_ADDR="$MASTER_ADDR"
   export GPUFIT_MASTER_PORT="$RDZV_PORT" GPUFIT_EXPIRES_AT="$EXPIRES_AT" GPUFIT_BUCKET="$BUCKET"
   export GPUFIT_OUTPUTS="$WORKDIR/outputs" GPUFIT_ATTEMPT
+  replica_environment
   GPUFIT_ATTEMPT=$(cat "$RUN/attempt" 2>/dev/null || echo 1)
 }
 run_checkpoint_hook() {  # BOUND

@@ -15,16 +15,24 @@ group before the deadline and when its job ends, decrementing the desired capaci
 finished job is never relaunched and the group is at 0 when the last replica finishes (what
 the machine does: ``machine.boot``). The instance role may act on its own group only.
 
-Spot follows fault tolerance: stateless work runs on spot with the
-``capacity-optimized-prioritized`` allocation strategy and capacity rebalancing; checkpointed
-work runs on spot without rebalancing (a replacement restores from the bucket, and two copies
-of one replica must never run at once); ``none`` runs on-demand only with the ``prioritized``
-strategy. Why prioritized rather than ``price-capacity-optimized``: AWS's price-capacity
-strategy ranks pools by price per capacity unit per hour, which ignores how fast each type does
-the job; gpufit's order is the expected cost of the whole job (a faster, pricier GPU can be the
-cheaper job), and ``capacity-optimized-prioritized`` follows that order on a best-effort basis
-while still avoiding the pools most likely to be interrupted
-(https://docs.aws.amazon.com/autoscaling/ec2/userguide/allocation-strategies.html).
+Spot follows fault tolerance: stateless work runs on spot with capacity rebalancing;
+checkpointed work runs on spot without rebalancing (a replacement restores from the bucket, and
+two copies of one replica must never run at once); ``none`` runs on-demand only with the
+``prioritized`` strategy. A spot fleet picks its pools with AWS's recommended
+``price-capacity-optimized`` strategy, which "looks at both price and capacity to select the Spot
+Instance pools that are the least likely to be interrupted and have the lowest possible price"
+(https://docs.aws.amazon.com/autoscaling/ec2/userguide/allocation-strategies.html): capacity
+first, since a pool without it is no bargain. ``placement.spot_allocation: cost-order`` asks for
+gpufit's order (the expected cost of the whole job, which per-hour prices ignore) instead:
+``capacity-optimized-prioritized`` honours the overrides' order on a best-effort basis.
+
+The group counts replicas (capacity units): each override's ``WeightedCapacity`` is the replicas
+one instance of it holds, and the desired capacity, maximum and on-demand base are in replicas,
+as AWS requires of a weighted group ("you must specify these sizes with the same units that you
+use for weighting instances", ``LaunchTemplateOverrides.WeightedCapacity``). A batch fleet so
+takes machines of several sizes; a serving fleet that allows spot keeps
+``serving.on_demand_base`` replicas on-demand (``OnDemandBaseCapacity``), so the endpoint
+survives a spot drought.
 """
 
 from __future__ import annotations
@@ -57,7 +65,8 @@ from providers.aws.resources import (
 from providers.aws.secrets import AwsMachineSecrets, machine_secrets, read_statements
 from providers.base import SecretInputs, kept_on_update
 
-SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
+SPOT_ALLOCATION_STRATEGY = "price-capacity-optimized"
+COST_ORDER_SPOT_ALLOCATION_STRATEGY = "capacity-optimized-prioritized"
 ON_DEMAND_ALLOCATION_STRATEGY = "prioritized"
 DEADLINE_ACTION = "gpufit-deadline"
 HEALTH_CHECK_GRACE_S = 300
@@ -111,23 +120,34 @@ def group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
 def overrides(
     members: Sequence[FleetMember],
 ) -> list[aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs]:
-    """The mixed-instances overrides in plan order. No weights: every member holds the same
-    replicas (``selector.fallbacks``), so the group counts instances."""
+    """The mixed-instances overrides in plan order, each weighted by the replicas one instance
+    holds (1-999, every override weighted)."""
     return [
-        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=m.machine_type)
+        aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(
+            instance_type=m.machine_type, weighted_capacity=str(m.weighted_capacity)
+        )
         for m in members
     ]
+
+
+def spot_allocation_strategy(d: Deployment) -> str:
+    if d.spot_allocation == "cost-order":
+        return COST_ORDER_SPOT_ALLOCATION_STRATEGY
+    return SPOT_ALLOCATION_STRATEGY
 
 
 def instances_distribution(
     d: Deployment,
 ) -> aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs:
-    """All spot or all on-demand, by the plan's market (see the module doc for the strategies)."""
+    """All on-demand, or spot above an on-demand base (``serving.on_demand_base``, in the
+    group's units: the base instances × the choice's weight); see the module doc for the
+    strategies."""
+    base = d.on_demand_base * d.members[0].weighted_capacity if d.spot else 0
     return aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
-        on_demand_base_capacity=0,
+        on_demand_base_capacity=base,
         on_demand_percentage_above_base_capacity=0 if d.spot else 100,
         on_demand_allocation_strategy=ON_DEMAND_ALLOCATION_STRATEGY,
-        spot_allocation_strategy=SPOT_ALLOCATION_STRATEGY if d.spot else None,
+        spot_allocation_strategy=spot_allocation_strategy(d) if d.spot else None,
     )
 
 
@@ -239,7 +259,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             tags=tags,
             opts=child,
         )
-        desired = d.nodes
+        desired = d.capacity_units
         self.load_balancer = (
             load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), lb_sg, tags, child)
             if lb_sg is not None
@@ -310,6 +330,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             "market": d.market,
             "nodes": d.nodes,
             "desired_capacity": desired,
+            "capacity_unit": "replicas",
+            "weights": {m.instance_type: m.weighted_capacity for m in placement.members},
             "hourly_usd": round(d.hourly_usd, 4),
             "estimated_total_usd": round(d.estimated_total_usd, 2),
             # From the launch template's state: the deadline set when it was created.

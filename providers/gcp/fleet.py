@@ -11,6 +11,13 @@ not known). It recreates a preempted or failed VM by itself, and with instance
 flexibility it falls back to the plan's same-shape alternatives in cost order (``rank``: lower
 is preferred) when the choice has no capacity.
 
+A MIG's target size counts VMs and its instance flexibility has no weights
+(``instanceFlexibilityPolicy.instanceSelections`` take machine types and a rank only): the
+group's flexibility is same-size only, every member holding as many replicas as the choice
+(``selector.fallbacks`` plans it so; a member that does not is left out with the reason), and
+the target size is the plan's VMs. A batch fleet that mixes machine sizes is AWS's
+(``WeightedCapacity``).
+
 Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
 (https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
 template's attached accelerators, boot-disk type and network interface stay. So a fallback
@@ -135,6 +142,12 @@ def place_members(
             )
         elif member is not d.members[0] and not template_compatible(d, member):
             left_out.append(f"{member.instance_type} (needs another instance template)")
+        elif member.weighted_capacity != d.members[0].weighted_capacity:
+            # A MIG's target size counts VMs: every VM must hold as many replicas as the choice.
+            left_out.append(
+                f"{member.instance_type} (holds {member.weighted_capacity} replicas, the choice "
+                f"{d.members[0].weighted_capacity}: a MIG counts VMs)"
+            )
         else:
             kept.append(member)
     if not kept:

@@ -24,6 +24,7 @@ from selector.sizing.fit import (
     compute_name,
     estimate_note,
     fit,
+    fit_serving_at,
     per_gpu_gib,
     usable_gib,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "estimate_note",
     "expected_experts_touched",
     "fit",
+    "fit_serving_at",
     "image_kv_bytes",
     "kv_bytes_per_token",
     "kv_bytes_per_token_layer",

@@ -155,6 +155,25 @@ def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
     return _fit_serving(req, it)
 
 
+def fit_serving_at(req: Requirements, it: InstanceType, tp: int) -> Shape | Rejection:
+    """How a served model runs on ``it`` at tensor parallelism ``tp`` on one node, or why it
+    cannot: a fleet's fallback must run the launch the plan rendered, whose TP is the choice's
+    (``selector.fallbacks``), even where a smaller TP would fit this type."""
+    if req.require_sourced and it.gpu.estimated:
+        it = replace(it, gpu=sourced_only(it.gpu))
+    rejection = _precision_rejection(req, it.gpu)
+    if rejection:
+        return rejection
+    heads = req.arch.heads
+    if req.is_training or tp > it.gpu_count or (heads and heads % tp):
+        return Rejection("vram", f"{it.name} cannot run a replica at TP {tp}")
+    if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
+        return _vram_rejection(req, it, f" at TP {tp}")
+    if tp > 1 and not it.nvlink and not req.allow_pcie_parallel:
+        return Rejection("nvlink", f"TP {tp} needs NVLink/NVSwitch; {it.name} is PCIe only")
+    return serving_shape(req, it, tp, 1)
+
+
 def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejection:
     """Memory does not fit one instance: what one replica needs, what each GPU would hold with
     the instance's GPUs sharing it, and what the instance has. ``gap`` is measured on one node."""

@@ -59,6 +59,13 @@ class ServingSpec(Strict):
     certificate_arn: str | None = Field(
         None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
     )
+    on_demand_base: int | None = Field(
+        None,
+        ge=0,
+        le=1000,
+        description="serve on spot: replicas always kept on-demand, so the endpoint survives a spot "
+        "drought; default 1 when the endpoint runs two replicas or more, else 0",
+    )
 
 
 class TrainingSpec(Strict):
@@ -113,6 +120,11 @@ class PlacementSpec(Strict):
     max_nodes: int = Field(16, gt=0, le=256)
     require_sourced: bool = Field(
         False, description="plan only on sourced GPU figures, never on estimates (e.g. the A10G's)"
+    )
+    spot_allocation: Literal["price-capacity-optimized", "cost-order"] = Field(
+        "price-capacity-optimized",
+        description="how a spot fleet picks among its types: AWS's price and capacity, or gpufit's "
+        "cost order",
     )
 
 

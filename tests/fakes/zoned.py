@@ -52,6 +52,7 @@ def zoned_doc(
     ``zones`` listing those zones. Every key of ``split`` and ``only`` and every region of
     ``zones`` must be in the snapshot (a test that names an offer gone from it says so)."""
     doc: dict[str, Any] = json.loads(SNAPSHOT_FILE.read_text())
+    doc["offers"] = [o for o in doc["offers"] if not o.get("unpriced")]  # priced offers only
     split, zones, only = split or {}, zones or {}, only or {}
     regional = region_level_offers(doc["offers"])
     known = {_key(offer) for offer in regional}

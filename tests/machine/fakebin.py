@@ -258,6 +258,11 @@ def main() -> int:
         return behave(name, argv)
     if name == "fakehook":
         return hook(argv)
+    if name == "nvidia-smi":  # -L: one line per GPU the machine shows (none: the driver is not up)
+        gpus = int(knobs().get("gpus", 0))
+        for i in range(gpus):
+            print(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08d})")
+        return 0 if gpus else 9
     if name == "systemd-cat":
         sys.stderr.write(sys.stdin.read())
         return 0

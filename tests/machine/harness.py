@@ -43,7 +43,17 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-FAKES = ("aws", "gcloud", "docker", "systemd-run", "systemctl", "systemd-cat", "shutdown", "poweroff")
+FAKES = (
+    "aws",
+    "gcloud",
+    "docker",
+    "systemd-run",
+    "systemctl",
+    "systemd-cat",
+    "shutdown",
+    "poweroff",
+    "nvidia-smi",
+)
 RUN_LIMIT_S = 40.0
 SETTLE_S = 0.3
 IMDS_TOKEN = "AQAEAFakeToken=="
@@ -212,6 +222,8 @@ class Sandbox:
             item = path.removeprefix("/latest/meta-data/")
             if item == "instance-id":
                 return 200, self.knobs["machine"]
+            if item == "instance-type":
+                return 200, self.knobs["machine_type"]
             if item == "spot/instance-action" and self.holds(m.get("spot_notice")):
                 return 200, '{"action": "terminate", "time": "2026-12-02T13:00:00Z"}'
             if item == "events/recommendations/rebalance" and self.holds(m.get("rebalance")):
@@ -225,6 +237,9 @@ class Sandbox:
             item = path.removeprefix("/computeMetadata/v1/")
             if item == "instance/name":
                 return 200, self.knobs["machine"]
+            if item == "instance/machine-type":
+                zone = "projects/123456789012/zones/us-central1-a"
+                return 200, f"{zone}/machineTypes/{self.knobs['machine_type']}"
             if item.startswith("instance/preempted"):
                 preempted = self.holds(m.get("preempted"))
                 if "wait_for_change" in item and not preempted:

@@ -35,3 +35,10 @@ def _planned(stack: str, changes: str) -> tuple[Deployment, Plan]:
 def deployment(stack: str, **changes: Any) -> tuple[Deployment, Plan]:
     """The stack's deployment (with ``changes`` merged into its workload), planned once."""
     return _planned(stack, json.dumps(changes, sort_keys=True))
+
+
+@cache
+def fixture_deployment(path: str) -> tuple[Deployment, Plan]:
+    """The deployment of a spec under ``tests/fixtures/`` (``realistic/09-...``), planned once."""
+    result = plan(load_spec(ROOT / "tests" / "fixtures" / f"{path}.yaml"), load_catalog())
+    return deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW), result

@@ -10,7 +10,8 @@ metadata header) on every metadata request; outputs synced only to the stack's b
 Keys (all optional but ``plan`` and ``expect``):
 
   what            one line: the case
-  plan            {stack: NAME, changes: {workload fields}}: the stack's plan
+  plan            {stack: NAME, changes: {workload fields}}: the stack's plan, or
+                  {fixture: PATH}: a spec under tests/fixtures/
   rank            the node's rank in a multi-node job (default 0)
   job, torchrun   the job's attempts in order: {exit: N, write: [files], block: true}
   hook            false: no job.checkpoint_command (default: ``fakehook``)
@@ -25,6 +26,8 @@ Keys (all optional but ``plan`` and ``expect``):
   engine          healthy | never | stops: the model server's /health
   boot            past_deadline: the machine boots after its planned stop
   image_env       false: the image has no /opt/pytorch environment
+  machine_type    the type the metadata server answers (default: the plan's choice)
+  gpus            how many GPUs ``nvidia-smi -L`` lists (default 0: the driver is not up)
   timing          {field: seconds}: ``machine.lifecycle.Timing`` overrides
   fire            [{when: CONDITION, run: [stop, deadline] | [shutdown]} | {when, put: {key: text}}]
   until           call patterns (one, or a list seen in order) that end a run whose
@@ -60,7 +63,7 @@ from machine import lifecycle
 from machine.boot import FleetGroup, NodeRole, Paths, fleet_group, render
 from machine.serving import MachineSecrets
 from tests.machine.harness import Call, Sandbox, free_port, matches
-from tests.machine.plans import deployment
+from tests.machine.plans import deployment, fixture_deployment
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
 BUCKET = "gpufit-test-bucket-abc123"
@@ -98,7 +101,10 @@ def secret_ref(d: Deployment, what: str) -> str:
 
 def machine(doc: dict[str, Any]) -> Machine:
     spec = doc["plan"]
-    d, _ = deployment(spec["stack"], **spec.get("changes", {}))
+    if "fixture" in spec:
+        d, _ = fixture_deployment(spec["fixture"])
+    else:
+        d, _ = deployment(spec["stack"], **spec.get("changes", {}))
     rank = int(doc.get("rank", 0))
     multi = d.nodes_per_replica > 1
     if d.command is not None:
@@ -230,6 +236,8 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
         "torchrun": doc.get("torchrun", [{"exit": 0}]),
         "hook_hangs": doc.get("hook_hangs", False),
         "image_env": doc.get("image_env", True),
+        "machine_type": doc.get("machine_type", d.machine_type),
+        "gpus": doc.get("gpus", 0),
     }
     if "aws_group_lookup" in doc:
         knobs["aws_group_lookup"] = doc["aws_group_lookup"]

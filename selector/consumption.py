@@ -1,0 +1,140 @@
+"""How each instance type is sold: the consumption options per cloud, as sourced data.
+
+``data/consumption/<cloud>.csv`` holds one row per instance type or series (a glob, ``|`` for
+alternatives, matched on the catalog's instance-type name) with a status for every option:
+``yes`` (the cloud's documentation says it is sold that way), ``no`` (it says it is not), or
+``unconfirmed`` (no source settles it). Every row names its sources (URLs) and the date they
+were read or last updated, and quotes the sentence that decides in ``notes``.
+
+An offer exists only in a market its type is sold in: the snapshot build, the refresh and the
+catalog loader drop offers whose market is ``no``. An ``unconfirmed`` market keeps its offers at
+low confidence, and ``selector.obtainability`` lowers their chance of being had. A type with no
+row (a type a refresh found that this table does not know) is ``unconfirmed`` in every option.
+
+The options form an enum that grows: ``on-demand`` and ``spot`` carry list prices in the
+catalog today; ``flex-start`` (GCP Dynamic Workload Scheduler), ``capacity-block`` (EC2
+Capacity Blocks for ML), ``calendar-reservation`` (GCP future reservations in calendar mode)
+and ``reservation`` (On-Demand Capacity Reservations, GCP reservations) are recorded for the
+planner to grow into.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+Status = Literal["yes", "no", "unconfirmed"]
+STATUSES: tuple[Status, ...] = ("yes", "no", "unconfirmed")
+OPTIONS: tuple[str, ...] = (
+    "on-demand",
+    "spot",
+    "flex-start",
+    "capacity-block",
+    "calendar-reservation",
+    "reservation",
+)
+CLOUDS: tuple[str, ...] = ("aws", "gcp")
+DATA_DIR = Path(__file__).parent / "data" / "consumption"
+
+
+class ConsumptionError(ValueError):
+    """A consumption table that cannot be used, with the row and the reason."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumptionRow:
+    """How the instance types matching ``pattern`` are sold, and on whose word."""
+
+    cloud: str
+    pattern: str
+    options: tuple[tuple[str, Status], ...]
+    capacity_block_regions: tuple[str, ...]
+    sources: tuple[str, ...]
+    as_of: str
+    notes: str
+    where: str
+
+    def status(self, option: str) -> Status:
+        return dict(self.options)[option]
+
+    def matches(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, p) for p in self.pattern.split("|"))
+
+    @property
+    def capacity_block_type(self) -> bool:
+        """Sold through EC2 Capacity Blocks for ML (in some region): a type AWS rations."""
+        return self.status("capacity-block") == "yes"
+
+
+UNKNOWN_NOTE = "no consumption row for this type (gpufit's table does not list it): every option unconfirmed"
+
+
+def _row(cloud: str, raw: dict[str, str], where: str) -> ConsumptionRow:
+    options: list[tuple[str, Status]] = []
+    for option in OPTIONS:
+        value = (raw.get(option.replace("-", "_")) or "").strip()
+        if value not in STATUSES:
+            raise ConsumptionError(f"{where}: {option} is {value!r}, expected one of {', '.join(STATUSES)}")
+        options.append((option, value))
+    pattern = (raw.get("pattern") or "").strip()
+    sources = tuple((raw.get("source_urls") or "").split())
+    as_of = (raw.get("as_of") or "").strip()
+    if not pattern or not sources or not all(s.startswith("https://") for s in sources):
+        raise ConsumptionError(f"{where}: a row needs a pattern and https source URLs")
+    if len(as_of) != 10 or as_of[4] != "-" or as_of[7] != "-":
+        raise ConsumptionError(f"{where}: as_of {as_of!r} is not YYYY-MM-DD")
+    if not (raw.get("notes") or "").strip():
+        raise ConsumptionError(f"{where}: notes must quote or explain the source")
+    return ConsumptionRow(
+        cloud=cloud,
+        pattern=pattern,
+        options=tuple(options),
+        capacity_block_regions=tuple((raw.get("capacity_block_regions") or "").split()),
+        sources=sources,
+        as_of=as_of,
+        notes=raw["notes"].strip(),
+        where=where,
+    )
+
+
+@lru_cache(maxsize=4)
+def load_consumption(directory: Path = DATA_DIR) -> tuple[ConsumptionRow, ...]:
+    """Every cloud's rows, in file order."""
+    rows: list[ConsumptionRow] = []
+    for cloud in CLOUDS:
+        path = directory / f"{cloud}.csv"
+        with path.open(encoding="utf-8", newline="") as handle:
+            for i, raw in enumerate(csv.DictReader(handle)):
+                rows.append(_row(cloud, raw, f"{path.name}:{i + 2}"))
+    return tuple(rows)
+
+
+@lru_cache(maxsize=4096)
+def row_for(cloud: str, name: str, directory: Path = DATA_DIR) -> ConsumptionRow | None:
+    """The one row whose pattern matches ``name`` (None: the table does not know the type).
+    ConsumptionError when two rows match: the table must say one thing per type."""
+    found = [r for r in load_consumption(directory) if r.cloud == cloud and r.matches(name)]
+    if len(found) > 1:
+        raise ConsumptionError(
+            f"{cloud} {name} matches {len(found)} consumption rows ({', '.join(r.where for r in found)})"
+        )
+    return found[0] if found else None
+
+
+def status(cloud: str, name: str, option: str) -> Status:
+    """Whether ``name`` is sold as ``option`` (``unconfirmed`` for a type the table lacks)."""
+    row = row_for(cloud, name)
+    return "unconfirmed" if row is None else row.status(option)
+
+
+def not_sold_reason(cloud: str, name: str, market: str) -> str | None:
+    """Why an offer of ``name`` in ``market`` cannot exist (None when it may): the row's
+    market is ``no``."""
+    row = row_for(cloud, name)
+    if row is None or row.status(market) != "no":
+        return None
+    return f"{cloud} {name} is not sold {market} ({row.where}: {row.sources[0]})"

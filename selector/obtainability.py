@@ -1,0 +1,132 @@
+"""Obtainability: whether an offer's capacity can be had, and what waiting for it costs.
+
+A price row says nothing about whether a machine can be had: a spot price of a type AWS rations
+through Capacity Blocks, or of a pool that is reclaimed every month, may never come with
+capacity. Each offer gets ``p``, the chance that the fleet obtains its capacity within an hour
+of asking (``data/obtainability.yaml``; an estimate from public signals unless an AWS Spot
+placement score gives it), and a level (high, medium, low, very low) with its reasons.
+
+It enters the expected cost as the expected wait. Assuming each hour of asking succeeds with
+probability ``p`` independently (a geometric number of failed hours), the fleet waits
+``(1 − p) ÷ p`` hours before its capacity comes, once at launch and again after each spot
+interruption (the replacement asks anew). An hour of waiting is valued at ``value_per_hour``,
+the lowest hourly spend of any feasible plan for the workload: the least its owner pays for an
+hour of the work, so that equal waits weigh the same whichever machine waits. So
+
+    expected cost = billed cost + (1 + expected interruptions) × (1 − p) ÷ p × value_per_hour
+
+The billed cost (what budgets limit) is unchanged; plans rank by the expected cost. Nothing is
+billed while a fleet waits (``wait_for_capacity_timeout = 0``: the group keeps asking), so the
+wait costs time, not money; pricing that time at the cheapest plan's rate is a gpufit
+assumption, a lower bound (it decides between offers whose billed costs are close: a 30-minute
+fine-tune on spot B200s that would wait half a day against a day's run on an L40S that can be
+had now).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from selector.catalog import Offer
+from selector.consumption import row_for
+from selector.datafile import load_yaml, require_schema
+
+DATA_FILE = Path(__file__).parent / "data" / "obtainability.yaml"
+P_MAX = 0.99
+LEVELS: tuple[str, ...] = ("high", "medium", "low", "very low")
+
+
+@dataclass(frozen=True, slots=True)
+class Obtainability:
+    """The chance ``p`` of getting the capacity within an hour, its level and why."""
+
+    p: float
+    level: str
+    reasons: tuple[str, ...]
+    estimated: bool  # False only when an AWS Spot placement score gives p
+
+    @property
+    def wait_hours(self) -> float:
+        """Expected hours of asking before the capacity comes: (1 − p) ÷ p."""
+        return (1.0 - self.p) / self.p
+
+    def describe(self) -> str:
+        """``low (no placement score; capacity-block type)``."""
+        why = "; ".join(self.reasons)
+        return f"{self.level} ({why})" if why else self.level
+
+
+@lru_cache(maxsize=2)
+def _data(path: Path = DATA_FILE) -> dict[str, Any]:
+    doc = load_yaml(path)
+    require_schema(doc, path, 1)
+    return doc
+
+
+def level_of(p: float) -> str:
+    levels = _data()["levels"]
+    for name in ("high", "medium", "low"):
+        if p >= float(levels[name]):
+            return name
+    return "very low"
+
+
+@lru_cache(maxsize=8192)
+def _judge(
+    cloud: str, name: str, gpu: str, market: str, bucket: str | None, score: int | None
+) -> Obtainability:
+    data = _data()
+    if market == "spot" and score is not None:
+        p = min(P_MAX, score / 10.0)
+        return Obtainability(p, level_of(p), (f"Spot placement score {score}/10",), estimated=False)
+    base, factors = data["base"], data["factors"]
+    reasons: list[str] = []
+    row = row_for(cloud, name)
+    if market == "on-demand":
+        p = float(base["on-demand"])
+    elif cloud == "aws":
+        reasons.append("no placement score")
+        if bucket is not None:
+            p = float(base["spot_by_bucket"][bucket])
+            reasons.append(f"interrupted {bucket} a month")
+        else:
+            p = float(base["spot_no_advisor_row"])
+            reasons.append("no Spot Instance Advisor data")
+        if row is not None and row.capacity_block_type:
+            p *= float(factors["capacity_block_type_spot"])
+            reasons.append("capacity-block type")
+    else:
+        p = float(base["spot_gcp"])
+        reasons.append("no public spot signal")
+    if row is None or row.status(market) == "unconfirmed":
+        p *= float(factors["unconfirmed_market"])
+        reasons.append(f"{market} sale unconfirmed")
+    scarcity = float(data["gpu_scarcity"][market].get(gpu, 1.0))
+    if scarcity < 1.0:
+        p *= scarcity
+        reasons.append(f"{gpu} in high demand")
+    p = min(P_MAX, p)
+    return Obtainability(p, level_of(p), tuple(reasons), estimated=True)
+
+
+def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
+    """The offer's obtainability (see the module doc and ``data/obtainability.yaml``). A
+    replica spanning ``nodes`` machines starts only when all of them are had at once: p^nodes
+    (independent draws, an assumption; machines of a fleet's separate replicas start as each
+    is had, so they do not compound)."""
+    it = offer.instance
+    score = offer.placement_score if offer.market == "spot" else None
+    bucket = offer.interruption_bucket if offer.market == "spot" else None
+    one = _judge(it.cloud, it.name, it.gpu.name, offer.market, bucket, score)
+    if nodes <= 1:
+        return one
+    p = one.p**nodes
+    return Obtainability(p, level_of(p), (*one.reasons, f"{nodes} nodes at once"), one.estimated)
+
+
+def wait_usd(obt: Obtainability, interruptions: float, value_per_hour: float) -> float:
+    """The expected wait's value: (1 + interruptions) × (1 − p) ÷ p × value per hour."""
+    return (1.0 + interruptions) * obt.wait_hours * value_per_hour
