@@ -174,6 +174,11 @@ def capacity_line(plan: Plan) -> str:
             f"; expected wait {format_hours(cost.wait_hours)} × {money(cost.wait_value_per_hour)}/h "
             f"(the cheapest plan's rate) = {money(cost.wait_usd)}, ranked at {money(cost.expected_usd)}"
         )
+    if cost.launch_failure >= 0.005:
+        line += (
+            f"; no capacity before the deadline {cost.launch_failure:.0%} likely (estimate), "
+            f"then re-run elsewhere: +{money(cost.failure_usd)}, ranked at {money(cost.expected_usd)}"
+        )
     return line + (" (estimate)" if obt.estimated else "")
 
 
@@ -340,7 +345,14 @@ def render_explain(plan: Plan) -> str:
                 "USD",
                 f"expected wait × {money(cost.wait_value_per_hour)}/h (a feasible plan's least $/h)",
             ),
-            Term("ranked at", cost.expected_usd, "USD", "total + wait value"),
+            Term(
+                "failure to launch",
+                cost.failure_usd,
+                "USD",
+                f"f × (window × $/h + re-run − launched), f = {cost.launch_failure:.3f} "
+                "(no capacity before the deadline; estimate)",
+            ),
+            Term("ranked at", cost.expected_usd, "USD", "total + wait value + failure to launch"),
         ]
         if cost.spot_factor > 1.0:
             cost_terms.insert(

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 
 from selector.catalog import Offer
-from selector.obtainability import Obtainability, wait_usd
+from selector.obtainability import Obtainability, failure_usd, launch_failure, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
 from selector.sizing import Requirements, Shape
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -194,6 +194,8 @@ class Cost:
     obtainability: Obtainability | None = None
     wait_value_per_hour: float = 0.0
     wait_usd: float = 0.0
+    launch_failure: float = 0.0  # the chance of no capacity before the deadline (an estimate)
+    failure_usd: float = 0.0  # what that adds to the expected cost (selector.obtainability)
 
     @property
     def storage_usd(self) -> float:
@@ -223,16 +225,32 @@ class Cost:
 
     @property
     def expected_usd(self) -> float:
-        """What plans rank by: the billed total plus the expected wait's value
-        (``selector.obtainability``)."""
-        return self.total_usd + self.wait_usd
+        """What plans rank by: the billed total plus the expected wait's value and what a
+        failure to launch adds (``selector.obtainability``)."""
+        return self.total_usd + self.wait_usd + self.failure_usd
 
 
-def with_wait(cost: Cost, obt: Obtainability, value_per_hour: float) -> Cost:
-    """``cost`` with the offer's obtainability and the value of its expected wait, an hour of
-    it at ``value_per_hour`` (``selector.obtainability``)."""
+def with_wait(
+    cost: Cost,
+    obt: Obtainability,
+    value_per_hour: float,
+    deadline_hours: float | None = None,
+    rerun_usd: float | None = None,
+) -> Cost:
+    """``cost`` with the offer's obtainability, the value of its expected wait (an hour of it
+    at ``value_per_hour``) and of a failure to launch before ``deadline_hours`` (a job's TTL;
+    None for a service), the job then re-run at ``rerun_usd`` (``selector.obtainability``)."""
     waited = wait_usd(obt, cost.interruptions, value_per_hour)
-    return replace(cost, obtainability=obt, wait_value_per_hour=value_per_hour, wait_usd=waited)
+    window = None if deadline_hours is None else max(deadline_hours - cost.hours, 0.0)
+    failed = failure_usd(obt, window, value_per_hour, cost.total_usd + waited, rerun_usd)
+    return replace(
+        cost,
+        obtainability=obt,
+        wait_value_per_hour=value_per_hour,
+        wait_usd=waited,
+        launch_failure=launch_failure(obt, window),
+        failure_usd=failed,
+    )
 
 
 def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: float) -> float | None:

@@ -142,6 +142,7 @@ def fallbacks(
     on_demand_base: tuple[int, float] = (0, 0.0),
     weighted: bool = False,
     wait_value: float = 0.0,
+    rerun_usd: float | None = None,
     fit_at: Callable[[InstanceType, int], Shape | Rejection] | None = None,
     limit: int = MAX_FALLBACKS,
 ) -> tuple[Fallback, ...]:
@@ -195,7 +196,8 @@ def fallbacks(
         shape = fleet_shape(own, units)
         for offer in here:
             billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
-            cost = with_wait(billed, obtainability(offer), wait_value)
+            window = deadline_hours if inputs.run_hours is None else None
+            cost = with_wait(billed, obtainability(offer), wait_value, window, rerun_usd)
             if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
                 continue
             if not within_budget(cost.hourly_usd, cost.total_usd):

@@ -21,11 +21,36 @@ wait costs time, not money; pricing that time at the cheapest plan's rate is a g
 assumption, a lower bound (it decides between offers whose billed costs are close: a 30-minute
 fine-tune on spot B200s that would wait half a day against a day's run on an L40S that can be
 had now).
+
+Failure to launch. A market no source confirms (``status: unconfirmed`` in
+``data/consumption``: p6-b200 spot, p5e spot) may not exist at all: waiting longer does not
+help. Such an offer carries ``never``, the chance its capacity never comes, whatever the
+wait (``data/obtainability.yaml`` ``never_obtainable``; a gpufit ESTIMATE: "no source says
+it is sold" is taken as even odds). With a window of ``W`` hours to wait (a job's TTL less its
+expected run; a service has no deadline, so only ``never`` counts), the chance of no machine
+before the deadline is
+
+    f = never + (1 − never) × (1 − p)^W
+
+and the outcome then is the window lost (``W × value_per_hour``) and the job re-run on the
+next plan whose market is confirmed, at that plan's expected cost (``rerun_usd``; the offer's
+own when there is none). So
+
+    expected cost = (1 − f) × (billed + wait) + f × (W × value_per_hour + rerun_usd)
+
+(a two-outcome expectation, the standard decision-analysis form; the odds are estimates and
+``gpufit plan`` says so).
+
+A Spot placement score (a refresh with credentials) is asked for a GPU-count group of types
+(AWS scores a request, ``catalog.aws_scores``): "likely to succeed" when any type of the
+group may be taken. The chance of one type is at most the group's, so the score caps an
+offer's estimate (``p = min(score ÷ 10, estimate)``) and never raises it: a 9 earned by
+abundant g5/g6 machines says nothing about a p6-b200 in the same group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -47,6 +72,7 @@ class Obtainability:
     level: str
     reasons: tuple[str, ...]
     estimated: bool  # False only when an AWS Spot placement score gives p
+    never: float = 0.0  # the chance the capacity never comes, whatever the wait (an estimate)
 
     @property
     def wait_hours(self) -> float:
@@ -78,10 +104,25 @@ def level_of(p: float) -> str:
 def _judge(
     cloud: str, name: str, gpu: str, market: str, bucket: str | None, score: int | None
 ) -> Obtainability:
+    own = _estimate(cloud, name, gpu, market, bucket)
+    if market != "spot" or score is None:
+        return own
+    capped = score / 10.0
+    if capped >= own.p:
+        reasons = (f"group placement score {score}/10 (a cap, never a raise)", *own.reasons[1:])
+        return replace(own, reasons=reasons)
+    return Obtainability(
+        capped,
+        level_of(capped),
+        (f"Spot placement score {score}/10 of its group of types", *own.reasons[1:]),
+        estimated=False,
+        never=own.never,
+    )
+
+
+def _estimate(cloud: str, name: str, gpu: str, market: str, bucket: str | None) -> Obtainability:
+    """The offer's p from public signals alone (``data/obtainability.yaml``)."""
     data = _data()
-    if market == "spot" and score is not None:
-        p = min(P_MAX, score / 10.0)
-        return Obtainability(p, level_of(p), (f"Spot placement score {score}/10",), estimated=False)
     base, factors = data["base"], data["factors"]
     reasons: list[str] = []
     row = row_for(cloud, name)
@@ -101,15 +142,17 @@ def _judge(
     else:
         p = float(base["spot_gcp"])
         reasons.append("no public spot signal")
+    never = 0.0
     if row is None or row.status(market) == "unconfirmed":
         p *= float(factors["unconfirmed_market"])
+        never = float(data["never_obtainable"]["unconfirmed_market"])
         reasons.append(f"{market} sale unconfirmed")
     scarcity = float(data["gpu_scarcity"][market].get(gpu, 1.0))
     if scarcity < 1.0:
         p *= scarcity
         reasons.append(f"{gpu} in high demand")
     p = min(P_MAX, p)
-    return Obtainability(p, level_of(p), tuple(reasons), estimated=True)
+    return Obtainability(p, level_of(p), tuple(reasons), estimated=True, never=never)
 
 
 def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
@@ -124,9 +167,34 @@ def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
     if nodes <= 1:
         return one
     p = one.p**nodes
-    return Obtainability(p, level_of(p), (*one.reasons, f"{nodes} nodes at once"), one.estimated)
+    return Obtainability(p, level_of(p), (*one.reasons, f"{nodes} nodes at once"), one.estimated, one.never)
 
 
 def wait_usd(obt: Obtainability, interruptions: float, value_per_hour: float) -> float:
     """The expected wait's value: (1 + interruptions) × (1 − p) ÷ p × value per hour."""
     return (1.0 + interruptions) * obt.wait_hours * value_per_hour
+
+
+def launch_failure(obt: Obtainability, window_hours: float | None) -> float:
+    """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W; a
+    service (no window) fails only when the market never gives capacity."""
+    if window_hours is None:
+        return obt.never
+    return obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0)
+
+
+def failure_usd(
+    obt: Obtainability,
+    window_hours: float | None,
+    value_per_hour: float,
+    launched_usd: float,
+    rerun_usd: float | None,
+) -> float:
+    """What failure to launch adds to the expected cost (see the module doc):
+    f × (W × value per hour + re-run − launched), ``launched`` = billed + wait."""
+    f = launch_failure(obt, window_hours)
+    if f <= 0.0:
+        return 0.0
+    lost = (window_hours or 0.0) * value_per_hour
+    rerun = launched_usd if rerun_usd is None else rerun_usd
+    return f * (lost + rerun - launched_usd)

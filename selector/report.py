@@ -26,6 +26,7 @@ def obtainability_to_dict(obt: Obtainability) -> dict[str, Any]:
         "expected_wait_hours": _r(obt.wait_hours, 3),
         "reasons": list(obt.reasons),
         "estimated": obt.estimated,
+        "never_probability": _r(obt.never, 4),
     }
 
 
@@ -86,6 +87,8 @@ def cost_to_dict(cost: Cost) -> dict[str, Any]:
         "expected_wait_hours": _r(cost.wait_hours, 3),
         "wait_value_per_hour": _r(cost.wait_value_per_hour, 4),
         "wait_usd": _r(cost.wait_usd, 2),
+        "launch_failure_probability": _r(cost.launch_failure, 4),
+        "launch_failure_usd": _r(cost.failure_usd, 2),
         "expected_usd": _r(cost.expected_usd, 2),
     }
 

@@ -21,7 +21,7 @@ from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, w
 from selector.fallbacks import Fallback, fallbacks, fleet_units
 from selector.freshness import PriceAges, price_ages_counted
 from selector.images import unsupported_reason
-from selector.obtainability import obtainability, wait_usd
+from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
 from selector.spec import WorkloadSpec
@@ -343,8 +343,16 @@ def plan(
     value = catalog.wait_value_per_hour
     if value is None:
         value = cheapest_hourly if feasible else 0.0
-    for offer, shape, pref, total, hours, rate, gpus, _ in entries:
-        expected = total + wait_usd(obtainability(offer, shape.nodes_per_replica), rate * hours, value)
+    judged = [
+        (e, obt, e[3] + wait_usd(obt, e[5] * e[4], value))
+        for e in entries
+        for obt in (obtainability(e[0], e[1].nodes_per_replica),)
+    ]
+    # A failure to launch re-runs the job on the best plan whose market is confirmed.
+    rerun = min((launched for _, obt, launched in judged if obt.never == 0.0), default=None)
+    for (offer, shape, pref, total, hours, rate, gpus, _), obt, launched in judged:
+        window = None if deadline is None else max(deadline - hours, 0.0)
+        expected = launched + failure_usd(obt, window, value, launched, rerun)
         key = (offer.instance.cloud, offer.instance.name, offer.market)
         rk = rank_key(pref, expected, gpus, offer)
         top_of_type = best.get(key)
@@ -354,7 +362,7 @@ def plan(
 
     def candidate(o: Offer, s: Shape, base: tuple[int, float]) -> Candidate:
         cost = offer_cost(o, s, inputs, rates, base)
-        return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value))
+        return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value, deadline, rerun))
 
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked)
@@ -376,6 +384,7 @@ def plan(
             base_of.get(id(first.offer), (0, 0.0)),
             weighted=spec.task == "batch",
             wait_value=value,
+            rerun_usd=rerun,
             fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
         )
     # Offers that only cost too much come first: they would run the job as it stands.
