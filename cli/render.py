@@ -130,7 +130,14 @@ def disk_lines(plan: Plan) -> list[str]:
 
 
 def fleet_line(plan: Plan) -> str:
-    """What the cloud's fleet engine may launch when the choice has no capacity, in order."""
+    """What the cloud's fleet engine may launch when the choice has no capacity, in order, and
+    why there are fewer than two (``Plan.breadth_note``)."""
+    line = _fleet_members(plan)
+    note = plan.breadth_note
+    return f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+
+
+def _fleet_members(plan: Plan) -> str:
     if not plan.fallbacks:
         choice = plan.choice
         if choice is not None and choice.shape.nodes_per_replica > 1:

@@ -10,7 +10,9 @@ order. A fallback is an offer
 - offered where the fleet may launch: the choice's zone when the choice is zone-specific (its
   price holds there only, so the fleet launches only there), else the zones the choice's
   region-level offer is known in (a fallback whose own zones are not known counts there, but
-  not for a zone-specific choice);
+  not for a zone-specific choice). A stateless or checkpointed spot choice whose zone holds
+  fewer than two fallbacks is widened to every zone of its region that prices it, costed at
+  the dearest (``spanning_offer``; ``selector.select``);
 - costed at its dearest offer among those zones, since the group may start it in any of them;
 - whose own fit runs a replica on one node;
 - that holds, per instance, the replicas its ``weighted_capacity`` says. The fleet counts
@@ -68,6 +70,44 @@ def offered_in(offer: Offer, zone: str) -> bool:
     if offer.zone is not None:
         return offer.zone == zone
     return zone in offer.zones
+
+
+def spanning_offer(choice: Offer, catalog: Catalog) -> Offer | None:
+    """A zone-specific spot choice widened to every zone of its region that prices the type in
+    its market, costed at the dearest of them (the group may start it in any): a fleet pinned to
+    one zone falls back only within it, the opposite of AWS's advice for
+    ``price-capacity-optimized``, which "looks at both price and capacity to select the Spot
+    Instance pools" across the group's zones
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/allocation-strategies.html). None
+    when the choice is region-level or only one zone prices it. A placement score is kept only
+    when every zone has one (the lowest: the group may land in any)."""
+    if choice.zone is None:
+        return None
+    it = choice.instance
+    zonal = [
+        o
+        for o in catalog.offers
+        if o.instance.name == it.name
+        and o.instance.cloud == it.cloud
+        and o.region == choice.region
+        and o.market == choice.market
+        and o.zone is not None
+        and not o.unpriced
+    ]
+    if len({o.zone for o in zonal}) < 2:
+        return None
+    dearest = max(zonal, key=lambda o: (o.hourly_usd, o.zone or ""))
+    scores = [o.placement_score for o in zonal]
+    zones = tuple(sorted({o.zone for o in zonal if o.zone is not None}))
+    note = f"spans {', '.join(zones)}, priced at the dearest ({dearest.zone})"
+    return replace(
+        dearest,
+        zone=None,
+        zones=zones,
+        notes=f"{dearest.notes}; {note}" if dearest.notes else note,
+        placement_score=None if None in scores else min(s for s in scores if s is not None),
+        hourly_usd_range=None,
+    )
 
 
 def same_accelerators(choice: InstanceType, other: InstanceType) -> bool:

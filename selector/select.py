@@ -18,7 +18,7 @@ from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
-from selector.fallbacks import Fallback, fallbacks, fleet_units
+from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, fallbacks, fleet_units, spanning_offer
 from selector.freshness import PriceAges, price_ages_counted
 from selector.images import unsupported_reason
 from selector.obtainability import failure_usd, obtainability, wait_usd
@@ -97,6 +97,26 @@ class Plan:
         return fleet_units(self.choice.shape) if self.choice is not None else 0
 
     @property
+    def breadth_note(self) -> str | None:
+        """Why a stateless or checkpointed fleet has fewer than two fallbacks (issue 25: "several
+        fallbacks unless the user pinned a type"), or None when it has them or needs none."""
+        choice = self.choice
+        if choice is None or self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
+            return None
+        if self.spec.placement.instance_types is not None:
+            return "placement.instance_types pins the types"
+        if choice.shape.nodes_per_replica > 1:
+            return "a multi-node replica runs on instances of one type"
+        offer = choice.offer
+        if offer.cloud in VM_COUNTED_CLOUDS:
+            return (
+                f"a {offer.cloud} managed instance group keeps one instance template: only machine types "
+                "with the same GPUs and replicas per machine join it (one group per size is not built)"
+            )
+        where = f"{offer.zone} (widening to {offer.region}'s zones found no more)" if offer.zone else offer.region
+        return f"only {len(self.fallbacks)} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+
+    @property
     def status(self) -> PlanStatus:
         if self.choice is not None:
             return "ok"
@@ -122,8 +142,17 @@ def _on_demand_base(
     "serving.on_demand_base")."""
     given = spec.serving.on_demand_base if spec.serving is not None else 0
     wanted = given if given is not None else (1 if shape.replicas >= 2 else 0)
-    if spec.task != "serve" or offer.market != "spot" or wanted == 0 or shape.nodes_per_replica > 1:
+    if spec.task != "serve" or offer.market != "spot" or wanted == 0:
         return (0, 0.0)
+    if shape.nodes_per_replica > 1:
+        if given is None:
+            return (0, 0.0)
+        return Rejection(
+            "market",
+            f"serving.on_demand_base {wanted}: a replica spans {shape.nodes_per_replica} nodes, run as "
+            "plain instances with no fleet to keep a base in (set serving.on_demand_base: 0 to serve "
+            "from spot alone)",
+        )
     it = offer.instance
     instances = math.ceil(min(wanted, shape.replicas) / shape.replicas_per_instance)
     if instances >= shape.instances:
@@ -150,6 +179,10 @@ def _on_demand_base(
 
 
 NO_BASE: tuple[int, float] = (0, 0.0)
+
+MIN_FALLBACKS = 2
+"""A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
+zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
 
 ON_DEMAND_BASE_UNSUPPORTED = frozenset({"gcp"})
 """Clouds whose fleet cannot mix provisioning models: a GCP managed instance group's instance
@@ -387,6 +420,32 @@ def plan(
             rerun_usd=rerun,
             fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
         )
+    if candidates and len(backups) < MIN_FALLBACKS and spec.fault_tolerance != "none":
+        first = candidates[0]
+        wide = spanning_offer(first.offer, catalog) if first.shape.nodes_per_replica == 1 else None
+        if wide is not None:
+            widened = candidate(wide, first.shape, base_of.get(id(first.offer), NO_BASE))
+            more = fallbacks(
+                wide,
+                widened.shape,
+                catalog,
+                fit_of,
+                inputs,
+                rates,
+                placement.instance_types,
+                deadline,
+                lambda hourly, total: _budget(inputs, hourly, total) is None,
+                base_of.get(id(first.offer), NO_BASE),
+                weighted=spec.task == "batch",
+                wait_value=value,
+                rerun_usd=rerun,
+                fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
+            )
+            fits_budget = _budget(inputs, widened.cost.hourly_usd, widened.cost.total_usd) is None
+            in_time = deadline is None or widened.cost.hours <= deadline
+            if len(more) > len(backups) and fits_budget and in_time:
+                candidates = (widened, *candidates[1:])
+                backups = more
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),
