@@ -113,8 +113,11 @@ class Plan:
                 f"a {offer.cloud} managed instance group keeps one instance template: only machine types "
                 "with the same GPUs and replicas per machine join it (one group per size is not built)"
             )
-        where = f"{offer.zone} (widening to {offer.region}'s zones found no more)" if offer.zone else offer.region
-        return f"only {len(self.fallbacks)} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+        where = offer.region
+        if offer.zone is not None:
+            where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
+        n = len(self.fallbacks)
+        return f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
 
     @property
     def status(self) -> PlanStatus:
@@ -383,7 +386,7 @@ def plan(
     ]
     # A failure to launch re-runs the job on the best plan whose market is confirmed.
     rerun = min((launched for _, obt, launched in judged if obt.never == 0.0), default=None)
-    for (offer, shape, pref, total, hours, rate, gpus, _), obt, launched in judged:
+    for (offer, shape, pref, _total, hours, _rate, gpus, _), obt, launched in judged:
         window = None if deadline is None else max(deadline - hours, 0.0)
         expected = launched + failure_usd(obt, window, value, launched, rerun)
         key = (offer.instance.cloud, offer.instance.name, offer.market)
@@ -469,4 +472,3 @@ def plan(
 
 
 _AS_OF = attrgetter("as_of")
-
