@@ -180,7 +180,7 @@ def launch_failure(obt: Obtainability, window_hours: float | None) -> float:
     service (no window) fails only when the market never gives capacity."""
     if window_hours is None:
         return obt.never
-    return obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0)
+    return float(obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0))
 
 
 def failure_usd(
