@@ -128,8 +128,14 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
         feasible.append((offer, shape, cost))
     # An hour of waiting for capacity is worth the lowest hourly spend of a feasible plan.
     value = min((cost.hourly_usd for _, _, cost in feasible), default=0.0)
-    for offer, shape, cost in feasible:
-        waited = with_wait(cost, obtainability(offer, shape.nodes_per_replica), value)
+    # A failure to launch re-runs the job on the best plan whose market is confirmed.
+    deadline = spec.teardown.ttl if spec.teardown is not None and inputs.run_hours is None else None
+    judged = [(o, s, c, obtainability(o, s.nodes_per_replica)) for o, s, c in feasible]
+    rerun = min(
+        (with_wait(c, obt, value).expected_usd for _, _, c, obt in judged if obt.never == 0.0), default=None
+    )
+    for offer, shape, cost, obt in judged:
+        waited = with_wait(cost, obt, value, deadline, rerun)
         key = rank_key(0, waited.expected_usd, offer.instance.gpu_count * shape.instances, offer)
         if best is None or key < best[0]:
             best = (key, Candidate(offer, shape, waited))
