@@ -28,7 +28,7 @@ help. Such an offer carries ``never``, the chance its capacity never comes, what
 wait (``data/obtainability.yaml`` ``never_obtainable``; a gpufit ESTIMATE: "no source says
 it is sold" is taken as even odds). With a window of ``W`` hours to wait (a job's TTL less its
 expected run; a service has no deadline, so only ``never`` counts), the chance of no machine
-before the deadline is
+before the deadline (0 for a confirmed market, whose wait the expected wait prices) is
 
     f = never + (1 − never) × (1 − p)^W
 
@@ -37,6 +37,8 @@ next plan whose market is confirmed, at that plan's expected cost (``rerun_usd``
 own when there is none). So
 
     expected cost = (1 − f) × (billed + wait) + f × (W × value_per_hour + rerun_usd)
+
+(the added term kept at or above 0).
 
 (a two-outcome expectation, the standard decision-analysis form; the odds are estimates and
 ``gpufit plan`` says so).
@@ -178,6 +180,8 @@ def wait_usd(obt: Obtainability, interruptions: float, value_per_hour: float) ->
 def launch_failure(obt: Obtainability, window_hours: float | None) -> float:
     """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W; a
     service (no window) fails only when the market never gives capacity."""
+    if obt.never == 0.0:
+        return 0.0  # a confirmed market: the group keeps asking, the expected wait prices it
     if window_hours is None:
         return obt.never
     return float(obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0))
@@ -191,10 +195,11 @@ def failure_usd(
     rerun_usd: float | None,
 ) -> float:
     """What failure to launch adds to the expected cost (see the module doc):
-    f × (W × value per hour + re-run − launched), ``launched`` = billed + wait."""
+    f × (W × value per hour + re-run − launched), ``launched`` = billed + wait; never below 0
+    (a failure never makes an offer look cheaper: one dearer than its re-run loses anyway)."""
     f = launch_failure(obt, window_hours)
     if f <= 0.0:
         return 0.0
     lost = (window_hours or 0.0) * value_per_hour
     rerun = launched_usd if rerun_usd is None else rerun_usd
-    return f * (lost + rerun - launched_usd)
+    return f * max(lost + rerun - launched_usd, 0.0)

@@ -334,7 +334,9 @@ def test_a_score_gives_its_zones_spot_offers_their_obtainability() -> None:
     scored = b200["us-east-1"]  # region-level, known in use1-az6 only: that zone's score
     assert scored.placement_score == 8
     obt = obtainability(scored)
-    assert (obt.p, obt.level, obt.estimated) == (0.8, "high", False)
+    # the group's score caps the type's own estimate, never lifts it (review of issue 25, finding 1)
+    assert (obt.level, obt.estimated) == ("very low", True) and obt.p < 0.8
+    assert "group placement score 8/10 (a cap, never a raise)" in obt.reasons
     assert b200["use2-az1"].placement_score is None  # ignored: asked for one type
     assert obtainability(b200["use2-az1"]).level == "very low"
     bad = {**doc, "spot_placement_scores": [{**doc["spot_placement_scores"][0], "score": 11}]}
