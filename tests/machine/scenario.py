@@ -100,7 +100,8 @@ class Machine:
 
 def secret_ref(d: Deployment, what: str, region: str | None = None) -> str:
     if d.cloud == "aws":
-        return f"arn:aws:secretsmanager:{region or d.region}:123456789012:secret:gpufit/{d.name}/{what}-AbCdEf"
+        arn = f"arn:aws:secretsmanager:{region or d.region}:123456789012:secret"
+        return f"{arn}:gpufit/{d.name}/{what}-AbCdEf"
     return f"{d.name[:40]}-{what}"
 
 
