@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import gzip
+import hashlib
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -169,6 +170,17 @@ def supervisor_body() -> str:
     return (Path(__file__).parent / "scripts" / "gpufit-machine.sh").read_text(encoding="utf-8")
 
 
+def deployment_id(d: Deployment) -> str:
+    """What the machines of one deployment share, and a later deployment of the same stack does
+    not: its deadline (epoch seconds; a new ``pulumi up`` of a clock-based stack keeps the first
+    one, as it keeps the user data) and a digest of what the machines run. The supervisor keys its
+    done and replacement markers by it (``status/deployments/<id>/``), so markers that an earlier
+    deployment left in a retained or reused bucket neither skip this one's job nor use up its
+    replacements."""
+    work = "\n".join([d.command or "", d.checkpoint_command or "", d.workload, d.stack])
+    return f"{int(d.expires_at.timestamp())}-{hashlib.sha256(work.encode()).hexdigest()[:10]}"
+
+
 def kind(d: Deployment) -> str:
     """``serve`` (gpufit's model server), ``job`` (runs to completion), ``service`` (a command
     that serves until the deadline) or ``idle`` (no command)."""
@@ -240,6 +252,7 @@ def settings(
         ("WORKLOAD", d.workload),
         ("STACK", d.stack),
         ("BUCKET", bucket),
+        ("DEPLOYMENT", deployment_id(d)),
         ("NODE_PREFIX", "fleet" if group else f"machine-{role.machine}"),
         ("WORKDIR", paths.at(d.workdir)),
         ("KIND", job_kind),

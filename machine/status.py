@@ -7,9 +7,12 @@ fetch the objects.
   change: ``state`` (starting, running, retrying, serving, succeeded, interrupted, stopped,
   replacing, gave-up, failed, expired, idle), ``reason``, ``exit_code``, ``attempt`` of
   ``attempts_allowed``, ``node_rank``/``nodes``, ``group``, and times (epoch seconds);
-- ``status/replacements/<machine>.json``: one per machine a group replaced because it failed
-  (their count is bounded: ``replacements_allowed``);
-- ``status/done/<machine>.json``: one per machine whose job exited 0;
+- ``status/deployments/<deployment>/replacements/<machine>.json``: one per machine a group
+  replaced because it failed (their count is bounded: ``replacements_allowed``);
+- ``status/deployments/<deployment>/done/<machine>.json``: one per machine whose job exited 0;
+  ``<deployment>`` is ``machine.boot.deployment_id`` (the machines' status objects name it), so
+  an earlier deployment's markers in a retained bucket count for nothing here, and its
+  machines are left out of the verdict;
 - ``status/abort.json``: a node of a multi-node job gave up and stopped the others (why).
 """
 
@@ -46,6 +49,7 @@ class MachineStatus:
     started_at: int | None
     expires_at: int | None
     replacements_allowed: int | None
+    deployment: str = ""
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> MachineStatus:
@@ -67,6 +71,7 @@ class MachineStatus:
             started_at=num("started_at"),
             expires_at=num("expires_at"),
             replacements_allowed=num("replacements_allowed"),
+            deployment=str(doc.get("deployment", "")),
         )
 
 
@@ -79,6 +84,8 @@ class BucketStatus:
     done: int = 0
     abort: dict[str, Any] | None = None
     unreadable: list[str] = field(default_factory=list)  # keys that did not parse
+    deployment: str = ""  # the newest machine's deployment: what is counted
+    earlier: int = 0  # machines of earlier deployments, left out
 
     @property
     def replacements_allowed(self) -> int | None:
@@ -109,18 +116,24 @@ class BucketStatus:
             "done": self.done,
             "abort": self.abort,
             "unreadable": self.unreadable,
+            "deployment": self.deployment,
+            "earlier_machines": self.earlier,
         }
 
 
 def parse(objects: dict[str, str]) -> BucketStatus:
-    """The status objects (key → text), as one summary; machines newest first."""
+    """The status objects (key → text), as one summary of the newest deployment (the one the
+    most recently updated machine names); machines newest first."""
     found = BucketStatus()
+    markers: dict[str, list[str]] = {}
     for key, text in sorted(objects.items()):
         name = key.removeprefix(PREFIX)
-        if name.startswith("replacements/"):
-            found.replacements += 1
-        elif name.startswith("done/"):
-            found.done += 1
+        if name.startswith("deployments/"):
+            parts = name.split("/")
+            if len(parts) == 4 and parts[2] in ("done", "replacements"):
+                markers.setdefault(parts[1], []).append(parts[2])
+        elif name.startswith(("replacements/", "done/")):
+            markers.setdefault("", []).append(name.split("/", 1)[0])  # before deployment ids
         elif name in ("abort.json", "machines/") or name.startswith("machines/"):
             try:
                 doc = json.loads(text)
@@ -134,6 +147,17 @@ def parse(objects: dict[str, str]) -> BucketStatus:
             else:
                 found.machines.append(MachineStatus.from_json(doc))
     found.machines.sort(key=lambda m: (-(m.updated_at or 0), m.machine))
+    found.deployment = next((m.deployment for m in found.machines if m.deployment), "")
+    if found.deployment:
+        current = [m for m in found.machines if m.deployment in ("", found.deployment)]
+        found.earlier = len(found.machines) - len(current)
+        found.machines = current
+        starts = [m.started_at for m in current if m.started_at is not None]
+        at = found.abort.get("at") if found.abort else None
+        if isinstance(at, int) and starts and at < min(starts):
+            found.abort = None  # an earlier run's abort (the machines check the same)
+    kinds = markers.get(found.deployment, [])
+    found.done, found.replacements = kinds.count("done"), kinds.count("replacements")
     return found
 
 
@@ -146,6 +170,8 @@ def when(epoch: int | None) -> str:
 def report(where: str, status: BucketStatus) -> list[str]:
     """The lines ``gpufit status`` prints."""
     lines = [f"{where}: {len(status.machines)} machine(s) reported; verdict: {status.verdict}"]
+    if status.earlier:
+        lines.append(f"not counted: {status.earlier} machine(s) of earlier deployments")
     if status.replacements or status.replacements_allowed:
         lines.append(f"replacements: {status.replacements} of {status.replacements_allowed or '?'} used")
     if status.done:

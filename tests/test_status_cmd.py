@@ -102,6 +102,32 @@ def test_json_and_a_running_fleet(s3: Any, capsys: pytest.CaptureFixture[str]) -
     assert [m["state"] for m in doc["machines"]] == ["running", "succeeded"]
 
 
+def test_only_the_newest_deployment_counts(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """A retained bucket holds an earlier deployment's markers and machines (one gave up):
+    they neither fail this deployment's verdict nor count in its done or replacements."""
+    old, new = "1790000000-0123456789", "1796256000-abcdef0123"
+
+    def of(deployment: str, text: str) -> str:
+        return json.dumps({**json.loads(text), "deployment": deployment})
+
+    put_all(
+        s3,
+        {
+            "status/machines/i-old.json": of(old, machine("i-old", "gave-up", 1790000000, exit_code=1)),
+            "status/deployments/1790000000-0123456789/replacements/i-a.json": "{}",
+            "status/deployments/1790000000-0123456789/done/i-b.json": "{}",
+            "status/abort.json": json.dumps({"machine": "i-old", "reason": "x", "at": 1789999000}),
+            "status/machines/i-new.json": of(new, machine("i-new", "succeeded", 1796213000, exit_code=0)),
+            "status/deployments/1796256000-abcdef0123/done/i-new.json": "{}",
+        },
+    )
+    assert main(["status", "--bucket", "s3://gpufit-w-s-abc", "--json"]) == OK
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["verdict"] == "succeeded" and doc["done"] == 1 and doc["replacements"] == 0
+    assert doc["deployment"] == new and doc["earlier_machines"] == 1 and doc["abort"] is None
+    assert [m["machine"] for m in doc["machines"]] == ["i-new"]
+
+
 def test_unreadable_buckets_and_targets_are_one_line(s3: Any, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["status", "--bucket", "s3://no-such-bucket-here"]) == STATUS_UNREADABLE
     err = capsys.readouterr().err
@@ -196,7 +222,7 @@ def test_what_a_failing_machine_wrote_is_what_status_reports(tmp_path: Path, s3:
     outcome = run_scenario(doc, tmp_path)
     written = {k: v for k, v in outcome.bucket.items() if k.startswith("status/")}
     status = parse(written)
-    assert status.verdict == "failed" and status.replacements == 2 and status.replacements_allowed == 2
+    assert status.verdict == "failed" and status.replacements == 4 and status.replacements_allowed == 4
     (me,) = status.machines
     assert (me.state, me.exit_code, me.attempt, me.attempts_allowed) == ("gave-up", 1, 3, 3)
     s3.create_bucket(Bucket=BUCKET)

@@ -84,14 +84,21 @@ restore_outputs() {  # a replacement machine starts from the last synced outputs
 # --- the status object -------------------------------------------------------------------
 clean() { local s=${1//[^A-Za-z0-9 ._:\/()=+,@%\'-]/}; printf '%s' "$s"; }
 number() { case $1 in '' | *[!0-9]*) printf 'null' ;; *) printf '%s' "$1" ;; esac; }
-status() {  # STATE REASON [EXIT-CODE]
+FINAL_STATES=" succeeded failed gave-up replacing expired stopped "
+status() {  # STATE REASON [EXIT-CODE]: a final state stays: a later "stopped" (the group's
+  # terminating hook, the OS shutdown) does not overwrite succeeded, gave-up or replacing
   local file="$RUN/status.json" started attempt
+  if [ "$1" = stopped ] && [ -s "$RUN/final" ]; then
+    log "status stays $(cat "$RUN/final") ($1: $2)"
+    return 0
+  fi
+  case $FINAL_STATES in *" $1 "*) printf '%s' "$1" > "$RUN/final" ;; esac
   started=$(cat "$RUN/started-at" 2>/dev/null)
   attempt=$(cat "$RUN/attempt" 2>/dev/null)
-  printf '{"schema":1,"workload":"%s","stack":"%s","cloud":"%s","machine":"%s","group":"%s","node_rank":%s,"nodes":%s,"state":"%s","reason":"%s","exit_code":%s,"attempt":%s,"attempts_allowed":%s,"replacements_allowed":%s,"started_at":%s,"updated_at":%s,"expires_at":%s}\n' \
+  printf '{"schema":1,"workload":"%s","stack":"%s","cloud":"%s","machine":"%s","group":"%s","node_rank":%s,"nodes":%s,"state":"%s","reason":"%s","exit_code":%s,"attempt":%s,"attempts_allowed":%s,"replacements_allowed":%s,"deployment":"%s","started_at":%s,"updated_at":%s,"expires_at":%s}\n' \
     "$(clean "$WORKLOAD")" "$(clean "$STACK")" "$CLOUD" "$(clean "$(machine_id)")" "$(clean "$GROUP")" \
     "$(number "$NODE_RANK")" "$(number "$NNODES")" "$(clean "$1")" "$(clean "$2")" "$(number "${3:-}")" \
-    "$(number "$attempt")" "$((RETRIES + 1))" "$(number "$MAX_REPLACEMENTS")" "$(number "$started")" \
+    "$(number "$attempt")" "$((RETRIES + 1))" "$(number "$MAX_REPLACEMENTS")" "$(clean "$DEPLOYMENT")" "$(number "$started")" \
     "$(number "$(now)")" "$(number "$EXPIRES_AT")" > "$file.tmp" && mv "$file.tmp" "$file"
   log "status $1: $2"
   put_object "$file" "status/machines/$(machine_id).json" || log "could not write the status object"
@@ -127,14 +134,34 @@ power_off() {  # the end of this process in every case: a power-off returns whil
   poweroff || shutdown -h now
   exit 0
 }
+complete_lifecycle() {  # the terminating hook held this machine: let the group go on
+  aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$GROUP" \
+    --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$(machine_id)" --lifecycle-action-result CONTINUE \
+    || log "could not complete the lifecycle action: the group continues after $T_HEARTBEAT s"
+}
+await_removal() {  # after leaving: AWS with a terminating hook, the group holds the machine in
+  # Terminating:Wait (its target lifecycle state becomes Terminated): complete the hook at once;
+  # else wait for the group to remove the machine
+  local waited=0
+  if [ "$CLOUD" = aws ] && [ -n "$LIFECYCLE_HOOK" ]; then
+    while [ "$waited" -lt "$T_LEAVE_WAIT" ]; do
+      if [ "$(imds autoscaling/target-lifecycle-state)" = Terminated ]; then complete_lifecycle; return 0; fi
+      sleep "$T_POLL"
+      waited=$((waited + T_POLL))
+    done
+    log "the group did not start terminating this machine within $T_LEAVE_WAIT s"
+  else
+    sleep "$T_LEAVE_WAIT"
+  fi
+}
 finish() {  # leave | replace | poweroff: the machine's last act
   case $1 in
     leave)
       if [ -n "$GROUP" ]; then
-        if leave_group; then log "left group $GROUP"; sleep "$T_LEAVE_WAIT"; else log "could not leave group $GROUP"; fi
+        if leave_group; then log "left group $GROUP"; await_removal; else log "could not leave group $GROUP"; fi
       fi ;;
     replace)
-      if replace_me; then log "asked group $GROUP for a replacement"; sleep "$T_LEAVE_WAIT"
+      if replace_me; then log "asked group $GROUP for a replacement"; await_removal
       else log "could not ask group $GROUP for a replacement"; fi ;;
   esac
   power_off
@@ -202,6 +229,7 @@ stop_job() {  # GRACE: TERM the job's process group, KILL it GRACE seconds later
   pid=$(cat "$RUN/job.pid" 2>/dev/null) || return 0
   kill -0 "$pid" 2>/dev/null || return 0
   log "stopping the job (TERM; KILL after $1 s)"
+  : > "$RUN/job-stopped"
   kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
   while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt "$1" ]; do sleep 1; waited=$((waited + 1)); done
   if kill -0 "$pid" 2>/dev/null; then kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null; fi
@@ -231,7 +259,7 @@ checkpoint_now() {  # REASON HOOK-BOUND SYNC-BOUND: checkpoint and sync; the job
 }
 
 # --- replacement bound and multi-node abort ----------------------------------------------
-machine_failure() {  # REASON [EXIT-CODE]: this machine cannot do its work
+machine_failure() {  # REASON [EXIT-CODE] [final: no replacement would do better]
   local used
   readiness failed
   if [ -z "$GROUP" ]; then
@@ -239,11 +267,16 @@ machine_failure() {  # REASON [EXIT-CODE]: this machine cannot do its work
     if [ "$NNODES" -gt 1 ]; then abort_peers "$1"; fi
     finish poweroff
   fi
-  used=$(count_objects status/replacements/)
+  if [ "${3:-}" = final ]; then
+    status gave-up "$1: leaving the group for good" "${2:-}"
+    readiness leaving
+    finish leave
+  fi
+  used=$(count_objects "$MARKERS/replacements/")
   if [ "$used" -lt "$MAX_REPLACEMENTS" ]; then
     printf '{"machine":"%s","reason":"%s","at":%s}\n' "$(clean "$(machine_id)")" "$(clean "$1")" "$(now)" \
       > "$RUN/replacement.json"
-    put_object "$RUN/replacement.json" "status/replacements/$(machine_id).json" || log "could not count the replacement"
+    put_object "$RUN/replacement.json" "$MARKERS/replacements/$(machine_id).json" || log "could not count the replacement"
     status replacing "$1; the group replaces this machine (replacement $((used + 1)) of $MAX_REPLACEMENTS)" "${2:-}"
     finish replace
   fi
@@ -264,6 +297,10 @@ on_interruption_notice() {  # WHAT
 }
 on_scale_in() {  # the group is terminating this machine (scale-in, scale to 0, rebalancing)
   local beat
+  if [ -s "$RUN/final" ]; then  # it left on its own (finish): that path completes the hook
+    log "the group is terminating this machine after its own end ($(cat "$RUN/final"))"
+    exit 0
+  fi
   (while sleep "$((T_HEARTBEAT / 2))"; do
     aws autoscaling record-lifecycle-action-heartbeat --region "$REGION" --auto-scaling-group-name "$GROUP" \
       --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$(machine_id)" || true
@@ -272,9 +309,7 @@ on_scale_in() {  # the group is terminating this machine (scale-in, scale to 0, 
   planned_stop "scaled in by group $GROUP" "$T_HOOK" "$T_JOB_STOP" "$T_FINAL_SYNC"
   kill "$beat" 2>/dev/null
   status stopped "scaled in by group $GROUP: outputs synced"
-  aws autoscaling complete-lifecycle-action --region "$REGION" --auto-scaling-group-name "$GROUP" \
-    --lifecycle-hook-name "$LIFECYCLE_HOOK" --instance-id "$(machine_id)" --lifecycle-action-result CONTINUE \
-    || log "could not complete the lifecycle action: the group continues after $T_HEARTBEAT s"
+  complete_lifecycle
   exit 0
 }
 watch_aws() {  # every T_POLL: the spot notice, a rebalance recommendation, a scale-in
@@ -343,7 +378,9 @@ arm_deadline() {  # NOW
 fetch_secret() {  # REF: prints the value
   local ref=$1
   if [ "$CLOUD" = aws ]; then
-    aws secretsmanager get-secret-value --region "$REGION" --secret-id "$ref" --query SecretString --output text
+    local region=$REGION  # an ARN names its secret's region (secrets are regional)
+    if [[ $ref == arn:*:secretsmanager:*:*:secret:* ]]; then region=$(cut -d: -f4 <<< "$ref"); fi
+    aws secretsmanager get-secret-value --region "$region" --secret-id "$ref" --query SecretString --output text
   elif [[ $ref == projects/*/secrets/* ]]; then
     local project=${ref#projects/}
     gcloud secrets versions access latest --secret "${ref##*/}" --project "${project%%/*}"
@@ -377,7 +414,7 @@ write_secrets() {  # FILE FORMAT(shell|docker) then VAR REF pairs: root-only, va
 # --- work: a job or a command ------------------------------------------------------------
 run_job() {
   local done_count code attempt=0
-  done_count=$(count_objects status/done/)
+  done_count=$(count_objects "$MARKERS/done/")
   if [ "$done_count" -ge "$MACHINES" ]; then
     status succeeded "the job already finished on $done_count machine(s): nothing to run" 0
     finish_planned
@@ -400,6 +437,11 @@ run_job() {
     echo "$!" > "$RUN/job.pid"
     wait "$!"
     code=$?
+    if [ -e "$RUN/job-stopped" ]; then  # it was asked to stop: whatever it exits, it did not finish
+      log "the job exited $code after it was asked to stop for: $(cat "$RUN/stopping" 2>/dev/null)"
+      wait
+      exit 0
+    fi
     if [ "$code" -eq 0 ] && [ "$KIND" = job ]; then job_succeeded; fi
     if [ -e "$RUN/stopping" ]; then
       log "the job stopped for: $(cat "$RUN/stopping")"
@@ -407,7 +449,7 @@ run_job() {
       exit 0
     fi
     log "the command exited $code (attempt $attempt of $((RETRIES + 1)))"
-    if [ "$attempt" -gt "$RETRIES" ]; then job_failed "$code" "$attempt"; fi
+    if [ "$attempt" -gt "$RETRIES" ] || [ "$code" -eq 126 ] || [ "$code" -eq 127 ]; then job_failed "$code" "$attempt"; fi
     status retrying "exit $code; running it again in $T_RETRY_PAUSE s" "$code"
     sleep "$T_RETRY_PAUSE"
   done
@@ -415,15 +457,18 @@ run_job() {
 job_succeeded() {
   planned_stop "the job finished" 0 0 "$T_FINAL_SYNC"
   printf '{"machine":"%s","at":%s}\n' "$(clean "$(machine_id)")" "$(now)" > "$RUN/done.json"
-  put_object "$RUN/done.json" "status/done/$(machine_id).json" || log "could not record the finished job"
+  put_object "$RUN/done.json" "$MARKERS/done/$(machine_id).json" || log "could not record the finished job"
   status succeeded "the job exited 0; outputs synced" 0
   finish_planned
 }
 job_failed() {  # EXIT-CODE ATTEMPTS
   local what="the command exited $1"
   [ "$NNODES" -gt 1 ] && what="torchrun exited $1 (a node was lost for longer than the $T_JOIN s rendezvous wait, or the job failed)"
-  [ "$1" -eq 127 ] && what="$what: a command was not found in the image's environment"
   planned_stop "the job failed" 0 0 "$T_FINAL_SYNC"
+  case $1 in  # the shell's own codes: the same image fails the same way on any machine
+    127) machine_failure "$what: a command was not found in the image's environment; not retried" "$1" final ;;
+    126) machine_failure "$what: a command is not executable; not retried" "$1" final ;;
+  esac
   machine_failure "$what after $2 attempts" "$1"
 }
 
@@ -470,7 +515,7 @@ run_server() {
 cmd_boot() {
   local t
   mkdir -p "$WORKDIR/outputs"
-  rm -f "$RUN/stopping" "$RUN/stopped" "$RUN/job.pid" "$RUN/sync.pid" "$RUN/attempt"
+  rm -f "$RUN/stopping" "$RUN/stopped" "$RUN/job-stopped" "$RUN/final" "$RUN/job.pid" "$RUN/sync.pid" "$RUN/attempt"
   [ -n "$MASTER_ADDR" ] || MASTER_ADDR=$(hostname -I | cut -d' ' -f1)
   t=$(now)
   echo "$t" > "$RUN/started-at"
@@ -501,6 +546,7 @@ cmd_shutdown() {
   status stopped "the machine shut down: outputs synced"
 }
 
+MARKERS="status/deployments/$DEPLOYMENT"  # done and replacement markers: this deployment's only
 install -d -m 0700 "$RUN"
 case ${1:-} in
   boot) cmd_boot ;;

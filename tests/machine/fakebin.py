@@ -156,6 +156,16 @@ def aws(argv: list[str]) -> int:
             return listing(args[0], gcs=False)
     if service == "secretsmanager" and op == "get-secret-value":
         ref = flag(rest, "--secret-id") or ""
+        region = flag(rest, "--region") or ""
+        if ref.startswith("arn:") and ref.split(":")[3] != region:
+            # Secrets are regional: another region's endpoint does not know the ARN
+            # (https://docs.aws.amazon.com/secretsmanager/latest/userguide/create-manage-multi-region-secrets.html).
+            print(
+                "An error occurred (ResourceNotFoundException) when calling the GetSecretValue operation: "
+                "Secrets Manager can't find the specified secret.",
+                file=sys.stderr,
+            )
+            return 254
         if ref in k.get("failing_secrets", []) or ref not in k.get("secrets", {}):
             print(
                 f"An error occurred (AccessDeniedException) when calling GetSecretValue on {ref}",
@@ -223,7 +233,7 @@ def behave(name: str, argv: list[str]) -> int:
 
         def terminated(signum: int, frame: Any) -> None:
             record(f"{name}-terminated", [str(signum)])
-            sys.exit(128 + signum)
+            sys.exit(int(plan.get("on_term", 128 + signum)))
 
         signal.signal(signal.SIGTERM, terminated)
         deadline = time.monotonic() + 60

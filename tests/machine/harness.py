@@ -166,6 +166,24 @@ class Sandbox:
             return sum(self.is_upload(c) for c in calls[started:]) >= int(found.group(1))
         raise ValueError(f"unknown condition {condition!r}")
 
+    def left_its_group(self) -> bool:
+        """An Auto Scaling group terminates a machine that asked it to (TerminateInstanceInAuto-
+        ScalingGroup, or SetInstanceHealth Unhealthy, which the group replaces): the machine's
+        target lifecycle state becomes ``Terminated``, and a terminating lifecycle hook holds it
+        in ``Terminating:Wait`` as for a scale-in
+        (https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks-overview.html,
+        https://docs.aws.amazon.com/autoscaling/ec2/userguide/retrieving-target-lifecycle-state-through-imds.html)."""
+        failing = self.knobs.get("failing_calls", [])
+        for call in self.calls():
+            words = call.words()
+            if words[:2] != ["aws", "autoscaling"] or words[2] in failing:
+                continue
+            if words[2] == "terminate-instance-in-auto-scaling-group" or (
+                words[2] == "set-instance-health" and "Unhealthy" in words
+            ):
+                return True
+        return False
+
     @staticmethod
     def is_upload(call: Call) -> bool:
         """An outputs sync to the bucket."""
@@ -229,7 +247,8 @@ class Sandbox:
             if item == "events/recommendations/rebalance" and self.holds(m.get("rebalance")):
                 return 200, '{"noticeTime": "2026-12-02T12:30:00Z"}'
             if item == "autoscaling/target-lifecycle-state":
-                return 200, "Terminated" if self.holds(m.get("scale_in")) else "InService"
+                terminated = self.holds(m.get("scale_in")) or self.left_its_group()
+                return 200, "Terminated" if terminated else "InService"
             return 404, ""
         if path.startswith("/computeMetadata/v1/"):
             if headers.get("Metadata-Flavor") != "Google":

@@ -13,7 +13,11 @@ Keys (all optional but ``plan`` and ``expect``):
   plan            {stack: NAME, changes: {workload fields}}: the stack's plan, or
                   {fixture: PATH}: a spec under tests/fixtures/
   rank            the node's rank in a multi-node job (default 0)
-  job, torchrun   the job's attempts in order: {exit: N, write: [files], block: true}
+  job, torchrun   the job's attempts in order: {exit: N, write: [files], block: true,
+                  on_term: N (the exit status a blocked job gives on SIGTERM; default 143)}
+  exec_job        true: ``job.command`` is ``exec fakejob --resume`` (the job's own program
+                  gets the supervisor's signals, not the wrapping bash)
+  secret_region   the region of the user's secrets' ARNs (default: the deployment's)
   hook            false: no job.checkpoint_command (default: ``fakehook``)
   hook_hangs      the checkpoint hook never returns
   secrets         {VAR: value}: the spec's secrets (from gpufit:secrets)
@@ -21,7 +25,8 @@ Keys (all optional but ``plan`` and ``expect``):
   failing_secrets [api_key | hf_token | VAR]: the secret store refuses them
   failing_calls   [autoscaling or MIG operations, "docker run"]: they fail
   aws_group_lookup what DescribeAutoScalingInstances answers (default: the group)
-  bucket          {key: text}: objects in the bucket before boot
+  bucket          {key: text}: objects in the bucket before boot ({deployment} in a key: this
+                  deployment's id)
   metadata        {spot_notice | rebalance | scale_in | preempted: CONDITION}
   engine          healthy | never | stops: the model server's /health
   boot            past_deadline: the machine boots after its planned stop
@@ -43,7 +48,7 @@ Conditions: always, never, job_started, checkpointed, synced:N (N output syncs s
 started).
 A call pattern is [command, word, ...]: the command, then words the call holds in that order
 (a word with ``*`` is a shell-style pattern). Placeholders: {bucket} {workdir} {machine}
-{group} {region} {prefix}.
+{group} {region} {prefix} {deployment}.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ import yaml
 
 from deployment import Deployment
 from machine import lifecycle
-from machine.boot import FleetGroup, NodeRole, Paths, fleet_group, render
+from machine.boot import FleetGroup, NodeRole, Paths, deployment_id, fleet_group, render
 from machine.serving import MachineSecrets
 from tests.machine.harness import Call, Sandbox, free_port, matches
 from tests.machine.plans import deployment, fixture_deployment
@@ -93,9 +98,10 @@ class Machine:
     secret_values: dict[str, str]  # reference → value, as the fake secret store answers
 
 
-def secret_ref(d: Deployment, what: str) -> str:
+def secret_ref(d: Deployment, what: str, region: str | None = None) -> str:
     if d.cloud == "aws":
-        return f"arn:aws:secretsmanager:{d.region}:123456789012:secret:gpufit/{d.name}/{what}-AbCdEf"
+        arn = f"arn:aws:secretsmanager:{region or d.region}:123456789012:secret"
+        return f"{arn}:gpufit/{d.name}/{what}-AbCdEf"
     return f"{d.name[:40]}-{what}"
 
 
@@ -108,7 +114,8 @@ def machine(doc: dict[str, Any]) -> Machine:
     rank = int(doc.get("rank", 0))
     multi = d.nodes_per_replica > 1
     if d.command is not None:
-        d = replace(d, command="train.py --steps 1000" if multi else "fakejob --resume")
+        single = "exec fakejob --resume" if doc.get("exec_job") else "fakejob --resume"
+        d = replace(d, command="train.py --steps 1000" if multi else single)
     d = replace(d, checkpoint_command="fakehook" if doc.get("hook", True) and d.command else None)
     if d.server is not None:
         d = replace(d, server=replace(d.server, base_port=free_port()))
@@ -122,7 +129,7 @@ def machine(doc: dict[str, Any]) -> Machine:
     values: dict[str, str] = {}
     job: list[tuple[str, str]] = []
     for var, value in user.items():
-        ref = secret_ref(d, f"secret-{var.lower()}")
+        ref = secret_ref(d, f"secret-{var.lower()}", doc.get("secret_region"))
         values[ref] = value
         job.append((var, ref))
     hf = secret_ref(d, "hf-token") if doc.get("hf_token", True) else None
@@ -207,6 +214,7 @@ class Outcome:
             .replace("{group}", self.m.group.name if self.m.group else "")
             .replace("{region}", d.region)
             .replace("{prefix}", "fleet" if self.m.group else f"machine-{self.m.role.machine}")
+            .replace("{deployment}", deployment_id(d))
         )
 
     def pattern(self, raw: list[Any]) -> list[str]:
@@ -243,7 +251,7 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
         knobs["aws_group_lookup"] = doc["aws_group_lookup"]
     sandbox = Sandbox(tmp, knobs, int(start.timestamp()))
     for key, text in doc.get("bucket", {}).items():
-        target = sandbox.fake / "buckets" / BUCKET / key
+        target = sandbox.fake / "buckets" / BUCKET / key.replace("{deployment}", deployment_id(d))
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text)
     paths = Paths(root=sandbox.root.as_posix(), imds=sandbox.metadata_url, gce_metadata=sandbox.metadata_url)

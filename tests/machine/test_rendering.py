@@ -86,12 +86,19 @@ MACHINES = machines()
 
 def shell_files(d: Deployment, role: NodeRole, group: Any) -> dict[str, str]:
     """The rendered bootstrap and every shell file it writes that gpufit authors (job.sh and
-    checkpoint.sh hold the user's commands verbatim)."""
+    checkpoint.sh hold the user's commands verbatim; a multi-node job.sh is gpufit's torchrun
+    launch, checked with a placeholder command)."""
     made = bundle(d, "gpufit-bucket-0123456789", role, group, secrets_for(d))
     files = {"bootstrap": bootstrap(made)}
     for f in made.files:
         if f.path.endswith((".sh", "/gpufit-machine")) and not f.path.endswith(("/job.sh", "/checkpoint.sh")):
             files[f.path.rsplit("/", 1)[1]] = f.content
+    if role.nodes > 1 and d.command is not None:
+        placeholder = replace(d, command="train.py --config configs/run.yaml")
+        launch = bundle(placeholder, "gpufit-bucket-0123456789", role, group, secrets_for(d)).file(
+            f"{PATHS.etc}/job.sh"
+        )
+        files["job.sh"] = "#!/bin/bash\n" + launch.content
     if d.cloud == "gcp":
         files["shutdown-script"] = shutdown_script()
     return files
@@ -114,7 +121,7 @@ def test_every_rendered_variant_passes_shellcheck(tmp_path: Path) -> None:
         check=False,
     )
     assert found.returncode == 0, found.stdout
-    assert len(MACHINES) == 13 and len(checked) == 41  # the variants named in VARIANTS, every rank
+    assert len(MACHINES) == 13 and len(checked) == 43  # the variants named in VARIANTS, every rank
 
 
 @pytest.mark.parametrize(("tag", "d", "role", "group"), MACHINES, ids=[m[0] for m in MACHINES])
@@ -164,11 +171,17 @@ def test_no_command_can_change_what_the_bootstrap_runs(tmp_path: Path) -> None:
             assert not list(pwned.iterdir()), f"{hostile!r} ran while the files were written"
             assert (Path(paths.etc) / "job.sh").read_text() == "# gpufit: job.command\n" + command + "\n"
             assert (Path(paths.etc) / "checkpoint.sh").read_text().endswith(command + "\n")
-            # the supervisor and units do not depend on the command
+            # the supervisor and units do not depend on the command, but for the deployment id's
+            # digest of it (hex digits: it cannot change the script's structure)
             same = bundle(evil, "b", NodeRole(0, 1, ""), fleet_group(d))
             for mine, theirs in zip(benign.files, same.files, strict=True):
                 if not mine.path.endswith(("/job.sh", "/checkpoint.sh")):
-                    assert mine == theirs
+                    assert re.search(r"^DEPLOYMENT=[0-9]+-[0-9a-f]{10}$", theirs.content, re.M) or (
+                        "DEPLOYMENT=" not in theirs.content
+                    )
+                    mask = re.compile(r"^DEPLOYMENT=.*$", re.M)
+                    assert mask.sub("", mine.content) == mask.sub("", theirs.content)
+                    assert (mine.path, mine.mode) == (theirs.path, theirs.mode)
     finally:
         sandbox.stop()
 
