@@ -99,6 +99,8 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
     assert d.capacity_units == result.fleet_units
     multi, _ = deployment("llama70b-full-ft", **MULTI_NODE)
     assert multi.nodes_per_replica == 2 and not multi.grouped
-    single, _ = deployment("llama70b-full-ft")  # the stack's own plan: one 8 × B200 node, in a group
-    assert single.nodes_per_replica == 1 and single.grouped
+    # the stack's own plan: three 8 × H100 spot nodes as instances (p6-b200 spot, unconfirmed, may
+    # never launch: review of issue 25, finding 2)
+    single, _ = deployment("llama70b-full-ft")
+    assert single.nodes_per_replica == 3 and not single.grouped
 
