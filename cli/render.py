@@ -79,11 +79,20 @@ def serve_lines(plan: Plan) -> list[str]:
     if launch is None or spec.serving is None:
         return []
     lines = [
-        f"{launch.engine} ({launch.image}) {launch.model}: TP {launch.tensor_parallel}, "
+        *engine_lines(plan),
+        f"{launch.model} ({spec.served().why}): TP {launch.tensor_parallel}, "
         f"max-model-len {launch.max_model_len}, max-num-seqs {launch.max_num_seqs}, "
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
         f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
     ]
+    extras = [
+        *(["FP8 quantised as it loads (" + launch.quantization + ")"] if launch.quantization else []),
+        *(["--trust-remote-code"] if launch.trust_remote_code else []),
+        *([f"YaRN to {spec.served().context_limit:,} tokens"] if launch.rope_override else []),
+        *([f"engine_args {' '.join(launch.engine_args)}"] if launch.engine_args else []),
+    ]
+    if extras:
+        lines.append("; ".join(extras))
     from deployment import ALWAYS_GATED
 
     if launch.model.startswith(ALWAYS_GATED):
@@ -101,6 +110,24 @@ def serve_lines(plan: Plan) -> list[str]:
     else:
         lines.append("private: no inbound route; the stack's port_forward output brings it to localhost")
     return lines
+
+
+def engine_lines(plan: Plan) -> list[str]:
+    """The engine build the plan launches: release, tag (or digest) and CUDA, and the driver of
+    the machine image it runs on."""
+    from selector.machine_images import machine_image
+
+    choice = plan.choice
+    build = choice.engine if choice is not None else None
+    if build is None or choice is None:
+        return []
+    it = choice.offer.instance
+    image = machine_image(it.cloud, it.name)
+    pinned = f"digest {build.digest}" if build.digest else "tag (no digest recorded yet)"
+    return [
+        f"{build.label}, released {build.released}, pinned by {pinned}; needs driver ≥ "
+        f"{build.min_driver}, the {it.cloud} image {image.label} ships {image.nvidia_driver}"
+    ]
 
 
 def fleet_line(plan: Plan) -> str:
@@ -423,6 +450,9 @@ def render_markdown(plan: Plan) -> str:
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
         ]
+        serve = serve_lines(plan)
+        if serve:
+            rows.append(["serve", "<br>".join(serve)])
         lines.append(_md_table(["", ""], rows))
     chart = mermaid_totals(plan)
     if chart:

@@ -22,13 +22,14 @@ from selector.report import cost_to_dict
 from selector.select import Plan
 from selector.spec import WorkloadSpec
 
-LOCK_SCHEMA_VERSION = 3
+LOCK_SCHEMA_VERSION = 4
 """2: the fleet's fallback offers are pinned too (``fallbacks``). 3: each offer carries
 ``zones`` (the zones a region-level offer is known in; ``[zone]`` for a zone-specific one),
-and a zone-specific choice pins where the fleet launches. Version 2 locks are still read
-(their offers are region-level, zones unknown); a version-2 reader refuses version 3, rather
-than spreading a zone-pinned plan over the region."""
-READABLE_LOCK_VERSIONS = (2, LOCK_SCHEMA_VERSION)
+and a zone-specific choice pins where the fleet launches. 4: a serve plan's engine build
+(``engine``: release, tag, image with its digest when recorded, CUDA), so a new engine pin is
+reviewed like a new price. Versions 2 and 3 are still read (a serve lock without ``engine`` is
+stale: it predates engine pinning); an older reader refuses version 4."""
+READABLE_LOCK_VERSIONS = (2, 3, LOCK_SCHEMA_VERSION)
 LOCK_SUFFIX = ".lock.json"
 
 
@@ -109,6 +110,7 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),
+        "engine": choice.engine.as_dict() if choice.engine is not None else None,
         "fallbacks": [
             {
                 "instance_type": _instance_dict(f.offer),
@@ -172,7 +174,8 @@ def read_lock(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable lock ({err})") from None
     version = doc.get("schema_version") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or isinstance(version, bool) or version not in READABLE_LOCK_VERSIONS:
-        expected = " or ".join(str(v) for v in READABLE_LOCK_VERSIONS)
+        *older, newest = (str(v) for v in READABLE_LOCK_VERSIONS)
+        expected = f"{', '.join(older)} or {newest}"
         raise ValueError(f"{path}: not a gpufit lock this gpufit reads (schema_version {expected} expected)")
     for key in ("spec_sha256", "instance_type", "offer", "workload", "fallbacks"):
         if key not in doc:
@@ -228,6 +231,19 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
         return (
             f"the locked offer now plans as {now[0]} in {now[1]}, {now[2]} × {now[3]} at ${now_usd}/h, "
             f"but the review saw {seen[0]} in {seen[1]}, {seen[2]} × {seen[3]} at ${seen_usd}/h"
+        )
+    built = choice.engine.as_dict() if choice.engine is not None else None
+    locked_engine = lock.get("engine")
+    if built is not None and locked_engine is None:
+        label = choice.engine.label if choice.engine is not None else ""
+        return f"the plan launches {label}; the lock predates engine pinning"
+    if built is not None and locked_engine is not None and (
+        (locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"])
+    ):
+        return (
+            f"the plan now launches {built['engine']} {built['version']} ({built['image']}), "
+            f"but the review saw {locked_engine.get('engine')} {locked_engine.get('version')} "
+            f"({locked_engine.get('image')})"
         )
     was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
     if was != is_now:

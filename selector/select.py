@@ -16,7 +16,9 @@ from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost
+from selector.engines import EngineBuild, choose_build
 from selector.fallbacks import Fallback, fallbacks, fleet_units
+from selector.machine_images import machine_image
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, requirements
 from selector.spec import WorkloadSpec
@@ -24,6 +26,7 @@ from selector.spec import WorkloadSpec
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
 
 FIT_FILTERS = (
+    "engine",
     "fp8",
     "precision",
     "bandwidth",
@@ -44,6 +47,7 @@ class Candidate:
     offer: Offer
     shape: Shape
     cost: Cost
+    engine: EngineBuild | None = None  # the model server build a serve plan launches on it
 
     @property
     def total_gpus(self) -> int:
@@ -133,6 +137,27 @@ class _Tally:
             self.misses[key] = Miss(offer, rejection)
 
 
+def engine_rejection(
+    spec: WorkloadSpec,
+    req: Requirements,
+    it: InstanceType,
+    builds: dict[tuple[str, str], EngineBuild | None],
+) -> Rejection | None:
+    """The engine filter of a serve plan that starts a model server: the build it launches on
+    ``it`` (recorded in ``builds``), or why no pinned build serves the model on its GPU with the
+    driver of the image it boots (``selector.engines.choose_build``)."""
+    engine = spec.server_engine
+    if engine not in ("vllm", "sglang"):
+        return None
+    image = machine_image(it.cloud, it.name)
+    chosen = choose_build(engine, req.arch.family, it.gpu, image.nvidia_driver, image.label)
+    if isinstance(chosen, str):
+        builds[(it.cloud, it.name)] = None
+        return Rejection("engine", chosen)
+    builds[(it.cloud, it.name)] = chosen
+    return None
+
+
 def _budget(inputs: CostInputs, hourly: float, total: float) -> Rejection | None:
     if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
         over = hourly - inputs.budget_hourly
@@ -170,12 +195,14 @@ def plan(
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     feasible = 0
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
+    builds: dict[tuple[str, str], EngineBuild | None] = {}
 
     def fit_of(it: InstanceType) -> Shape | Rejection:
         key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
         shape = fits.get(key)
         if shape is None:
-            shape = fits[key] = fit(req, it)
+            why = engine_rejection(spec, req, it, builds)
+            shape = fits[key] = why if why is not None else fit(req, it)
         return shape
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
@@ -251,17 +278,33 @@ def plan(
         for market, (rk, offer) in local.items():
             best[(it.cloud, it.name, market)] = (rk, offer, shape)
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
-    candidates = tuple(Candidate(o, s, offer_cost(o, s, inputs, rates)) for _, o, s in ranked)
+
+    def build_of(offer: Offer) -> EngineBuild | None:
+        return builds.get((offer.instance.cloud, offer.instance.name))
+
+    candidates = tuple(
+        Candidate(o, s, offer_cost(o, s, inputs, rates), build_of(o)) for _, o, s in ranked
+    )
     if feasible_out is not None and collected is not None:
-        feasible_out.extend(Candidate(o, s, offer_cost(o, s, inputs, rates)) for o, s in collected)
+        feasible_out.extend(
+            Candidate(o, s, offer_cost(o, s, inputs, rates), build_of(o)) for o, s in collected
+        )
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]
+
+        def same_build(it: InstanceType) -> Shape | Rejection:
+            """A fleet runs one boot script: a fallback must take the choice's engine build."""
+            own = fit_of(it)
+            if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != first.engine:
+                return Rejection("engine", "needs another engine build than the choice")
+            return own
+
         backups = fallbacks(
             first.offer,
             first.shape,
             catalog,
-            fit_of,
+            same_build,
             inputs,
             rates,
             placement.instance_types,

@@ -297,7 +297,7 @@ def test_a_lock_pins_the_zone_and_a_changed_zone_makes_it_stale() -> None:
 
     result = sdxl_on(zoned_catalog(**PINNED))
     lock = make_lock(result, ROOT / "stacks" / "Pulumi.sdxl-batch.yaml", datetime(2026, 12, 2, tzinfo=UTC))
-    assert lock["schema_version"] == LOCK_SCHEMA_VERSION == 3
+    assert lock["schema_version"] == LOCK_SCHEMA_VERSION == 4
     assert (lock["offer"]["zone"], lock["offer"]["zones"]) == ("use2-az1", ["use2-az1"])
     assert all("use2-az1" in f["offer"]["zones"] for f in lock["fallbacks"])
     replanned = plan(result.spec, locked_catalog(lock, CATALOG.gpus))
@@ -332,7 +332,7 @@ def test_a_version_2_lock_without_zones_still_reads_and_replans(tmp_path: Path) 
     assert replanned.choice is not None and replanned.choice.offer.zones == ()
     assert reviewed_difference(old, replanned) is None
     path.write_text(json.dumps({**lock, "schema_version": 1}))
-    with pytest.raises(ValueError, match="schema_version 2 or 3 expected"):
+    with pytest.raises(ValueError, match="schema_version 2, 3 or 4 expected"):
         read_lock(path)
 
 

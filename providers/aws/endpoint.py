@@ -23,7 +23,6 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from machine.serving import HEALTH_PATH
 from providers.secrets import api_key_input, warn_if_gated
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
@@ -214,7 +213,7 @@ def load_balancer(
             deregistration_delay=30,
             health_check=aws.lb.TargetGroupHealthCheckArgs(
                 enabled=True,
-                path=HEALTH_PATH,
+                path=d.server.health_path,
                 port="traffic-port",
                 protocol="HTTP",
                 matcher="200",

@@ -16,10 +16,12 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
+from selector.machine_images import machine_image as image_line
 
-DLAMI_NAME_PATTERN = "Deep Learning OSS Nvidia Driver AMI GPU PyTorch * (Ubuntu 22.04) *"
-"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``; override with the
-``gpufit:image`` config key."""
+DLAMI_NAME_PATTERN = str(image_line("aws", "*").name_pattern)
+"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``, as
+``selector/data/machine_images.yaml`` names it with the driver it ships (which decides the
+engine builds a plan may launch); override with the ``gpufit:image`` config key."""
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 

@@ -22,7 +22,6 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment
-from machine.serving import HEALTH_PATH
 from providers.secrets import api_key_input, warn_if_gated
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -83,14 +82,15 @@ def endpoint_secrets(
 
 
 def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp.compute.RegionHealthCheck:
-    """HTTP ``/health`` on the first replica's port: the MIG's autohealing and the backend's."""
+    """HTTP health check of the engine's own route (vLLM ``/health``, SGLang ``/health_generate``) on
+    the first replica's port: the MIG's autohealing and the backend's."""
     assert d.server is not None
     return gcp.compute.RegionHealthCheck(
         f"{base}-health",
         region=d.region,
         description=f"gpufit {d.workload}: the model server is ready",
         http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
-            port=d.server.base_port, request_path=HEALTH_PATH
+            port=d.server.base_port, request_path=d.server.health_path
         ),
         check_interval_sec=15,
         timeout_sec=5,
