@@ -104,6 +104,8 @@ def check_argv(table: FlagTable, argv: list[str]) -> list[str]:
             found = table.lookup(option.split(".", 1)[0])  # vLLM's --flag.key value form
         if found is None:
             problems.append(f"{option} is not a flag of {ENGINE_NAMES[table.engine]} {table.version}")
+            while i < len(argv) and not argv[i].startswith("-"):  # its values, whatever they were
+                i += 1
             continue
         _, entry = found
         nargs = entry.get("nargs")

@@ -92,6 +92,7 @@ FAMILY_DEFAULTS["gemma3n_text"] = {
     "max_position_embeddings": 32_768,
     "tie_word_embeddings": True,
     "sliding_window": 512,
+    "num_kv_shared_layers": 15,
 }
 
 NEEDED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
@@ -178,8 +179,8 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
     if family == "gemma3n_text":
         g3n = gemma3n(cfg, layers, hidden)
+        # the published checkpoint keeps k and v projections in the KV-sharing layers too
         extra, extra_per_layer = g3n.model_params, g3n.per_layer_params
-        extra -= g3n.kv_shared_layers * 2 * hidden * kv_heads * head_dim  # shared layers: no k, v
 
     experts = experts_active = 1
     dense_mlp = 3 * hidden * ffn

@@ -7,8 +7,8 @@ import base64
 import json
 import re
 import shlex
-from datetime import UTC, datetime
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 import pulumi
@@ -190,7 +190,8 @@ def test_sglang_takes_the_same_numbers_and_its_key_from_a_root_only_file() -> No
     assert inner[:2] == ["-m", "sglang.launch_server"]
     assert flag(inner, "--tp-size") == "2" and flag(inner, "--context-length") == "4096"
     assert flag(inner, "--max-running-requests") == "8" and flag(inner, "--mem-fraction-static") == "0.85"
-    assert flag(inner, "--kv-cache-dtype") == "fp8_e4m3" and flag(inner, "--config") == "/etc/gpufit/sglang.yaml"
+    assert flag(inner, "--kv-cache-dtype") == "fp8_e4m3"
+    assert flag(inner, "--config") == "/etc/gpufit/sglang.yaml"
     # the key is on no command line: SGLang merges --config into its arguments inside Python
     assert "--api-key" not in inner and "/etc/gpufit/sglang.yaml:/etc/gpufit/sglang.yaml:ro" in args
     script = serving_script(launch, SecretRefs("gcp", "us-central1", "w-api-key", None, "p"))
