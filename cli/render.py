@@ -313,7 +313,10 @@ def _serve_terms(plan: Plan) -> list[str]:
         return []
     terms = [
         Term(
-            "weights to download", launch.weights_gb, "GB", "parameters × 2 B (the Hub's 16-bit checkpoint)"
+            "weights to download",
+            launch.weights_gb,
+            "GB",
+            f"{launch.model}: {plan.spec.served().download_note}",
         ),
         Term(
             "health grace period",

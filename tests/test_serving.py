@@ -391,3 +391,12 @@ def test_policy_finds_secrets_in_boot_data_but_not_in_gpufits() -> None:
     assert (
         check_endpoint_access("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy", chosen, config) == []
     )
+
+
+def test_an_sglang_endpoint_is_health_checked_on_its_generating_route() -> None:
+    workload = _workload("llama8b-lb", serving={**_workload("llama8b-lb")["serving"], "engine": "sglang"})
+    mocks, _ = _run(workload)
+    groups = mocks.of_type("aws:lb/targetGroup:TargetGroup")
+    assert groups and {g.inputs["healthCheck"]["path"] for g in groups} == {"/health_generate"}
+    script = user_data(mocks)
+    assert "http://127.0.0.1:8000/health_generate" in script and "VLLM_API_KEY" not in script
