@@ -32,6 +32,7 @@ from selector.hf_families import (
     dsa_indexer_params,
     gated_attention_params,
     gemma3n,
+    gemma3n_encoders,
     gemma3n_ffn,
     quantized_format,
     qwen3_next_linear,
@@ -235,7 +236,7 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         quantized = float(params - embeddings)
 
     window, window_layers = _sliding_window(cfg, family, layers - (g3n.kv_shared_layers if g3n else 0))
-    vision, image_tokens = _vision(doc, hidden)
+    vision, image_tokens = gemma3n_encoders(doc, hidden) if g3n else _vision(doc, hidden)
     cross = cfg.get("cross_attention_layers")
     image_token_layers = len(cross) if family == "mllama_text_model" and isinstance(cross, list) else 0
     return ModelArch(
@@ -327,7 +328,9 @@ def _vision(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
     patch = _first_int(vision, ("patch_size",), 14)
     temporal = _first_int(vision, ("temporal_patch_size",), 1)
     channels = _first_int(vision, ("num_channels", "in_channels", "in_chans"), 3)
-    merge = _first_int(vision, ("spatial_merge_size",), 1)
+    # Mistral 3 states the patch merger's size beside vision_config, not in it
+    outer_merge = doc.get("spatial_merge_size")
+    merge = _first_int(vision, ("spatial_merge_size",), outer_merge if isinstance(outer_merge, int) else 1)
     shuffle = float(vision.get("pixel_shuffle_ratio") or 1.0)  # Llama 4: tokens × ratio²
     per_layer = 4 * hidden * hidden + (3 if gated else 2) * hidden * ffn
     params = layers * per_layer + channels * patch * patch * temporal * hidden

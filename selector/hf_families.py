@@ -34,6 +34,7 @@ Sources, per family:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -115,6 +116,29 @@ def gemma3n(cfg: Mapping[str, Any], layers: int, hidden: int) -> Gemma3n:
     model = embeddings + hidden * layers * d_pl + 2 * (n - 1) * hidden * hidden
     per_layer = hidden * n + n * n + n**3 + 2 * hidden * rank + 2 * hidden * d_pl
     return Gemma3n(model, per_layer, embeddings, _get(cfg, "num_kv_shared_layers"))
+
+
+_TIMM_SIZE = re.compile(r"_(\d+)m(?:_|$)")
+
+
+def gemma3n_encoders(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
+    """(vision + audio encoder parameters, tokens per image) of a Gemma 3n config. The vision
+    tower is a timm MobileNet-V5 named by its size (``mobilenetv5_300m_enc``: 300M) plus its
+    embedder into the text width; the audio tower a USM-style Conformer (transformers
+    ``Gemma3nAudioEncoder``): per block two macaron feed-forwards (2 × 8·h²), attention (4·h²)
+    and a light convolution module (3·h²), 24·h² in all, plus its projection to the text width.
+    An image is ``vision_soft_tokens_per_image`` tokens (256)."""
+    params = 0
+    vision, audio = doc.get("vision_config"), doc.get("audio_config")
+    if isinstance(vision, Mapping):
+        size = _TIMM_SIZE.search(str(vision.get("architecture", "mobilenetv5_300m_enc")))
+        params += int(size.group(1)) * 1_000_000 if size else 0
+        params += _get(vision, "hidden_size", 2048) * text_hidden
+    if isinstance(audio, Mapping):
+        h = _get(audio, "hidden_size", 1536)
+        params += _get(audio, "conf_num_hidden_layers", 12) * 24 * h * h + h * text_hidden
+    tokens = _get(doc, "vision_soft_tokens_per_image", 256) if isinstance(vision, Mapping) else 0
+    return params, tokens
 
 
 def gemma3n_ffn(cfg: Mapping[str, Any]) -> int:

@@ -71,6 +71,14 @@ def test_gemma_3n_counts_its_effective_parameters_as_google_does() -> None:
         arch = arch_from_config(doc, "gemma-3n")
         decoder = arch.params - arch.per_layer_embedding_params - arch.vocab * arch.hidden
         assert decoder / 1e9 == pytest.approx(effective, rel=0.02)
+    # with its MobileNet-V5-300M vision and Conformer audio towers, E4B's raw count: "8B" (Google,
+    # ai.google.dev/gemma/docs/gemma-3n#parameters); the towers run at prefill only
+    doc["text_config"].update(num_hidden_layers=35, intermediate_size=16384)
+    doc["vision_config"] = {"model_type": "gemma3n_vision", "architecture": "mobilenetv5_300m_enc"}
+    doc["audio_config"] = {"model_type": "gemma3n_audio", "hidden_size": 1536, "conf_num_hidden_layers": 12}
+    arch = arch_from_config(doc, "gemma-3n-e4b")
+    assert arch.params / 1e9 == pytest.approx(8, rel=0.02) and arch.image_tokens == 256
+    assert arch.vision_params == 300e6 + 2048 * 2048 + 12 * 24 * 1536**2 + 1536 * 2048
 
 
 def test_each_attention_kind_caches_what_it_keeps() -> None:

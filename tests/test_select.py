@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from selector.catalog import INTERRUPTION_BUCKETS, Catalog, catalog_from_doc, load_gpus
 from selector.cost import cost_inputs, offer_cost
 from selector.rates import load_rates
-from selector.select import Candidate, _market_preference, plan, rank_key
+from selector.select import Candidate, _market_preference, engine_rejection, plan, rank_key
 from selector.sizing import Shape, fit, requirements
 from selector.spec import WorkloadSpec
 from tests.conftest import QLORA_65B, SERVE_70B, spec_of
@@ -106,6 +106,8 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
             continue
         pref = _market_preference(spec, offer.market)
         if pref is None:
+            continue
+        if engine_rejection(spec, req, it, {}) is not None:  # no pinned engine build runs there
             continue
         shape = fit(req, it)
         if not isinstance(shape, Shape):

@@ -400,3 +400,7 @@ def test_an_sglang_endpoint_is_health_checked_on_its_generating_route() -> None:
     assert groups and {g.inputs["healthCheck"]["path"] for g in groups} == {"/health_generate"}
     script = user_data(mocks)
     assert "http://127.0.0.1:8000/health_generate" in script and "VLLM_API_KEY" not in script
+    config = PolicyConfig(now=NOW)
+    assert all(check_no_secrets_in_boot_data(r.typ, r.inputs, config) == [] for r in mocks.resources)
+    leaky = base64.b64encode(b"#!/bin/bash\necho \"api-key: s3cret\" > /etc/gpufit/sglang.yaml\n").decode()
+    assert any("config file" in f for f in check_no_secrets_in_boot_data(LT, {"userData": leaky}, config))
