@@ -182,3 +182,14 @@ def test_every_preset_config_is_committed_with_its_source() -> None:
     ]
     for key in marked:  # the copies that are not the Hub file itself say so
         assert "marked" in sources[key]["title"], key
+
+
+def test_presets_list_what_serve_pulls_and_the_engines_that_serve_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["presets"]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.strip()}
+    assert "Qwen/Qwen3-Next-80B-A3B-Instruct" in rows["qwen3-next-80b-a3b"]
+    assert "vLLM 0.10.2+, SGLang 0.5.2+" in rows["qwen3-next-80b-a3b"]
+    assert "meta-llama/Llama-3.1-8B-Instruct" in rows["llama-3.1-8b"]  # the chat repo, not the base
+    assert "vLLM 0.8.0-0.10.2, SGLang 0.4.4+" in rows["llama-3.2-11b-vision"]
