@@ -4,8 +4,9 @@ For each pinned engine release in ``selector/data/engines.yaml``: install the re
 a throwaway virtualenv (CPU only: a CPU torch, the engine without its dependencies, then the
 pure-Python packages its parser imports), dump the flags its server parser accepts, with their
 value choices, to ``selector/data/engine_flags/<engine>-<version>.json``, and run every launch
-gpufit renders for its presets and example stacks (``machine.launches``) through that parser's
-``parse_args`` (SGLang's with its ``--config`` file merged, as ``prepare_server_args`` does).
+gpufit renders for its presets and example stacks (planned by ``deployment.launches``, rendered
+by ``machine.launches``) through that parser's ``parse_args`` (SGLang's with its ``--config``
+file merged, as ``prepare_server_args`` does).
 Exit 1 when a launch is refused. The test suite then checks rendered launches against the
 committed dumps, so CI needs no engine install.
 
@@ -29,6 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from deployment.launches import server_launches  # noqa: E402
 from machine.launches import LaunchCase, launch_cases  # noqa: E402
 from selector.catalog import load_catalog  # noqa: E402
 from selector.engine_flags import flags_path  # noqa: E402
@@ -88,7 +90,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--torch-index", default="https://download.pytorch.org/whl/cpu", help="'' for pip's own")
     ap.add_argument("--check-only", action="store_true", help="check launches, keep the committed dumps")
     opts = ap.parse_args(argv)
-    cases, skipped = launch_cases(load_catalog(), (ROOT / "stacks", ROOT / "examples"))
+    launches, skipped = server_launches(load_catalog(), (ROOT / "stacks", ROOT / "examples"))
+    cases = launch_cases(launches)
     refused = 0
     for engine in opts.engine or ["vllm", "sglang"]:
         for version in pinned_versions(engine):

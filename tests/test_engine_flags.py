@@ -10,6 +10,7 @@ from collections import Counter
 
 import pytest
 
+from deployment.launches import server_launches
 from machine.launches import LaunchCase, launch_cases
 from selector.catalog import load_catalog
 from selector.engine_flags import check_argv, check_engine_args, flag_table, flags_path
@@ -17,7 +18,8 @@ from selector.engines import engine_data, owned_flags, pinned_versions
 from selector.spec import SpecError, parse_spec
 from tests.conftest import ROOT
 
-CASES, SKIPPED = launch_cases(load_catalog(), (ROOT / "stacks", ROOT / "examples"))
+LAUNCHES, SKIPPED = server_launches(load_catalog(), (ROOT / "stacks", ROOT / "examples"))
+CASES = launch_cases(LAUNCHES)
 
 
 def test_every_pinned_release_has_its_parser_dump_committed() -> None:

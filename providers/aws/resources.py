@@ -16,12 +16,7 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from selector.machine_images import machine_image as image_line
-
-DLAMI_NAME_PATTERN = str(image_line("aws", "*").name_pattern)
-"""AWS Deep Learning AMI (NVIDIA driver, CUDA, PyTorch), owner ``amazon``, as
-``selector/data/machine_images.yaml`` names it with the driver it ships (which decides the
-engine builds a plan may launch); override with the ``gpufit:image`` config key."""
+from deployment.images import DLAMI_NAME_PATTERN
 
 SSM_CORE_POLICY = "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore"
 

@@ -13,12 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment, iso_utc, parse_gcp_label_time
-from selector.machine_images import machine_image
-
-DLVM_IMAGE = str(machine_image("gcp", "*").image)
-"""Deep Learning VM image family with the NVIDIA driver the pinned engines need
-(``selector/data/machine_images.yaml``: common-cu129-ubuntu-2204-nvidia-580, driver 580, which a
-CUDA 13 container requires); ``Deployment.image`` overrides it."""
+from deployment.images import DLVM_IMAGE as DLVM_IMAGE  # the boot image component and fleet use
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 """The scope Google recommends for service-account VMs: IAM, not OAuth scopes, does the limiting."""
