@@ -82,11 +82,20 @@ def serve_lines(plan: Plan) -> list[str]:
     if launch is None or spec.serving is None:
         return []
     lines = [
-        f"{launch.engine} ({launch.image}) {launch.model}: TP {launch.tensor_parallel}, "
+        *engine_lines(plan),
+        f"{launch.model} ({spec.served().why}): TP {launch.tensor_parallel}, "
         f"max-model-len {launch.max_model_len}, max-num-seqs {launch.max_num_seqs}, "
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
-        f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
+        f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min",
     ]
+    extras = [
+        *(["FP8 quantised as it loads (" + launch.quantization + ")"] if launch.quantization else []),
+        *(["--trust-remote-code"] if launch.trust_remote_code else []),
+        *([f"YaRN to {spec.served().context_limit:,} tokens"] if launch.rope_override else []),
+        *([f"engine_args {' '.join(launch.engine_args)}"] if launch.engine_args else []),
+    ]
+    if extras:
+        lines.append("; ".join(extras))
     from deployment import ALWAYS_GATED, lifetime_hours
 
     if launch.grace_seconds >= lifetime_hours(plan) * 3600:
@@ -127,6 +136,30 @@ def disk_lines(plan: Plan) -> list[str]:
     if note:
         lines.append(note)
     return lines
+
+
+def engine_lines(plan: Plan) -> list[str]:
+    """The engine build the plan launches: release, tag (or digest) and CUDA, and the driver of
+    the machine image it runs on."""
+    from selector.images import boot_image
+
+    choice = plan.choice
+    build = choice.engine if choice is not None else None
+    if build is None or choice is None:
+        return []
+    it = choice.offer.instance
+    image = boot_image(it.cloud, it.name)
+    assert image is not None  # a choice's type boots an image (the plan's image filter)
+    pinned = f"digest {build.digest}" if build.digest else "tag (no digest recorded yet)"
+    return [
+        f"{build.label}, released {build.released}, pinned by {pinned}; needs driver ≥ "
+        f"{build.min_driver}, the {it.cloud} image {image.label} ships {image.nvidia_driver}"
+        + (
+            ""
+            if image.verified
+            else " (unverified: no statement by the cloud found; selector/data/images.yaml)"
+        )
+    ]
 
 
 def fleet_line(plan: Plan) -> str:
@@ -370,7 +403,10 @@ def _serve_terms(plan: Plan) -> list[str]:
         return []
     terms = [
         Term(
-            "weights to download", launch.weights_gb, "GB", "parameters × 2 B (the Hub's 16-bit checkpoint)"
+            "weights to download",
+            launch.weights_gb,
+            "GB",
+            f"{launch.model}: {plan.spec.served().download_note}",
         ),
         Term(
             "health grace period",
@@ -536,6 +572,9 @@ def render_markdown(plan: Plan, today: date) -> str:
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
         ]
+        serve = serve_lines(plan)
+        if serve:
+            rows.append(["serve", "<br>".join(serve)])
         lines.append(_md_table(["", ""], rows))
     chart = mermaid_totals(plan)
     if chart:
