@@ -378,9 +378,7 @@ def test_plan_shows_the_server_and_warns_about_plain_http(capsys: pytest.Capture
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.llama8b-lb.yaml"), "--explain"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^Serve     vLLM 0\.34\.0 \(vllm/vllm-openai:v0\.34\.0, CUDA 13\.0\)", out, re.M)
-    assert re.search(
-        r"^          meta-llama/Llama-3\.1-8B-Instruct \(model\.hf\): TP 1", out, re.M
-    )
+    assert re.search(r"^          meta-llama/Llama-3\.1-8B-Instruct \(model\.hf\): TP 1", out, re.M)
     assert "over HTTP (WARNING: no serving.certificate_arn" in out
     assert "health grace period" in out
 
@@ -422,8 +420,10 @@ def test_an_sglang_endpoint_is_health_checked_on_its_generating_route() -> None:
     groups = mocks.of_type("aws:lb/targetGroup:TargetGroup")
     assert groups and {g.inputs["healthCheck"]["path"] for g in groups} == {"/health_generate"}
     script = user_data(mocks)
-    assert "http://127.0.0.1:8000/health_generate" in script and "VLLM_API_KEY" not in script
+    supervisor = file_named(script, "/gpufit-machine")
+    assert "HEALTH_PATH=/health_generate" in supervisor and "VLLM_API_KEY" not in script
+    assert "SGLANG_CONFIG=/run/gpufit/sglang.yaml" in supervisor
     config = PolicyConfig(now=NOW)
     assert all(check_no_secrets_in_boot_data(r.typ, r.inputs, config) == [] for r in mocks.resources)
-    leaky = base64.b64encode(b"#!/bin/bash\necho \"api-key: s3cret\" > /etc/gpufit/sglang.yaml\n").decode()
+    leaky = base64.b64encode(b'#!/bin/bash\necho "api-key: s3cret" > /etc/gpufit/sglang.yaml\n').decode()
     assert any("config file" in f for f in check_no_secrets_in_boot_data(LT, {"userData": leaky}, config))
