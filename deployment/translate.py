@@ -139,7 +139,12 @@ def _rope(plan: Plan, engine: str, version: str) -> tuple[str | None, tuple[tupl
         payload["rope_theta"] = theta
     body = payload if style.style == "rope_scaling_flag" else {style.key: payload}
     env: tuple[tuple[str, str], ...] = ()
-    if style.long_context_env and spec.engine_context > served.max_context:
+    # vLLM derives its own limit from the override (original × factor, vllm/config/model.py
+    # _get_and_verify_max_len), which the spec check already holds the context to: its switch
+    # that turns the check off stays off. SGLang's limit ignores a factor given with
+    # original_max_position_embeddings, so it needs its switch above the config's maximum.
+    reach = served.yarn.original * served.yarn.factor if style.style == "hf_overrides" else served.max_context
+    if style.long_context_env and spec.engine_context > reach:
         env = ((style.long_context_env, "1"),)
     return json.dumps(body, separators=(",", ":")), env
 

@@ -88,6 +88,24 @@ def _value_problem(flag: str, entry: dict[str, Any], value: str) -> str | None:
     return None
 
 
+_DICT_TYPES = ("loads", "parse[loads", "union_dict_and_str", "parse_dataclass")
+"""The dumped types that parse a JSON object: vLLM's ``--flag.key value`` form builds one."""
+
+
+def _takes_dict(entry: dict[str, Any]) -> bool:
+    return (entry.get("type") or "str").removeprefix("optional[").rstrip("]") in _DICT_TYPES
+
+
+def resolve(table: FlagTable, option: str) -> tuple[str, dict[str, Any]] | None:
+    """The flag an option names, as the release's parser reads it: its own spelling, vLLM's
+    ``_`` for ``-``, and vLLM's ``--flag.key`` form (FlexibleArgumentParser), which names
+    ``--flag``."""
+    found = table.lookup(option)
+    if found is None and "." in option and table.engine == "vllm":
+        found = table.lookup(option.split(".", 1)[0])
+    return found
+
+
 def check_argv(table: FlagTable, argv: list[str]) -> list[str]:
     """Problems of an engine argument list against the release's parser (empty: accepted)."""
     problems: list[str] = []
@@ -99,9 +117,13 @@ def check_argv(table: FlagTable, argv: list[str]) -> list[str]:
             problems.append(f"{token!r} is not a flag (the launch passes no positional arguments)")
             continue
         option, has_inline, inline = token.partition("=")
-        found = table.lookup(option)
-        if found is None and "." in option and table.engine == "vllm":
-            found = table.lookup(option.split(".", 1)[0])  # vLLM's --flag.key value form
+        found = resolve(table, option)
+        if found is not None and table.lookup(option) is None:
+            # vLLM turns --flag.key V into --flag '{"key": V}', which only a JSON flag parses
+            if not _takes_dict(found[1]):
+                problems.append(f"{option}: {found[0]} takes no JSON object, so it has no .key form")
+            i += 0 if has_inline else 1
+            continue
         if found is None:
             problems.append(f"{option} is not a flag of {ENGINE_NAMES[table.engine]} {table.version}")
             while i < len(argv) and not argv[i].startswith("-"):  # its values, whatever they were
@@ -147,7 +169,7 @@ def check_engine_args(engine: str, args: list[str]) -> list[str]:
             if problem not in problems:
                 problems.append(problem)
         for token in args:
-            found = table.lookup(token.partition("=")[0]) if token.startswith("-") else None
+            found = resolve(table, token.partition("=")[0]) if token.startswith("-") else None
             if found is None or found[1]["dest"] not in owned:
                 continue
             field = owned[found[1]["dest"]]

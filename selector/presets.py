@@ -84,16 +84,28 @@ def arch_from_preset(name: str) -> ModelArch:
 
         doc = json.loads((CONFIGS_DIR / entry["config"]).read_text(encoding="utf-8"))
         arch = arch_from_config(doc, name)
-        fmt = (entry.get("checkpoint") or {}).get("format")
-        if fmt and not arch.quantized_format:  # the served repo's weights, where its config lacks them
-            embeddings = arch.vocab * arch.hidden * 2
-            arch = replace(arch, quantized_format=str(fmt), quantized_params=arch.params - embeddings)
+        arch = _published_format(arch, entry)
         return replace(
             arch, source=f"preset {name} ({entry['source']})", hf=entry.get("hf"), item=_work_item(entry)
         )
     params = float(entry["params_b"]) * 1e9
     heads = int(entry.get("heads", 0))
     hidden = int(entry.get("hidden", 0))
+    return _published_format(_arch_from_fields(name, entry, params, heads, hidden), entry)
+
+
+def _published_format(arch: ModelArch, entry: dict[str, Any]) -> ModelArch:
+    """The served repo's own weight format (``checkpoint.format``, e.g. DeepSeek's FP8 blocks)
+    where the preset's figures or config lack it: every parameter but the input embedding and
+    the output head in that format, so the plan sizes the files it really loads."""
+    fmt = (entry.get("checkpoint") or {}).get("format")
+    if not fmt or arch.quantized_format:
+        return arch
+    embeddings = arch.vocab * arch.hidden * 2
+    return replace(arch, quantized_format=str(fmt), quantized_params=arch.params - embeddings)
+
+
+def _arch_from_fields(name: str, entry: dict[str, Any], params: float, heads: int, hidden: int) -> ModelArch:
     return ModelArch(
         name=name,
         kind=entry["kind"],

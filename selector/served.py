@@ -138,6 +138,12 @@ def yarn_for(
                 f"serving.rope_scaling: {preset} documents no YaRN recipe; its context cannot be "
                 "stretched safely (lower serving.context_tokens)"
             )
+        if factor is not None and factor > serving.yarn_factor:
+            # vLLM's and SGLang's YaRN is static: every request would be served at that scaling
+            return None, (
+                f"serving.rope_scaling.factor: {factor:g} is above the factor {preset} documents "
+                f"({serving.yarn_factor:g} from {serving.yarn_original:,} tokens); leave it out or lower it"
+            )
         return Yarn(
             factor or serving.yarn_factor, original or serving.yarn_original, str(serving.yarn_source)
         ), None

@@ -98,7 +98,9 @@ def test_yarn_stretches_the_context_where_the_model_documents_it() -> None:
             "rope_theta": 1000000.0,  # vLLM sets the dict whole: the base is repeated
         }
     }
-    assert flag(vllm, "--env") == "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1"
+    # vLLM's own limit follows the override (32,768 × 4): its switch that turns the length check
+    # off stays off (review finding 6)
+    assert "--env" not in vllm and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" not in vllm
     sglang = args_of(planned(spec_doc("qwen2.5-7b", "sglang", context=65536, serving=rope)))
     assert json.loads(flag(sglang, "--json-model-override-args"))["rope_scaling"]["factor"] == 4.0
     assert flag(sglang, "--env") == "SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1"
@@ -115,6 +117,9 @@ def test_yarn_stretches_the_context_where_the_model_documents_it() -> None:
          "140,000 is above the 131,072 tokens YaRN reaches (32,768 × 4)"),
         (spec_doc("phi-4", context=32768, serving={"rope_scaling": {"type": "yarn"}}),
          "phi-4 documents no YaRN recipe"),
+        # review finding 6: a factor above the documented recipe is refused, not served
+        (spec_doc("qwen2.5-7b", context=131072, serving={"rope_scaling": {"type": "yarn", "factor": 64}}),
+         "serving.rope_scaling.factor: 64 is above the factor qwen2.5-7b documents (4 from 32,768 tokens)"),
     ],
 )  # fmt: skip
 def test_yarn_has_its_limits(doc: dict[str, Any], message: str) -> None:
@@ -151,7 +156,15 @@ def test_fp8_prefers_the_published_fp8_checkpoint_and_sizes_its_download() -> No
 
 def _online(preset: str, repo: str, engine: str, types: list[str]) -> Plan:
     return planned(
-        spec_doc(preset, engine, precision="fp8", model={"hf": repo}, placement={"instance_types": types})
+        # GCP sells a3-highgpu-1g/2g/4g as spot only: a stateless server may run there
+        spec_doc(
+            preset,
+            engine,
+            precision="fp8",
+            model={"hf": repo},
+            placement={"instance_types": types},
+            fault_tolerance="stateless",
+        )
     )
 
 
@@ -235,7 +248,11 @@ def test_sglangs_static_fraction_leaves_its_own_reserve() -> None:
     assert sglang_static_fraction(81920, 1, 16, mla=False, multimodal=True) == round(0.836 * 0.95, 3)
     result = planned(
         spec_doc(
-            "qwen3-8b", "sglang", serving={"concurrency": 16}, placement={"instance_types": ["a3-highgpu-1g"]}
+            "qwen3-8b",
+            "sglang",
+            serving={"concurrency": 16},
+            placement={"instance_types": ["a3-highgpu-1g"]},
+            fault_tolerance="stateless",
         )
     )
     args = args_of(result)
@@ -248,7 +265,15 @@ def test_sglangs_static_fraction_leaves_its_own_reserve() -> None:
 def test_sglang_caches_fp8_kv_in_the_format_its_attention_takes() -> None:
     fp8 = {"precision": "fp8", "serving": {"kv_cache_precision": "fp8"}}
     hopper = args_of(
-        planned(spec_doc("qwen3-8b", "sglang", **fp8, placement={"instance_types": ["a3-highgpu-1g"]}))
+        planned(
+            spec_doc(
+                "qwen3-8b",
+                "sglang",
+                **fp8,
+                placement={"instance_types": ["a3-highgpu-1g"]},
+                fault_tolerance="stateless",
+            )
+        )
     )
     assert flag(hopper, "--kv-cache-dtype") == "fp8_e4m3"  # FlashAttention 3 takes only e4m3
     ada = args_of(
@@ -257,3 +282,59 @@ def test_sglang_caches_fp8_kv_in_the_format_its_attention_takes() -> None:
     assert flag(ada, "--kv-cache-dtype") == "fp8_e5m2"
     vllm = args_of(planned(spec_doc("qwen3-8b", **fp8)))
     assert flag(vllm, "--kv-cache-dtype") == "fp8"
+
+
+@pytest.mark.parametrize(
+    ("engine", "args", "message"),
+    [
+        # review finding 3: parallelism and memory layout the plan sizes
+        ("vllm", ["--pipeline-parallel-size", "4"], "--pipeline-parallel-size is set by gpufit"),
+        ("vllm", ["--data-parallel-size", "2"], "--data-parallel-size is set by gpufit"),
+        ("vllm", ["--enable-expert-parallel"], "--enable-expert-parallel is set by gpufit"),
+        ("vllm", ["--kv-cache-memory-bytes", "10G"], "--kv-cache-memory-bytes is set by gpufit"),
+        ("vllm", ["--cpu-offload-gb", "10"], "--cpu-offload-gb is set by gpufit"),
+        ("sglang", ["--pp-size", "2"], "--pp-size is set by gpufit"),
+        ("sglang", ["--dp-size", "2"], "--dp-size is set by gpufit"),
+        ("sglang", ["--enable-dp-attention"], "--enable-dp-attention is set by gpufit"),
+        ("sglang", ["--max-total-tokens", "100000"], "--max-total-tokens is set by gpufit"),
+        ("sglang", ["--chunked-prefill-size", "4096"], "--chunked-prefill-size is set by gpufit"),
+        # review finding 4: vLLM's dotted and underscore forms name the same flags
+        ("vllm", ["--hf-overrides.max_position_embeddings", "1000000"],
+         "--hf-overrides.max_position_embeddings is set by gpufit; set it with serving.rope_scaling"),
+        ("vllm", ["--max_model_len", "1000"], "--max_model_len is set by gpufit; set it with serving.context_tokens"),
+        # review finding 5: vLLM refuses a .key form on a flag that takes no JSON object
+        # ("vllm serve: error: argument --port: invalid int value: '{\"x\": 1}'")
+        ("vllm", ["--port.x", "1"], "--port.x: --port takes no JSON object, so it has no .key form"),
+        ("vllm", ["--max-num-batched-tokens.x", "1"], "--max-num-batched-tokens takes no JSON object"),
+    ],
+)  # fmt: skip
+def test_engine_args_that_change_what_the_plan_sized_are_refused(
+    engine: str, args: list[str], message: str
+) -> None:
+    from selector.engine_flags import check_engine_args
+
+    problems = check_engine_args(engine, args)
+    assert any(p.startswith(message) for p in problems), problems
+
+
+def test_a_dotted_form_of_a_json_flag_is_accepted_as_vllm_accepts_it() -> None:
+    from selector.engine_flags import check_engine_args
+
+    assert check_engine_args("vllm", ["--speculative-config.method", "ngram"]) == []
+    assert check_engine_args("vllm", ["--compilation-config.mode=3"]) == []
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+@pytest.mark.parametrize("preset", ["deepseek-r1", "deepseek-v3"])
+def test_deepseek_v3_and_r1_are_sized_at_their_fp8_checkpoint_and_fit_8_h200(
+    preset: str, engine: str
+) -> None:
+    """Review finding 1: their repos publish FP8 block weights (quantization_config fp8), about
+    642 GiB, which 8×H200 holds with room for the cache; sized as 16 bit they fitted nothing."""
+    doc = spec_doc(preset, engine, context=8192, placement={"instance_types": ["p5e.48xlarge"]})
+    result = planned(doc)
+    assert result.choice is not None, result.rejection_examples
+    assert result.choice.offer.instance.name == "p5e.48xlarge"
+    assert 600 < result.requirements.weights_file_bytes / 2**30 < 700  # 16 bit: 1,250 GiB
+    args = args_of(result)
+    assert "--quantization" not in args  # the checkpoint carries its own quantization_config
