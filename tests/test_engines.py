@@ -146,9 +146,9 @@ def test_sglang_does_not_run_on_turing_while_vllm_does() -> None:
 
 
 def test_an_image_driver_below_the_builds_cuda_rejects_the_offer(monkeypatch: pytest.MonkeyPatch) -> None:
-    import selector.select as select
-
     from dataclasses import replace
+
+    import selector.select as select
 
     old = replace(
         boot_image("gcp", "a3-highgpu-8g"),  # type: ignore[type-var]

@@ -301,7 +301,8 @@ def test_sglang_caches_fp8_kv_in_the_format_its_attention_takes() -> None:
         # review finding 4: vLLM's dotted and underscore forms name the same flags
         ("vllm", ["--hf-overrides.max_position_embeddings", "1000000"],
          "--hf-overrides.max_position_embeddings is set by gpufit; set it with serving.rope_scaling"),
-        ("vllm", ["--max_model_len", "1000"], "--max_model_len is set by gpufit; set it with serving.context_tokens"),
+        ("vllm", ["--max_model_len", "1000"],
+         "--max_model_len is set by gpufit; set it with serving.context_tokens"),
         # review finding 5: vLLM refuses a .key form on a flag that takes no JSON object
         # ("vllm serve: error: argument --port: invalid int value: '{\"x\": 1}'")
         ("vllm", ["--port.x", "1"], "--port.x: --port takes no JSON object, so it has no .key form"),

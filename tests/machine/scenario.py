@@ -37,7 +37,8 @@ Expectations (``expect``): ``exit`` (the supervisor's status, or ``running``), `
 patterns seen in that order), ``absent``, ``last`` (the last call that is not a read of the
 bucket), ``times`` ([pattern, n]), ``bucket`` / ``no_bucket`` (object keys), ``status`` (fields of
 the machine's status object; ``~text``: holds it), ``job_env`` (the job's environment),
-``modes`` (file modes under the root), ``files`` (a file's exact text), ``journal`` (text in the supervisor's log).
+``modes`` (file modes under the root), ``files`` (a file's exact text), ``journal`` (text in
+the supervisor's log).
 
 Conditions: always, never, job_started, checkpointed, synced:N (N output syncs since the job
 started).
