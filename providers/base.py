@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from deployment import Deployment
+from deployment import Deployment, missing_token
+from machine.lifecycle import load_problem
 
 
 class GpuProvider(Protocol):
@@ -95,3 +96,12 @@ def unknown_secret_keys(d: Deployment, given: SecretInputs | None) -> list[str]:
         if s.kind != "config" and s.kind != d.cloud
     ]
     return problems
+
+
+def provision_problems(d: Deployment, given: SecretInputs | None) -> list[str]:
+    """Why the deployment cannot be provisioned as configured, one line each, before anything
+    is created: a gated model without a token, secrets the stack lacks or keeps on the other
+    cloud, a model that cannot load within the machine's bounds."""
+    missing = missing_token(d, given is not None and given.hf_token is not None)
+    loading = load_problem(d)
+    return [*([missing] if missing else []), *unknown_secret_keys(d, given), *([loading] if loading else [])]

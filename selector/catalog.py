@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from selector.datafile import load_json
-from selector.gpus import GPUS_FILE, CatalogError, GpuSpec, gpu_by_alias, load_gpus, sourced_only
+from selector.gpus import (
+    GPUS_FILE,
+    CatalogError,
+    GpuSpec,
+    gpu_by_alias,
+    load_gpus,
+    required,
+    sourced_only,
+)
 from selector.price_rules import RULES_VERSION, PricePoint, judge
 
 MIN_SCORED_TYPES = 3
@@ -152,16 +160,6 @@ class Catalog:
         return f"{key}{title} ({ref.get('url', '')}, retrieved {ref.get('retrieved', '')})"
 
 
-def _req(entry: dict[str, Any], key: str, where: str) -> Any:
-    if key not in entry:
-        raise CatalogError(f"{where}: missing {key!r}")
-    return entry[key]
-
-
-def _opt_float(value: Any) -> float | None:
-    return None if value is None else float(value)
-
-
 def _entries(doc: dict[str, Any], key: str, where: str) -> list[dict[str, Any]]:
     """``doc[key]``: a list of objects (absent = empty)."""
     value = doc.get(key, [])
@@ -174,7 +172,7 @@ def _number(
     entry: dict[str, Any], key: str, where: str, *, minimum: float = 0.0, strict: bool = False
 ) -> float:
     """A required finite number (not a string, not a boolean) ≥ ``minimum`` (> with ``strict``)."""
-    value = _req(entry, key, where)
+    value = required(entry, key, where)
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise CatalogError(f"{where}: {key} must be a finite number, not {value!r}")
     if value < minimum or (strict and value <= minimum):
@@ -191,7 +189,7 @@ def _text(entry: dict[str, Any], key: str, where: str, default: str | None = Non
     """A required string (or ``default`` when absent)."""
     if key not in entry and default is not None:
         return default
-    value = _req(entry, key, where)
+    value = required(entry, key, where)
     if not isinstance(value, str) or not value:
         raise CatalogError(f"{where}: {key} must be a non-empty string, not {value!r}")
     return value
@@ -229,7 +227,7 @@ def _parse_instance(entry: dict[str, Any], gpus: dict[str, GpuSpec], where: str)
     count = _number(entry, "gpu_count", where, minimum=1)
     if count != int(count):
         raise CatalogError(f"{where}: gpu_count must be a whole number, not {count!r}")
-    nvlink = _req(entry, "nvlink", where)
+    nvlink = required(entry, "nvlink", where)
     if not isinstance(nvlink, bool):
         raise CatalogError(f"{where}: nvlink must be true or false, not {nvlink!r}")
     name = _text(entry, "name", where)

@@ -17,13 +17,14 @@ class CatalogError(ValueError):
     """A catalog or facts file that cannot be used, with the reason."""
 
 
-def _req(entry: dict[str, Any], key: str, where: str) -> Any:
+def required(entry: dict[str, Any], key: str, where: str) -> Any:
+    """``entry[key]``, or a CatalogError naming ``where`` and the missing key."""
     if key not in entry:
         raise CatalogError(f"{where}: missing {key!r}")
     return entry[key]
 
 
-def _opt_float(value: Any) -> float | None:
+def optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
@@ -81,29 +82,29 @@ class GpuSpec:
 
 
 def _parse_gpu(entry: dict[str, Any], where: str) -> GpuSpec:
-    cc = str(_req(entry, "compute_capability", where)).split(".")
+    cc = str(required(entry, "compute_capability", where)).split(".")
     estimates = dict(entry.get("estimates") or {})
     for key in estimates:
         if entry.get(key) is not None:
             raise CatalogError(f"{where}: {key} is sourced; an estimate may only fill a gap")
 
     def figure(key: str) -> float | None:
-        return _opt_float(entry.get(key) if entry.get(key) is not None else estimates.get(key))
+        return optional_float(entry.get(key) if entry.get(key) is not None else estimates.get(key))
 
     return GpuSpec(
-        name=str(_req(entry, "name", where)),
+        name=str(required(entry, "name", where)),
         aliases=tuple(str(a) for a in entry.get("aliases", [])),
-        memory_mib=int(_req(entry, "memory_mib", where)),
+        memory_mib=int(required(entry, "memory_mib", where)),
         memory_type=str(entry.get("memory_type", "")),
-        bandwidth_gbps=float(_req(entry, "bandwidth_gbps", where)),
+        bandwidth_gbps=float(required(entry, "bandwidth_gbps", where)),
         bf16_tflops=figure("bf16_tflops"),
         fp16_tflops=figure("fp16_tflops"),
         fp8_tflops=figure("fp8_tflops"),
         int8_tops=figure("int8_tops"),
-        nvlink_gbps=_opt_float(entry.get("nvlink_gbps")),
+        nvlink_gbps=optional_float(entry.get("nvlink_gbps")),
         arch=str(entry.get("arch", "")),
         compute_capability=(int(cc[0]), int(cc[1]) if len(cc) > 1 else 0),
-        source=str(_req(entry, "source", where)),
+        source=str(required(entry, "source", where)),
         confidence=str(entry.get("confidence", "high")),
         notes=str(entry.get("notes", "")),
         estimated=tuple(sorted(estimates)),

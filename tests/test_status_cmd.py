@@ -196,7 +196,7 @@ def test_what_a_failing_machine_wrote_is_what_status_reports(tmp_path: Path, s3:
     outcome = run_scenario(doc, tmp_path)
     written = {k: v for k, v in outcome.bucket.items() if k.startswith("status/")}
     status = parse(written)
-    assert status.verdict == "failed" and status.replacements == 2 and status.replacements_allowed == 2
+    assert status.verdict == "failed" and status.replacements == 4 and status.replacements_allowed == 4
     (me,) = status.machines
     assert (me.state, me.exit_code, me.attempt, me.attempts_allowed) == ("gave-up", 1, 3, 3)
     s3.create_bucket(Bucket=BUCKET)

@@ -29,24 +29,25 @@ from deployment import (
     TAG_EXPIRES_AT,
     Deployment,
     iso_utc,
-    missing_token,
 )
 from machine.boot import NodeRole, fleet_group, render
-from machine.lifecycle import load_problem
 from machine.serving import MachineSecrets
 from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
 from providers.aws.resources import (
+    METADATA_HOP_LIMIT,
     checkpoint_bucket,
     instance_profile,
     machine_image,
     policy_document,
     security_group,
+    template_metadata_options,
+    template_root_volume,
     trust_policy,
 )
 from providers.aws.secrets import AwsMachineSecrets, machine_secrets, read_statements
-from providers.base import SecretInputs, kept_on_update, unknown_secret_keys
+from providers.base import SecretInputs, kept_on_update, provision_problems
 
 TERMINATE_TARGET = "arn:aws:scheduler:::aws-sdk:ec2:terminateInstances"
 DEADLINE_GRACE_MINUTES = 1
@@ -231,7 +232,9 @@ class AwsGpuInstance(pulumi.ComponentResource):
             **network,
             placement_group=placement.name if placement else None,
             metadata_options=aws.ec2.InstanceMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=METADATA_HOP_LIMIT,
             ),
             root_block_device=aws.ec2.InstanceRootBlockDeviceArgs(
                 volume_size=d.disk_gb,
@@ -333,17 +336,8 @@ def _efa_template(
         description=f"gpufit {d.workload}: {len(layout)} EFA interfaces on {d.machine_type}",
         image_id=image.id,
         instance_type=d.machine_type,
-        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
-        ),
-        block_device_mappings=[
-            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                device_name=image.root_device_name,
-                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                    volume_size=d.disk_gb, volume_type="gp3", encrypted="true", delete_on_termination="true"
-                ),
-            )
-        ],
+        metadata_options=template_metadata_options(),
+        block_device_mappings=template_root_volume(d, image),
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
             for kind in ("instance", "volume", "network-interface")
@@ -382,13 +376,7 @@ class AwsProvider:
         """A fleet group for single-node replicas; plain instances for a replica that spans
         nodes. Both are placed (zones, subnets) before anything is created, so a type offered
         nowhere in the plan's zones stops the program with nothing half-made."""
-        missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
-        if missing:
-            raise pulumi.RunError(missing)
-        problems = unknown_secret_keys(deployment, secrets)
-        loading = load_problem(deployment)
-        if loading:
-            problems.append(loading)
+        problems = provision_problems(deployment, secrets)
         if problems:
             raise pulumi.RunError("\n".join(problems))
         check_user_data(deployment)

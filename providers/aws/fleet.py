@@ -61,6 +61,8 @@ from providers.aws.resources import (
     machine_image,
     policy_document,
     security_group,
+    template_metadata_options,
+    template_root_volume,
 )
 from providers.aws.secrets import AwsMachineSecrets, machine_secrets, read_statements
 from providers.base import SecretInputs, kept_on_update
@@ -232,20 +234,8 @@ class AwsGpuFleet(pulumi.ComponentResource):
             instance_type=d.machine_type,
             iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=profile.arn),
             vpc_security_group_ids=[sg.id],
-            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
-                http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
-            ),
-            block_device_mappings=[
-                aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
-                    device_name=image.root_device_name,
-                    ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
-                        volume_size=d.disk_gb,
-                        volume_type="gp3",
-                        encrypted="true",
-                        delete_on_termination="true",
-                    ),
-                )
-            ],
+            metadata_options=template_metadata_options(),
+            block_device_mappings=template_root_volume(d, image),
             # A machine that powers itself off is terminated (the group then decides what runs).
             instance_initiated_shutdown_behavior="terminate",
             user_data=pulumi.Output.all(bucket.bucket, arns).apply(

@@ -218,6 +218,29 @@ def machine_image(d: Deployment, invoke: pulumi.InvokeOptions) -> Any:
     return ami
 
 
+METADATA_HOP_LIMIT = 2
+"""Instance metadata answers IMDSv2 only, over two hops (a container on the machine reaches it)."""
+
+
+def template_metadata_options() -> aws.ec2.LaunchTemplateMetadataOptionsArgs:
+    return aws.ec2.LaunchTemplateMetadataOptionsArgs(
+        http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=METADATA_HOP_LIMIT
+    )
+
+
+def template_root_volume(d: Deployment, image: Any) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
+    """The root volume a launch template gives its machines: the image's root device, gp3,
+    encrypted, deleted with the machine."""
+    return [
+        aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+            device_name=image.root_device_name,
+            ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                volume_size=d.disk_gb, volume_type="gp3", encrypted="true", delete_on_termination="true"
+            ),
+        )
+    ]
+
+
 def bucket_prefix(d: Deployment) -> str:
     """``gpufit-<name>-`` in S3's characters (lowercase, digits, hyphens) and at most 37
     characters: a longer or changed name is cut with a digest of the whole, so it stays unique

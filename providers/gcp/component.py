@@ -20,10 +20,9 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, iso_utc, missing_token
+from deployment import Deployment, iso_utc
 from machine.boot import NodeRole, render, shutdown_script
-from machine.lifecycle import load_problem
-from providers.base import SecretInputs, deadline_ignore_changes, unknown_secret_keys
+from providers.base import SecretInputs, deadline_ignore_changes, provision_problems
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
@@ -333,13 +332,7 @@ class GcpProvider:
             raise ValueError(
                 f"{deployment.name}: a {deployment.cloud} deployment cannot be provisioned on GCP"
             )
-        missing = missing_token(deployment, secrets is not None and secrets.hf_token is not None)
-        if missing:
-            raise pulumi.RunError(missing)
-        problems = unknown_secret_keys(deployment, secrets)
-        loading = load_problem(deployment)
-        if loading:
-            problems.append(loading)
+        problems = provision_problems(deployment, secrets)
         if problems:
             raise pulumi.RunError("\n".join(problems))
         opts = pulumi.ResourceOptions(provider=self._provider)
