@@ -193,8 +193,7 @@ def read_lock(path: Path) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable lock ({err})") from None
     version = doc.get("schema_version") if isinstance(doc, dict) else None
     if not isinstance(doc, dict) or isinstance(version, bool) or version not in READABLE_LOCK_VERSIONS:
-        *older, newest = (str(v) for v in READABLE_LOCK_VERSIONS)
-        expected = f"{', '.join(older)} or {newest}"
+        expected = " or ".join(str(v) for v in READABLE_LOCK_VERSIONS)
         raise ValueError(f"{path}: not a gpufit lock this gpufit reads (schema_version {expected} expected)")
     for key in ("spec_sha256", "instance_type", "offer", "workload", "fallbacks"):
         if key not in doc:

@@ -234,7 +234,9 @@ def test_trust_remote_code_follows_the_release_and_the_family() -> None:
 
 
 def test_fallbacks_take_the_choices_engine_build() -> None:
-    result = planned(serve("qwen3-8b", fault_tolerance="stateless", placement={"clouds": ["aws"]}))
+    # us-east-1: a region with several same-shape types (the cheapest spot offer elsewhere has none)
+    where = {"clouds": ["aws"], "regions": ["us-east-1"]}
+    result = planned(serve("qwen3-8b", fault_tolerance="stateless", placement=where))
     assert result.choice is not None and result.fallbacks
     assert all(
         result.choice.engine == choose_build("vllm", "qwen3", f.offer.instance.gpu, 580, "x")

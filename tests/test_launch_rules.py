@@ -306,7 +306,8 @@ def test_sglang_caches_fp8_kv_in_the_format_its_attention_takes() -> None:
         # review finding 5: vLLM refuses a .key form on a flag that takes no JSON object
         # ("vllm serve: error: argument --port: invalid int value: '{\"x\": 1}'")
         ("vllm", ["--port.x", "1"], "--port.x: --port takes no JSON object, so it has no .key form"),
-        ("vllm", ["--max-num-batched-tokens.x", "1"], "--max-num-batched-tokens takes no JSON object"),
+        ("vllm", ["--max-num-batched-tokens.x", "1"],
+         "--max-num-batched-tokens.x: --max-num-batched-tokens takes no JSON object"),
     ],
 )  # fmt: skip
 def test_engine_args_that_change_what_the_plan_sized_are_refused(
@@ -332,10 +333,10 @@ def test_deepseek_v3_and_r1_are_sized_at_their_fp8_checkpoint_and_fit_8_h200(
 ) -> None:
     """Review finding 1: their repos publish FP8 block weights (quantization_config fp8), about
     642 GiB, which 8×H200 holds with room for the cache; sized as 16 bit they fitted nothing."""
-    doc = spec_doc(preset, engine, context=8192, placement={"instance_types": ["p5e.48xlarge"]})
+    doc = spec_doc(preset, engine, context=8192, placement={"instance_types": ["p5en.48xlarge"]})
     result = planned(doc)
     assert result.choice is not None, result.rejection_examples
-    assert result.choice.offer.instance.name == "p5e.48xlarge"
+    assert result.choice.offer.instance.name == "p5en.48xlarge"  # 8×H200
     assert 600 < result.requirements.weights_file_bytes / 2**30 < 700  # 16 bit: 1,250 GiB
     args = args_of(result)
     assert "--quantization" not in args  # the checkpoint carries its own quantization_config
