@@ -14,8 +14,10 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+if TYPE_CHECKING:
+    from selector.model_arch import ModelArch
 from cli.exit_codes import (
     BAD_CATALOG as EXIT_BAD_CATALOG,
     INFEASIBLE as EXIT_INFEASIBLE,
@@ -276,6 +278,8 @@ def cmd_presets(_: argparse.Namespace) -> int:
                 shape += f" {arch.experts}x{arch.experts_active} experts"
             if arch.sliding_window:
                 shape += f" window {arch.sliding_window} on {arch.window_layers}L"
+            if arch.linear_layers:
+                shape += f" linear attention on {arch.linear_layers}L"
             if arch.is_multimodal:
                 shape += f" + vision {arch.vision_params / 1e9:.2g}B"
         elif arch.kind == "audio":
@@ -288,15 +292,41 @@ def cmd_presets(_: argparse.Namespace) -> int:
         if arch.is_multimodal:
             group = "multimodal"
         groups.setdefault(group, []).append(
-            [name, params, shape, str(arch.context or "-"), cost, entry["source_ref"]["url"]]
+            [
+                name,
+                params,
+                shape,
+                str(arch.context or "-"),
+                cost,
+                *_serves(name, arch),
+                entry["source_ref"]["url"],
+            ]
         )
-    headers = ["preset", "params", "architecture", "context", "per item", "source"]
+    headers = ["preset", "params", "architecture", "context", "per item", "serves", "engines", "source"]
     parts = []
     for key, title in PRESET_GROUPS:
         if groups.get(key):
             parts.append(f"{title} ({len(groups[key])})\n" + table(headers, groups[key]))
     sys.stdout.write("\n\n".join(parts) + "\n")
     return EXIT_OK
+
+
+def _serves(name: str, arch: ModelArch) -> list[str]:
+    """What ``serve`` pulls for a preset (bf16) and the engine releases that serve its family
+    (vLLM/SGLang floor, and a ceiling where one dropped it)."""
+    from selector.engines import engine_data
+    from selector.served import served_model
+
+    if arch.kind != "transformer":
+        return ["-", "-"]
+    repo = served_model(name, None, arch, "bf16", sized_by_hub=False).repo or "-"
+    family = engine_data()["model_families"].get(arch.family) or {}
+    spans = []
+    for engine, label in (("vllm", "vLLM"), ("sglang", "SGLang")):
+        span = family.get(engine)
+        if span:
+            spans.append(f"{label} {span['since']}" + (f"-{span['until']}" if span.get("until") else "+"))
+    return [repo, ", ".join(spans) or "-"]
 
 
 def cmd_stacks(args: argparse.Namespace) -> int:

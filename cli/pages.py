@@ -314,7 +314,8 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate], today: date) -> str:
     """The plan report: the choice, its cost as a stacked bar, the requirements arithmetic, the
     rejections by filter, and every feasible offer's total cost against job hours (tokens/s per
     stream when serving), the Pareto frontier drawn and the choice highlighted."""
-    from cli.render import capacity_line, fleet_line, money, prices_line, serve_lines
+    from cli.render import capacity_line, fleet_line, money, prices_line
+    from cli.serve_text import serve_lines
     from selector.units import format_hours
 
     spec, req, choice = plan.spec, plan.requirements, plan.choice

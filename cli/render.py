@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
+from cli.serve_text import serve_lines
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
@@ -67,48 +68,6 @@ def _cost_line(cost: Cost, serving: bool) -> str:
     if cost.spot_factor > 1.0:
         line += f" (spot rework ×{cost.spot_factor:.4f})"
     return line
-
-
-def serve_lines(plan: Plan) -> list[str]:
-    """The model server gpufit will start, and how the endpoint is reached (with a warning
-    when it is plain HTTP); a reason when the server cannot be started as planned."""
-    from deployment import ServingError, server_launch
-
-    spec = plan.spec
-    try:
-        launch = server_launch(plan)
-    except ServingError as err:
-        return [f"cannot start the server: {err}"]
-    if launch is None or spec.serving is None:
-        return []
-    lines = [
-        f"{launch.engine} ({launch.image}) {launch.model}: TP {launch.tensor_parallel}, "
-        f"max-model-len {launch.max_model_len}, max-num-seqs {launch.max_num_seqs}, "
-        f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
-        f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min"
-    ]
-    from deployment import ALWAYS_GATED, lifetime_hours
-
-    if launch.grace_seconds >= lifetime_hours(plan) * 3600:
-        lines.append(
-            f"WARNING: loading may take {launch.grace_seconds // 60} min, longer than the machines live "
-            f"({lifetime_hours(plan) * 60:.0f} min): `pulumi up` refuses it; give a longer duration"
-        )
-    if launch.model.startswith(ALWAYS_GATED):
-        lines.append("gated model: `pulumi config set --secret gpufit:hfToken hf_...` before `pulumi up`")
-    if spec.serving.expose == "load_balancer":
-        https = spec.serving.certificate_arn is not None
-        lines.append(
-            f"load balancer for {', '.join(spec.access.api_cidrs)} over {'HTTPS' if https else 'HTTP'}"
-            + (
-                ""
-                if https
-                else " (WARNING: no serving.certificate_arn: requests and the API key travel unencrypted)"
-            )
-        )
-    else:
-        lines.append("private: no inbound route; the stack's port_forward output brings it to localhost")
-    return lines
 
 
 def disk_lines(plan: Plan) -> list[str]:
@@ -389,7 +348,10 @@ def _serve_terms(plan: Plan) -> list[str]:
         return []
     terms = [
         Term(
-            "weights to download", launch.weights_gb, "GB", "parameters × 2 B (the Hub's 16-bit checkpoint)"
+            "weights to download",
+            launch.weights_gb,
+            "GB",
+            f"{launch.model}: {plan.spec.served().download_note}",
         ),
         Term(
             "health grace period",
@@ -555,6 +517,9 @@ def render_markdown(plan: Plan, today: date) -> str:
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
         ]
+        serve = serve_lines(plan)
+        if serve:
+            rows.append(["serve", "<br>".join(serve)])
         lines.append(_md_table(["", ""], rows))
     chart = mermaid_totals(plan)
     if chart:

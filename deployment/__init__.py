@@ -8,8 +8,10 @@ package imports no cloud SDK and no pulumi.
 
 Its parts: ``tags`` (tag and label names, the expiry's spellings), ``launch`` (``ServerLaunch``
 and the engine images), ``model`` (``Deployment``, ``FleetMember``, gating), ``translate``
-(``deployment_from_plan``, ``server_launch``, ``lifetime_hours``). The package exports what
-the other homes use.
+(``deployment_from_plan``, ``server_launch``, ``lifetime_hours``), ``images`` (the machine
+images booted unless ``gpufit:image`` names one), ``launches`` (every launch planned for the
+presets and stacks, for the engine parser checks). The package exports what the other homes
+use; ``images`` and ``launches`` are imported by name, off ``gpufit plan``'s path.
 """
 
 from deployment.launch import (

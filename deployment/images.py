@@ -1,10 +1,15 @@
-"""The machine image a deployment boots: the image line (``selector/data/images.yaml``) that
-supports its instance type, and which of its fleet's members that one image can boot."""
+"""The machine image a deployment boots: the image line (``selector/data/images.yaml``, with
+the NVIDIA driver each ships) that supports its instance type, and which of its fleet's members
+that one image can boot. ``Deployment.image`` (``gpufit:image``) overrides it."""
 
 from __future__ import annotations
 
 from deployment.model import Deployment, FleetMember
-from selector.images import ImageLine, image_line, unsupported_reason
+from selector.images import ImageLine, gcp_image, image_line, unsupported_reason
+
+DLVM_IMAGE = gcp_image().image
+"""The Deep Learning VM image family GCP machines boot (driver 580, which a CUDA 13 container
+requires; unverified against Google's pages: see ``selector/data/images.yaml``)."""
 
 
 def boot_image_line(d: Deployment) -> ImageLine | None:

@@ -1,14 +1,22 @@
 """The model server a ``serve`` deployment starts, as the plan's numbers: ``ServerLaunch``, and
-the pinned engine images it runs (``machine.serving`` renders the launch and names the flags
-of each pinned version)."""
+the pinned engine images it runs (``selector/data/engines.yaml``; ``machine.serving`` renders
+the launch, checked against each release's own flags)."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-VLLM_IMAGE = "vllm/vllm-openai:v0.8.5"
-SGLANG_IMAGE = "lmsysorg/sglang:v0.4.7.post1-cu124"
+from selector.engines import pinned_builds
+
+
+def _newest_image(engine: str) -> str:
+    """The image of the newest pinned release's first build (digest when recorded)."""
+    return pinned_builds(engine)[0][1][0].image
+
+
+VLLM_IMAGE = _newest_image("vllm")
+SGLANG_IMAGE = _newest_image("sglang")
 IMAGES = {"vllm": VLLM_IMAGE, "sglang": SGLANG_IMAGE}
 
 DOWNLOAD_MB_PER_S = 100.0
@@ -37,10 +45,19 @@ class ServerLaunch:
     replicas: int
     base_port: int
     weights_gb: float
+    image_ref: str = ""  # the plan's engine build (tag, or tag@digest); "" = the newest pinned build
+    engine_version: str = ""
+    trust_remote_code: bool = False
+    images_per_prompt: int = 0  # multimodal: the per-request image limit the engine enforces
+    rope_override: str | None = None  # the RoPE-scaling override, JSON, in the engine's own form
+    rope_flag: str | None = None  # the flag that takes it (--hf-overrides, --json-model-override-args)
+    env: tuple[tuple[str, str], ...] = ()  # environment the engine needs (never a secret)
+    engine_args: tuple[str, ...] = ()  # serving.engine_args, after gpufit's own flags
+    health_path: str = "/health"
 
     @property
     def image(self) -> str:
-        return IMAGES[self.engine]
+        return self.image_ref or IMAGES[self.engine]
 
     def port(self, replica: int) -> int:
         return self.base_port + replica

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -10,9 +11,18 @@ from deployment.launch import ServerLaunch
 from deployment.model import GATED_ORGS, Deployment, FleetMember
 from deployment.tags import iso_utc
 from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
+from selector.engines import (
+    fp8_kv_cache_dtype,
+    health_path,
+    online_fp8,
+    pinned_versions,
+    rope_style,
+    trust_remote_code,
+)
 from selector.select import Plan
 from selector.sizing import USABLE_MEMORY_FRACTION
-from selector.spec import TRAINING_TASKS, secret_sources
+from selector.sizing.engine_memory import sglang_static_fraction
+from selector.spec import TRAINING_TASKS, WorkloadSpec, secret_sources
 
 JOB_DEADLINE_FACTOR = 1.5
 """A job without a TTL expires after its expected hours × 1.5 + ``JOB_DEADLINE_SLACK_H``: room
@@ -36,23 +46,27 @@ class ServingError(ValueError):
 
 
 def server_launch(plan: Plan) -> ServerLaunch | None:
-    """The model server of a serve plan from its own numbers: tensor parallelism and replicas
-    per machine from the shape, ``--max-model-len`` = ``serving.context_tokens``,
-    ``--max-num-seqs`` = ``serving.concurrency``, the memory fraction the sizing plans with,
-    FP8 weights and KV cache where the plan computes in them. ServingError when it cannot be
-    started as planned; None when the spec starts no server."""
+    """The model server of a serve plan from its own numbers: the engine build the plan chose
+    for its GPU and image, the checkpoint ``spec.served()`` names (the chat repo of a base
+    preset, a published FP8 checkpoint), tensor parallelism and replicas per machine from the
+    shape, ``--max-model-len`` = the context (with in-sequence image tokens), ``--max-num-seqs``
+    = ``serving.concurrency``, the memory fraction the sizing plans with (SGLang's static pool
+    as SGLang would size it), FP8 weights and KV cache in the release's own spelling, the flags
+    the release needs for the model (trust-remote-code, the image limit, a YaRN override).
+    ServingError when it cannot be started as planned; None when the spec starts no server."""
     spec, choice = plan.spec, plan.choice
     engine = spec.server_engine
     if engine == "none" or choice is None or spec.serving is None:
         return None
-    shape, arch = choice.shape, spec.arch()
+    shape, arch, serving = choice.shape, spec.arch(), spec.serving
     if shape.nodes_per_replica > 1:
         raise ServingError(
             f"serving.engine {engine}: the plan spreads a replica over {shape.nodes_per_replica} nodes "
             "(pipeline parallel), which gpufit does not launch; give job.command, or "
             "placement.instance_types that hold the model on one node"
         )
-    repo = spec.model.hf or arch.hf
+    served = spec.served()
+    repo = served.repo
     if repo is None:
         raise ServingError(f"serving.engine {engine}: model.hf must name the Hugging Face repo to serve")
     if spec.precision in ("int8", "int4", "nf4") and spec.model.hf is None:
@@ -60,22 +74,83 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
             f"serving.engine {engine}: precision {spec.precision} needs a quantised checkpoint; "
             f"name one in model.hf ({repo} holds 16-bit weights)"
         )
+    build = choice.engine
+    version = build.version if build is not None else pinned_versions(engine)[0]
+    gpu = choice.offer.instance.gpu
+    if engine == "sglang":
+        fraction = sglang_static_fraction(
+            gpu.memory_mib, shape.tensor_parallel, serving.concurrency, arch.is_mla, arch.is_multimodal
+        )
+    else:
+        fraction = USABLE_MEMORY_FRACTION
+    rope, env = _rope(plan, engine, version)
+    rope_flag = ROPE_FLAGS[rope_style(engine, version).style] if rope else None
     return ServerLaunch(
         engine=engine,
         model=repo,
         revision=spec.model.revision,
         served_name=spec.name,
         tensor_parallel=shape.tensor_parallel,
-        max_model_len=spec.serving.context_tokens,
-        max_num_seqs=spec.serving.concurrency,
-        gpu_memory_utilization=USABLE_MEMORY_FRACTION,
-        # An FP8 checkpoint carries its quantisation; --quantization fp8 quantises 16-bit weights.
-        quantization="fp8" if spec.precision == "fp8" and "fp8" not in repo.lower() else None,
-        kv_cache_dtype="fp8" if spec.serving.kv_cache_precision == "fp8" else None,
+        max_model_len=spec.engine_context,
+        max_num_seqs=serving.concurrency,
+        gpu_memory_utilization=fraction,
+        quantization=online_fp8(engine, version).quantization if served.fp8 == "online" else None,
+        kv_cache_dtype=fp8_kv_cache_dtype(engine, gpu) if serving.kv_cache_precision == "fp8" else None,
         replicas=shape.replicas_per_instance,
-        base_port=spec.serving.port,
-        weights_gb=arch.params * 2 / 1e9,
+        base_port=serving.port,
+        weights_gb=served.download_bytes / 1e9,
+        image_ref=build.image if build is not None else "",
+        engine_version=version,
+        trust_remote_code=trust_remote_code(engine, version, arch.family),
+        images_per_prompt=serving.images_per_request,
+        rope_override=rope,
+        rope_flag=rope_flag,
+        env=env,
+        engine_args=tuple(serving.engine_args),
+        health_path=health_path(engine),
     )
+
+
+ROPE_FLAGS = {
+    "hf_overrides": "--hf-overrides",
+    "rope_scaling_flag": "--rope-scaling",
+    "json_model_override_args": "--json-model-override-args",
+}
+"""The flag each RoPE-override style (engines.yaml ``rope_scaling``) is passed with."""
+
+
+def _rope(plan: Plan, engine: str, version: str) -> tuple[str | None, tuple[tuple[str, str], ...]]:
+    """The YaRN override in the release's own form (vLLM ≥ 0.11.1: ``--hf-overrides`` with the
+    whole ``rope_parameters``, rope_theta repeated since the dict replaces the config's; SGLang:
+    ``--json-model-override-args`` with ``rope_scaling``, merged), and the variable that lets the
+    context pass the config's maximum."""
+    spec = plan.spec
+    served = spec.served()
+    if served.yarn is None:
+        return None, ()
+    style = rope_style(engine, version)
+    payload: dict[str, object] = {
+        "rope_type": "yarn",
+        "factor": served.yarn.factor,
+        "original_max_position_embeddings": served.yarn.original,
+    }
+    theta = spec.arch().rope_theta
+    if theta:
+        payload["rope_theta"] = theta
+    body = payload if style.style == "rope_scaling_flag" else {style.key: payload}
+    env: tuple[tuple[str, str], ...] = ()
+    # vLLM derives its own limit from the override (original × factor, vllm/config/model.py
+    # _get_and_verify_max_len), which the spec check already holds the context to: its switch
+    # that turns the check off stays off. SGLang's limit ignores a factor given with
+    # original_max_position_embeddings, so it needs its switch above the config's maximum.
+    reach = served.yarn.original * served.yarn.factor if style.style == "hf_overrides" else served.max_context
+    if style.long_context_env and spec.engine_context > reach:
+        env = ((style.long_context_env, "1"),)
+    return json.dumps(body, separators=(",", ":")), env
+
+
+def _served_repo(spec: WorkloadSpec) -> str | None:
+    return spec.served().repo if spec.serving is not None else spec.model.hf or spec.arch().hf
 
 
 def deployment_from_plan(
@@ -136,7 +211,7 @@ def deployment_from_plan(
         expose=spec.serving.expose if spec.serving is not None else "private",
         api_cidrs=tuple(spec.access.api_cidrs),
         certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,
-        hf_gated=(spec.model.hf or spec.arch().hf or "").split("/")[0] in GATED_ORGS,
+        hf_gated=(_served_repo(spec) or "").split("/")[0] in GATED_ORGS,
         secrets=secret_sources(spec.secrets),
         job_retries=spec.job.retries,
         checkpoint_interval_s=max(60, round(spec.checkpoint_interval * 3600)),

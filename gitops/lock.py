@@ -29,8 +29,10 @@ and a zone-specific choice pins where the fleet launches. 4: fallbacks of a batc
 hold other numbers of replicas (``weighted_capacity``), a spot endpoint's on-demand base is
 pinned (``on_demand_base``: the offer its base replicas run on), and so is what an hour of
 waiting for capacity was worth (``wait_value_per_hour``), so the replan ranks as the review
-did. Versions 2 and 3 are still read; a reader of 3 refuses 4, whose weighted fleets it would
-run as interchangeable machines."""
+did; and a serve plan's engine build (``engine``: release, tag, image with its digest when
+recorded, CUDA), so a new engine pin is reviewed like a new price (a serve lock without
+``engine`` is stale: it predates engine pinning). Versions 2 and 3 are still read; a reader of
+3 refuses 4, whose weighted fleets it would run as interchangeable machines."""
 READABLE_LOCK_VERSIONS = (2, 3, LOCK_SCHEMA_VERSION)
 LOCK_SUFFIX = ".lock.json"
 
@@ -115,6 +117,7 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "cost": cost_to_dict(choice.cost),
         "wait_value_per_hour": plan.wait_value_per_hour,
         **({"on_demand_base": {"offer": _offer_dict(base)}} if base else {}),
+        "engine": choice.engine.as_dict() if choice.engine is not None else None,
         "fallbacks": [
             {
                 "instance_type": _instance_dict(f.offer),
@@ -249,6 +252,19 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
         return (
             f"the locked offer now plans as {now[0]} in {now[1]}, {now[2]} × {now[3]} at ${now_usd}/h, "
             f"but the review saw {seen[0]} in {seen[1]}, {seen[2]} × {seen[3]} at ${seen_usd}/h"
+        )
+    built = choice.engine.as_dict() if choice.engine is not None else None
+    locked_engine = lock.get("engine")
+    if built is not None and locked_engine is None:
+        label = choice.engine.label if choice.engine is not None else ""
+        return f"the plan launches {label}; the lock predates engine pinning"
+    if built is not None and locked_engine is not None and (
+        (locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"])
+    ):
+        return (
+            f"the plan now launches {built['engine']} {built['version']} ({built['image']}), "
+            f"but the review saw {locked_engine.get('engine')} {locked_engine.get('version')} "
+            f"({locked_engine.get('image')})"
         )
     was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
     if was != is_now:

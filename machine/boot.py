@@ -295,9 +295,11 @@ def settings(
         ("T_HEARTBEAT", timing.heartbeat),
         ("T_JOIN", timing.join_timeout),
         ("LOAD_BOUND", lifecycle.load_bound_s(d)),
-        ("HEALTH_PATH", HEALTH_PATH),
+        ("HEALTH_PATH", serving.health_path if serving else HEALTH_PATH),
         ("API_KEY_VAR", refs.api_key_var(serving.engine if serving else "vllm")),
         ("API_KEY_REF", refs.api_key or ""),
+        # SGLang takes its key only from a flag or its --config file: the supervisor writes it there.
+        ("SGLANG_CONFIG", f"{paths.run}/sglang.yaml" if serving and serving.engine == "sglang" else ""),
         # GCP's autohealing asks the readiness responder; AWS groups need none (the load
         # balancer asks the engine, the machine reports its own failures).
         ("READINESS_PORT", readiness_port(serving) if serving and d.cloud == "gcp" else 0),
@@ -409,7 +411,10 @@ def bundle(
         assert secrets is not None
         env_file = f"{paths.run}/serve.env"
         files.append(
-            MachineFile(f"{paths.etc}/serve-start.sh", serve_start(d.server, env_file, paths.model_cache))
+            MachineFile(
+                f"{paths.etc}/serve-start.sh",
+                serve_start(d.server, env_file, paths.model_cache, f"{paths.run}/sglang.yaml"),
+            )
         )
         for name, upload in (("serve-restore.sh", False), ("serve-cache.sh", True)):
             files.append(

@@ -2,38 +2,39 @@
 numbers, one server per replica on its own GPUs and port.
 
 A renderer like the boot script: plan numbers in, shell out, one pure function per engine,
-tested by its output. Secrets move only by reference (``MachineSecrets``): the machine's
-supervisor (``machine.boot``) fetches the Hugging Face token and the API key from the cloud's
-secret store (AWS Secrets Manager, GCP Secret Manager), writes them to a root-only env file on
-tmpfs that ``docker run --env-file`` reads, and never echoes them; user data, metadata, tags and
-logs carry only the secrets' names. ``serve_start`` starts the replicas, ``serve_cache`` copies
-the weights between the disk and the bucket, and the readiness responder
-(``scripts/readiness.py``) answers GCP's autohealing while the weights load.
+tested by its output, and every rendered argument list checked against the pinned release's own
+argument parser (``selector/data/engine_flags/``, dumped and replayed through the real parser by
+``scripts/dump_engine_flags.py``). Secrets move only by reference (``MachineSecrets``): the
+machine's supervisor (``machine.boot``) fetches the Hugging Face token and the API key from the
+cloud's secret store (AWS Secrets Manager, GCP Secret Manager) into root-only files on tmpfs
+(the env file ``docker run --env-file`` reads; SGLang's key file, below), and never echoes them;
+user data, metadata, tags and logs carry only the secrets' names. ``serve_start`` starts the
+replicas, ``serve_cache`` copies the weights between the disk and the bucket, and the readiness
+responder (``scripts/readiness.py``) answers GCP's autohealing while the weights load.
 
-The engines run as pinned container images on the GPU image's Docker with the NVIDIA runtime
-(the AWS Deep Learning AMI and Google's Deep Learning VM images ship both): an image tag pins
-the engine, its CUDA and its Python dependencies together, where a pip install would resolve
-them anew on every boot (the tags are ``deployment.launch``'s ``IMAGES``, part of the plan's
-``ServerLaunch``). Flag names are those of the pinned versions' documentation:
+The engines run as pinned container images on the GPU image's Docker with the NVIDIA runtime:
+an image pins the engine, its CUDA and its Python dependencies together, where a pip install
+would resolve them anew on every boot. The plan chooses the build (``selector.engines``:
+``selector/data/engines.yaml``) that serves the model on the GPU with the machine image's
+driver, and names it in ``ServerLaunch.image`` (``tag@digest`` once a digest is recorded).
 
-- vLLM v0.8.5 (``vllm/vllm-openai:v0.8.5``): engine arguments
-  https://docs.vllm.ai/en/v0.8.5/serving/engine_args.html (``--tensor-parallel-size``,
-  ``--max-model-len``, ``--max-num-seqs``, ``--gpu-memory-utilization``, ``--quantization fp8``,
-  ``--kv-cache-dtype fp8``, ``--revision``, ``--download-dir``); the OpenAI-compatible server
-  https://docs.vllm.ai/en/v0.8.5/serving/openai_compatible_server.html (``--served-model-name``,
-  ``--host``, ``--port``; the API key from the ``VLLM_API_KEY`` environment variable, the same
-  as ``--api-key`` without putting the key on a command line; readiness at ``GET /health``).
-- SGLang v0.4.7.post1 (``lmsysorg/sglang:v0.4.7.post1-cu124``): server arguments
-  https://docs.sglang.ai/backend/server_arguments.html (``--model-path``, ``--tp-size``,
-  ``--context-length``, ``--max-running-requests``, ``--mem-fraction-static``,
-  ``--quantization fp8``, ``--kv-cache-dtype fp8_e5m2``, ``--served-model-name``, ``--host``,
-  ``--port``, ``--api-key``, ``--revision``); readiness at ``GET /health``. SGLang takes the key
-  only as a flag, so the script passes it from the env file inside the container, never in
-  user data.
+- vLLM (``vllm/vllm-openai``, arguments after the image are ``vllm serve``'s): the API key from
+  the ``VLLM_API_KEY`` environment variable (the same as ``--api-key`` without a command line);
+  online FP8 as the release spells it (``fp8_per_tensor`` from 0.31); YaRN through
+  ``--hf-overrides`` and ``VLLM_ALLOW_LONG_MAX_MODEL_LEN``; images through
+  ``--limit-mm-per-prompt`` (JSON); readiness and liveness at ``GET /health``.
+- SGLang (``lmsysorg/sglang``, ``python3 -m sglang.launch_server``): no environment variable
+  takes the key, so it sits in a root-only YAML file the server reads with ``--config``
+  (merged into its arguments inside Python, never on a command line); ``--log-level warning``
+  (at info it logs its arguments); the FP8 KV format FlashAttention 3 takes on Hopper
+  (``fp8_e4m3``); ``--mem-fraction-static`` as SGLang would size it, so activations and CUDA
+  graphs keep their room; liveness at ``GET /health_generate``, which runs a one-token
+  generation (a hung scheduler answers 503).
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,18 +42,39 @@ from pathlib import Path
 from deployment import ServerLaunch
 
 HEALTH_PATH = "/health"
-"""Both engines answer ``GET /health`` with 200 once the model is loaded and serving."""
+"""vLLM's health route (``ServerLaunch.health_path`` is each engine's own)."""
 
 MODEL_CACHE = "/opt/gpufit/hf-cache"
 """Where the weights land on the machine's data disk (the Hugging Face cache layout); the
 stack's bucket keeps a copy under ``model-cache/`` so a replacement machine skips the Hub."""
 ENV_FILE = "/run/gpufit/serve.env"
 """The root-only file the supervisor writes the server's secrets to (tmpfs, never on disk)."""
+SGLANG_CONFIG = "/run/gpufit/sglang.yaml"
+"""SGLang's root-only config file the supervisor writes from the fetched API key (tmpfs, mode
+0600): only ``api-key``, read by ``--config`` inside the server, never on a command line."""
+SGLANG_CONFIG_IN_CONTAINER = "/etc/gpufit/sglang.yaml"
+"""Where the server's container sees it (mounted read-only)."""
 
+
+def _common_tail(launch: ServerLaunch, images_flag: str) -> list[str]:
+    args: list[str] = []
+    if launch.revision:
+        args += ["--revision", launch.revision]
+    if launch.quantization:
+        args += ["--quantization", launch.quantization]
+    if launch.kv_cache_dtype:
+        args += ["--kv-cache-dtype", launch.kv_cache_dtype]
+    if launch.trust_remote_code:
+        args += ["--trust-remote-code"]
+    if launch.images_per_prompt:
+        args += [images_flag, json.dumps({"image": launch.images_per_prompt})]
+    if launch.rope_override and launch.rope_flag:
+        args += [launch.rope_flag, launch.rope_override]
+    return [*args, *launch.engine_args]
 
 
 def vllm_args(launch: ServerLaunch, replica: int) -> list[str]:
-    """The vLLM OpenAI server's arguments for one replica (flag names: see the module doc)."""
+    """``vllm serve``'s arguments for one replica (flag names: the release's parser dump)."""
     args = [
         "--model", launch.model,
         "--served-model-name", launch.served_name,
@@ -64,18 +86,12 @@ def vllm_args(launch: ServerLaunch, replica: int) -> list[str]:
         "--gpu-memory-utilization", f"{launch.gpu_memory_utilization:g}",
         "--download-dir", "/root/.cache/huggingface/hub",
     ]  # fmt: skip
-    if launch.revision:
-        args += ["--revision", launch.revision]
-    if launch.quantization:
-        args += ["--quantization", launch.quantization]
-    if launch.kv_cache_dtype:
-        args += ["--kv-cache-dtype", launch.kv_cache_dtype]
-    return args
+    return args + _common_tail(launch, "--limit-mm-per-prompt")
 
 
 def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
-    """SGLang's ``launch_server`` arguments for one replica (flag names: see the module doc);
-    ``--api-key`` comes from the env file inside the container."""
+    """SGLang's ``launch_server`` arguments for one replica (flag names: the release's parser
+    dump); the API key comes from the root-only ``--config`` file."""
     args = [
         "--model-path", launch.model,
         "--served-model-name", launch.served_name,
@@ -85,22 +101,27 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
         "--context-length", str(launch.max_model_len),
         "--max-running-requests", str(launch.max_num_seqs),
         "--mem-fraction-static", f"{launch.gpu_memory_utilization:g}",
+        "--download-dir", "/root/.cache/huggingface/hub",
         "--log-level", "warning",  # at info, SGLang logs its server arguments, the API key among them
+        "--config", SGLANG_CONFIG_IN_CONTAINER,
     ]  # fmt: skip
-    if launch.revision:
-        args += ["--revision", launch.revision]
-    if launch.quantization:
-        args += ["--quantization", launch.quantization]
-    if launch.kv_cache_dtype:
-        args += ["--kv-cache-dtype", "fp8_e5m2"]
-    return args
+    return args + _common_tail(launch, "--limit-mm-data-per-request")
+
+
+def engine_argv(launch: ServerLaunch, replica: int) -> list[str]:
+    """The arguments the engine's own parser receives for one replica."""
+    return vllm_args(launch, replica) if launch.engine == "vllm" else sglang_args(launch, replica)
 
 
 def docker_run(
-    launch: ServerLaunch, replica: int, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE
+    launch: ServerLaunch,
+    replica: int,
+    env_file: str = ENV_FILE,
+    model_cache: str = MODEL_CACHE,
+    sglang_config: str = SGLANG_CONFIG,
 ) -> str:
     """``docker run`` of one replica: its GPUs, its port on the host network, the weights cache
-    on the data disk, the secrets from the root-only env file, restarted if it dies."""
+    on the data disk, the secrets from root-only files, restarted if it dies."""
     head = [
         "docker", "run", "--detach", "--name", f"gpufit-serve-{replica}",
         "--restart", "unless-stopped",
@@ -109,12 +130,12 @@ def docker_run(
         "--env-file", env_file,
         "--volume", f"{model_cache}:/root/.cache/huggingface",
     ]  # fmt: skip
+    for name, value in launch.env:
+        head += ["--env", f"{name}={value}"]
     if launch.engine == "vllm":
         return shlex.join([*head, launch.image, *vllm_args(launch, replica)])
-    inner = shlex.join(["python3", "-m", "sglang.launch_server", *sglang_args(launch, replica)])
-    return shlex.join(
-        [*head, "--entrypoint", "bash", launch.image, "-c", f'exec {inner} --api-key "$GPUFIT_API_KEY"']
-    )
+    head += ["--volume", f"{sglang_config}:{SGLANG_CONFIG_IN_CONTAINER}:ro", "--entrypoint", "python3"]
+    return shlex.join([*head, launch.image, "-m", "sglang.launch_server", *sglang_args(launch, replica)])
 
 
 @dataclass(frozen=True)
@@ -134,9 +155,9 @@ class MachineSecrets:
 
     @staticmethod
     def api_key_var(engine: str) -> str:
-        """vLLM reads ``VLLM_API_KEY``; SGLang gets ``--api-key "$GPUFIT_API_KEY"`` inside its
-        container."""
-        return "VLLM_API_KEY" if engine == "vllm" else "GPUFIT_API_KEY"
+        """vLLM reads ``VLLM_API_KEY`` from the env file; SGLang has no such variable, so the
+        supervisor writes its key to ``SGLANG_CONFIG`` instead ("": no variable)."""
+        return "VLLM_API_KEY" if engine == "vllm" else ""
 
     def job_env(self) -> list[tuple[str, str]]:
         """The job's variables: ``HF_TOKEN`` when a token is given, then the spec's secrets."""
@@ -150,13 +171,19 @@ class MachineSecrets:
         return [r for r in (self.api_key, self.hf_token) if r] + [r for _, r in self.job]
 
 
-def serve_start(launch: ServerLaunch, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE) -> str:
+def serve_start(
+    launch: ServerLaunch,
+    env_file: str = ENV_FILE,
+    model_cache: str = MODEL_CACHE,
+    sglang_config: str = SGLANG_CONFIG,
+) -> str:
     """The commands that start the server: the image, then one container per replica (a
     container left from the last boot is replaced). The supervisor has fetched the secrets
-    into ``env_file`` and restored the weights before, and waits for ``/health`` after."""
+    into ``env_file`` (and SGLang's key into ``sglang_config``) and restored the weights
+    before, and waits for the engine's health route after."""
     runs = "\n".join(
         f"docker rm --force gpufit-serve-{r} >/dev/null 2>&1 || true\n"
-        + docker_run(launch, r, env_file, model_cache)
+        + docker_run(launch, r, env_file, model_cache, sglang_config)
         for r in range(launch.replicas)
     )
     return f"""#!/bin/bash

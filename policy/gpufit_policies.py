@@ -494,6 +494,7 @@ SECRET_PATTERNS = (
     (re.compile(r"\bAKIA[0-9A-Z]{16}\b"), "an AWS access key id"),
     (re.compile(r"(?:VLLM_API_KEY|HF_TOKEN|GPUFIT_API_KEY)=(?!%s|\$)\S+"), "a secret assigned in plain text"),
     (re.compile(r"--api-key[ =](?![\"']?\$)\S+"), "an API key on a command line"),
+    (re.compile(r"api-key:\s*['\"]*(?=[^'\"\s])(?!%s)"), "an API key written into a config file"),
     (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
 )
 """What a secret looks like in a boot script: a value, where gpufit writes only references (a

@@ -28,6 +28,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from selector.hf_families import (
+    dsa_indexer_params,
+    gated_attention_params,
+    gemma3n,
+    gemma3n_encoders,
+    gemma3n_ffn,
+    quantized_format,
+    qwen3_next_linear,
+)
 from selector.model_arch import ModelArch
 
 DENSE_FAMILIES = frozenset(
@@ -49,10 +58,17 @@ DENSE_FAMILIES = frozenset(
         "qwen2_5_vl_text",
     }
 )
-MOE_FAMILIES = frozenset({"mixtral", "qwen2_moe", "qwen3_moe", "llama4_text"})
-MLA_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3"})
+MOE_FAMILIES = frozenset(
+    {"mixtral", "qwen2_moe", "qwen3_moe", "llama4_text", "gpt_oss", "qwen3_next", "glm4_moe"}
+)
+MLA_FAMILIES = frozenset({"deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k2"})
 AUDIO_FAMILIES = frozenset({"whisper"})
-FAMILIES = DENSE_FAMILIES | MOE_FAMILIES | MLA_FAMILIES | AUDIO_FAMILIES
+FAMILIES = DENSE_FAMILIES | MOE_FAMILIES | MLA_FAMILIES | AUDIO_FAMILIES | {"gemma3n_text"}
+LOCAL_EXPERT_FAMILIES = frozenset({"mixtral", "llama4_text", "gpt_oss"})
+"""MoE families that name their experts ``num_local_experts`` and size them ``intermediate_size``."""
+ROUTED_EXPERT_FAMILIES = MLA_FAMILIES | {"glm4_moe"}
+"""DeepSeek-style MoE: ``n_routed_experts`` + ``n_shared_experts`` of ``moe_intermediate_size``,
+the first ``first_k_dense_replace`` layers dense."""
 FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     # transformers Gemma3TextConfig.__init__ defaults (models/gemma3/configuration_gemma3.py):
     # published Gemma 3 configs leave these out and rely on them.
@@ -65,6 +81,20 @@ FAMILY_DEFAULTS: dict[str, dict[str, Any]] = {
     },
 }
 """Values a family's transformers config class supplies when config.json leaves them out."""
+FAMILY_DEFAULTS["gemma3n_text"] = {
+    # transformers Gemma3nTextConfig (models/gemma3n/configuration_gemma3n.py, 5.22): E4B's shapes
+    "vocab_size": 262_400,
+    "hidden_size": 2048,
+    "intermediate_size": 16_384,
+    "num_hidden_layers": 35,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 2,
+    "head_dim": 256,
+    "max_position_embeddings": 32_768,
+    "tie_word_embeddings": True,
+    "sliding_window": 512,
+    "num_kv_shared_layers": 15,
+}
 
 NEEDED = ("hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size", "intermediate_size")
 
@@ -117,6 +147,8 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
             f"({', '.join(NEEDED)} ...) as model fields, or model.kind: custom with vram_gib and "
             "min_bandwidth_gbps"
         )
+    if family == "gemma3n_text" and isinstance(cfg.get("intermediate_size"), list):
+        cfg = {**cfg, "intermediate_size": gemma3n_ffn(cfg)}
     hidden, layers = _int(cfg, "hidden_size"), _int(cfg, "num_hidden_layers")
     heads, vocab = _int(cfg, "num_attention_heads"), _int(cfg, "vocab_size")
     kv_heads = _int(cfg, "num_key_value_heads", heads) if cfg.get("num_key_value_heads") else heads
@@ -125,7 +157,10 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
     tied = bool(cfg.get("tie_word_embeddings", doc.get("tie_word_embeddings", False)))
     embeddings = vocab * hidden * (1 if tied else 2)
 
-    kv_lora = qk_rope = 0
+    kv_lora = qk_rope = index_dim = 0
+    extra = extra_per_layer = 0  # parameters outside the plain layers, and per layer
+    linear = None
+    g3n = None
     if family in MLA_FAMILIES:
         q_lora = _int(cfg, "q_lora_rank", 0) if cfg.get("q_lora_rank") is not None else 0
         kv_lora, qk_rope = _int(cfg, "kv_lora_rank"), _int(cfg, "qk_rope_head_dim")
@@ -136,8 +171,17 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
             q + hidden * (kv_lora + qk_rope) + kv_lora * heads * (nope + v_dim) + heads * v_dim * hidden
         )
         head_dim = nope + qk_rope
+        if family == "deepseek_v32":
+            extra_per_layer, index_dim = dsa_indexer_params(cfg, hidden)
+    elif family == "qwen3_next":
+        linear = qwen3_next_linear(cfg, layers, hidden)
+        attention = gated_attention_params(hidden, heads, kv_heads, head_dim)
     else:
         attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    if family == "gemma3n_text":
+        g3n = gemma3n(cfg, layers, hidden)
+        # the published checkpoint keeps k and v projections in the KV-sharing layers too
+        extra, extra_per_layer = g3n.model_params, g3n.per_layer_params
 
     experts = experts_active = 1
     dense_mlp = 3 * hidden * ffn
@@ -146,13 +190,13 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         experts = _int(
             cfg,
             "num_local_experts"
-            if family in ("mixtral", "llama4_text")
+            if family in LOCAL_EXPERT_FAMILIES
             else "n_routed_experts"
-            if family in MLA_FAMILIES
+            if family in ROUTED_EXPERT_FAMILIES
             else "num_experts",
         )
         experts_active = _int(cfg, "num_experts_per_tok")
-        expert_ffn = ffn if family in ("mixtral", "llama4_text") else _int(cfg, "moe_intermediate_size")
+        expert_ffn = ffn if family in LOCAL_EXPERT_FAMILIES else _int(cfg, "moe_intermediate_size")
         if family == "llama4_text":
             # Llama 4: MoE on every ``interleave_moe_layer_step``-th layer (or the listed
             # ``moe_layers``), each with one shared expert; dense layers use intermediate_size_mlp.
@@ -162,13 +206,16 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
             moe_count = len(moe_listed) if isinstance(moe_listed, list) else layers // step
             dense_layers = layers - moe_count
             dense_mlp = 3 * hidden * _int(cfg, "intermediate_size_mlp", ffn)
-        elif family in MLA_FAMILIES:
+        elif family in ROUTED_EXPERT_FAMILIES:
             shared = _int(cfg, "n_shared_experts", 0) * 3 * hidden * expert_ffn
             dense_layers = _int(cfg, "first_k_dense_replace", 0)
         else:
-            shared = (
-                3 * hidden * _int(cfg, "shared_expert_intermediate_size", 0) if family == "qwen2_moe" else 0
+            shared_ffn = (
+                _int(cfg, "shared_expert_intermediate_size", 0)
+                if family in ("qwen2_moe", "qwen3_next")
+                else 0
             )
+            shared = 3 * hidden * shared_ffn + (hidden if shared_ffn else 0)  # and its gate
             dense_layers = len(cfg.get("mlp_only_layers") or [])
         moe_layers = layers - dense_layers
         routed = 3 * hidden * expert_ffn
@@ -176,11 +223,20 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         active_mlp = dense_layers * dense_mlp + moe_layers * (
             experts_active * routed + shared + hidden * experts
         )
-    params = embeddings + layers * attention + total_mlp
-    active = embeddings + layers * attention + active_mlp
+    full_layers = layers - (linear.layers if linear else 0)
+    mixers = full_layers * attention + (linear.layers * linear.params_per_layer if linear else 0)
+    base = embeddings + mixers + layers * extra_per_layer + extra
+    params = base + total_mlp
+    active = base + active_mlp
+    fmt = quantized_format(doc, cfg)
+    quantized = 0.0
+    if fmt == "mxfp4":  # the experts only (modules_to_not_convert: attention, router, embeddings)
+        quantized = float((total_mlp - (layers - dense_layers) * hidden * experts) if experts > 1 else 0)
+    elif fmt == "fp8":
+        quantized = float(params - embeddings)
 
-    window, window_layers = _sliding_window(cfg, family, layers)
-    vision, image_tokens = _vision(doc, hidden)
+    window, window_layers = _sliding_window(cfg, family, layers - (g3n.kv_shared_layers if g3n else 0))
+    vision, image_tokens = gemma3n_encoders(doc, hidden) if g3n else _vision(doc, hidden)
     cross = cfg.get("cross_attention_layers")
     image_token_layers = len(cross) if family == "mllama_text_model" and isinstance(cross, list) else 0
     return ModelArch(
@@ -206,14 +262,36 @@ def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
         image_tokens=image_tokens,
         image_token_layers=image_token_layers,
         source=f"config.json ({family}{' + vision encoder' if vision else ''})",
+        family=str(doc.get("model_type") or family),
+        rope_theta=float(_rope_theta(cfg)),
+        linear_layers=linear.layers if linear else 0,
+        linear_key_heads=linear.key_heads if linear else 0,
+        linear_value_heads=linear.value_heads if linear else 0,
+        linear_key_dim=linear.key_dim if linear else 0,
+        linear_value_dim=linear.value_dim if linear else 0,
+        linear_conv_kernel=linear.conv_kernel if linear else 0,
+        index_head_dim=index_dim,
+        kv_shared_layers=g3n.kv_shared_layers if g3n else 0,
+        per_layer_embedding_params=float(g3n.per_layer_embeddings) if g3n else 0.0,
+        quantized_format=fmt,
+        quantized_params=quantized,
     )
+
+
+def _rope_theta(cfg: Mapping[str, Any]) -> float:
+    """The RoPE base: ``rope_theta``, or inside transformers 5's ``rope_parameters``."""
+    value = cfg.get("rope_theta")
+    if value is None and isinstance(cfg.get("rope_parameters"), Mapping):
+        value = cfg["rope_parameters"].get("rope_theta")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
 
 def _sliding_window(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[int, int]:
     """(window, layers that use it). ``layer_types`` lists each layer's attention where the
     config has it (transformers ≥ 4.53); else Gemma 2 alternates local and global layers,
-    Gemma 3 has one global layer in every ``sliding_window_pattern``, Qwen uses the window
-    only with ``use_sliding_window``, and Mistral windows every layer."""
+    Gemma 3 has one global layer in every ``sliding_window_pattern``, Gemma 3n one in five, Qwen
+    uses the window only with ``use_sliding_window``, and Mistral windows every layer. ``layers``
+    counts the layers with a KV cache of their own (Gemma 3n's shared ones excluded)."""
     if not cfg.get("sliding_window"):
         return 0, 0
     if family.startswith(("qwen2", "qwen3")) and not cfg.get("use_sliding_window"):
@@ -221,7 +299,9 @@ def _sliding_window(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[i
     window = _int(cfg, "sliding_window")
     kinds = cfg.get("layer_types")
     if isinstance(kinds, list) and kinds:
-        return window, sum(1 for kind in kinds if kind == "sliding_attention")
+        return window, sum(1 for kind in kinds[:layers] if kind == "sliding_attention")
+    if family == "gemma3n_text":  # transformers' default: every fifth layer global
+        return window, sum(1 for i in range(layers) if (i + 1) % 5)
     if family == "gemma2":
         return window, layers // 2
     if family == "gemma3_text":
@@ -248,7 +328,9 @@ def _vision(doc: Mapping[str, Any], text_hidden: int) -> tuple[int, int]:
     patch = _first_int(vision, ("patch_size",), 14)
     temporal = _first_int(vision, ("temporal_patch_size",), 1)
     channels = _first_int(vision, ("num_channels", "in_channels", "in_chans"), 3)
-    merge = _first_int(vision, ("spatial_merge_size",), 1)
+    # Mistral 3 states the patch merger's size beside vision_config, not in it
+    outer_merge = doc.get("spatial_merge_size")
+    merge = _first_int(vision, ("spatial_merge_size",), outer_merge if isinstance(outer_merge, int) else 1)
     shuffle = float(vision.get("pixel_shuffle_ratio") or 1.0)  # Llama 4: tokens × ratio²
     per_layer = 4 * hidden * hidden + (3 if gated else 2) * hidden * ffn
     params = layers * per_layer + channels * patch * patch * temporal * hidden

@@ -62,6 +62,19 @@ class ModelArch:
     encoder_positions: int = 0  # encoder-decoder: encoder states the decoder cross-attends to
     item: WorkItem | None = None  # diffusion and audio presets: the measured cost of one item
     checkpoint_bytes: float = 0.0  # bytes of the published weights files, when their dtypes are known
+    family: str = ""  # config.json model_type (the outer one of a multimodal config): engine support
+    rope_theta: float = 0.0  # RoPE base, repeated in a RoPE-scaling override
+    linear_layers: int = 0  # hybrid models (Qwen3-Next): linear-attention layers, a fixed state, no KV cache
+    linear_key_heads: int = 0  # Gated DeltaNet: key (and query) heads
+    linear_value_heads: int = 0  # Gated DeltaNet: value heads
+    linear_key_dim: int = 0  # Gated DeltaNet: key head width
+    linear_value_dim: int = 0  # Gated DeltaNet: value head width
+    linear_conv_kernel: int = 0  # Gated DeltaNet: the short convolution's width
+    index_head_dim: int = 0  # DeepSeek-V3.2 sparse attention: the indexer's cached key width per layer
+    kv_shared_layers: int = 0  # Gemma 3n: last layers that reuse an earlier layer's KV cache
+    per_layer_embedding_params: float = 0.0  # Gemma 3n: per-layer embedding tables (inside ``params``)
+    quantized_format: str = ""  # weights published quantised: "mxfp4" (gpt-oss experts), "fp8" (block)
+    quantized_params: float = 0.0  # parameters stored in ``quantized_format`` (the rest in 16 bit)
 
     @property
     def is_multimodal(self) -> bool:
@@ -80,6 +93,12 @@ class ModelArch:
     @property
     def is_moe(self) -> bool:
         return self.experts > 1
+
+    @property
+    def kv_layers(self) -> int:
+        """Layers that keep a KV cache of their own: not a hybrid model's linear-attention layers
+        (they keep a fixed state), not Gemma 3n's layers that reuse an earlier layer's cache."""
+        return self.layers - self.linear_layers - self.kv_shared_layers
 
     @property
     def kv_dim(self) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,12 @@ def _preset_table() -> dict[str, Any]:
     sources: dict[str, Any] = doc["sources"]
     for name, entry in models.items():
         item = entry.get("item") or {}
-        for key in (entry.get("source"), *([item.get("source")] if item else [])):
+        serving = entry.get("serving") or {}
+        keys = [entry.get("source"), *([item.get("source")] if item else [])]
+        blocks = (serving, serving.get("fp8"), serving.get("yarn"))
+        keys += [b["source"] for b in blocks if b and "source" in b]
+        keys += [entry["checkpoint"]["source"]] if entry.get("checkpoint") else []
+        for key in keys:
             if key not in sources:
                 raise ValueError(f"{_MODELS_FILE}: model {name!r} names unknown source {key!r}")
     return doc
@@ -79,12 +84,28 @@ def arch_from_preset(name: str) -> ModelArch:
 
         doc = json.loads((CONFIGS_DIR / entry["config"]).read_text(encoding="utf-8"))
         arch = arch_from_config(doc, name)
+        arch = _published_format(arch, entry)
         return replace(
             arch, source=f"preset {name} ({entry['source']})", hf=entry.get("hf"), item=_work_item(entry)
         )
     params = float(entry["params_b"]) * 1e9
     heads = int(entry.get("heads", 0))
     hidden = int(entry.get("hidden", 0))
+    return _published_format(_arch_from_fields(name, entry, params, heads, hidden), entry)
+
+
+def _published_format(arch: ModelArch, entry: dict[str, Any]) -> ModelArch:
+    """The served repo's own weight format (``checkpoint.format``, e.g. DeepSeek's FP8 blocks)
+    where the preset's figures or config lack it: every parameter but the input embedding and
+    the output head in that format, so the plan sizes the files it really loads."""
+    fmt = (entry.get("checkpoint") or {}).get("format")
+    if not fmt or arch.quantized_format:
+        return arch
+    embeddings = arch.vocab * arch.hidden * 2
+    return replace(arch, quantized_format=str(fmt), quantized_params=arch.params - embeddings)
+
+
+def _arch_from_fields(name: str, entry: dict[str, Any], params: float, heads: int, hidden: int) -> ModelArch:
     return ModelArch(
         name=name,
         kind=entry["kind"],
@@ -109,4 +130,38 @@ def arch_from_preset(name: str) -> ModelArch:
         encoder_layers=int(entry.get("encoder_layers", 0)),
         encoder_positions=int(entry.get("max_source_positions", 0)),
         item=_work_item(entry),
+        family=str(entry.get("family", "")),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class PresetServing:
+    """What ``serve`` launches for a preset: the chat/instruct repo when the preset's own repo
+    is a base checkpoint (None: the preset's repo), that repo's maximum context where it differs
+    from the preset's config, a published FP8 checkpoint of the same model (its files' bytes when
+    read, else None), and a documented YaRN recipe (factor, original context) for long contexts."""
+
+    repo: str | None
+    max_context: int | None
+    fp8_repo: str | None
+    fp8_bytes: float | None
+    yarn_factor: float | None
+    yarn_original: int | None
+    yarn_source: str | None
+    source: str | None
+
+
+def preset_serving(name: str) -> PresetServing:
+    """A preset's serving data (all None when models.yaml gives none); KeyError if unknown."""
+    block = _preset_table()["models"][name].get("serving") or {}
+    fp8, yarn = block.get("fp8") or {}, block.get("yarn") or {}
+    return PresetServing(
+        repo=block.get("repo"),
+        max_context=int(block["max_context"]) if block.get("max_context") else None,
+        fp8_repo=fp8.get("repo"),
+        fp8_bytes=float(fp8["bytes"]) if fp8.get("bytes") else None,
+        yarn_factor=float(yarn["factor"]) if yarn else None,
+        yarn_original=int(yarn["original"]) if yarn else None,
+        yarn_source=yarn.get("source"),
+        source=block.get("source"),
     )

@@ -186,6 +186,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
             {**offer_to_dict(m.offer), "filter": m.rejection.filter, "reason": m.rejection.reason}
             for m in plan.misses
         ],
+        "serve": serve_to_dict(plan),
         "offers_considered": plan.considered,
         "offers_feasible": plan.feasible,
         "catalog": {
@@ -207,6 +208,38 @@ def disk_to_dict(plan: Plan) -> dict[str, Any]:
         "parts": [{"name": p.name, "gb": _r(p.gb, 1), "why": p.why} for p in disk_parts(spec, req)],
         "given": spec.storage.disk_gb is not None,
         "note": outputs_note(spec),
+    }
+
+
+def serve_to_dict(plan: Plan) -> dict[str, Any] | None:
+    """The model server a serve plan launches: the engine build (release, tag, image with its
+    digest when recorded, CUDA, the driver it needs and the machine image's), and the checkpoint
+    (repo, why that one, FP8 handling, the context it allows)."""
+    choice, spec = plan.choice, plan.spec
+    if choice is None or choice.engine is None or spec.serving is None:
+        return None
+    from selector.images import boot_image
+
+    it = choice.offer.instance
+    image = boot_image(it.cloud, it.name)
+    assert image is not None  # a choice's type boots an image (the plan's image filter)
+    served = spec.served()
+    return {
+        **choice.engine.as_dict(),
+        "machine_image": image.image or image.name_filter,
+        "machine_image_verified": image.verified,
+        "machine_image_driver": image.nvidia_driver,
+        "repo": served.repo,
+        "repo_why": served.why,
+        "fp8": served.fp8 or None,
+        "max_context": served.context_limit,
+        "yarn": (
+            {"factor": served.yarn.factor, "original_max_position_embeddings": served.yarn.original}
+            if served.yarn
+            else None
+        ),
+        "download_bytes": round(served.download_bytes),
+        "download_note": served.download_note,
     }
 
 

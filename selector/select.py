@@ -18,9 +18,10 @@ from typing import Literal
 
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
+from selector.engines import EngineBuild, choose_build
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, fallbacks, fleet_units, spanning_offer
 from selector.freshness import PriceAges, price_ages_counted
-from selector.images import unsupported_reason
+from selector.images import boot_image, unsupported_reason
 from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
@@ -31,6 +32,7 @@ _Entry = tuple[Offer, Shape, int, float, float, float, int, tuple[int, float]]
 """A feasible offer: offer, shape, preference, billed total, hours, interruptions/h, GPUs, base."""
 
 FIT_FILTERS = (
+    "engine",
     "fp8",
     "precision",
     "bandwidth",
@@ -53,6 +55,7 @@ class Candidate:
     offer: Offer
     shape: Shape
     cost: Cost
+    engine: EngineBuild | None = None  # the model server build a serve plan launches on it
 
     @property
     def total_gpus(self) -> int:
@@ -231,6 +234,29 @@ class _Tally:
             self.misses[key] = Miss(offer, rejection)
 
 
+def engine_rejection(
+    spec: WorkloadSpec,
+    req: Requirements,
+    it: InstanceType,
+    builds: dict[tuple[str, str], EngineBuild | None],
+) -> Rejection | None:
+    """The engine filter of a serve plan that starts a model server: the build it launches on
+    ``it`` (recorded in ``builds``), or why no pinned build serves the model on its GPU with the
+    driver of the image it boots (``selector.engines.choose_build``)."""
+    engine = spec.server_engine
+    if engine not in ("vllm", "sglang"):
+        return None
+    image = boot_image(it.cloud, it.name)
+    if image is None:  # no image boots it: the image filter says so
+        return None
+    chosen = choose_build(engine, req.arch.family, it.gpu, image.nvidia_driver, image.label)
+    if isinstance(chosen, str):
+        builds[(it.cloud, it.name)] = None
+        return Rejection("engine", chosen)
+    builds[(it.cloud, it.name)] = chosen
+    return None
+
+
 def _budget(inputs: CostInputs, hourly: float, total: float) -> Rejection | None:
     if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
         over = hourly - inputs.budget_hourly
@@ -266,12 +292,14 @@ def plan(
     tally = _Tally()
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
+    builds: dict[tuple[str, str], EngineBuild | None] = {}
 
     def fit_of(it: InstanceType) -> Shape | Rejection:
         key = (it.gpu.name, it.gpu_count, it.nvlink, it.node_interconnect, it.memory_gib, it.name)
         shape = fits.get(key)
         if shape is None:
-            shape = fit(req, it)
+            why = engine_rejection(spec, req, it, builds)
+            shape = why if why is not None else fit(req, it)
             unbootable = unsupported_reason(it.cloud, it.machine_type)
             if isinstance(shape, Shape) and unbootable is not None:
                 shape = Rejection("image", unbootable)
@@ -398,7 +426,10 @@ def plan(
 
     def candidate(o: Offer, s: Shape, base: tuple[int, float]) -> Candidate:
         cost = offer_cost(o, s, inputs, rates, base)
-        return Candidate(o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value, deadline, rerun))
+        build = builds.get((o.instance.cloud, o.instance.name))
+        return Candidate(
+            o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value, deadline, rerun), build
+        )
 
     ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
     candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked)
@@ -407,11 +438,19 @@ def plan(
     backups: tuple[Fallback, ...] = ()
     if candidates:
         first = candidates[0]
+
+        def same_build(it: InstanceType) -> Shape | Rejection:
+            """A fleet runs one boot script: a fallback must take the choice's engine build."""
+            own = fit_of(it)
+            if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != first.engine:
+                return Rejection("engine", "needs another engine build than the choice")
+            return own
+
         backups = fallbacks(
             first.offer,
             first.shape,
             catalog,
-            fit_of,
+            same_build,
             inputs,
             rates,
             placement.instance_types,

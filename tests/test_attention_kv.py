@@ -54,7 +54,9 @@ def test_an_explicit_mla_architecture_plans_like_the_preset() -> None:
         },
     }  # fmt: skip
     a, b = requirements(parse_spec(explicit)), requirements(parse_spec(DSV3))
-    assert a.kv_bytes == b.kv_bytes and a.sharded_bytes == b.sharded_bytes
+    # the preset serves its FP8 checkpoint (embeddings and head in 16 bit); the explicit model
+    # is quantised as it loads: the same MLA cache, weights within half a percent
+    assert a.kv_bytes == b.kv_bytes and a.sharded_bytes == pytest.approx(b.sharded_bytes, rel=0.005)
     with pytest.raises(SpecError, match="needs both kv_lora_rank and qk_rope_head_dim"):
         parse_spec({**explicit, "model": {**explicit["model"], "qk_rope_head_dim": None}})
 

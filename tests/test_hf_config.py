@@ -102,7 +102,7 @@ def test_a_local_config_plans(name: str, tmp_path: Path, capsys: pytest.CaptureF
                 "task": "serve",
                 "model": {"config": str(FIXTURES / name)},
                 "precision": "fp8",
-                "serving": {"context_tokens": 8192, "concurrency": 8},
+                "serving": {"context_tokens": 4096, "concurrency": 8},
             }
         )
     )

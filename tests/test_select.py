@@ -14,7 +14,7 @@ from selector.cost import Cost, cost_inputs, offer_cost, with_wait
 from selector.images import unsupported_reason
 from selector.obtainability import obtainability
 from selector.rates import load_rates
-from selector.select import Candidate, _market_preference, _on_demand_base, plan, rank_key
+from selector.select import Candidate, _market_preference, _on_demand_base, engine_rejection, plan, rank_key
 from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import WorkloadSpec
 from tests.conftest import QLORA_65B, SERVE_70B, spec_of
@@ -111,6 +111,8 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
             continue
         pref = _market_preference(spec, offer.market)
         if pref is None:
+            continue
+        if engine_rejection(spec, req, it, {}) is not None:  # no pinned engine build runs there
             continue
         shape = fit(req, it)
         if not isinstance(shape, Shape) or unsupported_reason(it.cloud, it.machine_type):

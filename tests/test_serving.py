@@ -7,6 +7,7 @@ import base64
 import json
 import re
 import shlex
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -144,13 +145,19 @@ def test_an_fp8_plan_launches_fp8_weights_and_kv_cache() -> None:
     serving = {**_workload("llama8b-lb")["serving"], "kv_cache_precision": "fp8"}
     quantise = _workload("llama8b-lb", precision="fp8", serving=serving)  # 16-bit repo: quantise it
     launch = server_launch(_plan(quantise))
-    assert launch is not None and (launch.quantization, launch.kv_cache_dtype) == ("fp8", "fp8")
+    # vLLM 0.31+ takes online FP8 as fp8_per_tensor ("--quantization fp8 is deprecated for online
+    # quantization", vllm/model_executor/model_loader/weight_utils.py)
+    assert launch is not None and (launch.quantization, launch.kv_cache_dtype) == ("fp8_per_tensor", "fp8")
     run = shlex.split(docker_run(launch, 0))
-    assert flag(run, "--quantization") == "fp8" and flag(run, "--kv-cache-dtype") == "fp8"
+    assert flag(run, "--quantization") == "fp8_per_tensor" and flag(run, "--kv-cache-dtype") == "fp8"
     # an FP8 checkpoint carries its own quantisation: vLLM refuses a second --quantization
     checkpoint = {"preset": "llama-3.1-8b", "hf": "neuralmagic/Meta-Llama-3.1-8B-Instruct-FP8"}
     launch = server_launch(_plan(_workload("llama8b-lb", precision="fp8", model=checkpoint, serving=serving)))
     assert launch is not None and launch.quantization is None and launch.kv_cache_dtype == "fp8"
+    # the preset alone: its published FP8 checkpoint, not an online quantisation
+    launch = server_launch(_plan(_workload("llama8b-lb", precision="fp8", model={"preset": "llama-3.1-8b"})))
+    assert launch is not None and launch.model == "RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8"
+    assert launch.quantization is None
 
 
 def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
@@ -180,16 +187,24 @@ def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
     assert len(forward) == 4 and {t["weight"] for t in forward} == {1}
 
 
-def test_sglang_takes_the_same_numbers_and_its_key_inside_the_container() -> None:
-    launch = ServerLaunch("sglang", "org/m", None, "w", 2, 4096, 8, 0.9, "fp8", "fp8", 1, 8000, 16.0)
-    line = docker_run(launch, 0)
-    args = shlex.split(line)
-    assert SGLANG_IMAGE in args and flag(args, "--entrypoint") == "bash"
-    inner = shlex.split(args[-1].removeprefix("exec "))
+def test_sglang_takes_the_same_numbers_and_its_key_from_a_root_only_file() -> None:
+    launch = ServerLaunch(
+        "sglang", "org/m", None, "w", 2, 4096, 8, 0.85, "fp8", "fp8_e4m3", 1, 8000, 16.0,
+        health_path="/health_generate",
+    )  # fmt: skip
+    args = shlex.split(docker_run(launch, 0))
+    assert SGLANG_IMAGE in args and flag(args, "--entrypoint") == "python3"
+    inner = args[args.index(SGLANG_IMAGE) + 1 :]
+    assert inner[:2] == ["-m", "sglang.launch_server"]
     assert flag(inner, "--tp-size") == "2" and flag(inner, "--context-length") == "4096"
-    assert flag(inner, "--max-running-requests") == "8" and flag(inner, "--mem-fraction-static") == "0.9"
-    assert flag(inner, "--kv-cache-dtype") == "fp8_e5m2" and inner[-1] == "$GPUFIT_API_KEY"
-    assert MachineSecrets.api_key_var("sglang") == "GPUFIT_API_KEY"  # the env file's name for it
+    assert flag(inner, "--max-running-requests") == "8" and flag(inner, "--mem-fraction-static") == "0.85"
+    assert flag(inner, "--kv-cache-dtype") == "fp8_e4m3"
+    assert flag(inner, "--config") == "/etc/gpufit/sglang.yaml"
+    # the key is on no command line: SGLang merges --config into its arguments inside Python;
+    # the supervisor writes the file on tmpfs from the fetched secret (machine scenario
+    # aws-group-serve-sglang-key-file)
+    assert "--api-key" not in inner and "/run/gpufit/sglang.yaml:/etc/gpufit/sglang.yaml:ro" in args
+    assert MachineSecrets.api_key_var("sglang") == ""  # no variable: the key is not in the env file
 
 
 # ---------------------------------------------------------------------------------- reachability
@@ -347,19 +362,23 @@ def test_multi_node_serving_is_refused_with_the_reason() -> None:
         "placement": {"clouds": ["aws"], "instance_types": ["p4d.*"]},
     }
     result = _plan(workload)
-    assert result.choice is not None and result.choice.shape.nodes_per_replica > 1
-    with pytest.raises(ServingError, match="pipeline parallel"):
-        server_launch(result)
-    with pytest.raises(pulumi.RunError, match="pipeline parallel"):
+    # the plan itself keeps an engine replica on one node, saying why the offers fail
+    assert result.choice is None and "on one node" in result.rejection_examples["vram"]
+    with pytest.raises(pulumi.RunError, match="nothing feasible"):
         run_program({"gpufit:workload": workload}, NOW)
+    # a replica spanning nodes that reaches server_launch anyway is refused there too
+    own = _plan({**workload, "serving": {**workload["serving"], "engine": "none"}})
+    assert own.choice is not None and own.choice.shape.nodes_per_replica > 1
+    forced = replace(own, spec=_plan(workload).spec)
+    with pytest.raises(ServingError, match="pipeline parallel"):
+        server_launch(forced)
 
 
 def test_plan_shows_the_server_and_warns_about_plain_http(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", str(ROOT / "stacks" / "Pulumi.llama8b-lb.yaml"), "--explain"]) == 0
     out = capsys.readouterr().out
-    assert re.search(
-        r"^Serve     vllm \(vllm/vllm-openai:v0\.8\.5\) meta-llama/Llama-3\.1-8B-Instruct: TP 1", out, re.M
-    )
+    assert re.search(r"^Serve     vLLM 0\.34\.0 \(vllm/vllm-openai:v0\.34\.0, CUDA 13\.0\)", out, re.M)
+    assert re.search(r"^          meta-llama/Llama-3\.1-8B-Instruct \(model\.hf\): TP 1", out, re.M)
     assert "over HTTP (WARNING: no serving.certificate_arn" in out
     assert "health grace period" in out
 
@@ -393,3 +412,18 @@ def test_policy_finds_secrets_in_boot_data_but_not_in_gpufits() -> None:
     assert (
         check_endpoint_access("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy", chosen, config) == []
     )
+
+
+def test_an_sglang_endpoint_is_health_checked_on_its_generating_route() -> None:
+    workload = _workload("llama8b-lb", serving={**_workload("llama8b-lb")["serving"], "engine": "sglang"})
+    mocks, _ = _run(workload)
+    groups = mocks.of_type("aws:lb/targetGroup:TargetGroup")
+    assert groups and {g.inputs["healthCheck"]["path"] for g in groups} == {"/health_generate"}
+    script = user_data(mocks)
+    supervisor = file_named(script, "/gpufit-machine")
+    assert "HEALTH_PATH=/health_generate" in supervisor and "VLLM_API_KEY" not in script
+    assert "SGLANG_CONFIG=/run/gpufit/sglang.yaml" in supervisor
+    config = PolicyConfig(now=NOW)
+    assert all(check_no_secrets_in_boot_data(r.typ, r.inputs, config) == [] for r in mocks.resources)
+    leaky = base64.b64encode(b'#!/bin/bash\necho "api-key: s3cret" > /etc/gpufit/sglang.yaml\n').decode()
+    assert any("config file" in f for f in check_no_secrets_in_boot_data(LT, {"userData": leaky}, config))

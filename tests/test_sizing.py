@@ -161,9 +161,13 @@ def test_70b_bf16_takes_tp4_on_80gb_gpus_and_needs_nvlink() -> None:
 
 
 def test_405b_spans_two_h100_nodes_but_one_h200_node() -> None:
+    serving = {"context_tokens": 4096, "concurrency": 4}
     spec = spec_of(
-        SERVE_70B, model={"preset": "llama-3.1-405b"}, serving={"context_tokens": 4096, "concurrency": 4}
-    )
+        SERVE_70B, model={"preset": "llama-3.1-405b"}, serving={**serving, "engine": "none"}
+    )  # a server of the user's own: gpufit's engines run a replica on one node
+    launched = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-405b"}, serving=serving))
+    refused = rejection(fit(launched, instance("H100", 8, nvlink=True, interconnect="efa")))
+    assert refused.filter == "vram" and "replica on one node" in refused.reason
     req = requirements(spec)
     h100 = shape(fit(req, instance("H100", 8, nvlink=True, interconnect="efa")))
     assert h100.nodes_per_replica == 2 and h100.needs_node_interconnect and h100.instances == 2

@@ -411,6 +411,20 @@ write_secrets() {  # FILE FORMAT(shell|docker) then VAR REF pairs: root-only, va
   mv "$file.tmp" "$file"
 }
 
+write_sglang_config() {  # FILE REF: SGLang's API key as its --config YAML, root-only (tmpfs)
+  local file=$1 ref=$2 value tries=0 q="'"
+  (umask 077 && : > "$file.tmp") || return 1
+  until value=$(fetch_secret "$ref") && [ -n "$value" ] && [ "$value" != None ]; do
+    tries=$((tries + 1))
+    if [ "$tries" -ge 3 ]; then log "could not read the secret for SGLang's API key"; rm -f "$file.tmp"; return 1; fi
+    sleep 10
+  done
+  case $value in *$'\n'*) log "the secret for SGLang's API key holds a line break"; rm -f "$file.tmp"; return 1 ;; esac
+  # one YAML single-quoted scalar: a quote inside is doubled, nothing else is special
+  printf "api-key: '%s'\n" "${value//$q/$q$q}" >> "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
 # --- work: a job or a command ------------------------------------------------------------
 run_job() {
   local done_count code attempt=0
@@ -492,12 +506,18 @@ run_server() {
       "$HEALTH_PATH" "${SERVE_PORTS[@]}" || log "could not start the readiness responder"
   fi
   status starting "loading the model server (at most $LOAD_BOUND s)"
-  write_secrets "$RUN/serve.env" docker "$API_KEY_VAR" "$API_KEY_REF" "${SERVE_SECRETS[@]}" \
-    || machine_failure "could not fetch the server's secrets"
+  if [ -n "$SGLANG_CONFIG" ]; then
+    write_sglang_config "$SGLANG_CONFIG" "$API_KEY_REF" || machine_failure "could not fetch the server's secrets"
+    write_secrets "$RUN/serve.env" docker "${SERVE_SECRETS[@]}" \
+      || machine_failure "could not fetch the server's secrets"
+  else
+    write_secrets "$RUN/serve.env" docker "$API_KEY_VAR" "$API_KEY_REF" "${SERVE_SECRETS[@]}" \
+      || machine_failure "could not fetch the server's secrets"
+  fi
   bash "$ETC/serve-restore.sh" || log "no cached weights in the bucket"
   bash "$ETC/serve-start.sh" || machine_failure "could not start the model server (exit $?)"
   until server_healthy; do
-    if [ "$(now)" -ge "$until" ]; then machine_failure "the model server did not answer /health within $LOAD_BOUND s"; fi
+    if [ "$(now)" -ge "$until" ]; then machine_failure "the model server did not answer $HEALTH_PATH within $LOAD_BOUND s"; fi
     sleep "$T_HEALTH_POLL"
   done
   readiness serving
@@ -507,7 +527,7 @@ run_server() {
     if server_healthy; then fails=0; continue; fi
     fails=$((fails + 1))
     log "the model server failed its health check ($fails of $T_HEALTH_FAILURES)"
-    [ "$fails" -ge "$T_HEALTH_FAILURES" ] && machine_failure "the model server stopped answering /health"
+    [ "$fails" -ge "$T_HEALTH_FAILURES" ] && machine_failure "the model server stopped answering $HEALTH_PATH"
   done
 }
 

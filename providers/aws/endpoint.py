@@ -18,7 +18,6 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from machine.serving import HEALTH_PATH
 
 TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
 """TLS 1.3 and 1.2 only (AWS's recommended policy for ALB HTTPS listeners)."""
@@ -152,7 +151,7 @@ def load_balancer(
             deregistration_delay=30,
             health_check=aws.lb.TargetGroupHealthCheckArgs(
                 enabled=True,
-                path=HEALTH_PATH,
+                path=d.server.health_path,
                 port="traffic-port",
                 protocol="HTTP",
                 matcher="200",

@@ -13,10 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment, fitted_name, iso_utc, parse_gcp_label_time
-
-DLVM_IMAGE = "projects/deeplearning-platform-release/global/images/family/common-cu128-ubuntu-2204-nvidia-570"
-"""Deep Learning VM image family (Ubuntu 22.04, CUDA 12.8, NVIDIA driver 570 preinstalled);
-``Deployment.image`` overrides it."""
+from deployment.images import DLVM_IMAGE as DLVM_IMAGE  # the boot image component and fleet use
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 """The scope Google recommends for service-account VMs: IAM, not OAuth scopes, does the limiting."""

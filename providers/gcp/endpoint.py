@@ -20,7 +20,7 @@ import pulumi_gcp as gcp
 
 from deployment import Deployment
 from machine.lifecycle import READINESS_PATH
-from machine.serving import HEALTH_PATH, readiness_port
+from machine.serving import readiness_port
 from providers.gcp.common import resource_name
 
 HEALTH_CHECK_RANGES = ("35.191.0.0/16", "130.211.0.0/22")
@@ -34,15 +34,16 @@ ARMOR_RANGES_PER_RULE = 10
 
 
 def health_check(base: str, d: Deployment, child: pulumi.ResourceOptions) -> gcp.compute.RegionHealthCheck:
-    """HTTP ``/health`` on the first replica's port: the load balancer's backend sends requests
-    only to a VM whose engine answers it."""
+    """HTTP health check of the engine's own route (vLLM ``/health``, SGLang ``/health_generate``)
+    on the first replica's port: the load balancer's backend sends requests only to a VM whose
+    engine answers it."""
     assert d.server is not None
     return gcp.compute.RegionHealthCheck(
         resource_name(base, "health"),
         region=d.region,
         description=f"gpufit {d.workload}: the model server is ready",
         http_health_check=gcp.compute.RegionHealthCheckHttpHealthCheckArgs(
-            port=d.server.base_port, request_path=HEALTH_PATH
+            port=d.server.base_port, request_path=d.server.health_path
         ),
         check_interval_sec=15,
         timeout_sec=5,

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from selector.catalog import GpuSpec, InstanceType, sourced_only
+from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.speed import decode_speed
 from selector.sizing.terms import GIB, Requirements, Term
 
@@ -108,9 +109,27 @@ def usable_gib(gpu: GpuSpec) -> float:
 
 def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
     """Memory on each GPU when the shardable part is split ``shards`` ways; the KV cache
-    splits by tensor parallelism only up to the number of KV heads (beyond, heads replicate)."""
+    splits by tensor parallelism only up to the number of KV heads (beyond, heads replicate).
+    An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
+    the larger of the two."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    return (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes) / GIB
+    steady = (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes) / GIB
+    if req.load_bytes:
+        return max(steady, (req.load_bytes / shards + req.replicated_bytes) / GIB)
+    return steady
+
+
+def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
+    """What a serving replica may fill on each GPU: ``usable_gib``; under SGLang, whose static
+    pool (weights + KV cache) is ``--mem-fraction-static`` of the GPU with the rest kept for
+    activations and CUDA graphs, no more than that pool plus gpufit's activation workspace
+    (``engine_memory.sglang_static_fraction``)."""
+    usable = usable_gib(gpu)
+    if req.engine != "sglang" or req.is_training:
+        return usable
+    arch = req.arch
+    fraction = sglang_static_fraction(gpu.memory_mib, tp, req.concurrency, arch.is_mla, arch.is_multimodal)
+    return min(usable, fraction * gpu.memory_gib + req.activation_bytes / tp / GIB)
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -182,18 +201,29 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     shards = 1 if req.arch.kind in ONE_GPU_KINDS else n
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
+    usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu)
+    loading = ""
+    if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
+        loading = (
+            f" while loading: {req.load_bytes / GIB:.1f} GiB as the 16-bit checkpoint is quantised to FP8"
+        )
     return Rejection(
         "vram",
         f"needs {req.vram_gib_per_replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
-        f"GPU{'s' if shards > 1 else ''}){why}; {it.name} has {n}×{usable_gib(it.gpu):.1f} GiB usable "
+        f"GPU{'s' if shards > 1 else ''}{loading}){why}; {it.name} has {n}×{usable:.1f} GiB usable "
         f"{it.gpu.name} over {link}",
-        gap=need / usable_gib(it.gpu) - 1.0,
+        gap=need / usable - 1.0,
     )
+
+
+def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
+    """Bytes on each GPU once serving (weights, KV cache, workspace), without the load peak."""
+    kv_split = min(shards, kv_heads) if kv_heads else shards
+    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes
 
 
 def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
-    usable = usable_gib(gpu)
     heads = req.arch.heads
     if req.arch.kind in ONE_GPU_KINDS:
         degrees = [1]
@@ -201,7 +231,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
         degrees = [t for t in _powers_of_two(n) if not heads or heads % t == 0]
     slow: Rejection | None = None
     for t in degrees:
-        if per_gpu_gib(req, t, req.arch.kv_split_heads) > usable:
+        if per_gpu_gib(req, t, req.arch.kv_split_heads) > serving_usable_gib(req, gpu, t):
             continue
         if t > 1 and not it.nvlink and not req.allow_pcie_parallel:
             return Rejection(
@@ -217,10 +247,14 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
         return slow
     if req.arch.kind in ONE_GPU_KINDS:
         return _vram_rejection(req, it, f" ({req.arch.kind} models run on one GPU)")
+    if req.engine in ("vllm", "sglang"):
+        return _vram_rejection(
+            req, it, f"; gpufit launches each {req.engine} replica on one node (no pipeline stages)"
+        )
     # Beyond one node: tensor parallel inside the node, pipeline stages across nodes.
     top = degrees[-1] if degrees else 1
     for nodes in range(2, req.max_nodes + 1):
-        if per_gpu_gib(req, top * nodes, req.arch.kv_split_heads) <= usable:
+        if per_gpu_gib(req, top * nodes, req.arch.kv_split_heads) <= serving_usable_gib(req, gpu, top):
             if not joins_nodes(it):
                 return _vram_rejection(req, it, _unjoined(nodes, it))
             if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
@@ -232,15 +266,27 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
 def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     gpus = tp * nodes
+    usable_note = (
+        f"usable {usable_gib(gpu):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
+        f"− {CUDA_CONTEXT_GIB}"
+    )
+    if req.engine == "sglang" and not req.is_training:
+        fraction = sglang_static_fraction(
+            gpu.memory_mib, tp, req.concurrency, req.arch.is_mla, req.arch.is_multimodal
+        )
+        usable_note += (
+            f"; SGLang's static pool {fraction:g} × {gpu.memory_gib:.1f} GiB holds the weights and KV cache "
+            "(its own reserve for activations and CUDA graphs)"
+        )
     terms: list[Term] = [
         Term("tensor parallel", tp, "GPUs", "smallest power of two whose shard fits usable memory"),
         Term(
             "per-GPU memory",
             per_gpu_gib(req, gpus, req.arch.kv_split_heads),
             "GiB",
-            f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated); usable "
-            f"{usable_gib(gpu):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
-            f"− {CUDA_CONTEXT_GIB}",
+            f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated"
+            + (", or the load peak ÷ GPUs when larger" if req.load_bytes else "")
+            + f"); {usable_note}",
         ),
     ]
     per_stream = per_replica = job_hours = None

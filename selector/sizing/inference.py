@@ -6,7 +6,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from selector.hf_families import QUANTIZED_BYTES
 from selector.model_arch import ModelArch
+from selector.served import ServedModel, published_quantized_bytes
+from selector.sizing.attention import (
+    LINEAR_CONV_BYTES,
+    LINEAR_STATE_BYTES,
+    indexer_bytes_per_token_layer,
+    linear_state_bytes_per_sequence,
+)
+from selector.sizing.engine_memory import online_fp8_load_bytes
 from selector.sizing.memory import decode_weight_bytes, image_kv_bytes, kv_bytes_per_token, kv_cache_bytes
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.spec import WorkloadSpec
@@ -63,6 +72,48 @@ def audio_state_bytes(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) ->
     return kv + acts
 
 
+def _weights(
+    spec: WorkloadSpec, arch: ModelArch, wbytes: float, served: ServedModel
+) -> tuple[float, str, float | None]:
+    """(bytes of the served weights, formula, bytes per expert parameter when experts are stored
+    apart): the published format of a natively quantised checkpoint (gpt-oss's MXFP4 experts,
+    DeepSeek/Kimi FP8 blocks), else params × the precision's bytes."""
+    if served.fp8 == "native" and arch.quantized_format:
+        per = QUANTIZED_BYTES[arch.quantized_format]
+        rest = arch.params - arch.quantized_params
+        formula = (
+            f"{arch.quantized_params:.4g} params in {arch.quantized_format} × {per:.4g} B "
+            f"+ {rest:.4g} in 16 bit × 2 B (the published checkpoint)"
+        )
+        experts = per if arch.quantized_format == "mxfp4" and arch.is_moe else None
+        return published_quantized_bytes(arch), formula, experts
+    return arch.params * wbytes, f"{arch.params:.4g} params × {wbytes:g} B ({spec.precision})", None
+
+
+def _kv_formula(arch: ModelArch, kvb: float) -> str:
+    """The per-token KV arithmetic of the model's attention kind, for ``--explain``."""
+    if arch.is_mla:
+        text = (
+            f"{arch.kv_layers} layers × (kv_lora_rank {arch.kv_lora_rank} + rope {arch.qk_rope_head_dim}) "
+            f"× {kvb:g} B (multi-head latent attention)"
+        )
+    else:
+        layers = f"{arch.kv_layers} layers"
+        if arch.linear_layers:
+            layers = f"{arch.kv_layers} full-attention layers (of {arch.layers}; the rest are linear)"
+        elif arch.kv_shared_layers:
+            layers = f"{arch.kv_layers} layers (the last {arch.kv_shared_layers} reuse earlier caches)"
+        text = f"2 × {layers} × {arch.kv_heads} kv_heads × {arch.head_dim} head_dim × {kvb:g} B"
+    if arch.index_head_dim:
+        text += (
+            f" + {arch.layers} layers × {indexer_bytes_per_token_layer(arch):g} B indexer key "
+            f"(index_head_dim {arch.index_head_dim} in FP8 + scales)"
+        )
+    if arch.family == "gpt_oss":
+        text += "; attention sinks are one scalar per head (no cache)"
+    return text
+
+
 def serving_requirements(
     spec: WorkloadSpec,
     arch: ModelArch,
@@ -75,16 +126,20 @@ def serving_requirements(
     assert serving is not None
     batch = serving.concurrency
     kvb = _kv_precision_bytes(spec)
-    weights = arch.params * wbytes
+    served = spec.served()
+    weights, weights_formula, expert_bytes = _weights(spec, arch, wbytes, served)
     per_token = kv_bytes_per_token(arch, kvb)
     kv = kv_cache_bytes(arch, kvb, serving.context_tokens, batch)
     image_tokens = serving.images_per_request * (serving.image_tokens or arch.image_tokens)
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
+    state = linear_state_bytes_per_sequence(arch) * batch
     chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
-    step_weights, step_formula = decode_weight_bytes(arch, wbytes, batch)
-    step_bytes = step_weights + kv
+    step_weights, step_formula = decode_weight_bytes(
+        arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
+    )
+    step_bytes = step_weights + kv + state
     step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch
     rate = serving.tokens_per_s_per_stream
     min_bw = step_bytes * rate / eff / 1e9 if rate else 0.0
@@ -98,26 +153,15 @@ def serving_requirements(
             )
         )
     terms += [
-        Term("weights", weights / GIB, "GiB", f"{arch.params:.4g} params × {wbytes:g} B ({spec.precision})"),
-        Term(
-            "kv cache per token",
-            per_token / 1024,
-            "KiB",
-            (
-                f"{arch.layers} layers × (kv_lora_rank {arch.kv_lora_rank} + rope {arch.qk_rope_head_dim}) "
-                f"× {kvb:g} B (multi-head latent attention)"
-                if arch.is_mla
-                else f"2 × {arch.layers} layers × {arch.kv_heads} kv_heads × {arch.head_dim} head_dim "
-                f"× {kvb:g} B"
-            ),
-        ),
+        Term("weights", weights / GIB, "GiB", weights_formula),
+        Term("kv cache per token", per_token / 1024, "KiB", _kv_formula(arch, kvb)),
         Term(
             "kv cache",
             kv / GIB,
             "GiB",
             f"per token × {serving.context_tokens} context × {batch} concurrent"
             + (
-                f"; {min(arch.window_layers, arch.layers)} sliding-window layers keep "
+                f"; {min(arch.window_layers, arch.kv_layers)} sliding-window layers keep "
                 f"min(context, {arch.sliding_window})"
                 if arch.sliding_window and arch.window_layers
                 else ""
@@ -130,6 +174,21 @@ def serving_requirements(
                 else ""
             ),
         ),
+    ]
+    if state:
+        terms.append(
+            Term(
+                "linear-attention state",
+                state / GIB,
+                "GiB",
+                f"{arch.linear_layers} Gated DeltaNet layers × ({arch.linear_value_heads} × "
+                f"{arch.linear_key_dim} × {arch.linear_value_dim} × {LINEAR_STATE_BYTES:g} B recurrent "
+                f"+ conv (2 × {arch.linear_key_heads} × {arch.linear_key_dim} + {arch.linear_value_heads} × "
+                f"{arch.linear_value_dim}) × {arch.linear_conv_kernel - 1} × {LINEAR_CONV_BYTES:g} B) "
+                f"× {batch} sequences; fixed whatever the context",
+            )
+        )
+    terms += [
         Term(
             "activation workspace",
             activations / GIB,
@@ -153,10 +212,12 @@ def serving_requirements(
                 f"bytes per step × {rate:g} tokens/s ÷ {eff:g} efficiency",
             )
         )
+    engine = spec.server_engine
+    load = _load_peak(spec, arch, served, engine, terms)
     return replace(
         common,
         sharded_bytes=weights + activations,
-        kv_bytes=kv,
+        kv_bytes=kv + state,
         replicated_bytes=0.0,
         host_bytes=0.0,
         bytes_per_decode_step=step_bytes,
@@ -169,4 +230,39 @@ def serving_requirements(
         tokens_per_s_total=serving.tokens_per_s_total,
         batch_tokens=serving.tokens,
         work_tflop=None,
+        weights_file_bytes=served.download_bytes,
+        engine=engine,
+        load_bytes=load,
+        activation_bytes=activations,
     )
+
+
+def _load_peak(
+    spec: WorkloadSpec, arch: ModelArch, served: ServedModel, engine: str, terms: list[Term]
+) -> float:
+    """Bytes at the peak of loading when the engine quantises a 16-bit checkpoint to FP8 (the
+    worst of its pinned releases; ``engine_memory.online_fp8_load_bytes``); 0 otherwise."""
+    if served.fp8 != "online" or engine not in ("vllm", "sglang"):
+        return 0.0
+    from selector.engines import online_fp8, pinned_versions
+
+    worst = max(
+        ((online_fp8_load_bytes(arch, online_fp8(engine, v).load_peak), v) for v in pinned_versions(engine)),
+        default=(0.0, ""),
+    )
+    load, version = worst
+    peak = online_fp8(engine, version).load_peak if version else ""
+    how = (
+        "the whole 16-bit checkpoint before it is quantised: params × 2 B"
+        if peak == "full_16bit"
+        else "FP8 weights plus one 16-bit layer: params × 1 B + params ÷ layers × 2 B"
+    )
+    terms.append(
+        Term(
+            "load peak (FP8 quantised at load)",
+            load / GIB,
+            "GiB",
+            f"{engine} {version} loads {served.repo} as {how}; the GPUs must hold it before the KV cache",
+        )
+    )
+    return load

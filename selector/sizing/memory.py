@@ -5,6 +5,7 @@ mixture-of-experts decode step reads."""
 from __future__ import annotations
 
 from selector.model_arch import ModelArch
+from selector.sizing.attention import indexer_bytes_per_token_layer
 
 
 def kv_bytes_per_token_layer(arch: ModelArch, kv_bytes: float) -> float:
@@ -20,20 +21,26 @@ def kv_bytes_per_token_layer(arch: ModelArch, kv_bytes: float) -> float:
 
 
 def kv_bytes_per_token(arch: ModelArch, kv_bytes: float) -> float:
-    """KV cache per token of context over all layers (as if every layer attended globally).
+    """KV cache per token of context over the layers that keep one (as if each attended
+    globally), with DeepSeek-V3.2's indexer keys.
 
     Llama-3.1-8B at 16 bit: 2·32·8·128·2 = 128 KiB; Llama-3.1-70B: 320 KiB (gpu-cloud-facts.md
-    §6); DeepSeek-V3 by MLA: 61·(512+64)·2 = 68.6 KiB."""
-    return arch.layers * kv_bytes_per_token_layer(arch, kv_bytes)
+    §6); DeepSeek-V3 by MLA: 61·(512+64)·2 = 68.6 KiB; Qwen3-Next: only its 12 full-attention
+    layers, 2·12·2·256·2 = 24 KiB."""
+    indexer = arch.layers * indexer_bytes_per_token_layer(arch)
+    return arch.kv_layers * kv_bytes_per_token_layer(arch, kv_bytes) + indexer
 
 
 def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: int, batch: int) -> float:
-    """KV cache of ``batch`` sequences of ``context`` tokens: a sliding-window layer keeps at
-    most ``sliding_window`` tokens (Mistral's and Gemma 2/3's local layers; Beltagy et al. 2020,
-    Longformer, for the window), the others the whole context."""
-    window_layers = min(arch.window_layers, arch.layers) if arch.sliding_window else 0
-    tokens = (arch.layers - window_layers) * context + window_layers * min(context, arch.sliding_window)
-    return kv_bytes_per_token_layer(arch, kv_bytes) * tokens * batch
+    """KV cache of ``batch`` sequences of ``context`` tokens in the layers that keep one (not a
+    hybrid model's linear-attention layers, not Gemma 3n's KV-sharing ones): a sliding-window
+    layer keeps at most ``sliding_window`` tokens (Mistral's, Gemma 2/3's local layers, gpt-oss's
+    alternate layers; Beltagy et al. 2020, Longformer, for the window), the others the whole
+    context; DeepSeek-V3.2's indexer keeps a key per token in every layer."""
+    window_layers = min(arch.window_layers, arch.kv_layers) if arch.sliding_window else 0
+    tokens = (arch.kv_layers - window_layers) * context + window_layers * min(context, arch.sliding_window)
+    indexer = indexer_bytes_per_token_layer(arch) * arch.layers * context
+    return (kv_bytes_per_token_layer(arch, kv_bytes) * tokens + indexer) * batch
 
 
 def image_kv_bytes(arch: ModelArch, kv_bytes: float, context: int, image_tokens: int, batch: int) -> float:
@@ -68,9 +75,12 @@ def expected_experts_touched(arch: ModelArch, batch: int) -> float:
     return e * (1.0 - (1.0 - k / e) ** batch)
 
 
-def decode_weight_bytes(arch: ModelArch, weight_bytes: float, batch: int) -> tuple[float, str]:
+def decode_weight_bytes(
+    arch: ModelArch, weight_bytes: float, batch: int, expert_bytes: float | None = None
+) -> tuple[float, str]:
     """Weight bytes one decode step streams from memory: all of a dense model's, the shared
-    part and the experts the batch touches of a MoE model's; a vision encoder runs only when a
+    part and the experts the batch touches of a MoE model's (the experts at ``expert_bytes``
+    when they are stored apart, as gpt-oss's MXFP4 ones); a vision encoder runs only when a
     prompt's images are encoded (prefill), so decoding never reads it."""
     if not arch.is_moe:
         if arch.vision_params:
@@ -80,6 +90,10 @@ def decode_weight_bytes(arch: ModelArch, weight_bytes: float, batch: int) -> tup
     per_expert = (arch.params - arch.params_active) / (e - k)
     shared = arch.params - arch.vision_params - e * per_expert
     touched = expected_experts_touched(arch, batch)
+    if expert_bytes is not None:
+        return shared * weight_bytes + touched * per_expert * expert_bytes, (
+            f"shared × {weight_bytes:g} B + {touched:.2f} experts touched of {e} × {expert_bytes:g} B"
+        )
     return (shared + touched * per_expert) * weight_bytes, (
         f"(shared + {touched:.2f} experts touched of {e}) × bytes"
     )

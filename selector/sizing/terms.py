@@ -79,6 +79,9 @@ class Requirements:
     require_sourced: bool = False
     weights_file_bytes: float = 0.0
     checkpoint_bytes: float = 0.0
+    engine: str = "none"  # the model server gpufit launches (serve), whose memory rules apply
+    load_bytes: float = 0.0  # shardable bytes at the peak of loading, before the KV cache exists
+    activation_bytes: float = 0.0  # the serving activation workspace (inside sharded_bytes)
 
     @property
     def vram_gib_per_replica(self) -> float:

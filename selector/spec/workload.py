@@ -4,11 +4,12 @@ and ``WorkloadSpec``, which holds them and checks that they agree with the task.
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
+from selector.served import ServedModel, context_problem, served_model, yarn_for
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -30,6 +31,17 @@ from selector.spec.secrets import secret_problems, secret_sources
 _NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
 WORKDIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
 """``job.workdir``: an absolute path whose components start with a letter, digit or ``_``."""
+
+
+class RopeScalingSpec(Strict):
+    """Opt into a longer context than the model's config allows, by the YaRN recipe its card
+    documents (presets carry it; otherwise give both values as the card states them)."""
+
+    type: Literal["yarn"] = Field("yarn", description="yarn: the only RoPE scaling gpufit launches")
+    factor: float | None = Field(None, gt=1, le=64, description="default: the preset's documented factor")
+    original_max_position_embeddings: int | None = Field(
+        None, gt=0, description="the context the model was trained at; default: the preset's"
+    )
 
 
 class ServingSpec(Strict):
@@ -65,6 +77,15 @@ class ServingSpec(Strict):
         le=1000,
         description="serve on spot: replicas always kept on-demand, so the endpoint survives a spot "
         "drought; default 1 when the endpoint runs two replicas or more, else 0",
+    )
+    rope_scaling: RopeScalingSpec | None = Field(
+        None, description="YaRN opt-in for a context above the model's maximum, where the model documents it"
+    )
+    engine_args: list[Annotated[str, Field(min_length=1, max_length=512)]] = Field(
+        default_factory=list,
+        max_length=64,
+        description="more flags for the engine (tool-call and reasoning parsers, speculative decoding ...), "
+        "checked against the pinned engine release's own flags; not those gpufit sets",
     )
 
 
@@ -403,6 +424,10 @@ class WorkloadSpec(Strict):
                 problems.append(
                     f"serving.engine {serving.engine} serves transformer models (set engine: none)"
                 )
+        if self.server_engine in ("vllm", "sglang") and arch_kind == "transformer":
+            problems += self._launch_problems(self.server_engine)
+        elif serving.engine_args or serving.rope_scaling is not None:
+            problems.append("serving.engine_args and serving.rope_scaling need serving.engine vllm or sglang")
         if serving.expose == "load_balancer" and not self.access.api_cidrs:
             problems.append("serving.expose load_balancer needs access.api_cidrs (who may call the endpoint)")
         if serving.expose == "load_balancer" and self.server_engine == "none":
@@ -411,6 +436,57 @@ class WorkloadSpec(Strict):
                 "(a job.command's own server stays private)"
             )
         return problems
+
+    def _launch_problems(self, engine: str) -> list[str]:
+        """What the engine would refuse: a context above the served model's maximum (without a
+        YaRN opt-in it documents), FP8 asked of weights published in another 8-bit-or-less
+        format, flags it does not take or that gpufit sets itself."""
+        serving = self.serving
+        assert serving is not None
+        problems: list[str] = []
+        arch = self.arch()
+        rope = serving.rope_scaling
+        if rope is not None:
+            _, why = yarn_for(self.model.preset, rope.factor, rope.original_max_position_embeddings)
+            if why:
+                problems.append(why)
+        served = self.served()
+        too_long = context_problem(self.engine_context, served, self.model.config or arch.name)
+        problems += [too_long] if too_long else []
+        if self.precision == "fp8" and arch.quantized_format == "mxfp4":
+            problems.append(
+                f"precision fp8: {arch.name} publishes its experts in MXFP4 and no engine requantises "
+                "them; set precision bf16 to serve the weights as published"
+            )
+        if serving.engine_args:
+            from selector.engine_flags import check_engine_args
+
+            problems += [f"serving.engine_args: {p}" for p in check_engine_args(engine, serving.engine_args)]
+        return problems
+
+    def served(self) -> ServedModel:
+        """The checkpoint a serve plan launches, with the YaRN opt-in when one is asked."""
+        from dataclasses import replace
+
+        served = served_model(
+            self.model.preset, self.model.hf, self.arch(), self.precision, self.model.sized_by_hub
+        )
+        rope = self.serving.rope_scaling if self.serving is not None else None
+        if rope is None:
+            return served
+        yarn, _ = yarn_for(self.model.preset, rope.factor, rope.original_max_position_embeddings)
+        return replace(served, yarn=yarn)
+
+    @property
+    def engine_context(self) -> int:
+        """The context the engine must hold per sequence: the text, plus the images' tokens of a
+        model that puts them in the sequence (not mllama's cross-attention ones)."""
+        serving = self.serving
+        if serving is None:
+            return 0
+        arch = self.arch()
+        images = serving.images_per_request * (serving.image_tokens or arch.image_tokens)
+        return serving.context_tokens + (0 if arch.image_token_layers else images)
 
     @property
     def server_engine(self) -> str:

@@ -42,13 +42,14 @@ Expectations (``expect``): ``exit`` (the supervisor's status, or ``running``), `
 patterns seen in that order), ``absent``, ``last`` (the last call that is not a read of the
 bucket), ``times`` ([pattern, n]), ``bucket`` / ``no_bucket`` (object keys), ``status`` (fields of
 the machine's status object; ``~text``: holds it), ``job_env`` (the job's environment),
-``modes`` (file modes under the root), ``journal`` (text in the supervisor's log).
+``modes`` (file modes under the root), ``files`` (a file's exact text), ``journal`` (text in
+the supervisor's log).
 
 Conditions: always, never, job_started, checkpointed, synced:N (N output syncs since the job
 started).
 A call pattern is [command, word, ...]: the command, then words the call holds in that order
 (a word with ``*`` is a shell-style pattern). Placeholders: {bucket} {workdir} {machine}
-{group} {region} {prefix} {deployment}.
+{group} {region} {prefix} {deployment} {api_key} (the API key's fake value).
 """
 
 from __future__ import annotations
@@ -160,8 +161,10 @@ class Engine:
     """The model server's /health on the replicas' ports: healthy, never up, or healthy
     until the machine reports serving and then failing."""
 
-    def __init__(self, mode: str, ports: list[int], sandbox: Sandbox, status_key: str) -> None:
-        self.mode, self.sandbox, self.status_key = mode, sandbox, status_key
+    def __init__(
+        self, mode: str, ports: list[int], sandbox: Sandbox, status_key: str, path: str = "/health"
+    ) -> None:
+        self.mode, self.sandbox, self.status_key, self.path = mode, sandbox, status_key, path
         self.servers: list[ThreadingHTTPServer] = []
         if mode == "never":
             return
@@ -172,7 +175,7 @@ class Engine:
                 pass
 
             def do_GET(self) -> None:
-                ok = engine.healthy() and self.path == "/health"
+                ok = engine.healthy() and self.path == engine.path
                 self.send_response(200 if ok else 503)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
@@ -215,6 +218,7 @@ class Outcome:
             .replace("{region}", d.region)
             .replace("{prefix}", "fleet" if self.m.group else f"machine-{self.m.role.machine}")
             .replace("{deployment}", deployment_id(d))
+            .replace("{api_key}", API_KEY_VALUE)
         )
 
     def pattern(self, raw: list[Any]) -> list[str]:
@@ -261,7 +265,13 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
     assert made.returncode == 0, made.stderr
     supervisor = paths.supervisor
     status_key = f"status/machines/{m.name}.json"
-    engine = Engine(doc.get("engine", "never"), d.server.ports() if d.server else [], sandbox, status_key)
+    engine = Engine(
+        doc.get("engine", "never"),
+        d.server.ports() if d.server else [],
+        sandbox,
+        status_key,
+        d.server.health_path if d.server else "/health",
+    )
     fire = doc.get("fire", [])
     puts = [e for e in fire if "put" in e]
     runs = [e for e in fire if "run" in e]
@@ -351,6 +361,10 @@ def check(outcome: Outcome, expect: dict[str, Any]) -> None:
         assert oct(found.stat().st_mode & 0o777) == oct(int(str(mode), 8)), (
             f"{path} mode {oct(found.stat().st_mode)}"
         )
+    for path, text in expect.get("files", {}).items():
+        found = outcome.sandbox.root / path.lstrip("/")
+        assert found.exists(), f"no {path}"
+        assert found.read_text() == outcome.fill(text), f"{path} holds {found.read_text()!r}"
     for text in expect.get("journal", []):
         assert outcome.fill(text) in outcome.journal, f"the journal lacks {text!r}\n{outcome.journal}"
     invariants(outcome)

@@ -1,0 +1,83 @@
+"""What the model server itself does with GPU memory, beyond the model's own bytes: the peak
+while it loads a 16-bit checkpoint it quantises to FP8, and the share SGLang keeps out of its
+static pool (weights + KV cache) for activations and CUDA graphs. Separate from the model's
+arithmetic on purpose: both depend on the engine release, not on the model.
+"""
+
+from __future__ import annotations
+
+from selector.model_arch import ModelArch
+
+LOAD_PEAKS = ("full_16bit", "layerwise")
+
+
+def online_fp8_load_bytes(arch: ModelArch, peak: str) -> float:
+    """Bytes on the GPUs at the peak of loading a 16-bit checkpoint the engine quantises to FP8
+    (engines.yaml ``online_fp8``):
+
+    - ``full_16bit``: the whole checkpoint in 16 bit before any layer is quantised (SGLang
+      0.5.23's DefaultModelLoader, vLLM before 0.16: "we load the model at original precision
+      before quantizing down to 8-bits, so you need enough memory to load the whole model",
+      vLLM docs quoted in vllm-project/vllm#19967): params × 2 B;
+    - ``layerwise``: vLLM ≥ 0.16 creates the FP8 weights on the meta device and materialises
+      and quantises one layer at a time (vllm-project/vllm#31914): the FP8 model plus one layer
+      in 16 bit, params × 1 B + (params ÷ layers) × 2 B.
+    """
+    if peak == "full_16bit":
+        return arch.params * 2.0
+    if peak == "layerwise":
+        return arch.params * 1.0 + arch.params / max(arch.layers, 1) * 2.0
+    raise ValueError(f"unknown load peak {peak!r} (one of {', '.join(LOAD_PEAKS)})")
+
+
+def _prefill_graph_sizes(max_bs: int) -> int:
+    """How many prefill CUDA graphs SGLang 0.5.23 captures up to ``max_bs`` tokens
+    (``generate_prefill_cuda_graph_batch_sizes`` in sglang/srt/arg_groups/cuda_graph_hook.py)."""
+    sizes = [
+        *range(4, 33, 4),
+        *range(48, 257, 16),
+        *range(288, 513, 32),
+        *range(576, 1025, 64),
+        *range(1280, 4097, 256),
+        *range(4608, max_bs + 1, 512),
+    ]
+    return sum(1 for s in sizes if s <= max_bs)
+
+
+def sglang_reserved_mib(gpu_mib: float, tp: int, concurrency: int, mla: bool) -> float:
+    """MiB SGLang 0.5.23 keeps outside its static pool when ``--mem-fraction-static`` is unset
+    (sglang/srt/arg_groups/memory_hook.py ``handle_gpu_memory_settings`` and
+    ``reserve_for_graph_mb``): 512 + max(chunked prefill, 2048) × 1.5 + TP/8 × 1024 + decode
+    graphs (their largest batch × 2) + prefill graphs (8 each, or 1.5 GiB with MLA), at least
+    10 GiB on GPUs above 60 GiB. Its chunked prefill and decode batch follow the GPU's memory;
+    the decode batch is capped by ``--max-running-requests`` (gpufit sets it to the concurrency)."""
+    gib = 1024.0
+    if gpu_mib < 20 * gib:
+        chunk, bs = 2048, 8
+    elif gpu_mib < 35 * gib:
+        chunk, bs = 4096, 48 if tp < 4 else 160
+    elif gpu_mib < 60 * gib:
+        chunk, bs = 4096, 32 if tp < 4 else 160
+    elif gpu_mib < 160 * gib:
+        chunk, bs = 8192, 256 if tp < 4 else 512
+    else:
+        chunk, bs = 16384, 512
+    bs = min(bs, concurrency)
+    prefill = 1.5 * gib if mla else _prefill_graph_sizes(chunk) * 8
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp / 8 * gib + bs * 2 + prefill
+    if gpu_mib > 60 * gib:
+        reserved = max(reserved, 10 * gib)
+    return reserved
+
+
+VLM_FACTOR = 0.95
+"""SGLang scales the fraction of a vision-language model by 0.95 for a ViT-L-sized encoder
+(``adjust_mem_fraction_for_vlm``), leaving room to run the image encoder."""
+
+
+def sglang_static_fraction(gpu_mib: float, tp: int, concurrency: int, mla: bool, multimodal: bool) -> float:
+    """``--mem-fraction-static`` as SGLang would choose it: (memory − reserved) ÷ memory,
+    rounded to 3 places, × 0.95 for a multimodal model; gpufit renders it explicitly and plans
+    the weights and KV cache within it."""
+    fraction = round((gpu_mib - sglang_reserved_mib(gpu_mib, tp, concurrency, mla)) / gpu_mib, 3)
+    return round(fraction * VLM_FACTOR, 3) if multimodal else fraction
