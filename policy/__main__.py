@@ -32,6 +32,7 @@ from gpufit_policies import (  # noqa: E402
     check_fleet_deadline,
     check_hourly_budget,
     check_imdsv2,
+    check_ingress_union,
     check_no_open_ingress,
     check_no_secrets_in_boot_data,
     check_private_buckets,
@@ -169,8 +170,16 @@ POLICIES = [
     ),
     resource_policy(
         "gpufit-no-open-ingress",
-        "No security group or firewall rule admits 0.0.0.0/0 or ::/0.",
+        "No security group or firewall admits the internet: a /0, or CIDRs whose union covers more "
+        "than a /8 of public IPv4 (a /32 of IPv6) addresses.",
         lambda args, config: check_no_open_ingress(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-no-open-ingress-union",
+        "Ingress rules split over several resources (one security group, one VPC network) do not admit "
+        "the internet together.",
+        check_ingress_union,
         NO_SCHEMA,
     ),
     resource_policy(

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from policy.ingress import check_ingress_union, check_no_open_ingress
 from policy.pricing import (
     describe_instance,
     group_hourly,
@@ -41,15 +42,11 @@ from policy.resources import (
     AWS_LAUNCH_TEMPLATE,
     AWS_PUBLIC_ACCESS_BLOCK,
     AWS_SCHEDULE,
-    AWS_SECURITY_GROUP,
-    AWS_SG_INGRESS_RULE,
-    AWS_SG_RULE,
     DEADLINE_LAYER_SCHEDULER,
     DEADLINE_SLACK,
     GCP_BUCKET,
     GCP_BUCKET_IAM_BINDING,
     GCP_BUCKET_IAM_MEMBER,
-    GCP_FIREWALL,
     GCP_GROUPS,
     GCP_INSTANCE,
     GCP_SCHEDULER_JOB,
@@ -78,6 +75,7 @@ from policy.resources import (
     parse_iso,
     stack_items,
 )
+from selector.reach import too_broad
 
 __all__ = [
     "AWS_GROUP",
@@ -100,6 +98,7 @@ __all__ = [
     "check_fleet_deadline",
     "check_hourly_budget",
     "check_imdsv2",
+    "check_ingress_union",
     "check_no_open_ingress",
     "check_no_secrets_in_boot_data",
     "check_private_buckets",
@@ -408,52 +407,7 @@ def check_disk_encryption(resource_type: str, props: Mapping[str, Any], config: 
     return problems
 
 
-# -- 5. no ingress from anywhere ---------------------------------------------------------------------
-
-
-def _open_cidrs(values: Iterable[Any]) -> list[str]:
-    return [str(v) for v in values if is_open(v)]
-
-
-def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
-    """No inbound rule admits the whole internet (``0.0.0.0/0``, ``::/0`` or any /0): security
-    group inline ``ingress`` rules, ``SecurityGroupIngressRule``, ``SecurityGroupRule`` of type
-    ingress, and GCP ``INGRESS`` firewalls that allow traffic (a GCP ingress rule with no
-    source at all applies to 0.0.0.0/0 as well)."""
-    del config
-    problems: list[str] = []
-    opened_on_purpose = as_map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true"
-    if resource_type == AWS_SECURITY_GROUP:
-        for index, entry in enumerate(as_seq(props.get("ingress"))):
-            rule = as_map(entry)
-            if opened_on_purpose and (as_count(rule.get("fromPort")), as_count(rule.get("toPort"))) in (
-                (80, 80),
-                (443, 443),
-            ):
-                continue  # a load balancer's listener the spec opened (access.allow_api_from_anywhere)
-            opened = _open_cidrs([*as_seq(rule.get("cidrBlocks")), *as_seq(rule.get("ipv6CidrBlocks"))])
-            problems += [f"ingress[{index}] admits {c} (ports {_ports(rule)})" for c in opened]
-    elif resource_type == AWS_SG_INGRESS_RULE:
-        opened = _open_cidrs([props.get("cidrIpv4"), props.get("cidrIpv6")])
-        problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
-    elif resource_type == AWS_SG_RULE and str(props.get("type") or "").lower() == "ingress":
-        opened = _open_cidrs([*as_seq(props.get("cidrBlocks")), *as_seq(props.get("ipv6CidrBlocks"))])
-        problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
-    elif resource_type == GCP_FIREWALL and str(props.get("direction") or "INGRESS").upper() == "INGRESS":
-        if not as_seq(props.get("allows")) and as_seq(props.get("denies")):
-            return []  # a deny rule shuts traffic out, whatever its sources
-        ranges = as_seq(props.get("sourceRanges"))
-        problems += [f"INGRESS firewall admits {c}" for c in _open_cidrs(ranges)]
-        sources = as_seq(props.get("sourceTags")) or as_seq(props.get("sourceServiceAccounts"))
-        if not ranges and not sources:
-            problems.append("INGRESS firewall names no source: Compute Engine applies it to 0.0.0.0/0")
-    return problems
-
-
-def _ports(rule: Mapping[str, Any]) -> str:
-    low, high = as_count(rule.get("fromPort")), as_count(rule.get("toPort"))
-    protocol = rule.get("protocol") or rule.get("ipProtocol") or "?"
-    return f"{protocol} {low}-{high}" if low is not None else str(protocol)
+# -- 5. no ingress from anywhere: policy/ingress.py ------------------------------------------------------
 
 
 # -- 6. private buckets ----------------------------------------------------------------------------------
@@ -518,9 +472,6 @@ def check_no_secrets_in_boot_data(
 ALB = "aws:lb/loadBalancer:LoadBalancer"
 GCP_SECURITY_POLICY = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
 OPEN_BY_CHOICE = "access.allow_api_from_anywhere"
-OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
-"""The marker gpufit writes (AWS tag ``gpufit:open-endpoint``, GCP description) when the spec
-opted in to an endpoint open to the whole internet."""
 
 
 def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
@@ -533,11 +484,20 @@ def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: 
         return ["an internet-facing load balancer without a security group admits everyone"]
     if resource_type == GCP_SECURITY_POLICY and OPEN_BY_CHOICE not in str(props.get("description") or ""):
         problems = []
+        allowed: list[Any] = []
         for rule in as_seq(props.get("rules")):
             r = as_map(rule)
             ranges = as_seq(as_map(as_map(r.get("match")).get("config")).get("srcIpRanges"))
-            if str(r.get("action", "")).startswith("allow") and any(v == "*" or is_open(v) for v in ranges):
+            if not str(r.get("action", "")).startswith("allow"):
+                continue
+            allowed += ranges
+            if any(is_open(v) for v in ranges):
                 problems.append(f"rule {r.get('priority')} allows every address: name access.api_cidrs")
+        if not problems:
+            problems += [
+                f"the allow rules together admit the internet ({b}): name access.api_cidrs"
+                for b in too_broad(allowed)
+            ]
         return problems
     return []
 
@@ -554,5 +514,5 @@ RESOURCE_VALIDATORS = (
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 
-STACK_VALIDATORS = (check_stack, check_fleet_deadline, check_stack_budget)
+STACK_VALIDATORS = (check_stack, check_fleet_deadline, check_stack_budget, check_ingress_union)
 """Every stack validator, each callable as ``check(resources, config)``."""

@@ -227,7 +227,7 @@ def load_balancer(
         region=region,
         type="CLOUD_ARMOR",
         description=f"gpufit {d.workload}: access.api_cidrs only"
-        + (" (access.allow_api_from_anywhere)" if any(c.endswith("/0") for c in d.api_cidrs) else ""),
+        + (" (access.allow_api_from_anywhere)" if d.api_from_anywhere else ""),
         rules=armor_rules(d.api_cidrs),
         opts=child,
     )

@@ -190,20 +190,29 @@ class JobSpec(Strict):
         return value
 
 
-def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_open: str) -> list[str]:
-    """One problem per CIDR that does not parse, or that opens to everyone (/0) without the
-    opt-in; ``malformed`` and ``too_open`` are the messages, formatted with the CIDR."""
+def _cidr_problems(
+    cidrs: list[str], open_allowed: bool, malformed: str, too_open: str, together_open: str
+) -> list[str]:
+    """One problem per CIDR that does not parse or that alone opens to everyone, and one for a
+    list whose CIDRs together do (``selector.reach``: more public addresses than a /8 of IPv4
+    or a /32 of IPv6, so ``0.0.0.0/1`` + ``128.0.0.0/1`` counts as ``0.0.0.0/0``), unless
+    opted in. ``malformed`` and ``too_open`` are formatted with the CIDR, ``together_open``
+    with how many public addresses the list covers."""
     import ipaddress
+
+    from selector.reach import too_broad
 
     problems = []
     for cidr in cidrs:
         try:
-            net = ipaddress.ip_network(cidr, strict=False)
+            ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             problems.append(malformed.format(cidr))
             continue
-        if net.prefixlen == 0 and not open_allowed:
+        if too_broad([cidr]) and not open_allowed:
             problems.append(too_open.format(cidr))
+    if not open_allowed and not any(too_broad([c]) for c in cidrs):
+        problems += [together_open.format(breadth) for breadth in too_broad(cidrs)]
     return problems
 
 
@@ -211,12 +220,18 @@ class AccessSpec(Strict):
     """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
 
     ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
-    allow_ssh_from_anywhere: bool = Field(False, description="required to list 0.0.0.0/0 or ::/0")
+    allow_ssh_from_anywhere: bool = Field(
+        False,
+        description="required to list 0.0.0.0/0, ::/0 or CIDRs covering more than a /8 (IPv6: /32) of "
+        "public addresses",
+    )
     api_cidrs: list[str] = Field(
         default_factory=list, description="CIDRs allowed to reach a load-balanced endpoint"
     )
     allow_api_from_anywhere: bool = Field(
-        False, description="required to list 0.0.0.0/0 or ::/0 in api_cidrs"
+        False,
+        description="required to list 0.0.0.0/0, ::/0 or CIDRs covering more than a /8 (IPv6: /32) of "
+        "public addresses in api_cidrs",
     )
 
     @field_validator("ssh_cidrs", "api_cidrs", mode="after")
@@ -244,11 +259,14 @@ class AccessSpec(Strict):
             self.allow_api_from_anywhere,
             "api_cidrs: {!r} is not a CIDR such as 203.0.113.0/24",
             "api_cidrs: {} opens the endpoint to the whole internet; set allow_api_from_anywhere to mean it",
+            "api_cidrs: together they open the endpoint to the internet ({}); "
+            "set allow_api_from_anywhere to mean it",
         ) + _cidr_problems(
             self.ssh_cidrs,
             self.allow_ssh_from_anywhere,
             "{!r} is not a CIDR such as 203.0.113.7/32",
             "{} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it",
+            "ssh_cidrs: together they open SSH to the internet ({}); set allow_ssh_from_anywhere to mean it",
         )
         if problems:
             raise ValueError("; ".join(problems))
