@@ -27,7 +27,17 @@ from selector.spec.fields import (
 from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
 
-_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+"""``name``, matched whole (``fullmatch``: ``re.match`` with ``$`` admits a trailing newline)."""
+ACM_CERTIFICATE_ARN = re.compile(
+    r"arn:aws[a-z-]*:acm:[a-z]{2}(?:-[a-z]+)+-[0-9]+:[0-9]{12}:"
+    r"certificate/[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+)
+r"""``serving.certificate_arn``, matched whole:
+``arn:${Partition}:acm:${Region}:${Account}:certificate/${CertificateId}``, the id a UUID
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_awscertificatemanager.html);
+within ACM's own ``Arn`` shape (botocore acm 2015-12-08:
+``arn:[\w+=/,.@-]+:acm:[\w+=/,.@-]*:[0-9]+:[\w+=,.@-]+(/[\w+=,.@-]+)*``)."""
 WORKDIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
 """``job.workdir``: an absolute path whose components start with a letter, digit or ``_``."""
 
@@ -57,7 +67,9 @@ class ServingSpec(Strict):
     )
     port: int = Field(8000, ge=1024, le=65000, description="the server's port on the machine (first replica)")
     certificate_arn: str | None = Field(
-        None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
+        None,
+        pattern=f"^{ACM_CERTIFICATE_ARN.pattern}$",  # for editors; _acm_arn matches it whole
+        description="AWS: ACM certificate for an HTTPS listener (its ARN)",
     )
     on_demand_base: int | None = Field(
         None,
@@ -66,6 +78,16 @@ class ServingSpec(Strict):
         description="serve on spot: replicas always kept on-demand, so the endpoint survives a spot "
         "drought; default 1 when the endpoint runs two replicas or more, else 0",
     )
+
+    @field_validator("certificate_arn")
+    @classmethod
+    def _acm_arn(cls, value: str | None) -> str | None:
+        if value is not None and not ACM_CERTIFICATE_ARN.fullmatch(value):
+            raise ValueError(
+                f"got {value!r}; expected an ACM certificate ARN such as "
+                "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+            )
+        return value
 
 
 class TrainingSpec(Strict):
@@ -320,7 +342,7 @@ class WorkloadSpec(Strict):
     @field_validator("name")
     @classmethod
     def _dns_name(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        if not _NAME_RE.fullmatch(value):
             raise ValueError(
                 f"got {value!r}; expected 2-40 lowercase letters, digits or hyphens, starting "
                 "with a letter (it names cloud resources)"
