@@ -281,13 +281,47 @@ def check_fleet_deadline(
         if typ not in GCP_GROUPS:
             continue
         name = props.get("name")
-        suffix = f"/instanceGroupManagers/{name}/resize?size=0"
-        if not any(str(as_map(j.get("httpTarget")).get("uri") or "").endswith(suffix) for j in jobs):
+        if not any(resizes_to_zero(as_map(j.get("httpTarget")), typ, props) for j in jobs):
             problems.append(
                 f"managed instance group {name!r} has no Cloud Scheduler job resizing it to 0: nothing "
                 "stops it recreating VMs after their deadline"
             )
     return problems
+
+
+RESIZE_PATH = re.compile(
+    r"/compute/v1/projects/(?P<project>[^/]+)/(?P<kind>regions|zones)/(?P<where>[^/]+)"
+    r"/instanceGroupManagers/(?P<group>[^/]+)/resize"
+)
+"""``regionInstanceGroupManagers.resize`` / ``instanceGroupManagers.resize``, Compute API v1
+(https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers/resize)."""
+
+
+def resizes_to_zero(target: Mapping[str, Any], group_type: str, group: Mapping[str, Any]) -> bool:
+    """A scheduler job's HTTP target is the Compute API's resize of exactly this group to 0: a
+    POST to ``https://compute.googleapis.com`` (nothing else: no user info, no port), the whole
+    path naming the group (regional groups under ``regions/<its region>``, zonal under
+    ``zones/<its zone>``) and the query ``size=0`` alone. A URL merely ending like one (another
+    host, a path that only ends in the group) is not."""
+    from urllib.parse import parse_qs, urlsplit
+
+    url = urlsplit(str(target.get("uri") or ""))
+    if url.scheme != "https" or url.netloc != "compute.googleapis.com" or url.fragment:
+        return False
+    if str(target.get("httpMethod") or "POST").upper() != "POST":
+        return False
+    path = RESIZE_PATH.fullmatch(url.path)
+    if path is None or path["group"] != group.get("name"):
+        return False
+    regional = group_type == GCP_GROUPS[0]
+    if path["kind"] != ("regions" if regional else "zones"):
+        return False
+    where = group.get("region") if regional else group.get("zone")
+    if where and path["where"] != where:
+        return False
+    if group.get("project") and path["project"] != group.get("project"):
+        return False
+    return parse_qs(url.query, keep_blank_values=True, strict_parsing=False) == {"size": ["0"]}
 
 
 # -- 2. hourly price within the budget ---------------------------------------------------------
