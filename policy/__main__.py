@@ -26,6 +26,7 @@ for _entry in (str(HERE), str(HERE.parent)):
 
 from gpufit_policies import (  # noqa: E402
     PolicyConfig,
+    check_backend_armor,
     check_disk_encryption,
     check_endpoint_access,
     check_expiry,
@@ -33,6 +34,7 @@ from gpufit_policies import (  # noqa: E402
     check_hourly_budget,
     check_imdsv2,
     check_ingress_union,
+    check_known_compute,
     check_no_open_ingress,
     check_no_secrets_in_boot_data,
     check_private_buckets,
@@ -192,6 +194,19 @@ POLICIES = [
         "gpufit-endpoint-access",
         "An internet-facing endpoint admits access.api_cidrs only, unless the spec opted in.",
         lambda args, config: check_endpoint_access(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-backend-armor",
+        "An internet-facing GCP backend service names a Cloud Armor policy.",
+        lambda args, config: check_backend_armor(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-known-compute",
+        "Machines come only from resource types the pack checks (no spot requests, fleets, "
+        "instances from templates ...).",
+        lambda args, config: check_known_compute(args.resource_type, args.props, config),
         NO_SCHEMA,
     ),
     resource_policy(

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from policy.coverage import check_backend_armor, check_known_compute
 from policy.ingress import check_ingress_union, check_no_open_ingress
 from policy.pricing import (
     describe_instance,
@@ -92,6 +93,7 @@ __all__ = [
     "TAG_EXPIRES_AT",
     "TERMINATE_TARGET",
     "PolicyConfig",
+    "check_backend_armor",
     "check_disk_encryption",
     "check_endpoint_access",
     "check_expiry",
@@ -99,6 +101,7 @@ __all__ = [
     "check_hourly_budget",
     "check_imdsv2",
     "check_ingress_union",
+    "check_known_compute",
     "check_no_open_ingress",
     "check_no_secrets_in_boot_data",
     "check_private_buckets",
@@ -545,6 +548,8 @@ RESOURCE_VALIDATORS = (
     check_private_buckets,
     check_no_secrets_in_boot_data,
     check_endpoint_access,
+    check_backend_armor,
+    check_known_compute,
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 

@@ -1,0 +1,75 @@
+"""The policy pack against resources built to slip past it (issue 22, item 4): each test makes
+the evasion and expects a violation."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from policy.gpufit_policies import (
+    RESOURCE_VALIDATORS,
+    PolicyConfig,
+    check_backend_armor,
+    check_known_compute,
+)
+
+CONFIG = PolicyConfig(now=datetime(2026, 12, 4, tzinfo=UTC))
+
+UNCHECKED_COMPUTE = [
+    "aws:ec2/spotInstanceRequest:SpotInstanceRequest",
+    "aws:ec2/spotFleetRequest:SpotFleetRequest",
+    "aws:ec2/fleet:Fleet",
+    "aws:ec2/launchConfiguration:LaunchConfiguration",
+    "gcp:compute/instanceFromTemplate:InstanceFromTemplate",
+    "gcp:compute/instanceFromMachineImage:InstanceFromMachineImage",
+    "gcp:container/nodePool:NodePool",
+    "gcp:tpu/v2Vm:V2Vm",
+    "gcp:compute/futureVm:FutureVm",  # a type the provider might add: deny-by-default
+]
+
+
+@pytest.mark.parametrize("resource_type", UNCHECKED_COMPUTE)
+def test_a_machine_through_a_type_the_pack_does_not_check_is_refused(resource_type: str) -> None:
+    # a spot request with no expiry, IMDSv1, an unencrypted disk: nothing else would see it
+    props = {
+        "instanceType": "p5.48xlarge",
+        "userData": "HF_TOKEN=hf_x",
+        "metadataOptions": {"httpTokens": "optional"},
+    }
+    problems = [p for check in RESOURCE_VALIDATORS for p in check(resource_type, props, CONFIG)]
+    assert any("cannot check" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    "resource_type",
+    [
+        "aws:ec2/instance:Instance",
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "aws:autoscaling/group:Group",
+        "gcp:compute/instance:Instance",
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
+        "gcp:compute/instanceIAMMember:InstanceIAMMember",
+        "aws:ec2/securityGroup:SecurityGroup",
+    ],
+)
+def test_types_the_pack_checks_or_that_make_no_machine_pass(resource_type: str) -> None:
+    assert check_known_compute(resource_type, {}, CONFIG) == []
+
+
+@pytest.mark.parametrize(
+    "backend",
+    ["gcp:compute/regionBackendService:RegionBackendService", "gcp:compute/backendService:BackendService"],
+)
+def test_a_gcp_backend_without_cloud_armor_is_refused(backend: str) -> None:
+    for scheme in ("EXTERNAL_MANAGED", "EXTERNAL", None):
+        props = {"loadBalancingScheme": scheme} if scheme else {}
+        assert check_backend_armor(backend, props, CONFIG), scheme
+        assert (
+            check_backend_armor(
+                backend, {**props, "securityPolicy": "projects/p/regions/r/securityPolicies/a"}, CONFIG
+            )
+            == []
+        )
+    assert check_backend_armor(backend, {"loadBalancingScheme": "INTERNAL_MANAGED"}, CONFIG) == []
