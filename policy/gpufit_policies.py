@@ -65,7 +65,6 @@ from policy.resources import (
     as_count,
     as_map,
     as_seq,
-    boot_data,
     config_from,
     duration_seconds,
     fire_time,
@@ -76,6 +75,7 @@ from policy.resources import (
     parse_iso,
     stack_items,
 )
+from policy.secrets_scan import secret_bearing_texts
 from selector.reach import too_broad
 
 __all__ = [
@@ -498,11 +498,11 @@ def check_no_secrets_in_boot_data(
     (or read the stack's state) could read it. Secrets go to Secrets Manager / Secret Manager
     and the boot script names them."""
     del config
-    text = boot_data(resource_type, props)
+    texts = secret_bearing_texts(resource_type, props)
     return [
-        f"the boot script holds {what}: move it to the secret store"
+        f"the boot script, metadata or tags hold {what}: move it to the secret store"
         for rx, what in SECRET_PATTERNS
-        if rx.search(text)
+        if any(rx.search(text) for text in texts)
     ]
 
 

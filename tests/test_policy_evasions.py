@@ -3,6 +3,8 @@ the evasion and expects a violation."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +14,7 @@ from policy.gpufit_policies import (
     PolicyConfig,
     check_backend_armor,
     check_known_compute,
+    check_no_secrets_in_boot_data,
 )
 
 CONFIG = PolicyConfig(now=datetime(2026, 12, 4, tzinfo=UTC))
@@ -73,3 +76,71 @@ def test_a_gcp_backend_without_cloud_armor_is_refused(backend: str) -> None:
             == []
         )
     assert check_backend_armor(backend, {"loadBalancingScheme": "INTERNAL_MANAGED"}, CONFIG) == []
+
+
+TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
+SCRIPT = f"#!/bin/bash\nexport HF_TOKEN={TOKEN}\n"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+SECRET_HIDEOUTS = [
+    ("aws:ec2/instance:Instance", {"userDataBase64": _b64(SCRIPT.encode())}, "userDataBase64"),
+    ("aws:ec2/instance:Instance", {"userDataBase64": _b64(gzip.compress(SCRIPT.encode()))}, "gzip user data"),
+    (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        {"userData": _b64(gzip.compress(SCRIPT.encode()))},
+        "gzip in LT",
+    ),
+    (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        {"userData": _b64(f"#!/bin/bash\necho {_b64(SCRIPT.encode())} | base64 -d | bash\n".encode())},
+        "base64 inside the script",
+    ),
+    ("gcp:compute/instance:Instance", {"metadata": {"user-data": SCRIPT}}, "another metadata key"),
+    ("gcp:compute/instance:Instance", {"metadata": {"env": _b64(SCRIPT.encode())}}, "base64 metadata"),
+    (
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        {"metadata": {"x": SCRIPT}},
+        "template metadata",
+    ),
+    ("aws:ec2/securityGroup:SecurityGroup", {"tags": {"note": TOKEN}}, "a tag of any resource"),
+    (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        {"tagSpecifications": [{"resourceType": "instance", "tags": {"t": TOKEN}}]},
+        "LT tags",
+    ),
+    (
+        "aws:autoscaling/group:Group",
+        {"tags": [{"key": "k", "value": TOKEN, "propagateAtLaunch": True}]},
+        "group tags",
+    ),
+    ("gcp:storage/bucket:Bucket", {"labels": {"k": TOKEN.lower()[:63]}}, "a label"),
+]
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "props", "where"), SECRET_HIDEOUTS, ids=[w for *_, w in SECRET_HIDEOUTS]
+)
+def test_a_secret_hidden_outside_the_startup_script_is_found(
+    resource_type: str, props: dict[str, object], where: str
+) -> None:
+    assert check_no_secrets_in_boot_data(resource_type, props, CONFIG), where
+
+
+def test_references_and_plain_text_without_secrets_pass() -> None:
+    clean = "#!/bin/bash\nHF_TOKEN=$(aws secretsmanager get-secret-value --secret-id arn:x)\n"
+    assert (
+        check_no_secrets_in_boot_data(
+            "aws:ec2/instance:Instance", {"userDataBase64": _b64(clean.encode())}, CONFIG
+        )
+        == []
+    )
+    assert (
+        check_no_secrets_in_boot_data(
+            "gcp:compute/instance:Instance", {"metadata": {"k": "v"}, "labels": {"a": "b"}}, CONFIG
+        )
+        == []
+    )
