@@ -27,6 +27,7 @@ for _entry in (str(HERE), str(HERE.parent)):
 from gpufit_policies import (  # noqa: E402
     PolicyConfig,
     check_backend_armor,
+    check_bucket_access_blocks,
     check_disk_encryption,
     check_endpoint_access,
     check_expiry,
@@ -207,6 +208,12 @@ POLICIES = [
         "Machines come only from resource types the pack checks (no spot requests, fleets, "
         "instances from templates ...).",
         lambda args, config: check_known_compute(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-bucket-public-access-block",
+        "Every S3 bucket has a public access block with all four flags true.",
+        check_bucket_access_blocks,
         NO_SCHEMA,
     ),
     resource_policy(

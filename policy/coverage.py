@@ -1,5 +1,5 @@
-"""What the other policies cannot see: compute they do not know, and a GCP backend no Cloud
-Armor policy guards (issue 22, item 4).
+"""What the other policies cannot see: compute they do not know, a GCP backend no Cloud Armor
+policy guards, an S3 bucket without a public access block (issue 22, item 4).
 
 Every policy checks the resource types it knows (``aws:ec2/instance:Instance``, launch
 templates, groups, GCP instances and templates). A machine made through another type (an
@@ -11,16 +11,19 @@ checks."""
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from policy.resources import (
     AWS_GROUP,
     AWS_LAUNCH_TEMPLATE,
+    AWS_PUBLIC_ACCESS_BLOCK,
     GCP_GROUPS,
     GPU_INSTANCES,
     MACHINE_TEMPLATES,
+    PUBLIC_ACCESS_BLOCK_FLAGS,
     PolicyConfig,
+    stack_items,
 )
 
 CHECKED_COMPUTE = frozenset({*GPU_INSTANCES, *MACHINE_TEMPLATES, AWS_GROUP, *GCP_GROUPS, AWS_LAUNCH_TEMPLATE})
@@ -99,3 +102,38 @@ def check_backend_armor(resource_type: str, props: Mapping[str, Any], config: Po
     if scheme in EXTERNAL_SCHEMES and not props.get("securityPolicy"):
         return [f"an {scheme} backend service without a Cloud Armor securityPolicy admits every address"]
     return []
+
+
+S3_BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
+
+
+def check_bucket_access_blocks(
+    resources: Iterable[tuple[Any, ...]], config: PolicyConfig | None = None
+) -> list[str]:
+    """Every S3 bucket of the stack has a public access block with all four flags: a bucket
+    without one passed ``gpufit-private-buckets``, which only checks the blocks that exist.
+    A block belongs to the bucket its ``bucket`` names; while a bucket's name is not known yet
+    (a preview of a new ``bucket_prefix`` bucket), the blocks that name no known bucket must be
+    at least as many as such buckets."""
+    del config
+    items = stack_items(resources)
+    full = [
+        str(p.get("bucket") or "")
+        for t, p, _ in items
+        if t == AWS_PUBLIC_ACCESS_BLOCK and all(p.get(f) is True for f in PUBLIC_ACCESS_BLOCK_FLAGS)
+    ]
+    buckets = [(str(p.get("bucket") or p.get("id") or ""), p) for t, p, _ in items if t in S3_BUCKETS]
+    known = {name for name, _ in buckets if name}
+    spare = len([b for b in full if b not in known])
+    problems = []
+    unnamed = 0
+    for name, _ in buckets:
+        if name and name not in full:
+            problems.append(f"S3 bucket {name!r} has no public access block with all four flags true")
+        elif not name:
+            unnamed += 1
+    if unnamed > spare:
+        problems.append(
+            f"{unnamed - spare} S3 bucket(s) without a public access block with all four flags true"
+        )
+    return problems

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from policy.coverage import check_backend_armor, check_known_compute
+from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
 from policy.ingress import check_ingress_union, check_no_open_ingress
 from policy.pricing import (
     describe_instance,
@@ -94,6 +94,7 @@ __all__ = [
     "TERMINATE_TARGET",
     "PolicyConfig",
     "check_backend_armor",
+    "check_bucket_access_blocks",
     "check_disk_encryption",
     "check_endpoint_access",
     "check_expiry",
@@ -553,5 +554,11 @@ RESOURCE_VALIDATORS = (
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 
-STACK_VALIDATORS = (check_stack, check_fleet_deadline, check_stack_budget, check_ingress_union)
+STACK_VALIDATORS = (
+    check_stack,
+    check_fleet_deadline,
+    check_stack_budget,
+    check_ingress_union,
+    check_bucket_access_blocks,
+)
 """Every stack validator, each callable as ``check(resources, config)``."""

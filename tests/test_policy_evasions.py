@@ -13,6 +13,7 @@ from policy.gpufit_policies import (
     RESOURCE_VALIDATORS,
     PolicyConfig,
     check_backend_armor,
+    check_bucket_access_blocks,
     check_known_compute,
     check_no_secrets_in_boot_data,
 )
@@ -144,3 +145,28 @@ def test_references_and_plain_text_without_secrets_pass() -> None:
         )
         == []
     )
+
+
+PAB = "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock"
+FLAGS = {
+    "blockPublicAcls": True,
+    "blockPublicPolicy": True,
+    "ignorePublicAcls": True,
+    "restrictPublicBuckets": True,
+}
+
+
+def test_a_bucket_without_a_public_access_block_is_refused() -> None:
+    bucket = ("aws:s3/bucket:Bucket", {"bucket": "gpufit-ckpt-abc"})
+    assert check_bucket_access_blocks([bucket, (PAB, {"bucket": "gpufit-ckpt-abc", **FLAGS})]) == []
+    assert check_bucket_access_blocks([bucket])  # no block at all
+    assert check_bucket_access_blocks([bucket, (PAB, {"bucket": "other", **FLAGS})])  # another bucket's
+    assert check_bucket_access_blocks(
+        [bucket, (PAB, {"bucket": "gpufit-ckpt-abc", **FLAGS, "blockPublicPolicy": False})]
+    )
+    v2 = ("aws:s3/bucketV2:BucketV2", {"bucket": "b2"})
+    assert check_bucket_access_blocks([bucket, v2, (PAB, {"bucket": "gpufit-ckpt-abc", **FLAGS})])
+    # names not known yet (a preview): one full block per unnamed bucket
+    unnamed = ("aws:s3/bucket:Bucket", {"bucketPrefix": "gpufit-"})
+    assert check_bucket_access_blocks([unnamed, (PAB, {**FLAGS})]) == []
+    assert check_bucket_access_blocks([unnamed, unnamed, (PAB, {**FLAGS})])
