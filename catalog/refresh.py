@@ -38,7 +38,7 @@ refresh's ~100 calls sit inside the Compute API's per-minute read quota whatever
 concurrency."""
 
 
-AWS_AZ_ID = re.compile(r"^[a-z]+[0-9]+(?:-[a-z]+[0-9]+)?-az[0-9]+$")
+AWS_AZ_ID = re.compile(r"[a-z]+[0-9]+(?:-[a-z]+[0-9]+)?-az[0-9]+")  # fullmatch
 """An AWS availability-zone ID (``use1-az2``, a Local Zone's ``usw2-lax1-az1``), as catalogs
 name AWS zones; a zone name (``us-east-1a``) is account-specific and is not one."""
 
@@ -143,7 +143,7 @@ def with_az_ids(offer: dict[str, Any], ids: dict[str, str] | None) -> dict[str, 
     known now): such an offer is left out rather than mixing names with IDs."""
     zone = offer.get("zone")
     zones = offer.get("zones") or []
-    named = [z for z in (zone, *zones) if z is not None and not AWS_AZ_ID.match(z)]
+    named = [z for z in (zone, *zones) if z is not None and not AWS_AZ_ID.fullmatch(z)]
     if not named:
         return offer
     if ids is None or any(z not in ids for z in named):
@@ -151,7 +151,7 @@ def with_az_ids(offer: dict[str, Any], ids: dict[str, str] | None) -> dict[str, 
     known = ids
 
     def az_id(z: str) -> str:
-        return z if AWS_AZ_ID.match(z) else known[z]
+        return z if AWS_AZ_ID.fullmatch(z) else known[z]
 
     out = dict(offer)
     if zone is not None:

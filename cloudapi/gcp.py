@@ -21,7 +21,7 @@ COMPUTE_ENDPOINT_ENV = "GPUFIT_GCP_COMPUTE_ENDPOINT"
 BILLING_ENDPOINT_ENV = "GPUFIT_GCP_BILLING_ENDPOINT"
 PROJECT_ENV = "GOOGLE_CLOUD_PROJECT"
 
-GCP_REGION = re.compile(r"^[a-z]+(?:-[a-z]+)+[0-9]+$")
+GCP_REGION = re.compile(r"[a-z]+(?:-[a-z]+)+[0-9]+")  # fullmatch
 _TRANSIENT_STATUS = frozenset({429, 500, 502, 503, 504})
 
 

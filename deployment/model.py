@@ -98,6 +98,15 @@ class Deployment:
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
 
     @property
+    def api_from_anywhere(self) -> bool:
+        """``access.api_cidrs`` admit the internet at large (``selector.reach``: a /0, or a
+        union such as ``0.0.0.0/1`` + ``128.0.0.0/1``); the spec allowed it only with
+        ``access.allow_api_from_anywhere``."""
+        from selector.reach import from_anywhere
+
+        return from_anywhere(self.api_cidrs)
+
+    @property
     def capacity_units(self) -> int:
         """The fleet's desired capacity in its units: replicas, each machine weighted by the
         replicas it holds (one unit per machine when the plan did not say)."""

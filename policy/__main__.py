@@ -26,12 +26,16 @@ for _entry in (str(HERE), str(HERE.parent)):
 
 from gpufit_policies import (  # noqa: E402
     PolicyConfig,
+    check_backend_armor,
+    check_bucket_access_blocks,
     check_disk_encryption,
     check_endpoint_access,
     check_expiry,
     check_fleet_deadline,
     check_hourly_budget,
     check_imdsv2,
+    check_ingress_union,
+    check_known_compute,
     check_no_open_ingress,
     check_no_secrets_in_boot_data,
     check_private_buckets,
@@ -169,8 +173,16 @@ POLICIES = [
     ),
     resource_policy(
         "gpufit-no-open-ingress",
-        "No security group or firewall rule admits 0.0.0.0/0 or ::/0.",
+        "No security group or firewall admits the internet: a /0, or CIDRs whose union covers more "
+        "than a /8 of public IPv4 (a /32 of IPv6) addresses.",
         lambda args, config: check_no_open_ingress(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-no-open-ingress-union",
+        "Ingress rules split over several resources (one security group, one VPC network) do not admit "
+        "the internet together.",
+        check_ingress_union,
         NO_SCHEMA,
     ),
     resource_policy(
@@ -183,6 +195,25 @@ POLICIES = [
         "gpufit-endpoint-access",
         "An internet-facing endpoint admits access.api_cidrs only, unless the spec opted in.",
         lambda args, config: check_endpoint_access(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-backend-armor",
+        "An internet-facing GCP backend service names a Cloud Armor policy.",
+        lambda args, config: check_backend_armor(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-known-compute",
+        "Machines come only from resource types the pack checks (no spot requests, fleets, "
+        "instances from templates ...).",
+        lambda args, config: check_known_compute(args.resource_type, args.props, config),
+        NO_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-bucket-public-access-block",
+        "Every S3 bucket has a public access block with all four flags true.",
+        check_bucket_access_blocks,
         NO_SCHEMA,
     ),
     resource_policy(

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
+from policy.ingress import check_ingress_union, check_no_open_ingress
 from policy.pricing import (
     describe_instance,
     group_hourly,
@@ -41,15 +43,11 @@ from policy.resources import (
     AWS_LAUNCH_TEMPLATE,
     AWS_PUBLIC_ACCESS_BLOCK,
     AWS_SCHEDULE,
-    AWS_SECURITY_GROUP,
-    AWS_SG_INGRESS_RULE,
-    AWS_SG_RULE,
     DEADLINE_LAYER_SCHEDULER,
     DEADLINE_SLACK,
     GCP_BUCKET,
     GCP_BUCKET_IAM_BINDING,
     GCP_BUCKET_IAM_MEMBER,
-    GCP_FIREWALL,
     GCP_GROUPS,
     GCP_INSTANCE,
     GCP_SCHEDULER_JOB,
@@ -67,7 +65,6 @@ from policy.resources import (
     as_count,
     as_map,
     as_seq,
-    boot_data,
     config_from,
     duration_seconds,
     fire_time,
@@ -78,6 +75,8 @@ from policy.resources import (
     parse_iso,
     stack_items,
 )
+from policy.secrets_scan import secret_bearing_texts
+from selector.reach import too_broad
 
 __all__ = [
     "AWS_GROUP",
@@ -94,12 +93,16 @@ __all__ = [
     "TAG_EXPIRES_AT",
     "TERMINATE_TARGET",
     "PolicyConfig",
+    "check_backend_armor",
+    "check_bucket_access_blocks",
     "check_disk_encryption",
     "check_endpoint_access",
     "check_expiry",
     "check_fleet_deadline",
     "check_hourly_budget",
     "check_imdsv2",
+    "check_ingress_union",
+    "check_known_compute",
     "check_no_open_ingress",
     "check_no_secrets_in_boot_data",
     "check_private_buckets",
@@ -282,13 +285,47 @@ def check_fleet_deadline(
         if typ not in GCP_GROUPS:
             continue
         name = props.get("name")
-        suffix = f"/instanceGroupManagers/{name}/resize?size=0"
-        if not any(str(as_map(j.get("httpTarget")).get("uri") or "").endswith(suffix) for j in jobs):
+        if not any(resizes_to_zero(as_map(j.get("httpTarget")), typ, props) for j in jobs):
             problems.append(
                 f"managed instance group {name!r} has no Cloud Scheduler job resizing it to 0: nothing "
                 "stops it recreating VMs after their deadline"
             )
     return problems
+
+
+RESIZE_PATH = re.compile(
+    r"/compute/v1/projects/(?P<project>[^/]+)/(?P<kind>regions|zones)/(?P<where>[^/]+)"
+    r"/instanceGroupManagers/(?P<group>[^/]+)/resize"
+)
+"""``regionInstanceGroupManagers.resize`` / ``instanceGroupManagers.resize``, Compute API v1
+(https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers/resize)."""
+
+
+def resizes_to_zero(target: Mapping[str, Any], group_type: str, group: Mapping[str, Any]) -> bool:
+    """A scheduler job's HTTP target is the Compute API's resize of exactly this group to 0: a
+    POST to ``https://compute.googleapis.com`` (nothing else: no user info, no port), the whole
+    path naming the group (regional groups under ``regions/<its region>``, zonal under
+    ``zones/<its zone>``) and the query ``size=0`` alone. A URL merely ending like one (another
+    host, a path that only ends in the group) is not."""
+    from urllib.parse import parse_qs, urlsplit
+
+    url = urlsplit(str(target.get("uri") or ""))
+    if url.scheme != "https" or url.netloc != "compute.googleapis.com" or url.fragment:
+        return False
+    if str(target.get("httpMethod") or "POST").upper() != "POST":
+        return False
+    path = RESIZE_PATH.fullmatch(url.path)
+    if path is None or path["group"] != group.get("name"):
+        return False
+    regional = group_type == GCP_GROUPS[0]
+    if path["kind"] != ("regions" if regional else "zones"):
+        return False
+    where = group.get("region") if regional else group.get("zone")
+    if where and path["where"] != where:
+        return False
+    if group.get("project") and path["project"] != group.get("project"):
+        return False
+    return parse_qs(url.query, keep_blank_values=True, strict_parsing=False) == {"size": ["0"]}
 
 
 # -- 2. hourly price within the budget ---------------------------------------------------------
@@ -408,52 +445,7 @@ def check_disk_encryption(resource_type: str, props: Mapping[str, Any], config: 
     return problems
 
 
-# -- 5. no ingress from anywhere ---------------------------------------------------------------------
-
-
-def _open_cidrs(values: Iterable[Any]) -> list[str]:
-    return [str(v) for v in values if is_open(v)]
-
-
-def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
-    """No inbound rule admits the whole internet (``0.0.0.0/0``, ``::/0`` or any /0): security
-    group inline ``ingress`` rules, ``SecurityGroupIngressRule``, ``SecurityGroupRule`` of type
-    ingress, and GCP ``INGRESS`` firewalls that allow traffic (a GCP ingress rule with no
-    source at all applies to 0.0.0.0/0 as well)."""
-    del config
-    problems: list[str] = []
-    opened_on_purpose = as_map(props.get("tags")).get(OPEN_ENDPOINT_TAG) == "true"
-    if resource_type == AWS_SECURITY_GROUP:
-        for index, entry in enumerate(as_seq(props.get("ingress"))):
-            rule = as_map(entry)
-            if opened_on_purpose and (as_count(rule.get("fromPort")), as_count(rule.get("toPort"))) in (
-                (80, 80),
-                (443, 443),
-            ):
-                continue  # a load balancer's listener the spec opened (access.allow_api_from_anywhere)
-            opened = _open_cidrs([*as_seq(rule.get("cidrBlocks")), *as_seq(rule.get("ipv6CidrBlocks"))])
-            problems += [f"ingress[{index}] admits {c} (ports {_ports(rule)})" for c in opened]
-    elif resource_type == AWS_SG_INGRESS_RULE:
-        opened = _open_cidrs([props.get("cidrIpv4"), props.get("cidrIpv6")])
-        problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
-    elif resource_type == AWS_SG_RULE and str(props.get("type") or "").lower() == "ingress":
-        opened = _open_cidrs([*as_seq(props.get("cidrBlocks")), *as_seq(props.get("ipv6CidrBlocks"))])
-        problems += [f"ingress rule admits {c} (ports {_ports(props)})" for c in opened]
-    elif resource_type == GCP_FIREWALL and str(props.get("direction") or "INGRESS").upper() == "INGRESS":
-        if not as_seq(props.get("allows")) and as_seq(props.get("denies")):
-            return []  # a deny rule shuts traffic out, whatever its sources
-        ranges = as_seq(props.get("sourceRanges"))
-        problems += [f"INGRESS firewall admits {c}" for c in _open_cidrs(ranges)]
-        sources = as_seq(props.get("sourceTags")) or as_seq(props.get("sourceServiceAccounts"))
-        if not ranges and not sources:
-            problems.append("INGRESS firewall names no source: Compute Engine applies it to 0.0.0.0/0")
-    return problems
-
-
-def _ports(rule: Mapping[str, Any]) -> str:
-    low, high = as_count(rule.get("fromPort")), as_count(rule.get("toPort"))
-    protocol = rule.get("protocol") or rule.get("ipProtocol") or "?"
-    return f"{protocol} {low}-{high}" if low is not None else str(protocol)
+# -- 5. no ingress from anywhere: policy/ingress.py ------------------------------------------------------
 
 
 # -- 6. private buckets ----------------------------------------------------------------------------------
@@ -508,20 +500,17 @@ def check_no_secrets_in_boot_data(
     (or read the stack's state) could read it. Secrets go to Secrets Manager / Secret Manager
     and the boot script names them."""
     del config
-    text = boot_data(resource_type, props)
+    texts = secret_bearing_texts(resource_type, props)
     return [
-        f"the boot script holds {what}: move it to the secret store"
+        f"the boot script, metadata or tags hold {what}: move it to the secret store"
         for rx, what in SECRET_PATTERNS
-        if rx.search(text)
+        if any(rx.search(text) for text in texts)
     ]
 
 
 ALB = "aws:lb/loadBalancer:LoadBalancer"
 GCP_SECURITY_POLICY = "gcp:compute/regionSecurityPolicy:RegionSecurityPolicy"
 OPEN_BY_CHOICE = "access.allow_api_from_anywhere"
-OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
-"""The marker gpufit writes (AWS tag ``gpufit:open-endpoint``, GCP description) when the spec
-opted in to an endpoint open to the whole internet."""
 
 
 def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
@@ -534,11 +523,20 @@ def check_endpoint_access(resource_type: str, props: Mapping[str, Any], config: 
         return ["an internet-facing load balancer without a security group admits everyone"]
     if resource_type == GCP_SECURITY_POLICY and OPEN_BY_CHOICE not in str(props.get("description") or ""):
         problems = []
+        allowed: list[Any] = []
         for rule in as_seq(props.get("rules")):
             r = as_map(rule)
             ranges = as_seq(as_map(as_map(r.get("match")).get("config")).get("srcIpRanges"))
-            if str(r.get("action", "")).startswith("allow") and any(v == "*" or is_open(v) for v in ranges):
+            if not str(r.get("action", "")).startswith("allow"):
+                continue
+            allowed += ranges
+            if any(is_open(v) for v in ranges):
                 problems.append(f"rule {r.get('priority')} allows every address: name access.api_cidrs")
+        if not problems:
+            problems += [
+                f"the allow rules together admit the internet ({b}): name access.api_cidrs"
+                for b in too_broad(allowed)
+            ]
         return problems
     return []
 
@@ -552,8 +550,16 @@ RESOURCE_VALIDATORS = (
     check_private_buckets,
     check_no_secrets_in_boot_data,
     check_endpoint_access,
+    check_backend_armor,
+    check_known_compute,
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 
-STACK_VALIDATORS = (check_stack, check_fleet_deadline, check_stack_budget)
+STACK_VALIDATORS = (
+    check_stack,
+    check_fleet_deadline,
+    check_stack_budget,
+    check_ingress_union,
+    check_bucket_access_blocks,
+)
 """Every stack validator, each callable as ``check(resources, config)``."""

@@ -8,13 +8,14 @@ pydantic, while the pack only needs ``selector.catalog`` (and PyYAML) for prices
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from selector.reach import from_anywhere
 
 AWS_INSTANCE = "aws:ec2/instance:Instance"
 GCP_INSTANCE = "gcp:compute/instance:Instance"
@@ -147,11 +148,10 @@ def parse_gcp_label_time(text: str) -> datetime:
 
 
 def is_open(cidr: Any) -> bool:
-    """True for a CIDR that covers every address of its family (``0.0.0.0/0``, ``::/0``)."""
-    try:
-        return ipaddress.ip_network(str(cidr).strip(), strict=False).prefixlen == 0
-    except ValueError:
-        return False
+    """True for a CIDR that alone admits the internet at large (``0.0.0.0/0``, ``::/0``, ``*``,
+    or any block of more public addresses than ``selector.reach`` allows, such as
+    ``0.0.0.0/1``)."""
+    return cidr is not None and from_anywhere([cidr])
 
 
 def instance_expiry(resource_type: str, props: Mapping[str, Any]) -> tuple[datetime | None, str | None]:

@@ -123,7 +123,7 @@ def test_every_validator_is_listed_and_wired_into_the_pack() -> None:
     defined = {
         name
         for name, fn in inspect.getmembers(gp, inspect.isfunction)
-        if name.startswith("check_") and fn.__module__ == gp.__name__
+        if name.startswith("check_") and fn.__module__ in (gp.__name__, "policy.ingress", "policy.coverage")
     }
     listed = {fn.__name__ for fn in (*RESOURCE_VALIDATORS, *STACK_VALIDATORS)}
     assert defined == listed
@@ -725,6 +725,27 @@ def test_every_group_is_scaled_to_zero_at_its_deadline() -> None:
     assert check([(MIG, {"name": "m"}), (gp.GCP_SCHEDULER_JOB, resize)]) == []
     one(check([(MIG, {"name": "m"})]), "'m'", "Cloud Scheduler")
     one(check([(MIG, {"name": "m"}), (gp.GCP_SCHEDULER_JOB, {**resize, "paused": True})]), "Cloud Scheduler")
+
+    # evasions: a URL that only ends like the resize (another host, another group's path, a
+    # GET, extra query parameters) stops nothing
+    base = "https://compute.googleapis.com/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize"
+    for uri in (
+        "https://attacker.example/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize?size=0",
+        "http://compute.googleapis.com/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize?size=0",
+        "https://compute.googleapis.com.attacker.example/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize?size=0",
+        "https://x@compute.googleapis.com/compute/v1/projects/p/regions/r/instanceGroupManagers/m/resize?size=0",
+        "https://compute.googleapis.com/anything?u=/instanceGroupManagers/m/resize?size=0",
+        "https://compute.googleapis.com/compute/v1/projects/p/zones/r-a/instanceGroupManagers/m/resize?size=0",
+        "https://compute.googleapis.com/compute/v1/projects/p/regions/other/instanceGroupManagers/m/resize?size=0",
+        base + "?size=0&size=5",
+        base + "?size=1",
+        base,
+    ):
+        job = {"httpTarget": {"uri": uri}}
+        one(check([(MIG, {"name": "m", "region": "r"}), (gp.GCP_SCHEDULER_JOB, job)]), "Cloud Scheduler")
+    get = {"httpTarget": {"uri": base + "?size=0", "httpMethod": "GET"}}
+    one(check([(MIG, {"name": "m"}), (gp.GCP_SCHEDULER_JOB, get)]), "Cloud Scheduler")
+    assert check([(MIG, {"name": "m", "region": "r"}), (gp.GCP_SCHEDULER_JOB, resize)]) == []
 
 
 def test_a_group_is_budgeted_at_its_dearest_type() -> None:

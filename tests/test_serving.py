@@ -253,7 +253,7 @@ def test_a_load_balancer_admits_the_given_cidrs_and_health_checks_the_group() ->
 
 
 def test_https_with_a_certificate() -> None:
-    arn = "arn:aws:acm:us-east-1:123456789012:certificate/abc"
+    arn = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
     workload = _workload("llama8b-lb", serving={**_workload("llama8b-lb")["serving"], "certificate_arn": arn})
     mocks, outputs = _run(workload)
     listener = mocks.one("aws:lb/listener:Listener").inputs

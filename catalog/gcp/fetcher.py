@@ -144,7 +144,7 @@ class GcpCatalogFetcher(GcpCatalogClient):
                 result.calls = self._calls.count - start_calls
                 return result
         else:
-            wanted = sorted(dict.fromkeys(r for r in regions if GCP_REGION.match(r)))
+            wanted = sorted(dict.fromkeys(r for r in regions if GCP_REGION.fullmatch(r)))
             ignored = sorted(set(regions) - set(wanted))
             if ignored:
                 result.notes.append(f"ignored names that are not GCP regions: {', '.join(ignored)}")

@@ -44,7 +44,7 @@ def build_aws(problems: Problems) -> tuple[list[dict[str, Any]], list[dict[str, 
         hi = num(row["price_hi_usd"], where, problems, allow_empty=True)
         price = num(row["price_usd"], where, problems, allow_empty=True)
         if zone:
-            match = AWS_ZONE_RE.match(zone)
+            match = AWS_ZONE_RE.fullmatch(zone)
             if match is None:
                 problems.add(where, f"zone {zone!r} is not an AZ ID like use1-az2")
                 continue

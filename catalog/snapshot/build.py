@@ -34,7 +34,7 @@ def build_sources(problems: Problems) -> dict[str, dict[str, str]]:
             continue
         if key in sources:
             problems.add(where, f"duplicate source key {key!r}")
-        if not DATE_RE.match(row["retrieved"]):
+        if not DATE_RE.fullmatch(row["retrieved"]):
             problems.add(where, f"retrieved {row['retrieved']!r} is not YYYY-MM[-DD]")
         for field in ("title", "url"):
             if not row[field]:
@@ -129,7 +129,7 @@ def validate(doc: dict[str, Any], problems: Problems) -> None:
                 problems.add(where, "a range across zones needs zone null")
         if offer["source"] not in sources:
             problems.add(where, f"unknown source key {offer['source']!r}")
-        if not DATE_RE.match(offer["as_of"]):
+        if not DATE_RE.fullmatch(offer["as_of"]):
             problems.add(where, f"as_of {offer['as_of']!r} is not YYYY-MM[-DD]")
         if offer["confidence"] not in CONFIDENCE:
             problems.add(where, f"confidence {offer['confidence']!r}")
@@ -147,10 +147,10 @@ def validate(doc: dict[str, Any], problems: Problems) -> None:
             problems.add(where, f"interruption row for undeclared instance type {row_key}")
         if entry["source"] not in sources:
             problems.add(where, f"unknown source key {entry['source']!r}")
-        if not DATE_RE.match(entry["as_of"]):
+        if not DATE_RE.fullmatch(entry["as_of"]):
             problems.add(where, f"as_of {entry['as_of']!r}")
 
-    if not DATE_RE.match(doc["as_of"]):
+    if not DATE_RE.fullmatch(doc["as_of"]):
         problems.add("meta.csv", f"as_of {doc['as_of']!r} is not YYYY-MM[-DD]")
 
 

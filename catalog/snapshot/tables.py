@@ -34,9 +34,9 @@ BUCKETS = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 INTERCONNECTS = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")
 STATUSES = ("ok", "suspect")  # GCP price rows
 OFFER_STATUSES = ("ok", "superseded", "suspect")  # AWS offer rows
-AWS_ZONE_RE = re.compile(r"^([a-z]+[0-9]+)-az[0-9]+$")  # an AZ ID: use1-az2
+AWS_ZONE_RE = re.compile(r"([a-z]+[0-9]+)-az[0-9]+")  # an AZ ID: use1-az2
 SUSPECT_RATIO = 0.55  # an on-demand GPU row under this share of the table's highest is "suspect"
-DATE_RE = re.compile(r"^\d{4}-\d{2}(-\d{2})?$")
+DATE_RE = re.compile(r"\d{4}-\d{2}(-\d{2})?")
 PRICE_DIGITS = 5  # the GCP catalog quotes 5 decimals; sums are rounded back to that
 
 

@@ -30,10 +30,6 @@ OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
 ``access.allow_api_from_anywhere``: the opt-in, visible to the policy pack."""
 
 
-def _opens_all(cidrs: tuple[str, ...]) -> bool:
-    return any(ipaddress.ip_network(c, strict=False).prefixlen == 0 for c in cidrs)
-
-
 def _cidr_groups(cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
     v4 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 4]
     v6 = [c for c in cidrs if ipaddress.ip_network(c, strict=False).version == 6]
@@ -89,7 +85,7 @@ def lb_security_group(
             )
         ],
         # The policy pack admits an endpoint open to everyone only with this mark of the opt-in.
-        tags={**tags, OPEN_ENDPOINT_TAG: "true"} if _opens_all(d.api_cidrs) else tags,
+        tags={**tags, OPEN_ENDPOINT_TAG: "true"} if d.api_from_anywhere else tags,
         opts=child,
     )
 

@@ -64,7 +64,7 @@ PER_INSTANCE_CODES = frozenset(
     }
 )
 """Errors one instance of a batch causes for the whole batch: retried one instance a call."""
-AWS_REGION = re.compile(r"^[a-z]{2}(?:-[a-z]+)+-[0-9]+$")
+AWS_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+)+-[0-9]+")  # fullmatch
 
 
 def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
@@ -189,7 +189,7 @@ class AwsSweeper:
         start = self.counter.count
         try:
             if regions:
-                wanted = sorted(dict.fromkeys(r for r in regions if AWS_REGION.match(r)))
+                wanted = sorted(dict.fromkeys(r for r in regions if AWS_REGION.fullmatch(r)))
                 ignored = sorted(set(regions) - set(wanted))
                 if ignored:
                     result.notes.append(f"ignored names that are not AWS regions: {', '.join(ignored)}")

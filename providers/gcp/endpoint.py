@@ -4,7 +4,8 @@ external Application Load Balancer with the MIG as its backend. (The API key and
 Secret Manager secrets: ``providers.gcp.secrets``.)
 
 The load balancer (EXTERNAL_MANAGED, regional) needs a proxy-only subnet in the VPC; Cloud
-Armor admits ``access.api_cidrs`` and denies everything else; the VMs admit the server ports
+Armor admits ``access.api_cidrs`` and denies everything else; the URL map forwards ``/v1/*``
+only and answers 404 to every other path (``API_PATHS``); the VMs admit the server ports
 from Google's health-check ranges and the proxy-only subnet only. GCP's regional load balancer
 has no managed certificate here: it listens on HTTP (the plan warns), and HTTPS is left for a
 Certificate Manager certificate of your own (see the README).
@@ -139,6 +140,53 @@ def armor_rules(cidrs: tuple[str, ...]) -> list[gcp.compute.RegionSecurityPolicy
     return rules
 
 
+API_PATHS = "/v1/*"
+"""The only paths the load balancer forwards: vLLM checks ``--api-key`` on ``/v1`` paths only
+(``/invocations``, ``/tokenize``, ``/score``, ``/rerank``, ``/metrics``, ``/health`` … answer
+without it: https://docs.vllm.ai/en/latest/usage/security.html, "API Key Authentication
+Limitations"). The AWS listener forwards the same set (``providers.aws.endpoint``). The health
+checks probe the VMs directly from ``HEALTH_CHECK_RANGES``, not through the URL map."""
+NOT_FOUND = 404
+
+
+def not_found(backend: pulumi.Input[str]) -> gcp.compute.RegionUrlMapDefaultRouteActionArgs:
+    """A route action that answers 404 to every request it gets, before any reaches a VM: the
+    regional URL map has no direct response, so the action names the backend and aborts 100 %
+    of requests with ``faultInjectionPolicy.abort`` (supported on the regional external
+    Application Load Balancer: https://cloud.google.com/load-balancing/docs/features#routing-traffic-management;
+    fields: https://cloud.google.com/compute/docs/reference/rest/v1/regionUrlMaps)."""
+    c = gcp.compute
+    return c.RegionUrlMapDefaultRouteActionArgs(
+        weighted_backend_services=[
+            c.RegionUrlMapDefaultRouteActionWeightedBackendServiceArgs(backend_service=backend, weight=100)
+        ],
+        fault_injection_policy=c.RegionUrlMapDefaultRouteActionFaultInjectionPolicyArgs(
+            abort=c.RegionUrlMapDefaultRouteActionFaultInjectionPolicyAbortArgs(
+                http_status=NOT_FOUND, percentage=100.0
+            )
+        ),
+    )
+
+
+def matcher_not_found(
+    backend: pulumi.Input[str],
+) -> gcp.compute.RegionUrlMapPathMatcherDefaultRouteActionArgs:
+    """``not_found`` for a path matcher's unmatched paths."""
+    c = gcp.compute
+    return c.RegionUrlMapPathMatcherDefaultRouteActionArgs(
+        weighted_backend_services=[
+            c.RegionUrlMapPathMatcherDefaultRouteActionWeightedBackendServiceArgs(
+                backend_service=backend, weight=100
+            )
+        ],
+        fault_injection_policy=c.RegionUrlMapPathMatcherDefaultRouteActionFaultInjectionPolicyArgs(
+            abort=c.RegionUrlMapPathMatcherDefaultRouteActionFaultInjectionPolicyAbortArgs(
+                http_status=NOT_FOUND, percentage=100.0
+            )
+        ),
+    )
+
+
 @dataclass
 class GcpLoadBalancer:
     backend: gcp.compute.RegionBackendService
@@ -180,7 +228,7 @@ def load_balancer(
         region=region,
         type="CLOUD_ARMOR",
         description=f"gpufit {d.workload}: access.api_cidrs only"
-        + (" (access.allow_api_from_anywhere)" if any(c.endswith("/0") for c in d.api_cidrs) else ""),
+        + (" (access.allow_api_from_anywhere)" if d.api_from_anywhere else ""),
         rules=armor_rules(d.api_cidrs),
         opts=child,
     )
@@ -201,7 +249,21 @@ def load_balancer(
         opts=child,
     )
     url_map = gcp.compute.RegionUrlMap(
-        resource_name(base, "urls"), region=region, default_service=backend.id, opts=child
+        resource_name(base, "urls"),
+        region=region,
+        description=f"gpufit {d.workload}: {API_PATHS} to the model servers, 404 elsewhere",
+        default_route_action=not_found(backend.id),
+        host_rules=[gcp.compute.RegionUrlMapHostRuleArgs(hosts=["*"], path_matcher="api")],
+        path_matchers=[
+            gcp.compute.RegionUrlMapPathMatcherArgs(
+                name="api",
+                default_route_action=matcher_not_found(backend.id),
+                path_rules=[
+                    gcp.compute.RegionUrlMapPathMatcherPathRuleArgs(paths=[API_PATHS], service=backend.id)
+                ],
+            )
+        ],
+        opts=child,
     )
     proxy = gcp.compute.RegionTargetHttpProxy(
         resource_name(base, "http"), region=region, url_map=url_map.id, opts=child

@@ -217,7 +217,7 @@ class GcpSweeper:
         start = self.counter.count
         wanted: set[str] | None = None
         if regions:
-            wanted = {r for r in regions if GCP_REGION.match(r)}
+            wanted = {r for r in regions if GCP_REGION.fullmatch(r)}
             ignored = sorted(set(regions) - wanted)
             if ignored:
                 result.notes.append(f"ignored names that are not GCP regions: {', '.join(ignored)}")

@@ -28,7 +28,17 @@ from selector.spec.fields import (
 from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
 
-_NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,38}[a-z0-9]$")
+_NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
+"""``name``, matched whole (``fullmatch``: ``re.match`` with ``$`` admits a trailing newline)."""
+ACM_CERTIFICATE_ARN = re.compile(
+    r"arn:aws[a-z-]*:acm:[a-z]{2}(?:-[a-z]+)+-[0-9]+:[0-9]{12}:"
+    r"certificate/[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}"
+)
+r"""``serving.certificate_arn``, matched whole:
+``arn:${Partition}:acm:${Region}:${Account}:certificate/${CertificateId}``, the id a UUID
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_awscertificatemanager.html);
+within ACM's own ``Arn`` shape (botocore acm 2015-12-08:
+``arn:[\w+=/,.@-]+:acm:[\w+=/,.@-]*:[0-9]+:[\w+=,.@-]+(/[\w+=,.@-]+)*``)."""
 WORKDIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
 """``job.workdir``: an absolute path whose components start with a letter, digit or ``_``."""
 
@@ -69,7 +79,9 @@ class ServingSpec(Strict):
     )
     port: int = Field(8000, ge=1024, le=65000, description="the server's port on the machine (first replica)")
     certificate_arn: str | None = Field(
-        None, pattern=r"^arn:aws[a-z-]*:acm:", description="AWS: ACM certificate for an HTTPS listener"
+        None,
+        pattern=f"^{ACM_CERTIFICATE_ARN.pattern}$",  # for editors; _acm_arn matches it whole
+        description="AWS: ACM certificate for an HTTPS listener (its ARN)",
     )
     on_demand_base: int | None = Field(
         None,
@@ -87,6 +99,16 @@ class ServingSpec(Strict):
         description="more flags for the engine (tool-call and reasoning parsers, speculative decoding ...), "
         "checked against the pinned engine release's own flags; not those gpufit sets",
     )
+
+    @field_validator("certificate_arn")
+    @classmethod
+    def _acm_arn(cls, value: str | None) -> str | None:
+        if value is not None and not ACM_CERTIFICATE_ARN.fullmatch(value):
+            raise ValueError(
+                f"got {value!r}; expected an ACM certificate ARN such as "
+                "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
+            )
+        return value
 
 
 class TrainingSpec(Strict):
@@ -211,20 +233,29 @@ class JobSpec(Strict):
         return value
 
 
-def _cidr_problems(cidrs: list[str], open_allowed: bool, malformed: str, too_open: str) -> list[str]:
-    """One problem per CIDR that does not parse, or that opens to everyone (/0) without the
-    opt-in; ``malformed`` and ``too_open`` are the messages, formatted with the CIDR."""
+def _cidr_problems(
+    cidrs: list[str], open_allowed: bool, malformed: str, too_open: str, together_open: str
+) -> list[str]:
+    """One problem per CIDR that does not parse or that alone opens to everyone, and one for a
+    list whose CIDRs together do (``selector.reach``: more public addresses than a /8 of IPv4
+    or a /32 of IPv6, so ``0.0.0.0/1`` + ``128.0.0.0/1`` counts as ``0.0.0.0/0``), unless
+    opted in. ``malformed`` and ``too_open`` are formatted with the CIDR, ``together_open``
+    with how many public addresses the list covers."""
     import ipaddress
+
+    from selector.reach import too_broad
 
     problems = []
     for cidr in cidrs:
         try:
-            net = ipaddress.ip_network(cidr, strict=False)
+            ipaddress.ip_network(cidr, strict=False)
         except ValueError:
             problems.append(malformed.format(cidr))
             continue
-        if net.prefixlen == 0 and not open_allowed:
+        if too_broad([cidr]) and not open_allowed:
             problems.append(too_open.format(cidr))
+    if not open_allowed and not any(too_broad([c]) for c in cidrs):
+        problems += [together_open.format(breadth) for breadth in too_broad(cidrs)]
     return problems
 
 
@@ -232,12 +263,18 @@ class AccessSpec(Strict):
     """Inbound access. None by default: AWS SSM Session Manager / GCP OS Login through IAP."""
 
     ssh_cidrs: list[str] = Field(default_factory=list, description="CIDRs allowed to reach port 22")
-    allow_ssh_from_anywhere: bool = Field(False, description="required to list 0.0.0.0/0 or ::/0")
+    allow_ssh_from_anywhere: bool = Field(
+        False,
+        description="required to list 0.0.0.0/0, ::/0 or CIDRs covering more than a /8 (IPv6: /32) of "
+        "public addresses",
+    )
     api_cidrs: list[str] = Field(
         default_factory=list, description="CIDRs allowed to reach a load-balanced endpoint"
     )
     allow_api_from_anywhere: bool = Field(
-        False, description="required to list 0.0.0.0/0 or ::/0 in api_cidrs"
+        False,
+        description="required to list 0.0.0.0/0, ::/0 or CIDRs covering more than a /8 (IPv6: /32) of "
+        "public addresses in api_cidrs",
     )
 
     @field_validator("ssh_cidrs", "api_cidrs", mode="after")
@@ -265,11 +302,14 @@ class AccessSpec(Strict):
             self.allow_api_from_anywhere,
             "api_cidrs: {!r} is not a CIDR such as 203.0.113.0/24",
             "api_cidrs: {} opens the endpoint to the whole internet; set allow_api_from_anywhere to mean it",
+            "api_cidrs: together they open the endpoint to the internet ({}); "
+            "set allow_api_from_anywhere to mean it",
         ) + _cidr_problems(
             self.ssh_cidrs,
             self.allow_ssh_from_anywhere,
             "{!r} is not a CIDR such as 203.0.113.7/32",
             "{} opens SSH to the whole internet; set allow_ssh_from_anywhere to mean it",
+            "ssh_cidrs: together they open SSH to the internet ({}); set allow_ssh_from_anywhere to mean it",
         )
         if problems:
             raise ValueError("; ".join(problems))
@@ -323,7 +363,7 @@ class WorkloadSpec(Strict):
     @field_validator("name")
     @classmethod
     def _dns_name(cls, value: str) -> str:
-        if not _NAME_RE.match(value):
+        if not _NAME_RE.fullmatch(value):
             raise ValueError(
                 f"got {value!r}; expected 2-40 lowercase letters, digits or hyphens, starting "
                 "with a letter (it names cloud resources)"

@@ -500,7 +500,13 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
     "gcp:compute/regionUrlMap:RegionUrlMap": _simple(
         "UrlMap",
         "compute.regionUrlMaps.insert",
-        {"defaultService": "defaultService", "description": "description"},
+        {
+            "defaultService": "defaultService",
+            "defaultRouteAction": "defaultRouteAction",
+            "hostRules": "hostRules",
+            "pathMatchers": "pathMatchers",
+            "description": "description",
+        },
     ),
     "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy": _simple(
         "TargetHttpProxy",
@@ -672,7 +678,9 @@ MAPPED: dict[str, frozenset[str]] = {
             "backends",
         }
     ),
-    "gcp:compute/regionUrlMap:RegionUrlMap": frozenset({"name", "defaultService", "description"}),
+    "gcp:compute/regionUrlMap:RegionUrlMap": frozenset(
+        {"name", "defaultService", "defaultRouteAction", "hostRules", "pathMatchers", "description"}
+    ),
     "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy": frozenset({"name", "urlMap", "description"}),
     "gcp:compute/forwardingRule:ForwardingRule": frozenset(
         {
