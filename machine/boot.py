@@ -165,9 +165,19 @@ class Bundle:
         return next(f for f in self.files if f.path == path)
 
 
+COMMENT_LINE = re.compile(r"^[ \t]*#(?! shellcheck )[^\n]*\n", re.MULTILINE)
+"""A line that is only a comment (not a ``# shellcheck`` directive, which shellcheck reads)."""
+
+
 @cache
 def supervisor_body() -> str:
-    return (Path(__file__).parent / "scripts" / "gpufit-machine.sh").read_text(encoding="utf-8")
+    """The supervisor as the machine gets it: ``machine/scripts/gpufit-machine.sh`` without its
+    comment-only lines (the commented source is in the repository), so the largest boot script
+    stays within EC2's 16 KB of user data. The script has no here-documents, so no comment line
+    is content."""
+    source = (Path(__file__).parent / "scripts" / "gpufit-machine.sh").read_text(encoding="utf-8")
+    head, _, body = source.partition("\n")
+    return head + "\n" + COMMENT_LINE.sub("", body)
 
 
 def deployment_id(d: Deployment) -> str:

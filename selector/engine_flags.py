@@ -20,7 +20,7 @@ from selector.engines import ENGINE_NAMES, owned_flags, pinned_versions
 
 FLAGS_DIR = Path(__file__).parent / "data" / "engine_flags"
 
-_HUMAN_INT = re.compile(r"^-?\d+(\.\d+)?[kKmMgGtT]?$")
+_HUMAN_INT = re.compile(r"-?\d+(\.\d+)?[kKmMgGtT]?")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def _value_problem(flag: str, entry: dict[str, Any], value: str) -> str | None:
         elif kind == "float":
             float(value)
         elif kind.startswith("human_readable_int"):
-            if not (_HUMAN_INT.match(value) or (kind.endswith("_or_auto") and value == "auto")):
+            if not (_HUMAN_INT.fullmatch(value) or (kind.endswith("_or_auto") and value == "auto")):
                 raise ValueError(value)
         elif kind in ("loads", "parse[loads", "json_list_type") or (
             kind == "union_dict_and_str" and value.lstrip().startswith("{")

@@ -22,13 +22,13 @@ from selector.datafile import load_yaml, require_schema
 _FILE = Path(__file__).parent / "data" / "engines.yaml"
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang"}
 
-_VERSION = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?$")
+_VERSION = re.compile(r"(\d+)\.(\d+)\.(\d+)(?:rc(\d+))?(?:\.post(\d+))?")
 
 
 def version_key(version: str) -> tuple[int, int, int, int, int]:
     """A sortable key for the engines' release numbers: ``0.5.0rc0`` < ``0.5.0`` <
     ``0.5.0.post1`` (PEP 440 order for the forms these projects use). ValueError otherwise."""
-    match = _VERSION.match(version)
+    match = _VERSION.fullmatch(version)
     if not match:
         raise ValueError(f"{_FILE}: cannot read release number {version!r}")
     major, minor, patch, rc, post = match.groups()
