@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from tests.pulumi_harness import RecordingMocks, Registered
-from tests.test_serving import TOKEN, _run, _workload
+from tests.test_serving import GCP_LB_WORKLOAD, TOKEN, _run, _workload
 
 FORWARD = "forward"
 
@@ -131,22 +131,6 @@ def gcp_route(mocks: RecordingMocks, path: str) -> str | int:
     return _gcp_action(matcher.get("defaultRouteAction"), matcher.get("defaultService"))
 
 
-GCP_WORKLOAD = {
-    "name": "llama13b-api",
-    "task": "serve",
-    "model": {"preset": "llama-2-13b", "hf": "meta-llama/Llama-2-13b-chat-hf"},
-    "serving": {
-        "context_tokens": 4096,
-        "concurrency": 8,
-        "tokens_per_s_per_stream": 25,
-        "expose": "load_balancer",
-    },
-    "access": {"api_cidrs": ["203.0.113.0/24"]},
-    "duration": "72h",
-    "placement": {"clouds": ["gcp"]},
-}
-
-
 @pytest.fixture(scope="module")
 def aws_endpoint() -> RecordingMocks:
     mocks, _ = _run(_workload("llama8b-lb", access={"api_cidrs": ["203.0.113.0/24"]}))
@@ -155,7 +139,7 @@ def aws_endpoint() -> RecordingMocks:
 
 @pytest.fixture(scope="module")
 def gcp_endpoint() -> RecordingMocks:
-    mocks, _ = _run(GCP_WORKLOAD, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
+    mocks, _ = _run(GCP_LB_WORKLOAD, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
     return mocks
 
 

@@ -262,21 +262,25 @@ def test_https_with_a_certificate() -> None:
     assert outputs["endpoint"].startswith("https://")
 
 
+GCP_LB_WORKLOAD = {
+    "name": "llama13b-api",
+    "task": "serve",
+    "model": {"preset": "llama-2-13b", "hf": "meta-llama/Llama-2-13b-chat-hf"},
+    "serving": {
+        "context_tokens": 4096,
+        "concurrency": 8,
+        "tokens_per_s_per_stream": 25,
+        "expose": "load_balancer",
+    },
+    "access": {"api_cidrs": ["203.0.113.0/24"]},
+    "duration": "72h",
+    "placement": {"clouds": ["gcp"]},
+}
+"""A load-balanced GCP endpoint open to one documentation range."""
+
+
 def test_gcp_load_balancer_behind_cloud_armor_and_autohealing() -> None:
-    workload = {
-        "name": "llama13b-api",
-        "task": "serve",
-        "model": {"preset": "llama-2-13b", "hf": "meta-llama/Llama-2-13b-chat-hf"},
-        "serving": {
-            "context_tokens": 4096,
-            "concurrency": 8,
-            "tokens_per_s_per_stream": 25,
-            "expose": "load_balancer",
-        },
-        "access": {"api_cidrs": ["203.0.113.0/24"]},
-        "duration": "72h",
-        "placement": {"clouds": ["gcp"]},
-    }
+    workload = GCP_LB_WORKLOAD
     mocks, outputs = _run(workload, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
     armor = mocks.one("gcp:compute/regionSecurityPolicy:RegionSecurityPolicy").inputs
     allow, deny = armor["rules"]
