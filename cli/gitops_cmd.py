@@ -26,6 +26,9 @@ def add_parsers(sub: Any) -> None:
     lock.add_argument("--check", action="store_true", help="exit non-zero when any lock is missing or stale")
     lock.add_argument("--stacks", default="stacks", help="folder of stack files (default: stacks)")
     lock.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
+    lock.add_argument(
+        "--refresh-model", action="store_true", help="model.hf: ask the Hub again instead of the cache"
+    )
     diff = sub.add_parser("diff", help="what changes in instance and cost between two specs or locks")
     diff.add_argument("old", help="a spec, stack file or lock")
     diff.add_argument("new", help="a spec, stack file or lock")

@@ -14,6 +14,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
@@ -86,6 +87,11 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+REFRESH_HELP = (
+    "model.hf: ask the Hub again instead of the cache (a branch's entry serves a day, a commit's for ever)"
+)
+
+
 def _plan_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="choose the cheapest feasible offer for a workload spec")
     p.add_argument("spec", help="a spec YAML file or a Pulumi stack file (stacks/Pulumi.<stack>.yaml)")
@@ -100,6 +106,7 @@ def _plan_parser(sub: Any) -> None:
     p.add_argument("--top", type=_positive_int, default=5, help="alternatives to list (default 5)")
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     p.add_argument("--html", metavar="FILE", help="also write the plan report as a self-contained HTML page")
+    p.add_argument("--refresh-model", action="store_true", help=REFRESH_HELP)
 
 
 def _offers_parser(sub: Any) -> None:
@@ -398,7 +405,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from hub.client import fetch_model
     from selector.spec import use_hub
 
-    use_hub(fetch_model)  # model.hf alone: sized from the Hub's config.json (cached)
+    # model.hf alone: sized from the Hub's config.json (cached; --refresh-model asks the Hub again)
+    use_hub(partial(fetch_model, refresh=True) if getattr(args, "refresh_model", False) else fetch_model)
     try:
         return COMMANDS[args.command](args)
     except BrokenPipeError:  # `gpufit offers | head`

@@ -15,17 +15,19 @@ commit the revision points at, and the Hub's per-dtype count of the safetensors 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import re
+from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from catalog.store import cache_dir
+from hub.cache import entry_path, is_commit, parameter_problems, read_entry, write_entry
+from selector.datafile import loads_json
+from selector.hf_validate import limit, shown
 from selector.spec import HubModel
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
-CACHE_SCHEMA = 1
 
 
 class HubError(ValueError):
@@ -37,62 +39,40 @@ def endpoint() -> str:
 
 
 def cache_file(repo: str, revision: str | None) -> Path:
-    """Where the summary of ``repo`` at ``revision`` is kept: one file per repo and revision,
-    under a folder per endpoint host so a test hub never answers for the real one."""
-    host = re.sub(r"[^A-Za-z0-9.-]+", "_", endpoint().split("://", 1)[-1])
-    rev = re.sub(r"[^A-Za-z0-9._-]+", "_", revision or "main")
-    return cache_dir() / "hf" / host / repo.replace("/", "--") / f"{rev}.json"
+    """Where the summary of ``repo`` at ``revision`` from today's endpoint is kept
+    (``hub.cache``: named by a hash of the three, checked on read)."""
+    return entry_path(endpoint(), repo, revision)
 
 
-def _read_cached(path: Path) -> HubModel | None:
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(doc, dict) or doc.get("schema_version") != CACHE_SCHEMA:
-        return None
-    config, parameters = doc.get("config"), doc.get("parameters")
-    if not isinstance(config, dict) or not isinstance(parameters, dict):
-        return None
-    return HubModel(
-        repo=str(doc.get("repo")),
-        revision=doc.get("revision"),
-        commit=doc.get("commit"),
-        config=config,
-        parameters={str(k): int(v) for k, v in parameters.items()},
-    )
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
 
-def _write_cached(path: Path, model: HubModel) -> None:
-    doc = {
-        "schema_version": CACHE_SCHEMA,
-        "repo": model.repo,
-        "revision": model.revision,
-        "commit": model.commit,
-        "config": model.config,
-        "parameters": model.parameters,
-    }
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, sort_keys=True), encoding="utf-8")
-    tmp.replace(path)  # readers see the old file or the new one, never half of one
-
-
-def fetch_model(repo: str, revision: str | None) -> HubModel:
+def fetch_model(
+    repo: str,
+    revision: str | None,
+    *,
+    refresh: bool = False,
+    clock: Callable[[], datetime] = _utc_now,
+) -> HubModel:
     """``repo``'s config and safetensors counts at ``revision`` (default: main), from the cache
-    when it holds them, else from the Hub (then cached). HubError says why not."""
-    path = cache_file(repo, revision)
-    cached = _read_cached(path)
+    when it holds a fresh entry for them (a branch's for ``hub.cache.BRANCH_TTL``, a commit's
+    for ever) and ``refresh`` is not asked, else from the Hub (then cached). HubError says why
+    not."""
+    where = endpoint()
+    path = entry_path(where, repo, revision)
+    now = clock()
+    cached = None if refresh else read_entry(path, where, repo, revision, now)
     if cached is not None:
         return cached
     model = _from_hub(repo, revision)
     with contextlib.suppress(OSError):  # a read-only cache costs the next plan a fetch, nothing else
-        _write_cached(path, model)
+        write_entry(path, where, model, now)
     return model
 
 
 def _from_hub(repo: str, revision: str | None) -> HubModel:
-    from huggingface_hub import HfApi
+    from huggingface_hub import HfApi, hf_hub_url
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -109,11 +89,29 @@ def _from_hub(repo: str, revision: str | None) -> HubModel:
         "is not cached; download config.json and give its path as model.config"
     )
     api = HfApi(endpoint=endpoint(), token=os.environ.get("HF_TOKEN") or None)
+    most = limit("config_bytes")
     try:
         info = api.model_info(repo, revision=revision, expand=["sha", "safetensors"])
         commit = info.sha
+        pinned = is_commit(revision)
+        if not isinstance(commit, str) or not is_commit(commit) or (pinned and commit != revision):
+            raise HubError(
+                f"the Hub answered commit {shown(commit)} for {where}: expected the full 40-hex commit "
+                f"{'asked for' if pinned else 'the revision points at'}"
+            )
+        url = hf_hub_url(repo, "config.json", revision=commit, endpoint=endpoint())
+        meta = api.get_hf_file_metadata(url=url)
+        if meta.commit_hash not in (None, commit):
+            raise HubError(
+                f"{where}'s config.json: the Hub served commit {shown(meta.commit_hash)} for commit {commit}"
+            )
+        if meta.size is None or meta.size > most:
+            raise HubError(
+                f"{where}'s config.json: expected at most {most:,} bytes, "
+                f"the Hub announced {shown(meta.size)}"
+            )
         config_path = api.hf_hub_download(
-            repo, "config.json", revision=commit or revision, cache_dir=cache_dir() / "hf" / "hub"
+            repo, "config.json", revision=commit, cache_dir=cache_dir() / "hf" / "hub"
         )
     except GatedRepoError:
         raise HubError(
@@ -135,20 +133,38 @@ def _from_hub(repo: str, revision: str | None) -> HubModel:
     except HfHubHTTPError as err:
         status = err.response.status_code if err.response is not None else "?"
         raise HubError(f"the Hub answered HTTP {status} for {where}") from None
-    except OSError:
+    except OSError as err:
+        if err.errno is None and not isinstance(err, ConnectionError | TimeoutError):
+            # the client's own checks (a body unlike what the HEAD announced): not a network fault
+            raise HubError(f"the Hub's answer for {where} failed a check: {shown(str(err))}") from None
         raise HubError(offline) from None
+    except HubError:
+        raise
     except Exception as err:  # httpx transport errors (no network, DNS, TLS) are not OSErrors
         if type(err).__module__.split(".")[0] in ("httpx", "httpcore", "httpx2", "httpcore2"):
             raise HubError(offline) from None
-        raise
+        # an answer the client cannot read (a hostile or broken endpoint): refused, no traceback
+        raise HubError(
+            f"the Hub at {endpoint()} answered {where} with what its client cannot read "
+            f"({type(err).__name__}: {shown(str(err))})"
+        ) from None
     try:
-        config: Any = json.loads(Path(config_path).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        raise HubError(f"{where}'s config.json is not JSON") from None
+        if Path(config_path).stat().st_size > most:  # the file, whatever the HEAD announced
+            raise HubError(f"{where}'s config.json is over {most:,} bytes")
+        config: Any = loads_json(Path(config_path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError) as err:
+        if isinstance(err, HubError):
+            raise
+        raise HubError(f"{where}'s config.json is not JSON ({shown(str(err))})") from None
     if not isinstance(config, dict):
         raise HubError(f"{where}'s config.json is not a JSON object")
     parameters: dict[str, int] = {}
     safetensors = getattr(info, "safetensors", None)
-    if safetensors is not None and isinstance(safetensors.parameters, dict):
-        parameters = {str(k): int(v) for k, v in safetensors.parameters.items()}
+    if safetensors is not None:
+        counts = getattr(safetensors, "parameters", None)
+        problems = parameter_problems(counts)
+        if problems:
+            raise HubError(f"the Hub's safetensors metadata of {where}: " + "; ".join(problems[:3]))
+        assert isinstance(counts, dict)
+        parameters = dict(counts)
     return HubModel(repo=repo, revision=revision, commit=commit, config=config, parameters=parameters)

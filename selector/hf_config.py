@@ -25,6 +25,7 @@ positions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -37,6 +38,7 @@ from selector.hf_families import (
     quantized_format,
     qwen3_next_linear,
 )
+from selector.hf_validate import config_problems, limit, shown
 from selector.model_arch import ModelArch
 
 DENSE_FAMILIES = frozenset(
@@ -134,7 +136,28 @@ def _first_int(cfg: Mapping[str, Any], keys: tuple[str, ...], default: int | Non
 
 def arch_from_config(doc: Mapping[str, Any], name: str) -> ModelArch:
     """The architecture of a config.json (multimodal: its text model plus the vision encoder).
-    ConfigError names what is missing, or the family when gpufit does not know it."""
+    ConfigError names what is missing or out of range (one line per problem, ``selector.
+    hf_validate``), or the family when gpufit does not know it; never another exception."""
+    problems = config_problems(doc)
+    if problems:
+        raise ConfigError("\n".join(f"config.json: {p}" for p in problems))
+    try:
+        arch = _arch(doc, name)
+    except ConfigError:
+        raise
+    except (ArithmeticError, TypeError, ValueError, LookupError, AttributeError, RecursionError) as err:
+        # a combination the field table does not foresee: refused, never a traceback
+        raise ConfigError(f"config.json: cannot be sized ({type(err).__name__}: {shown(str(err))})") from None
+    most = limit("parameters")
+    if not (math.isfinite(arch.params) and 0 < arch.params <= most):
+        raise ConfigError(
+            f"config.json: the shapes add up to {arch.params:.3g} parameters; expected a model of 1 "
+            f"to {most:.0e} parameters"
+        )
+    return arch
+
+
+def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
     if doc.get("model_type") in AUDIO_FAMILIES:
         return _whisper(doc, name)
     cfg = text_config(doc)

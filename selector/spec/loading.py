@@ -58,7 +58,8 @@ def _problems_from(err: ValidationError, prefix: str) -> list[SpecProblem]:
             shown = item["input"]
             if not isinstance(shown, dict | list):
                 msg = f"got {shown!r}; {msg.lower()}"
-        problems.append(SpecProblem(path or prefix, msg))
+        # a check that found several problems reports one per line (a hostile config.json)
+        problems += [SpecProblem(path or prefix, line) for line in msg.splitlines() or [msg]]
     return problems
 
 

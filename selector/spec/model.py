@@ -3,7 +3,6 @@ Hugging Face repo, each resolved to the ``ModelArch`` the sizing arithmetic read
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -13,6 +12,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from selector.datafile import loads_json
 from selector.model_arch import ModelArch
 from selector.presets import arch_from_preset, closest_presets, preset_names
 from selector.spec.fields import Strict
@@ -29,17 +29,22 @@ def config_arch(path: str) -> ModelArch:
 
     file = Path(path)
     try:
-        doc = json.loads(file.read_text(encoding="utf-8"))
+        doc = loads_json(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ValueError(f"model.config: no such file {path}") from None
-    except (OSError, UnicodeDecodeError, ValueError) as err:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
         raise ValueError(f"model.config: {path} is not a readable JSON file ({err})") from None
     if not isinstance(doc, dict):
         raise ValueError(f"model.config: {path} is not a config.json object")
     try:
         return arch_from_config(doc, file.parent.name or file.stem)
     except ConfigError as err:
-        raise ValueError(f"model.config: {err}") from None
+        raise ValueError(each_line(f"model.config {path}: ", str(err))) from None
+
+
+def each_line(prefix: str, text: str) -> str:
+    """``prefix`` before every line of ``text`` (one problem a line; the spec loader splits them)."""
+    return "\n".join(prefix + line for line in text.splitlines())
 
 
 SAFETENSORS_DTYPE_BYTES: dict[str, float] = {
@@ -58,6 +63,14 @@ SAFETENSORS_DTYPE_BYTES: dict[str, float] = {
     "BOOL": 1,
 }
 """Bytes per element of the safetensors dtypes (huggingface/safetensors, format docs)."""
+
+
+SAFETENSORS_RATIO = 20
+"""How far the Hub's safetensors count may stray from the count the config's shapes make
+before the two are taken for different models: 20x either way. Packed quantised weights count
+fewer elements (8 int4 values in one I32 for GPTQ/AWQ, 16 2-bit ones) but embeddings, norms and
+scales stay unpacked, so no real checkpoint is 20x off; a count of 1 would plan a model on
+nothing (issue 22 item 9)."""
 
 
 @dataclass(frozen=True)
@@ -106,12 +119,17 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
     try:
         arch = arch_from_config(model.config, repo.rsplit("/", 1)[-1])
     except ConfigError as err:
-        raise ValueError(f"model.hf: {at}: {err}") from None
+        raise ValueError(each_line(f"model.hf {at}: ", str(err))) from None
     arch = replace(arch, hf=repo, source=f"Hugging Face {at} config.json")
     total = sum(model.parameters.values())
     if total <= 0:
         return arch
     scale = total / arch.params
+    if not 1 / SAFETENSORS_RATIO <= scale <= SAFETENSORS_RATIO:
+        raise ValueError(
+            f"model.hf {at}: the Hub's safetensors metadata counts {total:,} parameters, the config's "
+            f"shapes {arch.params:,.0f}: expected the same model within {SAFETENSORS_RATIO}x either way"
+        )
     sizes = [SAFETENSORS_DTYPE_BYTES.get(dtype) for dtype in model.parameters]
     file_bytes = (
         sum(n * b for n, b in zip(model.parameters.values(), sizes, strict=True) if b is not None)

@@ -23,6 +23,18 @@ class FakeRepo:
     commit: str = "0123456789abcdef0123456789abcdef01234567"
     revisions: tuple[str, ...] = ("main",)
     token: str | None = None  # a gated repo answers only this bearer token
+    snapshots: dict[str, tuple[str, dict[str, bytes]]] = field(default_factory=dict)
+    """Other revisions: revision -> (its commit, its files), found by revision or by commit."""
+    info: dict[str, Any] = field(default_factory=dict)  # raw fields the repo info answers with
+    announced_size: int | None = None  # what a HEAD of a file says its size is (None: the truth)
+
+    def snapshot(self, rev: str) -> tuple[str, dict[str, bytes]] | None:
+        if rev in self.revisions or rev == self.commit:
+            return self.commit, self.files
+        for name, (commit, files) in self.snapshots.items():
+            if rev in (name, commit):
+                return commit, files
+        return None
 
 
 @dataclass
@@ -62,40 +74,49 @@ def serve_hub(hub: FakeHub) -> LocalServer:
             if repo.token and self.headers.get("Authorization") != f"Bearer {repo.token}":
                 self._error(403 if self.headers.get("Authorization") else 401, "GatedRepo", body)
                 return None
-            if rev not in repo.revisions and rev != repo.commit:
+            if repo.snapshot(rev) is None:
                 self._error(404, "RevisionNotFound", body)
                 return None
             return repo
 
         def _answer(self, body: bool) -> None:
-            path = unquote(urlsplit(self.path).path)
-            hub.requests.append(f"{self.command} {path}")
-            info, resolve = INFO.match(path), RESOLVE.match(path)
+            raw = urlsplit(self.path).path  # a revision's own slashes arrive quoted (refs%2Fpr%2F1)
+            hub.requests.append(f"{self.command} {unquote(raw)}")
+            info, resolve = INFO.match(raw), RESOLVE.match(raw)
             if info:
-                repo = self._repo(info["repo"], info["rev"] or "main", body)
+                rev = unquote(info["rev"] or "main")
+                repo = self._repo(info["repo"], rev, body)
                 if repo is None:
                     return
-                doc: dict[str, Any] = {"id": info["repo"], "sha": repo.commit}
+                snapshot = repo.snapshot(rev)
+                assert snapshot is not None
+                doc: dict[str, Any] = {"id": info["repo"], "sha": snapshot[0]}
                 if repo.parameters is not None:
                     total = sum(repo.parameters.values())
                     doc["safetensors"] = {"parameters": repo.parameters, "total": total}
+                doc.update(repo.info)
                 data = json.dumps(doc).encode()
                 self.send_body(200, data if body else b"", "application/json")
                 return
             if resolve:
-                repo = self._repo(resolve["repo"], resolve["rev"], body)
+                rev = unquote(resolve["rev"])
+                repo = self._repo(resolve["repo"], rev, body)
                 if repo is None:
                     return
-                content = repo.files.get(resolve["path"])
+                snapshot = repo.snapshot(rev)
+                assert snapshot is not None
+                commit, files = snapshot
+                content = files.get(unquote(resolve["path"]))
                 if content is None:
                     self._error(404, "EntryNotFound", body)
                     return
                 etag = '"' + hashlib.sha1(content).hexdigest() + '"'
                 self.send_response(200)
                 self.send_header("Content-Type", "application/octet-stream")
-                self.send_header("Content-Length", str(len(content)))
+                size = len(content) if body or repo.announced_size is None else repo.announced_size
+                self.send_header("Content-Length", str(size))
                 self.send_header("ETag", etag)
-                self.send_header("X-Repo-Commit", repo.commit)
+                self.send_header("X-Repo-Commit", commit)
                 self.end_headers()
                 if body:
                     self.wfile.write(content)

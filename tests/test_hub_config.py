@@ -1,0 +1,262 @@
+"""A hostile or broken Hub ``config.json`` is refused like a bad spec: one line per problem naming
+the field and what was expected, exit 2, no traceback, no plan written (issue 22 item 9).
+
+The cases are data: a table here and every file in ``tests/fixtures/hub_configs/`` (its README
+says how to add one), each run against the config reader and through ``gpufit plan`` with the
+config served by a fake Hub. Before the fix, ``num_attention_heads: 0`` raised ZeroDivisionError
+out of ``gpufit plan``, ``hidden_size: 1e400`` (infinity) and string or boolean widths were
+refused only when the reader happened to touch them, and a 10^30-layer integer was sized."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli.main import main
+from selector.datafile import load_yaml_text, loads_json
+from selector.hf_config import ConfigError, arch_from_config
+from selector.hf_validate import check_value, config_problems, field_table, shown
+from selector.spec import hub_arch
+from tests.fakes.hub import FakeHub, FakeRepo, serve_hub
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HF = FIXTURES / "hf"
+CASES_DIR = FIXTURES / "hub_configs"
+BUNDLED = Path(__file__).resolve().parent.parent / "selector" / "data" / "configs"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    text: str  # the config.json as the Hub serves it
+    expect: tuple[str, ...]  # field paths the error names; () = the config must size
+
+
+def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = doc
+    for key in parents:
+        node = node.setdefault(key, {})
+    if value is None:
+        node.pop(last, None)
+    else:
+        node[last] = value
+
+
+def build(
+    name: str,
+    expect: list[str] | tuple[str, ...],
+    base: str = "llama-3.1-8b.json",
+    config: dict[str, Any] | None = None,
+    set_: dict[str, Any] | None = None,
+    set_json: dict[str, str] | None = None,
+) -> Case:
+    """A case's config text: ``base`` (or ``config``) with ``set_`` applied, and ``set_json``'s raw
+    JSON literals put in verbatim (1e400, NaN and 30-digit integers say what YAML cannot)."""
+    doc = copy.deepcopy(config) if config is not None else json.loads((HF / base).read_text())
+    for path, value in (set_ or {}).items():
+        _set(doc, path, value)
+    raw = {f"@@raw{i}@@": text for i, text in enumerate((set_json or {}).values())}
+    for path, marker in zip((set_json or {}), raw, strict=True):
+        _set(doc, path, marker)
+    text = json.dumps(doc)
+    for marker, literal in raw.items():
+        text = text.replace(json.dumps(marker), literal)
+    return Case(name, text, tuple(expect))
+
+
+TABLE = [
+    build("hidden_size 1e400", ["hidden_size"], set_json={"hidden_size": "1e400"}),
+    build("heads 0", ["num_attention_heads"], set_={"num_attention_heads": 0}),
+    build("layers 1e30 float", ["num_hidden_layers"], set_json={"num_hidden_layers": "1e30"}),
+    build("layers 10^30 integer", ["num_hidden_layers"], set_json={"num_hidden_layers": "1" + "0" * 30}),
+    build("negative vocab", ["vocab_size"], set_={"vocab_size": -1}),
+    build("huge vocab", ["vocab_size"], set_={"vocab_size": 10**9}),
+    build("bool where int", ["num_key_value_heads"], set_={"num_key_value_heads": True}),
+    build("string where int", ["intermediate_size"], set_={"intermediate_size": "14336"}),
+    build("float where int", ["hidden_size"], set_={"hidden_size": 4096.0}),
+    build("kv heads not a divisor", ["num_key_value_heads"], set_={"num_key_value_heads": 3}),
+    build("head_dim not dividing", ["hidden_size"], set_={"hidden_size": 4100, "head_dim": None}),
+    build("head_dim 0", ["head_dim"], set_={"head_dim": 0}),
+    build("context 0", ["max_position_embeddings"], set_={"max_position_embeddings": 0}),
+    build("tied as a string", ["tie_word_embeddings"], set_={"tie_word_embeddings": "false"}),
+    build("rope_theta NaN", ["rope_theta"], set_json={"rope_theta": "NaN"}),
+    build("rope_scaling a string", ["rope_scaling"], set_={"rope_scaling": "yarn"}),
+    build("rope factor infinite", ["rope_scaling.factor"], set_json={"rope_scaling.factor": "1e400"}),
+    build("model_type a number", ["model_type"], set_={"model_type": 7}),
+    build("text_config a list", ["text_config"], set_={"text_config": [1, 2]}),
+    build(
+        "nested text heads",
+        ["text_config.num_attention_heads"],
+        base="gemma-3-12b-it.json",
+        set_={"text_config.num_attention_heads": 0},
+    ),
+    build(
+        "vision width infinite",
+        ["vision_config.hidden_size"],
+        base="gemma-3-12b-it.json",
+        set_json={"vision_config.hidden_size": "1e400"},
+    ),
+    build("experts 0", ["num_local_experts"], base="mixtral-8x7b-v0.1.json", set_={"num_local_experts": 0}),
+    build(
+        "top-k above experts",
+        ["num_experts_per_tok"],
+        base="qwen3-30b-a3b.json",
+        set_={"num_experts_per_tok": 129},
+    ),
+    build("MLA rank 0", ["kv_lora_rank"], base="deepseek-v3.json", set_={"kv_lora_rank": 0}),
+    build(
+        "dense layers beyond the model",
+        ["first_k_dense_replace"],
+        base="deepseek-v3.json",
+        set_={"first_k_dense_replace": 61},
+    ),
+    build("window negative", ["sliding_window"], base="mistral-7b-v0.1.json", set_={"sliding_window": -1}),
+    build("layer_types a string", ["layer_types"], set_={"layer_types": "sliding_attention"}),
+    build(
+        "several at once",
+        ["num_attention_heads", "vocab_size", "rope_scaling.factor"],
+        set_={"num_attention_heads": 0, "vocab_size": -5, "rope_scaling.factor": 0},
+    ),
+    build("llama sound", []),
+    build("gemma 3 sound", [], base="gemma-3-12b-it.json"),
+]
+
+
+def folder_cases() -> list[Case]:
+    """Every case file in ``tests/fixtures/hub_configs/`` (see its README)."""
+    cases = []
+    for path in sorted(CASES_DIR.iterdir()):
+        if path.suffix not in (".yaml", ".yml", ".json"):
+            continue
+        text = path.read_text(encoding="utf-8")
+        doc = load_yaml_text(text) if path.suffix != ".json" else json.loads(text)
+        if isinstance(doc, dict) and "expect" in doc:
+            expect = doc["expect"]
+            cases.append(
+                build(
+                    path.name,
+                    [expect] if isinstance(expect, str) else list(expect),
+                    base=doc.get("base", "llama-3.1-8b.json"),
+                    config=doc.get("config"),
+                    set_=doc.get("set"),
+                    set_json={k: str(v) for k, v in (doc.get("set_json") or {}).items()},
+                )
+            )
+        else:  # a plain config.json: the expected field is the name up to "--"
+            cases.append(Case(path.name, text, (path.name.split("--")[0].removesuffix(path.suffix),)))
+    return cases
+
+
+FOLDER = folder_cases()
+
+
+def test_the_folder_holds_cases() -> None:
+    assert len(FOLDER) >= 8 and any(not c.expect for c in FOLDER) and any(c.expect for c in FOLDER)
+
+
+def problems_of(case: Case) -> list[str]:
+    try:
+        doc = loads_json(case.text)
+        arch_from_config(doc, "case")
+    except ConfigError as err:
+        return str(err).splitlines()
+    return []
+
+
+@pytest.mark.parametrize("case", TABLE + FOLDER, ids=lambda c: c.name)
+def test_the_reader_names_each_bad_field(case: Case) -> None:
+    lines = problems_of(case)
+    if not case.expect:
+        assert lines == []
+        return
+    for wanted in case.expect:
+        assert any(line.startswith(f"config.json: {wanted}: expected ") for line in lines), (wanted, lines)
+    assert all(line.isprintable() and len(line) < 240 for line in lines)
+
+
+@pytest.fixture
+def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    fake = FakeHub({})
+    monkeypatch.setenv("GPUFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    hub_arch.cache_clear()
+    with serve_hub(fake) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield fake
+    hub_arch.cache_clear()
+
+
+@pytest.mark.parametrize("case", TABLE + FOLDER, ids=lambda c: c.name)
+def test_gpufit_plan_refuses_it_in_one_line_per_problem(
+    case: Case, hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    hub.repos["acme/model"] = FakeRepo({"config.json": case.text.encode()}, None)
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(
+        json.dumps(
+            {
+                "name": "hostile",
+                "task": "serve",
+                "model": {"hf": "acme/model"},
+                "serving": {"context_tokens": 4096, "concurrency": 4},
+            }
+        )
+    )
+    page = tmp_path / "plan.html"
+    rc = main(["plan", str(spec), "--html", str(page)])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    if not case.expect:
+        assert rc != 2, err
+        return
+    lines = err.strip().splitlines()
+    assert rc == 2 and not page.exists()
+    assert all(line.startswith(f"{spec}: model: model.hf acme/model@") for line in lines), lines
+    for wanted in case.expect:
+        assert any(f": config.json: {wanted}: expected " in line for line in lines), (wanted, lines)
+
+
+def test_the_example_in_the_brief_reads_as_one_line() -> None:
+    case = build("heads 0", ["num_attention_heads"], set_={"num_attention_heads": 0})
+    assert problems_of(case) == [
+        "config.json: num_attention_heads: expected an integer from 1 to 4,096, got 0"
+    ]
+
+
+def test_every_published_config_gpufit_knows_passes_the_table() -> None:
+    """The ranges refuse nothing real (the bundled configs and the test transcriptions)."""
+    files = sorted(BUNDLED.glob("*.json")) + sorted(HF.glob("*.json"))
+    assert len(files) > 40
+    for path in files:
+        assert config_problems(json.loads(path.read_text())) == [], path.name
+
+
+def test_the_checks_refuse_what_they_should_and_take_what_they_should() -> None:
+    rule = field_table()["fields"]["hidden_size"]
+    assert [check_value(v, rule) for v in (1, 262_144, None)] == [None, None, None]
+    refused = [0, 262_145, -1, True, 1.0, "4096", math.inf, [4096], {"a": 1}]
+    assert all(check_value(v, rule) for v in refused)
+    ratio = field_table()["fields"]["pixel_shuffle_ratio"]
+    assert check_value(0.5, ratio) is None and check_value(0, ratio) and check_value(math.nan, ratio)
+    assert shown("x" * 100).endswith("...") and len(shown("x" * 100)) == 40
+    assert shown(math.inf) == "a number beyond a float (read as infinity)"
+
+
+def test_a_combination_the_table_does_not_foresee_is_refused_without_a_traceback() -> None:
+    """Gemma 3n's per-layer widths as an empty list pass the table (a list of integers) but
+    cannot be sized: the reader's own errors become one ConfigError line."""
+    doc = json.loads((HF / "gemma-3n-defaults.json").read_text())
+    text = doc.get("text_config", doc)
+    text["intermediate_size"] = []
+    with pytest.raises(ConfigError) as caught:
+        arch_from_config(doc, "g3n")
+    assert len(str(caught.value).splitlines()) == 1 and str(caught.value).startswith("config.json: ")
