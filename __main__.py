@@ -6,6 +6,7 @@ with the selector's message before any resource is registered.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -16,7 +17,14 @@ import pulumi
 
 from catalog.store import resolve
 from deployment import Deployment, ServingError, deployment_from_plan, parse_iso_utc
-from gitops.lock import lock_path, locked_catalog, read_lock, reviewed_difference, spec_hash
+from gitops.lock import (
+    lock_path,
+    locked_catalog,
+    pin_locked_model,
+    read_lock,
+    reviewed_difference,
+    spec_hash,
+)
 from hub.client import fetch_model
 from providers.base import GpuProvider, SecretInputs
 from selector.catalog import Catalog, CatalogError
@@ -32,6 +40,12 @@ def build_plan(config: pulumi.Config) -> Plan:
     raw = config.get_object("workload")
     if raw is None:
         raise pulumi.RunError(f"{STACK_KEY} is not set: add it under config: in the stack file")
+    lock_file = lock_path(
+        Path(__file__).parent / (config.get("lockDir") or "stacks") / f"Pulumi.{pulumi.get_stack()}.yaml"
+    )
+    if lock_file.exists():
+        with contextlib.suppress(ValueError):  # an unreadable lock is refused below, with its reason
+            pin_locked_model(read_lock(lock_file))  # the model at the reviewed commit
     try:
         spec = parse_spec(raw, source=f"stack {pulumi.get_stack()}", prefix=STACK_KEY)
     except SpecError as err:
@@ -45,9 +59,6 @@ def build_plan(config: pulumi.Config) -> Plan:
     if resolved.warning:
         pulumi.log.warn(resolved.warning)
     catalog = resolved.catalog
-    lock_file = lock_path(
-        Path(__file__).parent / (config.get("lockDir") or "stacks") / f"Pulumi.{pulumi.get_stack()}.yaml"
-    )
     if lock_file.exists():
         catalog = _locked(lock_file, spec, catalog)
     else:

@@ -155,6 +155,9 @@ def render_plan(plan: Plan, today: date) -> str:
         f"{plan.catalog.source or plan.catalog.path} (built {plan.catalog.as_of}); {prices_line(plan, today)}"
     )
     lines = [head]
+    if req.arch.hf_commit:  # what a moved branch cannot change: the commit sized (and served)
+        rev = spec.model.revision or "the default branch"
+        lines.append(f"Model     {req.arch.hf} at commit {req.arch.hf_commit} ({rev} when planned)")
     warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
     if warning:
         lines.append(f"WARNING: {warning}")

@@ -18,9 +18,10 @@ def serve_lines(plan: Plan) -> list[str]:
         return [f"cannot start the server: {err}"]
     if launch is None or spec.serving is None:
         return []
+    at = f" at {'commit' if plan.requirements.arch.hf_commit else 'revision'} {launch.revision}"
     lines = [
         *engine_lines(plan),
-        f"{launch.model} ({spec.served().why}): TP {launch.tensor_parallel}, "
+        f"{launch.model}{at if launch.revision else ''} ({spec.served().why}): TP {launch.tensor_parallel}, "
         f"max-model-len {launch.max_model_len}, max-num-seqs {launch.max_num_seqs}, "
         f"{launch.replicas} per machine on port{'s' if launch.replicas > 1 else ''} "
         f"{', '.join(str(p) for p in launch.ports())}; healthy within {launch.grace_seconds // 60} min",

@@ -88,7 +88,8 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
     return ServerLaunch(
         engine=engine,
         model=repo,
-        revision=spec.model.revision,
+        # sized from the Hub: served at the commit the plan sized, not the (movable) revision
+        revision=arch.hf_commit if arch.hf_commit and repo == arch.hf else spec.model.revision,
         served_name=spec.name,
         tensor_parallel=shape.tensor_parallel,
         max_model_len=spec.engine_context,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -20,7 +21,7 @@ from typing import Any
 from selector.catalog import Catalog, GpuSpec, Offer, catalog_from_doc
 from selector.report import cost_to_dict
 from selector.select import Plan
-from selector.spec import WorkloadSpec
+from selector.spec import HubFetcher, WorkloadSpec, pin_commit, use_hub
 
 LOCK_SCHEMA_VERSION = 4
 """2: the fleet's fallback offers are pinned too (``fallbacks``). 3: each offer carries
@@ -31,10 +32,15 @@ pinned (``on_demand_base``: the offer its base replicas run on), and so is what 
 waiting for capacity was worth (``wait_value_per_hour``), so the replan ranks as the review
 did; and a serve plan's engine build (``engine``: release, tag, image with its digest when
 recorded, CUDA), so a new engine pin is reviewed like a new price (a serve lock without
-``engine`` is stale: it predates engine pinning). Versions 2 and 3 are still read; a reader of
-3 refuses 4, whose weighted fleets it would run as interchangeable machines."""
+``engine`` is stale: it predates engine pinning); and a model sized from the Hub is pinned at
+the commit its revision resolved to (``model``: hf, revision, commit), which the Pulumi
+program sizes and serves however the branch moved since (a lock without it is stale).
+Versions 2 and 3 are still read; a reader of 3 refuses 4, whose weighted fleets it would run
+as interchangeable machines."""
 READABLE_LOCK_VERSIONS = (2, 3, LOCK_SCHEMA_VERSION)
 LOCK_SUFFIX = ".lock.json"
+COMMIT = re.compile(r"[0-9a-f]{40}")
+HF_REPO = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 def spec_hash(spec: WorkloadSpec) -> str:
@@ -118,6 +124,7 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "wait_value_per_hour": plan.wait_value_per_hour,
         **({"on_demand_base": {"offer": _offer_dict(base)}} if base else {}),
         "engine": choice.engine.as_dict() if choice.engine is not None else None,
+        **({"model": model} if (model := locked_model(plan)) else {}),
         "fallbacks": [
             {
                 "instance_type": _instance_dict(f.offer),
@@ -129,6 +136,24 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
             for f in plan.fallbacks
         ],
     }
+
+
+def locked_model(plan: Plan) -> dict[str, Any] | None:
+    """A model sized from the Hub: its repo, the revision the spec asks and the commit that
+    revision resolved to when the plan was made (the commit the servers run). None otherwise."""
+    arch = plan.requirements.arch
+    if not arch.hf_commit:
+        return None
+    return {"hf": arch.hf, "revision": plan.spec.model.revision, "commit": arch.hf_commit}
+
+
+def pin_locked_model(lock: dict[str, Any]) -> HubFetcher | None:
+    """Size the lock's Hub model at its locked commit however its revision moved since (the
+    fetcher it replaces, for ``use_hub`` to put back; None when the lock pins no model)."""
+    model = lock.get("model")
+    if not isinstance(model, dict):
+        return None
+    return pin_commit(model["hf"], model.get("revision"), model["commit"])
 
 
 def _base_offer(plan: Plan) -> Offer | None:
@@ -198,6 +223,16 @@ def read_lock(path: Path) -> dict[str, Any]:
     for key in ("spec_sha256", "instance_type", "offer", "workload", "fallbacks"):
         if key not in doc:
             raise ValueError(f"{path}: lock lacks {key!r}")
+    model = doc.get("model")
+    if model is not None and not (
+        isinstance(model, dict)
+        and isinstance(model.get("hf"), str)
+        and HF_REPO.fullmatch(model["hf"])
+        and isinstance(model.get("commit"), str)
+        and COMMIT.fullmatch(model["commit"])
+        and (model.get("revision") is None or isinstance(model.get("revision"), str))
+    ):
+        raise ValueError(f"{path}: model: expected the Hub repo (org/name) and its full 40-hex commit")
     return doc
 
 
@@ -266,6 +301,12 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
             f"but the review saw {locked_engine.get('engine')} {locked_engine.get('version')} "
             f"({locked_engine.get('image')})"
         )
+    sized, reviewed = locked_model(replanned), lock.get("model")
+    if sized is not None and (reviewed or {}).get("commit") != sized["commit"]:
+        now_at = f"the plan sizes {sized['hf']} at commit {sized['commit']}"
+        if reviewed is None:
+            return f"{now_at}; the lock predates model commits"
+        return f"{now_at}, the review saw {reviewed['commit']}"
     was, is_now = fallback_summary(lock["fallbacks"]), plan_fallbacks(replanned)
     if was != is_now:
         names = ", ".join(f"{t} in {z} ×{w}" for t, z, _, _, w in is_now) or "none"
@@ -299,10 +340,14 @@ def check_lock(spec: WorkloadSpec, spec_file: Path) -> LockStatus:
     from selector.catalog import load_gpus
     from selector.select import plan
 
+    previous = pin_locked_model(lock)  # the reviewed commit, not where the branch is today
     try:
         difference = reviewed_difference(lock, plan(spec, locked_catalog(lock, load_gpus())))
     except (KeyError, TypeError, ValueError) as err:
         return LockStatus(spec_file, path, "unreadable", f"{path}: {err}")
+    finally:
+        if previous is not None:
+            use_hub(previous)
     if difference is not None:
         return LockStatus(
             spec_file, path, "stale", f"{difference}; run `gpufit lock {spec_file}` and review the change"

@@ -51,6 +51,7 @@ class ModelArch:
     min_bandwidth_gbps: float | None = None
     source: str = "spec"
     hf: str | None = None  # the Hugging Face repo a model server pulls
+    hf_commit: str = ""  # sized from the Hub: the commit of ``hf`` read (served at it; "" otherwise)
     kv_lora_rank: int = 0  # multi-head latent attention (DeepSeek-V2/V3): the compressed KV width
     qk_rope_head_dim: int = 0  # MLA: the decoupled RoPE key width cached beside the latent
     sliding_window: int = 0  # tokens a sliding-window layer attends to (0: none)

@@ -165,6 +165,11 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
             "model": req.arch.name,
             "precision": spec.precision,
             "fault_tolerance": spec.fault_tolerance,
+            "hf": (
+                {"repo": req.arch.hf, "revision": spec.model.revision, "commit": req.arch.hf_commit}
+                if req.arch.hf_commit
+                else None
+            ),
         },
         "requirements": requirements,
         "choice": (
@@ -231,6 +236,12 @@ def serve_to_dict(plan: Plan) -> dict[str, Any] | None:
         "machine_image_driver": image.nvidia_driver,
         "repo": served.repo,
         "repo_why": served.why,
+        # the revision the server is started with: the commit the plan sized, else the spec's
+        "revision": (
+            plan.requirements.arch.hf_commit
+            if plan.requirements.arch.hf_commit and served.repo == plan.requirements.arch.hf
+            else spec.model.revision
+        ),
         "fp8": served.fp8 or None,
         "max_context": served.context_limit,
         "yarn": (

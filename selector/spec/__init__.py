@@ -41,6 +41,7 @@ from selector.spec.model import (
     ModelSpec,
     config_arch,
     hub_arch,
+    pin_commit,
     use_hub,
 )
 from selector.spec.secrets import SecretSource, secret_sources
@@ -101,6 +102,7 @@ __all__ = [
     "load_spec_text",
     "one_line",
     "parse_spec",
+    "pin_commit",
     "secret_sources",
     "stack_json_schema",
     "use_hub",

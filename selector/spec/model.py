@@ -99,6 +99,23 @@ def use_hub(fetcher: HubFetcher | None) -> None:
     hub_arch.cache_clear()
 
 
+def pin_commit(repo: str, revision: str | None, commit: str) -> HubFetcher | None:
+    """Size ``repo`` at ``revision`` from ``commit`` (the one a lock pinned) however the
+    revision moved since: the installed fetcher is asked for that commit. Returns the fetcher
+    it wraps, for ``use_hub`` to put back (None when none is installed)."""
+    if not _hub:
+        return None
+    inner = _hub[0]
+
+    def pinned(asked: str, rev: str | None) -> HubModel:
+        if (asked, rev) != (repo, revision):
+            return inner(asked, rev)
+        return replace(inner(asked, commit), revision=rev)
+
+    use_hub(pinned)
+    return inner
+
+
 @lru_cache(maxsize=16)
 def hub_arch(repo: str, revision: str | None) -> ModelArch:
     """The architecture of a Hub repo, from its config.json, with the exact parameter count
@@ -120,7 +137,7 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
         arch = arch_from_config(model.config, repo.rsplit("/", 1)[-1])
     except ConfigError as err:
         raise ValueError(each_line(f"model.hf {at}: ", str(err))) from None
-    arch = replace(arch, hf=repo, source=f"Hugging Face {at} config.json")
+    arch = replace(arch, hf=repo, hf_commit=model.commit or "", source=f"Hugging Face {at} config.json")
     total = sum(model.parameters.values())
     if total <= 0:
         return arch
