@@ -244,3 +244,39 @@ def test_gcp_plain_http_only_by_the_opt_in_and_marked_for_the_policy() -> None:
     assert check_plain_http("gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy", proxy, CONFIG) == []
     assert mocks.one("gcp:compute/forwardingRule:ForwardingRule").inputs["portRange"] == "80"
     assert outputs["endpoint"].startswith("http://")
+
+
+# ------------------------------------------------------------- item 10: the API key's strength
+
+WEAK_KEYS = [
+    "sk-gpufit-test-0123456789abcdef",  # 31 characters
+    "a" * 40,
+    "abcd" * 10,
+    "password" * 4,
+    "0123456789" * 4,  # a repeated pattern, 3.3 bits per character
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab",
+]
+STRONG_KEYS = [
+    "3f9c0e7a51b2d48e6c1f0a9b7d3e5c2a",  # `openssl rand -hex 16`
+    "9b1de0f47c2a5e8d3b6f0c1a7e4d9b2c5f8a0e3d6c9b1f4a",  # `openssl rand -hex 24`
+    "Zq7LmX2pR9vK4tW8nB3cY6hJ1dF5gS0aEoUiPzQx",  # 40 letters and digits
+]
+
+
+@pytest.mark.parametrize("key", WEAK_KEYS)
+def test_a_weak_api_key_is_refused_before_anything_is_created(key: str) -> None:
+    from providers.secrets import api_key_problem
+
+    problem = api_key_problem(key)
+    assert problem is not None and problem.startswith("gpufit:apiKey: ") and "\n" not in problem
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"gpufit:apiKey: "):
+        run_program({"gpufit:workload": _workload(), "gpufit:apiKey": key}, NOW, mocks=mocks)
+    assert not [r for r in mocks.resources if not r.typ.startswith("pulumi:providers:")]
+
+
+@pytest.mark.parametrize("key", STRONG_KEYS)
+def test_a_strong_api_key_passes(key: str) -> None:
+    from providers.secrets import api_key_problem
+
+    assert api_key_problem(key) is None

@@ -26,7 +26,7 @@ from tests.pulumi_harness import ROOT, RecordingMocks, is_secret_input, run_prog
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
-API_KEY = "sk-gpufit-test-0123456789abcdef"
+API_KEY = "sk-gpufit-test-0123456789abcdefGHIJKLMNOP"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
 SG = "aws:ec2/securityGroup:SecurityGroup"
