@@ -58,7 +58,13 @@ SERVE_HOST = "@SERVE_HOST@"
 """The ``--host`` the server binds, rendered as the supervisor's ``$SERVE_HOST``: loopback where
 only the machine itself connects (AWS SSM port forwarding reaches ``localhost``), else the
 private interface's address from the metadata server (a load balancer, GCP's health checks
-and IAP reach the VM there), never 0.0.0.0 (``gpufit-machine.sh``: ``serve_host``)."""
+and IAP reach the VM there), never 0.0.0.0 (``gpufit-machine.sh``: ``serve_host``). Sources:
+an ALB routes to an instance target's primary private IP
+(https://docs.aws.amazon.com/elasticloadbalancing/latest/application/target-group-register-targets.html);
+IAP connects from 35.235.240.0/20 (https://cloud.google.com/iap/docs/using-tcp-forwarding);
+``AWS-StartPortForwardingSession`` forwards to a port on the instance itself, other hosts being
+``AWS-StartPortForwardingSessionToRemoteHost``
+(https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-sessions-start.html)."""
 
 
 def _common_tail(launch: ServerLaunch, images_flag: str) -> list[str]:
