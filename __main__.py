@@ -166,6 +166,13 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
             f"{deployment.instance_type} {deployment.market} is priced for {deployment.zone}: "
             f"the machines launch in {deployment.zone} only"
         )
+    given_key = config.get("apiKey")  # read to check its strength only; it moves as a secret
+    if given_key is not None and deployment.server is not None:
+        from providers.secrets import api_key_problem
+
+        weak = api_key_problem(given_key)
+        if weak:
+            raise pulumi.RunError(weak)
     secrets = SecretInputs(
         api_key=config.get_secret("apiKey"), hf_token=config.get_secret("hfToken"), config=job_secrets()
     )

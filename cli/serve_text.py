@@ -44,13 +44,13 @@ def serve_lines(plan: Plan) -> list[str]:
     if launch.model.startswith(ALWAYS_GATED):
         lines.append("gated model: `pulumi config set --secret gpufit:hfToken hf_...` before `pulumi up`")
     if spec.serving.expose == "load_balancer":
-        https = spec.serving.certificate_arn is not None
+        https = not spec.serving.allow_plain_http
         lines.append(
             f"load balancer for {', '.join(spec.access.api_cidrs)} over {'HTTPS' if https else 'HTTP'}"
             + (
                 ""
                 if https
-                else " (WARNING: no serving.certificate_arn: requests and the API key travel unencrypted)"
+                else " (WARNING: serving.allow_plain_http: requests and the API key travel unencrypted)"
             )
         )
     else:

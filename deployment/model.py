@@ -87,6 +87,9 @@ class Deployment:
     expose: str = "private"  # or "load_balancer"
     api_cidrs: tuple[str, ...] = ()
     certificate_arn: str | None = None
+    tls_domain: str | None = None  # GCP: a Google-managed certificate for it (serving.domain)
+    tls_certificate: str | None = None  # GCP: a Certificate Manager certificate of the user's own
+    allow_plain_http: bool = False  # serving.allow_plain_http: the load balancer listens on HTTP
     hf_gated: bool = False  # the model's repo needs a Hugging Face token
     secrets: tuple[SecretSource, ...] = ()  # the job's environment from secret stores (spec ``secrets``)
     job_retries: int = 2  # runs of a failed command again on the same machine

@@ -154,6 +154,22 @@ def _served_repo(spec: WorkloadSpec) -> str | None:
     return spec.served().repo if spec.serving is not None else spec.model.hf or spec.arch().hf
 
 
+def _gcp_certificate(spec: WorkloadSpec, cloud: str, region: str) -> str | None:
+    """``serving.certificate`` when the plan serves from its region: a regional load balancer
+    takes only a certificate of its own region
+    (https://cloud.google.com/certificate-manager/docs/deploy-google-managed-regional)."""
+    ref = spec.serving.certificate if spec.serving is not None else None
+    if ref is None or cloud != "gcp":
+        return ref
+    location = ref.split("/")[3]
+    if location != region:
+        raise ServingError(
+            f"serving.certificate: the certificate is in {location} and the plan serves from {region}; "
+            f"give a certificate of {region} or restrict placement.regions to {location}"
+        )
+    return ref
+
+
 def deployment_from_plan(
     plan: Plan,
     *,
@@ -212,6 +228,9 @@ def deployment_from_plan(
         expose=spec.serving.expose if spec.serving is not None else "private",
         api_cidrs=tuple(spec.access.api_cidrs),
         certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,
+        tls_domain=spec.serving.domain if spec.serving is not None else None,
+        tls_certificate=_gcp_certificate(spec, it.cloud, offer.region),
+        allow_plain_http=spec.serving.allow_plain_http if spec.serving is not None else False,
         hf_gated=(_served_repo(spec) or "").split("/")[0] in GATED_ORGS,
         secrets=secret_sources(spec.secrets),
         job_retries=spec.job.retries,

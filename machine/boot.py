@@ -313,6 +313,9 @@ def settings(
         # GCP's autohealing asks the readiness responder; AWS groups need none (the load
         # balancer asks the engine, the machine reports its own failures).
         ("READINESS_PORT", readiness_port(serving) if serving and d.cloud == "gcp" else 0),
+        # the server binds loopback where only the machine connects (AWS SSM port forwarding),
+        # else the private interface (load balancers, GCP health checks and IAP): never 0.0.0.0
+        ("SERVE_BIND", "loopback" if d.cloud == "aws" and d.expose == "private" else "private"),
     ]
     lines = [f"{name}={shlex.quote(str(value))}" for name, value in values]
     job_env = refs.job_env()

@@ -54,6 +54,17 @@ SGLANG_CONFIG = "/run/gpufit/sglang.yaml"
 0600): only ``api-key``, read by ``--config`` inside the server, never on a command line."""
 SGLANG_CONFIG_IN_CONTAINER = "/etc/gpufit/sglang.yaml"
 """Where the server's container sees it (mounted read-only)."""
+SERVE_HOST = "@SERVE_HOST@"
+"""The ``--host`` the server binds, rendered as the supervisor's ``$SERVE_HOST``: loopback where
+only the machine itself connects (AWS SSM port forwarding reaches ``localhost``), else the
+private interface's address from the metadata server (a load balancer, GCP's health checks
+and IAP reach the VM there), never 0.0.0.0 (``gpufit-machine.sh``: ``serve_host``). Sources:
+an ALB routes to an instance target's primary private IP
+(https://docs.aws.amazon.com/elasticloadbalancing/latest/application/target-group-register-targets.html);
+IAP connects from 35.235.240.0/20 (https://cloud.google.com/iap/docs/using-tcp-forwarding);
+``AWS-StartPortForwardingSession`` forwards to a port on the instance itself, other hosts being
+``AWS-StartPortForwardingSessionToRemoteHost``
+(https://docs.aws.amazon.com/systems-manager/latest/userguide/session-manager-working-with-sessions-start.html)."""
 
 
 def _common_tail(launch: ServerLaunch, images_flag: str) -> list[str]:
@@ -78,7 +89,7 @@ def vllm_args(launch: ServerLaunch, replica: int) -> list[str]:
     args = [
         "--model", launch.model,
         "--served-model-name", launch.served_name,
-        "--host", "0.0.0.0",
+        "--host", SERVE_HOST,
         "--port", str(launch.port(replica)),
         "--tensor-parallel-size", str(launch.tensor_parallel),
         "--max-model-len", str(launch.max_model_len),
@@ -95,7 +106,7 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
     args = [
         "--model-path", launch.model,
         "--served-model-name", launch.served_name,
-        "--host", "0.0.0.0",
+        "--host", SERVE_HOST,
         "--port", str(launch.port(replica)),
         "--tp-size", str(launch.tensor_parallel),
         "--context-length", str(launch.max_model_len),
@@ -133,9 +144,16 @@ def docker_run(
     for name, value in launch.env:
         head += ["--env", f"{name}={value}"]
     if launch.engine == "vllm":
-        return shlex.join([*head, launch.image, *vllm_args(launch, replica)])
+        return _at_serve_host(shlex.join([*head, launch.image, *vllm_args(launch, replica)]))
     head += ["--volume", f"{sglang_config}:{SGLANG_CONFIG_IN_CONTAINER}:ro", "--entrypoint", "python3"]
-    return shlex.join([*head, launch.image, "-m", "sglang.launch_server", *sglang_args(launch, replica)])
+    argv = [*head, launch.image, "-m", "sglang.launch_server", *sglang_args(launch, replica)]
+    return _at_serve_host(shlex.join(argv))
+
+
+def _at_serve_host(line: str) -> str:
+    """``SERVE_HOST`` (left bare by ``shlex.join``: only word characters and ``@``) as the
+    supervisor's quoted variable."""
+    return line.replace(SERVE_HOST, '"$SERVE_HOST"')
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,8 @@ from gpufit_policies import (  # noqa: E402
     check_known_compute,
     check_no_open_ingress,
     check_no_secrets_in_boot_data,
+    check_open_endpoint_structure,
+    check_plain_http,
     check_private_buckets,
     check_stack,
     check_stack_budget,
@@ -55,7 +57,7 @@ from pulumi_policy import (  # noqa: E402
 )
 
 ResourceCheck = Callable[[ResourceValidationArgs, PolicyConfig], list[str]]
-StackCheck = Callable[[Sequence[tuple[str, Mapping[str, Any], str | None]], PolicyConfig], list[str]]
+StackCheck = Callable[[Sequence[tuple[Any, ...]], PolicyConfig], list[str]]
 
 NOW_SCHEMA: dict[str, dict[str, Any]] = {
     "now": {"type": "string", "description": "Pin the present (ISO 8601 with a zone); default: the clock"},
@@ -76,6 +78,13 @@ def _provider_region(provider: Any) -> str | None:
     except Exception:  # an unknown value during preview
         return None
     return region if isinstance(region, str) and region else None
+
+
+def _property_dependencies(resource: Any) -> dict[str, list[str]]:
+    """``{property: [urn, ...]}``: the resources each property's value came from
+    (``PolicyResource.property_dependencies``, known in a preview where ids are not)."""
+    deps = getattr(resource, "property_dependencies", None) or {}
+    return {str(k): [str(getattr(d, "urn", d)) for d in v or []] for k, v in deps.items()}
 
 
 def _config(raw: Mapping[str, Any], report_violation: ReportViolation) -> PolicyConfig | None:
@@ -112,7 +121,10 @@ def stack_policy(
         config = _config(args.get_config(), report_violation)
         if config is None:
             return
-        resources = [(r.resource_type, r.props, _provider_region(r.provider)) for r in args.resources]
+        resources = [
+            (r.resource_type, r.props, _provider_region(r.provider), r.urn, _property_dependencies(r))
+            for r in args.resources
+        ]
         for message in check(resources, config):
             report_violation(message, None)
 
@@ -214,6 +226,19 @@ POLICIES = [
         "gpufit-bucket-public-access-block",
         "Every S3 bucket has a public access block with all four flags true.",
         check_bucket_access_blocks,
+        NO_SCHEMA,
+    ),
+    stack_policy(
+        "gpufit-open-endpoint-structure",
+        "The gpufit:open-endpoint tag exempts only the group of an internet-facing load balancer of the "
+        "stack, used by nothing else, on its listeners' ports.",
+        check_open_endpoint_structure,
+        NO_SCHEMA,
+    ),
+    resource_policy(
+        "gpufit-no-plain-http",
+        "Endpoints serve HTTPS; plain HTTP only where the spec opted in (serving.allow_plain_http).",
+        lambda args, config: check_plain_http(args.resource_type, args.props, config),
         NO_SCHEMA,
     ),
     resource_policy(

@@ -26,7 +26,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
-from policy.ingress import check_ingress_union, check_no_open_ingress
+from policy.ingress import (
+    check_ingress_union,
+    check_no_open_ingress,
+    check_open_endpoint_structure,
+    check_plain_http,
+)
 from policy.pricing import (
     describe_instance,
     group_hourly,
@@ -552,6 +557,7 @@ RESOURCE_VALIDATORS = (
     check_endpoint_access,
     check_backend_armor,
     check_known_compute,
+    check_plain_http,
 )
 """Every per-resource validator, each callable as ``check(resource_type, props, config)``."""
 
@@ -561,5 +567,6 @@ STACK_VALIDATORS = (
     check_stack_budget,
     check_ingress_union,
     check_bucket_access_blocks,
+    check_open_endpoint_structure,
 )
 """Every stack validator, each callable as ``check(resources, config)``."""

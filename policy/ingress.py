@@ -23,7 +23,20 @@ from selector.reach import too_broad
 
 OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
 """The marker gpufit writes (AWS tag ``gpufit:open-endpoint``, GCP description) when the spec
-opted in to an endpoint open to the whole internet."""
+opted in to an endpoint open to the whole internet. On its own it proves nothing (any security
+group can carry a tag): ``check_open_endpoint_structure`` admits it only on the group of an
+internet-facing load balancer of the stack, on that load balancer's listener ports."""
+LISTENER_PORTS = ((80, 80), (443, 443))
+AWS_ALB = "aws:lb/loadBalancer:LoadBalancer"
+AWS_LISTENER = "aws:lb/listener:Listener"
+SOURCE_ONLY = (
+    AWS_SECURITY_GROUP,
+    AWS_SG_INGRESS_RULE,
+    AWS_SG_RULE,
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+)
+"""Resources that name a group as a traffic source or add a rule to it (checked on their own),
+not ones the group guards."""
 
 
 def _open_cidrs(values: Iterable[Any]) -> list[str]:
@@ -54,10 +67,9 @@ def check_no_open_ingress(resource_type: str, props: Mapping[str, Any], config: 
         for index, entry in enumerate(as_seq(props.get("ingress"))):
             rule = as_map(entry)
             if opened_on_purpose and (as_count(rule.get("fromPort")), as_count(rule.get("toPort"))) in (
-                (80, 80),
-                (443, 443),
+                LISTENER_PORTS
             ):
-                continue  # a load balancer's listener the spec opened (access.allow_api_from_anywhere)
+                continue  # a load balancer's listener the spec opened: check_open_endpoint_structure
             cidrs = [*as_seq(rule.get("cidrBlocks")), *as_seq(rule.get("ipv6CidrBlocks"))]
             union += cidrs
             problems += [f"ingress[{index}] admits {c} (ports {_ports(rule)})" for c in _open_cidrs(cidrs)]
@@ -129,3 +141,127 @@ def _ports(rule: Mapping[str, Any]) -> str:
     low, high = as_count(rule.get("fromPort")), as_count(rule.get("toPort"))
     protocol = rule.get("protocol") or rule.get("ipProtocol") or "?"
     return f"{protocol} {low}-{high}" if low is not None else str(protocol)
+
+
+def _exempted_ports(props: Mapping[str, Any]) -> list[int]:
+    """The listener ports whose open rules ``check_no_open_ingress`` let pass on a group that
+    carries ``OPEN_ENDPOINT_TAG``."""
+    if as_map(props.get("tags")).get(OPEN_ENDPOINT_TAG) != "true":
+        return []
+    ports = []
+    for entry in as_seq(props.get("ingress")):
+        rule = as_map(entry)
+        span = (as_count(rule.get("fromPort")), as_count(rule.get("toPort")))
+        cidrs = [*as_seq(rule.get("cidrBlocks")), *as_seq(rule.get("ipv6CidrBlocks"))]
+        if span in LISTENER_PORTS and (_open_cidrs(cidrs) or too_broad([c for c in cidrs if c is not None])):
+            ports.append(span[0])
+    return ports
+
+
+def _links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
+    """(urn, {property: urns it depends on}) of a stack entry ``(type, props, region, urn,
+    property dependencies)``; (None, {}) when the engine gave neither."""
+    urn = entry[3] if len(entry) > 3 and isinstance(entry[3], str) else None
+    deps = as_map(entry[4]) if len(entry) > 4 else {}
+    return urn, {str(k): {str(u) for u in as_seq(v)} for k, v in deps.items()}
+
+
+def _refers_to(props: Mapping[str, Any], deps: dict[str, set[str]], urn: str | None, ident: Any) -> bool:
+    """Whether a resource names the group: one of its properties depends on the group's
+    resource (known even in a preview, where ids are not) or holds its id."""
+    if urn is not None and any(urn in urns for urns in deps.values()):
+        return True
+    if not ident:
+        return False
+    return any(
+        ident == value or (isinstance(value, list | tuple) and ident in value) for value in props.values()
+    )
+
+
+def check_open_endpoint_structure(
+    resources: Iterable[tuple[Any, ...]], config: PolicyConfig | None = None
+) -> list[str]:
+    """The ``gpufit:open-endpoint`` tag exempts a security group's open listener rules only when
+    the stack's structure says it is gpufit's load balancer group: an internet-facing
+    Application Load Balancer of the stack names it in ``securityGroups``, nothing else (no
+    instance, launch template or network interface) uses it, and that load balancer has a
+    listener on each exempted port. Relations come from the engine's property dependencies
+    (``PolicyResource.property_dependencies``, https://www.pulumi.com/docs/iac/using-pulumi/crossguard/core-concepts/),
+    or from ids where they are known; a group whose relations cannot be read is refused."""
+    del config
+    entries = [(str(e[0]), as_map(e[1]), *_links(e)) for e in resources]
+    problems: list[str] = []
+    for typ, props, urn, _ in entries:
+        ports = _exempted_ports(props) if typ == AWS_SECURITY_GROUP else []
+        if not ports:
+            continue
+        ident = props.get("id")
+        label = str(props.get("name") or urn or "a security group")
+        users = [(t, p, u, d) for t, p, u, d in entries if u != urn and _refers_to(p, d, urn, ident)]
+        albs = [
+            (p, u)
+            for t, p, u, _ in users
+            if t == AWS_ALB
+            and p.get("internal") is not True
+            and p.get("loadBalancerType", "application") == "application"
+        ]
+        others = sorted({t for t, _, _, _ in users if t not in (AWS_ALB, AWS_LISTENER, *SOURCE_ONLY)})
+        if not albs:
+            problems.append(
+                f"{label} carries {OPEN_ENDPOINT_TAG} and admits the internet on port(s) "
+                f"{', '.join(map(str, ports))}, but no internet-facing load balancer of the stack uses it"
+            )
+            continue
+        if others:
+            problems.append(
+                f"{label} carries {OPEN_ENDPOINT_TAG} but also guards {', '.join(others)}: the exemption "
+                "is for a load balancer's own group"
+            )
+        listened = {
+            as_count(p.get("port"))
+            for t, p, _, d in entries
+            if t == AWS_LISTENER and any(_refers_to(p, d, u, a.get("arn")) for a, u in albs)
+        }
+        problems += [
+            f"{label} carries {OPEN_ENDPOINT_TAG} and admits the internet on port {port}, where its load "
+            "balancer has no listener"
+            for port in ports
+            if port not in listened
+        ]
+    return problems
+
+
+PLAIN_HTTP_TAG = "gpufit:plain-http"
+"""On an AWS listener serving plain HTTP because the spec set ``serving.allow_plain_http``."""
+PLAIN_HTTP_MARK = "serving.allow_plain_http"
+"""In the description of a GCP target HTTP proxy the spec opted in to."""
+GCP_HTTP_PROXIES = (
+    "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy",
+    "gcp:compute/targetHttpProxy:TargetHttpProxy",
+)
+
+
+def check_plain_http(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
+    """An endpoint serves HTTPS unless the spec opted in to plain HTTP
+    (``serving.allow_plain_http``): an AWS load balancer listener on HTTP must redirect every
+    request to HTTPS or carry ``PLAIN_HTTP_TAG``; a GCP target HTTP proxy must carry
+    ``PLAIN_HTTP_MARK`` in its description. Over plain HTTP the API key and every prompt cross
+    the internet readable by anyone on the path."""
+    del config
+    if resource_type == AWS_LISTENER and str(props.get("protocol") or "").upper() == "HTTP":
+        actions = [as_map(a) for a in as_seq(props.get("defaultActions"))]
+        redirects = actions and all(
+            a.get("type") == "redirect" and str(as_map(a.get("redirect")).get("protocol")).upper() == "HTTPS"
+            for a in actions
+        )
+        if not redirects and as_map(props.get("tags")).get(PLAIN_HTTP_TAG) != "true":
+            return [
+                f"listener on port {props.get('port')} serves plain HTTP: give a certificate "
+                f"(serving.certificate_arn) or opt in with {PLAIN_HTTP_MARK}"
+            ]
+    if resource_type in GCP_HTTP_PROXIES and PLAIN_HTTP_MARK not in str(props.get("description") or ""):
+        return [
+            "target HTTP proxy serves plain HTTP: give a certificate (serving.domain or serving.certificate) "
+            f"or opt in with {PLAIN_HTTP_MARK}"
+        ]
+    return []

@@ -295,6 +295,14 @@ class RecordingMonitor(pulumi.runtime.mocks.MockMonitor):
         return super().RegisterResource(request)
 
 
+def links(mocks: RecordingMocks, r: Registered) -> tuple[str | None, dict[str, list[str]]]:
+    """A resource's URN and the URNs each of its properties depends on, from the registration
+    the engine received: what a stack policy reads as ``urn`` and ``property_dependencies``."""
+    request = mocks.requests.get((r.typ, r.name))
+    deps = {k: list(v.urns) for k, v in request.propertyDependencies.items()} if request is not None else {}
+    return mocks.urns.get((r.typ, r.name)), deps
+
+
 TEST_HF_TOKEN = "hf_" + "x" * 34
 """A made-up Hugging Face token the program runs get unless a test sets its own (or None)."""
 

@@ -28,7 +28,14 @@ def _with(path: str, value: str) -> dict[str, Any]:
         node[key] = dict(node.get(key) or {})
         node = node[key]
     node[leaf] = value
+    if path in CERTIFICATES:  # the stack serves plain HTTP by the opt-in; a certificate replaces it
+        del workload["serving"]["allow_plain_http"]
+        if path != "serving.certificate_arn":
+            workload["placement"] = {"clouds": ["gcp"]}
     return workload
+
+
+CERTIFICATES = ("serving.certificate_arn", "serving.domain", "serving.certificate")
 
 
 IDENTIFIERS = [
@@ -36,6 +43,8 @@ IDENTIFIERS = [
     ("model.hf", "meta-llama/Llama-3.1-8B-Instruct"),
     ("model.revision", "main"),
     ("serving.certificate_arn", ARN),
+    ("serving.domain", "api.example.com"),
+    ("serving.certificate", "projects/my-project/locations/us-central1/certificates/api-cert"),
 ]
 TAILS = ["\n", "\nrm -rf /", " ", "\r", "\x00"]
 
@@ -93,4 +102,3 @@ def test_no_pattern_guards_an_identifier_with_a_prefix_match() -> None:
             found |= {(rel, m) for m in re.findall(r"(\w+)\.match\(", text)}
             assert "re.match(" not in text, f"{rel}: re.match: use re.fullmatch"
     assert found == set(PREFIX_MATCHES), "a new prefix match: use fullmatch, or list it with the reason"
-

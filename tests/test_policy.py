@@ -37,7 +37,7 @@ from policy.gpufit_policies import (
 from selector.catalog import load_catalog
 from selector.select import plan
 from selector.spec import parse_spec
-from tests.pulumi_harness import ROOT, RecordingMocks, run_program, stack_config
+from tests.pulumi_harness import ROOT, RecordingMocks, links, run_program, stack_config
 
 NOW = datetime(2026, 12, 2, 12, tzinfo=UTC)
 EXPIRES = NOW + timedelta(hours=48)
@@ -517,7 +517,7 @@ def _all_violations(mocks: RecordingMocks, config: PolicyConfig) -> list[str]:
             else:
                 messages = check(r.typ, r.inputs, config)
             found += [f"{check.__name__} {r.typ} {r.name}: {m}" for m in messages]
-    stack = [(r.typ, r.inputs, region_of(r.provider)) for r in mocks.resources]
+    stack = [(r.typ, r.inputs, region_of(r.provider), *links(mocks, r)) for r in mocks.resources]
     for stack_check in STACK_VALIDATORS:
         found += [f"{stack_check.__name__}: {m}" for m in stack_check(stack, config)]
     return found

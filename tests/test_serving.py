@@ -26,7 +26,7 @@ from tests.pulumi_harness import ROOT, RecordingMocks, is_secret_input, run_prog
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
-API_KEY = "sk-gpufit-test-0123456789abcdef"
+API_KEY = "sk-gpufit-test-0123456789abcdefGHIJKLMNOP"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
 SG = "aws:ec2/securityGroup:SecurityGroup"
@@ -169,6 +169,7 @@ def test_replicas_sharing_a_machine_get_their_own_gpus_and_ports() -> None:
             "tokens_per_s_total": 600,
             "engine": "vllm",
             "expose": "load_balancer",
+            "allow_plain_http": True,
         },
         placement={"clouds": ["aws"], "instance_types": ["g6e.12xlarge"]},
         access={"api_cidrs": ["203.0.113.0/24"]},
@@ -254,7 +255,9 @@ def test_a_load_balancer_admits_the_given_cidrs_and_health_checks_the_group() ->
 
 def test_https_with_a_certificate() -> None:
     arn = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
-    workload = _workload("llama8b-lb", serving={**_workload("llama8b-lb")["serving"], "certificate_arn": arn})
+    serving = {**_workload("llama8b-lb")["serving"], "certificate_arn": arn}
+    del serving["allow_plain_http"]
+    workload = _workload("llama8b-lb", serving=serving)
     mocks, outputs = _run(workload)
     listener = mocks.one("aws:lb/listener:Listener").inputs
     assert (listener["port"], listener["protocol"], listener["certificateArn"]) == (443, "HTTPS", arn)
@@ -271,6 +274,7 @@ GCP_LB_WORKLOAD = {
         "concurrency": 8,
         "tokens_per_s_per_stream": 25,
         "expose": "load_balancer",
+        "allow_plain_http": True,
     },
     "access": {"api_cidrs": ["203.0.113.0/24"]},
     "duration": "72h",
@@ -383,7 +387,7 @@ def test_plan_shows_the_server_and_warns_about_plain_http(capsys: pytest.Capture
     out = capsys.readouterr().out
     assert re.search(r"^Serve     vLLM 0\.34\.0 \(vllm/vllm-openai:v0\.34\.0, CUDA 13\.0\)", out, re.M)
     assert re.search(r"^          meta-llama/Llama-3\.1-8B-Instruct \(model\.hf\): TP 1", out, re.M)
-    assert "over HTTP (WARNING: no serving.certificate_arn" in out
+    assert "over HTTP (WARNING: serving.allow_plain_http" in out
     assert "health grace period" in out
 
 

@@ -492,16 +492,28 @@ readiness() {  # STATE [UNTIL]: what the readiness responder answers the group's
   printf '{"state":"%s","until":%s}\n' "$1" "${2:-0}" > "$RUN/readiness.json.tmp" \
     && mv "$RUN/readiness.json.tmp" "$RUN/readiness.json"
 }
+serve_host() {  # the address the server binds: loopback, or the private interface's (never 0.0.0.0)
+  local ip
+  if [ "$SERVE_BIND" = loopback ]; then echo 127.0.0.1; return 0; fi
+  if [ "$CLOUD" = aws ]; then ip=$(imds local-ipv4) || return 1
+  else ip=$(gce instance/network-interfaces/0/ip) || return 1
+  fi
+  [[ $ip =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || return 1
+  echo "$ip"
+}
 server_healthy() {
   local port
-  for port in "${SERVE_PORTS[@]}"; do curl -sf -m 5 -o /dev/null "http://127.0.0.1:$port$HEALTH_PATH" || return 1; done
+  for port in "${SERVE_PORTS[@]}"; do curl -sf -m 5 -o /dev/null "http://$SERVE_HOST:$port$HEALTH_PATH" || return 1; done
 }
 run_server() {
   local until fails=0
   until=$(($(now) + LOAD_BOUND))
   readiness loading "$until"
+  SERVE_HOST=$(serve_host) || machine_failure "could not read the machine's private address from the metadata server"
+  export SERVE_HOST
   if [ "$READINESS_PORT" -gt 0 ]; then
     systemd-run --unit=gpufit-readiness --description="gpufit readiness for the group's health check" \
+      --setenv=GPUFIT_ENGINE_HOST="$SERVE_HOST" \
       --property=Restart=always python3 "$LIB/readiness.py" "$RUN/readiness.json" "$READINESS_PORT" \
       "$HEALTH_PATH" "${SERVE_PORTS[@]}" || log "could not start the readiness responder"
   fi

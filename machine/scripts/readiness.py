@@ -18,6 +18,7 @@ Standard library only: it runs with the image's python3, before any engine exist
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 import urllib.error
@@ -25,11 +26,13 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 ENGINE_TIMEOUT_S = 2.0
+ENGINE_HOST = os.environ.get("GPUFIT_ENGINE_HOST", "127.0.0.1")
+"""Where the engine listens (the supervisor's ``$SERVE_HOST``: it binds no wildcard address)."""
 
 
 def engine_healthy(port: int, path: str = "/health") -> bool:
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=ENGINE_TIMEOUT_S) as answer:
+        with urllib.request.urlopen(f"http://{ENGINE_HOST}:{port}{path}", timeout=ENGINE_TIMEOUT_S) as answer:
             return bool(answer.status == 200)
     except (urllib.error.URLError, OSError, ValueError):
         return False

@@ -3,7 +3,8 @@ Balancer in front of the fleet group. (The API key and the token are Secrets Man
 ``providers.aws.secrets``.)
 
 The load balancer admits ``access.api_cidrs`` only (its security group), listens on HTTPS with
-``serving.certificate_arn`` or else on HTTP (the plan warns), and forwards to one target group
+``serving.certificate_arn``, on plain HTTP only with ``serving.allow_plain_http`` (the plan
+warns; the listener carries ``PLAIN_HTTP_TAG`` for the policy pack), and forwards to one target group
 per replica port, health-checked on the model server's ``/health``; the machines admit the
 server ports from the load balancer's security group alone. The group's health then follows
 the load balancer's (ELB health checks) after a grace period long enough to load the weights.
@@ -28,6 +29,23 @@ IDLE_TIMEOUT_S = 600
 OPEN_ENDPOINT_TAG = "gpufit:open-endpoint"
 """On a load balancer's security group opened to the whole internet by
 ``access.allow_api_from_anywhere``: the opt-in, visible to the policy pack."""
+
+
+PLAIN_HTTP_TAG = "gpufit:plain-http"
+"""On a listener that serves plain HTTP because the spec set ``serving.allow_plain_http``."""
+
+
+def listener_port(d: Deployment) -> int:
+    """443 with a certificate; 80 only with ``serving.allow_plain_http`` (the spec refuses an
+    endpoint with neither; this refuses a deployment that reached here without one)."""
+    if d.certificate_arn is not None:
+        return 443
+    if d.allow_plain_http:
+        return 80
+    raise pulumi.RunError(
+        "serving.allow_plain_http: a load-balanced endpoint on AWS needs serving.certificate_arn, or "
+        "allow_plain_http: true to serve plain HTTP"
+    )
 
 
 def _cidr_groups(cidrs: tuple[str, ...]) -> tuple[list[str], list[str]]:
@@ -59,7 +77,7 @@ def lb_security_group(
     the model servers' ports. Made before the machines' group, which admits the servers' ports
     from this one (inline, so no rule of one group refers back to the other)."""
     assert d.server is not None
-    port = 443 if d.certificate_arn is not None else 80
+    port = listener_port(d)
     v4, v6 = _cidr_groups(d.api_cidrs)
     return aws.ec2.SecurityGroup(
         f"{name}-lb-sg",
@@ -122,8 +140,8 @@ def load_balancer(
             f"Application Load Balancer forwards to at most {MAX_TARGET_GROUPS} target groups; restrict "
             "placement.instance_types to machines with fewer GPUs"
         )
-    https = d.certificate_arn is not None
-    port = 443 if https else 80
+    port = listener_port(d)
+    https = port == 443
     balancer = aws.lb.LoadBalancer(
         f"{name}-lb",
         name_prefix="gpufit",
@@ -176,7 +194,7 @@ def load_balancer(
                 ),
             )
         ],
-        tags=tags,
+        tags=tags if https else {**tags, PLAIN_HTTP_TAG: "true"},
         opts=child,
     )
     aws.lb.ListenerRule(

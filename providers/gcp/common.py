@@ -76,11 +76,13 @@ API_SERVICES = {
     "cloudresourcemanager": "cloudresourcemanager.googleapis.com",
     "secretmanager": "secretmanager.googleapis.com",
     "cloudscheduler": "cloudscheduler.googleapis.com",
+    "certificatemanager": "certificatemanager.googleapis.com",
 }
 """The APIs a stack's resources are created through: Compute Engine (VMs, templates, groups,
 networks, firewalls, load balancers), IAM (service accounts, the custom role), Cloud Storage
 (the bucket), Resource Manager (project IAM bindings), Secret Manager (the machines' secrets),
-Cloud Scheduler (a group's deadline)."""
+Cloud Scheduler (a group's deadline), Certificate Manager (an endpoint's Google-managed
+certificate)."""
 
 
 def enabled_apis(

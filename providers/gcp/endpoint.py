@@ -187,12 +187,60 @@ def matcher_not_found(
     )
 
 
+PLAIN_HTTP_MARK = "serving.allow_plain_http"
+"""In the description of a target HTTP proxy the spec opted in to (``policy`` checks it)."""
+CERTIFICATE_MANAGER = "//certificatemanager.googleapis.com/"
+"""The namespace a Certificate Manager certificate carries in a target proxy's
+``sslCertificates`` ("Certificate Manager Certificates must include the certificatemanager API
+namespace": Compute API discovery document, ``TargetHttpsProxy.sslCertificates``)."""
+
+
 @dataclass
 class GcpLoadBalancer:
     backend: gcp.compute.RegionBackendService
     forwarding_rule: gcp.compute.ForwardingRule
     address: gcp.compute.Address
     policy: gcp.compute.RegionSecurityPolicy
+    https: bool = False
+    dns_authorization: gcp.certificatemanager.DnsAuthorization | None = None
+
+
+def _tls_certificate(
+    base: str, d: Deployment, labels: dict[str, str], child: pulumi.ResourceOptions
+) -> tuple[pulumi.Input[str] | None, gcp.certificatemanager.DnsAuthorization | None]:
+    """The HTTPS proxy's certificate (with the Certificate Manager namespace) and, for a
+    Google-managed one, the DNS authorization whose record the user adds to their zone
+    (regional Google-managed certificates take DNS authorization:
+    https://cloud.google.com/certificate-manager/docs/deploy-google-managed-regional); (None,
+    None) for plain HTTP, which only ``serving.allow_plain_http`` allows."""
+    if d.tls_certificate is not None:
+        return CERTIFICATE_MANAGER + d.tls_certificate, None
+    if d.tls_domain is not None:
+        authorization = gcp.certificatemanager.DnsAuthorization(
+            resource_name(base, "dns-auth"),
+            location=d.region,
+            domain=d.tls_domain,
+            description=f"gpufit {d.workload}: proves {d.tls_domain} for its certificate",
+            labels=labels,
+            opts=child,
+        )
+        certificate = gcp.certificatemanager.Certificate(
+            resource_name(base, "cert"),
+            location=d.region,
+            description=f"gpufit {d.workload}: Google-managed, for {d.tls_domain}",
+            managed=gcp.certificatemanager.CertificateManagedArgs(
+                domains=[d.tls_domain], dns_authorizations=[authorization.id]
+            ),
+            labels=labels,
+            opts=child,
+        )
+        return certificate.id.apply(lambda i: CERTIFICATE_MANAGER + i), authorization
+    if d.allow_plain_http:
+        return None, None
+    raise pulumi.RunError(
+        "serving.allow_plain_http: a load-balanced endpoint on GCP needs serving.domain or "
+        "serving.certificate, or allow_plain_http: true to serve plain HTTP"
+    )
 
 
 def load_balancer(
@@ -209,6 +257,7 @@ def load_balancer(
     map, backend service on the MIG (port ``serve0``), Cloud Armor for ``access.api_cidrs``."""
     assert d.server is not None
     region = d.region
+    certificate, authorization = _tls_certificate(base, d, labels, child)
     proxies: list[Any] = []
     if make_proxy_subnet:
         proxies.append(
@@ -265,9 +314,32 @@ def load_balancer(
         ],
         opts=child,
     )
-    proxy = gcp.compute.RegionTargetHttpProxy(
-        resource_name(base, "http"), region=region, url_map=url_map.id, opts=child
-    )
+    proxy: gcp.compute.RegionTargetHttpsProxy | gcp.compute.RegionTargetHttpProxy
+    if certificate is not None:
+        tls = gcp.compute.RegionSslPolicy(
+            resource_name(base, "tls"),
+            region=region,
+            min_tls_version="TLS_1_2",
+            profile="MODERN",
+            description="gpufit: TLS 1.2 or later, modern ciphers",
+            opts=child,
+        )
+        proxy = gcp.compute.RegionTargetHttpsProxy(
+            resource_name(base, "https"),
+            region=region,
+            url_map=url_map.id,
+            certificate_manager_certificates=[certificate],
+            ssl_policy=tls.id,
+            opts=child,
+        )
+    else:
+        proxy = gcp.compute.RegionTargetHttpProxy(
+            resource_name(base, "http"),
+            region=region,
+            url_map=url_map.id,
+            description=f"gpufit {d.workload}: plain HTTP ({PLAIN_HTTP_MARK})",
+            opts=child,
+        )
     address = gcp.compute.Address(
         resource_name(base, "lb-ip"),
         region=region,
@@ -281,7 +353,7 @@ def load_balancer(
         region=region,
         load_balancing_scheme="EXTERNAL_MANAGED",
         ip_protocol="TCP",
-        port_range="80",
+        port_range="443" if certificate is not None else "80",
         target=proxy.id,
         network=network,
         network_tier="STANDARD",
@@ -289,4 +361,4 @@ def load_balancer(
         labels=labels,
         opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=proxies)),
     )
-    return GcpLoadBalancer(backend, rule, address, policy)
+    return GcpLoadBalancer(backend, rule, address, policy, certificate is not None, authorization)

@@ -293,6 +293,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
         needed = ["compute", "iam", "storage", "cloudresourcemanager", "cloudscheduler"]
         if uses_secret_manager(d, secrets):
             needed.append("secretmanager")
+        if d.expose == "load_balancer" and d.tls_domain is not None:
+            needed.append("certificatemanager")
         apis = enabled_apis(base, needed, pulumi.ResourceOptions(parent=self))
         child = pulumi.ResourceOptions(
             parent=self, ignore_changes=deadline_ignore_changes(d), depends_on=apis
@@ -556,8 +558,16 @@ class GcpGpuFleet(pulumi.ComponentResource):
             return {}
         port = d.server.base_port
         outputs: dict[str, Any] = {"api_key": self.secrets.api_key_value}
-        if self.load_balancer is not None:
-            outputs["endpoint"] = self.load_balancer.address.address.apply(lambda ip: f"http://{ip}/v1")
+        lb = self.load_balancer
+        if lb is not None:
+            if d.tls_domain is not None:
+                outputs["endpoint"] = f"https://{d.tls_domain}/v1"
+                outputs["endpoint_ip"] = lb.address.address  # the domain's A record
+            else:
+                scheme = "https" if lb.https else "http"
+                outputs["endpoint"] = lb.address.address.apply(lambda ip: f"{scheme}://{ip}/v1")
+            if lb.dns_authorization is not None:  # add it to the zone: the certificate is issued then
+                outputs["dns_authorization_record"] = lb.dns_authorization.dns_resource_records
             return outputs
         outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
         outputs["port_forward"] = (

@@ -27,6 +27,7 @@ from selector.spec.fields import (
 )
 from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
+from selector.spec.tls import cm_certificate, dns_name, tls_problems
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
 """``name``, matched whole (``fullmatch``: ``re.match`` with ``$`` admits a trailing newline)."""
@@ -83,6 +84,23 @@ class ServingSpec(Strict):
         pattern=f"^{ACM_CERTIFICATE_ARN.pattern}$",  # for editors; _acm_arn matches it whole
         description="AWS: ACM certificate for an HTTPS listener (its ARN)",
     )
+    domain: str | None = Field(
+        None,
+        max_length=253,
+        description="GCP: HTTPS with a Google-managed certificate for this domain (Certificate Manager, DNS "
+        "authorization: add the DNS record the stack outputs, then point the domain at the endpoint)",
+    )
+    certificate: str | None = Field(
+        None,
+        max_length=200,
+        description="GCP: HTTPS with a Certificate Manager certificate of your own in the plan's region, "
+        "projects/P/locations/REGION/certificates/NAME",
+    )
+    allow_plain_http: bool = Field(
+        False,
+        description="serve a load-balanced endpoint over plain HTTP (no certificate): the API key and every "
+        "prompt cross the internet unencrypted",
+    )
     on_demand_base: int | None = Field(
         None,
         ge=0,
@@ -109,6 +127,16 @@ class ServingSpec(Strict):
                 "arn:aws:acm:us-east-1:123456789012:certificate/12345678-1234-1234-1234-123456789012"
             )
         return value
+
+    @field_validator("domain")
+    @classmethod
+    def _dns_name(cls, value: str | None) -> str | None:
+        return dns_name(value)
+
+    @field_validator("certificate")
+    @classmethod
+    def _cm_certificate(cls, value: str | None) -> str | None:
+        return cm_certificate(value)
 
 
 class TrainingSpec(Strict):
@@ -470,6 +498,7 @@ class WorkloadSpec(Strict):
             problems.append("serving.engine_args and serving.rope_scaling need serving.engine vllm or sglang")
         if serving.expose == "load_balancer" and not self.access.api_cidrs:
             problems.append("serving.expose load_balancer needs access.api_cidrs (who may call the endpoint)")
+        problems += tls_problems(serving, list(self.placement.clouds))
         if serving.expose == "load_balancer" and self.server_engine == "none":
             problems.append(
                 "serving.expose load_balancer fronts the server gpufit starts: set serving.engine "

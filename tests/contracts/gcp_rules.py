@@ -288,6 +288,7 @@ SERVICE_OF = {
     "gcp:projects/iAMMember": "cloudresourcemanager.googleapis.com",
     "gcp:secretmanager/": "secretmanager.googleapis.com",
     "gcp:cloudscheduler/": "cloudscheduler.googleapis.com",
+    "gcp:certificatemanager/": "certificatemanager.googleapis.com",
 }
 """The API each resource is created through (its discovery document's ``rootUrl`` host)."""
 

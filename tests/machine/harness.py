@@ -57,6 +57,10 @@ FAKES = (
 RUN_LIMIT_S = 40.0
 SETTLE_S = 0.3
 IMDS_TOKEN = "AQAEAFakeToken=="
+PRIVATE_IP = "127.0.0.2"
+"""The machine's private address as its metadata server gives it (EC2 ``local-ipv4``, GCE
+``network-interfaces/0/ip``): a loopback address other than 127.0.0.1, so the sandbox can tell
+a server bound to it from one bound to localhost."""
 
 
 def free_port() -> int:
@@ -242,6 +246,8 @@ class Sandbox:
                 return 200, self.knobs["machine"]
             if item == "instance-type":
                 return 200, self.knobs["machine_type"]
+            if item == "local-ipv4":
+                return 200, PRIVATE_IP
             if item == "spot/instance-action" and self.holds(m.get("spot_notice")):
                 return 200, '{"action": "terminate", "time": "2026-12-02T13:00:00Z"}'
             if item == "events/recommendations/rebalance" and self.holds(m.get("rebalance")):
@@ -256,6 +262,8 @@ class Sandbox:
             item = path.removeprefix("/computeMetadata/v1/")
             if item == "instance/name":
                 return 200, self.knobs["machine"]
+            if item == "instance/network-interfaces/0/ip":
+                return 200, PRIVATE_IP
             if item == "instance/machine-type":
                 zone = "projects/123456789012/zones/us-central1-a"
                 return 200, f"{zone}/machineTypes/{self.knobs['machine_type']}"

@@ -68,7 +68,7 @@ from deployment import Deployment
 from machine import lifecycle
 from machine.boot import FleetGroup, NodeRole, Paths, deployment_id, fleet_group, render
 from machine.serving import MachineSecrets
-from tests.machine.harness import Call, Sandbox, free_port, matches
+from tests.machine.harness import PRIVATE_IP, Call, Sandbox, free_port, matches
 from tests.machine.plans import deployment, fixture_deployment
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
@@ -157,12 +157,25 @@ def refs_failing(m: Machine, names: list[str]) -> list[str]:
     return [r for r in found if r]
 
 
+def serve_host(d: Any) -> str:
+    """Where the machine's server must listen: loopback for a private AWS endpoint (SSM port
+    forwarding connects to localhost), else the private address the metadata server gives
+    (``PRIVATE_IP``), so a server answering on any other address is never seen healthy."""
+    return "127.0.0.1" if d.cloud == "aws" and d.expose == "private" else PRIVATE_IP
+
+
 class Engine:
     """The model server's /health on the replicas' ports: healthy, never up, or healthy
     until the machine reports serving and then failing."""
 
     def __init__(
-        self, mode: str, ports: list[int], sandbox: Sandbox, status_key: str, path: str = "/health"
+        self,
+        mode: str,
+        ports: list[int],
+        sandbox: Sandbox,
+        status_key: str,
+        path: str = "/health",
+        host: str = "127.0.0.1",
     ) -> None:
         self.mode, self.sandbox, self.status_key, self.path = mode, sandbox, status_key, path
         self.servers: list[ThreadingHTTPServer] = []
@@ -181,7 +194,7 @@ class Engine:
                 self.end_headers()
 
         for port in ports:
-            server = ThreadingHTTPServer(("127.0.0.1", port), Health)
+            server = ThreadingHTTPServer((host, port), Health)
             threading.Thread(target=server.serve_forever, daemon=True).start()
             self.servers.append(server)
 
@@ -271,6 +284,7 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
         sandbox,
         status_key,
         d.server.health_path if d.server else "/health",
+        serve_host(d),
     )
     fire = doc.get("fire", [])
     puts = [e for e in fire if "put" in e]
