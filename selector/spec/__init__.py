@@ -44,6 +44,7 @@ from selector.spec.model import (
     use_hub,
 )
 from selector.spec.secrets import SecretSource, secret_sources
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.workload import (
     AccessSpec,
     BudgetSpec,
@@ -73,6 +74,7 @@ __all__ = [
     "DataSpec",
     "EgressSpec",
     "EgressTarget",
+    "ExcludeSpec",
     "FaultTolerance",
     "Hours",
     "HubFetcher",

@@ -25,6 +25,7 @@ from selector.spec.fields import (
     Strict,
     Task,
 )
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
 
@@ -168,6 +169,11 @@ class PlacementSpec(Strict):
         "price-capacity-optimized",
         description="how a spot fleet picks among its types: AWS's price and capacity, or gpufit's "
         "cost order",
+    )
+    exclude: list[ExcludeSpec] = Field(
+        default_factory=list,
+        description="(cloud, region, instance type) the plan must not use, e.g. where capacity ran out",
+        max_length=200,
     )
 
 
