@@ -49,11 +49,17 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("stack", help="a stack of this project (stacks/Pulumi.<stack>.yaml)")
     p.add_argument("--attempts", type=int, default=3, help="plans to try at most (default 3)")
-    p.add_argument("--wait", default="15m", help="how long each attempt's fleet may take to come up (default 15m)")
-    p.add_argument("--dry-run", action="store_true", help="print the order of plans it would try; touch nothing")
+    p.add_argument(
+        "--wait", default="15m", help="how long each attempt's fleet may take to come up (default 15m)"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the order of plans it would try; touch nothing"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--log", metavar="FILE", help="the JSON log (default build/up/<stack>-<time>.json)")
-    p.add_argument("--destroy-when-exhausted", action="store_true", help="destroy the stack if no attempt came up")
+    p.add_argument(
+        "--destroy-when-exhausted", action="store_true", help="destroy the stack if no attempt came up"
+    )
     p.add_argument("--project-dir", default=".", help="the Pulumi project (default: .)")
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
 
@@ -65,7 +71,9 @@ def capacity_alternatives_seam(spec: WorkloadSpec, catalog: Catalog) -> list[str
     return []
 
 
-def _alternatives(catalog: Catalog, planner: Callable[[WorkloadSpec], Plan]) -> Callable[[WorkloadSpec], list[str]]:
+def _alternatives(
+    catalog: Catalog, planner: Callable[[WorkloadSpec], Plan]
+) -> Callable[[WorkloadSpec], list[str]]:
     def closest(spec: WorkloadSpec) -> list[str]:
         from selector.report import failure_summary
 
@@ -159,7 +167,10 @@ def cmd_up(
             print(f"gpufit: {err}", file=sys.stderr)
             return LOCK_STALE
         if lock["spec_sha256"] != spec_hash(spec):
-            print(f"gpufit: {lock_file}: the spec changed since it was locked; run `gpufit lock {args.stack}`", file=sys.stderr)
+            print(
+                f"gpufit: {lock_file}: the spec changed since it was locked; run `gpufit lock {args.stack}`",
+                file=sys.stderr,
+            )
             return LOCK_STALE
     pinned = locked_catalog(lock, catalog.gpus) if lock is not None else None
 
@@ -174,9 +185,17 @@ def cmd_up(
             print(f"gpufit: {spec.name}: nothing feasible to try", file=sys.stderr)
             return INFEASIBLE
         if args.json:
-            print(json.dumps({"stack": args.stack, "verdict": "dry-run", "order": [a.__dict__ for a in order]}, indent=2))
+            print(
+                json.dumps(
+                    {"stack": args.stack, "verdict": "dry-run", "order": [a.__dict__ for a in order]},
+                    indent=2,
+                )
+            )
         else:
-            print(f"{args.stack}: the order `gpufit up` would try, each next one if the fleet stays empty for capacity:")
+            print(
+                f"{args.stack}: the order `gpufit up` would try, "
+                "each next one if the fleet stays empty for capacity:"
+            )
             print("\n".join(a.line for a in order))
         return OK
 
@@ -197,7 +216,9 @@ def cmd_up(
     def log(line: str) -> None:
         print(line.rstrip("\n"), file=sys.stderr)
 
-    settings = UpSettings(attempts=args.attempts, wait=wait, destroy_when_exhausted=args.destroy_when_exhausted)
+    settings = UpSettings(
+        attempts=args.attempts, wait=wait, destroy_when_exhausted=args.destroy_when_exhausted
+    )
     try:
         report = run_up(
             args.stack,
@@ -237,7 +258,10 @@ def _print(report: UpReport, as_json: bool) -> None:
     for attempt in report.attempts:
         print(attempt.line)
     for entry in report.exclusions:
-        print(f"excluded: {entry['cloud']} {entry['region']} {entry['instance_type']} ({entry.get('reason', '')})")
+        print(
+            f"excluded: {entry['cloud']} {entry['region']} {entry['instance_type']} "
+            f"({entry.get('reason', '')})"
+        )
     if report.note:
         print(report.note)
     for line in report.alternatives:

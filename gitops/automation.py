@@ -5,6 +5,7 @@ which must be on PATH with the configured state backend."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +34,9 @@ class AutomationWorkspace:
 
     def __init__(self, work_dir: Path) -> None:
         if shutil.which("pulumi") is None:
-            raise RuntimeError("the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/)")
+            raise RuntimeError(
+                "the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/)"
+            )
         from pulumi import automation as auto
 
         self._auto = auto
@@ -51,10 +54,8 @@ class AutomationWorkspace:
 
     def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
         handle = self._stack(stack)
-        try:
+        with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
             handle.remove_config(EXCLUDE_KEY, path=True)
-        except self._auto.errors.CommandError:
-            pass  # none recorded yet
         for key, value in exclusion_config(exclusions):
             handle.set_config(key, self._auto.ConfigValue(value=value), path=True)
 

@@ -34,7 +34,9 @@ def rules() -> tuple[ErrorRule, ...]:
         if raw["kind"] not in ("capacity", "quota") or raw["cloud"] not in ("aws", "gcp"):
             raise ValueError(f"{RULES_FILE.name}: rules[{i}]: cloud aws|gcp and kind capacity|quota expected")
         found.append(
-            ErrorRule(raw["cloud"], raw["kind"], re.compile(raw["pattern"], re.I), raw["quote"], raw["source"])
+            ErrorRule(
+                raw["cloud"], raw["kind"], re.compile(raw["pattern"], re.I), raw["quote"], raw["source"]
+            )
         )
     return tuple(found)
 

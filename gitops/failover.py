@@ -123,10 +123,10 @@ def excluding(spec: WorkloadSpec, attempt: Attempt, reason: str, at: str | None)
     added to ``placement.exclude``: an empty fleet tried them all."""
     added = [
         ExcludeSpec(
-            cloud=attempt.cloud,  # type: ignore[arg-type]
+            cloud=attempt.cloud,
             region=attempt.region,
             instance_type=name,
-            market=attempt.market,  # type: ignore[arg-type]
+            market=attempt.market,
             reason=reason[:300] or None,
             at=at,
         )
@@ -140,7 +140,9 @@ def exclusions_of(spec: WorkloadSpec) -> list[dict[str, str]]:
     return [e.model_dump(exclude_none=True) for e in spec.placement.exclude]
 
 
-def attempt_order(spec: WorkloadSpec, planner: Callable[[WorkloadSpec], Plan], attempts: int) -> list[Attempt]:
+def attempt_order(
+    spec: WorkloadSpec, planner: Callable[[WorkloadSpec], Plan], attempts: int
+) -> list[Attempt]:
     """The plans ``gpufit up`` would try, in order, if each fleet stayed empty for capacity
     (``--dry-run``): nothing is deployed, recorded or read from a cloud."""
     order: list[Attempt] = []
@@ -231,7 +233,10 @@ def run_up(
             attempt.in_service, attempt.desired = state.in_service, state.desired
         attempt.ended = _iso(now())
         if state is not None and state.in_service >= state.desired:
-            attempt.outcome, attempt.reason = "in-service", f"{state.in_service} of {state.desired} in service"
+            attempt.outcome, attempt.reason = (
+                "in-service",
+                f"{state.in_service} of {state.desired} in service",
+            )
             report.verdict = "up"
             log(attempt.line)
             return report
@@ -248,7 +253,9 @@ def run_up(
         attempt.source = verdict.rule.source if verdict.rule else ""
         if verdict.verdict != "capacity":
             attempt.outcome = "quota" if verdict.verdict == "quota" else "failed"
-            attempt.reason = verdict.message or f"no instance in service after {settings.wait}, no error reported"
+            attempt.reason = (
+                verdict.message or f"no instance in service after {settings.wait}, no error reported"
+            )
             report.verdict = "stopped"
             log(attempt.line)
             return report

@@ -282,7 +282,8 @@ def _without_excluded(catalog: Catalog, exclude: list[ExcludeSpec], tally: _Tall
         return catalog
     kept: list[Offer] = []
     for offer in catalog.offers:
-        rule = next((e for e in exclude if e.matches(offer.cloud, offer.region, offer.instance.name, offer.market)), None)
+        where = (offer.cloud, offer.region, offer.instance.name, offer.market)
+        rule = next((e for e in exclude if e.matches(*where)), None)
         if rule is None:
             kept.append(offer)
             continue

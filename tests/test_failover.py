@@ -85,7 +85,6 @@ def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None
     scenario = yaml.safe_load(path.read_text())
     stack = scenario["stack"]
     project = _project(tmp_path, stack)
-    spec = load_spec(project / "stacks" / f"Pulumi.{stack}.yaml")
     workspace = FakeWorkspace(
         _workload(project, stack),
         _program_planner(project, stack, catalog),
@@ -138,8 +137,15 @@ def test_first_region_out_of_capacity_then_second_in_service(tmp_path: Path, cat
     clock = FakeClock()
     lines: list[str] = []
     report = run_up(
-        "s", spec, planner, workspace, FakeWatcher(workspace), UpSettings(wait=timedelta(minutes=15)),
-        clock.now, clock.sleep, log=lines.append,
+        "s",
+        spec,
+        planner,
+        workspace,
+        FakeWatcher(workspace),
+        UpSettings(wait=timedelta(minutes=15)),
+        clock.now,
+        clock.sleep,
+        log=lines.append,
     )
     assert report.verdict == "up"
     first, second = report.attempts
@@ -170,7 +176,9 @@ def test_excluded_offers_are_never_planned_and_the_plan_says_why(catalog: Catalo
     first = plan(spec, catalog)
     assert first.choice is not None
     o = first.choice.offer
-    rule = ExcludeSpec(cloud="aws", region=o.region, instance_type="p*", reason="InsufficientInstanceCapacity")
+    rule = ExcludeSpec(
+        cloud="aws", region=o.region, instance_type="p*", reason="InsufficientInstanceCapacity"
+    )
     excluded = spec.model_copy(update={"placement": spec.placement.model_copy(update={"exclude": [rule]})})
     second = plan(excluded, catalog)
     assert second.choice is not None
@@ -181,7 +189,9 @@ def test_excluded_offers_are_never_planned_and_the_plan_says_why(catalog: Catalo
     from selector.report import plan_to_dict
 
     today = datetime(2026, 12, 4).date()
-    assert f"Excluded  aws {o.region} p* , InsufficientInstanceCapacity".replace(" ,", ",") in render_plan(second, today)
+    assert f"Excluded  aws {o.region} p* , InsufficientInstanceCapacity".replace(" ,", ",") in render_plan(
+        second, today
+    )
     assert "**Excluded**" in render_markdown(second, today)
     assert plan_to_dict(second, today)["excluded"][0]["instance_type"] == "p*"
     lock = make_lock(second, Path("stacks/Pulumi.llama70b-chat.yaml"), datetime(2026, 12, 4, tzinfo=UTC))
@@ -207,16 +217,32 @@ def test_exclusion_spec_rejects_what_is_not_a_name_or_glob() -> None:
     ("cloud", "message", "verdict"),
     [
         # EC2's text as an ASG activity carries it (gitops/capacity_errors.yaml has the sources).
-        ("aws", "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you "
-         "requested (us-east-1a). Our system will be working on provisioning additional capacity.", "capacity"),
-        ("aws", "An error occurred (InsufficientInstanceCapacity) when calling the RunInstances operation "
-         "(reached max retries: 4): There is no Spot capacity available that matches your request.", "capacity"),
+        (
+            "aws",
+            "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you "
+            "requested (us-east-1a). Our system will be working on provisioning additional capacity.",
+            "capacity",
+        ),
+        (
+            "aws",
+            "An error occurred (InsufficientInstanceCapacity) when calling the RunInstances operation "
+            "(reached max retries: 4): There is no Spot capacity available that matches your request.",
+            "capacity",
+        ),
         ("aws", "You have requested more vCPU capacity than your current vCPU limit of 0 allows", "quota"),
         ("aws", "Access denied when attempting to assume role", "other"),
-        ("gcp", "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: The zone 'projects/p/zones/us-central1-a' does "
-         "not have enough resources available to fulfill the request.", "capacity"),
-        ("gcp", "A a2-ultragpu-4g VM instance with 4 nvidia-a100-80gb accelerator(s) is currently unavailable "
-         "in the us-east5-b zone.", "capacity"),
+        (
+            "gcp",
+            "ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS: The zone 'projects/p/zones/us-central1-a' does "
+            "not have enough resources available to fulfill the request.",
+            "capacity",
+        ),
+        (
+            "gcp",
+            "A a2-ultragpu-4g VM instance with 4 nvidia-a100-80gb accelerator(s) is currently unavailable "
+            "in the us-east5-b zone.",
+            "capacity",
+        ),
         ("gcp", "Quota 'GPUS_ALL_REGIONS' exceeded. Limit: 1.0 globally.", "quota"),
         # An AWS string does not decide a GCP failure.
         ("gcp", "InsufficientInstanceCapacity", "other"),
@@ -251,8 +277,9 @@ def test_dry_run_prints_the_order_and_touches_nothing(capsys: pytest.CaptureFixt
     assert len(set(regions)) == 3
 
 
-def test_up_without_the_pulumi_cli_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_up_without_the_pulumi_cli_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr("shutil.which", lambda _: None)
     project = _project(tmp_path, "llama13b-gcp")
     assert cmd_up(_args("llama13b-gcp", project)) == UP_FAILED
@@ -266,7 +293,7 @@ def test_exit_codes_are_distinct_and_in_the_readme() -> None:
     assert len(values) == len(set(values))
     readme = (ROOT / "README.md").read_text()
     for code in (CAPACITY_EXHAUSTED, FLEET_PARTIAL, UP_FAILED):
-        assert f"| {code} |" in readme
+        assert f"`{code}` `gpufit up`" in readme
 
 
 @pytest.mark.skipif(shutil.which("pulumi") is None, reason="the Pulumi CLI is not installed here")
@@ -280,8 +307,153 @@ def test_automation_workspace_records_exclusions_in_the_stack_file(tmp_path: Pat
     project = tmp_path / "p"
     shutil.copytree(ROOT, project, ignore=shutil.ignore_patterns(".venv", ".tools", "build", ".git"))
     auto.create_or_select_stack("t", work_dir=str(project))
-    (project / "stacks" / "Pulumi.t.yaml").write_text((ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml").read_text())
+    (project / "stacks" / "Pulumi.t.yaml").write_text(
+        (ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml").read_text()
+    )
     entries = [{"cloud": "gcp", "region": "us-east5", "instance_type": "a2-ultragpu-4g", "reason": "x"}]
     AutomationWorkspace(project).record_exclusions("t", entries * 2)
     spec = load_spec(project / "stacks" / "Pulumi.t.yaml")
     assert [e.region for e in spec.placement.exclude] == ["us-east5", "us-east5"]
+
+
+# ------------------------------------------------------------------ the clouds' watchers
+
+SINCE = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+def test_asg_watcher_counts_weighted_units_in_service_and_reads_failed_activities() -> None:
+    """Against the autoscaling model (botocore Stubber checks requests and responses; moto
+    5.2.5 has no DescribeScalingActivities)."""
+    import boto3
+    from botocore.stub import Stubber
+
+    from providers.aws.capacity import AsgWatcher
+
+    client = boto3.client(
+        "autoscaling", region_name="us-east-2", aws_access_key_id="a", aws_secret_access_key="b"
+    )
+    stub = Stubber(client)
+    instance = {"AvailabilityZone": "us-east-2a", "HealthStatus": "Healthy", "ProtectedFromScaleIn": False}
+    stub.add_response(
+        "describe_auto_scaling_groups",
+        {
+            "AutoScalingGroups": [
+                {
+                    "AutoScalingGroupName": "gpufit-x",
+                    "MinSize": 0,
+                    "MaxSize": 4,
+                    "DesiredCapacity": 4,
+                    "DefaultCooldown": 300,
+                    "AvailabilityZones": ["us-east-2a"],
+                    "HealthCheckType": "EC2",
+                    "CreatedTime": SINCE,
+                    "Instances": [
+                        {
+                            **instance,
+                            "InstanceId": "i-1",
+                            "LifecycleState": "InService",
+                            "WeightedCapacity": "2",
+                        },
+                        {
+                            **instance,
+                            "InstanceId": "i-2",
+                            "LifecycleState": "Pending",
+                            "WeightedCapacity": "2",
+                        },
+                    ],
+                }
+            ]
+        },
+        {"AutoScalingGroupNames": ["gpufit-x"]},
+    )
+    failed = (
+        "We currently do not have sufficient p5.48xlarge capacity in the Availability Zone you "
+        "requested (us-east-2a)."
+    )
+    activity = {"AutoScalingGroupName": "gpufit-x", "Cause": "desired capacity 4"}
+    stub.add_response(
+        "describe_scaling_activities",
+        {
+            "Activities": [
+                {
+                    **activity,
+                    "ActivityId": "a1",
+                    "StartTime": SINCE + timedelta(minutes=1),
+                    "StatusCode": "Failed",
+                    "StatusMessage": failed,
+                },
+                {
+                    **activity,
+                    "ActivityId": "a0",
+                    "StartTime": SINCE - timedelta(hours=1),
+                    "StatusCode": "Failed",
+                    "StatusMessage": "an older failure, before this attempt",
+                },
+                {**activity, "ActivityId": "a2", "StartTime": SINCE, "StatusCode": "Successful"},
+            ]
+        },
+        {"AutoScalingGroupName": "gpufit-x", "MaxRecords": 100},
+    )
+    with stub:
+        state = AsgWatcher(lambda region: client).state({"group": "gpufit-x", "region": "us-east-2"}, SINCE)
+    stub.assert_no_pending_responses()
+    assert state == FleetState(4, 2, (failed,))
+    assert classify("aws", state.messages).verdict == "capacity"
+
+
+def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
+    from http.server import BaseHTTPRequestHandler
+
+    from providers.gcp.capacity import MigWatcher
+    from tests.fakes.http import FakeHandler, LocalServer
+
+    base = "/compute/v1/projects/p/regions/us-east5/instanceGroupManagers/gpufit-x"
+    exhausted = (
+        "The zone 'projects/p/zones/us-east5-a' does not have enough resources available to "
+        "fulfill the request."
+    )
+    bodies = {
+        ("GET", base): {"name": "gpufit-x", "targetSize": 2},
+        ("POST", base + "/listManagedInstances"): {
+            "managedInstances": [
+                {"instanceStatus": "RUNNING", "currentAction": "NONE"},
+                {"currentAction": "CREATING"},
+            ]
+        },
+        ("GET", base + "/listErrors"): {
+            "items": [
+                {
+                    "error": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": exhausted},
+                    "timestamp": "2026-12-04T04:05:00.000-08:00",
+                },
+                {
+                    "error": {"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "old"},
+                    "timestamp": "2026-12-04T03:00:00.000-08:00",
+                },
+            ]
+        },
+    }
+    seen: list[tuple[str, str]] = []
+
+    class Handler(FakeHandler):
+        def _answer(self) -> None:
+            key = (self.command, self.path.split("?")[0])
+            seen.append(key)
+            body = bodies.get(key)
+            data = json.dumps(body or {"error": {"code": 404, "message": "not found"}}).encode()
+            self.send_body(200 if body else 404, data, "application/json")
+
+        def do_GET(self) -> None:
+            self._answer()
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            self._answer()
+
+    handler: type[BaseHTTPRequestHandler] = Handler
+    with LocalServer(handler) as server:
+        state = MigWatcher("p", endpoint=server.url).state({"group": "gpufit-x", "region": "us-east5"}, SINCE)
+    assert state == FleetState(2, 1, (f"ZONE_RESOURCE_POOL_EXHAUSTED: {exhausted}",))
+    assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 3
+    assert classify("gcp", state.messages).verdict == "capacity"

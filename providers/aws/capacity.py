@@ -42,7 +42,9 @@ class AsgWatcher:
             return FleetState(desired, 0, (f"Auto Scaling group {group} not found",))
         found = groups[0]
         in_service = sum(
-            int(i.get("WeightedCapacity") or 1) for i in found["Instances"] if i["LifecycleState"] == "InService"
+            int(i.get("WeightedCapacity") or 1)
+            for i in found["Instances"]
+            if i["LifecycleState"] == "InService"
         )
         activities = client.describe_scaling_activities(AutoScalingGroupName=group, MaxRecords=ACTIVITY_PAGE)
         cutoff = since if since.tzinfo else since.replace(tzinfo=UTC)

@@ -5,25 +5,29 @@ nothing left to do, and what the MIG's errors say.
 ``instanceStatus`` and ``currentAction``; ``NONE`` once it is created and running) and
 ``listErrors`` (``InstanceManagedByIgmError``: ``error.code``, ``error.message``,
 ``timestamp``), https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers,
-through google-cloud-compute's REST clients; ``api_endpoint`` points them at a local server.
+through google-cloud-compute's REST clients; ``GPUFIT_GCP_COMPUTE_ENDPOINT`` (or ``endpoint``)
+points them at a local server, as for sweep.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
+from cloudapi.gcp import COMPUTE_ENDPOINT_ENV, CredentialSource, check_endpoint
 from gitops.failover import FleetState
 
 
 class MigWatcher:
     """Reads a GCP stack's fleet from its ``group`` and ``region`` outputs."""
 
-    def __init__(self, project: str, endpoint: str | None = None, credentials: Any = None) -> None:
+    def __init__(self, project: str, endpoint: str | None = None) -> None:
         self._project = project
-        self._endpoint = endpoint
-        self._credentials = credentials
+        self._endpoint, self._loopback = check_endpoint(
+            endpoint if endpoint is not None else os.environ.get(COMPUTE_ENDPOINT_ENV), "compute"
+        )
         self._client: Any = None
 
     def _migs(self) -> Any:
@@ -33,7 +37,7 @@ class MigWatcher:
 
             options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
             self._client = compute_v1.RegionInstanceGroupManagersClient(
-                credentials=self._credentials, client_options=options
+                credentials=CredentialSource().get(self._loopback), client_options=options
             )
         return self._client
 

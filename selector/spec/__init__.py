@@ -9,6 +9,7 @@ section and its resolution to a ``ModelArch``), ``workload`` (the other sections
 ``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
 """
 
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -44,7 +45,6 @@ from selector.spec.model import (
     use_hub,
 )
 from selector.spec.secrets import SecretSource, secret_sources
-from selector.spec.exclusion import ExcludeSpec
 from selector.spec.workload import (
     AccessSpec,
     BudgetSpec,

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -25,7 +26,6 @@ from selector.spec.fields import (
     Strict,
     Task,
 )
-from selector.spec.exclusion import ExcludeSpec
 from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
 

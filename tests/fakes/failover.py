@@ -30,7 +30,10 @@ MESSAGES = {
     ("aws", "capacity"): "Launching a new EC2 instance. Status Reason: We currently do not have sufficient "
     "{type} capacity in the Availability Zone you requested ({region}a). Our system will be working on "
     "provisioning additional capacity. Launching EC2 instance failed.",
-    ("aws", "quota"): "Launching a new EC2 instance. Status Reason: You have requested more vCPU capacity than "
+    (
+        "aws",
+        "quota",
+    ): "Launching a new EC2 instance. Status Reason: You have requested more vCPU capacity than "
     "your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs "
     "to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
     "Launching EC2 instance failed.",
