@@ -44,7 +44,7 @@ def rules() -> tuple[ErrorRule, ...]:
 @dataclass(frozen=True)
 class Classified:
     verdict: Verdict
-    message: str  # the first message that decided it ("" when there was none)
+    message: str  # the line that decided it, one line of at most 300 characters ("" when none)
     rule: ErrorRule | None = None
 
 
@@ -56,5 +56,16 @@ def classify(cloud: str, messages: list[str] | tuple[str, ...]) -> Classified:
         for message in messages:
             for rule in rules():
                 if rule.cloud == cloud and rule.kind == kind and rule.pattern.search(message):
-                    return Classified(rule.kind, message, rule)
-    return Classified("other", messages[0] if messages else "")
+                    return Classified(rule.kind, _line_of(message, rule.pattern), rule)
+    return Classified("other", _one_line(messages[0]) if messages else "")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _line_of(message: str, pattern: re.Pattern[str]) -> str:
+    """The line of ``message`` that matched (a failed ``pulumi up`` prints pages), on one line."""
+    line = next((ln for ln in message.splitlines() if pattern.search(ln)), message)
+    return _one_line(line)

@@ -164,14 +164,17 @@ def watch(
     now: Callable[[], datetime],
     sleep: Callable[[float], None],
     poll_s: float = POLL_S,
+    since: datetime | None = None,
 ) -> FleetState:
     """Read the fleet until all of it is in service or ``wait`` has passed; the last state.
+    ``since``: when the attempt began (its ``pulumi up`` created the group, which started
+    launching then): the cloud's messages from before it belong to an earlier attempt.
     A stack without a ``group`` output runs plain instances, which ``pulumi up`` created."""
     if "group" not in outputs:
         nodes = int(outputs.get("nodes") or 1)
         return FleetState(desired=nodes, in_service=nodes)
-    since = now()
-    deadline = since + wait
+    since = since or now()
+    deadline = now() + wait
     while True:
         state = watcher.state(outputs, since)
         left = (deadline - now()).total_seconds()
@@ -228,7 +231,7 @@ def run_up(
             messages: tuple[str, ...] = (str(err),)
             state = None
         else:
-            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s)
+            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s, since=started)
             messages = state.messages
             attempt.in_service, attempt.desired = state.in_service, state.desired
         attempt.ended = _iso(now())

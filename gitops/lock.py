@@ -113,8 +113,11 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "offer": _offer_dict(offer),
         "interruption_bucket": offer.interruption_bucket,
         # What the plan was kept off (``gpufit up`` records where capacity ran out): the review sees it.
-        **({"exclusions": [e.model_dump(exclude_none=True) for e in plan.spec.placement.exclude]}
-           if plan.spec.placement.exclude else {}),
+        **(
+            {"exclusions": [e.model_dump(exclude_none=True) for e in plan.spec.placement.exclude]}
+            if plan.spec.placement.exclude
+            else {}
+        ),
         "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),
@@ -261,8 +264,10 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
     if built is not None and locked_engine is None:
         label = choice.engine.label if choice.engine is not None else ""
         return f"the plan launches {label}; the lock predates engine pinning"
-    if built is not None and locked_engine is not None and (
-        (locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"])
+    if (
+        built is not None
+        and locked_engine is not None
+        and ((locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"]))
     ):
         return (
             f"the plan now launches {built['engine']} {built['version']} ({built['image']}), "

@@ -90,8 +90,8 @@ def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None
         _program_planner(project, stack, catalog),
         by_attempt=list(scenario.get("by_attempt", [])),
         by_region=dict(scenario.get("by_region", {})),
+        clock=(clock := FakeClock()),
     )
-    clock = FakeClock()
     args = _args(stack, project, attempts=scenario.get("attempts", 3), wait=scenario.get("wait", "15m"))
     code = cmd_up(args, workspace, FakeWatcher(workspace), clock.now, clock.sleep)
     log = json.loads((project / "up.json").read_text())
@@ -133,8 +133,10 @@ def test_first_region_out_of_capacity_then_second_in_service(tmp_path: Path, cat
     --path keys the Automation API writes) before the second ``pulumi up``, waits bounded."""
     spec = load_spec(ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml")
     planner: Callable[[WorkloadSpec], Plan] = lambda s: plan(s, catalog)  # noqa: E731
-    workspace = FakeWorkspace(_workload(ROOT, "llama13b-gcp"), planner, by_attempt=["capacity", "ok"])
     clock = FakeClock()
+    workspace = FakeWorkspace(
+        _workload(ROOT, "llama13b-gcp"), planner, by_attempt=["capacity", "ok"], clock=clock
+    )
     lines: list[str] = []
     report = run_up(
         "s",
@@ -151,7 +153,8 @@ def test_first_region_out_of_capacity_then_second_in_service(tmp_path: Path, cat
     first, second = report.attempts
     assert first.outcome == "capacity" and "ZONE_RESOURCE_POOL_EXHAUSTED" in first.reason
     assert second.outcome == "in-service" and second.region != first.region
-    assert sum(clock.slept) == 15 * 60  # the first attempt waited its whole --wait, no more
+    # Two `pulumi up`s of 120 s each; the first fleet watched its whole --wait, no more.
+    assert sum(clock.slept) == 2 * 120 + 15 * 60
     assert workspace.config[f"{EXCLUDE_KEY}[0].cloud"] == "gcp"
     assert workspace.config[f"{EXCLUDE_KEY}[0].region"] == first.region
     assert any(line.startswith("attempt 1:") and "capacity" in line for line in lines)
@@ -211,6 +214,20 @@ def test_exclusion_spec_rejects_what_is_not_a_name_or_glob() -> None:
         parse_spec(base, source="t")
     text = "\n".join(str(p) for p in err.value.problems)
     assert "placement.exclude.0.cloud" in text and "placement.exclude.0.region" in text, text
+
+
+def test_a_failed_pulumi_up_is_classified_by_its_one_matching_line() -> None:
+    output = (
+        "Updating (dev):\n  + aws:ec2:Instance gpufit-x creating (0s)\n"
+        "  error: creating EC2 Instance: operation error EC2: RunInstances, https response error "
+        "StatusCode: 500, api error InsufficientInstanceCapacity: We currently do not have sufficient "
+        "p5.48xlarge capacity in the Availability Zone you requested (us-east-1a).\n"
+        "Resources:\n    12 unchanged\n"
+    )
+    found = classify("aws", [output])
+    assert found.verdict == "capacity"
+    assert "\n" not in found.message and found.message.startswith("error: creating EC2 Instance")
+    assert len(classify("aws", ["x " * 400]).message) <= 300
 
 
 @pytest.mark.parametrize(

@@ -80,6 +80,8 @@ class FakeWorkspace:
     config: dict[str, str] = field(default_factory=dict)  # the --path keys recorded
     deployed: list[dict[str, Any]] = field(default_factory=list)
     destroyed: int = 0
+    clock: FakeClock | None = None
+    deployed_at: list[datetime] = field(default_factory=list)
 
     def _spec(self) -> WorkloadSpec:
         """The spec the program reads: the stack's, with the recorded exclusions."""
@@ -93,6 +95,9 @@ class FakeWorkspace:
         return parse_spec(raw, source="fake stack config", prefix="gpufit:workload")
 
     def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
+        if self.clock is not None:
+            self.clock.sleep(120)  # `pulumi up` takes a while; the group starts launching meanwhile
+            self.deployed_at.append(self.clock.now())
         result = self.planner(self._spec())
         choice = result.choice
         assert choice is not None, "the program would fail: nothing to deploy"
@@ -128,6 +133,8 @@ class FakeWatcher:
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
         self.reads += 1
         ws = self.workspace
+        if ws.deployed_at:  # the group's messages of this attempt began before `pulumi up` returned
+            assert since < ws.deployed_at[-1], "the watch would drop what the cloud said during `pulumi up`"
         kind = behaviour_of(outputs, len(ws.deployed), ws.by_attempt, ws.by_region)
         desired = int(outputs["desired_capacity"])
         cloud, region, name = outputs["cloud"], outputs["region"], outputs["instance_type"]
