@@ -264,10 +264,8 @@ def reviewed_difference(lock: dict[str, Any], replanned: Plan) -> str | None:
     if built is not None and locked_engine is None:
         label = choice.engine.label if choice.engine is not None else ""
         return f"the plan launches {label}; the lock predates engine pinning"
-    if (
-        built is not None
-        and locked_engine is not None
-        and ((locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"]))
+    if built is not None and locked_engine is not None and (
+        (locked_engine.get("version"), locked_engine.get("image")) != (built["version"], built["image"])
     ):
         return (
             f"the plan now launches {built['engine']} {built['version']} ({built['image']}), "

@@ -80,11 +80,24 @@ def _args(stack: str, project: Path, **extra: Any) -> argparse.Namespace:
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None:
-    """Each tests/fixtures/failover/*.yaml: a stack, what the cloud does per attempt or per
-    cloud/region, and what ``gpufit up`` must end with (verdict, exit code, attempt outcomes)."""
+    """Each tests/fixtures/failover/*.yaml: ``stack`` (a stack of stacks/, its lock with it) or
+    ``spec`` (a workload written as the stack ``scenario``), optional ``catalog`` (a catalog file
+    under tests/fixtures), ``attempts``, ``wait``, what the cloud does per attempt (``by_attempt``)
+    or per ``cloud/region`` (``by_region``): ok, capacity, quota, partial, silent, slow,
+    deploy-capacity, deploy-error; and ``expect``: verdict, exit, outcomes, optionally ``tried``
+    (cloud/region per attempt) and ``different_regions``."""
     scenario = yaml.safe_load(path.read_text())
-    stack = scenario["stack"]
-    project = _project(tmp_path, stack)
+    if "spec" in scenario:
+        stack = "scenario"
+        project = tmp_path
+        (project / "stacks").mkdir()
+        doc = {"config": {"gpufit:workload": scenario["spec"]}}
+        (project / "stacks" / "Pulumi.scenario.yaml").write_text(yaml.safe_dump(doc))
+    else:
+        stack = scenario["stack"]
+        project = _project(tmp_path, stack)
+    if "catalog" in scenario:
+        catalog = load_catalog(Path(__file__).parent / "fixtures" / scenario["catalog"])
     workspace = FakeWorkspace(
         _workload(project, stack),
         _program_planner(project, stack, catalog),
@@ -92,7 +105,15 @@ def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None
         by_region=dict(scenario.get("by_region", {})),
         clock=(clock := FakeClock()),
     )
-    args = _args(stack, project, attempts=scenario.get("attempts", 3), wait=scenario.get("wait", "15m"))
+    args = _args(
+        stack,
+        project,
+        attempts=scenario.get("attempts", 3),
+        wait=scenario.get("wait", "15m"),
+        catalog=str(Path(__file__).parent / "fixtures" / scenario["catalog"])
+        if "catalog" in scenario
+        else None,
+    )
     code = cmd_up(args, workspace, FakeWatcher(workspace), clock.now, clock.sleep)
     log = json.loads((project / "up.json").read_text())
     expect = scenario["expect"]
@@ -109,6 +130,8 @@ def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None
             deployed["instance_type"],
         )
         assert attempt["hourly_usd"] > 0 and attempt["total_usd"] > 0 and attempt["reason"]
+    if "tried" in expect:
+        assert [f"{a['cloud']}/{a['region']}" for a in attempts] == expect["tried"]
     if expect.get("different_regions"):
         tried = [(a["cloud"], a["region"]) for a in attempts]
         assert len(set(tried)) == len(tried)
