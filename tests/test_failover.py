@@ -473,6 +473,10 @@ def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
             ]
         },
     }
+    other = base.replace("gpufit-x", "gpufit-y")  # a second machine size's MIG
+    bodies[("GET", other)] = {"name": "gpufit-y", "targetSize": 1}
+    bodies[("POST", other + "/listManagedInstances")] = {}
+    bodies[("GET", other + "/listErrors")] = {}
     seen: list[tuple[str, str]] = []
 
     class Handler(FakeHandler):
@@ -480,8 +484,9 @@ def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
             key = (self.command, self.path.split("?")[0])
             seen.append(key)
             body = bodies.get(key)
-            data = json.dumps(body or {"error": {"code": 404, "message": "not found"}}).encode()
-            self.send_body(200 if body else 404, data, "application/json")
+            found = body is not None
+            data = json.dumps(body if found else {"error": {"code": 404, "message": "not found"}}).encode()
+            self.send_body(200 if found else 404, data, "application/json")
 
         def do_GET(self) -> None:
             self._answer()
@@ -493,7 +498,11 @@ def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
 
     handler: type[BaseHTTPRequestHandler] = Handler
     with LocalServer(handler) as server:
-        state = MigWatcher("p", endpoint=server.url).state({"group": "gpufit-x", "region": "us-east5"}, SINCE)
+        watcher = MigWatcher("p", endpoint=server.url)
+        state = watcher.state({"group": "gpufit-x", "region": "us-east5"}, SINCE)
+        both = watcher.state({"group": ["gpufit-x", "gpufit-y"], "region": "us-east5"}, SINCE)
     assert state == FleetState(2, 1, (f"ZONE_RESOURCE_POOL_EXHAUSTED: {exhausted}",))
-    assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 3
+    assert both == FleetState(3, 1, state.messages)
+    assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 9
+    assert ("GET", base + "/listErrors") in seen and ("POST", base + "/listManagedInstances") in seen
     assert classify("gcp", state.messages).verdict == "capacity"

@@ -42,22 +42,27 @@ class MigWatcher:
         return self._client
 
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
-        where = {
-            "project": self._project,
-            "region": str(outputs["region"]),
-            "instance_group_manager": str(outputs["group"]),
-        }
-        client = self._migs()
-        target = int(client.get(**where).target_size)
-        running = sum(
-            1
-            for vm in client.list_managed_instances(**where)
-            if vm.instance_status == "RUNNING" and vm.current_action == "NONE"
-        )
+        """The fleet's MIGs together (``group`` is one name, or a list with one MIG per
+        machine size)."""
+        names = outputs["group"] if isinstance(outputs["group"], list) else [outputs["group"]]
         cutoff = since if since.tzinfo else since.replace(tzinfo=UTC)
-        messages = tuple(
-            f"{e.error.code}: {e.error.message}"
-            for e in client.list_errors(**where)
-            if not e.timestamp or datetime.fromisoformat(e.timestamp) >= cutoff
-        )
-        return FleetState(target, running, messages)
+        client = self._migs()
+        target, running, messages = 0, 0, []
+        for name in names:
+            where = {
+                "project": self._project,
+                "region": str(outputs["region"]),
+                "instance_group_manager": str(name),
+            }
+            target += int(client.get(**where).target_size)
+            running += sum(
+                1
+                for vm in client.list_managed_instances(**where)
+                if vm.instance_status == "RUNNING" and vm.current_action == "NONE"
+            )
+            messages += [
+                f"{e.error.code}: {e.error.message}"
+                for e in client.list_errors(**where)
+                if not e.timestamp or datetime.fromisoformat(e.timestamp) >= cutoff
+            ]
+        return FleetState(target, running, tuple(messages))
