@@ -5,8 +5,8 @@ are in service, and what its failed scaling activities say.
 (``LifecycleState`` ``InService``, ``WeightedCapacity`` as a string when the group weights its
 types); ``DescribeScalingActivities`` gives each launch attempt's ``StatusCode`` and
 ``StatusMessage`` ("A friendly, more verbose description of the activity status"), which
-carries EC2's own error text (botocore autoscaling 2011-11-01 model;
-https://docs.aws.amazon.com/autoscaling/ec2/userguide/ts-as-capacity.html).
+carries EC2's own error text (botocore's autoscaling 2011-01-01 model; an ASG left at 0 for
+lack of capacity, its activity carrying EC2's message: https://github.com/hashicorp/terraform/issues/9074).
 """
 
 from __future__ import annotations
