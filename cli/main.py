@@ -4,6 +4,7 @@ Exit codes: 0 ok; 2 invalid spec; 3 nothing feasible; 4 over budget; 5 unusable 
 6 catalog refresh fetched nothing useful; 7 cloud credentials or permission missing;
 8 a lock is missing or stale; 9 reaping failed; 10 a sweep could not finish (a region or
 instance failed); 11 a status could not be read; 12 ``gpufit status``: a job failed;
+14-16 ``gpufit up`` (capacity ran out everywhere tried / fleet partly up / failed otherwise);
 64 bad command line. Errors are one line per problem on stderr, never a traceback.
 Cloud SDKs and pulumi are never imported on the ``plan``/``offers`` path.
 """
@@ -80,6 +81,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         from cli import status_cmd
 
         status_cmd.add_parser(sub)
+    if want("up"):
+        from cli import up_cmd
+
+        up_cmd.add_parser(sub)
     if want("stacks"):
         st = sub.add_parser("stacks", help="plan every Pulumi stack file in a folder: choice and cost")
         st.add_argument("folder", nargs="?", default="stacks", help="default: stacks")
@@ -376,6 +381,12 @@ def cmd_status(args: argparse.Namespace) -> int:
     return run(args)
 
 
+def cmd_up(args: argparse.Namespace) -> int:
+    from cli.up_cmd import cmd_up as run
+
+    return run(args)
+
+
 def cmd_sweep(args: argparse.Namespace) -> int:
     from cli.sweep_cmd import cmd_sweep as run
 
@@ -394,6 +405,7 @@ COMMANDS = {
     "reap": cmd_gitops,
     "sweep": cmd_sweep,
     "status": cmd_status,
+    "up": cmd_up,
 }
 
 

@@ -148,6 +148,14 @@ def capacity_line(plan: Plan) -> str:
     return line + (" (estimate)" if obt.estimated else "")
 
 
+def excluded_lines(plan: Plan) -> list[str]:
+    """One line per ``placement.exclude`` entry: where, and why and when when recorded."""
+    return [
+        e.label + "".join(f", {part}" for part in (e.reason, e.at) if part)
+        for e in plan.spec.placement.exclude
+    ]
+
+
 def render_plan(plan: Plan, today: date) -> str:
     spec, req = plan.spec, plan.requirements
     head = (
@@ -161,6 +169,7 @@ def render_plan(plan: Plan, today: date) -> str:
     warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
     if warning:
         lines.append(f"WARNING: {warning}")
+    lines += [f"Excluded  {e}" for e in excluded_lines(plan)]
     lines.append("")
     choice = plan.choice
     serving = spec.task == "serve"
@@ -480,6 +489,8 @@ def render_markdown(plan: Plan, today: date) -> str:
     warning = plan.price_ages.warning(today) if plan.price_ages is not None else None
     if warning:
         lines += [f"> **Warning:** {warning}", ""]
+    if plan.spec.placement.exclude:
+        lines += [f"> **Excluded** (placement.exclude): {'; '.join(excluded_lines(plan))}", ""]
     choice = plan.choice
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"

@@ -118,6 +118,12 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "instance_type": _instance_dict(offer),
         "offer": _offer_dict(offer),
         "interruption_bucket": offer.interruption_bucket,
+        # What the plan was kept off (``gpufit up`` records where capacity ran out): the review sees it.
+        **(
+            {"exclusions": [e.model_dump(exclude_none=True) for e in plan.spec.placement.exclude]}
+            if plan.spec.placement.exclude
+            else {}
+        ),
         "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),

@@ -157,7 +157,9 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
         "fit": [t.as_dict() for t in shape.terms] if shape else [],
     }
     spec = plan.spec
+    excluded = [e.model_dump(exclude_none=True) for e in spec.placement.exclude]
     return {
+        **({"excluded": excluded} if excluded else {}),
         "status": plan.status,
         "workload": {
             "name": spec.name,

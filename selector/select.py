@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Literal
 
@@ -25,7 +25,7 @@ from selector.images import boot_image, unsupported_reason
 from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
-from selector.spec import WorkloadSpec
+from selector.spec import ExcludeSpec, WorkloadSpec
 
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
 _Entry = tuple[Offer, Shape, int, float, float, float, int, tuple[int, float]]
@@ -275,6 +275,23 @@ def _budget(inputs: CostInputs, hourly: float, total: float) -> Rejection | None
     return None
 
 
+def _without_excluded(catalog: Catalog, exclude: list[ExcludeSpec], tally: _Tally) -> Catalog:
+    """``catalog`` less the offers ``placement.exclude`` names (choice, alternatives and fleet
+    fallbacks alike), each counted as a placement rejection."""
+    if not exclude:
+        return catalog
+    kept: list[Offer] = []
+    for offer in catalog.offers:
+        where = (offer.cloud, offer.region, offer.instance.name, offer.market)
+        rule = next((e for e in exclude if e.matches(*where)), None)
+        if rule is None:
+            kept.append(offer)
+            continue
+        why = f" ({rule.reason})" if rule.reason else ""
+        tally.reject(Rejection("placement", f"{rule.label} is in placement.exclude{why}"))
+    return replace(catalog, offers=tuple(kept)) if len(kept) < len(catalog.offers) else catalog
+
+
 def plan(
     spec: WorkloadSpec,
     catalog: Catalog,
@@ -290,6 +307,8 @@ def plan(
     inputs = cost_inputs(spec, req)
     placement = spec.placement
     tally = _Tally()
+    full_catalog = catalog
+    catalog = _without_excluded(catalog, placement.exclude, tally)
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
     builds: dict[tuple[str, str], EngineBuild | None] = {}
@@ -502,8 +521,8 @@ def plan(
         rejection_examples=tally.examples,
         misses=tuple(misses[:5]),
         feasible=feasible,
-        considered=len(catalog.offers),
-        catalog=catalog,
+        considered=len(full_catalog.offers),
+        catalog=full_catalog,
         fallbacks=backups,
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,

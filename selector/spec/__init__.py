@@ -9,6 +9,7 @@ section and its resolution to a ``ModelArch``), ``workload`` (the other sections
 ``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
 """
 
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -74,6 +75,7 @@ __all__ = [
     "DataSpec",
     "EgressSpec",
     "EgressTarget",
+    "ExcludeSpec",
     "FaultTolerance",
     "Hours",
     "HubFetcher",

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
+from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -196,6 +197,11 @@ class PlacementSpec(Strict):
         "price-capacity-optimized",
         description="how a spot fleet picks among its types: AWS's price and capacity, or gpufit's "
         "cost order",
+    )
+    exclude: list[ExcludeSpec] = Field(
+        default_factory=list,
+        description="(cloud, region, instance type) the plan must not use, e.g. where capacity ran out",
+        max_length=200,
     )
 
 

@@ -1,0 +1,268 @@
+"""``gpufit up STACK``: deploy the stack through the Pulumi Automation API, watch its fleet come
+into service, and fail over to the next plan when a region has no capacity (``gitops.failover``).
+
+Exit codes: 0 the fleet is in service (or ``--dry-run``); 2 invalid spec; 3 nothing feasible;
+5 unusable catalog; 8 the stack's lock is stale; 14 every attempt ran out of capacity; 15 the
+fleet is only partly in service at the end of ``--wait`` (it keeps launching); 16 ``pulumi up``
+or the fleet failed for another reason (quota, an error, no Pulumi CLI); 64 bad command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from cli.exit_codes import (
+    BAD_CATALOG,
+    CAPACITY_EXHAUSTED,
+    FLEET_PARTIAL,
+    INFEASIBLE,
+    INVALID_SPEC,
+    LOCK_STALE,
+    OK,
+    UP_FAILED,
+    USAGE,
+)
+
+if TYPE_CHECKING:
+    from gitops.failover import FleetState, FleetWatcher, StackWorkspace, UpReport
+    from selector.catalog import Catalog
+    from selector.select import Plan
+    from selector.spec import WorkloadSpec
+
+EXIT_OF = {"up": OK, "dry-run": OK, "exhausted": CAPACITY_EXHAUSTED, "partial": FLEET_PARTIAL}
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "up",
+        help="deploy a stack, watch its fleet come up, fail over to the next region when capacity runs out",
+        description="Run `pulumi up` on the stack (Automation API, this project's __main__.py), watch "
+        "the fleet for --wait; when it stays empty because the cloud has no capacity, exclude that "
+        "cloud/region/type in the stack's spec (and lock), re-plan and try again, up to --attempts.",
+    )
+    p.add_argument("stack", help="a stack of this project (stacks/Pulumi.<stack>.yaml)")
+    p.add_argument("--attempts", type=int, default=3, help="plans to try at most (default 3)")
+    p.add_argument(
+        "--wait", default="15m", help="how long each attempt's fleet may take to come up (default 15m)"
+    )
+    p.add_argument(
+        "--dry-run", action="store_true", help="print the order of plans it would try; touch nothing"
+    )
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--log", metavar="FILE", help="the JSON log (default build/up/<stack>-<time>.json)")
+    p.add_argument(
+        "--destroy-when-exhausted", action="store_true", help="destroy the stack if no attempt came up"
+    )
+    p.add_argument("--project-dir", default=".", help="the Pulumi project (default: .)")
+    p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
+
+
+def capacity_alternatives_seam(spec: WorkloadSpec, catalog: Catalog) -> list[str]:
+    """Capacity Blocks and flex-start offers for ``spec`` (what could still be had when every
+    on-demand and spot attempt ran out): ``selector.capacity_plan.capacity_alternatives``
+    (issue 26, being built on its own branch) is not on main yet; until it lands, none."""
+    return []
+
+
+def _alternatives(
+    catalog: Catalog, planner: Callable[[WorkloadSpec], Plan]
+) -> Callable[[WorkloadSpec], list[str]]:
+    def closest(spec: WorkloadSpec) -> list[str]:
+        from selector.report import failure_summary
+
+        result = planner(spec)
+        if result.choice is not None:
+            o = result.choice.offer
+            lines = [
+                f"next plan (not tried, --attempts reached): {o.cloud} {o.instance.name} in {o.region}, "
+                f"{o.market}, ${result.choice.cost.hourly_usd:,.2f}/h"
+            ]
+        else:
+            lines = failure_summary(result)
+        return lines + capacity_alternatives_seam(spec, catalog)
+
+    return closest
+
+
+class CloudWatcher:
+    """The fleet watcher of the stack's cloud (its ``cloud`` output)."""
+
+    def __init__(self, gcp_project: str | None) -> None:
+        self._gcp_project = gcp_project
+        self._watchers: dict[str, FleetWatcher] = {}
+
+    def state(self, outputs: Any, since: datetime) -> FleetState:
+        cloud = str(outputs.get("cloud"))
+        if cloud not in self._watchers:
+            if cloud == "aws":
+                from providers.aws.capacity import AsgWatcher
+
+                self._watchers[cloud] = AsgWatcher()
+            else:
+                from providers.gcp.capacity import MigWatcher
+
+                if not self._gcp_project:
+                    raise ValueError("gcp:project is not set in the stack's config")
+                self._watchers[cloud] = MigWatcher(self._gcp_project)
+        return self._watchers[cloud].state(outputs, since)
+
+
+def _gcp_project(spec_file: Path) -> str | None:
+    from selector.datafile import load_yaml
+
+    config = load_yaml(spec_file).get("config") or {}
+    value = config.get("gcp:project")
+    return str(value) if value else None
+
+
+def cmd_up(
+    args: argparse.Namespace,
+    workspace: StackWorkspace | None = None,
+    watcher: FleetWatcher | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    from cli.catalog_choice import resolved_catalog
+    from gitops.failover import UpSettings, attempt_order, run_up
+    from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, spec_hash, write_lock
+    from selector.catalog import CatalogError
+    from selector.select import plan
+    from selector.spec import SpecError, load_spec
+    from selector.units import parse_duration_hours
+
+    if args.attempts < 1:
+        print("gpufit: --attempts must be at least 1", file=sys.stderr)
+        return USAGE
+    try:
+        wait = timedelta(hours=parse_duration_hours(args.wait))
+    except ValueError as err:
+        print(f"gpufit: --wait {args.wait!r}: {err}", file=sys.stderr)
+        return USAGE
+    project = Path(args.project_dir)
+    spec_file = project / "stacks" / f"Pulumi.{args.stack}.yaml"
+    try:
+        spec = load_spec(spec_file)
+    except SpecError as err:
+        for problem in err.problems:
+            print(f"{err.source}: {problem}", file=sys.stderr)
+        return INVALID_SPEC
+    try:
+        catalog = resolved_catalog(args.catalog)
+    except CatalogError as err:
+        print(f"gpufit: catalog: {err}", file=sys.stderr)
+        return BAD_CATALOG
+    lock_file = lock_path(spec_file)
+    lock = None
+    if lock_file.exists():
+        try:
+            lock = read_lock(lock_file)
+        except ValueError as err:
+            print(f"gpufit: {err}", file=sys.stderr)
+            return LOCK_STALE
+        if lock["spec_sha256"] != spec_hash(spec):
+            print(
+                f"gpufit: {lock_file}: the spec changed since it was locked; run `gpufit lock {args.stack}`",
+                file=sys.stderr,
+            )
+            return LOCK_STALE
+    pinned = locked_catalog(lock, catalog.gpus) if lock is not None else None
+
+    def planner(candidate: WorkloadSpec) -> Plan:
+        """The reviewed lock's plan while the spec is the locked one; the catalog's after."""
+        same = pinned is not None and candidate is spec
+        return plan(candidate, pinned if same and pinned is not None else catalog)
+
+    if args.dry_run:
+        order = attempt_order(spec, planner, args.attempts)
+        if not order:
+            print(f"gpufit: {spec.name}: nothing feasible to try", file=sys.stderr)
+            return INFEASIBLE
+        if args.json:
+            print(
+                json.dumps(
+                    {"stack": args.stack, "verdict": "dry-run", "order": [a.__dict__ for a in order]},
+                    indent=2,
+                )
+            )
+        else:
+            print(
+                f"{args.stack}: the order `gpufit up` would try, "
+                "each next one if the fleet stays empty for capacity:"
+            )
+            print("\n".join(a.line for a in order))
+        return OK
+
+    if workspace is None:
+        from gitops.automation import AutomationWorkspace
+
+        try:
+            workspace = AutomationWorkspace(project)
+        except RuntimeError as err:
+            print(f"gpufit: {err}", file=sys.stderr)
+            return UP_FAILED
+
+    def relock(result: Plan) -> None:
+        if lock is not None:
+            write_lock(make_lock(result, spec_file.relative_to(project), now()), lock_file)
+            print(f"re-locked {lock_file} with the exclusions: review and commit it", file=sys.stderr)
+
+    def log(line: str) -> None:
+        print(line.rstrip("\n"), file=sys.stderr)
+
+    settings = UpSettings(
+        attempts=args.attempts, wait=wait, destroy_when_exhausted=args.destroy_when_exhausted
+    )
+    try:
+        report = run_up(
+            args.stack,
+            spec,
+            planner,
+            workspace,
+            watcher or CloudWatcher(_gcp_project(spec_file)),
+            settings,
+            now,
+            sleep,
+            relock=relock,
+            alternatives=_alternatives(catalog, planner),
+            log=log,
+        )
+    except Exception as err:  # a cloud read that failed (credentials, permissions): one line
+        print(f"gpufit: up {args.stack}: {type(err).__name__}: {err}", file=sys.stderr)
+        return UP_FAILED
+    _write_log(report, args.log or f"build/up/{args.stack}-{now().strftime('%Y%m%dT%H%M%SZ')}.json")
+    _print(report, args.json)
+    if report.verdict == "infeasible":
+        return INFEASIBLE
+    return EXIT_OF.get(report.verdict, UP_FAILED)
+
+
+def _write_log(report: UpReport, path: str) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(report.to_dict(), indent=2) + "\n", encoding="utf-8")
+    print(f"gpufit: wrote {target}", file=sys.stderr)
+
+
+def _print(report: UpReport, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(report.to_dict(), indent=2))
+        return
+    print(f"{report.stack}: {report.verdict} after {len(report.attempts)} attempt(s)")
+    for attempt in report.attempts:
+        print(attempt.line)
+    for entry in report.exclusions:
+        print(
+            f"excluded: {entry['cloud']} {entry['region']} {entry['instance_type']} "
+            f"({entry.get('reason', '')})"
+        )
+    if report.note:
+        print(report.note)
+    for line in report.alternatives:
+        print(f"alternative: {line.strip()}")

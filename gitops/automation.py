@@ -1,0 +1,66 @@
+"""The Pulumi Automation API side of ``gpufit up``: the project's own ``__main__.py`` (a local
+program, ``select_stack(stack_name, work_dir=project)``), so ``gpufit up`` deploys exactly what
+``pulumi up`` would. It drives the Pulumi CLI (``pulumi.automation`` runs it as a subprocess),
+which must be on PATH with the configured state backend."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from gitops.failover import DeployError
+
+EXCLUDE_KEY = "gpufit:workload.placement.exclude"
+"""Where the exclusions live in the stack's config (a ``--path`` key): the stack file under
+``stacks/`` shows them, and the spec hash a lock checks covers them."""
+
+
+def exclusion_config(exclusions: list[dict[str, str]]) -> list[tuple[str, str]]:
+    """The ``--path`` keys and values that write ``exclusions`` as a list of objects, in order
+    (an index equal to the list's length appends:
+    https://www.pulumi.com/docs/iac/concepts/config/#structured-configuration)."""
+    return [
+        (f"{EXCLUDE_KEY}[{index}].{key}", str(value))
+        for index, entry in enumerate(exclusions)
+        for key, value in entry.items()
+    ]
+
+
+class AutomationWorkspace:
+    """A stack of the Pulumi project in ``work_dir``, through the Automation API."""
+
+    def __init__(self, work_dir: Path) -> None:
+        if shutil.which("pulumi") is None:
+            raise RuntimeError(
+                "the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/)"
+            )
+        from pulumi import automation as auto
+
+        self._auto = auto
+        self._work_dir = str(work_dir)
+
+    def _stack(self, name: str) -> Any:
+        return self._auto.select_stack(stack_name=name, work_dir=self._work_dir)
+
+    def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
+        try:
+            result = self._stack(stack).up(on_output=log, color="never")
+        except self._auto.errors.CommandError as err:
+            raise DeployError(str(err)) from None
+        return {key: item.value for key, item in result.outputs.items()}
+
+    def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
+        handle = self._stack(stack)
+        with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
+            handle.remove_config(EXCLUDE_KEY, path=True)
+        for key, value in exclusion_config(exclusions):
+            handle.set_config(key, self._auto.ConfigValue(value=value), path=True)
+
+    def destroy(self, stack: str, log: Callable[[str], None]) -> None:
+        try:
+            self._stack(stack).destroy(on_output=log, color="never")
+        except self._auto.errors.CommandError as err:
+            raise DeployError(str(err)) from None

@@ -1,0 +1,273 @@
+"""``gpufit up``: deploy a stack's plan, watch its fleet come into service for a bounded time,
+and when the fleet stays empty for lack of capacity, exclude that (cloud, region, types), record
+the exclusion in the stack's spec (and its lock), re-plan and try the next plan.
+
+Cloud-neutral: the stack is driven through ``StackWorkspace`` (``gitops.automation`` is the
+Pulumi Automation API one) and the fleet read through ``FleetWatcher`` (the clouds' halves
+live in ``providers``). The clock and the sleep are parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol
+
+from gitops.capacity import classify
+from selector.select import Plan
+from selector.spec import ExcludeSpec, WorkloadSpec
+
+Outcome = Literal["in-service", "capacity", "quota", "failed", "partial", "infeasible", "planned"]
+Verdict = Literal["up", "exhausted", "stopped", "partial", "infeasible", "dry-run"]
+POLL_S = 30.0
+"""Seconds between two reads of the fleet: DescribeScalingActivities and the MIG's listErrors
+are cheap reads, and a launch takes minutes."""
+
+
+@dataclass(frozen=True)
+class FleetState:
+    desired: int  # capacity units the fleet wants (AWS: weighted units; GCP: VMs)
+    in_service: int  # of them running and in service
+    messages: tuple[str, ...] = ()  # the cloud's words on failed launches since the attempt began
+
+
+class DeployError(Exception):
+    """``pulumi up`` failed; the message carries the engine's diagnostics."""
+
+
+class StackWorkspace(Protocol):
+    def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]: ...
+
+    def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None: ...
+
+    def destroy(self, stack: str, log: Callable[[str], None]) -> None: ...
+
+
+class FleetWatcher(Protocol):
+    def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState: ...
+
+
+@dataclass
+class Attempt:
+    number: int
+    cloud: str
+    region: str
+    instance_type: str
+    fleet_types: list[str]
+    market: str
+    instances: int
+    hourly_usd: float
+    total_usd: float
+    outcome: Outcome = "planned"
+    reason: str = ""
+    source: str = ""  # the rule that classified the reason (its doc)
+    started: str | None = None
+    ended: str | None = None
+    in_service: int | None = None
+    desired: int | None = None
+
+    @property
+    def line(self) -> str:
+        head = (
+            f"attempt {self.number}: {self.cloud} {self.instance_type} × {self.instances} in {self.region} "
+            f"({self.market}; fleet {', '.join(self.fleet_types)}), ${self.hourly_usd:,.2f}/h, "
+            f"estimated ${self.total_usd:,.2f} in all"
+        )
+        return head + (f" — {self.outcome}: {self.reason}" if self.outcome != "planned" else "")
+
+
+@dataclass
+class UpReport:
+    stack: str
+    verdict: Verdict
+    attempts: list[Attempt]
+    exclusions: list[dict[str, str]]
+    alternatives: list[str] = field(default_factory=list)
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stack": self.stack,
+            "verdict": self.verdict,
+            "attempts": [asdict(a) for a in self.attempts],
+            "exclusions": self.exclusions,
+            "alternatives": self.alternatives,
+            "note": self.note,
+        }
+
+
+def _iso(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _attempt(number: int, plan: Plan) -> Attempt:
+    choice = plan.choice
+    assert choice is not None
+    offer = choice.offer
+    return Attempt(
+        number=number,
+        cloud=offer.cloud,
+        region=offer.region,
+        instance_type=offer.instance.name,
+        fleet_types=[offer.instance.name, *(f.offer.instance.name for f in plan.fallbacks)],
+        market=offer.market,
+        instances=choice.shape.instances,
+        hourly_usd=round(choice.cost.hourly_usd, 4),
+        total_usd=round(choice.cost.total_usd, 2),
+    )
+
+
+def excluding(spec: WorkloadSpec, attempt: Attempt, reason: str, at: str | None) -> WorkloadSpec:
+    """``spec`` with the attempt's fleet (every type it could launch, in its region and market)
+    added to ``placement.exclude``: an empty fleet tried them all."""
+    added = [
+        ExcludeSpec(
+            cloud=attempt.cloud,
+            region=attempt.region,
+            instance_type=name,
+            market=attempt.market,
+            reason=reason[:300] or None,
+            at=at,
+        )
+        for name in attempt.fleet_types
+    ]
+    placement = spec.placement.model_copy(update={"exclude": [*spec.placement.exclude, *added]})
+    return spec.model_copy(update={"placement": placement})
+
+
+def exclusions_of(spec: WorkloadSpec) -> list[dict[str, str]]:
+    return [e.model_dump(exclude_none=True) for e in spec.placement.exclude]
+
+
+def attempt_order(
+    spec: WorkloadSpec, planner: Callable[[WorkloadSpec], Plan], attempts: int
+) -> list[Attempt]:
+    """The plans ``gpufit up`` would try, in order, if each fleet stayed empty for capacity
+    (``--dry-run``): nothing is deployed, recorded or read from a cloud."""
+    order: list[Attempt] = []
+    current = spec
+    for number in range(1, attempts + 1):
+        result = planner(current)
+        if result.choice is None:
+            break
+        attempt = _attempt(number, result)
+        order.append(attempt)
+        current = excluding(current, attempt, "dry run: assumed out of capacity", None)
+    return order
+
+
+def watch(
+    watcher: FleetWatcher,
+    outputs: Mapping[str, Any],
+    wait: timedelta,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    poll_s: float = POLL_S,
+    since: datetime | None = None,
+) -> FleetState:
+    """Read the fleet until all of it is in service or ``wait`` has passed; the last state.
+    ``since``: when the attempt began (its ``pulumi up`` created the group, which started
+    launching then): the cloud's messages from before it belong to an earlier attempt.
+    A stack without a ``group`` output runs plain instances, which ``pulumi up`` created."""
+    if "group" not in outputs:
+        nodes = int(outputs.get("nodes") or 1)
+        return FleetState(desired=nodes, in_service=nodes)
+    since = since or now()
+    deadline = now() + wait
+    while True:
+        state = watcher.state(outputs, since)
+        left = (deadline - now()).total_seconds()
+        if state.in_service >= state.desired or left <= 0:
+            return state
+        sleep(min(poll_s, left))
+
+
+@dataclass(frozen=True)
+class UpSettings:
+    attempts: int = 3
+    wait: timedelta = timedelta(minutes=15)
+    poll_s: float = POLL_S
+    destroy_when_exhausted: bool = False
+
+
+def run_up(
+    stack: str,
+    spec: WorkloadSpec,
+    planner: Callable[[WorkloadSpec], Plan],
+    workspace: StackWorkspace,
+    watcher: FleetWatcher,
+    settings: UpSettings,
+    now: Callable[[], datetime],
+    sleep: Callable[[float], None],
+    relock: Callable[[Plan], None] | None = None,
+    alternatives: Callable[[WorkloadSpec], list[str]] = lambda _: [],
+    log: Callable[[str], None] = lambda _: None,
+) -> UpReport:
+    """Try the stack's plans in order until one's fleet is in service (see the module doc).
+    The exclusions of a failed attempt are recorded (stack config, then lock) before the next
+    ``pulumi up``, so what runs is always what the spec and lock say."""
+    report = UpReport(stack, "exhausted", [], exclusions_of(spec))
+    current = spec
+    for number in range(1, settings.attempts + 1):
+        result = planner(current)
+        if result.choice is None:
+            report.verdict = "infeasible" if number == 1 else "exhausted"
+            report.note = f"no plan left ({result.status})"
+            break
+        attempt = _attempt(number, result)
+        report.attempts.append(attempt)
+        log(attempt.line)
+        if current is not spec:
+            workspace.record_exclusions(stack, exclusions_of(current))
+            if relock is not None:
+                relock(result)
+            report.exclusions = exclusions_of(current)
+        started = now()
+        attempt.started = _iso(started)
+        try:
+            outputs = workspace.up(stack, log)
+        except DeployError as err:
+            messages: tuple[str, ...] = (str(err),)
+            state = None
+        else:
+            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s, since=started)
+            messages = state.messages
+            attempt.in_service, attempt.desired = state.in_service, state.desired
+        attempt.ended = _iso(now())
+        if state is not None and state.in_service >= state.desired:
+            attempt.outcome, attempt.reason = (
+                "in-service",
+                f"{state.in_service} of {state.desired} in service",
+            )
+            report.verdict = "up"
+            log(attempt.line)
+            return report
+        if state is not None and state.in_service > 0:
+            attempt.outcome = "partial"
+            attempt.reason = (
+                f"{state.in_service} of {state.desired} in service after {settings.wait}; "
+                "the group keeps launching the rest"
+            )
+            report.verdict = "partial"
+            log(attempt.line)
+            return report
+        verdict = classify(attempt.cloud, messages)
+        attempt.source = verdict.rule.source if verdict.rule else ""
+        if verdict.verdict != "capacity":
+            attempt.outcome = "quota" if verdict.verdict == "quota" else "failed"
+            attempt.reason = (
+                verdict.message or f"no instance in service after {settings.wait}, no error reported"
+            )
+            report.verdict = "stopped"
+            log(attempt.line)
+            return report
+        attempt.outcome, attempt.reason = "capacity", verdict.message
+        log(attempt.line)
+        current = excluding(current, attempt, verdict.message, attempt.ended)
+    report.alternatives = alternatives(current)
+    if report.attempts and settings.destroy_when_exhausted:
+        log(f"destroying {stack}: no attempt came into service")
+        workspace.destroy(stack, log)
+        report.note = report.note or "destroyed after the last attempt"
+    return report

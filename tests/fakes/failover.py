@@ -1,0 +1,150 @@
+"""A fake Pulumi workspace and fleet watcher for ``gpufit up`` (``gitops.failover``).
+
+``FakeWorkspace.up`` does what the Pulumi program does with the stack's config: it plans the
+stack's spec with the exclusions recorded so far (``record_exclusions`` writes them the way the
+Automation API writes ``--path`` keys, and the spec parser reads them back), and "deploys" that
+plan's choice: outputs like the providers' (``cloud``, ``region``, ``group``, ...). So an
+orchestrator that forgot to record an exclusion deploys the same region again.
+
+``FakeWatcher`` answers for each deployment what the cloud would: a behaviour per attempt or
+per ``cloud/region`` (``ok``, ``capacity``, ``quota``, ``partial``, ``silent``, ``slow`` or
+``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail), with the clouds'
+real messages. ``FakeClock`` is the injected clock; its ``sleep`` advances it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gitops.automation import exclusion_config
+from gitops.failover import DeployError, FleetState
+from selector.select import Plan
+from selector.spec import WorkloadSpec, parse_spec
+
+# The clouds' own words (sources in gitops/capacity_errors.yaml).
+MESSAGES = {
+    ("aws", "capacity"): "Launching a new EC2 instance. Status Reason: We currently do not have sufficient "
+    "{type} capacity in the Availability Zone you requested ({region}a). Our system will be working on "
+    "provisioning additional capacity. Launching EC2 instance failed.",
+    (
+        "aws",
+        "quota",
+    ): "Launching a new EC2 instance. Status Reason: You have requested more vCPU capacity than "
+    "your current vCPU limit of 0 allows for the instance bucket that the specified instance type belongs "
+    "to. Please visit http://aws.amazon.com/contact-us/ec2-request to request an adjustment to this limit. "
+    "Launching EC2 instance failed.",
+    ("aws", "deploy-capacity"): "creating EC2 Instance: operation error EC2: RunInstances, api error "
+    "InsufficientInstanceCapacity: We currently do not have sufficient {type} capacity in the "
+    "Availability Zone you requested ({region}a).",
+    ("gcp", "capacity"): "ZONE_RESOURCE_POOL_EXHAUSTED: The zone 'projects/p/zones/{region}-a' does not have "
+    "enough resources available to fulfill the request.  Try a different zone, or try again later.",
+    ("gcp", "quota"): "QUOTA_EXCEEDED: Quota 'GPUS_ALL_REGIONS' exceeded.  Limit: 1.0 globally.",
+    ("gcp", "deploy-capacity"): "googleapi: Error 503: ZONE_RESOURCE_POOL_EXHAUSTED: The zone "
+    "'projects/p/zones/{region}-a' does not have enough resources available to fulfill the request.",
+}
+
+
+@dataclass
+class FakeClock:
+    now_at: datetime = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+    slept: list[float] = field(default_factory=list)
+
+    def now(self) -> datetime:
+        return self.now_at
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds > 0
+        self.slept.append(seconds)
+        self.now_at += timedelta(seconds=seconds)
+
+
+def behaviour_of(
+    outputs: Mapping[str, Any], number: int, by_attempt: list[str], by_region: Mapping[str, str]
+) -> str:
+    where = f"{outputs['cloud']}/{outputs['region']}"
+    if where in by_region:
+        return by_region[where]
+    return by_attempt[number - 1] if number <= len(by_attempt) else "ok"
+
+
+@dataclass
+class FakeWorkspace:
+    workload: dict[str, Any]  # the stack file's ``gpufit:workload``, as written
+    planner: Callable[[WorkloadSpec], Plan]
+    by_attempt: list[str] = field(default_factory=list)
+    by_region: dict[str, str] = field(default_factory=dict)
+    config: dict[str, str] = field(default_factory=dict)  # the --path keys recorded
+    deployed: list[dict[str, Any]] = field(default_factory=list)
+    destroyed: int = 0
+    clock: FakeClock | None = None
+    deployed_at: list[datetime] = field(default_factory=list)
+
+    def _spec(self) -> WorkloadSpec:
+        """The spec the program reads: the stack's, with the recorded exclusions."""
+        raw = copy.deepcopy(self.workload)
+        exclude: dict[int, dict[str, str]] = {}
+        for key, value in self.config.items():
+            index, name = key.removeprefix("gpufit:workload.placement.exclude[").split("].")
+            exclude.setdefault(int(index), {})[name] = value
+        if exclude:
+            raw.setdefault("placement", {})["exclude"] = [exclude[i] for i in sorted(exclude)]
+        return parse_spec(raw, source="fake stack config", prefix="gpufit:workload")
+
+    def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
+        if self.clock is not None:
+            self.clock.sleep(120)  # `pulumi up` takes a while; the group starts launching meanwhile
+            self.deployed_at.append(self.clock.now())
+        result = self.planner(self._spec())
+        choice = result.choice
+        assert choice is not None, "the program would fail: nothing to deploy"
+        outputs: dict[str, Any] = {
+            "cloud": choice.offer.cloud,
+            "region": choice.offer.region,
+            "instance_type": choice.offer.instance.name,
+            "group": f"gpufit-{stack}",
+            "desired_capacity": choice.shape.instances,
+            "nodes": choice.shape.nodes_per_replica,
+        }
+        self.deployed.append(outputs)
+        kind = behaviour_of(outputs, len(self.deployed), self.by_attempt, self.by_region)
+        if kind.startswith("deploy-"):
+            key = (outputs["cloud"], kind)
+            text = MESSAGES.get(key, "error: creating resource: AccessDenied: not authorized")
+            raise DeployError(text.format(type=outputs["instance_type"], region=outputs["region"]))
+        log(f"deployed {outputs['instance_type']} in {outputs['region']}")
+        return outputs
+
+    def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
+        self.config = dict(exclusion_config(exclusions))
+
+    def destroy(self, stack: str, log: Callable[[str], None]) -> None:
+        self.destroyed += 1
+
+
+@dataclass
+class FakeWatcher:
+    workspace: FakeWorkspace
+    reads: int = 0
+
+    def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
+        self.reads += 1
+        ws = self.workspace
+        if ws.deployed_at:  # the group's messages of this attempt began before `pulumi up` returned
+            assert since < ws.deployed_at[-1], "the watch would drop what the cloud said during `pulumi up`"
+        kind = behaviour_of(outputs, len(ws.deployed), ws.by_attempt, ws.by_region)
+        desired = int(outputs["desired_capacity"])
+        cloud, region, name = outputs["cloud"], outputs["region"], outputs["instance_type"]
+        if kind == "ok":
+            return FleetState(desired, desired)
+        if kind == "slow":  # in service on the third read
+            return FleetState(desired, desired if self.reads % 3 == 0 else 0)
+        if kind == "partial":
+            return FleetState(desired + 1, 1)
+        if kind == "silent":
+            return FleetState(desired, 0)
+        text = MESSAGES[(cloud, kind)].format(type=name, region=region)
+        return FleetState(desired, 0, (text,))
