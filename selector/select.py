@@ -408,7 +408,7 @@ def plan(
     if value is None:
         value = cheapest_hourly if feasible else 0.0
     judged = [
-        (e, obt, e[3] + wait_usd(obt, e[5] * e[4], value))
+        (e, obt, e[3] + wait_usd(obt, e[5] * e[4], value, None if deadline is None else deadline - e[4]))
         for e in entries
         for obt in (obtainability(e[0], e[1].nodes_per_replica),)
     ]

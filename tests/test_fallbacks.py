@@ -72,7 +72,9 @@ def test_a_batch_fleet_takes_machines_of_several_sizes_weighted_by_the_replicas_
         assert f.weighted_capacity == f.offer.instance.gpu_count // f.shape.tensor_parallel
         assert f.shape.instances == -(-2 // f.weighted_capacity)
         billed = offer_cost(f.offer, f.shape, inputs, rates)
-        assert f.cost == with_wait(billed, obtainability(f.offer), result.wait_value_per_hour)
+        deadline = result.requirements.deadline_hours  # the wait is truncated at the ttl
+        waited = with_wait(billed, obtainability(f.offer), result.wait_value_per_hour, deadline)
+        assert f.cost.total_usd == billed.total_usd and f.cost.wait_usd == pytest.approx(waited.wait_usd)
     big = next(f for f in result.fallbacks if f.offer.instance.name == "g6e.48xlarge")
     assert big.shape.instances == 1 and big.shape.job_hours is not None
     assert choice.shape.job_hours is not None and big.shape.job_hours < choice.shape.job_hours

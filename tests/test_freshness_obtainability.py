@@ -143,14 +143,43 @@ def test_the_expected_wait_enters_the_expected_cost() -> None:
     assert choice is not None and choice.cost.obtainability is not None
     cost = choice.cost
     p = cost.obtainability.p
-    assert cost.wait_hours == pytest.approx((1 + cost.interruption_rate_per_h * cost.hours) * (1 - p) / p)
+    window = result.requirements.deadline_hours - cost.hours  # truncated at the ttl
+    assert cost.wait_hours == pytest.approx(
+        (1 + cost.interruption_rate_per_h * cost.hours) * (1 - p) / p * (1 - (1 - p) ** window)
+    )
     assert cost.wait_usd == pytest.approx(cost.wait_hours * result.wait_value_per_hour)
     assert cost.expected_usd == pytest.approx(cost.total_usd + cost.wait_usd + cost.failure_usd)
     # a confirmed market: only the geometric tail past the ttl, negligible
     assert cost.launch_failure < 1e-4 and abs(cost.failure_usd) < 0.01
-    assert with_wait(cost, cost.obtainability, result.wait_value_per_hour).wait_usd == cost.wait_usd
+    deadline = result.requirements.deadline_hours
+    assert with_wait(cost, cost.obtainability, result.wait_value_per_hour, deadline).wait_usd == cost.wait_usd
     ranked = [c.cost.expected_usd for c in (choice, *result.alternatives)]
     assert ranked == sorted(ranked)
+
+
+def test_the_expected_wait_never_runs_past_the_ttl() -> None:
+    """A job cannot wait past its deadline (the group is resized to 0 there): the expected wait
+    is the geometric wait truncated at the window (TTL less the run), (1 − p) ÷ p × (1 − (1 − p)^W)
+    per ask, and never more than the window; a service keeps asking, untruncated."""
+    result = plan(load_spec(GUANACO), CATALOG)
+    assert result.choice is not None
+    cost = result.choice.cost
+    b200 = obtainability(_offer("p6-b200.48xlarge", "spot", "us-east-1"))
+    assert b200.wait_hours > 10  # about 18 hours untruncated
+    run_h = cost.hours
+    for ttl in (run_h + 0.5, run_h + 3.0, run_h + 6.0):
+        waited = with_wait(cost, b200, 2.0, deadline_hours=ttl)
+        window = ttl - run_h
+        assert waited.wait_hours <= window + 1e-9
+        per_ask = b200.wait_hours * (1 - (1 - b200.p) ** window)
+        assert waited.wait_hours == pytest.approx(min((1 + cost.interruptions) * per_ask, window))
+        assert waited.wait_usd == pytest.approx(waited.wait_hours * 2.0)
+    service = with_wait(cost, b200, 2.0, deadline_hours=None)
+    assert service.wait_hours == pytest.approx((1 + cost.interruptions) * b200.wait_hours)
+    # the plan's own ranking uses the same capped wait
+    for c in (result.choice, *result.alternatives):
+        window = result.requirements.deadline_hours - c.cost.hours
+        assert c.cost.wait_hours <= window + 1e-9
 
 
 def test_the_readmes_qlora_example_no_longer_bets_on_spot_b200s() -> None:
