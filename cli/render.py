@@ -93,7 +93,9 @@ def fleet_line(plan: Plan) -> str:
     why there are fewer than two (``Plan.breadth_note``)."""
     line = _fleet_members(plan)
     note = plan.breadth_note
-    return f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    line = f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    leave = plan.weighted_leave_note
+    return f"{line}; {leave}" if leave is not None else line
 
 
 def _fleet_members(plan: Plan) -> str:

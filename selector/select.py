@@ -123,6 +123,28 @@ class Plan:
         return f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
 
     @property
+    def weighted_leave_note(self) -> str | None:
+        """The caveat of a fleet whose machines hold different numbers of replicas (AWS
+        ``WeightedCapacity``): a finished machine leaves with ``TerminateInstanceInAutoScalingGroup
+        --should-decrement-desired-capacity``, and AWS's reference says only that it "decrements
+        the size of the Auto Scaling group"
+        (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_TerminateInstanceInAutoScalingGroup.html);
+        ``DetachInstances`` says "by the number of instances detached"
+        (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_DetachInstances.html). No
+        AWS statement says a weighted machine lowers the desired capacity by its weight:
+        UNCONFIRMED, so the plan says what happens if it is lowered by one. None when every
+        member holds as many replicas as the choice (weight 1 per machine is the unweighted case)."""
+        if self.choice is None or self.choice.offer.cloud in VM_COUNTED_CLOUDS:
+            return None
+        weights = {self.choice_weight, *(f.weighted_capacity for f in self.fallbacks)}
+        if len(weights) < 2:
+            return None
+        return (
+            "UNCONFIRMED: whether a finished machine lowers the group by its weight or by 1; if by 1, "
+            "the group may start a machine that finds the shared work done and leaves (a boot's cost)"
+        )
+
+    @property
     def status(self) -> PlanStatus:
         if self.choice is not None:
             return "ok"

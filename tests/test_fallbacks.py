@@ -400,3 +400,18 @@ def test_offer_zones_default_to_the_offers_own_zone() -> None:
     zoned = [o for o in catalog.offers if o.zone is not None]
     assert zoned and all(o.zones == (o.zone,) for o in zoned)
     assert all(o.zones == () for o in catalog.offers if o.zone is None)
+
+
+def test_a_fleet_of_mixed_weights_says_its_leave_is_unconfirmed() -> None:
+    """No AWS statement says a weighted machine's ``--should-decrement-desired-capacity`` lowers
+    the group by its weight: a fleet that mixes weights says so on its Fleet line; a fleet whose
+    machines all hold the choice's replicas does not."""
+    from cli.render import fleet_line
+
+    mixed = stack_plan("sdxl-batch")
+    assert {f.weighted_capacity for f in mixed.fallbacks} - {mixed.choice_weight}
+    assert mixed.weighted_leave_note is not None and "UNCONFIRMED" in mixed.weighted_leave_note
+    assert mixed.weighted_leave_note in fleet_line(mixed)
+    even = plan(load_spec(ROOT / "tests" / "fixtures" / "realistic" / "12-guanaco-65b-qlora.yaml"), CATALOG)
+    assert all(f.weighted_capacity == even.choice_weight for f in even.fallbacks)
+    assert even.weighted_leave_note is None and "UNCONFIRMED" not in fleet_line(even)
