@@ -184,7 +184,7 @@ def expected_wait_hours(obt: Obtainability, interruptions: float, window_hours: 
     if window_hours is None:
         return (1.0 + interruptions) * per_ask
     window = max(window_hours, 0.0)
-    per_ask *= 1.0 - (1.0 - obt.p) ** window
+    per_ask *= 1.0 - float((1.0 - obt.p) ** window)
     return min((1.0 + interruptions) * per_ask, window)
 
 

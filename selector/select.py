@@ -111,15 +111,22 @@ class Plan:
         if choice.shape.nodes_per_replica > 1:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
+        n = len(self.fallbacks)
         if offer.cloud in VM_COUNTED_CLOUDS:
+            vms = choice.shape.instances
+            each = (
+                "each VM running the replicas its GPUs hold"
+                if self.spec.task == "batch"
+                else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
+            )
             return (
-                f"a {offer.cloud} managed instance group keeps one instance template: only machine types "
-                "with the same GPUs and replicas per machine join it (one group per size is not built)"
+                f"a {offer.cloud} managed instance group keeps one instance template and counts VMs: "
+                f"only {n} other type(s) run it in {offer.region}, "
+                f"{offer.market}, as {vms} VM(s), {each}, within the budget and ttl"
             )
         where = offer.region
         if offer.zone is not None:
             where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
-        n = len(self.fallbacks)
         return f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
 
     @property

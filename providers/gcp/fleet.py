@@ -11,12 +11,15 @@ not known). It recreates a preempted or failed VM by itself, and with instance
 flexibility it falls back to the plan's same-shape alternatives in cost order (``rank``: lower
 is preferred) when the choice has no capacity.
 
-A MIG's target size counts VMs and its instance flexibility has no weights
-(``instanceFlexibilityPolicy.instanceSelections`` take machine types and a rank only): the
-group's flexibility is same-size only, every member holding as many replicas as the choice
-(``selector.fallbacks`` plans it so; a member that does not is left out with the reason), and
-the target size is the plan's VMs. A batch fleet that mixes machine sizes is AWS's
-(``WeightedCapacity``).
+A MIG's target size counts VMs and its flexibility has no weights (Compute discovery document
+``compute.v1`` rev. 20261106: an instance selection takes ``machineTypes``, ``rank``,
+``minCpuPlatform``, ``disks``; ``targetSize`` is "the target number of running instances"):
+one group, one template, the plan's VMs whatever type each gets. A batch VM may be of any size
+and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
+or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
+(``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
+Several groups, one per size, would all run at once (nothing moves a target from a group
+without capacity to another; gpufit runs no controller): the spend times the groups.
 
 Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
 (https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
@@ -142,8 +145,9 @@ def place_members(
             )
         elif member is not d.members[0] and not template_compatible(d, member):
             left_out.append(f"{member.instance_type} (needs another instance template)")
-        elif member.weighted_capacity != d.members[0].weighted_capacity:
-            # A MIG's target size counts VMs: every VM must hold as many replicas as the choice.
+        elif d.task != "batch" and member.weighted_capacity != d.members[0].weighted_capacity:
+            # A served model's launch (ports, GPU ranges) is rendered for the choice's replicas
+            # per VM; a batch VM derives its replicas from its own GPUs.
             left_out.append(
                 f"{member.instance_type} (holds {member.weighted_capacity} replicas, the choice "
                 f"{d.members[0].weighted_capacity}: a MIG counts VMs)"
@@ -269,6 +273,91 @@ def _startup_script(d: Deployment, project: str, secrets: GcpMachineSecrets, val
     return render(d, bucket, NodeRole(0, 1, ""), fleet_group(d, project), secrets.refs(d, names, project))
 
 
+@dataclass(frozen=True)
+class TemplateInputs:
+    """What a group's instance template takes from the stack's other resources."""
+
+    base: str
+    labels: dict[str, str]
+    tag: str
+    subnetwork: Any
+    service_account_email: Any
+    startup_script: Any
+    termination: str | None
+
+
+def instance_template(
+    name: str, d: Deployment, given: TemplateInputs, opts: pulumi.ResourceOptions
+) -> gcp.compute.RegionInstanceTemplate:
+    """The group's regional instance template (the one place it is built): Shielded VM, OS
+    Login, the boot script, spot by fault tolerance, the attached GPUs of an N1 choice, and the
+    absolute termination time when the deadline is within reach (``template_termination_time``).
+    Instance flexibility overrides only its machine type (``place_members`` keeps the members
+    it serves)."""
+    labels = given.labels
+    accelerators = (
+        [
+            gcp.compute.RegionInstanceTemplateGuestAcceleratorArgs(
+                type=d.attached_accelerator, count=d.gpu_count
+            )
+        ]
+        if d.attached_accelerator
+        else None
+    )
+    template_labels = (
+        labels if given.termination else {**labels, LABEL_DEADLINE_LAYER: DEADLINE_LAYER_SCHEDULER}
+    )
+    return gcp.compute.RegionInstanceTemplate(
+        name,
+        name_prefix=f"{given.base[:36]}-",
+        region=d.region,
+        machine_type=d.machine_type,
+        description=f"gpufit {d.workload} ({d.stack}), deleted at {iso_utc(d.expires_at)}",
+        disks=[
+            gcp.compute.RegionInstanceTemplateDiskArgs(
+                boot=True,
+                auto_delete=True,
+                source_image=d.image or DLVM_IMAGE,
+                disk_size_gb=d.disk_gb,
+                disk_type=boot_disk_type(d.machine_type),
+                labels=labels,
+            )
+        ],
+        guest_accelerators=accelerators,
+        network_interfaces=[
+            gcp.compute.RegionInstanceTemplateNetworkInterfaceArgs(
+                subnetwork=given.subnetwork,
+                nic_type=nic_type(d),
+                # Ephemeral public IP for egress only; no firewall rule lets anything in.
+                access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
+            )
+        ],
+        scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
+            provisioning_model="SPOT" if d.spot else "STANDARD",
+            preemptible=d.spot,
+            automatic_restart=not d.spot,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action="DELETE",
+            termination_time=given.termination,
+        ),
+        service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
+            email=given.service_account_email, scopes=[CLOUD_PLATFORM_SCOPE]
+        ),
+        shielded_instance_config=gcp.compute.RegionInstanceTemplateShieldedInstanceConfigArgs(
+            enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
+        ),
+        metadata={
+            "enable-oslogin": "TRUE",
+            "block-project-ssh-keys": "TRUE",
+            "startup-script": given.startup_script,
+            "shutdown-script": shutdown_script(),
+        },
+        labels=template_labels,
+        tags=[given.tag],
+        opts=opts,
+    )
+
+
 class GcpGpuFleet(pulumi.ComponentResource):
     """A regional MIG of single-node replicas with its template, network, firewall rules,
     service accounts, bucket and deadline, for one deployment."""
@@ -350,69 +439,22 @@ class GcpGpuFleet(pulumi.ComponentResource):
             for who, account in (("sa", self.service_account), ("deadline", self.deadline_account))
         )
 
-        accelerators = (
-            [
-                gcp.compute.RegionInstanceTemplateGuestAcceleratorArgs(
-                    type=d.attached_accelerator, count=d.gpu_count
-                )
-            ]
-            if d.attached_accelerator
-            else None
-        )
         termination = template_termination_time(d)
-        template_labels = (
-            labels if termination else {**labels, LABEL_DEADLINE_LAYER: DEADLINE_LAYER_SCHEDULER}
-        )
-        self.template = gcp.compute.RegionInstanceTemplate(
+        self.template = instance_template(
             f"{base}-tmpl",
-            name_prefix=f"{base[:36]}-",
-            region=region,
-            machine_type=d.machine_type,
-            description=f"gpufit {d.workload} ({d.stack}), deleted at {iso_utc(d.expires_at)}",
-            disks=[
-                gcp.compute.RegionInstanceTemplateDiskArgs(
-                    boot=True,
-                    auto_delete=True,
-                    source_image=d.image or DLVM_IMAGE,
-                    disk_size_gb=d.disk_gb,
-                    disk_type=boot_disk_type(d.machine_type),
-                    labels=labels,
-                )
-            ],
-            guest_accelerators=accelerators,
-            network_interfaces=[
-                gcp.compute.RegionInstanceTemplateNetworkInterfaceArgs(
-                    subnetwork=subnetwork,
-                    nic_type=nic_type(d),
-                    # Ephemeral public IP for egress only; no firewall rule lets anything in.
-                    access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
-                )
-            ],
-            scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
-                provisioning_model="SPOT" if d.spot else "STANDARD",
-                preemptible=d.spot,
-                automatic_restart=not d.spot,
-                on_host_maintenance="TERMINATE",
-                instance_termination_action="DELETE",
-                termination_time=termination,
-            ),
-            service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
-                email=self.service_account.email, scopes=[CLOUD_PLATFORM_SCOPE]
-            ),
-            shielded_instance_config=gcp.compute.RegionInstanceTemplateShieldedInstanceConfigArgs(
-                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
-            ),
-            metadata={
-                "enable-oslogin": "TRUE",
-                "block-project-ssh-keys": "TRUE",
-                "startup-script": pulumi.Output.all(self.bucket.name, names).apply(
+            d,
+            TemplateInputs(
+                base=base,
+                labels=labels,
+                tag=tag,
+                subnetwork=subnetwork,
+                service_account_email=self.service_account.email,
+                startup_script=pulumi.Output.all(self.bucket.name, names).apply(
                     lambda v: _startup_script(d, project, self.secrets, v)
                 ),
-                "shutdown-script": shutdown_script(),
-            },
-            labels=template_labels,
-            tags=[tag],
-            opts=child,
+                termination=termination,
+            ),
+            child,
         )
         flexibility = (
             gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(
