@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Literal
@@ -83,6 +84,8 @@ class Plan:
     considered: int
     catalog: Catalog
     fallbacks: tuple[Fallback, ...] = ()
+    broader_region: BroaderRegion | None = None
+    """Where a fleet with fewer than two fallbacks would have several (``broader_region``)."""
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
     wait_value_per_hour: float = 0.0
@@ -123,11 +126,26 @@ class Plan:
                 f"a {offer.cloud} managed instance group keeps one instance template and counts VMs: "
                 f"only {n} other type(s) run it in {offer.region}, "
                 f"{offer.market}, as {vms} VM(s), {each}, within the budget and ttl"
-            )
+            ) + self._broader_text()
         where = offer.region
         if offer.zone is not None:
             where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
-        return f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+        note = f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+        return note + self._broader_text()
+
+    def _broader_text(self) -> str:
+        """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``"""
+        broader = self.broader_region
+        if broader is None:
+            return (
+                f"; none of the {BROADER_REGIONS_TRIED} next-cheapest regions pricing it gives 2 "
+                "within the budget and ttl"
+            )
+        return (
+            f"; in {broader.candidate.offer.region} it has {broader.fallbacks}+ fallbacks at "
+            f"${broader.premium_usd:,.2f} more (expected), not taken: a fleet is one regional group "
+            "and the plan ranks by expected cost (set placement.regions to choose it)"
+        )
 
     @property
     def weighted_leave_note(self) -> str | None:
@@ -216,6 +234,50 @@ def _on_demand_base(
 NO_BASE: tuple[int, float] = (0, 0.0)
 
 MIN_FALLBACKS = 2
+
+BROADER_REGIONS_TRIED = 3
+"""How many other regions (the choice's type and market, cheapest first) a narrow fleet's plan
+looks at for one where the fleet has several fallbacks (``broader_region``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BroaderRegion:
+    """The cheapest other region where the choice's type, in its market, has several fallbacks
+    within the budget and TTL: what taking it would cost more (expected), and how many."""
+
+    candidate: Candidate
+    fallbacks: int
+    premium_usd: float
+
+
+def broader_region(
+    choice: Candidate,
+    catalog: Catalog,
+    in_region: Callable[[Offer], tuple[Candidate, int] | None],
+) -> BroaderRegion | None:
+    """The first of the ``BROADER_REGIONS_TRIED`` cheapest other regions pricing the choice's
+    type in its market where ``in_region`` finds several fallbacks. A fleet is one group, and
+    one group is regional (an Auto Scaling group's subnets, a MIG's zones): a second group in
+    another region would run at once with the first (nothing moves capacity between them) and
+    away from the stack's bucket, so the plan does not build one; it names the broader region
+    and its premium, and the user chooses it with ``placement.regions``."""
+    it, market = choice.offer.instance, choice.offer.market
+    cheapest: dict[str, Offer] = {}
+    for o in catalog.offers:
+        if o.instance.name != it.name or o.instance.cloud != it.cloud or o.market != market or o.unpriced:
+            continue
+        if o.region == choice.offer.region:
+            continue
+        if o.region not in cheapest or o.hourly_usd < cheapest[o.region].hourly_usd:
+            cheapest[o.region] = o
+    for offer in sorted(cheapest.values(), key=lambda o: (o.hourly_usd, o.region))[:BROADER_REGIONS_TRIED]:
+        found = in_region(offer)
+        if found is not None:
+            there, n = found
+            return BroaderRegion(there, n, there.cost.expected_usd - choice.cost.expected_usd)
+    return None
+
+
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
 
@@ -517,6 +579,43 @@ def plan(
             if len(more) > len(backups) and fits_budget and in_time:
                 candidates = (widened, *candidates[1:])
                 backups = more
+    broader: BroaderRegion | None = None
+    if (
+        candidates
+        and len(backups) < MIN_FALLBACKS
+        and spec.fault_tolerance != "none"
+        and placement.instance_types is None
+        and candidates[0].shape.nodes_per_replica == 1
+    ):
+        first = candidates[0]
+
+        def in_region(offer: Offer) -> tuple[Candidate, int] | None:
+            wide = spanning_offer(offer, catalog) or offer
+            there = candidate(wide, first.shape, NO_BASE)
+            if _budget(inputs, there.cost.hourly_usd, there.cost.total_usd) is not None:
+                return None
+            if deadline is not None and there.cost.hours > deadline:
+                return None
+            found = fallbacks(
+                wide,
+                there.shape,
+                catalog,
+                fit_of,
+                inputs,
+                rates,
+                placement.instance_types,
+                deadline,
+                lambda hourly, total: _budget(inputs, hourly, total) is None,
+                NO_BASE,
+                weighted=spec.task == "batch",
+                wait_value=value,
+                rerun_usd=rerun,
+                fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
+                limit=MIN_FALLBACKS,
+            )
+            return (there, len(found)) if len(found) >= MIN_FALLBACKS else None
+
+        broader = broader_region(first, catalog, in_region)
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),
@@ -534,6 +633,7 @@ def plan(
         considered=len(catalog.offers),
         catalog=catalog,
         fallbacks=backups,
+        broader_region=broader,
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )

@@ -394,3 +394,39 @@ def test_an_on_demand_base_is_refused_for_a_multi_node_replica() -> None:
     assert isinstance(refused, Rejection) and "a replica spans 2 nodes" in refused.reason
     unset = spec.model_copy(update={"serving": spec.serving.model_copy(update=dict(on_demand_base=None))})
     assert _on_demand_base(unset, offer, multi, CATALOG) == (0, 0.0)
+
+
+@pytest.mark.parametrize("stem", ["09-mixtral-synthetic-data", "27-qwen3-30b-moe-batch"])
+def test_a_narrow_zone_pinned_fleet_names_the_region_where_it_would_be_broad(stem: str) -> None:
+    """p4d spot in aps1-az1 has one fallback even widened to ap-south-1's zones: the plan names
+    the cheapest other region (of the 3 next-cheapest pricing p4d spot) where its fleet has
+    several, and what that costs more; choosing it with placement.regions gives them."""
+    spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / f"{stem}.yaml")
+    result = plan(spec, CATALOG)
+    assert result.choice is not None and result.choice.offer.zone == "aps1-az1"
+    assert len(result.fallbacks) == 1
+    broader = result.broader_region
+    assert broader is not None and broader.fallbacks >= 2 and broader.premium_usd > 0
+    region = broader.candidate.offer.region
+    assert region != result.choice.offer.region
+    assert broader.premium_usd == pytest.approx(
+        broader.candidate.cost.expected_usd - result.choice.cost.expected_usd
+    )
+    note = result.breadth_note
+    assert note is not None and f"in {region} it has {broader.fallbacks}+ fallbacks at $" in note
+    assert "set placement.regions to choose it" in fleet_line(result)
+    pinned = spec.model_copy(update={"placement": spec.placement.model_copy(update={"regions": [region]})})
+    there = plan(pinned, CATALOG)
+    assert there.choice is not None and there.choice.offer.region == region  # its own best there
+    assert len(there.fallbacks) >= 2 and there.broader_region is None
+
+
+def test_the_json_carries_the_fleet_notes_and_the_broader_region() -> None:
+    code, out, _ = run(
+        "plan", str(ROOT / "tests" / "fixtures" / "realistic" / "09-mixtral-synthetic-data.yaml"), "--json"
+    )
+    assert code == 0
+    choice = json.loads(out)["choice"]
+    assert choice["broader_region"]["region"] != "ap-south-1" and choice["broader_region"]["premium_usd"] > 0
+    assert any(n.startswith("only 1 other type(s) run it in aps1-az1") for n in choice["fleet_notes"])
+    assert any(n.startswith("UNCONFIRMED: whether a finished machine") for n in choice["fleet_notes"])
