@@ -176,7 +176,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                 "fleet_notes": [n for n in (plan.breadth_note, plan.weighted_leave_note) if n is not None],
                 "broader_region": (
                     {
-                        "region": plan.broader_region.candidate.offer.region,
+                        "region": plan.broader_region.offer.region,
                         "fallbacks_at_least": plan.broader_region.fallbacks,
                         "premium_usd": _r(plan.broader_region.premium_usd, 2),
                     }

@@ -12,11 +12,11 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Literal
 
+from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
@@ -142,23 +142,17 @@ class Plan:
                 "within the budget and ttl"
             )
         return (
-            f"; in {broader.candidate.offer.region} it has {broader.fallbacks}+ fallbacks at "
+            f"; in {broader.offer.region} it has {broader.fallbacks}+ fallbacks at "
             f"${broader.premium_usd:,.2f} more (expected), not taken: a fleet is one regional group "
             "and the plan ranks by expected cost (set placement.regions to choose it)"
         )
 
     @property
     def weighted_leave_note(self) -> str | None:
-        """The caveat of a fleet whose machines hold different numbers of replicas (AWS
-        ``WeightedCapacity``): a finished machine leaves with ``TerminateInstanceInAutoScalingGroup
-        --should-decrement-desired-capacity``, and AWS's reference says only that it "decrements
-        the size of the Auto Scaling group"
-        (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_TerminateInstanceInAutoScalingGroup.html);
-        ``DetachInstances`` says "by the number of instances detached"
-        (https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_DetachInstances.html). No
-        AWS statement says a weighted machine lowers the desired capacity by its weight:
-        UNCONFIRMED, so the plan says what happens if it is lowered by one. None when every
-        member holds as many replicas as the choice (weight 1 per machine is the unweighted case)."""
+        """The caveat of a fleet that mixes machine weights (AWS ``WeightedCapacity``): AWS says
+        only that ``TerminateInstanceInAutoScalingGroup`` "decrements the size of the Auto
+        Scaling group" (API reference), ``DetachInstances`` "by the number of instances
+        detached"; no AWS statement says by the weight (UNCONFIRMED)."""
         if self.choice is None or self.choice.offer.cloud in VM_COUNTED_CLOUDS:
             return None
         weights = {self.choice_weight, *(f.weighted_capacity for f in self.fallbacks)}
@@ -234,48 +228,6 @@ def _on_demand_base(
 NO_BASE: tuple[int, float] = (0, 0.0)
 
 MIN_FALLBACKS = 2
-
-BROADER_REGIONS_TRIED = 3
-"""How many other regions (the choice's type and market, cheapest first) a narrow fleet's plan
-looks at for one where the fleet has several fallbacks (``broader_region``)."""
-
-
-@dataclass(frozen=True, slots=True)
-class BroaderRegion:
-    """The cheapest other region where the choice's type, in its market, has several fallbacks
-    within the budget and TTL: what taking it would cost more (expected), and how many."""
-
-    candidate: Candidate
-    fallbacks: int
-    premium_usd: float
-
-
-def broader_region(
-    choice: Candidate,
-    catalog: Catalog,
-    in_region: Callable[[Offer], tuple[Candidate, int] | None],
-) -> BroaderRegion | None:
-    """The first of the ``BROADER_REGIONS_TRIED`` cheapest other regions pricing the choice's
-    type in its market where ``in_region`` finds several fallbacks. A fleet is one group, and
-    one group is regional (an Auto Scaling group's subnets, a MIG's zones): a second group in
-    another region would run at once with the first (nothing moves capacity between them) and
-    away from the stack's bucket, so the plan does not build one; it names the broader region
-    and its premium, and the user chooses it with ``placement.regions``."""
-    it, market = choice.offer.instance, choice.offer.market
-    cheapest: dict[str, Offer] = {}
-    for o in catalog.offers:
-        if o.instance.name != it.name or o.instance.cloud != it.cloud or o.market != market or o.unpriced:
-            continue
-        if o.region == choice.offer.region:
-            continue
-        if o.region not in cheapest or o.hourly_usd < cheapest[o.region].hourly_usd:
-            cheapest[o.region] = o
-    for offer in sorted(cheapest.values(), key=lambda o: (o.hourly_usd, o.region))[:BROADER_REGIONS_TRIED]:
-        found = in_region(offer)
-        if found is not None:
-            there, n = found
-            return BroaderRegion(there, n, there.cost.expected_usd - choice.cost.expected_usd)
-    return None
 
 
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
@@ -589,7 +541,7 @@ def plan(
     ):
         first = candidates[0]
 
-        def in_region(offer: Offer) -> tuple[Candidate, int] | None:
+        def in_region(offer: Offer) -> tuple[Offer, float, int] | None:
             wide = spanning_offer(offer, catalog) or offer
             there = candidate(wide, first.shape, NO_BASE)
             if _budget(inputs, there.cost.hourly_usd, there.cost.total_usd) is not None:
@@ -613,9 +565,9 @@ def plan(
                 fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
                 limit=MIN_FALLBACKS,
             )
-            return (there, len(found)) if len(found) >= MIN_FALLBACKS else None
+            return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
 
-        broader = broader_region(first, catalog, in_region)
+        broader = broader_region(first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS)
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),

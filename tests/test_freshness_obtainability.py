@@ -407,11 +407,8 @@ def test_a_narrow_zone_pinned_fleet_names_the_region_where_it_would_be_broad(ste
     assert len(result.fallbacks) == 1
     broader = result.broader_region
     assert broader is not None and broader.fallbacks >= 2 and broader.premium_usd > 0
-    region = broader.candidate.offer.region
-    assert region != result.choice.offer.region
-    assert broader.premium_usd == pytest.approx(
-        broader.candidate.cost.expected_usd - result.choice.cost.expected_usd
-    )
+    region = broader.offer.region
+    assert region != result.choice.offer.region and broader.offer.instance.name == "p4d.24xlarge"
     note = result.breadth_note
     assert note is not None and f"in {region} it has {broader.fallbacks}+ fallbacks at $" in note
     assert "set placement.regions to choose it" in fleet_line(result)
