@@ -14,7 +14,7 @@ import pytest
 from catalog.snapshot import build, summary
 from cli.main import main
 from selector.catalog import SNAPSHOT_FILE, catalog_from_doc, load_catalog
-from selector.consumption import DATA_DIR, OPTIONS, load_consumption, row_for, status
+from selector.consumption import DATA_DIR, OPTIONS, ConsumptionError, load_consumption, row_for, status
 from selector.price_rules import PricePoint, judge, load_price_floors
 from tests.conftest import ROOT
 
@@ -53,6 +53,55 @@ def test_every_catalog_type_has_exactly_one_sourced_consumption_row() -> None:
         "calendar_reservation",
         "reservation",
     ]
+
+
+OWN_HOSTS = {
+    "aws": (
+        "https://docs.aws.amazon.com/",
+        "https://aws.amazon.com/",
+        "https://spot-bid-advisor.s3.amazonaws.com/",  # the Spot Instance Advisor's data file
+    ),
+    "gcp": ("https://cloud.google.com/", "https://docs.cloud.google.com/"),
+}
+READ_DAY = "2026-12-04"
+
+
+@pytest.mark.parametrize("row", load_consumption(), ids=lambda r: f"{r.cloud}:{r.pattern}")
+def test_a_consumption_row_says_which_statuses_rest_on_third_parties_and_dates_its_source(row: Any) -> None:
+    """House rule: a row stands on the cloud's own statement. A market status that only third
+    parties give (a catalog, a pull request, a blog) is listed in ``third_party_only``; a row
+    with no source of the cloud's own lists every on-demand and spot status it settles; the
+    date is the deciding source's own (the day read only for an undated cloud page, said so)."""
+    own = [u for u in row.sources if u.startswith(OWN_HOSTS[row.cloud])]
+    assert own, f"{row.where}: no source of {row.cloud}'s own"
+    for option in row.third_party_only:
+        assert row.status(option) in ("yes", "no")
+    if row.cloud == "aws" and row.status("spot") == "yes" and "spot" not in row.third_party_only:
+        assert any("spot-bid-advisor" in u for u in row.sources), f"{row.where}: spot yes on whose word?"
+    if row.as_of == READ_DAY:
+        assert "undated" in row.notes, f"{row.where}: as_of is the day read, not the source's date"
+
+
+def test_the_third_party_markets_are_the_ones_no_aws_source_gives() -> None:
+    assert row_for("aws", "g6e.xlarge").third_party_only == ("on-demand",)  # type: ignore[union-attr]
+    assert row_for("aws", "p5en.48xlarge").third_party_only == ("on-demand", "spot")  # type: ignore[union-attr]
+    assert row_for("aws", "p5.48xlarge").third_party_only == ()  # type: ignore[union-attr]
+
+
+def test_third_party_only_names_a_settled_option(tmp_path: Path) -> None:
+    for name in ("aws.csv", "gcp.csv"):
+        (tmp_path / name).write_text((DATA_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    text = (
+        (tmp_path / "aws.csv")
+        .read_text(encoding="utf-8")
+        .replace(
+            "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,,",
+            "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,spot,",
+        )
+    )
+    (tmp_path / "aws.csv").write_text(text, encoding="utf-8")
+    with pytest.raises(ConsumptionError, match="third_party_only names 'spot'"):
+        load_consumption(tmp_path)
 
 
 def test_google_and_aws_say_which_types_are_not_sold_on_demand() -> None:
