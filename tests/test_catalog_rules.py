@@ -91,14 +91,8 @@ def test_the_third_party_markets_are_the_ones_no_aws_source_gives() -> None:
 def test_third_party_only_names_a_settled_option(tmp_path: Path) -> None:
     for name in ("aws.csv", "gcp.csv"):
         (tmp_path / name).write_text((DATA_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
-    text = (
-        (tmp_path / "aws.csv")
-        .read_text(encoding="utf-8")
-        .replace(
-            "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,,",
-            "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,spot,",
-        )
-    )
+    row = "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,"
+    text = (tmp_path / "aws.csv").read_text(encoding="utf-8").replace(row + ",", row + "spot,")
     (tmp_path / "aws.csv").write_text(text, encoding="utf-8")
     with pytest.raises(ConsumptionError, match="third_party_only names 'spot'"):
         load_consumption(tmp_path)
