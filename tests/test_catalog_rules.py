@@ -15,7 +15,7 @@ from catalog.snapshot import build, summary
 from cli.main import main
 from selector.catalog import SNAPSHOT_FILE, catalog_from_doc, load_catalog
 from selector.consumption import DATA_DIR, OPTIONS, ConsumptionError, load_consumption, row_for, status
-from selector.price_rules import PricePoint, judge, load_price_floors
+from selector.price_rules import PricePoint, apply_to_doc, judge, load_price_floors
 from tests.conftest import ROOT
 
 CATALOG = load_catalog()
@@ -259,3 +259,46 @@ def test_the_snapshot_tables_mark_every_floor_row(tmp_path: Path) -> None:
     rows = list(csv.DictReader((ROOT / "selector/data/snapshot_src/aws_offers.csv").open(encoding="utf-8")))
     marked = [r for r in rows if r["status"] == "suspect"]
     assert len(marked) == 46 and all(r["market"] == "spot" and r["notes"] for r in marked)
+
+
+def test_an_on_demand_list_price_under_the_estimated_floor_stays_priced_and_warns() -> None:
+    """The per-GPU floors are estimates (half the lowest list price seen); a cloud's own
+    on-demand list price under one (a price cut like AWS's June 2025 one) is the better figure:
+    kept priced, and the refresh asks to re-derive the floors. A spot price under its floor is
+    still no price."""
+    floors = load_price_floors()
+    cut = 0.4 * floors.floor("H100", "on-demand", "aws")  # type: ignore[operator]
+    points = [
+        PricePoint("aws", "p5.48xlarge", "H100", 8, "us-east-1", "on-demand", cut * 8),
+        PricePoint("aws", "p5.48xlarge", "H100", 8, "us-east-1", "spot", 0.01),
+    ]
+    verdicts = judge(points, floors)
+    assert (
+        verdicts[0].verdict == "ok"
+        and "re-derive selector/data/price_floors.yaml" in verdicts[0].floor_warning
+    )
+    assert verdicts[1].verdict == "unpriced" and not verdicts[1].floor_warning
+    doc = {
+        "instance_types": [{"cloud": "aws", "name": "p5.48xlarge", "gpu": "H100", "gpu_count": 8}],
+        "offers": [
+            {
+                "cloud": "aws",
+                "instance_type": "p5.48xlarge",
+                "region": "us-east-1",
+                "market": "on-demand",
+                "hourly_usd": cut * 8,
+            },
+        ],
+    }
+    counts = apply_to_doc(doc)
+    assert counts["under-floor-on-demand"] == 1 and counts["unpriced"] == 0
+    assert "unpriced" not in doc["offers"][0]
+
+
+def test_the_refresh_summary_warns_of_on_demand_prices_under_the_floor() -> None:
+    from catalog.refresh import RefreshReport
+
+    report = RefreshReport({}, [], {}, [], True, rules={"not-sold": 0, "under-floor-on-demand": 2})
+    assert any(line.startswith("WARNING: 2 on-demand list price(s) under") for line in report.lines())
+    quiet = RefreshReport({}, [], {}, [], True, rules={"not-sold": 0, "under-floor-on-demand": 0})
+    assert not any("under gpufit's estimated" in line for line in quiet.lines())
