@@ -29,7 +29,8 @@ help. Such an offer carries ``never``, the chance its capacity never comes, what
 wait (``data/obtainability.yaml`` ``never_obtainable``; a gpufit ESTIMATE: "no source says
 it is sold" is taken as even odds). With a window of ``W`` hours to wait (a job's TTL less its
 expected run; a service has no deadline, so only ``never`` counts), the chance of no machine
-before the deadline (0 for a confirmed market, whose wait the expected wait prices) is
+before the deadline (for a confirmed market, never = 0: the geometric tail past the window,
+which the truncated wait leaves out) is
 
     f = never + (1 − never) × (1 − p)^W
 
@@ -196,12 +197,12 @@ def wait_usd(
 
 
 def launch_failure(obt: Obtainability, window_hours: float | None) -> float:
-    """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W; a
-    service (no window) fails only when the market never gives capacity."""
-    if obt.never == 0.0:
-        return 0.0  # a confirmed market: the group keeps asking, the expected wait prices it
+    """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W, for a
+    confirmed market too (its wait is truncated at the window: ``expected_wait_hours``, so the
+    tail past it is a failure, not a wait); a service (no window) fails only when the market
+    never gives capacity."""
     if window_hours is None:
-        return obt.never
+        return obt.never  # a service keeps asking: only a market that never sells fails
     return float(obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0))
 
 

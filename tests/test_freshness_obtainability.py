@@ -174,6 +174,11 @@ def test_the_expected_wait_never_runs_past_the_ttl() -> None:
         per_ask = b200.wait_hours * (1 - (1 - b200.p) ** window)
         assert waited.wait_hours == pytest.approx(min((1 + cost.interruptions) * per_ask, window))
         assert waited.wait_usd == pytest.approx(waited.wait_hours * 2.0)
+    # a confirmed market's tail past the window is a failure to launch, not a wait
+    confirmed = obtainability(_offer("g6e.xlarge", "spot", "use2-az3"))
+    assert confirmed.never == 0.0
+    tight = with_wait(cost, confirmed, 2.0, deadline_hours=run_h + 1.0)
+    assert tight.launch_failure == pytest.approx((1 - confirmed.p) ** 1.0) and tight.failure_usd >= 0
     service = with_wait(cost, b200, 2.0, deadline_hours=None)
     assert service.wait_hours == pytest.approx((1 + cost.interruptions) * b200.wait_hours)
     # the plan's own ranking uses the same capped wait
