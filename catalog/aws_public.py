@@ -84,6 +84,16 @@ class RegionPrices:
     other_gpu_types: set[str] = field(default_factory=set)
 
 
+def default_regions(files: dict[str, str], known: set[str]) -> list[str]:
+    """The regions a refresh without ``--regions`` reads: the commercial regions of the index
+    that the catalog has AWS offers in (all commercial ones when it has none). Each region's EC2
+    file is large (not measured here: no network; third-party reports put us-east-1's CSV at
+    ~295 MB, an AWS sample Lambda says the on-demand file is "huge >1GB"), so regions with no
+    GPU offer are not read by default."""
+    commercial = sorted(r for r in files if not r.startswith(NON_COMMERCIAL_PREFIXES))
+    return [r for r in commercial if r in known] if known else commercial
+
+
 def region_files(index: dict[str, Any], base: str) -> dict[str, str]:
     """Region code → the URL of its current CSV price file, from the EC2 region index
     (``regions.<code>.currentVersionUrl``, the JSON file's path; the CSV sits beside it)."""
@@ -250,7 +260,13 @@ class AwsPublicFetcher:
         if regions:
             wanted = list(regions)
         else:
-            wanted = sorted(r for r in files if not r.startswith(NON_COMMERCIAL_PREFIXES))
+            wanted = default_regions(files, {region for _, region in self._zones})
+            result.notes.append(
+                f"read the price files of the {len(wanted)} region(s) the catalog has AWS offers in, of "
+                f"{sum(not r.startswith(NON_COMMERCIAL_PREFIXES) for r in files)} commercial regions "
+                "(each file is large: a third party measured us-east-1's EC2 CSV at ~295 MB; "
+                "--regions names others)"
+            )
         spot_job = pool.submit(self._http.json, self._spot_feed)
         advisor_job = pool.submit(self._http.json, self._advisor)
         names = set(self._types)

@@ -114,6 +114,12 @@ class RefreshReport:
                 f"{self.rules.get('unpriced', 0)} kept but never priced (spot floor, per-GPU floor, marked "
                 f"suspect), {self.rules.get('unconfirmed', 0)} in an unconfirmed market (low confidence)"
             )
+        if self.rules.get("under-floor-on-demand"):
+            out.append(
+                f"WARNING: {self.rules['under-floor-on-demand']} on-demand list price(s) under gpufit's "
+                "estimated per-GPU floor, kept priced (a price cut?): "
+                "re-derive selector/data/price_floors.yaml"
+            )
         return out
 
 

@@ -8,6 +8,7 @@ from datetime import date
 from cli.serve_text import serve_lines
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
+from selector.fallbacks import VM_COUNTED_CLOUDS
 from selector.freshness import price_ages
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
@@ -93,7 +94,9 @@ def fleet_line(plan: Plan) -> str:
     why there are fewer than two (``Plan.breadth_note``)."""
     line = _fleet_members(plan)
     note = plan.breadth_note
-    return f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    line = f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    leave = plan.weighted_leave_note
+    return f"{line}; {leave}" if leave is not None else line
 
 
 def _fleet_members(plan: Plan) -> str:
@@ -117,6 +120,13 @@ def _fleet_members(plan: Plan) -> str:
     ]
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
     units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
+    choice = plan.choice
+    if weights and choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS:
+        vms = choice.shape.instances
+        units = (
+            f"{vms} VM{'s' if vms != 1 else ''} (a {choice.offer.cloud} group counts VMs), "
+            "each running the replicas its GPUs hold; "
+        )
     return f"{units}fallbacks: " + ", ".join(parts)
 
 

@@ -3,8 +3,11 @@
 ``data/consumption/<cloud>.csv`` holds one row per instance type or series (a glob, ``|`` for
 alternatives, matched on the catalog's instance-type name) with a status for every option:
 ``yes`` (the cloud's documentation says it is sold that way), ``no`` (it says it is not), or
-``unconfirmed`` (no source settles it). Every row names its sources (URLs) and the date they
-were read or last updated, and quotes the sentence that decides in ``notes``.
+``unconfirmed`` (no source settles it). Every row names its sources (URLs) and the date of the
+deciding source (a dated page, data snapshot or pull request; the day read when the cloud's
+page is undated), lists in ``third_party_only`` the options whose status rests on third parties
+alone (no page or data file of the cloud's own says so), and quotes the deciding sentence in
+``notes``.
 
 An offer exists only in a market its type is sold in: the snapshot build, the refresh and the
 catalog loader drop offers whose market is ``no``. An ``unconfirmed`` market keeps its offers at
@@ -53,6 +56,7 @@ class ConsumptionRow:
     pattern: str
     options: tuple[tuple[str, Status], ...]
     capacity_block_regions: tuple[str, ...]
+    third_party_only: tuple[str, ...]  # options whose status no statement of the cloud's own gives
     sources: tuple[str, ...]
     as_of: str
     notes: str
@@ -87,6 +91,12 @@ def _row(cloud: str, raw: dict[str, str], where: str) -> ConsumptionRow:
         raise ConsumptionError(f"{where}: a row needs a pattern and https source URLs")
     if len(as_of) != 10 or as_of[4] != "-" or as_of[7] != "-":
         raise ConsumptionError(f"{where}: as_of {as_of!r} is not YYYY-MM-DD")
+    third_party = tuple((raw.get("third_party_only") or "").split())
+    for option in third_party:
+        if option not in OPTIONS or dict(options)[option] == "unconfirmed":
+            raise ConsumptionError(
+                f"{where}: third_party_only names {option!r}, expected an option whose status is yes or no"
+            )
     if not (raw.get("notes") or "").strip():
         raise ConsumptionError(f"{where}: notes must quote or explain the source")
     return ConsumptionRow(
@@ -94,6 +104,7 @@ def _row(cloud: str, raw: dict[str, str], where: str) -> ConsumptionRow:
         pattern=pattern,
         options=tuple(options),
         capacity_block_regions=tuple((raw.get("capacity_block_regions") or "").split()),
+        third_party_only=third_party,
         sources=sources,
         as_of=as_of,
         notes=raw["notes"].strip(),

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, replace
 
 from selector.catalog import Offer
-from selector.obtainability import Obtainability, failure_usd, launch_failure, wait_usd
+from selector.obtainability import Obtainability, expected_wait_hours, failure_usd, launch_failure, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
 from selector.sizing import Requirements, Shape
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -194,6 +194,7 @@ class Cost:
     obtainability: Obtainability | None = None
     wait_value_per_hour: float = 0.0
     wait_usd: float = 0.0
+    wait_window_hours: float | None = None  # a job's hours to wait before its deadline; None: a service
     launch_failure: float = 0.0  # the chance of no capacity before the deadline (an estimate)
     failure_usd: float = 0.0  # what that adds to the expected cost (selector.obtainability)
 
@@ -221,7 +222,7 @@ class Cost:
         """Expected hours waiting for capacity, at launch and after each interruption."""
         if self.obtainability is None:
             return 0.0
-        return (1.0 + self.interruptions) * self.obtainability.wait_hours
+        return expected_wait_hours(self.obtainability, self.interruptions, self.wait_window_hours)
 
     @property
     def expected_usd(self) -> float:
@@ -240,14 +241,15 @@ def with_wait(
     """``cost`` with the offer's obtainability, the value of its expected wait (an hour of it
     at ``value_per_hour``) and of a failure to launch before ``deadline_hours`` (a job's TTL;
     None for a service), the job then re-run at ``rerun_usd`` (``selector.obtainability``)."""
-    waited = wait_usd(obt, cost.interruptions, value_per_hour)
     window = None if deadline_hours is None else max(deadline_hours - cost.hours, 0.0)
+    waited = wait_usd(obt, cost.interruptions, value_per_hour, window)
     failed = failure_usd(obt, window, value_per_hour, cost.total_usd + waited, rerun_usd)
     return replace(
         cost,
         obtainability=obt,
         wait_value_per_hour=value_per_hour,
         wait_usd=waited,
+        wait_window_hours=window,
         launch_failure=launch_failure(obt, window),
         failure_usd=failed,
     )

@@ -27,8 +27,14 @@ order. A fallback is an offer
     TP per replica and replicas per instance (a serving fallback must also reach the token
     rate with no more replicas than the choice runs);
   - on GCP a managed instance group counts VMs, not units, and its instance flexibility
-    keeps one instance template: a fallback there holds as many replicas as the choice
-    (same-size flexibility) and attaches the same GPUs;
+    keeps one instance template (an instance selection overrides machine type, CPU platform
+    and disks only: Compute discovery document): a fallback there attaches the same GPUs (or
+    carries them in its machine type, as the choice does). A batch job's group keeps the
+    choice's VM count (its target size) and each VM runs the replicas its own GPUs hold, so a
+    fallback of another size is costed as that many VMs of it (``vm_fleet_shape``: a smaller
+    one runs longer, within the TTL, a bigger one shorter); a served model or a fine-tune
+    keeps the choice's replicas per VM, a bigger VM of its series running a served model's
+    launch with GPUs idle (``idle_gpu_shape``);
 - that still meets the TTL and the budget when it runs the whole fleet.
 
 Each type is listed once. Its cost is the workload's
@@ -117,6 +123,17 @@ def same_accelerators(choice: InstanceType, other: InstanceType) -> bool:
     return choice.attached_accelerator is None or choice.gpu_count == other.gpu_count
 
 
+def same_series(choice: InstanceType, other: InstanceType) -> bool:
+    """Whether ``other`` is a size of the choice's machine series with the same GPU
+    (``a3-highgpu-1g`` and ``a3-highgpu-8g``): the only bigger VMs a served fleet takes with GPUs
+    idle, so that a fallback is the same machine, larger, not another family at many times the
+    price."""
+    return (
+        choice.gpu.name == other.gpu.name
+        and choice.machine_type.rsplit("-", 1)[0] == other.machine_type.rsplit("-", 1)[0]
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Fallback:
     """One fallback instance type: its offer, how the whole fleet would run on it alone, what
@@ -144,6 +161,39 @@ def fleet_shape(own: Shape, units: int) -> Shape:
     instances = math.ceil(units / own.replicas_per_instance)
     hours = own.job_hours * own.instances / instances if own.job_hours is not None else None
     return replace(own, instances=instances, replicas=units, job_hours=hours)
+
+
+def vm_fleet_shape(own: Shape, vms: int) -> Shape:
+    """``own`` (a fallback type's fitted shape) as ``vms`` machines of it, each running the
+    replicas it holds: a group that counts VMs (a GCP MIG's target size) keeps its VM count
+    whichever machine type each VM gets; the job's work divides over the replicas, so its hours
+    scale with ``own``'s instances ÷ ``vms``."""
+    hours = own.job_hours * own.instances / vms if own.job_hours is not None else None
+    return replace(own, instances=vms, replicas=vms * own.replicas_per_instance, job_hours=hours)
+
+
+def idle_gpu_shape(choice: Shape, own: Shape) -> Shape | None:
+    """A served model's choice shape on a bigger machine of a group that counts VMs (a GCP
+    MIG): the same replicas per VM, each at the choice's GPUs and TP, the machine's other GPUs
+    idle, and as many VMs as the choice. The launch rendered for the choice (ports, GPU ranges,
+    TP) runs there unchanged, so one instance template serves both; the VM is costed at its
+    own price. None when ``own`` does not hold more replicas than the choice at the same GPUs
+    and TP, or serves a replica slower (the token rate was met with the choice's replicas)."""
+    if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1 or choice.job_hours is not None:
+        return None
+    if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
+        return None
+    if own.replicas_per_instance <= choice.replicas_per_instance:
+        return None
+    mine, theirs = own.tokens_per_s_per_replica, choice.tokens_per_s_per_replica
+    if mine is None or theirs is None or mine < theirs:
+        return None
+    return replace(
+        own,
+        replicas_per_instance=choice.replicas_per_instance,
+        instances=choice.instances,
+        replicas=choice.replicas,
+    )
 
 
 def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
@@ -194,7 +244,7 @@ def fallbacks(
     an hour of waiting worth ``wait_value``. ``fit_at`` (a served model) refits a type at the
     choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP."""
     units = fleet_units(choice_shape)
-    weighted = weighted and choice_offer.cloud not in VM_COUNTED_CLOUDS
+    vm_counted = weighted and choice_offer.cloud in VM_COUNTED_CLOUDS
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
     pinned = choice_offer.zone
     allowed = (pinned,) if pinned is not None else choice_offer.zones
@@ -230,10 +280,20 @@ def fallbacks(
             and own.tensor_parallel != choice_shape.tensor_parallel
         ):
             own = fit_at(it, choice_shape.tensor_parallel)
-        weight = None if isinstance(own, Rejection) else weight_in_fleet(choice_shape, own, units, weighted)
-        if isinstance(own, Rejection) or weight is None:
+        if isinstance(own, Rejection):
             continue
-        shape = fleet_shape(own, units)
+        weight = weight_in_fleet(choice_shape, own, units, weighted)
+        padded = (
+            idle_gpu_shape(choice_shape, own)
+            if cloud in VM_COUNTED_CLOUDS and weight is None and same_series(choice_offer.instance, it)
+            else None
+        )
+        if padded is not None:
+            shape, weight = padded, choice_shape.replicas_per_instance
+        elif weight is None:
+            continue
+        else:
+            shape = vm_fleet_shape(own, choice_shape.instances) if vm_counted else fleet_shape(own, units)
         for offer in here:
             billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
             window = deadline_hours if inputs.run_hours is None else None

@@ -9,7 +9,8 @@ placement score gives it), and a level (high, medium, low, very low) with its re
 It enters the expected cost as the expected wait. Assuming each hour of asking succeeds with
 probability ``p`` independently (a geometric number of failed hours), the fleet waits
 ``(1 − p) ÷ p`` hours before its capacity comes, once at launch and again after each spot
-interruption (the replacement asks anew). An hour of waiting is valued at ``value_per_hour``,
+interruption (the replacement asks anew); a job's wait is truncated at its deadline (it cannot
+wait past its TTL: ``expected_wait_hours``). An hour of waiting is valued at ``value_per_hour``,
 the lowest hourly spend of any feasible plan for the workload: the least its owner pays for an
 hour of the work, so that equal waits weigh the same whichever machine waits. So
 
@@ -28,7 +29,8 @@ help. Such an offer carries ``never``, the chance its capacity never comes, what
 wait (``data/obtainability.yaml`` ``never_obtainable``; a gpufit ESTIMATE: "no source says
 it is sold" is taken as even odds). With a window of ``W`` hours to wait (a job's TTL less its
 expected run; a service has no deadline, so only ``never`` counts), the chance of no machine
-before the deadline (0 for a confirmed market, whose wait the expected wait prices) is
+before the deadline (for a confirmed market, never = 0: the geometric tail past the window,
+which the truncated wait leaves out) is
 
     f = never + (1 − never) × (1 − p)^W
 
@@ -172,18 +174,35 @@ def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
     return Obtainability(p, level_of(p), (*one.reasons, f"{nodes} nodes at once"), one.estimated, one.never)
 
 
-def wait_usd(obt: Obtainability, interruptions: float, value_per_hour: float) -> float:
-    """The expected wait's value: (1 + interruptions) × (1 − p) ÷ p × value per hour."""
-    return (1.0 + interruptions) * obt.wait_hours * value_per_hour
+def expected_wait_hours(obt: Obtainability, interruptions: float, window_hours: float | None = None) -> float:
+    """Expected hours of waiting for capacity: (1 + interruptions) × (1 − p) ÷ p, and for a job
+    with a window of ``W`` hours before its deadline (its TTL less its run), never more than
+    the window: each ask waits E[min(X, W)] = (1 − p) ÷ p × (1 − (1 − p)^W) hours (X the
+    geometric number of failed hours, truncated at the deadline, when the group is resized to
+    0 and asks no more), and all of them together at most ``W``. A service (no window) keeps
+    asking: untruncated."""
+    per_ask = obt.wait_hours
+    if window_hours is None:
+        return (1.0 + interruptions) * per_ask
+    window = max(window_hours, 0.0)
+    per_ask *= 1.0 - float((1.0 - obt.p) ** window)
+    return min((1.0 + interruptions) * per_ask, window)
+
+
+def wait_usd(
+    obt: Obtainability, interruptions: float, value_per_hour: float, window_hours: float | None = None
+) -> float:
+    """The expected wait's value: ``expected_wait_hours`` × value per hour."""
+    return expected_wait_hours(obt, interruptions, window_hours) * value_per_hour
 
 
 def launch_failure(obt: Obtainability, window_hours: float | None) -> float:
-    """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W; a
-    service (no window) fails only when the market never gives capacity."""
-    if obt.never == 0.0:
-        return 0.0  # a confirmed market: the group keeps asking, the expected wait prices it
+    """The chance of no capacity before the deadline: never + (1 − never) × (1 − p)^W, for a
+    confirmed market too (its wait is truncated at the window: ``expected_wait_hours``, so the
+    tail past it is a failure, not a wait); a service (no window) fails only when the market
+    never gives capacity."""
     if window_hours is None:
-        return obt.never
+        return obt.never  # a service keeps asking: only a market that never sells fails
     return float(obt.never + (1.0 - obt.never) * (1.0 - obt.p) ** max(window_hours, 0.0))
 
 

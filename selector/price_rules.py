@@ -64,6 +64,7 @@ class Judgement:
     verdict: Verdict
     reason: str = ""
     unconfirmed: str = ""  # why the market is unconfirmed ("" when confirmed)
+    floor_warning: str = ""  # an on-demand list price under gpufit's estimated per-GPU floor
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,19 @@ def judge(points: Sequence[PricePoint], floors: PriceFloors | None = None) -> li
             continue
         floor = floors.floor(p.gpu, p.market, p.cloud)
         per_gpu = p.hourly_usd / p.gpu_count
-        if floor is not None and per_gpu < floor:
+        if floor is not None and per_gpu < floor and p.market == "on-demand":
+            # A cloud's own list price outranks an estimated floor (half the lowest list price
+            # seen): after a cut like AWS's of June 2025 (up to 45 % on P4/P5) it is the floor
+            # that is stale. Priced, and the refresh says to re-derive the floors.
+            out[i] = Judgement(
+                "ok",
+                floor_warning=(
+                    f"{p.cloud} {p.instance_type} {p.region}: on-demand ${per_gpu:.4g} per {p.gpu}-hour is "
+                    f"under the estimated floor ${floor:.4g} ({floors.basis[p.gpu]}): kept priced (a list "
+                    "price cut?); re-derive selector/data/price_floors.yaml"
+                ),
+            )
+        elif floor is not None and per_gpu < floor:
             out[i] = Judgement(
                 "unpriced",
                 f"${per_gpu:.4g} per {p.gpu}-hour is under the {p.market} floor ${floor:.4g} "
@@ -196,7 +209,7 @@ def judge(points: Sequence[PricePoint], floors: PriceFloors | None = None) -> li
                 if row is not None
                 else f"{p.instance_type} has no consumption row: {p.market} sale unconfirmed"
             )
-            verdict = Judgement(verdict.verdict, verdict.reason, why)
+            verdict = Judgement(verdict.verdict, verdict.reason, why, verdict.floor_warning)
         judged.append(verdict)
     return judged
 
@@ -228,8 +241,10 @@ def apply_to_doc(doc: dict[str, Any]) -> dict[str, int]:
     offers = doc.get("offers", [])
     verdicts = judge(points_of_doc(doc))
     kept: list[dict[str, Any]] = []
-    counts = {"not-sold": 0, "unpriced": 0, "unconfirmed": 0}
+    counts = {"not-sold": 0, "unpriced": 0, "unconfirmed": 0, "under-floor-on-demand": 0}
     for offer, verdict in zip(offers, verdicts, strict=True):
+        if verdict.floor_warning:
+            counts["under-floor-on-demand"] += 1
         if verdict.verdict == "not-sold":
             counts["not-sold"] += 1
             continue

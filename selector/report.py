@@ -180,6 +180,16 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                 "weighted_capacity": choice.shape.replicas_per_instance,
                 "fleet_units": plan.fleet_units,
                 "fallbacks": [fallback_to_dict(f) for f in plan.fallbacks],
+                "fleet_notes": [n for n in (plan.breadth_note, plan.weighted_leave_note) if n is not None],
+                "broader_region": (
+                    {
+                        "region": plan.broader_region.offer.region,
+                        "fallbacks_at_least": plan.broader_region.fallbacks,
+                        "premium_usd": _r(plan.broader_region.premium_usd, 2),
+                    }
+                    if plan.broader_region is not None
+                    else None
+                ),
             }
             if choice
             else None

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Literal
 
+from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
@@ -83,6 +84,8 @@ class Plan:
     considered: int
     catalog: Catalog
     fallbacks: tuple[Fallback, ...] = ()
+    broader_region: BroaderRegion | None = None
+    """Where a fleet with fewer than two fallbacks would have several (``broader_region``)."""
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
     wait_value_per_hour: float = 0.0
@@ -111,16 +114,54 @@ class Plan:
         if choice.shape.nodes_per_replica > 1:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
+        n = len(self.fallbacks)
         if offer.cloud in VM_COUNTED_CLOUDS:
-            return (
-                f"a {offer.cloud} managed instance group keeps one instance template: only machine types "
-                "with the same GPUs and replicas per machine join it (one group per size is not built)"
+            vms = choice.shape.instances
+            each = (
+                "each VM running the replicas its GPUs hold"
+                if self.spec.task == "batch"
+                else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
             )
+            return (
+                f"a {offer.cloud} managed instance group keeps one instance template and counts VMs: "
+                f"only {n} other type(s) run it in {offer.region}, "
+                f"{offer.market}, as {vms} VM(s), {each}, within the budget and ttl"
+            ) + self._broader_text()
         where = offer.region
         if offer.zone is not None:
             where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
-        n = len(self.fallbacks)
-        return f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+        note = f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
+        return note + self._broader_text()
+
+    def _broader_text(self) -> str:
+        """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``"""
+        broader = self.broader_region
+        if broader is None:
+            return (
+                f"; none of the {BROADER_REGIONS_TRIED} next-cheapest regions pricing it gives 2 "
+                "within the budget and ttl"
+            )
+        return (
+            f"; in {broader.offer.region} it has {broader.fallbacks}+ fallbacks at "
+            f"${broader.premium_usd:,.2f} more (expected), not taken: a fleet is one regional group "
+            "and the plan ranks by expected cost (set placement.regions to choose it)"
+        )
+
+    @property
+    def weighted_leave_note(self) -> str | None:
+        """The caveat of a fleet that mixes machine weights (AWS ``WeightedCapacity``): AWS says
+        only that ``TerminateInstanceInAutoScalingGroup`` "decrements the size of the Auto
+        Scaling group" (API reference), ``DetachInstances`` "by the number of instances
+        detached"; no AWS statement says by the weight (UNCONFIRMED)."""
+        if self.choice is None or self.choice.offer.cloud in VM_COUNTED_CLOUDS:
+            return None
+        weights = {self.choice_weight, *(f.weighted_capacity for f in self.fallbacks)}
+        if len(weights) < 2:
+            return None
+        return (
+            "UNCONFIRMED: whether a finished machine lowers the group by its weight or by 1; if by 1, "
+            "the group may start a machine that finds the shared work done and leaves (a boot's cost)"
+        )
 
     @property
     def status(self) -> PlanStatus:
@@ -187,6 +228,8 @@ def _on_demand_base(
 NO_BASE: tuple[int, float] = (0, 0.0)
 
 MIN_FALLBACKS = 2
+
+
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
 
@@ -427,7 +470,7 @@ def plan(
     if value is None:
         value = cheapest_hourly if feasible else 0.0
     judged = [
-        (e, obt, e[3] + wait_usd(obt, e[5] * e[4], value))
+        (e, obt, e[3] + wait_usd(obt, e[5] * e[4], value, None if deadline is None else deadline - e[4]))
         for e in entries
         for obt in (obtainability(e[0], e[1].nodes_per_replica),)
     ]
@@ -507,6 +550,43 @@ def plan(
             if len(more) > len(backups) and fits_budget and in_time:
                 candidates = (widened, *candidates[1:])
                 backups = more
+    broader: BroaderRegion | None = None
+    if (
+        candidates
+        and len(backups) < MIN_FALLBACKS
+        and spec.fault_tolerance != "none"
+        and placement.instance_types is None
+        and candidates[0].shape.nodes_per_replica == 1
+    ):
+        first = candidates[0]
+
+        def in_region(offer: Offer) -> tuple[Offer, float, int] | None:
+            wide = spanning_offer(offer, catalog) or offer
+            there = candidate(wide, first.shape, NO_BASE)
+            if _budget(inputs, there.cost.hourly_usd, there.cost.total_usd) is not None:
+                return None
+            if deadline is not None and there.cost.hours > deadline:
+                return None
+            found = fallbacks(
+                wide,
+                there.shape,
+                catalog,
+                fit_of,
+                inputs,
+                rates,
+                placement.instance_types,
+                deadline,
+                lambda hourly, total: _budget(inputs, hourly, total) is None,
+                NO_BASE,
+                weighted=spec.task == "batch",
+                wait_value=value,
+                rerun_usd=rerun,
+                fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
+                limit=MIN_FALLBACKS,
+            )
+            return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
+
+        broader = broader_region(first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS)
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),
@@ -524,6 +604,7 @@ def plan(
         considered=len(full_catalog.offers),
         catalog=full_catalog,
         fallbacks=backups,
+        broader_region=broader,
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )

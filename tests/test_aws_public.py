@@ -20,6 +20,7 @@ from catalog.aws_public import (
     SOURCE_BULK,
     SOURCE_SPOT_FEED,
     AwsPublicFetcher,
+    default_regions,
     parse_price_file,
 )
 from catalog.aws_scores import OPERATION, placement_scores, request_groups
@@ -342,3 +343,27 @@ def test_a_score_gives_its_zones_spot_offers_their_obtainability() -> None:
     bad = {**doc, "spot_placement_scores": [{**doc["spot_placement_scores"][0], "score": 11}]}
     with pytest.raises(ValueError, match="score must be a whole number from 1 to 10"):
         catalog_from_doc(bad, "bad")
+
+
+def test_a_refresh_without_regions_reads_only_the_regions_the_catalog_has_aws_offers_in(
+    public: PublicAwsServer,
+) -> None:
+    """Each region's EC2 file is hundreds of MB: by default only the commercial regions where
+    the catalog has AWS offers are read, and the summary says how many of how many."""
+    doc = {**SNAPSHOT_DOC, "offers": [o for o in SNAPSHOT_DOC["offers"] if o.get("region") != "us-east-2"]}
+    counter = CallCounter()
+    fetcher = AwsPublicFetcher(doc, counter=counter, http=PublicHttp(counter, NO_SLEEP), today=lambda: TODAY)
+    with ThreadPoolExecutor(8) as pool:
+        result = fetcher.fetch(None, pool, lambda _: None)
+    assert result.regions_ok == {"us-east-1"}
+    assert counter.count == 1 + 1 + 2  # index, us-east-1's file, spot feed, advisor
+    assert not any("us-east-2" in p for p in public.requests if "/offers/" in p and "index.json" not in p)
+    assert (
+        "read the price files of the 1 region(s) the catalog has AWS offers in, of 2 commercial"
+        in " ".join(result.notes)
+    )
+    # an empty catalog: every commercial region of the index
+    assert default_regions({"us-east-1": "a", "eu-west-1": "b", "us-gov-west-1": "c"}, set()) == [
+        "eu-west-1",
+        "us-east-1",
+    ]

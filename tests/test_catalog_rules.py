@@ -14,8 +14,8 @@ import pytest
 from catalog.snapshot import build, summary
 from cli.main import main
 from selector.catalog import SNAPSHOT_FILE, catalog_from_doc, load_catalog
-from selector.consumption import DATA_DIR, OPTIONS, load_consumption, row_for, status
-from selector.price_rules import PricePoint, judge, load_price_floors
+from selector.consumption import DATA_DIR, OPTIONS, ConsumptionError, load_consumption, row_for, status
+from selector.price_rules import PricePoint, apply_to_doc, judge, load_price_floors
 from tests.conftest import ROOT
 
 CATALOG = load_catalog()
@@ -53,6 +53,49 @@ def test_every_catalog_type_has_exactly_one_sourced_consumption_row() -> None:
         "calendar_reservation",
         "reservation",
     ]
+
+
+OWN_HOSTS = {
+    "aws": (
+        "https://docs.aws.amazon.com/",
+        "https://aws.amazon.com/",
+        "https://spot-bid-advisor.s3.amazonaws.com/",  # the Spot Instance Advisor's data file
+    ),
+    "gcp": ("https://cloud.google.com/", "https://docs.cloud.google.com/"),
+}
+READ_DAY = "2026-12-04"
+
+
+@pytest.mark.parametrize("row", load_consumption(), ids=lambda r: f"{r.cloud}:{r.pattern}")
+def test_a_consumption_row_says_which_statuses_rest_on_third_parties_and_dates_its_source(row: Any) -> None:
+    """House rule: a row stands on the cloud's own statement. A market status that only third
+    parties give (a catalog, a pull request, a blog) is listed in ``third_party_only``; a row
+    with no source of the cloud's own lists every on-demand and spot status it settles; the
+    date is the deciding source's own (the day read only for an undated cloud page, said so)."""
+    own = [u for u in row.sources if u.startswith(OWN_HOSTS[row.cloud])]
+    assert own, f"{row.where}: no source of {row.cloud}'s own"
+    for option in row.third_party_only:
+        assert row.status(option) in ("yes", "no")
+    if row.cloud == "aws" and row.status("spot") == "yes" and "spot" not in row.third_party_only:
+        assert any("spot-bid-advisor" in u for u in row.sources), f"{row.where}: spot yes on whose word?"
+    if row.as_of == READ_DAY:
+        assert "undated" in row.notes, f"{row.where}: as_of is the day read, not the source's date"
+
+
+def test_the_third_party_markets_are_the_ones_no_aws_source_gives() -> None:
+    assert row_for("aws", "g6e.xlarge").third_party_only == ("on-demand",)  # type: ignore[union-attr]
+    assert row_for("aws", "p5en.48xlarge").third_party_only == ("on-demand", "spot")  # type: ignore[union-attr]
+    assert row_for("aws", "p5.48xlarge").third_party_only == ()  # type: ignore[union-attr]
+
+
+def test_third_party_only_names_a_settled_option(tmp_path: Path) -> None:
+    for name in ("aws.csv", "gcp.csv"):
+        (tmp_path / name).write_text((DATA_DIR / name).read_text(encoding="utf-8"), encoding="utf-8")
+    row = "p6-b200.48xlarge,unconfirmed,unconfirmed,no,yes,no,unconfirmed,us-east-1 us-east-2 us-west-2,"
+    text = (tmp_path / "aws.csv").read_text(encoding="utf-8").replace(row + ",", row + "spot,")
+    (tmp_path / "aws.csv").write_text(text, encoding="utf-8")
+    with pytest.raises(ConsumptionError, match="third_party_only names 'spot'"):
+        load_consumption(tmp_path)
 
 
 def test_google_and_aws_say_which_types_are_not_sold_on_demand() -> None:
@@ -216,3 +259,46 @@ def test_the_snapshot_tables_mark_every_floor_row(tmp_path: Path) -> None:
     rows = list(csv.DictReader((ROOT / "selector/data/snapshot_src/aws_offers.csv").open(encoding="utf-8")))
     marked = [r for r in rows if r["status"] == "suspect"]
     assert len(marked) == 46 and all(r["market"] == "spot" and r["notes"] for r in marked)
+
+
+def test_an_on_demand_list_price_under_the_estimated_floor_stays_priced_and_warns() -> None:
+    """The per-GPU floors are estimates (half the lowest list price seen); a cloud's own
+    on-demand list price under one (a price cut like AWS's June 2025 one) is the better figure:
+    kept priced, and the refresh asks to re-derive the floors. A spot price under its floor is
+    still no price."""
+    floors = load_price_floors()
+    cut = 0.4 * floors.floor("H100", "on-demand", "aws")  # type: ignore[operator]
+    points = [
+        PricePoint("aws", "p5.48xlarge", "H100", 8, "us-east-1", "on-demand", cut * 8),
+        PricePoint("aws", "p5.48xlarge", "H100", 8, "us-east-1", "spot", 0.01),
+    ]
+    verdicts = judge(points, floors)
+    assert (
+        verdicts[0].verdict == "ok"
+        and "re-derive selector/data/price_floors.yaml" in verdicts[0].floor_warning
+    )
+    assert verdicts[1].verdict == "unpriced" and not verdicts[1].floor_warning
+    doc = {
+        "instance_types": [{"cloud": "aws", "name": "p5.48xlarge", "gpu": "H100", "gpu_count": 8}],
+        "offers": [
+            {
+                "cloud": "aws",
+                "instance_type": "p5.48xlarge",
+                "region": "us-east-1",
+                "market": "on-demand",
+                "hourly_usd": cut * 8,
+            },
+        ],
+    }
+    counts = apply_to_doc(doc)
+    assert counts["under-floor-on-demand"] == 1 and counts["unpriced"] == 0
+    assert "unpriced" not in doc["offers"][0]
+
+
+def test_the_refresh_summary_warns_of_on_demand_prices_under_the_floor() -> None:
+    from catalog.refresh import RefreshReport
+
+    report = RefreshReport({}, [], {}, [], True, rules={"not-sold": 0, "under-floor-on-demand": 2})
+    assert any(line.startswith("WARNING: 2 on-demand list price(s) under") for line in report.lines())
+    quiet = RefreshReport({}, [], {}, [], True, rules={"not-sold": 0, "under-floor-on-demand": 0})
+    assert not any("under gpufit's estimated" in line for line in quiet.lines())

@@ -72,7 +72,9 @@ def test_a_batch_fleet_takes_machines_of_several_sizes_weighted_by_the_replicas_
         assert f.weighted_capacity == f.offer.instance.gpu_count // f.shape.tensor_parallel
         assert f.shape.instances == -(-2 // f.weighted_capacity)
         billed = offer_cost(f.offer, f.shape, inputs, rates)
-        assert f.cost == with_wait(billed, obtainability(f.offer), result.wait_value_per_hour)
+        deadline = result.requirements.deadline_hours  # the wait is truncated at the ttl
+        waited = with_wait(billed, obtainability(f.offer), result.wait_value_per_hour, deadline)
+        assert f.cost.total_usd == billed.total_usd and f.cost.wait_usd == pytest.approx(waited.wait_usd)
     big = next(f for f in result.fallbacks if f.offer.instance.name == "g6e.48xlarge")
     assert big.shape.instances == 1 and big.shape.job_hours is not None
     assert choice.shape.job_hours is not None and big.shape.job_hours < choice.shape.job_hours
@@ -398,3 +400,74 @@ def test_offer_zones_default_to_the_offers_own_zone() -> None:
     zoned = [o for o in catalog.offers if o.zone is not None]
     assert zoned and all(o.zones == (o.zone,) for o in zoned)
     assert all(o.zones == () for o in catalog.offers if o.zone is None)
+
+
+def test_a_fleet_of_mixed_weights_says_its_leave_is_unconfirmed() -> None:
+    """No AWS statement says a weighted machine's ``--should-decrement-desired-capacity`` lowers
+    the group by its weight: a fleet that mixes weights says so on its Fleet line; a fleet whose
+    machines all hold the choice's replicas does not."""
+    from cli.render import fleet_line
+
+    mixed = stack_plan("sdxl-batch")
+    assert {f.weighted_capacity for f in mixed.fallbacks} - {mixed.choice_weight}
+    assert mixed.weighted_leave_note is not None and "UNCONFIRMED" in mixed.weighted_leave_note
+    assert mixed.weighted_leave_note in fleet_line(mixed)
+    even = plan(load_spec(ROOT / "tests" / "fixtures" / "realistic" / "12-guanaco-65b-qlora.yaml"), CATALOG)
+    assert all(f.weighted_capacity == even.choice_weight for f in even.fallbacks)
+    assert even.weighted_leave_note is None and "UNCONFIRMED" not in fleet_line(even)
+
+
+MIXED_GCP = ROOT / "tests" / "contracts" / "specs" / "gcp-batch-mixed-sizes.yaml"
+
+
+def test_a_gcp_batch_group_counts_vms_and_each_vm_runs_the_replicas_its_gpus_hold() -> None:
+    """A MIG's target size is VMs: a GCP batch fleet keeps the choice's VM count whatever size
+    each VM gets, each running its GPUs ÷ TP replicas; the shared work takes longer on a
+    smaller VM (planned within the TTL) and is costed so."""
+    spec = parse_spec(yaml.safe_load(MIXED_GCP.read_text())["config"]["gpufit:workload"])
+    result = plan(spec, CATALOG)
+    choice = result.choice
+    assert choice is not None and choice.offer.instance.name == "a3-highgpu-8g"
+    assert choice.shape.instances == 1 and choice.shape.job_hours is not None
+    names = [f.offer.instance.name for f in result.fallbacks]
+    assert names == ["a3-highgpu-4g", "a3-highgpu-2g", "a3-highgpu-1g"]
+    for f in result.fallbacks:
+        assert f.shape.instances == choice.shape.instances  # the group's VMs, not its units
+        assert f.weighted_capacity == f.offer.instance.gpu_count // f.shape.tensor_parallel
+        assert f.shape.replicas == f.shape.instances * f.weighted_capacity
+        gpus = f.offer.instance.gpu_count
+        assert f.shape.job_hours == pytest.approx(choice.shape.job_hours * 8 / gpus, rel=0.02)
+        assert f.cost.hours <= result.requirements.deadline_hours
+    # the ttl of the realistic fixture (48 h) leaves them out: one smaller VM runs past it
+    short = plan(
+        load_spec(ROOT / "tests" / "fixtures" / "realistic" / "29-qwen14b-gcp-spot-batch.yaml"), CATALOG
+    )
+    assert short.fallbacks == () and short.breadth_note is not None and "as 1 VM(s)" in short.breadth_note
+
+
+def test_a_gcp_endpoint_falls_back_to_bigger_vms_of_its_series_with_gpus_idle() -> None:
+    """A served model's launch is rendered for the choice's replicas per VM: a bigger VM of the
+    same series and GPU runs it unchanged (GPUs idle), costed at its own price; another series
+    or GPU does not join."""
+    result = plan(
+        load_spec(ROOT / "tests" / "fixtures" / "realistic" / "02-llama8b-spot-endpoint.yaml"), CATALOG
+    )
+    choice = result.choice
+    assert choice is not None and choice.offer.instance.name == "a3-highgpu-1g"
+    assert [f.offer.instance.name for f in result.fallbacks] == [
+        "a3-highgpu-2g",
+        "a3-highgpu-4g",
+        "a3-highgpu-8g",
+    ]
+    for f in result.fallbacks:
+        assert f.weighted_capacity == choice.shape.replicas_per_instance
+        assert (f.shape.replicas_per_instance, f.shape.instances) == (1, 1)
+        assert f.shape.tensor_parallel == choice.shape.tensor_parallel
+        assert f.cost.hourly_usd == pytest.approx(f.offer.hourly_usd * f.shape.instances, rel=0.01)
+    assert result.breadth_note is None
+    on_demand = stack_plan("llama13b-gcp")
+    assert on_demand.choice is not None
+    series = on_demand.choice.offer.instance.machine_type.rsplit("-", 1)[0]
+    assert on_demand.fallbacks and all(
+        f.offer.instance.machine_type.startswith(series + "-") for f in on_demand.fallbacks
+    )

@@ -143,14 +143,48 @@ def test_the_expected_wait_enters_the_expected_cost() -> None:
     assert choice is not None and choice.cost.obtainability is not None
     cost = choice.cost
     p = cost.obtainability.p
-    assert cost.wait_hours == pytest.approx((1 + cost.interruption_rate_per_h * cost.hours) * (1 - p) / p)
+    window = result.requirements.deadline_hours - cost.hours  # truncated at the ttl
+    assert cost.wait_hours == pytest.approx(
+        (1 + cost.interruption_rate_per_h * cost.hours) * (1 - p) / p * (1 - (1 - p) ** window)
+    )
     assert cost.wait_usd == pytest.approx(cost.wait_hours * result.wait_value_per_hour)
     assert cost.expected_usd == pytest.approx(cost.total_usd + cost.wait_usd + cost.failure_usd)
     # a confirmed market: only the geometric tail past the ttl, negligible
     assert cost.launch_failure < 1e-4 and abs(cost.failure_usd) < 0.01
-    assert with_wait(cost, cost.obtainability, result.wait_value_per_hour).wait_usd == cost.wait_usd
+    deadline = result.requirements.deadline_hours
+    assert with_wait(cost, cost.obtainability, result.wait_value_per_hour, deadline).wait_usd == cost.wait_usd
     ranked = [c.cost.expected_usd for c in (choice, *result.alternatives)]
     assert ranked == sorted(ranked)
+
+
+def test_the_expected_wait_never_runs_past_the_ttl() -> None:
+    """A job cannot wait past its deadline (the group is resized to 0 there): the expected wait
+    is the geometric wait truncated at the window (TTL less the run), (1 − p) ÷ p × (1 − (1 − p)^W)
+    per ask, and never more than the window; a service keeps asking, untruncated."""
+    result = plan(load_spec(GUANACO), CATALOG)
+    assert result.choice is not None
+    cost = result.choice.cost
+    b200 = obtainability(_offer("p6-b200.48xlarge", "spot", "us-east-1"))
+    assert b200.wait_hours > 10  # about 18 hours untruncated
+    run_h = cost.hours
+    for ttl in (run_h + 0.5, run_h + 3.0, run_h + 6.0):
+        waited = with_wait(cost, b200, 2.0, deadline_hours=ttl)
+        window = ttl - run_h
+        assert waited.wait_hours <= window + 1e-9
+        per_ask = b200.wait_hours * (1 - (1 - b200.p) ** window)
+        assert waited.wait_hours == pytest.approx(min((1 + cost.interruptions) * per_ask, window))
+        assert waited.wait_usd == pytest.approx(waited.wait_hours * 2.0)
+    # a confirmed market's tail past the window is a failure to launch, not a wait
+    confirmed = obtainability(_offer("g6e.xlarge", "spot", "use2-az3"))
+    assert confirmed.never == 0.0
+    tight = with_wait(cost, confirmed, 2.0, deadline_hours=run_h + 1.0)
+    assert tight.launch_failure == pytest.approx((1 - confirmed.p) ** 1.0) and tight.failure_usd >= 0
+    service = with_wait(cost, b200, 2.0, deadline_hours=None)
+    assert service.wait_hours == pytest.approx((1 + cost.interruptions) * b200.wait_hours)
+    # the plan's own ranking uses the same capped wait
+    for c in (result.choice, *result.alternatives):
+        window = result.requirements.deadline_hours - c.cost.hours
+        assert c.cost.wait_hours <= window + 1e-9
 
 
 def test_the_readmes_qlora_example_no_longer_bets_on_spot_b200s() -> None:
@@ -365,3 +399,36 @@ def test_an_on_demand_base_is_refused_for_a_multi_node_replica() -> None:
     assert isinstance(refused, Rejection) and "a replica spans 2 nodes" in refused.reason
     unset = spec.model_copy(update={"serving": spec.serving.model_copy(update=dict(on_demand_base=None))})
     assert _on_demand_base(unset, offer, multi, CATALOG) == (0, 0.0)
+
+
+@pytest.mark.parametrize("stem", ["09-mixtral-synthetic-data", "27-qwen3-30b-moe-batch"])
+def test_a_narrow_zone_pinned_fleet_names_the_region_where_it_would_be_broad(stem: str) -> None:
+    """p4d spot in aps1-az1 has one fallback even widened to ap-south-1's zones: the plan names
+    the cheapest other region (of the 3 next-cheapest pricing p4d spot) where its fleet has
+    several, and what that costs more; choosing it with placement.regions gives them."""
+    spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / f"{stem}.yaml")
+    result = plan(spec, CATALOG)
+    assert result.choice is not None and result.choice.offer.zone == "aps1-az1"
+    assert len(result.fallbacks) == 1
+    broader = result.broader_region
+    assert broader is not None and broader.fallbacks >= 2 and broader.premium_usd > 0
+    region = broader.offer.region
+    assert region != result.choice.offer.region and broader.offer.instance.name == "p4d.24xlarge"
+    note = result.breadth_note
+    assert note is not None and f"in {region} it has {broader.fallbacks}+ fallbacks at $" in note
+    assert "set placement.regions to choose it" in fleet_line(result)
+    pinned = spec.model_copy(update={"placement": spec.placement.model_copy(update={"regions": [region]})})
+    there = plan(pinned, CATALOG)
+    assert there.choice is not None and there.choice.offer.region == region  # its own best there
+    assert len(there.fallbacks) >= 2 and there.broader_region is None
+
+
+def test_the_json_carries_the_fleet_notes_and_the_broader_region() -> None:
+    code, out, _ = run(
+        "plan", str(ROOT / "tests" / "fixtures" / "realistic" / "09-mixtral-synthetic-data.yaml"), "--json"
+    )
+    assert code == 0
+    choice = json.loads(out)["choice"]
+    assert choice["broader_region"]["region"] != "ap-south-1" and choice["broader_region"]["premium_usd"] > 0
+    assert any(n.startswith("only 1 other type(s) run it in aps1-az1") for n in choice["fleet_notes"])
+    assert any(n.startswith("UNCONFIRMED: whether a finished machine") for n in choice["fleet_notes"])

@@ -80,7 +80,15 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     assert mig["region"] == region and mig["name"] == outputs["group"] == "gpufit-llama13b-gcp-dev"
     assert mig["updatePolicy"]["instanceRedistributionType"] == "NONE"
     assert mig["updatePolicy"]["maxUnavailableFixed"] == 2  # 0 or at least the zones, for a regional MIG
-    assert "instanceFlexibilityPolicy" not in mig  # no same-template fallback in the plan
+    # bigger VMs of the choice's series run its one replica with GPUs idle (a MIG counts VMs)
+    planned = [expected.choice.offer.instance, *(f.offer.instance for f in expected.fallbacks)]
+    assert [it.name for it in planned] == ["a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g"]
+    assert all(
+        f.shape.replicas_per_instance == expected.choice.shape.replicas_per_instance
+        for f in expected.fallbacks
+    )
+    selections = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
+    assert [s["machineTypes"] for s in selections] == [[it.machine_type] for it in planned]
     # a refresh must not undo finished VMs' leaving, and a changed zone listing must not replace
     # the group (and delete its VMs)
     ignored = mocks.requests[(MIG, "llama13b-gcp-dev-mig")].ignoreChanges
@@ -89,7 +97,7 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     assert outputs["zones"] == mig["distributionPolicyZones"]
     zone_lookups = [a for t, a in mocks.invokes if t == "gcp:compute/getMachineTypes:getMachineTypes"]
     assert {a["zone"] for a in zone_lookups} == {f"{region}-a", f"{region}-b", f"{region}-c"}
-    assert all(a["filter"] == machine_type_filter(["a2-highgpu-2g"]) for a in zone_lookups)
+    assert all(a["filter"] == machine_type_filter([it.machine_type for it in planned]) for a in zone_lookups)
 
 
 def test_the_mig_is_resized_to_zero_at_the_deadline_from_the_cloud_side(serve: Any) -> None:
@@ -270,13 +278,17 @@ def test_place_members_keeps_plan_order_and_leaves_out_what_one_template_cannot_
         place_members(d, {"us-central1-a": set()})
 
 
-def test_a_mig_counts_vms_so_its_flexibility_is_same_size_only() -> None:
-    """A MIG's target size is VMs and instance flexibility has no weights: a member holding
-    more replicas than the choice (a batch fleet's bigger machine on AWS) is left out, saying why."""
+def test_a_mig_counts_vms_so_only_a_batch_group_mixes_replicas_per_vm() -> None:
+    """A MIG's target size is VMs and instance flexibility has no weights: a batch VM runs the
+    replicas its own GPUs hold, so a bigger member stays in a batch group; a served model's
+    launch is rendered for the choice's replicas per VM, so there it is left out, saying why."""
     bigger = dataclasses.replace(_member("g2-standard-48"), weighted_capacity=4)
     d = dataclasses.replace(CHOICE, fleet=(_member("g2-standard-8"), _member("g2-standard-12"), bigger))
     offered = {"us-central1-a": {"g2-standard-8", "g2-standard-12", "g2-standard-48"}}
     kept, left_out, _ = place_members(d, offered)
+    assert [m.machine_type for m in kept] == ["g2-standard-8", "g2-standard-12", "g2-standard-48"]
+    assert left_out == ()
+    kept, left_out, _ = place_members(dataclasses.replace(d, task="serve"), offered)
     assert [m.machine_type for m in kept] == ["g2-standard-8", "g2-standard-12"]
     assert left_out == ("g2-standard-48 (holds 4 replicas, the choice 1: a MIG counts VMs)",)
 
@@ -385,3 +397,28 @@ def test_a_pinned_zone_that_cannot_run_the_plan_stops_before_any_resource(
     with pytest.raises(pulumi.RunError, match=message):
         _zoned(tmp_path, BATCH, mocks, split={BATCH_SPOT: {zone: 0.9}})
     assert [r.typ for r in mocks.resources if not r.typ.startswith("pulumi:providers:")] == []
+
+
+def test_a_batch_group_takes_vms_of_every_size_of_its_series() -> None:
+    """One MIG, one template, VMs of 1, 2, 4 or 8 H100s by rank, its target size the plan's
+    VMs: each VM derives its replicas from its own GPUs (the boot script's type table)."""
+    spec = ROOT / "tests" / "contracts" / "specs" / "gcp-batch-mixed-sizes.yaml"
+    mocks, outputs, expected = _run(stack_config(spec)["gpufit:workload"])
+    mig = mocks.one(MIG).inputs
+    ranked = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
+    assert [s["machineTypes"] for s in ranked] == [
+        ["a3-highgpu-8g"],
+        ["a3-highgpu-4g"],
+        ["a3-highgpu-2g"],
+        ["a3-highgpu-1g"],
+    ]
+    assert mig["targetSize"] == expected.choice.shape.instances == 1
+    assert outputs["fallbacks"] == ["a3-highgpu-4g", "a3-highgpu-2g", "a3-highgpu-1g"]
+    template = mocks.one(TEMPLATE).inputs
+    assert template["machineType"] == "a3-highgpu-8g" and "guestAccelerators" not in template
+    script = template["metadata"]["startup-script"]
+    # the per-type table each VM reads its TP (and planned GPUs) from: replicas = its GPUs ÷ TP
+    table = settings(script)["TP_BY_TYPE"]
+    assert sorted(str(row).split(":")[0] for row in table) == sorted(
+        ["a3-highgpu-8g", "a3-highgpu-4g", "a3-highgpu-2g", "a3-highgpu-1g"]
+    )

@@ -133,8 +133,14 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
     # A failure to launch re-runs the job on the best plan whose market is confirmed.
     deadline = spec.teardown.ttl if spec.teardown is not None and inputs.run_hours is None else None
     judged = [(o, s, c, obtainability(o, s.nodes_per_replica)) for o, s, c in feasible]
+    # (its billed total and its wait, truncated at the ttl)
     rerun = min(
-        (with_wait(c, obt, value).expected_usd for _, _, c, obt in judged if obt.never == 0.0), default=None
+        (
+            c.total_usd + with_wait(c, obt, value, deadline).wait_usd
+            for _, _, c, obt in judged
+            if obt.never == 0.0
+        ),
+        default=None,
     )
     for offer, shape, cost, obt in judged:
         waited = with_wait(cost, obt, value, deadline, rerun)

@@ -11,12 +11,15 @@ not known). It recreates a preempted or failed VM by itself, and with instance
 flexibility it falls back to the plan's same-shape alternatives in cost order (``rank``: lower
 is preferred) when the choice has no capacity.
 
-A MIG's target size counts VMs and its instance flexibility has no weights
-(``instanceFlexibilityPolicy.instanceSelections`` take machine types and a rank only): the
-group's flexibility is same-size only, every member holding as many replicas as the choice
-(``selector.fallbacks`` plans it so; a member that does not is left out with the reason), and
-the target size is the plan's VMs. A batch fleet that mixes machine sizes is AWS's
-(``WeightedCapacity``).
+A MIG's target size counts VMs and its flexibility has no weights (Compute discovery document
+``compute.v1`` rev. 20261106: an instance selection takes ``machineTypes``, ``rank``,
+``minCpuPlatform``, ``disks``; ``targetSize`` is "the target number of running instances"):
+one group, one template, the plan's VMs whatever type each gets. A batch VM may be of any size
+and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
+or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
+(``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
+Several groups, one per size, would all run at once (nothing moves a target from a group
+without capacity to another; gpufit runs no controller): the spend times the groups.
 
 Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
 (https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
@@ -53,13 +56,12 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deployment, FleetMember, iso_utc
+from deployment import Deployment, FleetMember, iso_utc
 from machine import lifecycle
-from machine.boot import NodeRole, fleet_group, gce_group_name, render, shutdown_script
+from machine.boot import NodeRole, fleet_group, gce_group_name, render
 from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
-    DLVM_IMAGE,
     boot_disk_type,
     checkpoint_bucket,
     enabled_apis,
@@ -79,6 +81,7 @@ from providers.gcp.endpoint import (
     server_firewall,
 )
 from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
+from providers.gcp.template import TemplateInputs, instance_template
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -142,8 +145,9 @@ def place_members(
             )
         elif member is not d.members[0] and not template_compatible(d, member):
             left_out.append(f"{member.instance_type} (needs another instance template)")
-        elif member.weighted_capacity != d.members[0].weighted_capacity:
-            # A MIG's target size counts VMs: every VM must hold as many replicas as the choice.
+        elif d.task != "batch" and member.weighted_capacity != d.members[0].weighted_capacity:
+            # A served model's launch (ports, GPU ranges) is rendered for the choice's replicas
+            # per VM; a batch VM derives its replicas from its own GPUs.
             left_out.append(
                 f"{member.instance_type} (holds {member.weighted_capacity} replicas, the choice "
                 f"{d.members[0].weighted_capacity}: a MIG counts VMs)"
@@ -352,69 +356,22 @@ class GcpGpuFleet(pulumi.ComponentResource):
             for who, account in (("sa", self.service_account), ("deadline", self.deadline_account))
         )
 
-        accelerators = (
-            [
-                gcp.compute.RegionInstanceTemplateGuestAcceleratorArgs(
-                    type=d.attached_accelerator, count=d.gpu_count
-                )
-            ]
-            if d.attached_accelerator
-            else None
-        )
         termination = template_termination_time(d)
-        template_labels = (
-            labels if termination else {**labels, LABEL_DEADLINE_LAYER: DEADLINE_LAYER_SCHEDULER}
-        )
-        self.template = gcp.compute.RegionInstanceTemplate(
+        self.template = instance_template(
             f"{base}-tmpl",
-            name_prefix=f"{base[:36]}-",
-            region=region,
-            machine_type=d.machine_type,
-            description=f"gpufit {d.workload} ({d.stack}), deleted at {iso_utc(d.expires_at)}",
-            disks=[
-                gcp.compute.RegionInstanceTemplateDiskArgs(
-                    boot=True,
-                    auto_delete=True,
-                    source_image=d.image or DLVM_IMAGE,
-                    disk_size_gb=d.disk_gb,
-                    disk_type=boot_disk_type(d.machine_type),
-                    labels=labels,
-                )
-            ],
-            guest_accelerators=accelerators,
-            network_interfaces=[
-                gcp.compute.RegionInstanceTemplateNetworkInterfaceArgs(
-                    subnetwork=subnetwork,
-                    nic_type=nic_type(d),
-                    # Ephemeral public IP for egress only; no firewall rule lets anything in.
-                    access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
-                )
-            ],
-            scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
-                provisioning_model="SPOT" if d.spot else "STANDARD",
-                preemptible=d.spot,
-                automatic_restart=not d.spot,
-                on_host_maintenance="TERMINATE",
-                instance_termination_action="DELETE",
-                termination_time=termination,
-            ),
-            service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
-                email=self.service_account.email, scopes=[CLOUD_PLATFORM_SCOPE]
-            ),
-            shielded_instance_config=gcp.compute.RegionInstanceTemplateShieldedInstanceConfigArgs(
-                enable_secure_boot=True, enable_vtpm=True, enable_integrity_monitoring=True
-            ),
-            metadata={
-                "enable-oslogin": "TRUE",
-                "block-project-ssh-keys": "TRUE",
-                "startup-script": pulumi.Output.all(self.bucket.name, names).apply(
+            d,
+            TemplateInputs(
+                base=base,
+                labels=labels,
+                tag=tag,
+                subnetwork=subnetwork,
+                service_account_email=self.service_account.email,
+                startup_script=pulumi.Output.all(self.bucket.name, names).apply(
                     lambda v: _startup_script(d, project, self.secrets, v)
                 ),
-                "shutdown-script": shutdown_script(),
-            },
-            labels=template_labels,
-            tags=[tag],
-            opts=child,
+                termination=termination,
+            ),
+            child,
         )
         flexibility = (
             gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(

@@ -1,0 +1,59 @@
+"""Where a narrow fleet would be broad: the cheapest other region pricing the choice's type in
+its market where the fleet has several fallbacks within the budget and TTL, and what taking it
+costs more (expected).
+
+A fleet is one group, and one group is regional (an Auto Scaling group's subnets, a MIG's
+zones). A second group in another region would run at the same time as the first (nothing
+moves capacity between two groups) and away from the stack's bucket, doubling the spend, so
+gpufit does not build one: the plan names the broader region and its premium, and the user
+chooses it with ``placement.regions``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from selector.catalog import Catalog, Offer
+
+BROADER_REGIONS_TRIED = 3
+"""How many other regions (the choice's type and market, cheapest first) a narrow fleet's plan
+looks at for one where the fleet has several fallbacks."""
+
+
+@dataclass(frozen=True, slots=True)
+class BroaderRegion:
+    """The offer there (region-level when several zones price it), the fallbacks found (at
+    least the minimum asked), and the expected cost above the choice's."""
+
+    offer: Offer
+    fallbacks: int
+    premium_usd: float
+
+
+def broader_region(
+    choice: Offer,
+    choice_expected_usd: float,
+    catalog: Catalog,
+    in_region: Callable[[Offer], tuple[Offer, float, int] | None],
+    wanted: int,
+) -> BroaderRegion | None:
+    """The first of the ``BROADER_REGIONS_TRIED`` cheapest other regions pricing ``choice``'s
+    type in its market where ``in_region`` (the plan's own fit, budget, TTL and fallback rules)
+    finds ``wanted`` fallbacks; ``in_region`` answers (the offer planned there, its expected
+    cost, the fallbacks) or None."""
+    it, market = choice.instance, choice.market
+    cheapest: dict[str, Offer] = {}
+    for o in catalog.offers:
+        if o.instance.name != it.name or o.instance.cloud != it.cloud or o.market != market or o.unpriced:
+            continue
+        if o.region == choice.region:
+            continue
+        if o.region not in cheapest or o.hourly_usd < cheapest[o.region].hourly_usd:
+            cheapest[o.region] = o
+    for offer in sorted(cheapest.values(), key=lambda o: (o.hourly_usd, o.region))[:BROADER_REGIONS_TRIED]:
+        found = in_region(offer)
+        if found is not None and found[2] >= wanted:
+            there, expected, n = found
+            return BroaderRegion(there, n, expected - choice_expected_usd)
+    return None
