@@ -191,7 +191,9 @@ def test_lock_check_sizes_the_locked_commit_when_main_moved_to_a_broken_config(
     (exit 8) although the reviewed commit is sound and still served."""
     spec_file = tmp_path / "pinned.yaml"
     spec_file.write_text(json.dumps(workload()))
-    lock = make_lock(plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC))
+    lock = make_lock(
+        plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC)
+    )
     write_lock(lock, spec_file.with_name("pinned.lock.json"))
     repo = hub.repos["acme/llama-8b"]
     broken = json.loads(repo.files["config.json"])
@@ -213,7 +215,9 @@ def test_a_lock_of_another_repo_is_stale(hub: FakeHub, tmp_path: Path) -> None:
     repo changed after the review) does not pass as current."""
     spec_file = tmp_path / "pinned.yaml"
     spec_file.write_text(json.dumps(workload()))
-    lock = make_lock(plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC))
+    lock = make_lock(
+        plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC)
+    )
     lock["model"] = {"hf": "acme/other-8b", "revision": None, "commit": MOVED}
     write_lock(lock, spec_file.with_name("pinned.lock.json"))
     status = check_lock(parse_spec(workload()), spec_file)
