@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cli.exit_codes import (
     BAD_CATALOG as EXIT_BAD_CATALOG,
@@ -18,6 +19,9 @@ from cli.exit_codes import (
     REAP_FAILED as EXIT_REAP_FAILED,
     USAGE as EXIT_USAGE,
 )
+
+if TYPE_CHECKING:
+    from gitops.lock import LockStatus
 
 
 def add_parsers(sub: Any) -> None:
@@ -44,8 +48,26 @@ def _spec_file(target: str, stacks: str) -> Path:
     return path if path.suffix in (".yaml", ".yml") else Path(stacks) / f"Pulumi.{target}.yaml"
 
 
+def _checked(spec_file: Path) -> LockStatus:
+    """The lock check of one spec file, its Hub model sized at the locked commit from the start:
+    the spec's own validation sizes ``model.hf`` too, and must not fetch the branch's head (it
+    may have moved to a broken or gated config since the review). SpecError when invalid."""
+    from gitops.lock import check_lock, lock_path, pin_locked_model, read_lock
+    from selector.spec import load_spec, use_hub
+
+    previous = None
+    if lock_path(spec_file).exists():
+        with contextlib.suppress(ValueError):  # check_lock says why a lock is unreadable
+            previous = pin_locked_model(read_lock(lock_path(spec_file)))
+    try:
+        return check_lock(load_spec(spec_file), spec_file)
+    finally:
+        if previous is not None:
+            use_hub(previous)
+
+
 def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
-    from gitops.lock import check_lock, lock_path, make_lock, write_lock
+    from gitops.lock import lock_path, make_lock, write_lock
     from selector.spec import SpecError, load_spec
 
     if args.check:
@@ -57,9 +79,10 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
         bad = 0
         for spec_file in files:
             try:
-                status = check_lock(load_spec(spec_file), spec_file)
+                status = _checked(spec_file)
             except SpecError as err:
-                print(f"{spec_file}: invalid spec: {err.problems[0]}", file=sys.stderr)
+                for problem in err.problems:
+                    print(f"{spec_file}: invalid spec: {problem}", file=sys.stderr)
                 bad += 1
                 continue
             mark = "ok" if status.state == "current" else status.state

@@ -154,6 +154,20 @@ def _agreement(cfg: Mapping[str, Any], where: str) -> list[str]:
         value = cfg.get(key)
         if layers and isinstance(value, int) and value >= layers:
             problems.append(f"{where}{key}: expected fewer than num_hidden_layers ({layers}), got {value}")
+    kinds = cfg.get("layer_types")
+    if layers and isinstance(kinds, list) and len(kinds) != layers:
+        # transformers' layer_type_validation (configuration_utils.py) raises ValueError:
+        # "`num_hidden_layers` (N) must be equal to the number of layer types (M)"
+        problems.append(
+            f"{where}layer_types: expected one entry per layer (num_hidden_layers {layers}), got {len(kinds)}"
+        )
+    for key in ("moe_layers", "mlp_only_layers"):
+        value = cfg.get(key)
+        if layers and isinstance(value, list) and any(isinstance(i, int) and i >= layers for i in value):
+            beyond = next(i for i in value if isinstance(i, int) and i >= layers)
+            problems.append(
+                f"{where}{key}: expected layer indices below num_hidden_layers ({layers}), got {beyond}"
+            )
     return problems
 
 

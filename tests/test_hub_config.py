@@ -30,6 +30,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 HF = FIXTURES / "hf"
 CASES_DIR = FIXTURES / "hub_configs"
 BUNDLED = Path(__file__).resolve().parent.parent / "selector" / "data" / "configs"
+SAFETENSORS = "safetensors"
+"""An ``expect`` entry: the Hub's safetensors count and the config's shapes disagree."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,7 @@ class Case:
     name: str
     text: str  # the config.json as the Hub serves it
     expect: tuple[str, ...]  # field paths the error names; () = the config must size
+    safetensors: dict[str, int] | None = None  # the Hub's counts per dtype (None: no safetensors)
 
 
 def _set(doc: dict[str, Any], dotted: str, value: Any) -> None:
@@ -57,10 +60,12 @@ def build(
     config: dict[str, Any] | None = None,
     set_: dict[str, Any] | None = None,
     set_json: dict[str, str] | None = None,
+    safetensors: dict[str, int] | None = None,
 ) -> Case:
     """A case's config text: ``base`` (or ``config``) with ``set_`` applied, and ``set_json``'s raw
     JSON literals put in verbatim (1e400, NaN and 30-digit integers say what YAML cannot)."""
-    doc = copy.deepcopy(config) if config is not None else json.loads((HF / base).read_text())
+    base_file = HF / base if (HF / base).exists() else BUNDLED / base
+    doc = copy.deepcopy(config) if config is not None else json.loads(base_file.read_text())
     for path, value in (set_ or {}).items():
         _set(doc, path, value)
     raw = {f"@@raw{i}@@": text for i, text in enumerate((set_json or {}).values())}
@@ -69,7 +74,7 @@ def build(
     text = json.dumps(doc)
     for marker, literal in raw.items():
         text = text.replace(json.dumps(marker), literal)
-    return Case(name, text, tuple(expect))
+    return Case(name, text, tuple(expect), safetensors)
 
 
 TABLE = [
@@ -148,6 +153,7 @@ def folder_cases() -> list[Case]:
                     config=doc.get("config"),
                     set_=doc.get("set"),
                     set_json={k: str(v) for k, v in (doc.get("set_json") or {}).items()},
+                    safetensors=doc.get("safetensors"),
                 )
             )
         else:  # a plain config.json: the expected field is the name up to "--"
@@ -174,10 +180,10 @@ def problems_of(case: Case) -> list[str]:
 @pytest.mark.parametrize("case", TABLE + FOLDER, ids=lambda c: c.name)
 def test_the_reader_names_each_bad_field(case: Case) -> None:
     lines = problems_of(case)
-    if not case.expect:
+    if not (expect := [w for w in case.expect if w != SAFETENSORS]):
         assert lines == []
         return
-    for wanted in case.expect:
+    for wanted in expect:
         assert any(line.startswith(f"config.json: {wanted}: expected ") for line in lines), (wanted, lines)
     assert all(line.isprintable() and len(line) < 240 for line in lines)
 
@@ -199,7 +205,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
 def test_gpufit_plan_refuses_it_in_one_line_per_problem(
     case: Case, hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    hub.repos["acme/model"] = FakeRepo({"config.json": case.text.encode()}, None)
+    hub.repos["acme/model"] = FakeRepo({"config.json": case.text.encode()}, case.safetensors)
     spec = tmp_path / "spec.yaml"
     spec.write_text(
         json.dumps(
@@ -222,7 +228,12 @@ def test_gpufit_plan_refuses_it_in_one_line_per_problem(
     assert rc == 2 and not page.exists()
     assert all(line.startswith(f"{spec}: model: model.hf acme/model@") for line in lines), lines
     for wanted in case.expect:
-        assert any(f": config.json: {wanted}: expected " in line for line in lines), (wanted, lines)
+        said = (
+            ": the Hub's safetensors metadata counts "
+            if wanted == SAFETENSORS
+            else f": config.json: {wanted}: "
+        )
+        assert any(said in line and "expected " in line for line in lines), (wanted, lines)
 
 
 def test_the_example_in_the_brief_reads_as_one_line() -> None:
@@ -260,3 +271,25 @@ def test_a_combination_the_table_does_not_foresee_is_refused_without_a_traceback
     with pytest.raises(ConfigError) as caught:
         arch_from_config(doc, "g3n")
     assert len(str(caught.value).splitlines()) == 1 and str(caught.value).startswith("config.json: ")
+
+
+@pytest.mark.parametrize(
+    ("counts", "sized"),
+    [
+        ({"BF16": 12_000_000_000}, True),  # 1.49x the shapes' 8.03e9: float, within 1.5x
+        ({"BF16": 13_000_000_000}, False),  # 1.62x: float weights are not packed
+        ({"BF16": 5_000_000_000}, False),  # 1/1.6x
+        ({"I32": 800_000_000, "F16": 12_000_000_000}, True),  # packed int4 (GPTQ/AWQ): the 20x bound
+        ({"U8": 100_000_000, "BF16": 100_000_000}, False),  # 40x fewer even packed
+    ],
+)
+def test_the_safetensors_bound_depends_on_whether_the_weights_are_packed(
+    hub: FakeHub, counts: dict[str, int], sized: bool
+) -> None:
+    """Review of i22h, should-fix 2: 1.5x either way for float dtypes only, 20x with packed ones."""
+    hub.repos["acme/model"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
+    if sized:
+        assert hub_arch("acme/model", None).params == sum(counts.values())
+    else:
+        with pytest.raises(ValueError, match="the Hub's safetensors metadata counts"):
+            hub_arch("acme/model", None)

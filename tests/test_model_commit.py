@@ -181,3 +181,48 @@ def test_the_pulumi_program_serves_the_locked_commit_after_main_moved(hub: FakeH
     cache_file("acme/llama-8b", None).unlink()
     mocks, _ = run_program(config, now)
     assert f"--revision {MOVED}" in file_named(user_data(mocks.one(AWS_LAUNCH_TEMPLATE)), "/serve-start.sh")
+
+
+def test_lock_check_sizes_the_locked_commit_when_main_moved_to_a_broken_config(
+    hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review of i22h, should-fix 1: the spec's own validation fetched ``main``'s head before the
+    lock's commit was pinned, so a branch moved to ``num_attention_heads: 0`` failed the check
+    (exit 8) although the reviewed commit is sound and still served."""
+    spec_file = tmp_path / "pinned.yaml"
+    spec_file.write_text(json.dumps(workload()))
+    lock = make_lock(
+        plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    write_lock(lock, spec_file.with_name("pinned.lock.json"))
+    repo = hub.repos["acme/llama-8b"]
+    broken = json.loads(repo.files["config.json"])
+    broken.update(num_attention_heads=0, vocab_size=-1)
+    repo.snapshots = {"old": (SIZED, repo.files)}
+    repo.commit, repo.files = MOVED, {"config.json": json.dumps(broken).encode()}
+    assert main(["lock", "--check", "--refresh-model", str(spec_file)]) == 0, capsys.readouterr().err
+    assert capsys.readouterr().out.startswith("ok ")
+    # without the lock, the branch's head is sized: every problem of it on its own line
+    spec_file.with_name("pinned.lock.json").unlink()
+    assert main(["lock", "--check", "--refresh-model", str(spec_file)]) == 8
+    lines = capsys.readouterr().err.splitlines()
+    assert any("num_attention_heads: expected" in line for line in lines)
+    assert any("vocab_size: expected" in line for line in lines)
+
+
+def test_a_lock_of_another_repo_is_stale(hub: FakeHub, tmp_path: Path) -> None:
+    """Review of i22h, nit 4: a lock whose model is another repo than the spec's (the spec's
+    repo changed after the review) does not pass as current."""
+    spec_file = tmp_path / "pinned.yaml"
+    spec_file.write_text(json.dumps(workload()))
+    lock = make_lock(
+        plan(parse_spec(workload()), load_catalog()), spec_file, datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    lock["model"] = {"hf": "acme/other-8b", "revision": None, "commit": MOVED}
+    write_lock(lock, spec_file.with_name("pinned.lock.json"))
+    status = check_lock(parse_spec(workload()), spec_file)
+    assert status.state == "stale" and f"the review saw {MOVED}" in status.detail
+    hub.repos["acme/other-8b"] = hub.repos["acme/llama-8b"]
+    moved = {**workload(), "model": {"hf": "acme/other-8b"}}
+    status = check_lock(parse_spec(moved), spec_file)
+    assert status.state == "stale" and "the spec changed" in status.detail

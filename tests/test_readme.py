@@ -68,3 +68,15 @@ def test_the_qlora_example_lines_are_current() -> None:
     quoted = _block_after("with four same-GPU fallbacks:").strip().splitlines()
     printed = out.getvalue().splitlines()
     assert len(quoted) == 3 and all(line in printed for line in quoted)
+
+
+def test_the_command_table_lists_every_option_of_gpufit_lock() -> None:
+    """Review of i22h, nit 4: ``--refresh-model`` was on ``gpufit lock`` but not in its row."""
+    import argparse
+
+    from cli.main import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    options = [o for a in sub.choices["lock"]._actions for o in a.option_strings if o.startswith("--")]
+    row = next(line for line in README.splitlines() if line.startswith("| `gpufit lock "))
+    assert [o for o in options if o not in row and o != "--help"] == []
