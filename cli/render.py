@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from cli.serve_text import serve_lines
+from cli.setup_text import setup_line, setup_terms
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
@@ -192,6 +193,9 @@ def render_plan(plan: Plan, today: date) -> str:
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
         lines.append(f"Cost      {_cost_line(cost, serving)}")
+        setup = setup_line(plan)
+        if setup:
+            lines.append(f"Setup     {setup}")
         lines += [f"{'Disk' if i == 0 else '':<10}{line}" for i, line in enumerate(disk_lines(plan))]
         if offer.market == "spot":
             bucket = offer.interruption_bucket
@@ -286,7 +290,7 @@ def render_explain(plan: Plan) -> str:
         lines.append(table(["term", "value", "unit", "formula"], _term_rows(c.shape.terms), right=(1,)))
         cost = c.cost
         cost_terms = [
-            Term("hours run", cost.hours, "h", "duration, or job hours × spot rework factor"),
+            Term("hours run", cost.hours, "h", "duration, or (job hours + setup) × spot rework factor"),
             Term("billed hours", cost.billed_hours, "h", "per-second billing, 60 s minimum"),
             Term(
                 "compute",
@@ -332,6 +336,10 @@ def render_explain(plan: Plan) -> str:
             )
         lines += ["", "Cost"]
         lines.append(table(["term", "value", "unit", "formula"], _term_rows(cost_terms), right=(1,)))
+        setup, sources = setup_terms(plan)
+        if setup:
+            lines += ["", "Setup (selector/data/setup_times.yaml)"]
+            lines += [table(["term", "value", "unit", "formula"], _term_rows(setup), right=(1,)), *sources]
         lines += _serve_terms(plan)
     return "\n".join(lines)
 
@@ -505,6 +513,9 @@ def render_markdown(plan: Plan, today: date) -> str:
             rows.append(["speed", f"{shape.tokens_per_s_per_stream:.1f} tok/s per stream"])
         if shape.job_hours is not None:
             rows.append(["job time", format_hours(shape.job_hours)])
+        setup = setup_line(plan)
+        if setup:
+            rows.append(["setup", setup])
         rows += [
             ["$/h", money(cost.hourly_usd)],
             ["total", f"**{money(cost.total_usd)}** over {format_hours(cost.hours)}"],

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from selector.catalog import Offer
 from selector.obtainability import Obtainability, failure_usd, launch_failure, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
+from selector.setup_time import SetupTime, setup_time
 from selector.sizing import Requirements, Shape
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
@@ -76,6 +77,12 @@ class CostInputs:
     restart_h: float
     budget_hourly: float | None
     budget_total: float | None
+    # Job setup (selector.setup_time): what a job's machines fetch before its first step: the
+    # checkpoint's real bytes (none for pretraining, which starts from scratch), the model
+    # server when one runs, the dataset.
+    setup_weights_bytes: float = 0.0
+    setup_engine: bool = False
+    setup_dataset_gb: float = 0.0
 
 
 ENGINE_IMAGE_ALLOWANCE_GB = 30.0
@@ -172,6 +179,26 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
         restart_h=spec.restart_overhead,
         budget_hourly=spec.budget.max_hourly_usd,
         budget_total=spec.budget.max_total_usd,
+        setup_weights_bytes=0.0 if spec.task == "pretrain" else req.weights_file_bytes,
+        setup_engine=spec.server_engine != "none",
+        setup_dataset_gb=storage.dataset_gb,
+    )
+
+
+# --- Job setup time (issue 24, defect 7) -------------------------------------------------
+
+
+def job_setup(offer: Offer, inputs: CostInputs) -> SetupTime | None:
+    """A job's setup on ``offer`` (``selector.setup_time``), billed before its first step; None
+    for a service, whose duration is what it is billed for."""
+    if inputs.run_hours is not None:
+        return None
+    return setup_time(
+        offer.cloud,
+        inputs.setup_weights_bytes,
+        inputs.setup_engine,
+        inputs.setup_engine,
+        inputs.setup_dataset_gb,
     )
 
 
@@ -191,6 +218,7 @@ class Cost:
     interruption_rate_per_h: float
     unpriced: tuple[str, ...]
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
+    setup_hours: float = 0.0  # a job's setup inside ``hours`` (selector.setup_time)
     obtainability: Obtainability | None = None
     wait_value_per_hour: float = 0.0
     wait_usd: float = 0.0
@@ -265,9 +293,12 @@ def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: f
 def run_hours(
     offer: Offer, shape: Shape, inputs: CostInputs, on_demand_instances: int = 0
 ) -> tuple[float, float, float]:
-    """Expected hours the instances run, the spot factor and the interruption rate (of the
-    spot instances: those of an on-demand base are not interrupted)."""
+    """Expected hours the instances run (a job's setup included, ``job_setup``), the spot
+    factor and the interruption rate (of the spot instances: those of an on-demand base are
+    not interrupted)."""
+    setup = job_setup(offer, inputs)
     base = inputs.run_hours if inputs.run_hours is not None else (shape.job_hours or 0.0)
+    base += setup.hours if setup is not None else 0.0
     if offer.market != "spot":
         return base, 1.0, 0.0
     rate = interruption_rate_per_hour(offer.interruption_bucket) * (shape.instances - on_demand_instances)
@@ -332,4 +363,5 @@ def offer_cost(
         interruption_rate_per_h=rate,
         unpriced=tuple(unpriced),
         on_demand_base=base_instances,
+        setup_hours=setup.hours if (setup := job_setup(offer, inputs)) is not None else 0.0,
     )

@@ -98,7 +98,8 @@ def test_training_cost_per_job_with_spot_rework_and_data_gravity(mini_catalog: C
     rate = interruption_rate_per_hour("5-10%")
     factor = 1 + rate * (0.5 / 2 + 1 / 6)
     assert cost.spot_factor == pytest.approx(factor)
-    assert cost.hours == pytest.approx(shape.job_hours * factor)
+    assert cost.setup_hours > 0
+    assert cost.hours == pytest.approx((shape.job_hours + cost.setup_hours) * factor)
     assert 0 <= cost.billed_hours - cost.hours < 1 / 3600  # rounded up to the second
     assert cost.compute_usd == pytest.approx(1.21 * cost.billed_hours)
     assert cost.data_transfer_usd == 0  # dataset already in us-east-1 on AWS
