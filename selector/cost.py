@@ -90,11 +90,13 @@ ENGINE_IMAGE_ALLOWANCE_GB = 30.0
 engines' CUDA images are several GB compressed and larger unpacked)."""
 
 
-def weights_cache_gb(spec: WorkloadSpec) -> float:
+def weights_cache_gb(spec: WorkloadSpec, req: Requirements) -> float:
     """A model server's weights, kept in the stack's bucket so that a replacement machine does
-    not download them from the Hub again: parameters × 2 B (the Hub's 16-bit checkpoint, what
-    ``machine.serving`` copies there)."""
-    return spec.arch().params * 2 / 1e9 if spec.server_engine != "none" else 0.0
+    not download them from the Hub again: the files it pulls, at their real dtypes
+    (``Requirements.weights_file_bytes``: the Hub's safetensors counts, a preset's recorded
+    checkpoint, or the published format; DeepSeek-R1's FP8 checkpoint is ~689 GB, not 2 B per
+    parameter)."""
+    return req.weights_file_bytes / 1e9 if spec.server_engine != "none" else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,17 +109,15 @@ class DiskPart:
 
 
 def disk_parts(spec: WorkloadSpec, req: Requirements) -> tuple[DiskPart, ...]:
-    """What the boot disk must hold, part by part: the image, the weights (the Hub's 16-bit
-    checkpoint for a model server), the engine's container image, the dataset, and what the
+    """What the boot disk must hold, part by part: the image, the weights (the checkpoint's
+    files at their real dtypes), the engine's container image, the dataset, and what the
     job writes under ``outputs/`` there (synced to the bucket, never deleted from the disk):
     ``CHECKPOINTS_KEPT`` training checkpoints for training, ``storage.outputs_gb`` otherwise."""
     storage = spec.storage
-    served = weights_cache_gb(spec)
+    served = weights_cache_gb(spec, req)
     parts = [
         DiskPart("image", OS_IMAGE_GB, "operating system, drivers, CUDA, frameworks (a gpufit allowance)"),
-        DiskPart(
-            "weights", max(req.weights_file_bytes / 1e9, served), "the model's checkpoint files, downloaded"
-        ),
+        DiskPart("weights", req.weights_file_bytes / 1e9, "the model's checkpoint files, downloaded"),
     ]
     if served:
         parts.append(DiskPart("engine image", ENGINE_IMAGE_ALLOWANCE_GB, "the model server's container"))
@@ -168,7 +168,7 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     return CostInputs(
         run_hours=run_hours,
         disk_gb=disk,
-        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9 + weights_cache_gb(spec),
+        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9 + weights_cache_gb(spec, req),
         keep_hours=storage.keep_days * 24.0,
         egress_gb=spec.egress.gb,
         egress_to=spec.egress.to,
