@@ -185,10 +185,15 @@ def render_plan(plan: Plan, today: date) -> str:
                 f"          {shape.tokens_per_s_per_stream:.1f} tok/s per stream{target}, "
                 f"{shape.tokens_per_s_per_replica or 0:.0f} tok/s per replica"
             )
+        if shape.concurrency:
+            lines.append(
+                f"          batch concurrency {shape.concurrency} sequences per replica "
+                "(fewest instance-hours whose KV cache fits; see --explain)"
+            )
         if shape.job_hours is not None:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
         lines.append(
-            f"Needs     {req.vram_gib_per_replica:.1f} GiB per replica, "
+            f"Needs     {shape.vram_gib_per_replica:.1f} GiB per replica, "
             f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu):.1f} usable"
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
@@ -511,6 +516,8 @@ def render_markdown(plan: Plan, today: date) -> str:
         ]
         if shape.tokens_per_s_per_stream is not None:
             rows.append(["speed", f"{shape.tokens_per_s_per_stream:.1f} tok/s per stream"])
+        if shape.concurrency:
+            rows.append(["batch concurrency", f"{shape.concurrency} sequences per replica"])
         if shape.job_hours is not None:
             rows.append(["job time", format_hours(shape.job_hours)])
         setup = setup_line(plan)

@@ -137,6 +137,7 @@ def shape_to_dict(shape: Shape) -> dict[str, Any]:
         "tokens_per_s_per_stream": _r(shape.tokens_per_s_per_stream, 2),
         "tokens_per_s_per_replica": _r(shape.tokens_per_s_per_replica, 2),
         "job_hours": _r(shape.job_hours, 3),
+        "concurrency": shape.concurrency or None,
     }
 
 
