@@ -26,7 +26,9 @@ from selector.spec import SecretSource
 NAME_LIMIT = 40
 """Characters in a deployment's base name (``Deployment.name``)."""
 
-SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch"})
+SPOT_STOP_TASKS = frozenset(
+    {"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch", "embed"}
+)
 
 
 @dataclass(frozen=True)
