@@ -45,6 +45,7 @@ class FleetMember:
     weighted_capacity: int
     hourly_usd: float
     tensor_parallel: int = 1
+    max_num_seqs: int = 0  # batch generation: sequences per replica on this type (0: none)
 
 
 @dataclass(frozen=True)
@@ -95,6 +96,7 @@ class Deployment:
     checkpoint_interval_s: int = 1800  # outputs/ is synced this often while the job runs
     checkpoint_gb: float = 0.0  # one training checkpoint (0: not training)
     tensor_parallel: int = 1  # GPUs per replica of the choice's own shape
+    max_num_seqs: int = 0  # batch generation: the choice's sequences per replica (0: none)
     fleet_units: int = 0  # the group's desired capacity in replicas (0 = one per machine)
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)

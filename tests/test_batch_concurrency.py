@@ -98,3 +98,24 @@ def test_plan_json_and_text_report_the_concurrency(mini_catalog: Catalog, tmp_pa
 def test_candidates_carry_their_concurrency(c: int) -> None:
     reqs = dict(concurrency_requirements(spec_of(BATCH_8B)))
     assert reqs[c].concurrency == c
+
+
+def test_each_machine_type_of_the_fleet_gets_its_own_concurrency(mini_catalog: Catalog) -> None:
+    """The boot script's per-type table carries the concurrency chosen for that type; the machine
+    exports it to job.command as GPUFIT_MAX_NUM_SEQS (tests/machine/scenarios/aws-group-replicas-p5)."""
+    from datetime import UTC, datetime
+
+    from deployment.translate import deployment_from_plan
+    from machine.boot import replica_shapes
+
+    spec = spec_of({**BATCH_8B, "fault_tolerance": "stateless", "teardown": {"ttl": "24h"}})
+    result = plan(spec, mini_catalog)
+    assert result.choice is not None
+    d = deployment_from_plan(
+        result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    assert d.max_num_seqs == result.choice.shape.concurrency > 1
+    want = {result.choice.offer.instance.machine_type: result.choice.shape.concurrency}
+    want |= {f.offer.instance.machine_type: f.shape.concurrency for f in result.fallbacks}
+    got = {entry.split(":")[0]: int(entry.split(":")[3]) for entry in replica_shapes(d)}
+    assert got == want and all(c > 1 for c in got.values())
