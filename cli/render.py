@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from cli.serve_text import serve_lines
+from cli.setup_text import setup_line, setup_terms
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.fallbacks import VM_COUNTED_CLOUDS
@@ -206,14 +207,22 @@ def render_plan(plan: Plan, today: date) -> str:
                 f"          {shape.tokens_per_s_per_stream:.1f} tok/s per stream{target}, "
                 f"{shape.tokens_per_s_per_replica or 0:.0f} tok/s per replica"
             )
+        if shape.concurrency:
+            lines.append(
+                f"          batch concurrency {shape.concurrency} sequences per replica "
+                "(fewest instance-hours whose KV cache fits; see --explain)"
+            )
         if shape.job_hours is not None:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
         lines.append(
-            f"Needs     {req.vram_gib_per_replica:.1f} GiB per replica, "
+            f"Needs     {shape.vram_gib_per_replica:.1f} GiB per replica, "
             f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu):.1f} usable"
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
         lines.append(f"Cost      {_cost_line(cost, serving)}")
+        setup = setup_line(plan)
+        if setup:
+            lines.append(f"Setup     {setup}")
         lines += [f"{'Disk' if i == 0 else '':<10}{line}" for i, line in enumerate(disk_lines(plan))]
         if offer.market == "spot":
             bucket = offer.interruption_bucket
@@ -308,7 +317,7 @@ def render_explain(plan: Plan) -> str:
         lines.append(table(["term", "value", "unit", "formula"], _term_rows(c.shape.terms), right=(1,)))
         cost = c.cost
         cost_terms = [
-            Term("hours run", cost.hours, "h", "duration, or job hours × spot rework factor"),
+            Term("hours run", cost.hours, "h", "duration, or (job hours + setup) × spot rework factor"),
             Term("billed hours", cost.billed_hours, "h", "per-second billing, 60 s minimum"),
             Term(
                 "compute",
@@ -354,6 +363,10 @@ def render_explain(plan: Plan) -> str:
             )
         lines += ["", "Cost"]
         lines.append(table(["term", "value", "unit", "formula"], _term_rows(cost_terms), right=(1,)))
+        setup, sources = setup_terms(plan)
+        if setup:
+            lines += ["", "Setup (selector/data/setup_times.yaml)"]
+            lines += [table(["term", "value", "unit", "formula"], _term_rows(setup), right=(1,)), *sources]
         lines += _serve_terms(plan)
     return "\n".join(lines)
 
@@ -527,8 +540,13 @@ def render_markdown(plan: Plan, today: date) -> str:
         ]
         if shape.tokens_per_s_per_stream is not None:
             rows.append(["speed", f"{shape.tokens_per_s_per_stream:.1f} tok/s per stream"])
+        if shape.concurrency:
+            rows.append(["batch concurrency", f"{shape.concurrency} sequences per replica"])
         if shape.job_hours is not None:
             rows.append(["job time", format_hours(shape.job_hours)])
+        setup = setup_line(plan)
+        if setup:
+            rows.append(["setup", setup])
         rows += [
             ["$/h", money(cost.hourly_usd)],
             ["total", f"**{money(cost.total_usd)}** over {format_hours(cost.hours)}"],

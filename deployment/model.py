@@ -26,7 +26,9 @@ from selector.spec import SecretSource
 NAME_LIMIT = 40
 """Characters in a deployment's base name (``Deployment.name``)."""
 
-SPOT_STOP_TASKS = frozenset({"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch"})
+SPOT_STOP_TASKS = frozenset(
+    {"finetune-lora", "finetune-qlora", "finetune-full", "pretrain", "batch", "embed"}
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class FleetMember:
     weighted_capacity: int
     hourly_usd: float
     tensor_parallel: int = 1
+    max_num_seqs: int = 0  # batch generation: sequences per replica on this type (0: none)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,7 @@ class Deployment:
     checkpoint_interval_s: int = 1800  # outputs/ is synced this often while the job runs
     checkpoint_gb: float = 0.0  # one training checkpoint (0: not training)
     tensor_parallel: int = 1  # GPUs per replica of the choice's own shape
+    max_num_seqs: int = 0  # batch generation: the choice's sequences per replica (0: none)
     fleet_units: int = 0  # the group's desired capacity in replicas (0 = one per machine)
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)

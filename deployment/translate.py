@@ -20,7 +20,7 @@ from selector.engines import (
     trust_remote_code,
 )
 from selector.select import Plan
-from selector.sizing import USABLE_MEMORY_FRACTION
+from selector.sizing import USABLE_MEMORY_FRACTION, Shape
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.spec import TRAINING_TASKS, WorkloadSpec, secret_sources
 
@@ -170,6 +170,15 @@ def _gcp_certificate(spec: WorkloadSpec, cloud: str, region: str) -> str | None:
     return ref
 
 
+def _max_num_seqs(spec: WorkloadSpec, shape: Shape) -> int:
+    """A batch generation job's sequences per replica on a machine type: the concurrency the
+    plan chose for the type (``selector.batch_concurrency``), else the spec's; 0 for other
+    tasks. The machine exports it to ``job.command`` as ``GPUFIT_MAX_NUM_SEQS``."""
+    if spec.task != "batch" or spec.serving is None:
+        return 0
+    return shape.concurrency or spec.serving.concurrency
+
+
 def deployment_from_plan(
     plan: Plan,
     *,
@@ -245,6 +254,7 @@ def deployment_from_plan(
                 shape.replicas_per_instance,
                 offer.hourly_usd,
                 shape.tensor_parallel,
+                _max_num_seqs(spec, shape),
             ),
             *(
                 FleetMember(
@@ -255,11 +265,13 @@ def deployment_from_plan(
                     f.weighted_capacity,
                     f.offer.hourly_usd,
                     f.shape.tensor_parallel,
+                    _max_num_seqs(spec, f.shape),
                 )
                 for f in plan.fallbacks
             ),
         ),
         tensor_parallel=shape.tensor_parallel,
+        max_num_seqs=_max_num_seqs(spec, shape),
         fleet_units=plan.fleet_units if shape.nodes_per_replica == 1 else 0,
         on_demand_base=choice.cost.on_demand_base,
         spot_allocation=spec.placement.spot_allocation,

@@ -225,13 +225,16 @@ def _array(values: list[str] | tuple[str, ...]) -> str:
 
 
 def replica_shapes(d: Deployment) -> list[str]:
-    """``TYPE:TP:GPUS`` for each machine type the deployment may launch: a machine finds its own
-    type's tensor parallelism (and GPU count, should ``nvidia-smi`` not answer yet) and runs
-    GPUs ÷ TP workers of the job (``selector.fallbacks`` weights the fleet's machines by them)."""
+    """``TYPE:TP:GPUS:SEQS`` for each machine type the deployment may launch: a machine finds its
+    own type's tensor parallelism (and GPU count, should ``nvidia-smi`` not answer yet) and runs
+    GPUs ÷ TP workers of the job (``selector.fallbacks`` weights the fleet's machines by them),
+    each at SEQS sequences (a batch job's concurrency for that type; 0: none)."""
     members = {m.machine_type: m for m in d.members}
-    shapes = [f"{m.machine_type}:{m.tensor_parallel}:{m.gpu_count}" for m in members.values()]
+    shapes = [
+        f"{m.machine_type}:{m.tensor_parallel}:{m.gpu_count}:{m.max_num_seqs}" for m in members.values()
+    ]
     if d.machine_type not in members:
-        shapes.insert(0, f"{d.machine_type}:{d.tensor_parallel}:{d.gpu_count}")
+        shapes.insert(0, f"{d.machine_type}:{d.tensor_parallel}:{d.gpu_count}:{d.max_num_seqs}")
     return shapes
 
 
@@ -280,6 +283,7 @@ def settings(
         # The machine's share of the work (GPUFIT_TP, GPUFIT_GPUS, GPUFIT_REPLICAS), derived on
         # the machine: a batch fleet mixes types that run the job at different TP.
         ("TP_DEFAULT", d.tensor_parallel),
+        ("SEQS_DEFAULT", d.max_num_seqs),
         ("GPU_COUNT", d.gpu_count),
         # Multi-node: torchrun restarts the workers itself (--max-restarts); when torchrun exits
         # non-zero the job cannot go on, and the nodes stop rather than wait again.

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from selector.catalog import Offer
 from selector.obtainability import Obtainability, expected_wait_hours, failure_usd, launch_failure, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
+from selector.setup_time import SetupTime, setup_time
 from selector.sizing import Requirements, Shape
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
@@ -76,6 +77,12 @@ class CostInputs:
     restart_h: float
     budget_hourly: float | None
     budget_total: float | None
+    # Job setup (selector.setup_time): what a job's machines fetch before its first step: the
+    # checkpoint's real bytes (none for pretraining, which starts from scratch), the model
+    # server when one runs, the dataset.
+    setup_weights_bytes: float = 0.0
+    setup_engine: bool = False
+    setup_dataset_gb: float = 0.0
 
 
 ENGINE_IMAGE_ALLOWANCE_GB = 30.0
@@ -83,11 +90,13 @@ ENGINE_IMAGE_ALLOWANCE_GB = 30.0
 engines' CUDA images are several GB compressed and larger unpacked)."""
 
 
-def weights_cache_gb(spec: WorkloadSpec) -> float:
+def weights_cache_gb(spec: WorkloadSpec, req: Requirements) -> float:
     """A model server's weights, kept in the stack's bucket so that a replacement machine does
-    not download them from the Hub again: parameters × 2 B (the Hub's 16-bit checkpoint, what
-    ``machine.serving`` copies there)."""
-    return spec.arch().params * 2 / 1e9 if spec.server_engine != "none" else 0.0
+    not download them from the Hub again: the files it pulls, at their real dtypes
+    (``Requirements.weights_file_bytes``: the Hub's safetensors counts, a preset's recorded
+    checkpoint, or the published format; DeepSeek-R1's FP8 checkpoint is ~689 GB, not 2 B per
+    parameter)."""
+    return req.weights_file_bytes / 1e9 if spec.server_engine != "none" else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,17 +109,15 @@ class DiskPart:
 
 
 def disk_parts(spec: WorkloadSpec, req: Requirements) -> tuple[DiskPart, ...]:
-    """What the boot disk must hold, part by part: the image, the weights (the Hub's 16-bit
-    checkpoint for a model server), the engine's container image, the dataset, and what the
+    """What the boot disk must hold, part by part: the image, the weights (the checkpoint's
+    files at their real dtypes), the engine's container image, the dataset, and what the
     job writes under ``outputs/`` there (synced to the bucket, never deleted from the disk):
     ``CHECKPOINTS_KEPT`` training checkpoints for training, ``storage.outputs_gb`` otherwise."""
     storage = spec.storage
-    served = weights_cache_gb(spec)
+    served = weights_cache_gb(spec, req)
     parts = [
         DiskPart("image", OS_IMAGE_GB, "operating system, drivers, CUDA, frameworks (a gpufit allowance)"),
-        DiskPart(
-            "weights", max(req.weights_file_bytes / 1e9, served), "the model's checkpoint files, downloaded"
-        ),
+        DiskPart("weights", req.weights_file_bytes / 1e9, "the model's checkpoint files, downloaded"),
     ]
     if served:
         parts.append(DiskPart("engine image", ENGINE_IMAGE_ALLOWANCE_GB, "the model server's container"))
@@ -161,7 +168,7 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     return CostInputs(
         run_hours=run_hours,
         disk_gb=disk,
-        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9 + weights_cache_gb(spec),
+        bucket_gb=req.checkpoint_bytes * CHECKPOINTS_KEPT / 1e9 + weights_cache_gb(spec, req),
         keep_hours=storage.keep_days * 24.0,
         egress_gb=spec.egress.gb,
         egress_to=spec.egress.to,
@@ -172,6 +179,26 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
         restart_h=spec.restart_overhead,
         budget_hourly=spec.budget.max_hourly_usd,
         budget_total=spec.budget.max_total_usd,
+        setup_weights_bytes=0.0 if spec.task == "pretrain" else req.weights_file_bytes,
+        setup_engine=spec.server_engine != "none",
+        setup_dataset_gb=storage.dataset_gb,
+    )
+
+
+# --- Job setup time (issue 24, defect 7) -------------------------------------------------
+
+
+def job_setup(offer: Offer, inputs: CostInputs) -> SetupTime | None:
+    """A job's setup on ``offer`` (``selector.setup_time``), billed before its first step; None
+    for a service, whose duration is what it is billed for."""
+    if inputs.run_hours is not None:
+        return None
+    return setup_time(
+        offer.cloud,
+        inputs.setup_weights_bytes,
+        inputs.setup_engine,
+        inputs.setup_engine,
+        inputs.setup_dataset_gb,
     )
 
 
@@ -191,6 +218,7 @@ class Cost:
     interruption_rate_per_h: float
     unpriced: tuple[str, ...]
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
+    setup_hours: float = 0.0  # a job's setup inside ``hours`` (selector.setup_time)
     obtainability: Obtainability | None = None
     wait_value_per_hour: float = 0.0
     wait_usd: float = 0.0
@@ -267,9 +295,12 @@ def _transfer_usd(rates_from: CloudRates, same_cloud: bool, gb: float, months: f
 def run_hours(
     offer: Offer, shape: Shape, inputs: CostInputs, on_demand_instances: int = 0
 ) -> tuple[float, float, float]:
-    """Expected hours the instances run, the spot factor and the interruption rate (of the
-    spot instances: those of an on-demand base are not interrupted)."""
+    """Expected hours the instances run (a job's setup included, ``job_setup``), the spot
+    factor and the interruption rate (of the spot instances: those of an on-demand base are
+    not interrupted)."""
+    setup = job_setup(offer, inputs)
     base = inputs.run_hours if inputs.run_hours is not None else (shape.job_hours or 0.0)
+    base += setup.hours if setup is not None else 0.0
     if offer.market != "spot":
         return base, 1.0, 0.0
     rate = interruption_rate_per_hour(offer.interruption_bucket) * (shape.instances - on_demand_instances)
@@ -334,4 +365,5 @@ def offer_cost(
         interruption_rate_per_h=rate,
         unpriced=tuple(unpriced),
         on_demand_base=base_instances,
+        setup_hours=setup.hours if (setup := job_setup(offer, inputs)) is not None else 0.0,
     )

@@ -29,7 +29,8 @@ def _preset_table() -> dict[str, Any]:
         keys = [entry.get("source"), *([item.get("source")] if item else [])]
         blocks = (serving, serving.get("fp8"), serving.get("yarn"))
         keys += [b["source"] for b in blocks if b and "source" in b]
-        keys += [entry["checkpoint"]["source"]] if entry.get("checkpoint") else []
+        checkpoint = entry.get("checkpoint") or {}
+        keys += [checkpoint[k] for k in ("source", "bytes_source") if k in checkpoint]
         for key in keys:
             if key not in sources:
                 raise ValueError(f"{_MODELS_FILE}: model {name!r} names unknown source {key!r}")
@@ -97,8 +98,13 @@ def arch_from_preset(name: str) -> ModelArch:
 def _published_format(arch: ModelArch, entry: dict[str, Any]) -> ModelArch:
     """The served repo's own weight format (``checkpoint.format``, e.g. DeepSeek's FP8 blocks)
     where the preset's figures or config lack it: every parameter but the input embedding and
-    the output head in that format, so the plan sizes the files it really loads."""
-    fmt = (entry.get("checkpoint") or {}).get("format")
+    the output head in that format, so the plan sizes the files it really loads; and the
+    checkpoint's published bytes (``checkpoint.bytes``, from the Hub's per-dtype safetensors
+    counts, ``bytes_source``), which downloads and disks are sized from."""
+    checkpoint = entry.get("checkpoint") or {}
+    fmt = checkpoint.get("format")
+    if checkpoint.get("bytes"):
+        arch = replace(arch, checkpoint_bytes=float(checkpoint["bytes"]))
     if not fmt or arch.quantized_format:
         return arch
     embeddings = arch.vocab * arch.hidden * 2

@@ -7,11 +7,12 @@ from typing import Any
 
 from selector.catalog import Offer
 from selector.consumption import status as consumption_status
-from selector.cost import Cost, disk_parts, disk_size_gb, outputs_note
+from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup, outputs_note
 from selector.fallbacks import Fallback
 from selector.freshness import age_text, as_of_date
 from selector.obtainability import Obtainability, obtainability
 from selector.select import Candidate, Plan
+from selector.setup_time import SetupTime
 from selector.sizing import GIB, Shape
 
 
@@ -90,6 +91,37 @@ def cost_to_dict(cost: Cost) -> dict[str, Any]:
         "launch_failure_probability": _r(cost.launch_failure, 4),
         "launch_failure_usd": _r(cost.failure_usd, 2),
         "expected_usd": _r(cost.expected_usd, 2),
+        "setup_hours": _r(cost.setup_hours, 3),
+    }
+
+
+def plan_setup(plan: Plan) -> SetupTime | None:
+    """The chosen offer's job setup (``selector.setup_time``); None for a service or no choice."""
+    if plan.choice is None:
+        return None
+    return job_setup(plan.choice.offer, cost_inputs(plan.spec, plan.requirements))
+
+
+def setup_to_dict(plan: Plan) -> dict[str, Any] | None:
+    """The ``setup`` block of ``plan --json``: each step's seconds, how they were found, and
+    whether it rests on a gpufit estimate; the hours are inside ``cost.hours``."""
+    setup = plan_setup(plan)
+    if setup is None:
+        return None
+    return {
+        "hours": _r(setup.hours, 3),
+        "estimated": setup.estimated,
+        "parts": [
+            {
+                "name": p.name,
+                "seconds": _r(p.seconds, 1),
+                "formula": p.formula,
+                "estimate": p.estimate,
+                "sources": [f.key for f in p.sources],
+            }
+            for p in setup.parts
+        ],
+        "sources": {f.key: {"title": f.source.split(": ", 1)[1], "url": f.url} for f in setup.sources},
     }
 
 
@@ -105,6 +137,7 @@ def shape_to_dict(shape: Shape) -> dict[str, Any]:
         "tokens_per_s_per_stream": _r(shape.tokens_per_s_per_stream, 2),
         "tokens_per_s_per_replica": _r(shape.tokens_per_s_per_replica, 2),
         "job_hours": _r(shape.job_hours, 3),
+        "concurrency": shape.concurrency or None,
     }
 
 
@@ -196,6 +229,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
         ),
         "cost": cost_to_dict(choice.cost) if choice else None,
         "disk": disk_to_dict(plan),
+        "setup": setup_to_dict(plan),
         "alternatives": [candidate_to_dict(c, today) for c in plan.alternatives],
         "rejections": dict(sorted(plan.rejections.items())),
         "rejection_examples": dict(sorted(plan.rejection_examples.items())),

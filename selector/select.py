@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import Literal
 
+from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
 from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
@@ -348,6 +349,8 @@ def plan(
     rates = rates if rates is not None else load_rates()
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
+    # Batch generation without a stated concurrency: the best one per instance type.
+    by_concurrency = concurrency_requirements(spec) if chooses_concurrency(spec) else None
     placement = spec.placement
     tally = _Tally()
     full_catalog = catalog
@@ -361,7 +364,12 @@ def plan(
         shape = fits.get(key)
         if shape is None:
             why = engine_rejection(spec, req, it, builds)
-            shape = why if why is not None else fit(req, it)
+            if why is not None:
+                shape = why
+            elif by_concurrency is not None:
+                shape = best_concurrency_fit(by_concurrency, it)
+            else:
+                shape = fit(req, it)
             unbootable = unsupported_reason(it.cloud, it.machine_type)
             if isinstance(shape, Shape) and unbootable is not None:
                 shape = Rejection("image", unbootable)
@@ -519,7 +527,7 @@ def plan(
             deadline,
             lambda hourly, total: _budget(inputs, hourly, total) is None,
             base_of.get(id(first.offer), (0, 0.0)),
-            weighted=spec.task == "batch",
+            weighted=spec.task in ("batch", "embed"),
             wait_value=value,
             rerun_usd=rerun,
             fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
@@ -540,7 +548,7 @@ def plan(
                 deadline,
                 lambda hourly, total: _budget(inputs, hourly, total) is None,
                 base_of.get(id(first.offer), NO_BASE),
-                weighted=spec.task == "batch",
+                weighted=spec.task in ("batch", "embed"),
                 wait_value=value,
                 rerun_usd=rerun,
                 fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,

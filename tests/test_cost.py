@@ -11,6 +11,8 @@ from selector.cost import (
     ENGINE_IMAGE_ALLOWANCE_GB,
     OS_IMAGE_GB,
     cost_inputs,
+    disk_parts,
+    disk_size_gb,
     interruption_rate_per_hour,
     offer_cost,
     spot_overhead_factor,
@@ -98,7 +100,8 @@ def test_training_cost_per_job_with_spot_rework_and_data_gravity(mini_catalog: C
     rate = interruption_rate_per_hour("5-10%")
     factor = 1 + rate * (0.5 / 2 + 1 / 6)
     assert cost.spot_factor == pytest.approx(factor)
-    assert cost.hours == pytest.approx(shape.job_hours * factor)
+    assert cost.setup_hours > 0
+    assert cost.hours == pytest.approx((shape.job_hours + cost.setup_hours) * factor)
     assert 0 <= cost.billed_hours - cost.hours < 1 / 3600  # rounded up to the second
     assert cost.compute_usd == pytest.approx(1.21 * cost.billed_hours)
     assert cost.data_transfer_usd == 0  # dataset already in us-east-1 on AWS
@@ -114,3 +117,26 @@ def test_cross_region_on_gcp_is_reported_unpriced(mini_catalog: Catalog) -> None
     spec, req, offer, shape = _candidate(mini_catalog, spec_dict, "a3-highgpu-4g", "spot")
     cost = offer_cost(offer, shape, cost_inputs(spec, req), RATES)
     assert cost.data_transfer_usd == 0 and any("no sourced price" in u for u in cost.unpriced)
+
+
+def test_deepseek_r1_disk_and_bucket_hold_its_fp8_files_not_two_bytes_a_parameter() -> None:
+    """Issue 24, defect 10: DeepSeek-R1 publishes FP8 weights, 688.6 GB of safetensors by the
+    Hub's per-dtype counts (BF16 3.92e9 × 2 B + F8_E4M3 6.806e11 × 1 B + F32 4.16e7 × 4 B); the
+    plan sized its download, disk and bucket as 671B × 2 B = 1,342 GB."""
+    spec = spec_of(
+        {
+            "name": "r1",
+            "task": "serve",
+            "model": {"preset": "deepseek-r1"},
+            "precision": "fp8",
+            "serving": {"context_tokens": 8192, "concurrency": 8},
+            "duration": "24h",
+        }
+    )
+    req = requirements(spec)
+    files = 3_918_786_560 * 2 + 680_571_043_840 + 41_555_600 * 4
+    assert spec.arch().checkpoint_bytes == files == req.weights_file_bytes
+    parts = {p.name: p.gb for p in disk_parts(spec, req)}
+    assert parts["weights"] == pytest.approx(688.57, abs=0.01)
+    assert cost_inputs(spec, req).bucket_gb == pytest.approx(688.57, abs=0.01)
+    assert disk_size_gb(spec, req) == 820

@@ -47,15 +47,32 @@ def test_stateless_prefers_spot_then_falls_back(mini_catalog: Catalog) -> None:
 
 
 def test_cost_per_job_lets_a_faster_gpu_win(mini_catalog: Catalog) -> None:
-    """Per hour, a 1×H100 is far cheaper than 8×H100; per job on demand, the eight finish
-    sooner and the ranking follows the job's total, not the hourly price (both are had as
-    readily: the same wait weighs the same)."""
+    """Per hour, a 1×H100 is far cheaper than 8×H100; a job too long for one GPU within its
+    TTL goes to the eight, ranked by the job's total, not the hourly price."""
+    both = {"instance_types": ["p5.4xlarge", "p5.48xlarge"]}
+    training = {**QLORA_65B["training"], "tokens": "5e8"}
+    result = plan(spec_of(QLORA_65B, fault_tolerance="none", placement=both, training=training), mini_catalog)
+    assert result.choice is not None and result.choice.offer.instance.name == "p5.48xlarge"
+    assert result.rejections["deadline"] >= 1
+
+
+def test_setup_time_is_paid_by_every_gpu_of_a_short_job(mini_catalog: Catalog) -> None:
+    """Issue 24, defect 7: a short job on 8×H100 finishes sooner at the same price per GPU-hour,
+    but all eight GPUs wait through boot, the 130 GB download and loading: the 1×H100 wins, and
+    the gap is the setup hours times the difference in hourly price."""
     both = {"instance_types": ["p5.4xlarge", "p5.48xlarge"]}
     result = plan(spec_of(QLORA_65B, fault_tolerance="none", placement=both), mini_catalog)
-    assert result.choice is not None
-    cheapest_hourly = min((c for c in (result.choice, *result.alternatives)), key=lambda c: c.cost.hourly_usd)
-    assert result.choice.cost.hourly_usd > cheapest_hourly.cost.hourly_usd
-    assert result.choice.cost.total_usd <= cheapest_hourly.cost.total_usd
+    assert result.choice is not None and result.choice.offer.instance.name == "p5.4xlarge"
+    eight = next(c for c in result.alternatives if c.offer.instance.name == "p5.48xlarge")
+    one = result.choice
+    assert one.cost.setup_hours == pytest.approx(eight.cost.setup_hours) and one.cost.setup_hours > 0.3
+    job_one = one.cost.hours - one.cost.setup_hours
+    job_eight = eight.cost.hours - eight.cost.setup_hours
+    assert job_one * one.cost.hourly_usd == pytest.approx(job_eight * eight.cost.hourly_usd, rel=0.02)
+    gap = eight.cost.compute_usd - one.cost.compute_usd
+    assert gap == pytest.approx(
+        one.cost.setup_hours * (eight.cost.hourly_usd - one.cost.hourly_usd), rel=0.05
+    )
 
 
 def test_budget_rejects_with_amount_over(mini_catalog: Catalog) -> None:

@@ -176,14 +176,15 @@ machine_type() {  # this machine's instance type (AWS) or machine type (GCP)
   else found=$(gce instance/machine-type) || return 1; fi
   printf '%s' "${found##*/}"
 }
-replica_environment() {  # GPUFIT_TP (this type's in the plan), GPUFIT_GPUS, GPUFIT_REPLICAS = GPUs / TP
-  local type shape name tp gpus planned_gpus=$GPU_COUNT
+replica_environment() {  # GPUFIT_TP (this type's in the plan), GPUFIT_GPUS, GPUFIT_REPLICAS = GPUs / TP, GPUFIT_MAX_NUM_SEQS
+  local type shape name tp gpus seqs planned_gpus=$GPU_COUNT max_seqs=$SEQS_DEFAULT
   type=$(machine_type) || type=""
   GPUFIT_TP=$TP_DEFAULT
   for shape in "${TP_BY_TYPE[@]}"; do
-    IFS=: read -r name tp gpus <<< "$shape"
-    if [ "$name" = "$type" ]; then GPUFIT_TP=$tp; planned_gpus=$gpus; fi
+    IFS=: read -r name tp gpus seqs <<< "$shape"
+    if [ "$name" = "$type" ]; then GPUFIT_TP=$tp; planned_gpus=$gpus; max_seqs=${seqs:-0}; fi
   done
+  if [ "${max_seqs:-0}" -gt 0 ] 2>/dev/null; then export GPUFIT_MAX_NUM_SEQS=$max_seqs; fi
   GPUFIT_GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true)
   [ "${GPUFIT_GPUS:-0}" -ge 1 ] 2>/dev/null || GPUFIT_GPUS=$planned_gpus
   GPUFIT_REPLICAS=$(( GPUFIT_GPUS / GPUFIT_TP ))

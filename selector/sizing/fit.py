@@ -90,6 +90,7 @@ class Shape:
     tokens_per_s_per_replica: float | None
     job_hours: float | None
     terms: tuple[Term, ...] = field(default=())
+    concurrency: int = 0  # batch generation: the concurrency chosen for this type (0: the spec's)
 
 
 def compute_name(precision: str) -> str:

@@ -10,6 +10,7 @@ from typing import Any
 from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
 from selector.sizing.inference import audio_state_bytes, serving_requirements
+from selector.sizing.prefill import embed_requirements
 from selector.sizing.speed import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_MFU
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.sizing.training import training_requirements
@@ -48,6 +49,8 @@ def requirements(spec: WorkloadSpec) -> Requirements:
     )
     if spec.task in TRAINING_TASKS:
         return training_requirements(spec, arch, wbytes, terms, common)
+    if spec.task == "embed":
+        return embed_requirements(spec, arch, wbytes, terms, common)
     if arch.kind == "custom":
         assert arch.vram_gib is not None
         terms.append(Term("vram (declared)", arch.vram_gib, "GiB", "model.vram_gib"))

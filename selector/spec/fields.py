@@ -9,7 +9,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, WithJsonSchema
 
 from selector import units
 
-Task = Literal["serve", "batch", "finetune-lora", "finetune-qlora", "finetune-full", "pretrain"]
+Task = Literal["serve", "batch", "embed", "finetune-lora", "finetune-qlora", "finetune-full", "pretrain"]
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
 FaultTolerance = Literal["none", "checkpointed", "stateless"]
 Cloud = Literal["aws", "gcp"]

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
+from selector.spec.embed import EmbedSpec
 from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
@@ -365,6 +366,7 @@ class WorkloadSpec(Strict):
     serving: ServingSpec | None = None
     training: TrainingSpec | None = None
     work: WorkSpec | None = None
+    embed: EmbedSpec | None = None
     fault_tolerance: FaultTolerance = "none"
     checkpoint_interval: Hours = Field(0.5, description="default 30m")
     restart_overhead: Hours = Field(
@@ -450,6 +452,14 @@ class WorkloadSpec(Strict):
             problems.append(
                 f"secrets name {', '.join(sorted(str(c) for c in clouds))} secrets: "
                 f"placement.clouds must include it"
+            )
+        if (self.task == "embed") != (self.embed is not None):
+            problems.append(
+                "task embed needs an embed section (documents, tokens_per_document), and only it takes one"
+            )
+        elif self.task == "embed" and arch_kind != "transformer":
+            problems.append(
+                "task embed needs a transformer architecture (a preset, config or explicit layers)"
             )
         problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)

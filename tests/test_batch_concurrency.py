@@ -1,0 +1,121 @@
+"""Batch generation's concurrency (issue 24, defect 8): chosen per instance type, bounded by
+the KV cache, reported in the plan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from selector.batch_concurrency import (
+    MAX_BATCH_CONCURRENCY,
+    best_concurrency_fit,
+    chooses_concurrency,
+    concurrency_requirements,
+)
+from selector.catalog import Catalog
+from selector.select import plan
+from selector.sizing import Rejection, Shape, fit, requirements
+from tests.conftest import spec_of
+
+BATCH_8B: dict[str, Any] = {
+    "name": "batch8b",
+    "task": "batch",
+    "model": {"preset": "llama-3.1-8b"},
+    "precision": "bf16",
+    "serving": {"context_tokens": 2048, "tokens": "1e9"},
+    "fault_tolerance": "none",
+}
+
+
+def test_only_a_token_batch_without_a_stated_concurrency_is_chosen_for() -> None:
+    assert chooses_concurrency(spec_of(BATCH_8B))
+    stated = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "concurrency": 1}}
+    assert not chooses_concurrency(spec_of(stated))
+    serve = {**BATCH_8B, "task": "serve", "serving": {"context_tokens": 2048}}
+    assert not chooses_concurrency(spec_of(serve))
+
+
+def test_the_issue_case_batch_at_concurrency_1_cost_dozens_of_times_more(mini_catalog: Catalog) -> None:
+    """`task: batch` with `serving.tokens` defaulted to one sequence at a time: every token
+    re-read all the weights. With the concurrency chosen, the job takes a small fraction of the
+    GPU-hours on the same machine, and the plan says which concurrency."""
+    chosen = plan(spec_of(BATCH_8B), mini_catalog)
+    one = plan(spec_of({**BATCH_8B, "serving": {**BATCH_8B["serving"], "concurrency": 1}}), mini_catalog)
+    assert chosen.choice is not None and one.choice is not None
+    c = chosen.choice.shape.concurrency
+    assert 32 <= c <= MAX_BATCH_CONCURRENCY
+    assert one.choice.shape.concurrency == 0
+    assert chosen.choice.cost.total_usd * 20 < one.choice.cost.total_usd
+    assert any(t.name == "batch concurrency" and t.value == c for t in chosen.choice.shape.terms)
+
+
+def test_concurrency_is_bounded_by_the_kv_cache(mini_catalog: Catalog) -> None:
+    """A long context fills the GPU's memory with KV cache well before 256 sequences: the chosen
+    concurrency's shape fits, and the next power of two does not fit the same machine."""
+    long = spec_of({**BATCH_8B, "serving": {"context_tokens": 131072, "tokens": "1e8"}})
+    candidates = concurrency_requirements(long)
+    it = next(o.instance for o in mini_catalog.offers if o.instance.name == "p5.4xlarge")
+    shape = best_concurrency_fit(candidates, it)
+    assert isinstance(shape, Shape) and 1 <= shape.concurrency < MAX_BATCH_CONCURRENCY
+    nxt = dict(candidates)[shape.concurrency * 2]
+    assert isinstance(fit(nxt, it), Rejection)
+
+
+def test_the_choice_minimises_instance_hours_among_the_candidates(mini_catalog: Catalog) -> None:
+    spec = spec_of(BATCH_8B)
+    candidates = concurrency_requirements(spec)
+    it = next(o.instance for o in mini_catalog.offers if o.instance.name == "p5.4xlarge")
+    best = best_concurrency_fit(candidates, it)
+    assert isinstance(best, Shape)
+    hours = {}
+    for c, req in candidates:
+        shape = fit(req, it)
+        if isinstance(shape, Shape):
+            hours[c] = (shape.job_hours or 0) * shape.instances
+    assert (best.job_hours or 0) * best.instances <= min(hours.values()) * 1.01
+    assert requirements(spec).concurrency == 1  # the spec's own requirements are untouched
+
+
+def test_plan_json_and_text_report_the_concurrency(mini_catalog: Catalog, tmp_path: Any, capsys: Any) -> None:
+    import yaml
+
+    from cli.main import main
+    from tests.conftest import MINI_CATALOG
+
+    path = tmp_path / "batch.yaml"
+    path.write_text(yaml.safe_dump(BATCH_8B))
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    c = doc["choice"]["shape"]["concurrency"]
+    assert isinstance(c, int) and c >= 32
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
+    assert f"batch concurrency {c} sequences per replica" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("c", [1, 256])
+def test_candidates_carry_their_concurrency(c: int) -> None:
+    reqs = dict(concurrency_requirements(spec_of(BATCH_8B)))
+    assert reqs[c].concurrency == c
+
+
+def test_each_machine_type_of_the_fleet_gets_its_own_concurrency(mini_catalog: Catalog) -> None:
+    """The boot script's per-type table carries the concurrency chosen for that type; the machine
+    exports it to job.command as GPUFIT_MAX_NUM_SEQS (tests/machine/scenarios/aws-group-replicas-p5)."""
+    from datetime import UTC, datetime
+
+    from deployment.translate import deployment_from_plan
+    from machine.boot import replica_shapes
+
+    spec = spec_of({**BATCH_8B, "fault_tolerance": "stateless", "teardown": {"ttl": "24h"}})
+    result = plan(spec, mini_catalog)
+    assert result.choice is not None
+    d = deployment_from_plan(
+        result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    assert d.max_num_seqs == result.choice.shape.concurrency > 1
+    want = {result.choice.offer.instance.machine_type: result.choice.shape.concurrency}
+    want |= {f.offer.instance.machine_type: f.shape.concurrency for f in result.fallbacks}
+    got = {entry.split(":")[0]: int(entry.split(":")[3]) for entry in replica_shapes(d)}
+    assert got == want and all(c > 1 for c in got.values())
