@@ -63,7 +63,8 @@ def test_makefile_runs_zizmor_as_the_auditor() -> None:
 def test_zizmor_auditor_passes_the_workflows_and_flags_an_injection(tmp_path: Path) -> None:
     # The auditor persona: every finding, false positives included; each ignore is justified
     # in a comment beside it (apply.yml's concurrency-limits).
-    clean = run(tool("zizmor"), "--persona", "auditor", "--offline", "--quiet", str(ROOT / ".github" / "workflows"))
+    workflows = str(ROOT / ".github" / "workflows")
+    clean = run(tool("zizmor"), "--persona", "auditor", "--offline", "--quiet", workflows)
     assert clean.returncode == 0, clean.stdout + clean.stderr
     injected = tmp_path / ".github" / "workflows" / "inject.yml"
     injected.parent.mkdir(parents=True)

@@ -58,7 +58,9 @@ CREDENTIALS = set().union(*ENVIRONMENT_CREDENTIALS.values())
 PULL_REQUEST_ENVIRONMENTS = {"preview"}
 ALLOWED_SECRETS = {"GITHUB_TOKEN", *(c for c in CREDENTIALS if c.startswith("PULUMI_ACCESS_TOKEN"))}
 # Steps that fetch and install code: they run before any credential is in the job.
-INSTALL = re.compile(r"\b(?:pip3? install|uv sync|uv pip install|uv add|npm (?:ci|install)|apt-get install)\b")
+INSTALL = re.compile(
+    r"\b(?:pip3? install|uv sync|uv pip install|uv add|npm (?:ci|install)|apt-get install)\b"
+)
 LONG_LIVED_KEY_INPUTS = {
     "aws-access-key-id",
     "aws-secret-access-key",
@@ -321,26 +323,34 @@ def credential_problems(doc: dict[str, Any]) -> list[str]:
         if secrets and environment is None:
             problems.append(f"{where}: secrets {sorted(secrets)} outside an environment")
         if re.search(r"\bsecrets\.", json.dumps(job.get("env", {}))):
-            problems.append(f"{where}: a secret in the job's env reaches every step; give it to the steps that use it")
+            problems.append(
+                f"{where}: a secret in the job's env reaches every step; give it to the steps using it"
+            )
         if (job.get("permissions") or {}).get("id-token") == "write" and environment is None:
-            problems.append(f"{where}: id-token: write without an environment (the OIDC subject names no environment)")
-        if triggers & {"pull_request", "pull_request_target"} and environment not in (None, *PULL_REQUEST_ENVIRONMENTS):
+            problems.append(f"{where}: id-token: write without an environment (the OIDC subject names none)")
+        pull_request = bool(triggers & {"pull_request", "pull_request_target"})
+        if pull_request and environment not in (None, *PULL_REQUEST_ENVIRONMENTS):
             problems.append(f"{where}: a pull request runs in the {environment!r} environment")
         first_credential = next(
-            (i for i, st in enumerate(steps(job)) if action(st) in OIDC_ACTIONS or "secrets." in json.dumps(st)),
-            None,
+            (
+                i
+                for i, st in enumerate(steps(job))
+                if action(st) in OIDC_ACTIONS or "secrets." in json.dumps(st)
+            ),
+            len(steps(job)),
         )
         for i, st in enumerate(steps(job)):
             script = str(st.get("run", ""))
             for line in script.splitlines():
                 if not INSTALL.search(line):
                     continue
-                if first_credential is not None and i > first_credential:
-                    problems.append(f"{where} step {i + 1}: installs after a credential is in the job: {line.strip()!r}")
+                at = f"{where} step {i + 1}"
+                if i >= first_credential:
+                    problems.append(f"{at}: installs after a credential is in the job: {line.strip()!r}")
                 if re.search(r"\bpip3? install\b", line) and "--require-hashes" not in line:
-                    problems.append(f"{where} step {i + 1}: pip install without --require-hashes: {line.strip()!r}")
+                    problems.append(f"{at}: pip install without --require-hashes: {line.strip()!r}")
                 if re.search(r"\buv sync\b", line) and "--locked" not in line:
-                    problems.append(f"{where} step {i + 1}: uv sync without --locked: {line.strip()!r}")
+                    problems.append(f"{at}: uv sync without --locked: {line.strip()!r}")
     return problems
 
 
@@ -719,8 +729,11 @@ def test_fixture_workflows_raise_what_they_name(path: Any) -> None:
             assert any(want in p for p in problems), f"{path.name}: {want!r} not in {problems}"
 
 
+DEPLOY_CREDENTIALS = r"secrets\.PULUMI_ACCESS_TOKEN\b|AWS_ROLE_ARN_APPLY|GCP_SERVICE_ACCOUNT_APPLY"
+
+
 def test_previews_read_and_only_production_deploys() -> None:
-    preview_id, preview = _job_running(load("plan.yml"), r"pulumi preview")
+    _, preview = _job_running(load("plan.yml"), r"pulumi preview")
     assert environment_of(preview) == "preview"
     text = job_text(preview)
     assert "AWS_ROLE_ARN_PLAN" in text and "GCP_SERVICE_ACCOUNT_PLAN" in text
@@ -731,6 +744,6 @@ def test_previews_read_and_only_production_deploys() -> None:
         environment_of(job)
         for name in ALL_FILES
         for _, job in jobs(load(name))
-        if re.search(r"secrets\.PULUMI_ACCESS_TOKEN\b|AWS_ROLE_ARN_APPLY|GCP_SERVICE_ACCOUNT_APPLY", job_text(job))
+        if re.search(DEPLOY_CREDENTIALS, job_text(job))
     }
     assert homes == {"production"}, f"the deploy credentials appear outside production: {homes}"
