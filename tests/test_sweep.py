@@ -1104,3 +1104,40 @@ def test_aws_a_foreign_group_tagged_managed_is_not_swept(aws: Any, prices: Price
     assert [c.instance_id for c in result.candidates if c.kind == "group"] == ["gpufit-orphan2-dev"]
     assert set(groups(aws, region)) == {"tagged-by-hand", "other-workload"}
     assert sum("left alone" in n and "group" in n for n in result.notes) == 2
+
+
+def test_gcp_a_foreign_vm_labelled_managed_is_not_swept(prices: Pricer) -> None:
+    """A VM anyone labelled gpufit-managed with a past expiry is left alone unless it runs as the
+    service account gpufit makes for its stack and workload."""
+    stranger = f"someone@{PROJECT}.iam.gserviceaccount.com"
+    other = instance(PROJECT, "us-central1-a", "x", labels(PAST_LABEL, "other"))["serviceAccounts"][0][
+        "email"
+    ]
+    vms = [
+        instance(PROJECT, "us-central1-a", "real", labels(PAST_LABEL, "real")),
+        instance(PROJECT, "us-central1-a", "no-account", labels(PAST_LABEL, "na"), service_account=None),
+        instance(PROJECT, "us-central1-a", "stranger", labels(PAST_LABEL, "st"), service_account=stranger),
+        instance(PROJECT, "us-central1-a", "borrowed", labels(PAST_LABEL, "borrowed"), service_account=other),
+        instance(
+            PROJECT, "us-central1-b", "nameless", {"gpufit-managed": "true", "gpufit-expires-at": PAST_LABEL}
+        ),
+    ]
+    with FakeGcpInstances(PROJECT, ZONES, vms) as fake:
+        result = gcp_sweeper(fake).sweep(["us-central1"], NOW, act=True, price=prices)
+        assert [c.name for c in result.candidates] == ["real"]
+        assert result.candidates[0].provenance.startswith("runs as gpufit's service account gf-real-")
+        assert {name for _, name in fake.deleted} == {"real"}
+        for name in ("no-account", "stranger", "borrowed", "nameless"):
+            assert any(
+                f"/{name} is labelled gpufit-managed" in n and "left alone" in n for n in result.notes
+            ), name
+
+
+def test_gcp_the_sweeps_account_digest_is_the_one_gpufit_names_accounts_with() -> None:
+    from providers.gcp.common import service_account_id
+    from providers.gcp.sweep import account_digest
+    from tests.machine.plans import ON_GCP, deployment
+
+    d, _ = deployment("sdxl-batch", **ON_GCP)
+    assert d.project
+    assert service_account_id(d).endswith("-" + account_digest(d.project, d.stack, d.workload))
