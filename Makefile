@@ -2,7 +2,8 @@
 #   make plan   - plan the example stack on the embedded catalog (no credentials)
 #   make test   - lint (code and workflows), type-check and run the whole test suite
 #                 (installs Debian's shellcheck, chromium and chromedriver first if absent)
-# uv comes from PATH, or is installed once into .tools/ with pip.
+# uv comes from PATH, or is installed once into .tools/ with pip, checked against the sha256
+# hashes in scripts/uv-requirements.txt.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -12,9 +13,9 @@ export UV_COMPILE_BYTECODE := 1
 
 .PHONY: plan test sync test-tools lint lint-workflows typecheck pytest bench clean
 
-.tools/bin/uv:
+.tools/bin/uv: scripts/uv-requirements.txt
 	$(PYTHON) -m venv .tools
-	.tools/bin/pip install --quiet uv==0.13.9
+	.tools/bin/pip install --quiet --require-hashes --no-deps --only-binary :all: --requirement scripts/uv-requirements.txt
 
 .venv/.synced: pyproject.toml uv.lock | $(UV)
 	$(UV) sync --locked --quiet
@@ -35,7 +36,7 @@ test-tools:
 # actionlint (runs shellcheck on run: scripts when it is installed) and zizmor (security)
 lint-workflows: sync test-tools
 	$(UV) run --no-sync actionlint .github/workflows/*.yml
-	$(UV) run --no-sync zizmor --offline --quiet .github/workflows
+	$(UV) run --no-sync zizmor --persona auditor --offline --quiet .github/workflows
 
 typecheck: sync
 	$(UV) run --no-sync mypy

@@ -195,6 +195,12 @@ def render(results: list[SweepResult]) -> str:
     lines: list[str] = []
     if rows:
         lines.extend(table(headers, rows, right=(10,)).splitlines())
+    for result in results:  # why each one is swept: its tags' reason, and what proves it gpufit's
+        lines.extend(
+            f"{c.cloud}: {c.instance_id}: {c.reason}; {c.provenance}"
+            for c in result.candidates
+            if c.provenance
+        )
     for result in results:
         lines.extend(f"{result.cloud}: {note}" for note in result.notes)
         lines.extend(

@@ -6,7 +6,10 @@ its own deadline (an EventBridge schedule, Compute Engine's ``max_run_duration``
 removes it. A machine whose stack was lost, whose deadline failed, or whose tags were edited
 is an orphan that no stack may remember: ``decide`` picks, from its tags alone, the managed
 ones whose expiry has passed or that carry no valid expiry. An instance without the managed
-tag/label set to exactly ``"true"`` is never a candidate, whatever else it carries.
+tag/label set to exactly ``"true"`` is never a candidate, whatever else it carries; and tags
+are not proof on their own (anyone who may tag an instance could tag it ``gpufit:managed``): the
+providers also require the stack and workload tags and evidence that gpufit made the machine
+(``Candidate.provenance``, reported with the reason), and leave the rest alone with a note.
 
 The clouds' listings and actions live in ``providers.aws.sweep`` and ``providers.gcp.sweep``;
 they return a ``SweepResult`` each, which ``render`` and ``to_json`` report. Prices come from a
@@ -125,6 +128,7 @@ class Candidate:
     state: str = "running"
     billing: bool = True
     kind: str = "instance"  # or "group": a fleet group (``instance_id`` is then its name)
+    provenance: str = ""  # why it is gpufit's beyond its tags (the launch template, the profile, ...)
 
     @property
     def stops_usd(self) -> float | None:
@@ -235,6 +239,7 @@ def to_json(results: list[SweepResult]) -> dict[str, Any]:
                         "hourly_usd": c.hourly_usd,
                         "billing": c.billing,
                         "kind": c.kind,
+                        "provenance": c.provenance,
                         "result": r.actions.get(c.instance_id),
                         "error": r.failed.get(c.instance_id),
                     }

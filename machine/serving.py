@@ -35,6 +35,7 @@ driver, and names it in ``ServerLaunch.image`` (``tag@digest`` once a digest is 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,6 +190,31 @@ class MachineSecrets:
         return [r for r in (self.api_key, self.hf_token) if r] + [r for _, r in self.job]
 
 
+_DIGEST_REF = re.compile(
+    r"(?P<repo>[a-z0-9][a-z0-9._/-]*)(?::[\w][\w.-]{0,127})?@(?P<digest>sha256:[0-9a-f]{64})"
+)
+
+
+def verify_digest(image: str) -> str:
+    """The shell line, after ``docker pull``, that refuses to start an image pinned ``tag@digest``
+    unless Docker holds it under ``repo@digest`` (``RepoDigests``: the registry digest of what was
+    pulled); "" for an image named by tag alone. A pull by digest is already content-addressed
+    (https://docs.docker.com/reference/cli/docker/image/pull/#pull-an-image-by-digest-immutable-identifier);
+    this is the second, explicit check the plan promises, and the one that fails loudly."""
+    if "@" not in image:
+        return ""
+    match = _DIGEST_REF.fullmatch(image)
+    if match is None:
+        raise ValueError(f"engine image {image!r}: expected repository[:tag]@sha256:<64 hex>")
+    ref = f"{match['repo']}@{match['digest']}"
+    digests = "'{{range .RepoDigests}}{{println .}}{{end}}'"
+    return (
+        f"docker image inspect --format {digests} {shlex.quote(ref)} 2>/dev/null"
+        f" | grep -xF -e {shlex.quote(ref)} -e {shlex.quote('docker.io/' + ref)} >/dev/null"
+        f" || {{ echo {shlex.quote(f'gpufit: the pulled image is not {ref}')} >&2; exit 3; }}\n"
+    )
+
+
 def serve_start(
     launch: ServerLaunch,
     env_file: str = ENV_FILE,
@@ -198,7 +224,8 @@ def serve_start(
     """The commands that start the server: the image, then one container per replica (a
     container left from the last boot is replaced). The supervisor has fetched the secrets
     into ``env_file`` (and SGLang's key into ``sglang_config``) and restored the weights
-    before, and waits for the engine's health route after."""
+    before, and waits for the engine's health route after. An image pinned by digest is checked
+    after the pull (``verify_digest``)."""
     runs = "\n".join(
         f"docker rm --force gpufit-serve-{r} >/dev/null 2>&1 || true\n"
         + docker_run(launch, r, env_file, model_cache, sglang_config)
@@ -209,7 +236,7 @@ def serve_start(
 set -euo pipefail
 mkdir -p {shlex.quote(model_cache)}
 docker pull {shlex.quote(launch.image)}
-{runs}
+{verify_digest(launch.image)}{runs}
 """
 
 

@@ -447,8 +447,11 @@ def instance(
     accelerators: tuple[tuple[str, int], ...] = (),
     spot: bool = False,
     created_by: str | None = None,
+    service_account: str | None = "gpufit",
 ) -> dict[str, Any]:
-    """A ``compute#instance`` as the REST API returns it (URLs for zone, machine and GPU types)."""
+    """A ``compute#instance`` as the REST API returns it (URLs for zone, machine and GPU types).
+    ``service_account``: the VM's account; "gpufit" (default) is the one gpufit makes for the
+    VM's stack and workload labels, when it has them; None: no account."""
     zone_url = f"{API}/projects/{project}/zones/{zone}"
     item: dict[str, Any] = {
         "kind": "compute#instance",
@@ -473,6 +476,20 @@ def instance(
         item["guestAccelerators"] = [
             {"acceleratorType": f"{zone_url}/acceleratorTypes/{kind}", "acceleratorCount": count}
             for kind, count in accelerators
+        ]
+    if (
+        service_account == "gpufit"
+        and labels
+        and labels.get("gpufit-stack")
+        and labels.get("gpufit-workload")
+    ):
+        from providers.gcp.sweep import account_digest
+
+        digest = account_digest(project, labels["gpufit-stack"], labels["gpufit-workload"])
+        service_account = f"gf-{labels['gpufit-workload'][:16]}-{digest}@{project}.iam.gserviceaccount.com"
+    if service_account and service_account != "gpufit":
+        item["serviceAccounts"] = [
+            {"email": service_account, "scopes": ["https://www.googleapis.com/auth/cloud-platform"]}
         ]
     if created_by:  # what a managed instance group writes on the VMs it creates
         item["metadata"] = {"items": [{"key": "created-by", "value": created_by}]}

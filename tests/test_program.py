@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -348,7 +349,21 @@ def test_aws_finished_job_leaves_its_own_group() -> None:
     assert own["Resource"] == [
         f"arn:aws:autoscaling:us-east-2:123456789012:autoScalingGroup:*:autoScalingGroupName/{group}"
     ]
-    assert own["Condition"] == {"StringEquals": {"autoscaling:ResourceTag/gpufit:stack": "test"}}
+    assert own["Condition"] == {
+        "StringEquals": {
+            "autoscaling:ResourceTag/gpufit:stack": "test",
+            "autoscaling:ResourceTag/gpufit:workload": "sdxl-batch",
+        }
+    }
+    # The condition keys each action takes (Service Authorization Reference, EC2 Auto Scaling:
+    # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html):
+    # the group's resource tags only; DescribeAutoScalingInstances takes no resource and no key.
+    for key in own["Condition"]["StringEquals"]:
+        assert re.fullmatch(r"(?:autoscaling|aws):ResourceTag/[^/]+", key), key
+    # ... and the group carries exactly those tags, or every leave would be denied
+    group_tags = {t["key"]: t["value"] for t in mocks.one(AWS_GROUP).inputs["tags"]}
+    for key, value in own["Condition"]["StringEquals"].items():
+        assert group_tags[key.split("/", 1)[1]] == value, key
     which = next(s for s in statements if s["Sid"] == "WhichGroup")
     assert which == {
         "Sid": "WhichGroup",

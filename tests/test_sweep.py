@@ -5,11 +5,13 @@ exit codes. No test sleeps: retries run with a policy whose sleep does nothing."
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
+import boto3
 import pytest
 
 from cli.sweep_cmd import add_parser, cmd_sweep, render
@@ -210,15 +212,29 @@ def ami(region: str) -> str:
     return _AMIS[region]
 
 
+def gpufit_profile(stack: str, workload: str, managed: str = "true") -> str:
+    """The instance profile gpufit makes for a workload, tagged as it tags it (made once)."""
+    iam = boto3.client("iam", region_name="us-east-1")
+    name = f"gpufit-{stack}-{workload}-profile"
+    tags = [{"Key": TAG_MANAGED, "Value": managed}, {"Key": TAG_STACK, "Value": stack}]
+    with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+        iam.create_instance_profile(
+            InstanceProfileName=name, Tags=[*tags, {"Key": TAG_WORKLOAD, "Value": workload}]
+        )
+    return name
+
+
 def launch(
     region: str,
     tags: list[dict[str, str]],
     kind: str = "g5.xlarge",
     spot: bool = False,
     zone: str | None = None,
+    made_by_gpufit: bool = True,
 ) -> list[str]:
     """One reservation of ``len(tags)`` instances, each tagged with its own tags (in zone
-    name ``zone``, else where EC2 puts them)."""
+    name ``zone``, else where EC2 puts them). An instance with gpufit's stack and workload tags
+    runs with the instance profile gpufit makes for them, unless ``made_by_gpufit`` is False."""
     args: dict[str, Any] = {"ImageId": ami(region), "MinCount": len(tags), "MaxCount": len(tags)}
     args["InstanceType"] = kind
     if zone is not None:
@@ -232,6 +248,9 @@ def launch(
     for iid, own in zip(ids, tags, strict=True):
         if own:
             ec2(region).create_tags(Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in own.items()])
+        if made_by_gpufit and own.get(TAG_STACK) and own.get(TAG_WORKLOAD):
+            profile = gpufit_profile(own[TAG_STACK], own[TAG_WORKLOAD])
+            ec2(region).associate_iam_instance_profile(IamInstanceProfile={"Name": profile}, InstanceId=iid)
     return ids
 
 
@@ -416,6 +435,9 @@ def test_aws_cancels_a_spot_request_before_terminating(aws: Any, prices: Pricer)
     iid, request = answer["InstanceId"], answer["SpotInstanceRequestId"]
     client.create_tags(
         Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in managed(None, "sir").items()]
+    )
+    client.associate_iam_instance_profile(
+        IamInstanceProfile={"Name": gpufit_profile("dev", "sir")}, InstanceId=iid
     )
     # moto launches the request's instance but does not report its request id: set it, as EC2 reports it
     moto_instance: Any = ec2_backends[DEFAULT_ACCOUNT_ID]["us-east-1"].get_instance(iid)
@@ -843,12 +865,27 @@ def autoscaling(session: Any, region: str) -> Any:
     return session.client("autoscaling", region_name=region)
 
 
-def make_group(session: Any, region: str, name: str, tags: dict[str, str], desired: int = 2) -> None:
-    """An Auto Scaling group as gpufit makes one: a launch template, mixed-instances overrides
-    and tags propagated to its instances."""
+def make_group(
+    session: Any, region: str, name: str, tags: dict[str, str], desired: int = 2, template_tags: Any = None
+) -> None:
+    """An Auto Scaling group as gpufit makes one: a launch template tagged like the group (or
+    with ``template_tags``), mixed-instances overrides and tags propagated to its instances."""
+    own = tags if template_tags is None else template_tags
     template = ec2(region).create_launch_template(
         LaunchTemplateName=f"{name}-lt",
         LaunchTemplateData={"ImageId": ami(region), "InstanceType": "g5.xlarge"},
+        **(
+            {
+                "TagSpecifications": [
+                    {
+                        "ResourceType": "launch-template",
+                        "Tags": [{"Key": k, "Value": v} for k, v in own.items()],
+                    }
+                ]
+            }
+            if own
+            else {}
+        ),
     )["LaunchTemplate"]["LaunchTemplateId"]
     subnets = ec2(region).describe_subnets(Filters=[{"Name": "default-for-az", "Values": ["true"]}])
     autoscaling(session, region).create_auto_scaling_group(
@@ -973,3 +1010,134 @@ def test_gcp_orphaned_mig_is_resized_to_zero_and_deleted_instead_of_its_vms(pric
         assert [d.name for d in fake.deletes] == ["lone"]  # the group's VMs went with the group
         assert fake.groups == {"regions/us-central1/instanceGroupManagers/gpufit-live-dev": 1}
         assert {i["name"] for i in fake.instances} == {"live-a1"}
+
+
+# ---------------------------------------------------------------------------------- provenance
+
+
+def launch_from_template(region: str, tags: dict[str, str], template_tags: dict[str, str]) -> str:
+    """An instance launched from a launch template tagged ``template_tags`` (EC2 then marks the
+    instance with aws:ec2launchtemplate:id), tagged ``tags`` itself; no instance profile."""
+    spec = [
+        {
+            "ResourceType": "launch-template",
+            "Tags": [{"Key": k, "Value": v} for k, v in template_tags.items()],
+        }
+    ]
+    template = ec2(region).create_launch_template(
+        LaunchTemplateName=f"lt-{len(tags)}-{'-'.join(sorted(template_tags.values()))}"[:120] or "lt",
+        LaunchTemplateData={"ImageId": ami(region), "InstanceType": "g5.xlarge"},
+        **({"TagSpecifications": spec} if template_tags else {}),
+    )["LaunchTemplate"]["LaunchTemplateId"]
+    iid = str(
+        ec2(region).run_instances(LaunchTemplate={"LaunchTemplateId": template}, MinCount=1, MaxCount=1)[
+            "Instances"
+        ][0]["InstanceId"]
+    )
+    ec2(region).create_tags(Resources=[iid], Tags=[{"Key": k, "Value": v} for k, v in tags.items()])
+    return iid
+
+
+def test_aws_a_foreign_instance_tagged_managed_is_not_swept(
+    aws: Any, prices: Pricer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Anyone who may tag an instance can mark it gpufit:managed with a past expiry: the sweep
+    must not terminate it unless gpufit made it (its launch template or instance profile)."""
+    region = "us-east-1"
+    ids: dict[str, str] = {}
+    (ids["real"],) = launch(region, [managed(PAST, "real")])
+    (ids["impostor"],) = launch(region, [managed(PAST, "impostor")], made_by_gpufit=False)
+    (ids["borrowed"],) = launch(region, [managed(PAST, "borrowed")], made_by_gpufit=False)
+    ec2(region).associate_iam_instance_profile(  # gpufit's profile, but of another workload
+        IamInstanceProfile={"Name": gpufit_profile("dev", "someone-else")}, InstanceId=ids["borrowed"]
+    )
+    (ids["disowned"],) = launch(region, [managed(PAST, "disowned")], made_by_gpufit=False)
+    ec2(region).associate_iam_instance_profile(  # named like gpufit's, not tagged managed=true
+        IamInstanceProfile={"Name": gpufit_profile("dev", "disowned", managed="false")},
+        InstanceId=ids["disowned"],
+    )
+    (ids["nameless"],) = launch(region, [{TAG_MANAGED: "true", TAG_EXPIRES_AT: PAST}])
+    ids["templated"] = launch_from_template(region, managed(PAST, "templated"), managed(FUTURE, "templated"))
+    ids["foreign-template"] = launch_from_template(region, managed(PAST, "ft"), {"team": "search"})
+
+    calls = Calls()
+    result = aws_sweeper(aws, calls).sweep([region], NOW, act=False, price=prices)
+    found = {c.instance_id: c for c in result.candidates}
+    assert set(found) == {ids["real"], ids["templated"]}
+    assert (
+        found[ids["real"]].provenance
+        == "runs with gpufit's instance profile gpufit-dev-real-profile of dev/real"
+    )
+    assert found[ids["templated"]].provenance.startswith("launched from gpufit's launch template lt-")
+    for role in ("impostor", "borrowed", "disowned", "foreign-template"):
+        assert any(
+            ids[role] in n and "not made by gpufit" in n and "left alone" in n for n in result.notes
+        ), role
+    assert any(ids["nameless"] in n and "without gpufit:stack and gpufit:workload" in n for n in result.notes)
+    assert calls.count("DescribeLaunchTemplates", region) == 1  # once per region
+
+    result = aws_sweeper(aws).sweep([region], NOW, act=True, price=prices)
+    assert set(result.actions) == {ids["real"], ids["templated"]}
+    left = states({k: v for k, v in ids.items()})
+    assert {k for k, v in left.items() if v == "running"} == {
+        "impostor",
+        "borrowed",
+        "disowned",
+        "nameless",
+        "foreign-template",
+    }
+    print(render([result]))
+    report = capsys.readouterr().out
+    assert f"aws: {ids['real']}: expired; runs with gpufit's instance profile" in report
+
+
+def test_aws_a_foreign_group_tagged_managed_is_not_swept(aws: Any, prices: Pricer) -> None:
+    region = "us-east-1"
+    for name in list(groups(aws, region)):
+        autoscaling(aws, region).delete_auto_scaling_group(AutoScalingGroupName=name, ForceDelete=True)
+    make_group(aws, region, "gpufit-orphan2-dev", managed(PAST, "orphan2"))
+    make_group(aws, region, "tagged-by-hand", managed(PAST, "hand"), template_tags={})
+    make_group(
+        aws, region, "other-workload", managed(PAST, "other"), template_tags=managed(PAST, "elsewhere")
+    )
+    result = aws_sweeper(aws).sweep([region], NOW, act=True, price=prices)
+    assert [c.instance_id for c in result.candidates if c.kind == "group"] == ["gpufit-orphan2-dev"]
+    assert set(groups(aws, region)) == {"tagged-by-hand", "other-workload"}
+    assert sum("left alone" in n and "group" in n for n in result.notes) == 2
+
+
+def test_gcp_a_foreign_vm_labelled_managed_is_not_swept(prices: Pricer) -> None:
+    """A VM anyone labelled gpufit-managed with a past expiry is left alone unless it runs as the
+    service account gpufit makes for its stack and workload."""
+    stranger = f"someone@{PROJECT}.iam.gserviceaccount.com"
+    other = instance(PROJECT, "us-central1-a", "x", labels(PAST_LABEL, "other"))["serviceAccounts"][0][
+        "email"
+    ]
+    vms = [
+        instance(PROJECT, "us-central1-a", "real", labels(PAST_LABEL, "real")),
+        instance(PROJECT, "us-central1-a", "no-account", labels(PAST_LABEL, "na"), service_account=None),
+        instance(PROJECT, "us-central1-a", "stranger", labels(PAST_LABEL, "st"), service_account=stranger),
+        instance(PROJECT, "us-central1-a", "borrowed", labels(PAST_LABEL, "borrowed"), service_account=other),
+        instance(
+            PROJECT, "us-central1-b", "nameless", {"gpufit-managed": "true", "gpufit-expires-at": PAST_LABEL}
+        ),
+    ]
+    with FakeGcpInstances(PROJECT, ZONES, vms) as fake:
+        result = gcp_sweeper(fake).sweep(["us-central1"], NOW, act=True, price=prices)
+        assert [c.name for c in result.candidates] == ["real"]
+        assert result.candidates[0].provenance.startswith("runs as gpufit's service account gf-real-")
+        assert {name for _, name in fake.deleted} == {"real"}
+        for name in ("no-account", "stranger", "borrowed", "nameless"):
+            assert any(
+                f"/{name} is labelled gpufit-managed" in n and "left alone" in n for n in result.notes
+            ), name
+
+
+def test_gcp_the_sweeps_account_digest_is_the_one_gpufit_names_accounts_with() -> None:
+    from providers.gcp.common import service_account_id
+    from providers.gcp.sweep import account_digest
+    from tests.machine.plans import ON_GCP, deployment
+
+    d, _ = deployment("sdxl-batch", **ON_GCP)
+    assert d.project
+    assert service_account_id(d).endswith("-" + account_digest(d.project, d.stack, d.workload))

@@ -7,9 +7,12 @@ project's own: every action pinned to a commit SHA or an exact version, least-pr
 permissions (id-token only where an OIDC action runs, pull-requests: write only where the plan
 is commented), no credential written in, multi-line shell steps under `set -euo pipefail`,
 every `gpufit` command a workflow runs exists in the CLI's parser, `pulumi preview` runs the
-policy pack and `pulumi up` depends on the lock check. The checks are functions that return
-the problems they find, and test_checks_catch_a_bad_workflow shows each one failing on a
-workflow made to break them.
+policy pack and `pulumi up` depends on the lock check; each credential (Pulumi token, cloud
+identity) only in the job of the one environment it belongs to, so that the OIDC subject names
+that environment, and every dependency installed, hash-checked, before the first credential.
+The checks are functions that return the problems they find; test_checks_catch_a_bad_workflow
+and the workflows under tests/fixtures/workflows/ (each names the problems it must raise; more
+can be dropped there) show each one failing on a workflow made to break it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,23 @@ PENDING_OPTIONS = {("plan", "--format")}
 
 OIDC_ACTIONS = {"aws-actions/configure-aws-credentials", "google-github-actions/auth"}
 COMMENT_ACTIONS = {"actions/github-script"}
-ALLOWED_SECRETS = {"PULUMI_ACCESS_TOKEN", "GITHUB_TOKEN"}
+# Each credential lives in exactly one environment (Settings > Environments): previews read with
+# their own token and identities, only `production` deploys, only `teardown` destroys. With an
+# environment on the job, GitHub's OIDC subject is repo:OWNER/REPO:environment:NAME, the one
+# subject each role's trust policy (README, "Pipelines") accepts.
+ENVIRONMENT_CREDENTIALS = {
+    "preview": {"PULUMI_ACCESS_TOKEN_PREVIEW", "AWS_ROLE_ARN_PLAN", "GCP_SERVICE_ACCOUNT_PLAN"},
+    "production": {"PULUMI_ACCESS_TOKEN", "AWS_ROLE_ARN_APPLY", "GCP_SERVICE_ACCOUNT_APPLY"},
+    "teardown": {"PULUMI_ACCESS_TOKEN_TEARDOWN", "AWS_ROLE_ARN_TEARDOWN", "GCP_SERVICE_ACCOUNT_TEARDOWN"},
+}
+CREDENTIALS = set().union(*ENVIRONMENT_CREDENTIALS.values())
+# Environments a pull request may run in: its code is not reviewed yet.
+PULL_REQUEST_ENVIRONMENTS = {"preview"}
+ALLOWED_SECRETS = {"GITHUB_TOKEN", *(c for c in CREDENTIALS if c.startswith("PULUMI_ACCESS_TOKEN"))}
+# Steps that fetch and install code: they run before any credential is in the job.
+INSTALL = re.compile(
+    r"\b(?:pip3? install|uv sync|uv pip install|uv add|npm (?:ci|install)|apt-get install)\b"
+)
 LONG_LIVED_KEY_INPUTS = {
     "aws-access-key-id",
     "aws-secret-access-key",
@@ -275,6 +294,66 @@ def secret_problems(doc: dict[str, Any], text: str) -> list[str]:
     return problems
 
 
+def environment_of(job: dict[str, Any]) -> str | None:
+    environment = job.get("environment")
+    if environment is None:
+        return None
+    return str(environment if isinstance(environment, str) else environment.get("name"))
+
+
+def credential_problems(doc: dict[str, Any]) -> list[str]:
+    """Each credential only in its own environment's job, reaching only the steps that use it;
+    every OIDC job bound to an environment; pull requests never in a deploying environment;
+    every install hash-checked and before the first credential."""
+    problems = []
+    on = doc.get("on")
+    triggers = {on} if isinstance(on, str) else set(on or ())
+    for job_id, job in jobs(doc):
+        where = f"job {job_id}"
+        environment = environment_of(job)
+        text = job_text(job)
+        named = set(re.findall(r"\b(?:secrets|vars)\.([A-Za-z_][A-Za-z0-9_]*)", text)) & CREDENTIALS
+        allowed = ENVIRONMENT_CREDENTIALS.get(environment or "", set())
+        for name in sorted(named - allowed):
+            home = next(e for e, names in ENVIRONMENT_CREDENTIALS.items() if name in names)
+            problems.append(f"{where}: {name} belongs to the {home!r} environment, not {environment!r}")
+        if environment is not None and environment not in ENVIRONMENT_CREDENTIALS:
+            problems.append(f"{where}: unknown environment {environment!r}")
+        secrets = set(re.findall(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_]*)", text)) - {"GITHUB_TOKEN"}
+        if secrets and environment is None:
+            problems.append(f"{where}: secrets {sorted(secrets)} outside an environment")
+        if re.search(r"\bsecrets\.", json.dumps(job.get("env", {}))):
+            problems.append(
+                f"{where}: a secret in the job's env reaches every step; give it to the steps using it"
+            )
+        if (job.get("permissions") or {}).get("id-token") == "write" and environment is None:
+            problems.append(f"{where}: id-token: write without an environment (the OIDC subject names none)")
+        pull_request = bool(triggers & {"pull_request", "pull_request_target"})
+        if pull_request and environment not in (None, *PULL_REQUEST_ENVIRONMENTS):
+            problems.append(f"{where}: a pull request runs in the {environment!r} environment")
+        first_credential = next(
+            (
+                i
+                for i, st in enumerate(steps(job))
+                if action(st) in OIDC_ACTIONS or "secrets." in json.dumps(st)
+            ),
+            len(steps(job)),
+        )
+        for i, st in enumerate(steps(job)):
+            script = str(st.get("run", ""))
+            for line in script.splitlines():
+                if not INSTALL.search(line):
+                    continue
+                at = f"{where} step {i + 1}"
+                if i >= first_credential:
+                    problems.append(f"{at}: installs after a credential is in the job: {line.strip()!r}")
+                if re.search(r"\bpip3? install\b", line) and "--require-hashes" not in line:
+                    problems.append(f"{at}: pip install without --require-hashes: {line.strip()!r}")
+                if re.search(r"\buv sync\b", line) and "--locked" not in line:
+                    problems.append(f"{at}: uv sync without --locked: {line.strip()!r}")
+    return problems
+
+
 def shell_problems(doc: dict[str, Any]) -> list[str]:
     problems = []
     for job_id, script in runs(doc):
@@ -340,6 +419,11 @@ def test_no_credentials_written_in(workflow: tuple[str, dict[str, Any], str]) ->
     assert secret_problems(doc, text) == []
 
 
+def test_credentials_stay_in_their_environment(workflow: tuple[str, dict[str, Any], str]) -> None:
+    _, doc, _ = workflow
+    assert credential_problems(doc) == []
+
+
 def test_shell_steps_are_strict(workflow: tuple[str, dict[str, Any], str]) -> None:
     _, doc, _ = workflow
     assert shell_problems(doc) == []
@@ -363,8 +447,8 @@ def test_uv_is_locked_and_synced_before_gpufit_runs(workflow: tuple[str, dict[st
 def test_one_pin_per_action_and_tool_versions_match_the_project() -> None:
     lock = tomllib.loads((ROOT / "uv.lock").read_text(encoding="utf-8"))
     pulumi = next(p["version"] for p in lock["package"] if p["name"] == "pulumi")
-    makefile_uv = re.search(r"uv==([\d.]+)", (ROOT / "Makefile").read_text(encoding="utf-8"))
-    assert makefile_uv, "the Makefile pins uv (uv==X.Y.Z)"
+    makefile_uv = re.search(r"^uv==([\d.]+)", (ROOT / "scripts" / "uv-requirements.txt").read_text(), re.M)
+    assert makefile_uv, "the Makefile's uv requirements pin uv (uv==X.Y.Z)"
     refs: dict[str, set[str]] = {}
     for name in ALL_FILES:
         for _, job in jobs(load(name)):
@@ -614,3 +698,52 @@ def test_checks_catch_a_bad_workflow() -> None:
     assert permission_problems(parse_workflow("name: x\non: push\njobs: {}\n")) == [
         "no top-level permissions (the default token can write)"
     ]
+
+
+# --- workflows made to break the checks (tests/fixtures/workflows/*.yml) -------------------------
+
+FIXTURES = ROOT / "tests" / "fixtures" / "workflows"
+
+
+def all_problems(doc: dict[str, Any], text: str) -> list[str]:
+    return [
+        *structure_problems(doc),
+        *pin_problems(doc, text),
+        *permission_problems(doc),
+        *secret_problems(doc, text),
+        *shell_problems(doc),
+        *credential_problems(doc),
+    ]
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.y*ml")), ids=lambda p: p.name)
+def test_fixture_workflows_raise_what_they_name(path: Any) -> None:
+    text = path.read_text(encoding="utf-8")
+    expected = re.findall(r"^# expect: (.+?)\s*$", text, re.M)
+    assert expected, f"{path.name}: no `# expect:` line"
+    problems = all_problems(parse_workflow(text), text)
+    if expected == ["nothing"]:
+        assert problems == []
+    else:
+        for want in expected:
+            assert any(want in p for p in problems), f"{path.name}: {want!r} not in {problems}"
+
+
+DEPLOY_CREDENTIALS = r"secrets\.PULUMI_ACCESS_TOKEN\b|AWS_ROLE_ARN_APPLY|GCP_SERVICE_ACCOUNT_APPLY"
+
+
+def test_previews_read_and_only_production_deploys() -> None:
+    _, preview = _job_running(load("plan.yml"), r"pulumi preview")
+    assert environment_of(preview) == "preview"
+    text = job_text(preview)
+    assert "AWS_ROLE_ARN_PLAN" in text and "GCP_SERVICE_ACCOUNT_PLAN" in text
+    assert "secrets.PULUMI_ACCESS_TOKEN_PREVIEW" in text and "--create" not in text
+    _, up = _job_running(load("apply.yml"), r"pulumi up\b")
+    assert environment_of(up) == "production"
+    homes = {
+        environment_of(job)
+        for name in ALL_FILES
+        for _, job in jobs(load(name))
+        if re.search(DEPLOY_CREDENTIALS, job_text(job))
+    }
+    assert homes == {"production"}, f"the deploy credentials appear outside production: {homes}"

@@ -47,6 +47,7 @@ import pulumi_aws as aws
 from deployment import (
     TAG_EXPIRES_AT,
     TAG_STACK,
+    TAG_WORKLOAD,
     Deployment,
     FleetMember,
     iso_utc,
@@ -96,9 +97,16 @@ GROUP_ACTIONS = (
 )
 """What a member does to its group: leave it (decrementing it), be replaced (marked
 unhealthy), and complete or extend the terminating lifecycle hook once its outputs are synced.
-Each takes the group's ARN as its resource and the group's tags as conditions, and none can
-be narrowed to the caller's own instance
-(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html)."""
+Each takes the group's ARN as its resource and the group's tags as conditions
+(``autoscaling:ResourceTag/${TagKey}``, ``aws:ResourceTag/${TagKey}``), and none can be narrowed
+to the caller's own instance: Auto Scaling defines no instance resource type and no condition
+key on the request's instance id
+(https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html).
+So any member can act on any member of its own group, and no other group: the group by name
+(``gpufit-<workload>-<stack>``) and only while it carries this stack's and workload's tags.
+``DescribeAutoScalingInstances`` supports no resource-level permission ("you must use a
+wildcard (*)", https://docs.aws.amazon.com/autoscaling/ec2/userguide/control-access-using-iam.html):
+it reads which group an instance is in, nothing more."""
 
 
 def group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
@@ -108,7 +116,12 @@ def group_statements(d: Deployment, account: str) -> list[dict[str, Any]]:
             "Effect": "Allow",
             "Action": list(GROUP_ACTIONS),
             "Resource": [group_arn_pattern(d.region, account, d.group_name)],
-            "Condition": {"StringEquals": {f"autoscaling:ResourceTag/{TAG_STACK}": d.stack}},
+            "Condition": {
+                "StringEquals": {
+                    f"autoscaling:ResourceTag/{TAG_STACK}": d.stack,
+                    f"autoscaling:ResourceTag/{TAG_WORKLOAD}": d.workload,
+                }
+            },
         },
         {
             "Sid": "WhichGroup",

@@ -3,8 +3,13 @@
 Groups first: ``DescribeAutoScalingGroups`` filtered on the tag key ``gpufit:managed``; a group
 whose own tags make it an orphan (``gitops.sweep.decide``) is set to 0 (min, max, desired)
 and deleted with ``ForceDelete`` (which terminates its instances); a group without the gpufit
-tags is never touched. Instances that belong to a group (tag ``aws:autoscaling:groupName``)
-are left to their group: terminating one would only make a live group launch another.
+tags is never touched.
+
+Tags alone prove nothing: a candidate must also have been made by gpufit for its stack and
+workload (``providers.aws.provenance``: its launch template or instance profile says so; this
+reads them with ``ec2:DescribeLaunchTemplates`` and ``iam:GetInstanceProfile``). Instances
+that belong to a group (tag ``aws:autoscaling:groupName``) are left to their group:
+terminating one would only make a live group launch another.
 
 Per region, concurrently: ``DescribeInstances`` filtered server-side on the tag
 ``gpufit:managed=true`` and the states pending/running/stopping/stopped, one retried call per
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -42,6 +48,7 @@ from cloudapi.calls import AuthError, CallCounter
 from cloudapi.retry import RetryPolicy
 from deployment import TAG_MANAGED
 from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
+from providers.aws.provenance import group_template, instance_origin, prove
 
 GROUP_TAG = "aws:autoscaling:groupName"
 """The tag EC2 Auto Scaling puts on the instances it launches."""
@@ -150,6 +157,8 @@ class AwsSweeper:
         self._page_size = page_size
         self._batch_size = max(1, batch_size)
         self._api = AwsApi(session, self.counter, self._policy, max_pool=16)
+        self._profiles: dict[str, dict[str, str] | None] = {}
+        self._profiles_lock = threading.Lock()
 
     # -- calls -------------------------------------------------------------------------------
     def _client(self, region: str) -> Any:
@@ -228,10 +237,16 @@ class AwsSweeper:
         out = _RegionSweep()
         zones = _ZoneIds(functools.partial(self.zone_ids, region))
         step = "DescribeAutoScalingGroups"
+        origins: dict[str, tuple[str | None, str | None]] = {}
         try:
-            groups = self._find_groups(region, now, price, zones)
+            groups = self._find_groups(region, now, price, zones, origins)
             step = "DescribeInstances"
-            found, spot_requests = self._find(region, now, price, zones)
+            found, spot_requests = self._find(region, now, price, zones, origins)
+            step = "the candidates' launch templates and instance profiles"
+            groups, found = (
+                self._proven(region, groups, origins, out),
+                self._proven(region, found, origins, out),
+            )
         except AuthError as error:
             out.auth_error = str(error)
             return out
@@ -249,8 +264,16 @@ class AwsSweeper:
         return out
 
     # -- groups ------------------------------------------------------------------------------
-    def _find_groups(self, region: str, now: datetime, price: PriceFn, zones: _ZoneIds) -> list[Candidate]:
-        """The region's orphaned gpufit Auto Scaling groups (their own tags decide)."""
+    def _find_groups(
+        self,
+        region: str,
+        now: datetime,
+        price: PriceFn,
+        zones: _ZoneIds,
+        origins: dict[str, tuple[str | None, str | None]],
+    ) -> list[Candidate]:
+        """The region's orphaned gpufit Auto Scaling groups (their own tags decide), each one's
+        launch template id in ``origins``."""
         client = self._api.client("autoscaling", region)
         found: list[Candidate] = []
         token: str | None = None
@@ -267,6 +290,7 @@ class AwsSweeper:
                 candidate = self._group_candidate(region, group, now, price, zones)
                 if candidate is not None:
                     found.append(candidate)
+                    origins[candidate.instance_id] = (group_template(group), None)
             token = page.get("NextToken")
             if not token:
                 return found
@@ -352,9 +376,15 @@ class AwsSweeper:
             out.actions[name] = "scaled to 0, deleting"
 
     def _find(
-        self, region: str, now: datetime, price: PriceFn, zones: _ZoneIds
+        self,
+        region: str,
+        now: datetime,
+        price: PriceFn,
+        zones: _ZoneIds,
+        origins: dict[str, tuple[str | None, str | None]],
     ) -> tuple[list[Candidate], dict[str, str]]:
-        """The region's orphans, and the spot request id of each that has one."""
+        """The region's orphans, and the spot request id of each that has one; each one's launch
+        template id and instance profile name in ``origins``."""
         ec2 = self._client(region)
         filters = [
             {"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]},
@@ -374,6 +404,7 @@ class AwsSweeper:
                     if candidate is None:
                         continue
                     found[candidate.instance_id] = candidate
+                    origins[candidate.instance_id] = instance_origin(instance)
                     request = instance.get("SpotInstanceRequestId")
                     if request:
                         spot_requests[candidate.instance_id] = str(request)
@@ -422,6 +453,67 @@ class AwsSweeper:
             state=state,
             billing=state in BILLING_STATES,
         )
+
+    # -- provenance --------------------------------------------------------------------------
+    def _proven(
+        self,
+        region: str,
+        candidates: list[Candidate],
+        origins: dict[str, tuple[str | None, str | None]],
+        out: _RegionSweep,
+    ) -> list[Candidate]:
+        """The candidates gpufit made, each with its proof (``provenance.prove``)."""
+        if not candidates:
+            return []
+        kept, notes = prove(candidates, origins, self._gpufit_templates(region), self._profile_tags)
+        out.notes.extend(notes)
+        return kept
+
+    def _gpufit_templates(self, region: str) -> dict[str, dict[str, str]]:
+        """The region's launch templates tagged ``gpufit:managed=true``: id -> their tags."""
+        ec2 = self._client(region)
+        found: dict[str, dict[str, str]] = {}
+        token: str | None = None
+        while True:
+            args: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]}
+            if token:
+                args["NextToken"] = token
+            page = self._call(
+                "DescribeLaunchTemplates", functools.partial(ec2.describe_launch_templates, **args)
+            )
+            for t in page.get("LaunchTemplates", []):
+                found[str(t["LaunchTemplateId"])] = {
+                    str(x.get("Key")): str(x.get("Value", "")) for x in t.get("Tags") or []
+                }
+            token = page.get("NextToken")
+            if not token:
+                return found
+
+    def _profile_tags(self, name: str) -> dict[str, str] | None:
+        """An instance profile's tags (IAM is global: asked once per sweep); None when it is gone."""
+        with self._profiles_lock:
+            if name in self._profiles:
+                return self._profiles[name]
+        iam = self._api.client("iam", PRICING_REGION)
+        try:
+            answer = self._api.call(
+                "iam",
+                "GetInstanceProfile",
+                functools.partial(iam.get_instance_profile, InstanceProfileName=name),
+            )
+            tags: dict[str, str] | None = {
+                str(t.get("Key")): str(t.get("Value", ""))
+                for t in answer["InstanceProfile"].get("Tags") or []
+            }
+        except AuthError:
+            raise
+        except Exception as error:
+            if _error_code(error) != "NoSuchEntity":
+                raise
+            tags = None
+        with self._profiles_lock:
+            self._profiles[name] = tags
+        return tags
 
     # -- acting ------------------------------------------------------------------------------
     def _terminate_all(

@@ -8,7 +8,12 @@ is checked again here (managed label exactly ``"true"``, region, status) before
 ``gitops.sweep.decide`` reads its expiry. VMs STOPPING, PENDING_STOP or DEPROVISIONING are
 left alone (they may already be going: Compute reports a VM being deleted as STOPPING); a
 TERMINATED, STOPPED or SUSPENDED one (Compute's words for a stopped or suspended VM) is swept,
-since its disks still bill. Acting, every chosen VM gets ``instances.delete``, concurrently, each
+since its disks still bill. Labels prove nothing on their own (anyone allowed to label a VM can
+mark it ``gpufit-managed``): a candidate must also carry the stack and workload labels and run
+as the service account gpufit makes for that workload (``gpufit_account``: its id ends in a
+digest of project, stack and workload, ``providers.gcp.common.service_account_id``; attaching it
+to a VM takes ``iam.serviceAccounts.actAs`` on it, not just labelling); the rest is left alone
+with a note. Acting, every chosen VM gets ``instances.delete``, concurrently, each
 with a request id that its retries repeat so that Compute does not act twice.
 
 Clients, endpoint and credentials as in the catalog refresh (``cloudapi.gcp``):
@@ -21,12 +26,14 @@ the permission.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -118,6 +125,30 @@ def _created_by(instance: Any) -> str | None:
     return None
 
 
+def account_digest(project: str, stack: str, workload: str) -> str:
+    """The six hex digits that end the id of the service account gpufit makes for a workload
+    (``providers.gcp.common.service_account_id``, which a test holds to the same digest)."""
+    return hashlib.sha256(f"{project}/{stack}/{workload}".encode()).hexdigest()[:6]
+
+
+def gpufit_account(instance: Any, project: str, stack: str | None, workload: str | None) -> str | None:
+    """Why a VM is gpufit's: it runs as the service account gpufit makes for its stack and
+    workload in this project; None when it does not (or lacks those labels)."""
+    if not (stack and workload):
+        return None
+    digest = account_digest(project, stack, workload)
+    for account in instance.service_accounts:
+        email = str(account.email)
+        local, _, domain = email.partition("@")
+        if (
+            domain == f"{project}.iam.gserviceaccount.com"
+            and local.startswith("gf-")
+            and local.endswith(f"-{digest}")
+        ):
+            return f"runs as gpufit's service account {email} of {stack}/{workload}"
+    return None
+
+
 def _group_candidate(group: str, vms: list[Candidate]) -> Candidate:
     """One candidate for a managed instance group from its orphaned VMs (which share labels)."""
     first = vms[0]
@@ -139,6 +170,7 @@ def _group_candidate(group: str, vms: list[Candidate]) -> Candidate:
         state=f"{len(vms)} VM(s)",
         billing=bool(costs),
         kind="group",
+        provenance=f"its VMs {first.provenance.replace('runs as', 'run as', 1)}",
     )
 
 
@@ -308,6 +340,15 @@ class GcpSweeper:
                     candidate = self._candidate(instance, zone, now, price)
                     if candidate is None:
                         continue
+                    proof = gpufit_account(instance, self.project, candidate.stack, candidate.workload)
+                    if proof is None:
+                        result.notes.append(
+                            f"VM {zone}/{instance.name} is labelled {LABEL_MANAGED} but does not run as"
+                            " the service account gpufit makes for"
+                            f" {candidate.stack}/{candidate.workload}: left alone"
+                        )
+                        continue
+                    candidate = replace(candidate, provenance=proof)
                     group = _created_by(instance)
                     if group is None:
                         found[candidate.instance_id] = candidate

@@ -257,6 +257,19 @@ def hook(argv: list[str]) -> int:
     return 0
 
 
+def docker_image_inspect(ref: str) -> int:
+    """``docker image inspect --format '{{range .RepoDigests}}...' REPO@DIGEST``: the registry
+    served the image under knob ``registry_digest`` (default: the digest asked for); an image
+    Docker does not hold under that reference is "No such image", exit 1, as docker answers."""
+    repo, _, digest = ref.partition("@")
+    served = knobs().get("registry_digest") or digest
+    if served != digest:
+        sys.stderr.write(f"Error response from daemon: No such image: {ref}\n")
+        return 1
+    print(f"{repo}@{served}")
+    return 0
+
+
 def main() -> int:
     name = Path(sys.argv[0]).name
     argv = sys.argv[1:]
@@ -277,6 +290,8 @@ def main() -> int:
         sys.stderr.write(sys.stdin.read())
         return 0
     record(name, argv)
+    if name == "docker" and argv[:2] == ["image", "inspect"]:
+        return docker_image_inspect(argv[-1])
     if name == "docker" and argv[:1] == ["run"] and "docker run" in knobs().get("failing_calls", []):
         return 125
     return 0

@@ -31,6 +31,8 @@ Keys (all optional but ``plan`` and ``expect``):
   engine          healthy | never | stops: the model server's /health
   boot            past_deadline: the machine boots after its planned stop
   image_env       false: the image has no /opt/pytorch environment
+  image_digest    sha256:...: the engine image is pinned tag@digest (as engines.yaml records it)
+  registry_digest sha256:...: the digest of what the registry serves for it (default: the same)
   machine_type    the type the metadata server answers (default: the plan's choice)
   gpus            how many GPUs ``nvidia-smi -L`` lists (default 0: the driver is not up)
   timing          {field: seconds}: ``machine.lifecycle.Timing`` overrides
@@ -120,6 +122,8 @@ def machine(doc: dict[str, Any]) -> Machine:
     d = replace(d, checkpoint_command="fakehook" if doc.get("hook", True) and d.command else None)
     if d.server is not None:
         d = replace(d, server=replace(d.server, base_port=free_port()))
+        if doc.get("image_digest"):
+            d = replace(d, server=replace(d.server, image_ref=f"{d.server.image}@{doc['image_digest']}"))
     user = doc.get("secrets", {})
     if user:
         from selector.spec import secret_sources
@@ -263,6 +267,7 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
         "image_env": doc.get("image_env", True),
         "machine_type": doc.get("machine_type", d.machine_type),
         "gpus": doc.get("gpus", 0),
+        "registry_digest": doc.get("registry_digest", ""),
     }
     if "aws_group_lookup" in doc:
         knobs["aws_group_lookup"] = doc["aws_group_lookup"]

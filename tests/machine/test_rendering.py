@@ -133,6 +133,29 @@ def test_user_data_fits_and_is_valid_bash(tag: str, d: Deployment, role: NodeRol
     assert subprocess.run(["bash", "-n"], input=text, text=True, check=False).returncode == 0
 
 
+@pytest.mark.parametrize(
+    ("tag", "d", "role", "group"),
+    [m for m in MACHINES if m[1].server is not None],
+    ids=[m[0] for m in MACHINES if m[1].server is not None],
+)
+def test_user_data_fits_with_the_image_pinned_by_digest(
+    tag: str, d: Deployment, role: NodeRole, group: Any
+) -> None:
+    """A recorded digest lengthens the image name and adds the check after the pull; every
+    server variant still fits EC2's limit (render refuses one that does not)."""
+    assert d.server is not None
+    pinned = replace(d, server=replace(d.server, image_ref=f"{d.server.image}@sha256:{'f' * 64}"))
+    text = render(pinned, "gpufit-" + "b" * 56, role, group, secrets_for(pinned))
+    assert len(text.encode()) <= USER_DATA_LIMIT or d.cloud == "gcp"
+    made = bundle(pinned, "gpufit-bucket-0123456789", role, group, secrets_for(pinned))
+    serve = next(f.content for f in made.files if f.path.endswith("/serve-start.sh"))
+    assert "RepoDigests" in serve and f"@sha256:{'f' * 64}" in serve
+    if shutil.which("shellcheck"):
+        shellcheck = ["shellcheck", "-S", "warning", "-s", "bash", "-"]
+        checked = subprocess.run(shellcheck, input=serve, text=True, check=False)
+        assert checked.returncode == 0
+
+
 def test_a_boot_script_over_the_ec2_limit_is_refused() -> None:
     d, _ = deployment("sdxl-batch")
     import hashlib
