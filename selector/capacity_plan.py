@@ -66,6 +66,16 @@ class CapacityOptions:
         if self.today is None:
             self.today = date.fromisoformat(self.catalog.as_of[:10]) if _is_date(self.catalog.as_of) else None
 
+    def instance_types(self) -> tuple[tuple[InstanceType, tuple[Offer, ...]], ...]:
+        """The catalog's types with their offers; with a capacity option, the types with no
+        catalog offer too (a lock's catalog keeps a capacity choice's type without one)."""
+        groups = self.catalog.by_instance_type
+        cap = self.spec.capacity
+        if cap.blocks == "no" and cap.flex_start == "no" and cap.reservation is None:
+            return groups
+        have = {id(it) for it, _ in groups}
+        return (*groups, *((it, ()) for it in self.catalog.instance_types if id(it) not in have))
+
     def offers_for(
         self, it: InstanceType, shape: Shape, allowed: tuple[Offer, ...], reject: Reject
     ) -> tuple[Offer, ...]:

@@ -329,7 +329,7 @@ def plan(
     everything: list[_Entry] | None = [] if feasible_out is not None else None
     feasible = 0
     cheapest_hourly = math.inf
-    for it, offers in catalog.by_instance_type:
+    for it, offers in options.instance_types():
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
             continue

@@ -453,3 +453,16 @@ def test_plans_that_ask_nothing_of_capacity_are_unchanged() -> None:
     assert result.choice is not None and result.choice.offer.market in ("on-demand", "spot")
     assert WorkloadSpec.model_fields["capacity"].default_factory is not None  # type: ignore[misc]
     assert all(c.offer.market in ("on-demand", "spot") for c in result.alternatives)
+
+
+@pytest.mark.parametrize("path", SPECS, ids=[p.stem for p in SPECS])
+def test_a_lock_of_a_capacity_plan_replans_to_the_reviewed_choice(path: Path) -> None:
+    from gitops.lock import locked_catalog, make_lock, reviewed_difference
+    from selector.catalog import load_gpus
+
+    raw = _spec(path)
+    result = _plan(raw)
+    lock = json.loads(json.dumps(make_lock(result, path, NOW)))
+    replanned = plan(parse_spec(raw), locked_catalog(lock, load_gpus()), today=TODAY)
+    assert reviewed_difference(lock, replanned) is None
+    assert replanned.choice is not None and replanned.choice.offer.market == result.choice.offer.market  # type: ignore[union-attr]
