@@ -466,3 +466,28 @@ def test_a_lock_of_a_capacity_plan_replans_to_the_reviewed_choice(path: Path) ->
     replanned = plan(parse_spec(raw), locked_catalog(lock, load_gpus()), today=TODAY)
     assert reviewed_difference(lock, replanned) is None
     assert replanned.choice is not None and replanned.choice.offer.market == result.choice.offer.market  # type: ignore[union-attr]
+
+
+def test_plan_and_offers_read_live_offerings_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import cli.capacity_cmd
+    from cli.main import main
+
+    monkeypatch.setenv("GPUFIT_TODAY", "2026-12-04")
+    market = _market()
+    monkeypatch.setattr(cli.capacity_cmd, "ec2_clients", lambda: clients(market))
+    spec_file = FIXTURES / "block-llama8b-lora.yaml"
+    assert main(["plan", str(spec_file), "--json"]) == 0
+    assert market.requests == []  # offline by default
+    reference = json.loads(capsys.readouterr().out)["capacity"]
+    assert reference["estimate"] is True and reference["block"]["offering_id"] is None
+    assert main(["plan", str(spec_file), "--json", "--capacity-blocks", "live"]) == 0
+    live = json.loads(capsys.readouterr().out)["capacity"]
+    assert live["block"]["offering_id"] == "cb-0aaaaaaaaaaaaaaa2" and live["committed_usd"] == 600.0
+    assert main(["offers", "--capacity-blocks", "--json", "--region", "us-east-2"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["estimate"] and r["region"] == "us-east-2" for r in rows)
+    assert main(["offers", "--capacity-blocks", "live", "--block-days", "2", "--region", "us-east-2"]) == 0
+    text = capsys.readouterr().out
+    assert "offering cb-0aaaaaaaaaaaaaaa2" in text and "$600.00 up front" in text
