@@ -491,3 +491,15 @@ def test_plan_and_offers_read_live_offerings_only_when_asked(
     assert main(["offers", "--capacity-blocks", "live", "--block-days", "2", "--region", "us-east-2"]) == 0
     text = capsys.readouterr().out
     assert "offering cb-0aaaaaaaaaaaaaaa2" in text and "$600.00 up front" in text
+
+
+def test_the_policy_budget_counts_the_vms_a_flex_start_request_adds() -> None:
+    from policy.gpufit_policies import check_stack_budget
+    from policy.resources import PolicyConfig
+
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    resources = [(r.typ, r.inputs, "us-east4") for r in mocks.resources]
+    assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0  # its VMs come from the resize request
+    problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
+    assert any("over the budget" in p for p in problems), problems
