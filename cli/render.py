@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from cli.serve_text import serve_lines
+from selector.capacity import describe as describe_capacity
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
@@ -132,8 +133,8 @@ def capacity_line(plan: Plan) -> str:
     assert choice is not None
     cost, offer = choice.cost, choice.offer
     obt = cost.obtainability or obtainability(offer)
-    line = f"{offer.market} {offer.instance.name}: obtainability {obt.describe()}"
-    if cost.on_demand_base:
+    line = f"{describe_capacity(offer, choice.shape.instances)}: obtainability {obt.describe()}"
+    if cost.on_demand_base and offer.market == "spot":
         line += f"; {cost.on_demand_base} instance(s) kept on-demand (serving.on_demand_base)"
     if cost.wait_hours >= 0.05:
         line += (
@@ -156,6 +157,11 @@ def excluded_lines(plan: Plan) -> list[str]:
     ]
 
 
+def _choice_hourly(offer: Offer, cost: Cost, instances: int) -> float:
+    """The Choice line's $/h per instance: a reservation's machines are paid (overflow aside)."""
+    return cost.hourly_usd / instances if offer.market == "reservation" else offer.hourly_usd
+
+
 def render_plan(plan: Plan, today: date) -> str:
     spec, req = plan.spec, plan.requirements
     head = (
@@ -176,7 +182,7 @@ def render_plan(plan: Plan, today: date) -> str:
         link = "NVLink" if it.nvlink else "PCIe"
         lines.append(
             f"Choice    {it.cloud} {it.name} in {_where(offer)}, {offer.market}, "
-            f"{money(offer.hourly_usd)}/h × {shape.instances} instance"
+            f"{money(_choice_hourly(offer, cost, shape.instances))}/h × {shape.instances} instance"
             f"{'s' if shape.instances > 1 else ''}{_flag(offer)}"
         )
         lines.append(

@@ -102,11 +102,11 @@ class CloudWatcher:
         cloud = str(outputs.get("cloud"))
         if cloud not in self._watchers:
             if cloud == "aws":
-                from providers.aws.capacity import AsgWatcher
+                from providers.aws.fleet_watch import AsgWatcher
 
                 self._watchers[cloud] = AsgWatcher()
             else:
-                from providers.gcp.capacity import MigWatcher
+                from providers.gcp.fleet_watch import MigWatcher
 
                 if not self._gcp_project:
                     raise ValueError("gcp:project is not set in the stack's config")

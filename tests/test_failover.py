@@ -367,7 +367,7 @@ def test_asg_watcher_counts_weighted_units_in_service_and_reads_failed_activitie
     import boto3
     from botocore.stub import Stubber
 
-    from providers.aws.capacity import AsgWatcher
+    from providers.aws.fleet_watch import AsgWatcher
 
     client = boto3.client(
         "autoscaling", region_name="us-east-2", aws_access_key_id="a", aws_secret_access_key="b"
@@ -444,7 +444,7 @@ def test_asg_watcher_counts_weighted_units_in_service_and_reads_failed_activitie
 def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
     from http.server import BaseHTTPRequestHandler
 
-    from providers.gcp.capacity import MigWatcher
+    from providers.gcp.fleet_watch import MigWatcher
     from tests.fakes.http import FakeHandler, LocalServer
 
     base = "/compute/v1/projects/p/regions/us-east5/instanceGroupManagers/gpufit-x"

@@ -57,6 +57,7 @@ from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deploymen
 from machine import lifecycle
 from machine.boot import NodeRole, fleet_group, gce_group_name, render, shutdown_script
 from providers.base import SecretInputs, deadline_ignore_changes
+from providers.gcp import capacity
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     DLVM_IMAGE,
@@ -388,14 +389,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
                 )
             ],
-            scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
-                provisioning_model="SPOT" if d.spot else "STANDARD",
-                preemptible=d.spot,
-                automatic_restart=not d.spot,
-                on_host_maintenance="TERMINATE",
-                instance_termination_action="DELETE",
-                termination_time=termination,
-            ),
+            scheduling=capacity.scheduling(d, termination),
+            reservation_affinity=capacity.reservation_affinity(d),  # issue 26
             service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
                 email=self.service_account.email, scopes=[CLOUD_PLATFORM_SCOPE]
             ),
@@ -450,7 +445,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     name="primary", instance_template=self.template.self_link
                 )
             ],
-            target_size=d.nodes,
+            target_size=capacity.initial_size(d),
             distribution_policy_zones=zones,
             distribution_policy_target_shape=target_shape(d),
             instance_flexibility_policy=flexibility,
@@ -479,6 +474,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
             opts=group_opts,
         )
+        self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
         self.deadline = gcp.cloudscheduler.Job(
             f"{base}-deadline",
             region=region,
