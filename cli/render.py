@@ -157,6 +157,21 @@ def excluded_lines(plan: Plan) -> list[str]:
     ]
 
 
+_MD_MARKS = "\\`*_{}[]()#|<>~"
+
+
+def md_text(text: str) -> str:
+    """``text`` as literal Markdown (GitHub Flavored Markdown's backslash escapes,
+    https://github.github.com/gfm/#backslash-escapes), ``@`` broken so no one is mentioned."""
+    flat = " ".join(text.split())
+    return "".join(f"\\{c}" if c in _MD_MARKS else c for c in flat).replace("@", "@\u200b")
+
+
+def _example_md(example: str) -> str:
+    """A rejection example; one that quotes a ``placement.exclude`` reason (user text) literal."""
+    return md_text(example) if "placement.exclude" in example else example
+
+
 def _choice_hourly(offer: Offer, cost: Cost, instances: int) -> float:
     """The Choice line's $/h per instance: a reservation's machines are paid (overflow aside)."""
     return cost.hourly_usd / instances if offer.market == "reservation" else offer.hourly_usd
@@ -493,7 +508,10 @@ def render_markdown(plan: Plan, today: date) -> str:
     if warning:
         lines += [f"> **Warning:** {warning}", ""]
     if plan.spec.placement.exclude:
-        lines += [f"> **Excluded** (placement.exclude): {'; '.join(excluded_lines(plan))}", ""]
+        lines += [
+            f"> **Excluded** (placement.exclude): {'; '.join(md_text(e) for e in excluded_lines(plan))}",
+            "",
+        ]
     choice = plan.choice
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
@@ -567,7 +585,7 @@ def render_markdown(plan: Plan, today: date) -> str:
             _md_table(
                 ["filter", "offers", "example"],
                 [
-                    [name, str(n), plan.rejection_examples[name]]
+                    [name, str(n), _example_md(plan.rejection_examples[name])]
                     for name, n in sorted(plan.rejections.items(), key=lambda kv: -kv[1])
                 ],
             )
