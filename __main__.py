@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pulumi
 
 from catalog.store import resolve
 from deployment import Deployment, ServingError, deployment_from_plan, parse_iso_utc
+from deployment.capacity import block_wait_refusal, purchase_refusal
 from gitops.lock import (
     lock_path,
     locked_catalog,
@@ -35,7 +36,7 @@ from selector.spec import STACK_KEY, SpecError, WorkloadSpec, parse_spec, use_hu
 use_hub(fetch_model)  # model.hf alone: sized from the Hub's config.json (cached), as in the CLI
 
 
-def build_plan(config: pulumi.Config) -> Plan:
+def build_plan(config: pulumi.Config, today: date | None = None) -> Plan:
     """The selector's plan for this stack's ``gpufit:workload``; RunError when unusable."""
     raw = config.get_object("workload")
     if raw is None:
@@ -65,7 +66,7 @@ def build_plan(config: pulumi.Config) -> Plan:
         pulumi.log.info(
             f"no {lock_file.name}: planning against the current catalog (`gpufit lock` pins a choice)"
         )
-    result = plan(spec, catalog)
+    result = plan(spec, catalog, today=today)
     if result.choice is None:
         raise pulumi.RunError("\n".join(failure_summary(result)))
     if lock_file.exists():
@@ -144,7 +145,8 @@ def cloud_provider(deployment: Deployment) -> GpuProvider:
 
 def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, Any]:
     config = pulumi.Config("gpufit")
-    result = build_plan(config)
+    created = now()
+    result = build_plan(config, created.date())
     pinned = config.get("expiresAt") or None
     try:
         expires_at = parse_iso_utc(pinned) if pinned else None
@@ -152,7 +154,7 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
             result,
             stack=pulumi.get_stack(),
             project=pulumi.get_project(),
-            created_at=now(),
+            created_at=created,
             expires_at=expires_at,
             image=config.get("image") or None,
             subnet_id=config.get("subnetId") or None,
@@ -161,6 +163,11 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
         raise pulumi.RunError(str(err)) from None
     except ValueError as err:
         raise pulumi.RunError(f"gpufit:expiresAt: {err}") from None
+    # A Capacity Block is money paid up front, not refundable: bought only when confirmed.
+    refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
+    refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
+    if refusal is not None:
+        raise pulumi.RunError(refusal)
     if deployment.zone is not None:
         pulumi.log.info(
             f"{deployment.instance_type} {deployment.market} is priced for {deployment.zone}: "

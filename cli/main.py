@@ -112,6 +112,12 @@ def _plan_parser(sub: Any) -> None:
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     p.add_argument("--html", metavar="FILE", help="also write the plan report as a self-contained HTML page")
     p.add_argument("--refresh-model", action="store_true", help=REFRESH_HELP)
+    p.add_argument(
+        "--capacity-blocks",
+        choices=["reference", "live"],
+        default="reference",
+        help="Capacity Block prices: reference rates (offline, default) or live offerings (AWS credentials)",
+    )
 
 
 def _offers_parser(sub: Any) -> None:
@@ -127,6 +133,9 @@ def _offers_parser(sub: Any) -> None:
     o.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
     o.add_argument("--json", action="store_true", help="print a JSON list of offers")
     o.add_argument("--html", metavar="FILE", help="also write the comparison as a self-contained HTML page")
+    from cli.capacity_cmd import add_offers_arguments
+
+    add_offers_arguments(o)
 
 
 def _write_page(path: str, page: str) -> bool:
@@ -169,7 +178,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
     feasible: list[Any] | None = [] if args.html else None
-    result = plan(spec, catalog, top=args.top, feasible_out=feasible)
+    quotes = None
+    if args.capacity_blocks == "live" and spec.capacity.blocks != "no":
+        from cli.capacity_cmd import live_quotes
+
+        quotes = live_quotes(spec, catalog, today)
+    result = plan(spec, catalog, top=args.top, feasible_out=feasible, today=today, block_quotes=quotes)
     if args.html:
         from cli.pages import plan_page
 
@@ -209,6 +223,11 @@ def cmd_offers(args: argparse.Namespace) -> int:
         catalog = resolved_catalog(args.catalog, clock)
     except CatalogError as err:
         return _fail([f"gpufit: catalog: {err}"], EXIT_BAD_CATALOG)
+    if args.capacity_blocks:
+        from cli.capacity_cmd import block_rows, print_blocks
+
+        print_blocks(block_rows(args, catalog, clock.date()), args.json)
+        return EXIT_OK
     gpu = args.gpu.lower() if args.gpu else None
     chosen = []
     for offer in (*catalog.offers, *catalog.unpriced):

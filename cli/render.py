@@ -7,6 +7,7 @@ from datetime import date
 
 from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
+from selector.capacity import describe as describe_capacity
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.fallbacks import VM_COUNTED_CLOUDS
@@ -143,8 +144,8 @@ def capacity_line(plan: Plan) -> str:
     assert choice is not None
     cost, offer = choice.cost, choice.offer
     obt = cost.obtainability or obtainability(offer)
-    line = f"{offer.market} {offer.instance.name}: obtainability {obt.describe()}"
-    if cost.on_demand_base:
+    line = f"{describe_capacity(offer, choice.shape.instances)}: obtainability {obt.describe()}"
+    if cost.on_demand_base and offer.market == "spot":
         line += f"; {cost.on_demand_base} instance(s) kept on-demand (serving.on_demand_base)"
     if cost.wait_hours >= 0.05:
         line += (
@@ -165,6 +166,26 @@ def excluded_lines(plan: Plan) -> list[str]:
         e.label + "".join(f", {part}" for part in (e.reason, e.at) if part)
         for e in plan.spec.placement.exclude
     ]
+
+
+_MD_MARKS = "\\`*_{}[]()#|<>~"
+
+
+def md_text(text: str) -> str:
+    """``text`` as literal Markdown (GitHub Flavored Markdown's backslash escapes,
+    https://github.github.com/gfm/#backslash-escapes), ``@`` broken so no one is mentioned."""
+    flat = " ".join(text.split())
+    return "".join(f"\\{c}" if c in _MD_MARKS else c for c in flat).replace("@", "@\u200b")
+
+
+def _example_md(example: str) -> str:
+    """A rejection example; one that quotes a ``placement.exclude`` reason (user text) literal."""
+    return md_text(example) if "placement.exclude" in example else example
+
+
+def _choice_hourly(offer: Offer, cost: Cost, instances: int) -> float:
+    """The Choice line's $/h per instance: a reservation's machines are paid (overflow aside)."""
+    return cost.hourly_usd / instances if offer.market == "reservation" else offer.hourly_usd
 
 
 def render_plan(plan: Plan, today: date) -> str:
@@ -190,7 +211,7 @@ def render_plan(plan: Plan, today: date) -> str:
         link = "NVLink" if it.nvlink else "PCIe"
         lines.append(
             f"Choice    {it.cloud} {it.name} in {_where(offer)}, {offer.market}, "
-            f"{money(offer.hourly_usd)}/h × {shape.instances} instance"
+            f"{money(_choice_hourly(offer, cost, shape.instances))}/h × {shape.instances} instance"
             f"{'s' if shape.instances > 1 else ''}{_flag(offer)}"
         )
         lines.append(
@@ -513,7 +534,10 @@ def render_markdown(plan: Plan, today: date) -> str:
     if warning:
         lines += [f"> **Warning:** {warning}", ""]
     if plan.spec.placement.exclude:
-        lines += [f"> **Excluded** (placement.exclude): {'; '.join(excluded_lines(plan))}", ""]
+        lines += [
+            f"> **Excluded** (placement.exclude): {'; '.join(md_text(e) for e in excluded_lines(plan))}",
+            "",
+        ]
     choice = plan.choice
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
@@ -592,7 +616,7 @@ def render_markdown(plan: Plan, today: date) -> str:
             _md_table(
                 ["filter", "offers", "example"],
                 [
-                    [name, str(n), plan.rejection_examples[name]]
+                    [name, str(n), _example_md(plan.rejection_examples[name])]
                     for name, n in sorted(plan.rejections.items(), key=lambda kv: -kv[1])
                 ],
             )

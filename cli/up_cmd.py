@@ -2,7 +2,8 @@
 into service, and fail over to the next plan when a region has no capacity (``gitops.failover``).
 
 Exit codes: 0 the fleet is in service (or ``--dry-run``); 2 invalid spec; 3 nothing feasible;
-5 unusable catalog; 8 the stack's lock is stale; 14 every attempt ran out of capacity; 15 the
+5 unusable catalog; 8 the stack's lock is stale; 13 a plan would buy a Capacity Block that the
+stack's ``gpufit:purchaseCapacityBlock`` does not confirm; 14 every attempt ran out of capacity; 15 the
 fleet is only partly in service at the end of ``--wait`` (it keeps launching); 16 ``pulumi up``
 or the fleet failed for another reason (quota, an error, no Pulumi CLI); 64 bad command line.
 """
@@ -26,6 +27,7 @@ from cli.exit_codes import (
     INVALID_SPEC,
     LOCK_STALE,
     OK,
+    PURCHASE_UNCONFIRMED,
     UP_FAILED,
     USAGE,
 )
@@ -36,7 +38,13 @@ if TYPE_CHECKING:
     from selector.select import Plan
     from selector.spec import WorkloadSpec
 
-EXIT_OF = {"up": OK, "dry-run": OK, "exhausted": CAPACITY_EXHAUSTED, "partial": FLEET_PARTIAL}
+EXIT_OF = {
+    "up": OK,
+    "dry-run": OK,
+    "exhausted": CAPACITY_EXHAUSTED,
+    "partial": FLEET_PARTIAL,
+    "refused": PURCHASE_UNCONFIRMED,
+}
 
 
 def add_parser(sub: Any) -> None:
@@ -64,11 +72,27 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--catalog", help="snapshot, cache or a catalog file (default: the freshest valid)")
 
 
-def capacity_alternatives_seam(spec: WorkloadSpec, catalog: Catalog) -> list[str]:
+def capacity_lines(spec: WorkloadSpec, catalog: Catalog) -> list[str]:
     """Capacity Blocks and flex-start offers for ``spec`` (what could still be had when every
-    on-demand and spot attempt ran out): ``selector.capacity_plan.capacity_alternatives``
-    (issue 26, being built on its own branch) is not on main yet; until it lands, none."""
-    return []
+    on-demand and spot attempt ran out), cheapest first; the spec's exclusions rule out only
+    their own market (a Capacity Block is capacity set aside, not the pool that ran out)."""
+    from cli.clock import today
+    from selector.capacity_plan import capacity_alternatives
+
+    def excluded(offer: Any) -> bool:
+        return any(
+            e.matches(offer.cloud, offer.region, offer.instance.name, offer.market)
+            for e in spec.placement.exclude
+        )
+
+    found = capacity_alternatives(spec, catalog, today=today(), excluded=excluded)
+    return [
+        f"{a.describe()}; nothing is bought: see `gpufit offers --capacity-blocks` and the README's "
+        '"Capacity" section'
+        if a.kind == "capacity-block"
+        else a.describe()
+        for a in found
+    ]
 
 
 def _alternatives(
@@ -86,7 +110,7 @@ def _alternatives(
             ]
         else:
             lines = failure_summary(result)
-        return lines + capacity_alternatives_seam(spec, catalog)
+        return lines + capacity_lines(spec, catalog)
 
     return closest
 
@@ -102,11 +126,11 @@ class CloudWatcher:
         cloud = str(outputs.get("cloud"))
         if cloud not in self._watchers:
             if cloud == "aws":
-                from providers.aws.capacity import AsgWatcher
+                from providers.aws.fleet_watch import AsgWatcher
 
                 self._watchers[cloud] = AsgWatcher()
             else:
-                from providers.gcp.capacity import MigWatcher
+                from providers.gcp.fleet_watch import MigWatcher
 
                 if not self._gcp_project:
                     raise ValueError("gcp:project is not set in the stack's config")
@@ -114,12 +138,16 @@ class CloudWatcher:
         return self._watchers[cloud].state(outputs, since)
 
 
-def _gcp_project(spec_file: Path) -> str | None:
+def _stack_config(spec_file: Path) -> dict[str, Any]:
     from selector.datafile import load_yaml
 
-    config = load_yaml(spec_file).get("config") or {}
-    value = config.get("gcp:project")
-    return str(value) if value else None
+    return dict(load_yaml(spec_file).get("config") or {})
+
+
+def unconfigured_clouds(config: dict[str, Any]) -> dict[str, str]:
+    """Clouds the Pulumi program cannot deploy to with this stack config (``__main__.py``
+    ``cloud_provider``: GCP needs ``gcp:project``; AWS reads its region from the plan)."""
+    return {} if config.get("gcp:project") else {"gcp": "set gcp:project in the stack's config"}
 
 
 def cmd_up(
@@ -130,7 +158,7 @@ def cmd_up(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     from cli.catalog_choice import resolved_catalog
-    from gitops.failover import UpSettings, attempt_order, run_up
+    from gitops.failover import POLL_S, UpReport, UpSettings, attempt_order, run_up
     from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, spec_hash, write_lock
     from selector.catalog import CatalogError
     from selector.select import plan
@@ -144,6 +172,12 @@ def cmd_up(
         wait = timedelta(hours=parse_duration_hours(args.wait))
     except ValueError as err:
         print(f"gpufit: --wait {args.wait!r}: {err}", file=sys.stderr)
+        return USAGE
+    if wait.total_seconds() < POLL_S:
+        print(
+            f"gpufit: --wait {args.wait!r}: expected at least {POLL_S:.0f}s (one read of the fleet)",
+            file=sys.stderr,
+        )
         return USAGE
     project = Path(args.project_dir)
     spec_file = project / "stacks" / f"Pulumi.{args.stack}.yaml"
@@ -177,17 +211,25 @@ def cmd_up(
     def planner(candidate: WorkloadSpec) -> Plan:
         """The reviewed lock's plan while the spec is the locked one; the catalog's after."""
         same = pinned is not None and candidate is spec
-        return plan(candidate, pinned if same and pinned is not None else catalog)
+        return plan(candidate, pinned if same and pinned is not None else catalog, today=now().date())
 
+    config = _stack_config(spec_file)
+    unconfigured = unconfigured_clouds(config)
     if args.dry_run:
-        order = attempt_order(spec, planner, args.attempts)
+        skipped: list[str] = []
+        order = attempt_order(spec, planner, args.attempts, unconfigured, skipped)
         if not order:
             print(f"gpufit: {spec.name}: nothing feasible to try", file=sys.stderr)
             return INFEASIBLE
         if args.json:
             print(
                 json.dumps(
-                    {"stack": args.stack, "verdict": "dry-run", "order": [a.__dict__ for a in order]},
+                    {
+                        "stack": args.stack,
+                        "verdict": "dry-run",
+                        "order": [a.__dict__ for a in order],
+                        "skipped": skipped,
+                    },
                     indent=2,
                 )
             )
@@ -197,6 +239,8 @@ def cmd_up(
                 "each next one if the fleet stays empty for capacity:"
             )
             print("\n".join(a.line for a in order))
+            for why in dict.fromkeys(skipped):
+                print(f"skipped: {why}")
         return OK
 
     if workspace is None:
@@ -217,26 +261,37 @@ def cmd_up(
         print(line.rstrip("\n"), file=sys.stderr)
 
     settings = UpSettings(
-        attempts=args.attempts, wait=wait, destroy_when_exhausted=args.destroy_when_exhausted
+        attempts=args.attempts,
+        wait=wait,
+        destroy_when_exhausted=args.destroy_when_exhausted,
+        purchase_confirmed=str(config.get("gpufit:purchaseCapacityBlock", "")).lower() == "true",
+        unconfigured=unconfigured,
     )
+    gcp_project = config.get("gcp:project")
+    report = UpReport(args.stack, "exhausted", [], [])
+    log_file = args.log or f"build/up/{args.stack}-{now().strftime('%Y%m%dT%H%M%SZ')}.json"
     try:
-        report = run_up(
+        run_up(
             args.stack,
             spec,
             planner,
             workspace,
-            watcher or CloudWatcher(_gcp_project(spec_file)),
+            watcher or CloudWatcher(str(gcp_project) if gcp_project else None),
             settings,
             now,
             sleep,
             relock=relock,
             alternatives=_alternatives(catalog, planner),
             log=log,
+            report=report,
         )
-    except Exception as err:  # a cloud read that failed (credentials, permissions): one line
+    except Exception as err:  # recording or re-locking failed: one line, and the log of what ran
+        report.verdict = "stopped"
+        report.note = f"`gpufit up` stopped: {type(err).__name__}: {' '.join(str(err).split())[:300]}"
         print(f"gpufit: up {args.stack}: {type(err).__name__}: {err}", file=sys.stderr)
         return UP_FAILED
-    _write_log(report, args.log or f"build/up/{args.stack}-{now().strftime('%Y%m%dT%H%M%SZ')}.json")
+    finally:
+        _write_log(report, log_file)
     _print(report, args.json)
     if report.verdict == "infeasible":
         return INFEASIBLE
@@ -262,7 +317,14 @@ def _print(report: UpReport, as_json: bool) -> None:
             f"excluded: {entry['cloud']} {entry['region']} {entry['instance_type']} "
             f"({entry.get('reason', '')})"
         )
+    for why in dict.fromkeys(report.skipped):
+        print(f"skipped: {why}")
+    for entry in report.not_recorded:
+        print(
+            f"not recorded (the last attempt's, still deployed): {entry['cloud']} {entry['region']} "
+            f"{entry['instance_type']}"
+        )
     if report.note:
-        print(report.note)
+        print(f"note: {report.note}")
     for line in report.alternatives:
         print(f"alternative: {line.strip()}")

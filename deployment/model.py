@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from deployment.capacity import CapacityTarget
 from deployment.launch import ServerLaunch
 from deployment.tags import (
     TAG_EXPIRES_AT,
@@ -103,6 +104,7 @@ class Deployment:
     fleet_units: int = 0  # the group's desired capacity in replicas (0 = one per machine)
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
+    capacity: CapacityTarget | None = None  # a Capacity Block, flex-start request or reservation
 
     @property
     def api_from_anywhere(self) -> bool:

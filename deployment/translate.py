@@ -7,9 +7,11 @@ import json
 import math
 from datetime import UTC, datetime, timedelta
 
+from deployment.capacity import capacity_target
 from deployment.launch import ServerLaunch
 from deployment.model import GATED_ORGS, Deployment, FleetMember
 from deployment.tags import iso_utc
+from selector.capacity import block_deadline
 from selector.cost import DEFAULT_SERVING_HOURS, cost_inputs
 from selector.engines import (
     fp8_kv_cache_dtype,
@@ -197,6 +199,10 @@ def deployment_from_plan(
     inputs = cost_inputs(spec, plan.requirements)
     created = created_at.astimezone(UTC)
     expiry = expires_at or created + timedelta(hours=lifetime_hours(plan))
+    capacity = capacity_target(choice.offer)
+    if capacity is not None and capacity.block_end is not None and expires_at is None:
+        # The deadline is the block's end (AWS terminates its machines then), a little before it.
+        expiry = block_deadline(choice.offer)
     if expiry <= created:
         raise ValueError(f"expires_at {iso_utc(expiry)} is not after the creation time {iso_utc(created)}")
     it = offer.instance
@@ -273,6 +279,8 @@ def deployment_from_plan(
         tensor_parallel=shape.tensor_parallel,
         max_num_seqs=_max_num_seqs(spec, shape),
         fleet_units=plan.fleet_units if shape.nodes_per_replica == 1 else 0,
-        on_demand_base=choice.cost.on_demand_base,
+        # a reservation's machines are held, not an on-demand base
+        on_demand_base=choice.cost.on_demand_base if offer.market == "spot" else 0,
         spot_allocation=spec.placement.spot_allocation,
+        capacity=capacity,
     )

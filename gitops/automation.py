@@ -56,8 +56,10 @@ class AutomationWorkspace:
         handle = self._stack(stack)
         with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
             handle.remove_config(EXCLUDE_KEY, path=True)
-        for key, value in exclusion_config(exclusions):
-            handle.set_config(key, self._auto.ConfigValue(value=value), path=True)
+        # One `pulumi config set-all --path` (Stack.set_all_config): no half-written list.
+        values = {key: self._auto.ConfigValue(value=value) for key, value in exclusion_config(exclusions)}
+        if values:
+            handle.set_all_config(values, path=True)
 
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         try:

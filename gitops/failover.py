@@ -14,12 +14,14 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
+from deployment.capacity import capacity_target, purchase_refusal
 from gitops.capacity import classify
 from selector.select import Plan
 from selector.spec import ExcludeSpec, WorkloadSpec
+from selector.spec.exclusion import REASON_MAX, clean_reason
 
-Outcome = Literal["in-service", "capacity", "quota", "failed", "partial", "infeasible", "planned"]
-Verdict = Literal["up", "exhausted", "stopped", "partial", "infeasible", "dry-run"]
+Outcome = Literal["in-service", "capacity", "quota", "failed", "partial", "infeasible", "planned", "refused"]
+Verdict = Literal["up", "exhausted", "stopped", "partial", "infeasible", "dry-run", "refused"]
 POLL_S = 30.0
 """Seconds between two reads of the fleet: DescribeScalingActivities and the MIG's listErrors
 are cheap reads, and a launch takes minutes."""
@@ -85,6 +87,8 @@ class UpReport:
     exclusions: list[dict[str, str]]
     alternatives: list[str] = field(default_factory=list)
     note: str = ""
+    not_recorded: list[dict[str, str]] = field(default_factory=list)  # the last attempt's exclusions
+    skipped: list[str] = field(default_factory=list)  # clouds the stack cannot deploy to, and why
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -94,6 +98,8 @@ class UpReport:
             "exclusions": self.exclusions,
             "alternatives": self.alternatives,
             "note": self.note,
+            "not_recorded": self.not_recorded,
+            "skipped": self.skipped,
         }
 
 
@@ -120,14 +126,24 @@ def _attempt(number: int, plan: Plan) -> Attempt:
 
 def excluding(spec: WorkloadSpec, attempt: Attempt, reason: str, at: str | None) -> WorkloadSpec:
     """``spec`` with the attempt's fleet (every type it could launch, in its region and market)
-    added to ``placement.exclude``: an empty fleet tried them all."""
+    added to ``placement.exclude``: an empty fleet tried them all. A type the message names gets
+    the message as its reason; the others say which type's message it was."""
+    named = [name for name in attempt.fleet_types if name in reason]
+
+    def why(name: str) -> str | None:
+        if not reason:
+            return None
+        if name in named or not named:
+            return clean_reason(reason)
+        return clean_reason(f"in the same empty fleet as {named[0]}: {reason}")
+
     added = [
         ExcludeSpec(
             cloud=attempt.cloud,
             region=attempt.region,
             instance_type=name,
             market=attempt.market,
-            reason=reason[:300] or None,
+            reason=why(name),
             at=at,
         )
         for name in attempt.fleet_types
@@ -140,15 +156,47 @@ def exclusions_of(spec: WorkloadSpec) -> list[dict[str, str]]:
     return [e.model_dump(exclude_none=True) for e in spec.placement.exclude]
 
 
+def without_cloud(spec: WorkloadSpec, cloud: str, reason: str) -> WorkloadSpec:
+    """``spec`` with every offer of ``cloud`` excluded (the stack cannot deploy there)."""
+    rule = ExcludeSpec(cloud=cloud, region="*", instance_type="*", reason=clean_reason(reason))
+    placement = spec.placement.model_copy(update={"exclude": [*spec.placement.exclude, rule]})
+    return spec.model_copy(update={"placement": placement})
+
+
+def deployable_plan(
+    spec: WorkloadSpec,
+    planner: Callable[[WorkloadSpec], Plan],
+    unconfigured: Mapping[str, str],
+    skipped: list[str],
+) -> tuple[WorkloadSpec, Plan]:
+    """The next plan on a cloud the stack can deploy to: a plan on a cloud in ``unconfigured``
+    (cloud → what its config lacks) excludes that cloud and plans again (the Pulumi program
+    would fail there, e.g. without ``gcp:project``); each skip is added to ``skipped``."""
+    result = planner(spec)
+    while result.choice is not None and result.choice.offer.cloud in unconfigured:
+        cloud = result.choice.offer.cloud
+        why = f"{cloud} is not configured for this stack: {unconfigured[cloud]}"
+        skipped.append(why)
+        spec = without_cloud(spec, cloud, why)
+        result = planner(spec)
+    return spec, result
+
+
 def attempt_order(
-    spec: WorkloadSpec, planner: Callable[[WorkloadSpec], Plan], attempts: int
+    spec: WorkloadSpec,
+    planner: Callable[[WorkloadSpec], Plan],
+    attempts: int,
+    unconfigured: Mapping[str, str] | None = None,
+    skipped: list[str] | None = None,
 ) -> list[Attempt]:
     """The plans ``gpufit up`` would try, in order, if each fleet stayed empty for capacity
-    (``--dry-run``): nothing is deployed, recorded or read from a cloud."""
+    (``--dry-run``): nothing is deployed, recorded or read from a cloud. Plans on a cloud the
+    stack cannot deploy to are skipped the way ``run_up`` skips them (listed in ``skipped``)."""
     order: list[Attempt] = []
     current = spec
+    skips = skipped if skipped is not None else []
     for number in range(1, attempts + 1):
-        result = planner(current)
+        current, result = deployable_plan(current, planner, unconfigured or {}, skips)
         if result.choice is None:
             break
         attempt = _attempt(number, result)
@@ -189,6 +237,13 @@ class UpSettings:
     wait: timedelta = timedelta(minutes=15)
     poll_s: float = POLL_S
     destroy_when_exhausted: bool = False
+    purchase_confirmed: bool = False  # the stack's gpufit:purchaseCapacityBlock
+    unconfigured: Mapping[str, str] = field(default_factory=dict)  # cloud → what its config lacks
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(f"{type(err).__name__}: {err}".split())
+    return text[:REASON_MAX]
 
 
 def run_up(
@@ -203,14 +258,17 @@ def run_up(
     relock: Callable[[Plan], None] | None = None,
     alternatives: Callable[[WorkloadSpec], list[str]] = lambda _: [],
     log: Callable[[str], None] = lambda _: None,
+    report: UpReport | None = None,
 ) -> UpReport:
     """Try the stack's plans in order until one's fleet is in service (see the module doc).
     The exclusions of a failed attempt are recorded (stack config, then lock) before the next
-    ``pulumi up``, so what runs is always what the spec and lock say."""
-    report = UpReport(stack, "exhausted", [], exclusions_of(spec))
+    ``pulumi up``, so what runs is always what the spec and lock say. ``report`` (filled as the
+    attempts go) lets a caller keep what happened when something raises."""
+    report = report if report is not None else UpReport(stack, "exhausted", [], [])
+    report.exclusions = exclusions_of(spec)
     current = spec
     for number in range(1, settings.attempts + 1):
-        result = planner(current)
+        current, result = deployable_plan(current, planner, settings.unconfigured, report.skipped)
         if result.choice is None:
             report.verdict = "infeasible" if number == 1 else "exhausted"
             report.note = f"no plan left ({result.status})"
@@ -218,6 +276,13 @@ def run_up(
         attempt = _attempt(number, result)
         report.attempts.append(attempt)
         log(attempt.line)
+        refusal = purchase_refusal(capacity_target(result.choice.offer), settings.purchase_confirmed)
+        if refusal is not None:  # what the Pulumi program would raise, before anything changes
+            attempt.outcome, attempt.reason = "refused", refusal
+            report.verdict = "refused"
+            report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
+            log(attempt.line)
+            return report
         if current is not spec:
             workspace.record_exclusions(stack, exclusions_of(current))
             if relock is not None:
@@ -225,13 +290,27 @@ def run_up(
             report.exclusions = exclusions_of(current)
         started = now()
         attempt.started = _iso(started)
+        deployed, state = False, None
         try:
             outputs = workspace.up(stack, log)
+            deployed = True
+            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s, since=started)
         except DeployError as err:
             messages: tuple[str, ...] = (str(err),)
-            state = None
+        except Exception as err:  # a cloud read that failed (credentials, permissions)
+            attempt.ended = _iso(now())
+            attempt.outcome, attempt.reason = "failed", _one_line(err)
+            report.verdict = "stopped"
+            where = f"{attempt.cloud} {attempt.region} {attempt.instance_type}"
+            report.note = (
+                f"stack {stack} is deployed in {where} (attempt {number}); `gpufit up` stopped: its fleet "
+                "could not be read"
+                if deployed
+                else f"`pulumi up` of attempt {number} ({where}) raised; check the stack (`pulumi stack`)"
+            )
+            log(attempt.line)
+            return report
         else:
-            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s, since=started)
             messages = state.messages
             attempt.in_service, attempt.desired = state.in_service, state.desired
         attempt.ended = _iso(now())
@@ -266,8 +345,23 @@ def run_up(
         log(attempt.line)
         current = excluding(current, attempt, verdict.message, attempt.ended)
     report.alternatives = alternatives(current)
+    report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
     if report.attempts and settings.destroy_when_exhausted:
         log(f"destroying {stack}: no attempt came into service")
         workspace.destroy(stack, log)
-        report.note = report.note or "destroyed after the last attempt"
+        report.note = "; ".join(filter(None, [report.note, "destroyed after the last attempt"]))
+    elif report.attempts:
+        last = report.attempts[-1]
+        report.note = "; ".join(
+            filter(
+                None,
+                [
+                    report.note,
+                    f"the last attempt's fleet ({last.cloud} {last.region} {last.instance_type}) is still "
+                    "deployed and keeps launching until the stack's deadline; run with "
+                    "--destroy-when-exhausted or `pulumi destroy` to stop it; its exclusion is not "
+                    "recorded in the stack (see not_recorded)",
+                ],
+            )
+        )
     return report

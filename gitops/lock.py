@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from selector.catalog import Catalog, GpuSpec, Offer, catalog_from_doc
+from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, GpuSpec, Offer, catalog_from_doc
 from selector.report import cost_to_dict
 from selector.select import Plan
 from selector.spec import HubFetcher, WorkloadSpec, pin_commit, use_hub
@@ -101,7 +101,10 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
     if choice is None:
         raise ValueError(f"{plan.spec.name}: {plan.status}: nothing to lock")
     offer = choice.offer
-    base = _base_offer(plan) if choice.cost.on_demand_base else None
+    # A capacity option is re-derived from the spec when the lock is planned (issue 26): the lock
+    # keeps the on-demand offer it is priced from (flex-start) or overflows to (a reservation).
+    derived = offer.market in CAPACITY_MARKETS
+    base = _base_offer(plan) if choice.cost.on_demand_base or derived else None
     pinned = [offer, *(f.offer for f in plan.fallbacks), *([base] if base else [])]
     sources = {o.source: plan.catalog.sources[o.source] for o in pinned if o.source in plan.catalog.sources}
     return {
@@ -253,7 +256,7 @@ def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
         "source": f"lock of {lock['locked_at']} ({lock['catalog']['source']})",
         "sources": lock.get("sources", {}),
         "instance_types": [e["instance_type"] for e in entries],
-        "offers": [e["offer"] for e in entries] + base,
+        "offers": [e["offer"] for e in entries if e["offer"]["market"] in MARKETS] + base,
         "spot_interruption": [
             {
                 "cloud": e["offer"]["cloud"],

@@ -364,6 +364,24 @@ def check_hourly_budget(
     return []
 
 
+GCP_RESIZE_REQUESTS = (
+    "gcp:compute/regionResizeRequest:RegionResizeRequest",
+    "gcp:compute/resizeRequest:ResizeRequest",
+)
+"""A MIG resize request (flex-start) adds ``resizeBy`` VMs to the group it names: the group's
+cost counts them (its own target size stays 0)."""
+
+
+def flex_resizes(items: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[str, int]:
+    """VMs each group name gets from resize requests."""
+    added: dict[str, int] = {}
+    for typ, props, _ in items:
+        if typ in GCP_RESIZE_REQUESTS:
+            group = str(props.get("instanceGroupManager")).rsplit("/", 1)[-1]
+            added[group] = added.get(group, 0) + (as_count(props.get("resizeBy")) or 0)
+    return added
+
+
 def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfig) -> list[str]:
     """All of the stack's GPU instances together must cost no more than ``max_hourly_usd`` an
     hour (a multi-node plan's budget is for all of its nodes). Instances the catalog cannot
@@ -381,9 +399,13 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
             count += 1
     problems: list[str] = []
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
+    resized = flex_resizes(stack_items(resources))
     for typ, props, region in stack_items(resources):
         if typ not in (AWS_GROUP, *GCP_GROUPS):
             continue
+        extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
+        if extra:  # issue 26: a flex-start group's VMs come from its resize request
+            props = {**props, "targetSize": (as_count(props.get("targetSize")) or 0) + extra}
         worst, unpriced = group_hourly(typ, props, templates, config, region)
         if unpriced:
             problems.append(

@@ -29,6 +29,7 @@ from selector.price_rules import RULES_VERSION, PricePoint, judge
 MIN_SCORED_TYPES = 3
 
 __all__ = [
+    "CAPACITY_MARKETS",
     "CLOUDS",
     "GPUS_FILE",
     "INTERRUPTION_BUCKETS",
@@ -47,8 +48,11 @@ __all__ = [
     "sourced_only",
 ]
 
-Market = Literal["on-demand", "spot"]
+Market = Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation"]
 MARKETS: tuple[Market, ...] = ("on-demand", "spot")
+"""The markets a catalog row is priced in; the others are the capacity options that
+``selector.capacity`` offers per plan (a block, a flex-start request, a reservation held)."""
+CAPACITY_MARKETS: tuple[Market, ...] = ("capacity-block", "flex-start", "reservation")
 CLOUDS: tuple[str, ...] = ("aws", "gcp")
 INTERRUPTION_BUCKETS: tuple[str, ...] = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 NODE_INTERCONNECTS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")
@@ -101,6 +105,7 @@ class Offer:
     stale: bool = False  # kept from an earlier catalog because its region failed to refresh
     unpriced: str = ""  # why this price is never used (selector.price_rules); "" = priced
     placement_score: int | None = None  # AWS spot placement score 1-10 (a refresh with credentials)
+    capacity: Any = None  # a capacity option's terms (selector.capacity.CapacityTerms); None: catalog
 
     @property
     def cloud(self) -> str:
@@ -273,6 +278,7 @@ _SET_ZONES = _SLOTS.pop("zones")
 _SET_STALE = _SLOTS.pop("stale")
 _SET_UNPRICED = _SLOTS.pop("unpriced")
 _SET_PLACEMENT_SCORE = _SLOTS.pop("placement_score")
+_SET_CAPACITY = _SLOTS.pop("capacity")
 assert not _SLOTS, f"Offer fields not set by the plain path: {sorted(_SLOTS)}"
 
 
@@ -353,6 +359,7 @@ def _plain_offer(
     _SET_UNPRICED(offer, unpriced)
     score = _score(scores, cloud, region, zone, zones_t, name) if market == "spot" else None
     _SET_PLACEMENT_SCORE(offer, score)
+    _SET_CAPACITY(offer, None)
     return offer
 
 

@@ -312,7 +312,13 @@ def cost_key(offer: Offer, inputs: CostInputs, base: tuple[int, float] = (0, 0.0
     """What, besides the hourly price, ``offer_cost`` depends on for a given instance type:
     offers that share this key share billed hours and every non-compute cost, so a caller
     may compute ``offer_cost`` once per key (``select.plan`` does, for speed)."""
-    return (offer.market, offer.interruption_bucket, offer.region == inputs.data_region, base)
+    return (
+        offer.market,
+        offer.interruption_bucket,
+        offer.region == inputs.data_region,
+        base,
+        capacity_billed_hours(offer),
+    )
 
 
 def offer_cost(
@@ -327,7 +333,8 @@ def offer_cost(
     cloud_rates = rates[offer.cloud]
     base_instances, base_price = on_demand_base
     hours, factor, rate = run_hours(offer, shape, inputs, base_instances)
-    billed = cloud_rates.billed_hours(hours)
+    block = capacity_billed_hours(offer)
+    billed = block if block is not None else cloud_rates.billed_hours(hours)
     hourly = offer.hourly_usd * (shape.instances - base_instances) + base_price * base_instances
     months = max(hours / HOURS_PER_MONTH, 1.0)
     unpriced: list[str] = []
@@ -367,3 +374,17 @@ def offer_cost(
         on_demand_base=base_instances,
         setup_hours=setup.hours if (setup := job_setup(offer, inputs)) is not None else 0.0,
     )
+
+
+# --- Capacity options (issue 26): a Capacity Block is paid for its whole duration -----------
+
+
+def capacity_billed_hours(offer: Offer) -> float | None:
+    """The hours a capacity offer bills whatever the run (a Capacity Block's whole duration,
+    the idle tail included: "The reservation fee is charged up front",
+    https://aws.amazon.com/ec2/capacityblocks/pricing/); None for the others, billed as run."""
+    if offer.market != "capacity-block":
+        return None
+    from selector.capacity import block_billed_hours
+
+    return block_billed_hours(offer)

@@ -59,7 +59,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from selector.catalog import Offer
+from selector.catalog import CAPACITY_MARKETS, Offer
 from selector.consumption import row_for
 from selector.datafile import load_yaml, require_schema
 
@@ -165,6 +165,8 @@ def obtainability(offer: Offer, nodes: int = 1) -> Obtainability:
     (independent draws, an assumption; machines of a fleet's separate replicas start as each
     is had, so they do not compound)."""
     it = offer.instance
+    if offer.market in CAPACITY_MARKETS:
+        return _capacity(offer)
     score = offer.placement_score if offer.market == "spot" else None
     bucket = offer.interruption_bucket if offer.market == "spot" else None
     one = _judge(it.cloud, it.name, it.gpu.name, offer.market, bucket, score)
@@ -222,3 +224,23 @@ def failure_usd(
     lost = (window_hours or 0.0) * value_per_hour
     rerun = launched_usd if rerun_usd is None else rerun_usd
     return f * max(lost + rerun - launched_usd, 0.0)
+
+
+def _capacity(offer: Offer) -> Obtainability:
+    """A capacity option's p (``data/obtainability.yaml`` ``capacity``): a Capacity Block from a
+    reference price may find no offering for its window (an estimate); a live offering can be
+    bought, and then the capacity is held; flex-start queues, then runs uninterrupted; a held
+    reservation's machines are the user's. The machines of one block, request or reservation
+    come together, so nodes do not compound."""
+    table = _data()["capacity"]
+    market = offer.market
+    if market == "capacity-block":
+        live = getattr(offer.capacity, "offering_id", None) is not None
+        p = float(table["capacity-block_offering" if live else "capacity-block_reference"])
+        why = ("a live offering, held once bought",) if live else ("no offering read: a reference price",)
+        return Obtainability(min(P_MAX, p), level_of(p), why, estimated=not live)
+    if market == "flex-start":
+        p = float(table["flex-start"])
+        return Obtainability(p, level_of(p), ("queued until capacity, then guaranteed for the run",), True)
+    p = float(table["reservation"])
+    return Obtainability(p, level_of(p), ("capacity held by the reservation",), estimated=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from selector.capacity import capacity_to_dict
 from selector.catalog import Offer
 from selector.consumption import status as consumption_status
 from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup, outputs_note
@@ -228,6 +229,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
             else None
         ),
         "cost": cost_to_dict(choice.cost) if choice else None,
+        "capacity": capacity_to_dict(choice.offer, choice.shape.instances) if choice else None,
         "disk": disk_to_dict(plan),
         "setup": setup_to_dict(plan),
         "alternatives": [candidate_to_dict(c, today) for c in plan.alternatives],

@@ -13,12 +13,15 @@ import fnmatch
 import math
 from collections import Counter
 from dataclasses import dataclass, replace
+from datetime import date
 from operator import attrgetter
 from typing import Literal
 
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
 from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
-from selector.catalog import MARKETS, Catalog, InstanceType, Offer
+from selector.capacity import BlockQuote
+from selector.capacity_plan import CapacityOptions, capacity_preference
+from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, fallbacks, fleet_units, spanning_offer
@@ -112,6 +115,8 @@ class Plan:
             return None
         if self.spec.placement.instance_types is not None:
             return "placement.instance_types pins the types"
+        if choice.offer.market in CAPACITY_MARKETS:
+            return f"a {choice.offer.market} holds machines of one type"
         if choice.shape.nodes_per_replica > 1:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
@@ -342,10 +347,14 @@ def plan(
     top: int = 5,
     rates: dict[str, CloudRates] | None = None,
     feasible_out: list[Candidate] | None = None,
+    today: date | None = None,
+    block_quotes: tuple[BlockQuote, ...] | None = None,
 ) -> Plan:
     """Rank every offer of ``catalog`` for ``spec``; the cheapest feasible one is the choice.
     ``feasible_out``, when given, receives every feasible offer as a candidate (for the plan
-    report's chart; the plan itself keeps the best per instance type and market)."""
+    report's chart; the plan itself keeps the best per instance type and market). ``today``
+    dates a Capacity Block (the catalog's date when not given); ``block_quotes``: live Capacity
+    Block offerings (``catalog.capacity_blocks``), else reference rates (``selector.capacity``)."""
     rates = rates if rates is not None else load_rates()
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
@@ -378,7 +387,8 @@ def plan(
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
     serving_base = spec.task == "serve"  # a spot endpoint may keep an on-demand base
-    pref_of = {market: _market_preference(spec, market) for market in MARKETS}
+    pref_of = capacity_preference(spec, {market: _market_preference(spec, market) for market in MARKETS})
+    options = CapacityOptions(spec, catalog, inputs, today, block_quotes)
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     # Jobs must finish, interruptions included, before the TTL tears them down.
     deadline = req.deadline_hours if inputs.run_hours is None else None
@@ -389,7 +399,7 @@ def plan(
     everything: list[_Entry] | None = [] if feasible_out is not None else None
     feasible = 0
     cheapest_hourly = math.inf
-    for it, offers in catalog.by_instance_type:
+    for it, offers in options.instance_types():
         if it.cloud not in placement.clouds:
             tally.reject(Rejection("placement", f"{it.cloud} is not in placement.clouds"), len(offers))
             continue
@@ -406,6 +416,8 @@ def plan(
                 tally.reject(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
+        if not isinstance(shape, Rejection):
+            allowed = options.offers_for(it, shape, allowed, tally.reject)
         considered.update(map(_AS_OF, allowed))
         if isinstance(shape, Rejection):
             if allowed:
@@ -426,7 +438,9 @@ def plan(
                 tally.reject(market_rejection)
                 continue
             base: tuple[int, float] | Rejection | None = NO_BASE
-            if market == "spot" and serving_base:
+            if market == "reservation":
+                base = options.reserved_base
+            elif market == "spot" and serving_base:
                 base = bases.get(offer.region)
                 if base is None:
                     base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
@@ -474,6 +488,8 @@ def plan(
             entry = (offer, shape, pref, total, cached[2], cached[3], gpus, base)
             local[klass] = (total, offer.region, offer.zone or "", entry)
         entries.extend(e[3] for e in local.values())
+    if options.reservation_refused is not None:  # the reason that matters most to the user
+        tally.examples["capacity"] = options.reservation_refused
     value = catalog.wait_value_per_hour
     if value is None:
         value = cheapest_hourly if feasible else 0.0

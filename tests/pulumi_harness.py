@@ -85,6 +85,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     urns: dict[tuple[str, str], str] = field(default_factory=dict)
     contracts: Contracts = field(default_factory=Contracts)
     ami_id: str = "ami-0dlami"  # the newest image of the line, as getAmi answers today
+    block_fee_factor: float = 1.0  # a Capacity Block offering's fee ÷ the reference rate's (issue 26)
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         found = re.search(r"::(?:aws|gcp)-([a-z0-9-]+)::", args.provider or "")
@@ -194,6 +195,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 "locations": [z for _, z in rows],
                 "locationTypes": [kind] * len(rows),
             }
+        if args.token == "aws:ec2/getCapacityBlockOffering:getCapacityBlockOffering":
+            from selector.capacity import reference_quote
+            from tests.fakes.ec2_capacity import invoke_answer
+
+            quote = reference_quote(str(args.args["instanceType"]), self.region)
+            rate = quote.rate_usd if quote is not None else 40.0
+            hours, count = int(args.args["capacityDurationHours"]), int(args.args["instanceCount"])
+            return invoke_answer(dict(args.args), self.region, rate * hours * count * self.block_fee_factor)
         if args.token == "aws:ec2/getSubnets:getSubnets":
             zones = filters.get("availability-zone-id", filters.get("availability-zone"))
             if zones is not None:

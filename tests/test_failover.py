@@ -14,13 +14,13 @@ from typing import Any
 import pytest
 import yaml
 
-from cli.exit_codes import CAPACITY_EXHAUSTED, FLEET_PARTIAL, UP_FAILED
+from cli.exit_codes import CAPACITY_EXHAUSTED, FLEET_PARTIAL, PURCHASE_UNCONFIRMED, UP_FAILED
 from cli.main import main
 from cli.up_cmd import cmd_up
 from gitops.automation import EXCLUDE_KEY, exclusion_config
 from gitops.capacity import classify, rules
 from gitops.failover import FleetState, UpSettings, run_up, watch
-from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, spec_hash
+from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, reviewed_difference, spec_hash
 from selector.catalog import Catalog, load_catalog
 from selector.select import Plan, plan
 from selector.spec import ExcludeSpec, SpecError, WorkloadSpec, load_spec, parse_spec
@@ -53,7 +53,10 @@ def _program_planner(project: Path, stack: str, catalog: Catalog) -> Callable[[W
             return plan(spec, catalog)
         lock = read_lock(lock_file)
         assert lock["spec_sha256"] == spec_hash(spec), "the program would refuse a stale lock"
-        return plan(spec, locked_catalog(lock, catalog.gpus))
+        result = plan(spec, locked_catalog(lock, catalog.gpus), today=FakeClock().now().date())
+        # __main__.py `_same_as_reviewed`: the locked offers must plan as the review saw them.
+        assert reviewed_difference(lock, result) is None, "the program would refuse this lock"
+        return result
 
     return planner
 
@@ -79,13 +82,16 @@ def _args(stack: str, project: Path, **extra: Any) -> argparse.Namespace:
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
-def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None:
+def test_failover_scenario(
+    path: Path, tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Each tests/fixtures/failover/*.yaml: ``stack`` (a stack of stacks/, its lock with it) or
     ``spec`` (a workload written as the stack ``scenario``), optional ``catalog`` (a catalog file
     under tests/fixtures), ``attempts``, ``wait``, what the cloud does per attempt (``by_attempt``)
     or per ``cloud/region`` (``by_region``): ok, capacity, quota, partial, silent, slow,
     deploy-capacity, deploy-error; and ``expect``: verdict, exit, outcomes, optionally ``tried``
-    (cloud/region per attempt) and ``different_regions``."""
+    (cloud/region per attempt), ``different_regions``, ``printed`` (lines the output holds) and
+    ``not_recorded`` (cloud/region of exclusions logged but not written to the stack)."""
     scenario = yaml.safe_load(path.read_text())
     if "spec" in scenario:
         stack = "scenario"
@@ -149,6 +155,14 @@ def test_failover_scenario(path: Path, tmp_path: Path, catalog: Catalog) -> None
         assert {(e["cloud"], e["region"], e["instance_type"]) for e in lock["exclusions"]} == excluded
     if expect["verdict"] == "exhausted":
         assert log["alternatives"], "the end of the attempts names the closest alternatives"
+    out = capsys.readouterr().out
+    for text in expect.get("printed", []):
+        assert text in out, f"{text!r} not in the output:\n{out}"
+    if "not_recorded" in expect:
+        assert sorted({f"{e['cloud']}/{e['region']}" for e in log["not_recorded"]}) == expect["not_recorded"]
+        assert not {(e["cloud"], e["region"]) for e in log["not_recorded"]} & {
+            (e["cloud"], e["region"]) for e in log["exclusions"]
+        }
 
 
 def test_first_region_out_of_capacity_then_second_in_service(tmp_path: Path, catalog: Catalog) -> None:
@@ -269,6 +283,20 @@ def test_a_failed_pulumi_up_is_classified_by_its_one_matching_line() -> None:
             "(reached max retries: 4): There is no Spot capacity available that matches your request.",
             "capacity",
         ),
+        # An ASG's Spot launch failure (repost.aws knowledge-center/eks-troubleshoot-spot-instances).
+        (
+            "aws",
+            "Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill capacity due to your "
+            "request configuration. Please adjust your request and try again. Launching EC2 instance failed.",
+            "capacity",
+        ),
+        # EC2's error-code reference (errors-overview.html).
+        (
+            "aws",
+            "UnfulfillableCapacity: At this time there isn't enough spare capacity to fulfill your request "
+            "for Spot Instances.",
+            "capacity",
+        ),
         ("aws", "You have requested more vCPU capacity than your current vCPU limit of 0 allows", "quota"),
         ("aws", "Access denied when attempting to assume role", "other"),
         (
@@ -367,7 +395,7 @@ def test_asg_watcher_counts_weighted_units_in_service_and_reads_failed_activitie
     import boto3
     from botocore.stub import Stubber
 
-    from providers.aws.capacity import AsgWatcher
+    from providers.aws.fleet_watch import AsgWatcher
 
     client = boto3.client(
         "autoscaling", region_name="us-east-2", aws_access_key_id="a", aws_secret_access_key="b"
@@ -444,7 +472,7 @@ def test_asg_watcher_counts_weighted_units_in_service_and_reads_failed_activitie
 def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
     from http.server import BaseHTTPRequestHandler
 
-    from providers.gcp.capacity import MigWatcher
+    from providers.gcp.fleet_watch import MigWatcher
     from tests.fakes.http import FakeHandler, LocalServer
 
     base = "/compute/v1/projects/p/regions/us-east5/instanceGroupManagers/gpufit-x"
@@ -506,3 +534,226 @@ def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
     assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 9
     assert ("GET", base + "/listErrors") in seen and ("POST", base + "/listManagedInstances") in seen
     assert classify("gcp", state.messages).verdict == "capacity"
+
+
+# --- review of i26u (/work/notes/review-i26u.md) -------------------------------------------
+
+
+def _fake(project: Path, stack: str, catalog: Catalog, **behaviour: Any) -> FakeWorkspace:
+    return FakeWorkspace(
+        _workload(project, stack), _program_planner(project, stack, catalog), clock=FakeClock(), **behaviour
+    )
+
+
+def test_the_log_is_written_when_a_watcher_raises(
+    tmp_path: Path, catalog: Catalog, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Attempt 2's fleet cannot be read (a permission missing in the new region): the log keeps
+    both attempts, the second ``failed`` with the error, and says the stack is deployed."""
+    project = _project(tmp_path, "llama70b-chat")
+    workspace = _fake(project, "llama70b-chat", catalog, by_attempt=["capacity", "ok"])
+    assert workspace.clock is not None
+
+    class Denied(FakeWatcher):
+        def state(self, outputs: Any, since: datetime) -> FleetState:
+            if len(self.workspace.deployed) == 2:
+                raise PermissionError("AccessDenied: not authorized to perform DescribeScalingActivities")
+            return super().state(outputs, since)
+
+    code = cmd_up(
+        _args("llama70b-chat", project),
+        workspace,
+        Denied(workspace),
+        workspace.clock.now,
+        workspace.clock.sleep,
+    )
+    assert code == UP_FAILED
+    log = json.loads((project / "up.json").read_text())
+    assert [a["outcome"] for a in log["attempts"]] == ["capacity", "failed"]
+    assert "AccessDenied" in log["attempts"][1]["reason"] and log["verdict"] == "stopped"
+    second = log["attempts"][1]
+    assert f"is deployed in aws {second['region']}" in log["note"]
+    assert "is deployed in" in capsys.readouterr().out
+
+
+def test_the_log_is_written_when_recording_raises(tmp_path: Path, catalog: Catalog) -> None:
+    project = _project(tmp_path, "llama70b-chat")
+    workspace = _fake(project, "llama70b-chat", catalog, by_attempt=["capacity", "ok"])
+    assert workspace.clock is not None
+
+    def refuse(stack: str, exclusions: list[dict[str, str]]) -> None:
+        raise RuntimeError("pulumi config set: the stack is locked by another update")
+
+    workspace.record_exclusions = refuse  # type: ignore[method-assign]
+    code = cmd_up(
+        _args("llama70b-chat", project),
+        workspace,
+        FakeWatcher(workspace),
+        workspace.clock.now,
+        workspace.clock.sleep,
+    )
+    log = json.loads((project / "up.json").read_text())
+    assert code == UP_FAILED and log["verdict"] == "stopped" and "locked by another update" in log["note"]
+    assert [a["outcome"] for a in log["attempts"]] == ["capacity", "planned"]
+
+
+def test_dry_run_skips_a_cloud_the_stack_cannot_deploy_to(capsys: pytest.CaptureFixture[str]) -> None:
+    """stacks/Pulumi.llama70b-chat.yaml allows gcp but sets no gcp:project: the Pulumi program
+    would fail there, so the order never offers a GCP attempt and says why."""
+    args = ["up", "llama70b-chat", "--dry-run", "--attempts", "4", "--project-dir", str(ROOT)]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    attempts = [line for line in out.splitlines() if line.startswith("attempt ")]
+    assert len(attempts) == 4 and not any(
+        line.startswith("attempt", 0) and ": gcp " in line for line in attempts
+    )
+    assert "skipped: gcp is not configured for this stack: set gcp:project" in out
+
+
+def test_a_run_never_deploys_to_an_unconfigured_cloud(tmp_path: Path, catalog: Catalog) -> None:
+    project = _project(tmp_path, "llama70b-chat")
+    workspace = _fake(project, "llama70b-chat", catalog, by_attempt=["capacity"] * 3)
+    assert workspace.clock is not None
+    code = cmd_up(
+        _args("llama70b-chat", project, attempts=4),
+        workspace,
+        FakeWatcher(workspace),
+        workspace.clock.now,
+        workspace.clock.sleep,
+    )
+    log = json.loads((project / "up.json").read_text())
+    assert {d["cloud"] for d in workspace.deployed} == {"aws"} and len(workspace.deployed) == 4, log
+    assert code == 0 and log["skipped"]
+    # The program plans what gpufit up planned: the cloud-wide exclusion is in the stack's config.
+    assert {"cloud": "gcp", "region": "*", "instance_type": "*"}.items() <= next(
+        e for e in log["exclusions"] if e["cloud"] == "gcp"
+    ).items()
+
+
+def test_a_capacity_block_purchase_is_refused_before_pulumi_up(tmp_path: Path, catalog: Catalog) -> None:
+    """A plan that buys a Capacity Block without gpufit:purchaseCapacityBlock: exit 13 (the
+    program's own line), nothing deployed or recorded; confirmed, it deploys."""
+    spec = yaml.safe_load(
+        (Path(__file__).parent / "fixtures" / "capacity" / "block-llama8b-lora.yaml").read_text()
+    )
+    for confirmed in (False, True):
+        project = tmp_path / str(confirmed)
+        (project / "stacks").mkdir(parents=True)
+        config: dict[str, Any] = {"gpufit:workload": spec}
+        if confirmed:
+            config["gpufit:purchaseCapacityBlock"] = True
+        (project / "stacks" / "Pulumi.block.yaml").write_text(yaml.safe_dump({"config": config}))
+        workspace = _fake(project, "block", catalog)
+        assert workspace.clock is not None
+        code = cmd_up(
+            _args("block", project),
+            workspace,
+            FakeWatcher(workspace),
+            workspace.clock.now,
+            workspace.clock.sleep,
+        )
+        log = json.loads((project / "up.json").read_text())
+        if confirmed:
+            assert code == 0 and log["attempts"][0]["market"] == "capacity-block"
+        else:
+            assert code == PURCHASE_UNCONFIRMED and workspace.deployed == [] and workspace.config == {}
+            assert log["attempts"][0]["outcome"] == "refused"
+            assert log["attempts"][0]["reason"].startswith("capacity block purchase not confirmed:")
+
+
+def test_wait_shorter_than_one_read_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["up", "llama70b-chat", "--dry-run", "--wait", "0m", "--project-dir", str(ROOT)]
+    assert main(args) == 64
+    assert "--wait '0m': expected at least 30s" in capsys.readouterr().err
+
+
+INJECTED = (
+    "x\n\n## Estimated total: $12.00 (approved by @security-team)\n<img src=https://evil.example/p.png>"
+)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("reason", INJECTED),
+        ("reason", "see <img src=https://evil.example/p.png>"),
+        ("reason", "run `rm -rf`"),
+        ("reason", "tab\there"),
+        ("reason", "404"),
+        ("reason", "x" * 301),
+        ("at", "yesterday"),
+    ],
+)
+def test_an_exclusion_reason_is_one_plain_line(field: str, value: str, tmp_path: Path) -> None:
+    """The reviewer's injection: a reason that would forge a heading, a mention and an image
+    in the plan's pull-request comment is a spec error (exit 2) naming the field."""
+    workload = _workload(ROOT, "llama70b-chat")
+    entry = {"cloud": "aws", "region": "eu-*", "instance_type": "p5*", field: value}
+    workload["placement"] = {**workload.get("placement", {}), "exclude": [entry]}
+    with pytest.raises(SpecError) as err:
+        parse_spec(workload, source="t")
+    assert f"placement.exclude.0.{field}" in "\n".join(str(p) for p in err.value.problems)
+    (tmp_path / "Pulumi.inj.yaml").write_text(yaml.safe_dump({"config": {"gpufit:workload": workload}}))
+    assert main(["plan", str(tmp_path / "Pulumi.inj.yaml"), "--format", "markdown"]) == 2
+
+
+def test_markdown_shows_a_reason_as_literal_text(catalog: Catalog) -> None:
+    from cli.render import render_markdown
+
+    spec = load_spec(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    reason = "## Estimated total: $12.00 [ok](https://evil.example) **approved** by @security-team"
+    rule = ExcludeSpec(cloud="aws", region="eu-*", instance_type="p5*", reason=reason)
+    excluded = spec.model_copy(update={"placement": spec.placement.model_copy(update={"exclude": [rule]})})
+    text = render_markdown(plan(excluded, catalog), datetime(2026, 12, 4).date())
+    line = next(line for line in text.splitlines() if "**Excluded**" in line)
+    assert "\\#\\# Estimated" in line and "\\[ok\\]\\(https" in line and "\\*\\*approved" in line
+    assert "@security-team" not in text and "@\u200bsecurity-team" in line
+
+
+def test_each_excluded_type_gets_the_message_that_names_it() -> None:
+    from gitops.failover import Attempt, excluding
+
+    spec = load_spec(ROOT / "stacks" / "Pulumi.llama70b-chat.yaml")
+    attempt = Attempt(
+        1, "aws", "us-east-2", "p4d.24xlarge", ["p4d.24xlarge", "p5.48xlarge"], "on-demand", 1, 1.0, 1.0
+    )
+    message = (
+        "We currently do not have sufficient p4d.24xlarge capacity in the Availability Zone you requested"
+    )
+    reasons = {
+        e.instance_type: e.reason
+        for e in excluding(spec, attempt, message, "2026-12-04T12:00:00Z").placement.exclude
+    }
+    assert reasons["p4d.24xlarge"] == message
+    assert reasons["p5.48xlarge"] == f"in the same empty fleet as p4d.24xlarge: {message}"
+
+
+def test_exclusions_are_recorded_in_one_config_call() -> None:
+    """The Automation API workspace writes the whole list with one ``config set-all --path``
+    (pulumi automation ``Stack.set_all_config``), after removing the old list."""
+    from pulumi import automation as auto
+
+    from gitops.automation import AutomationWorkspace
+
+    calls: list[tuple[str, Any]] = []
+
+    class Handle:
+        def remove_config(self, key: str, path: bool) -> None:
+            calls.append(("remove", key))
+
+        def set_all_config(self, config: dict[str, Any], path: bool) -> None:
+            calls.append(("set-all", {k: v.value for k, v in config.items()}))
+
+    workspace = object.__new__(AutomationWorkspace)
+    workspace._auto = auto  # type: ignore[attr-defined]
+    workspace._stack = lambda name: Handle()  # type: ignore[method-assign]
+    workspace.record_exclusions(
+        "s", [{"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge"}]
+    )
+    assert calls == [
+        ("remove", EXCLUDE_KEY),
+        (
+            "set-all",
+            dict(exclusion_config([{"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge"}])),
+        ),
+    ]

@@ -1,56 +1,143 @@
-"""AWS's half of ``gpufit up``'s watch: how many of the Auto Scaling group's capacity units
-are in service, and what its failed scaling activities say.
+"""A deployment's capacity option on AWS: the Capacity Block it buys, and how its machines
+target that block or an On-Demand Capacity Reservation the user holds.
 
-``DescribeAutoScalingGroups`` gives the group's ``DesiredCapacity`` and its ``Instances``
-(``LifecycleState`` ``InService``, ``WeightedCapacity`` as a string when the group weights its
-types); ``DescribeScalingActivities`` gives each launch attempt's ``StatusCode`` and
-``StatusMessage`` ("A friendly, more verbose description of the activity status"), which
-carries EC2's own error text (botocore's autoscaling 2011-01-01 model; an ASG left at 0 for
-lack of capacity, its activity carrying EC2's message: https://github.com/hashicorp/terraform/issues/9074).
+- Buying: ``aws.ec2.CapacityBlockReservation`` from the offering ``aws.ec2.get_capacity_block_offering``
+  finds for the block's size, duration and start window. Its docstring: "Once created, a
+  reservation is valid for the duration of the provided capacity_block_offering_id and cannot
+  be deleted. Performing a destroy will only remove the resource from state." The purchase is
+  made only with ``gpufit:purchaseCapacityBlock: true`` (``deployment.capacity.purchase_refusal``),
+  and only when the offering's fee is within ``BLOCK_PRICE_TOLERANCE`` of the plan's.
+- Launching into it: the launch template's market type ``capacity-block`` and a Capacity
+  Reservation target ("To consume Capacity Blocks ... combine the specification with ... A
+  market type on your launch template",
+  https://docs.aws.amazon.com/autoscaling/ec2/userguide/target-capacity-reservations.html;
+  "To use a Capacity Block, instances must specifically target the reservation ID",
+  https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html).
+- A held reservation: the target alone, by id or resource group ARN, preference omitted ("If
+  capacity_reservation_id or capacity_reservation_resource_group_arn is specified ... either
+  omit capacity_reservation_preference or set it to capacity-reservations-only", pulumi-aws
+  ``LaunchTemplateCapacityReservationSpecificationArgs``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from gitops.failover import FleetState
+import pulumi
+import pulumi_aws as aws
 
-FAILED = ("Failed", "Cancelled")
-ACTIVITY_PAGE = 100  # MaxRecords' ceiling in the model
+from deployment import Deployment
+from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget
+from deployment.tags import iso_utc
+
+INSTANCE_PLATFORM = "Linux/UNIX"  # the Deep Learning AMIs gpufit boots are Ubuntu
+BLOCK_START_ACTION = "gpufit-block-start"
 
 
-def _client(region: str) -> Any:
-    import boto3
+def block_starts_later(d: Deployment) -> bool:
+    """The block begins after the deployment is made: its group waits at 0 until then (AWS:
+    "you can schedule scaling to run at the start of the Capacity Block reservation")."""
+    c = d.capacity
+    return c is not None and c.block_start is not None and c.block_start > d.created_at
 
-    return boto3.client("autoscaling", region_name=region)
 
-
-class AsgWatcher:
-    """Reads an AWS stack's fleet from its ``group`` and ``region`` outputs."""
-
-    def __init__(self, client_for: Callable[[str], Any] = _client) -> None:
-        self._client_for = client_for
-
-    def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
-        client = self._client_for(str(outputs["region"]))
-        group = str(outputs["group"])
-        groups = client.describe_auto_scaling_groups(AutoScalingGroupNames=[group])["AutoScalingGroups"]
-        if not groups:
-            desired = int(outputs.get("desired_capacity") or 1)
-            return FleetState(desired, 0, (f"Auto Scaling group {group} not found",))
-        found = groups[0]
-        in_service = sum(
-            int(i.get("WeightedCapacity") or 1)
-            for i in found["Instances"]
-            if i["LifecycleState"] == "InService"
+def _fee_checked(fee: str | None, target: CapacityTarget) -> str:
+    """The offering's fee, or a failure when it is over the plan's by more than the tolerance
+    (the block is then not bought)."""
+    paid = float(fee or "nan")
+    ceiling = target.upfront_usd * (1.0 + BLOCK_PRICE_TOLERANCE)
+    if not paid <= ceiling:
+        raise pulumi.RunError(
+            f"capacity block offering costs ${paid:,.2f} up front, over the plan's "
+            f"${target.upfront_usd:,.2f} by more than {BLOCK_PRICE_TOLERANCE:.0%}: not bought; re-plan"
         )
-        activities = client.describe_scaling_activities(AutoScalingGroupName=group, MaxRecords=ACTIVITY_PAGE)
-        cutoff = since if since.tzinfo else since.replace(tzinfo=UTC)
-        messages = tuple(
-            a.get("StatusMessage") or a.get("Description", "")
-            for a in activities["Activities"]
-            if a["StatusCode"] in FAILED and a["StartTime"] >= cutoff
+    return f"{paid:.2f}"
+
+
+def capacity_block(
+    name: str, d: Deployment, tags: dict[str, str], opts: pulumi.ResourceOptions
+) -> aws.ec2.CapacityBlockReservation | None:
+    """Buy the plan's Capacity Block (the caller has checked the confirmation)."""
+    target = d.capacity
+    if target is None or target.kind != "capacity-block":
+        return None
+    assert target.block_start is not None and target.block_end is not None
+    offering_id: pulumi.Input[str]
+    if target.offering_id is not None:
+        offering_id = target.offering_id
+    else:
+        found = aws.ec2.get_capacity_block_offering_output(
+            capacity_duration_hours=target.block_hours,
+            instance_count=target.block_instances,
+            instance_type=d.machine_type,
+            start_date_range=_iso(target.block_start),
+            end_date_range=_iso(target.block_end),
+            opts=pulumi.InvokeOptions(parent=opts.parent, provider=opts.provider),
         )
-        return FleetState(int(found["DesiredCapacity"]), in_service, messages)
+        offering_id = pulumi.Output.all(found.capacity_block_offering_id, found.upfront_fee).apply(
+            lambda v: (_fee_checked(v[1], target), str(v[0]))[1]
+        )
+    return aws.ec2.CapacityBlockReservation(
+        f"{name}-block",
+        capacity_block_offering_id=offering_id,
+        instance_platform=INSTANCE_PLATFORM,
+        tags=tags,
+        # Not deletable: a destroy drops it from state, and a replacement would buy a second one.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)),
+    )
+
+
+def _iso(moment: datetime) -> str:
+    return iso_utc(moment)
+
+
+def reservation_id(d: Deployment, block: aws.ec2.CapacityBlockReservation | None) -> pulumi.Input[str] | None:
+    """The reservation the machines target: the block bought, or the one the user holds."""
+    if block is not None:
+        return block.id
+    if d.capacity is not None and d.capacity.kind == "reservation":
+        return d.capacity.reservation_id
+    return None
+
+
+def template_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
+    """Launch template arguments that put its machines in the block or reservation."""
+    if target is None or d.capacity is None:
+        return {}
+    args: dict[str, Any] = {
+        "capacity_reservation_specification": aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                **_target_key(d, target)
+            )
+        )
+    }
+    if d.capacity.kind == "capacity-block":
+        args["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
+            market_type="capacity-block"
+        )
+    return args
+
+
+def instance_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
+    """The same for a plain instance (a replica spanning nodes)."""
+    if target is None or d.capacity is None:
+        return {}
+    args: dict[str, Any] = {
+        "capacity_reservation_specification": aws.ec2.InstanceCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.InstanceCapacityReservationSpecificationCapacityReservationTargetArgs(
+                **_target_key(d, target)
+            )
+        )
+    }
+    if d.capacity.kind == "capacity-block":
+        args["instance_market_options"] = aws.ec2.InstanceInstanceMarketOptionsArgs(
+            market_type="capacity-block"
+        )
+    return args
+
+
+def _target_key(d: Deployment, target: pulumi.Input[str]) -> dict[str, Any]:
+    if d.capacity is not None and d.capacity.resource_group:
+        return {"capacity_reservation_resource_group_arn": target}
+    return {"capacity_reservation_id": target}

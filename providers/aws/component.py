@@ -32,6 +32,7 @@ from deployment import (
 )
 from machine.boot import NodeRole, fleet_group, render
 from machine.serving import MachineSecrets
+from providers.aws.capacity import capacity_block, instance_capacity, reservation_id
 from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
@@ -135,9 +136,12 @@ class AwsGpuInstance(pulumi.ComponentResource):
             extra=arns.apply(lambda v: policy_document(read_statements(v, existing))) if reads else None,
         )
         image = image if image is not None else machine_image(d, invoke)
+        block = capacity_block(name, d, tags, child)  # issue 26: a Capacity Block bought, if chosen
+        capacity = instance_capacity(d, reservation_id(d, block))
+        # "there is no need to use a cluster placement group with a Capacity Block" (its guide)
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
-            if d.needs_node_interconnect
+            if d.needs_node_interconnect and block is None
             else None
         )
         instances: list[aws.ec2.Instance] = []
@@ -160,6 +164,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                     placement=placement,
                     tags={**tags, "Name": f"gpufit-{d.name}-{index}"},
                     opts=child,
+                    capacity=capacity,
                 )
             )
         schedule = self._deadline(name, d, instances, child, invoke)
@@ -203,8 +208,9 @@ class AwsGpuInstance(pulumi.ComponentResource):
         placement: aws.ec2.PlacementGroup | None,
         tags: dict[str, str],
         opts: pulumi.ResourceOptions,
+        capacity: dict[str, Any] | None = None,
     ) -> aws.ec2.Instance:
-        market = None
+        market = (capacity or {}).get("instance_market_options")
         if d.spot:
             resumes = d.resumes_after_interruption
             market = aws.ec2.InstanceInstanceMarketOptionsArgs(
@@ -244,6 +250,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                 tags=tags,
             ),
             instance_market_options=market,
+            capacity_reservation_specification=(capacity or {}).get("capacity_reservation_specification"),
             # A persistent spot request cannot take "terminate"; a stopped instance bills no compute.
             instance_initiated_shutdown_behavior="stop"
             if d.spot and d.resumes_after_interruption

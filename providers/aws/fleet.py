@@ -54,6 +54,13 @@ from deployment import (
 )
 from machine import lifecycle
 from machine.boot import LIFECYCLE_HOOK, NodeRole, fleet_group, render
+from providers.aws.capacity import (
+    BLOCK_START_ACTION,
+    block_starts_later,
+    capacity_block,
+    reservation_id,
+    template_capacity,
+)
 from providers.aws.endpoint import from_load_balancer, lb_security_group, load_balancer
 from providers.aws.placement import FleetPlacement
 from providers.aws.resources import (
@@ -239,6 +246,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         )
         image = image if image is not None else machine_image(d, invoke)
         machine_tags = {**tags, "Name": f"gpufit-{d.name}"}
+        block = capacity_block(name, d, tags, child)  # issue 26: a Capacity Block bought, if chosen
         template = aws.ec2.LaunchTemplate(
             f"{name}-lt",
             name_prefix=f"gpufit-{d.name}-",
@@ -261,8 +269,10 @@ class AwsGpuFleet(pulumi.ComponentResource):
             update_default_version=True,
             tags=tags,
             opts=child,
+            **template_capacity(d, reservation_id(d, block)),
         )
         desired = d.capacity_units
+        starts_later = block_starts_later(d)
         self.load_balancer = (
             load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), lb_sg, tags, child)
             if lb_sg is not None
@@ -274,7 +284,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             name=d.group_name,
             min_size=0,
             max_size=desired,
-            desired_capacity=desired,
+            desired_capacity=0 if starts_later else desired,
             vpc_zone_identifiers=list(placement.subnet_ids),
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
@@ -317,6 +327,19 @@ class AwsGpuFleet(pulumi.ComponentResource):
             opts=child,
         )
 
+        if starts_later:  # the block is not active yet: the group starts its machines when it is
+            assert d.capacity is not None and d.capacity.block_start is not None
+            aws.autoscaling.Schedule(
+                f"{name}-block-start",
+                autoscaling_group_name=group.name,
+                scheduled_action_name=BLOCK_START_ACTION,
+                min_size=0,
+                max_size=desired,
+                desired_capacity=desired,
+                start_time=iso_utc(d.capacity.block_start),
+                opts=child,
+            )
+        self.block = block
         self.group = group
         self.launch_template = template
         self.schedule = schedule

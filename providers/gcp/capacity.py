@@ -1,68 +1,94 @@
-"""GCP's half of ``gpufit up``'s watch: how many of the regional MIG's VMs are running with
-nothing left to do, and what the MIG's errors say.
+"""A deployment's capacity option on GCP (issue 26), kept apart from the fleet's own code:
 
-``regionInstanceGroupManagers.get`` (``targetSize``), ``listManagedInstances`` (each VM's
-``instanceStatus`` and ``currentAction``; ``NONE`` once it is created and running) and
-``listErrors`` (``InstanceManagedByIgmError``: ``error.code``, ``error.message``,
-``timestamp``), https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers,
-through google-cloud-compute's REST clients; ``GPUFIT_GCP_COMPUTE_ENDPOINT`` (or ``endpoint``)
-points them at a local server, as for sweep.
+- flex-start: the instance template's ``provisioning_model: FLEX_START`` and a MIG resize
+  request (``gcp.compute.RegionResizeRequest``, "the Managed Instance Group implementation of
+  Dynamic Workload Scheduler Flex Start" in pulumi-gcp 10.2.0) for the fleet's VMs, run until
+  the deadline: "When resources are available, the MIG creates VMs all at once"
+  (https://docs.cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig). The
+  template follows pulumi-gcp's example for resize requests: no automatic restart, TERMINATE
+  on host maintenance, DELETE at the end, a max run duration, no reservation.
+- a held reservation: the template's ``reservation_affinity``, SPECIFIC_RESERVATION with the key
+  ``compute.googleapis.com/reservation-name`` and the reservation's name, or ANY_RESERVATION
+  (https://cloud.google.com/compute/docs/reference/rest/v1/ReservationAffinity).
+
+Calendar-mode future reservations (``gcp.compute.FutureReservation``, ``reservation_mode:
+CALENDAR``) exist in pulumi-gcp 10.2.0 but are not planned here: see the README's "Capacity".
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from typing import Any
+import pulumi
+import pulumi_gcp as gcp
 
-from cloudapi.gcp import COMPUTE_ENDPOINT_ENV, CredentialSource, check_endpoint
-from gitops.failover import FleetState
+from deployment import Deployment
+from deployment.capacity import RESERVATION_NAME_KEY, flex_run_seconds
 
 
-class MigWatcher:
-    """Reads a GCP stack's fleet from its ``group`` and ``region`` outputs."""
+def flex_start(d: Deployment) -> bool:
+    return d.capacity is not None and d.capacity.kind == "flex-start"
 
-    def __init__(self, project: str, endpoint: str | None = None) -> None:
-        self._project = project
-        self._endpoint, self._loopback = check_endpoint(
-            endpoint if endpoint is not None else os.environ.get(COMPUTE_ENDPOINT_ENV), "compute"
+
+def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInstanceTemplateSchedulingArgs:
+    """The template's scheduling: flex-start's, else the fleet's spot or standard one."""
+    if flex_start(d):
+        return gcp.compute.RegionInstanceTemplateSchedulingArgs(
+            provisioning_model="FLEX_START",
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action="DELETE",
+            max_run_duration=gcp.compute.RegionInstanceTemplateSchedulingMaxRunDurationArgs(
+                seconds=flex_run_seconds(d.created_at, d.expires_at)
+            ),
         )
-        self._client: Any = None
+    return gcp.compute.RegionInstanceTemplateSchedulingArgs(
+        provisioning_model="SPOT" if d.spot else "STANDARD",
+        preemptible=d.spot,
+        automatic_restart=not d.spot,
+        on_host_maintenance="TERMINATE",
+        instance_termination_action="DELETE",
+        termination_time=termination,
+    )
 
-    def _migs(self) -> Any:
-        if self._client is None:
-            from google.api_core.client_options import ClientOptions
-            from google.cloud import compute_v1
 
-            options = ClientOptions(api_endpoint=self._endpoint) if self._endpoint else None
-            self._client = compute_v1.RegionInstanceGroupManagersClient(
-                credentials=CredentialSource().get(self._loopback), client_options=options
-            )
-        return self._client
+def reservation_affinity(d: Deployment) -> gcp.compute.RegionInstanceTemplateReservationAffinityArgs | None:
+    """Which reservation the VMs consume: the one named (or any), none for flex-start."""
+    c = d.capacity
+    if c is None:
+        return None
+    if c.kind == "flex-start":
+        return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(type="NO_RESERVATION")
+    if c.kind != "reservation":
+        return None
+    if c.affinity == "any":
+        return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(type="ANY_RESERVATION")
+    return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(
+        type="SPECIFIC_RESERVATION",
+        specific_reservation=gcp.compute.RegionInstanceTemplateReservationAffinitySpecificReservationArgs(
+            key=RESERVATION_NAME_KEY, values=[c.reservation_id or ""]
+        ),
+    )
 
-    def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
-        """The fleet's MIGs together (``group`` is one name, or a list with one MIG per
-        machine size)."""
-        names = outputs["group"] if isinstance(outputs["group"], list) else [outputs["group"]]
-        cutoff = since if since.tzinfo else since.replace(tzinfo=UTC)
-        client = self._migs()
-        target, running, messages = 0, 0, []
-        for name in names:
-            where = {
-                "project": self._project,
-                "region": str(outputs["region"]),
-                "instance_group_manager": str(name),
-            }
-            target += int(client.get(**where).target_size)
-            running += sum(
-                1
-                for vm in client.list_managed_instances(**where)
-                if vm.instance_status == "RUNNING" and vm.current_action == "NONE"
-            )
-            messages += [
-                f"{e.error.code}: {e.error.message}"
-                for e in client.list_errors(**where)
-                if not e.timestamp or datetime.fromisoformat(e.timestamp) >= cutoff
-            ]
-        return FleetState(target, running, tuple(messages))
+
+def initial_size(d: Deployment) -> int:
+    """A flex-start group starts empty: its resize request brings the VMs, all at once."""
+    return 0 if flex_start(d) else d.nodes
+
+
+def resize_request(
+    base: str, d: Deployment, group: gcp.compute.RegionInstanceGroupManager, opts: pulumi.ResourceOptions
+) -> gcp.compute.RegionResizeRequest | None:
+    """The flex-start request for the fleet's VMs, queued until capacity, run until the deadline."""
+    if not flex_start(d):
+        return None
+    return gcp.compute.RegionResizeRequest(
+        f"{base}-flex",
+        name=f"{base[:52]}-flex",
+        region=d.region,
+        instance_group_manager=group.name,
+        resize_by=d.nodes,
+        requested_run_duration=gcp.compute.RegionResizeRequestRequestedRunDurationArgs(
+            seconds=str(flex_run_seconds(d.created_at, d.expires_at))
+        ),
+        description=f"gpufit {d.workload} ({d.stack}): flex-start, runs until the deadline",
+        opts=opts,
+    )

@@ -60,6 +60,7 @@ from deployment import Deployment, FleetMember, iso_utc
 from machine import lifecycle
 from machine.boot import NodeRole, fleet_group, gce_group_name, render
 from providers.base import SecretInputs, deadline_ignore_changes
+from providers.gcp import capacity
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     boot_disk_type,
@@ -409,7 +410,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                     name="primary", instance_template=self.template.self_link
                 )
             ],
-            target_size=d.nodes,
+            target_size=capacity.initial_size(d),
             distribution_policy_zones=zones,
             distribution_policy_target_shape=target_shape(d),
             instance_flexibility_policy=flexibility,
@@ -438,6 +439,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
             opts=group_opts,
         )
+        self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
         self.deadline = gcp.cloudscheduler.Job(
             f"{base}-deadline",
             region=region,

@@ -12,6 +12,7 @@ import pulumi_gcp as gcp
 
 from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deployment, iso_utc
 from machine.boot import shutdown_script
+from providers.gcp import capacity
 from providers.gcp.common import CLOUD_PLATFORM_SCOPE, DLVM_IMAGE, boot_disk_type, nic_type
 
 
@@ -74,14 +75,8 @@ def instance_template(
                 access_configs=[gcp.compute.RegionInstanceTemplateNetworkInterfaceAccessConfigArgs()],
             )
         ],
-        scheduling=gcp.compute.RegionInstanceTemplateSchedulingArgs(
-            provisioning_model="SPOT" if d.spot else "STANDARD",
-            preemptible=d.spot,
-            automatic_restart=not d.spot,
-            on_host_maintenance="TERMINATE",
-            instance_termination_action="DELETE",
-            termination_time=given.termination,
-        ),
+        scheduling=capacity.scheduling(d, given.termination),
+        reservation_affinity=capacity.reservation_affinity(d),  # issue 26
         service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
             email=given.service_account_email, scopes=[CLOUD_PLATFORM_SCOPE]
         ),

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
+from selector.spec.capacity import CapacitySpec, capacity_problems
 from selector.spec.embed import EmbedSpec
 from selector.spec.exclusion import ExcludeSpec
 from selector.spec.fields import (
@@ -375,6 +376,7 @@ class WorkloadSpec(Strict):
     duration: Hours | None = Field(None, description="serving: how long it runs; default 730h")
     egress: EgressSpec = Field(default_factory=EgressSpec)
     placement: PlacementSpec = Field(default_factory=PlacementSpec)
+    capacity: CapacitySpec = Field(default_factory=CapacitySpec)
     budget: BudgetSpec = Field(default_factory=BudgetSpec)
     storage: StorageSpec = Field(default_factory=StorageSpec)
     data: DataSpec | None = None
@@ -461,6 +463,7 @@ class WorkloadSpec(Strict):
             problems.append(
                 "task embed needs a transformer architecture (a preset, config or explicit layers)"
             )
+        problems += capacity_problems(self.capacity, list(self.placement.clouds), self.task)
         problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)
         if problems:

@@ -392,6 +392,7 @@ def instance(r: Resource, s: Stack) -> list[Request]:
         )
         if market
         else None,
+        CapacityReservationSpecification=_reservation_spec(r.get("capacityReservationSpecification")),
         InstanceInitiatedShutdownBehavior=r.get("instanceInitiatedShutdownBehavior"),
         UserData=_encoded(r.get("userData")),
         AssociatePublicIpAddress=None,
@@ -403,6 +404,32 @@ def instance(r: Resource, s: Stack) -> list[Request]:
         if "SecurityGroupIds" in params:
             params["NetworkInterfaces"][0]["Groups"] = params.pop("SecurityGroupIds")
     return [Request("ec2", "RunInstances", params)]
+
+
+def _reservation_spec(spec: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``capacity_reservation_specification`` as EC2's ``CapacityReservationSpecification``
+    (terraform ``expandLaunchTemplateCapacityReservationSpecificationRequest``)."""
+    if not spec:
+        return None
+    target = spec.get("capacityReservationTarget") or {}
+    return _some(
+        CapacityReservationPreference=spec.get("capacityReservationPreference"),
+        CapacityReservationTarget=_some(
+            CapacityReservationId=target.get("capacityReservationId"),
+            CapacityReservationResourceGroupArn=target.get("capacityReservationResourceGroupArn"),
+        )
+        or None,
+    )
+
+
+def capacity_block_reservation(r: Resource, s: Stack) -> list[Request]:
+    """terraform ``resourceCapacityBlockReservationCreate``: PurchaseCapacityBlock."""
+    params = _some(
+        CapacityBlockOfferingId=r.get("capacityBlockOfferingId"),
+        InstancePlatform=r.get("instancePlatform"),
+        **_tag_specs("capacity-reservation", r.get("tags")),
+    )
+    return [Request("ec2", "PurchaseCapacityBlock", params)]
 
 
 def template_network_interfaces(items: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -451,6 +478,9 @@ def launch_template(r: Resource, s: Stack) -> list[Request]:
         )
         or None,
         InstanceInitiatedShutdownBehavior=r.get("instanceInitiatedShutdownBehavior"),
+        InstanceMarketOptions=_some(MarketType=(r.get("instanceMarketOptions") or {}).get("marketType"))
+        or None,
+        CapacityReservationSpecification=_reservation_spec(r.get("capacityReservationSpecification")),
         UserData=r.get("userData"),
         TagSpecifications=[
             {"ResourceType": spec.get("resourceType"), "Tags": _tags(spec.get("tags"))}
@@ -744,6 +774,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Request]]] = {
     "aws:lb/listenerRule:ListenerRule": listener_rule,
     "aws:autoscaling/group:Group": autoscaling_group,
     "aws:autoscaling/schedule:Schedule": autoscaling_schedule,
+    "aws:ec2/capacityBlockReservation:CapacityBlockReservation": capacity_block_reservation,
 }
 
 PROVIDER_ONLY: dict[str, frozenset[str]] = {
@@ -818,10 +849,14 @@ MAPPED: dict[str, frozenset[str]] = {
             "rootBlockDevice",
             "tags",
             "instanceMarketOptions",
+            "capacityReservationSpecification",
             "instanceInitiatedShutdownBehavior",
             "userData",
             "associatePublicIpAddress",
         }
+    ),
+    "aws:ec2/capacityBlockReservation:CapacityBlockReservation": frozenset(
+        {"capacityBlockOfferingId", "instancePlatform", "tags"}
     ),
     "aws:ec2/launchTemplate:LaunchTemplate": frozenset(
         {
@@ -837,6 +872,8 @@ MAPPED: dict[str, frozenset[str]] = {
             "blockDeviceMappings",
             "placement",
             "instanceInitiatedShutdownBehavior",
+            "instanceMarketOptions",
+            "capacityReservationSpecification",
             "userData",
             "tagSpecifications",
             "tags",

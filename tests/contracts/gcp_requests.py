@@ -180,6 +180,7 @@ def region_instance_template(r: Resource, s: Stack) -> list[Body]:
         guestAccelerators=_accelerators(r.get("guestAccelerators")),
         networkInterfaces=_nics(r.get("networkInterfaces")),
         scheduling=_scheduling(r.get("scheduling")),
+        reservationAffinity=_reservation_affinity(r.get("reservationAffinity")),
         serviceAccounts=_service_accounts(r.get("serviceAccount")),
         shieldedInstanceConfig=_shielded(r.get("shieldedInstanceConfig")),
         metadata=_metadata(r.get("metadata")),
@@ -189,6 +190,34 @@ def region_instance_template(r: Resource, s: Stack) -> list[Body]:
     )
     body = _some(name=template_name(r), description=r.get("description"), properties=properties)
     return [Body("compute.v1", "InstanceTemplate", "compute.regionInstanceTemplates.insert", body)]
+
+
+def _reservation_affinity(a: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """terraform ``expandReservationAffinity``: ``type`` → consumeReservationType, the specific
+    reservation's key and values."""
+    if not a:
+        return None
+    specific = a.get("specificReservation") or {}
+    return _some(consumeReservationType=a.get("type"), key=specific.get("key"), values=specific.get("values"))
+
+
+def region_resize_request(r: Resource, s: Stack) -> list[Body]:
+    """regionInstanceGroupManagerResizeRequests.insert (the group is a path parameter)."""
+    duration = r.get("requestedRunDuration") or {}
+    body = _some(
+        name=name_of(r),
+        description=r.get("description"),
+        resizeBy=r.get("resizeBy"),
+        requestedRunDuration=_some(seconds=duration.get("seconds"), nanos=duration.get("nanos")) or None,
+    )
+    return [
+        Body(
+            "compute.v1",
+            "InstanceGroupManagerResizeRequest",
+            "compute.regionInstanceGroupManagerResizeRequests.insert",
+            body,
+        )
+    ]
 
 
 def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
@@ -490,6 +519,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
     "gcp:compute/instance:Instance": instance,
     "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate": region_instance_template,
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": region_instance_group_manager,
+    "gcp:compute/regionResizeRequest:RegionResizeRequest": region_resize_request,
     "gcp:compute/network:Network": _simple(
         "Network",
         "compute.networks.insert",
@@ -573,6 +603,9 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
 PROVIDER_ONLY: dict[str, frozenset[str]] = {
     "gcp:compute/instance:Instance": frozenset({"zone", "allowStoppingForUpdate", "project"}),
     "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate": frozenset({"region", "project"}),
+    "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
+        {"region", "project", "instanceGroupManager"}
+    ),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {"region", "waitForInstances", "project"}
     ),
@@ -632,6 +665,7 @@ MAPPED: dict[str, frozenset[str]] = {
             "guestAccelerators",
             "networkInterfaces",
             "scheduling",
+            "reservationAffinity",
             "serviceAccount",
             "shieldedInstanceConfig",
             "metadata",
@@ -639,6 +673,9 @@ MAPPED: dict[str, frozenset[str]] = {
             "labels",
             "tags",
         }
+    ),
+    "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
+        {"name", "description", "resizeBy", "requestedRunDuration"}
     ),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {

@@ -30,6 +30,11 @@ MESSAGES = {
     ("aws", "capacity"): "Launching a new EC2 instance. Status Reason: We currently do not have sufficient "
     "{type} capacity in the Availability Zone you requested ({region}a). Our system will be working on "
     "provisioning additional capacity. Launching EC2 instance failed.",
+    # An ASG with a mixed-instances policy that cannot get Spot capacity (repost.aws
+    # knowledge-center/eks-troubleshoot-spot-instances): a different code than on-demand's.
+    ("aws", "capacity-spot"): "Could not launch Spot Instances. UnfulfillableCapacity - Unable to fulfill "
+    "capacity due to your request configuration. Please adjust your request and try again. Launching EC2 "
+    "instance failed.",
     (
         "aws",
         "quota",
@@ -105,6 +110,7 @@ class FakeWorkspace:
             "cloud": choice.offer.cloud,
             "region": choice.offer.region,
             "instance_type": choice.offer.instance.name,
+            "market": choice.offer.market,
             "group": f"gpufit-{stack}",
             "desired_capacity": choice.shape.instances,
             "nodes": choice.shape.nodes_per_replica,
@@ -146,5 +152,7 @@ class FakeWatcher:
             return FleetState(desired + 1, 1)
         if kind == "silent":
             return FleetState(desired, 0)
+        if kind == "capacity" and outputs.get("market") == "spot" and (cloud, "capacity-spot") in MESSAGES:
+            kind = "capacity-spot"  # the cloud says it in Spot's own words
         text = MESSAGES[(cloud, kind)].format(type=name, region=region)
         return FleetState(desired, 0, (text,))

@@ -1,0 +1,96 @@
+"""What a deployment's capacity option asks of the cloud: the reservation it targets, the
+Capacity Block it buys (and the confirmation that purchase needs), the flex-start request's
+run duration. Pure: read from the plan's choice (``selector.capacity``)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+
+from selector.capacity import FLEX_MAX_HOURS, FLEX_MIN_HOURS, CapacityTerms
+from selector.catalog import Offer
+
+PURCHASE_KEY = "gpufit:purchaseCapacityBlock"
+RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
+"""GCP ``ReservationAffinity.key`` for a reservation named in ``values``: "To target a
+SPECIFIC_RESERVATION by name, specify compute.googleapis.com/reservation-name as the key"
+(https://cloud.google.com/compute/docs/reference/rest/v1/ReservationAffinity)."""
+BLOCK_PRICE_TOLERANCE = 0.10
+"""A block is bought only when the offering's fee is at most this much over the plan's
+figure (prices change; the plan's may be a reference estimate): a gpufit choice."""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityTarget:
+    """The capacity option of a deployment."""
+
+    kind: str  # capacity-block | flex-start | reservation
+    reservation_id: str | None = None  # an ODCR id, a resource group ARN, or a GCP reservation
+    affinity: str = "specific"
+    block_start: datetime | None = None
+    block_end: datetime | None = None
+    block_instances: int = 0
+    block_hours: int = 0
+    upfront_usd: float = 0.0
+    offering_id: str | None = None
+    estimate: bool = True
+
+    @property
+    def resource_group(self) -> bool:
+        return (self.reservation_id or "").startswith("arn:")
+
+
+def capacity_target(offer: Offer) -> CapacityTarget | None:
+    terms = offer.capacity
+    if not isinstance(terms, CapacityTerms):
+        return None
+    if terms.kind == "capacity-block":
+        assert terms.start is not None and terms.end is not None
+        return CapacityTarget(
+            kind=terms.kind,
+            block_start=terms.start,
+            block_end=terms.end,
+            block_instances=terms.block_instances,
+            block_hours=round((terms.end - terms.start).total_seconds() / 3600),
+            upfront_usd=terms.upfront_usd,
+            offering_id=terms.offering_id,
+            estimate=terms.estimate,
+        )
+    if terms.kind == "reservation":
+        return CapacityTarget(kind=terms.kind, reservation_id=terms.reservation_id, affinity=terms.affinity)
+    return CapacityTarget(kind=terms.kind)
+
+
+def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | None:
+    """One line when the deployment would buy a Capacity Block without ``PURCHASE_KEY: true``
+    (before anything is created); None otherwise."""
+    if target is None or target.kind != "capacity-block" or confirmed:
+        return None
+    assert target.block_start is not None and target.block_end is not None
+    estimate = " (reference price, an estimate)" if target.estimate else ""
+    return (
+        f"capacity block purchase not confirmed: {target.block_instances} instance(s) from "
+        f"{target.block_start:%Y-%m-%d %H:%M} to {target.block_end:%Y-%m-%d %H:%M} UTC cost "
+        f"${target.upfront_usd:,.2f} up front{estimate}, not refundable; set "
+        f"`pulumi config set {PURCHASE_KEY} true` to buy it"
+    )
+
+
+def flex_run_seconds(created_at: datetime, expires_at: datetime) -> int:
+    """A flex-start resize request's run duration: until the deadline, within the 600 to
+    604,800 s the API accepts (``ResizeRequestRequestedRunDurationArgs.seconds``)."""
+    seconds = math.floor((expires_at - created_at).total_seconds())
+    return int(min(max(seconds, FLEX_MIN_HOURS * 3600), FLEX_MAX_HOURS * 3600))
+
+
+def block_wait_refusal(target: CapacityTarget | None, grouped: bool, created_at: datetime) -> str | None:
+    """One line when a future block would be bought for plain instances (a replica spanning
+    nodes), which cannot wait for it the way a scaling group's scheduled action does."""
+    if target is None or target.block_start is None or grouped or target.block_start <= created_at:
+        return None
+    return (
+        f"capacity block starts {target.block_start:%Y-%m-%d %H:%M} UTC: a multi-node replica runs as plain "
+        "instances, which cannot wait for it; deploy on the block's first day, or leave capacity.start_after "
+        "unset for the earliest block"
+    )
