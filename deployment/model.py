@@ -43,6 +43,7 @@ class FleetMember:
     weighted_capacity: int
     hourly_usd: float
     tensor_parallel: int = 1
+    gpu: str | None = None  # the GPU model (catalog name); a GCP group never mixes two
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Deployment:
     fleet_units: int = 0  # the group's desired capacity in replicas (0 = one per machine)
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
+    gcp_instance_flexibility: bool = False  # placement.gcp_instance_flexibility (opt-in, unconfirmed)
 
     @property
     def api_from_anywhere(self) -> bool:

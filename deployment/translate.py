@@ -225,6 +225,7 @@ def deployment_from_plan(
                 shape.replicas_per_instance,
                 offer.hourly_usd,
                 shape.tensor_parallel,
+                it.gpu.name,
             ),
             *(
                 FleetMember(
@@ -235,6 +236,7 @@ def deployment_from_plan(
                     f.weighted_capacity,
                     f.offer.hourly_usd,
                     f.shape.tensor_parallel,
+                    f.offer.instance.gpu.name,
                 )
                 for f in plan.fallbacks
             ),
@@ -243,4 +245,5 @@ def deployment_from_plan(
         fleet_units=plan.fleet_units if shape.nodes_per_replica == 1 else 0,
         on_demand_base=choice.cost.on_demand_base,
         spot_allocation=spec.placement.spot_allocation,
+        gcp_instance_flexibility=spec.placement.gcp_instance_flexibility,
     )
