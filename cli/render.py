@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from datetime import date
 
@@ -9,12 +10,13 @@ from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
 from selector.capacity import describe as describe_capacity
 from selector.catalog import Catalog, Offer
+from selector.consumption import third_party_note
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
-from selector.fallbacks import VM_COUNTED_CLOUDS
+from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
 from selector.freshness import price_ages
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
-from selector.select import Candidate, Plan
+from selector.select import GCP_ONE_TYPE_NOTE, Candidate, Plan
 from selector.sizing import Term, usable_gib
 from selector.units import format_hours
 
@@ -108,6 +110,12 @@ def _fleet_members(plan: Plan) -> str:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
         if plan.spec.placement.instance_types is not None:
             return "fallbacks: none among placement.instance_types"
+        if (
+            choice is not None
+            and choice.offer.cloud in VM_COUNTED_CLOUDS
+            and not plan.spec.placement.gcp_instance_flexibility
+        ):
+            return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
         if choice is not None and choice.offer.zone is not None:
             return (
                 f"fallbacks: none (no other type runs it in {choice.offer.zone}, the zone this spot "
@@ -117,7 +125,7 @@ def _fleet_members(plan: Plan) -> str:
     parts = [
         f"{f.offer.instance.name} {_where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level})"
+        + f" ({obtainability(f.offer).level}{_idle(plan, f)})"
         for f in plan.fallbacks
     ]
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
@@ -130,6 +138,16 @@ def _fleet_members(plan: Plan) -> str:
             "each running the replicas its GPUs hold; "
         )
     return f"{units}fallbacks: " + ", ".join(parts)
+
+
+def _idle(plan: Plan, fallback: Fallback) -> str:
+    """``; 7 GPUs idle, $21,173.88 = 8.0× the plan`` for a bigger VM running the choice's
+    launch: nothing moves the group back to the choice, so it may bill that for the whole run."""
+    if fallback.idle_gpus == 0 or plan.choice is None:
+        return ""
+    n, total = fallback.idle_gpus, fallback.cost.total_usd
+    times = total / plan.choice.cost.total_usd if plan.choice.cost.total_usd > 0 else math.inf
+    return f"; {n} GPU{'s' if n != 1 else ''} idle, {money(total)} = {times:.1f}× the plan"
 
 
 def prices_line(plan: Plan, today: date) -> str:
@@ -157,7 +175,9 @@ def capacity_line(plan: Plan) -> str:
             f"; no capacity before the deadline {cost.launch_failure:.0%} likely (estimate), "
             f"then re-run elsewhere: +{money(cost.failure_usd)}, ranked at {money(cost.expected_usd)}"
         )
-    return line + (" (estimate)" if obt.estimated else "")
+    line += " (estimate)" if obt.estimated else ""
+    third = third_party_note(offer.instance.cloud, offer.instance.name, offer.market)
+    return f"{line}; {third}" if third is not None else line
 
 
 def excluded_lines(plan: Plan) -> list[str]:

@@ -47,6 +47,7 @@ class FleetMember:
     hourly_usd: float
     tensor_parallel: int = 1
     max_num_seqs: int = 0  # batch generation: sequences per replica on this type (0: none)
+    gpu: str | None = None  # the GPU model (catalog name); a GCP group never mixes two
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,7 @@ class Deployment:
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
     capacity: CapacityTarget | None = None  # a Capacity Block, flex-start request or reservation
+    gcp_instance_flexibility: bool = False  # placement.gcp_instance_flexibility (opt-in, unconfirmed)
 
     @property
     def api_from_anywhere(self) -> bool:

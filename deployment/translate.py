@@ -261,6 +261,7 @@ def deployment_from_plan(
                 offer.hourly_usd,
                 shape.tensor_parallel,
                 _max_num_seqs(spec, shape),
+                it.gpu.name,
             ),
             *(
                 FleetMember(
@@ -272,6 +273,7 @@ def deployment_from_plan(
                     f.offer.hourly_usd,
                     f.shape.tensor_parallel,
                     _max_num_seqs(spec, f.shape),
+                    f.offer.instance.gpu.name,
                 )
                 for f in plan.fallbacks
             ),
@@ -283,4 +285,5 @@ def deployment_from_plan(
         on_demand_base=choice.cost.on_demand_base if offer.market == "spot" else 0,
         spot_allocation=spec.placement.spot_allocation,
         capacity=capacity,
+        gcp_instance_flexibility=spec.placement.gcp_instance_flexibility,
     )

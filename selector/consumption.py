@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 Status = Literal["yes", "no", "unconfirmed"]
 STATUSES: tuple[Status, ...] = ("yes", "no", "unconfirmed")
@@ -140,6 +141,32 @@ def status(cloud: str, name: str, option: str) -> Status:
     """Whether ``name`` is sold as ``option`` (``unconfirmed`` for a type the table lacks)."""
     row = row_for(cloud, name)
     return "unconfirmed" if row is None else row.status(option)
+
+
+FIRST_PARTY_HOSTS = frozenset(
+    {
+        "aws.amazon.com",
+        "docs.aws.amazon.com",
+        "pricing.us-east-1.amazonaws.com",
+        "spot-bid-advisor.s3.amazonaws.com",
+        "cloud.google.com",
+        "docs.cloud.google.com",
+    }
+)
+"""The clouds' own hosts among the rows' sources (a third_party_only note cites another)."""
+
+
+def third_party_note(cloud: str, name: str, market: str) -> str | None:
+    """``only a third party says aws p5en.48xlarge is sold spot (aws.csv:9: https://...)``
+    when no statement of the cloud's own gives the market's status (the row's
+    ``third_party_only``), else None."""
+    row = row_for(cloud, name)
+    if row is None or market not in row.third_party_only:
+        return None
+    said = "sold" if row.status(market) == "yes" else "not sold"
+    theirs = [u for u in row.sources if urlsplit(u).hostname not in FIRST_PARTY_HOSTS]
+    cited = (theirs or row.sources)[0]
+    return f"only a third party says {cloud} {name} is {said} {market} ({row.where}: {cited})"
 
 
 def not_sold_reason(cloud: str, name: str, market: str) -> str | None:

@@ -144,6 +144,12 @@ class Fallback:
     cost: Cost
     weighted_capacity: int
 
+    @property
+    def idle_gpus(self) -> int:
+        """GPUs per machine no replica uses (a bigger VM running the choice's launch)."""
+        used = self.shape.replicas_per_instance * self.shape.gpus_per_replica
+        return max(self.offer.instance.gpu_count - used, 0)
+
 
 def fleet_units(choice: Shape) -> int:
     """The fleet's desired capacity in replicas (capacity units): a service's replicas (what
@@ -235,6 +241,8 @@ def fallbacks(
     rerun_usd: float | None = None,
     fit_at: Callable[[InstanceType, int], Shape | Rejection] | None = None,
     limit: int = MAX_FALLBACKS,
+    vm_flexibility: bool = False,
+    max_cost_ratio: float | None = None,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -242,7 +250,19 @@ def fallbacks(
     ``on_demand_base``: the choice's instances kept on-demand (a spot serving fleet), costed
     the same in every fallback. Fallbacks rank by expected cost, their obtainability included,
     an hour of waiting worth ``wait_value``. ``fit_at`` (a served model) refits a type at the
-    choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP."""
+    choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP.
+    ``vm_flexibility``: a group that counts VMs (a GCP MIG) takes other machine types only when
+    the spec opts in (``placement.gcp_instance_flexibility``: Google does not confirm instance
+    flexibility for GPU machine types), and then only of the choice's GPU model.
+    ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
+    not taken (an unbudgeted on-demand service: nothing moves the group back to the choice)."""
+    if choice_offer.cloud in VM_COUNTED_CLOUDS and not vm_flexibility:
+        return ()
+    ceiling = (
+        max_cost_ratio * offer_cost(choice_offer, choice_shape, inputs, rates, on_demand_base).total_usd
+        if max_cost_ratio is not None
+        else None
+    )
     units = fleet_units(choice_shape)
     vm_counted = weighted and choice_offer.cloud in VM_COUNTED_CLOUDS
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
@@ -253,6 +273,8 @@ def fallbacks(
         if it.cloud != cloud or it.name == choice_offer.instance.name:
             continue
         if cloud in ACCELERATOR_BOUND_CLOUDS and not same_accelerators(choice_offer.instance, it):
+            continue
+        if cloud in VM_COUNTED_CLOUDS and it.gpu.name != choice_offer.instance.gpu.name:
             continue
         if instance_patterns is not None and not any(
             fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
@@ -296,6 +318,8 @@ def fallbacks(
             shape = vm_fleet_shape(own, choice_shape.instances) if vm_counted else fleet_shape(own, units)
         for offer in here:
             billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
+            if ceiling is not None and billed.total_usd > ceiling * (1 + 1e-9):
+                continue
             window = deadline_hours if inputs.run_hours is None else None
             cost = with_wait(billed, obtainability(offer), wait_value, window, rerun_usd)
             if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:

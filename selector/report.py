@@ -7,7 +7,7 @@ from typing import Any
 
 from selector.capacity import capacity_to_dict
 from selector.catalog import Offer
-from selector.consumption import status as consumption_status
+from selector.consumption import status as consumption_status, third_party_note
 from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup, outputs_note
 from selector.fallbacks import Fallback
 from selector.freshness import age_text, as_of_date
@@ -65,6 +65,7 @@ def offer_to_dict(offer: Offer, today: date | None = None) -> dict[str, Any]:
         "priced": not offer.unpriced,
         "unpriced_reason": offer.unpriced or None,
         "consumption": consumption_status(it.cloud, it.name, offer.market),
+        "consumption_third_party_only": third_party_note(it.cloud, it.name, offer.market),
         "placement_score": offer.placement_score,
         "obtainability": obtainability_to_dict(obtainability(offer)),
         "notes": offer.notes,
@@ -164,6 +165,7 @@ def fallback_to_dict(fallback: Fallback) -> dict[str, Any]:
         "weighted_capacity": fallback.weighted_capacity,
         "tensor_parallel": fallback.shape.tensor_parallel,
         "instances": fallback.shape.instances,
+        "idle_gpus_per_instance": fallback.idle_gpus,
         "total_usd": _r(fallback.cost.total_usd, 2),
         "expected_usd": _r(fallback.cost.expected_usd, 2),
         "obtainability": obtainability_to_dict(obtainability(offer)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
 from operator import attrgetter
@@ -24,7 +25,14 @@ from selector.capacity_plan import CapacityOptions, capacity_preference
 from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
-from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, fallbacks, fleet_units, spanning_offer
+from selector.fallbacks import (
+    MAX_FALLBACKS,
+    VM_COUNTED_CLOUDS,
+    Fallback,
+    fallbacks,
+    fleet_units,
+    spanning_offer,
+)
 from selector.freshness import PriceAges, price_ages_counted
 from selector.images import boot_image, unsupported_reason
 from selector.obtainability import failure_usd, obtainability, wait_usd
@@ -111,7 +119,11 @@ class Plan:
         """Why a stateless or checkpointed fleet has fewer than two fallbacks (issue 25: "several
         fallbacks unless the user pinned a type"), or None when it has them or needs none."""
         choice = self.choice
-        if choice is None or self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
+        if choice is None:
+            return None
+        if choice.offer.cloud in VM_COUNTED_CLOUDS and not self.spec.placement.gcp_instance_flexibility:
+            return GCP_ONE_TYPE_NOTE
+        if self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
             return None
         if self.spec.placement.instance_types is not None:
             return "placement.instance_types pins the types"
@@ -233,9 +245,16 @@ def _on_demand_base(
 
 NO_BASE: tuple[int, float] = (0, 0.0)
 
+GCP_ONE_TYPE_NOTE = (
+    "a gcp managed instance group keeps one instance template and, by default, one machine type: "
+    "Google does not confirm instance flexibility for GPU machine types "
+    "(placement.gcp_instance_flexibility: true opts in)"
+)
+"""Why a GCP plan has no fallbacks unless the spec opts in
+(https://cloud.google.com/compute/docs/instance-groups/about-instance-flexibility shows
+general-purpose types only)."""
+
 MIN_FALLBACKS = 2
-
-
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
 
@@ -522,53 +541,53 @@ def plan(
     if feasible_out is not None and everything is not None:
         feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
-    if candidates:
-        first = candidates[0]
+    # An unbudgeted on-demand service never moves back to its choice: cap what a fallback costs.
+    unbudgeted = inputs.budget_hourly is None and inputs.budget_total is None
+    ratio = placement.max_fallback_cost_ratio if spec.task == "serve" and unbudgeted else None
 
-        def same_build(it: InstanceType) -> Shape | Rejection:
-            """A fleet runs one boot script: a fallback must take the choice's engine build."""
-            own = fit_of(it)
-            if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != first.engine:
-                return Rejection("engine", "needs another engine build than the choice")
-            return own
-
-        backups = fallbacks(
-            first.offer,
-            first.shape,
+    def fleet_of(
+        offer: Offer,
+        shape: Shape,
+        fit: Callable[[InstanceType], Shape | Rejection],
+        base: tuple[int, float],
+        limit: int = MAX_FALLBACKS,
+    ) -> tuple[Fallback, ...]:
+        return fallbacks(
+            offer,
+            shape,
             catalog,
-            same_build,
+            fit,
             inputs,
             rates,
             placement.instance_types,
             deadline,
             lambda hourly, total: _budget(inputs, hourly, total) is None,
-            base_of.get(id(first.offer), (0, 0.0)),
+            base,
             weighted=spec.task in ("batch", "embed"),
             wait_value=value,
             rerun_usd=rerun,
             fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
+            vm_flexibility=placement.gcp_instance_flexibility,
+            max_cost_ratio=ratio if offer.market == "on-demand" else None,
+            limit=limit,
         )
+
+    def same_build(it: InstanceType) -> Shape | Rejection:
+        """A fleet runs one boot script: a fallback must take the choice's engine build."""
+        own = fit_of(it)
+        if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != candidates[0].engine:
+            return Rejection("engine", "needs another engine build than the choice")
+        return own
+
+    if candidates:
+        first = candidates[0]
+        backups = fleet_of(first.offer, first.shape, same_build, base_of.get(id(first.offer), NO_BASE))
     if candidates and len(backups) < MIN_FALLBACKS and spec.fault_tolerance != "none":
         first = candidates[0]
         wide = spanning_offer(first.offer, catalog) if first.shape.nodes_per_replica == 1 else None
         if wide is not None:
             widened = candidate(wide, first.shape, base_of.get(id(first.offer), NO_BASE))
-            more = fallbacks(
-                wide,
-                widened.shape,
-                catalog,
-                fit_of,
-                inputs,
-                rates,
-                placement.instance_types,
-                deadline,
-                lambda hourly, total: _budget(inputs, hourly, total) is None,
-                base_of.get(id(first.offer), NO_BASE),
-                weighted=spec.task in ("batch", "embed"),
-                wait_value=value,
-                rerun_usd=rerun,
-                fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
-            )
+            more = fleet_of(wide, widened.shape, same_build, base_of.get(id(first.offer), NO_BASE))
             fits_budget = _budget(inputs, widened.cost.hourly_usd, widened.cost.total_usd) is None
             in_time = deadline is None or widened.cost.hours <= deadline
             if len(more) > len(backups) and fits_budget and in_time:
@@ -581,33 +600,19 @@ def plan(
         and spec.fault_tolerance != "none"
         and placement.instance_types is None
         and candidates[0].shape.nodes_per_replica == 1
+        and (candidates[0].offer.cloud not in VM_COUNTED_CLOUDS or placement.gcp_instance_flexibility)
     ):
         first = candidates[0]
+        base = base_of.get(id(first.offer), NO_BASE)
 
         def in_region(offer: Offer) -> tuple[Offer, float, int] | None:
             wide = spanning_offer(offer, catalog) or offer
-            there = candidate(wide, first.shape, NO_BASE)
+            there = candidate(wide, first.shape, base)
             if _budget(inputs, there.cost.hourly_usd, there.cost.total_usd) is not None:
                 return None
             if deadline is not None and there.cost.hours > deadline:
                 return None
-            found = fallbacks(
-                wide,
-                there.shape,
-                catalog,
-                fit_of,
-                inputs,
-                rates,
-                placement.instance_types,
-                deadline,
-                lambda hourly, total: _budget(inputs, hourly, total) is None,
-                NO_BASE,
-                weighted=spec.task == "batch",
-                wait_value=value,
-                rerun_usd=rerun,
-                fit_at=(lambda it, tp: fit_serving_at(req, it, tp)) if spec.task == "serve" else None,
-                limit=MIN_FALLBACKS,
-            )
+            found = fleet_of(wide, there.shape, same_build, base, MIN_FALLBACKS)
             return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
 
         broader = broader_region(first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS)

@@ -83,7 +83,9 @@ def test_a_consumption_row_says_which_statuses_rest_on_third_parties_and_dates_i
 
 
 def test_the_third_party_markets_are_the_ones_no_aws_source_gives() -> None:
-    assert row_for("aws", "g6e.xlarge").third_party_only == ("on-demand",)  # type: ignore[union-attr]
+    g6e = row_for("aws", "g6e.xlarge")
+    assert g6e is not None and g6e.third_party_only == ()  # on demand: AWS's own Price List
+    assert any(u.startswith("https://pricing.us-east-1.amazonaws.com/offers/") for u in g6e.sources)
     assert row_for("aws", "p5en.48xlarge").third_party_only == ("on-demand", "spot")  # type: ignore[union-attr]
     assert row_for("aws", "p5.48xlarge").third_party_only == ()  # type: ignore[union-attr]
 
@@ -302,3 +304,37 @@ def test_the_refresh_summary_warns_of_on_demand_prices_under_the_floor() -> None
     assert any(line.startswith("WARNING: 2 on-demand list price(s) under") for line in report.lines())
     quiet = RefreshReport({}, [], {}, [], True, rules={"not-sold": 0, "under-floor-on-demand": 0})
     assert not any("under gpufit's estimated" in line for line in quiet.lines())
+
+
+def test_a_market_resting_on_a_third_party_says_so_in_the_plan_and_json() -> None:
+    """p5en.48xlarge spot rests on a dstack pull request alone: the plan's Capacity line and
+    ``--json`` name the third party; an AWS-stated market (p5.48xlarge spot) says nothing."""
+    from cli.render import capacity_line
+    from selector import report
+    from selector.select import plan
+    from selector.spec import parse_spec
+
+    def served_on(types: list[str]) -> Any:
+        spec = {
+            "name": "third",
+            "task": "serve",
+            "model": {"preset": "llama-3.1-70b"},
+            "precision": "bf16",
+            "serving": {"context_tokens": 8192, "concurrency": 8, "tokens_per_s_per_stream": 20},
+            "fault_tolerance": "stateless",
+            "duration": "24h",
+            "placement": {"clouds": ["aws"], "instance_types": types},
+        }
+        result = plan(parse_spec(spec), CATALOG)
+        assert result.choice is not None and result.choice.offer.market == "spot"
+        return result
+
+    p5en = served_on(["p5en.48xlarge"])
+    line = capacity_line(p5en)
+    assert "only a third party says aws p5en.48xlarge is sold spot" in line
+    assert "https://github.com/dstackai/dstack/pull/4110" in line
+    assert "dstack/pull/4110" in report.plan_to_dict(p5en)["choice"]["consumption_third_party_only"]
+    assert report.plan_to_dict(p5en)["choice"]["consumption"] == "yes"
+    p5 = served_on(["p5.48xlarge"])
+    assert "third party" not in capacity_line(p5)
+    assert report.plan_to_dict(p5)["choice"]["consumption_third_party_only"] is None

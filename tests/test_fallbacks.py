@@ -20,7 +20,7 @@ from selector.fallbacks import MAX_FALLBACKS, fleet_shape, fleet_units, offered_
 from selector.obtainability import obtainability
 from selector.rates import load_rates
 from selector.select import Plan, plan
-from selector.spec import load_spec, parse_spec
+from selector.spec import WorkloadSpec, load_spec, parse_spec
 from tests.conftest import ROOT
 from tests.fakes.zoned import OfferKey, write_zoned, zoned_catalog, zoned_doc
 from tests.pulumi_harness import stack_config
@@ -169,6 +169,7 @@ def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> 
             "clouds": ["gcp"],
             "regions": ["us-east4"],
             "instance_types": ["n1-*+t4x4", "g2-standard-48"],
+            "gcp_instance_flexibility": True,
         },
     }
     result = plan(parse_spec(spec), CATALOG)
@@ -179,10 +180,14 @@ def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> 
         assert f.offer.instance.attached_accelerator == attached
         assert f.offer.instance.gpu_count == result.choice.offer.instance.gpu_count
         assert f.weighted_capacity == result.choice.shape.replicas_per_instance  # a MIG counts VMs
-    # it is the template rule, not the shape, that leaves g2-standard-48 out
+    # without the template rule, the GPU-model rule still leaves it out (L4, not T4: a group
+    # never mixes GPU models)
     monkeypatch.setattr("selector.fallbacks.ACCELERATOR_BOUND_CLOUDS", frozenset())
     unbound = plan(parse_spec(spec), CATALOG)
-    assert "g2-standard-48" in [f.offer.instance.name for f in unbound.fallbacks]
+    assert "g2-standard-48" not in [f.offer.instance.name for f in unbound.fallbacks]
+    monkeypatch.setattr("selector.fallbacks.VM_COUNTED_CLOUDS", frozenset())
+    mixed = plan(parse_spec(spec), CATALOG)
+    assert "g2-standard-48" in [f.offer.instance.name for f in mixed.fallbacks]
 
 
 def test_plan_shows_and_exports_the_fallbacks(capsys: pytest.CaptureFixture[str]) -> None:
@@ -420,6 +425,13 @@ def test_a_fleet_of_mixed_weights_says_its_leave_is_unconfirmed() -> None:
 MIXED_GCP = ROOT / "tests" / "contracts" / "specs" / "gcp-batch-mixed-sizes.yaml"
 
 
+def flexible(fixture: str) -> WorkloadSpec:
+    """A realistic fixture opted in to GCP instance flexibility (off by default)."""
+    spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / f"{fixture}.yaml")
+    placement = spec.placement.model_copy(update={"gcp_instance_flexibility": True})
+    return spec.model_copy(update={"placement": placement})
+
+
 def test_a_gcp_batch_group_counts_vms_and_each_vm_runs_the_replicas_its_gpus_hold() -> None:
     """A MIG's target size is VMs: a GCP batch fleet keeps the choice's VM count whatever size
     each VM gets, each running its GPUs ÷ TP replicas; the shared work takes longer on a
@@ -439,9 +451,7 @@ def test_a_gcp_batch_group_counts_vms_and_each_vm_runs_the_replicas_its_gpus_hol
         assert f.shape.job_hours == pytest.approx(choice.shape.job_hours * 8 / gpus, rel=0.02)
         assert f.cost.hours <= result.requirements.deadline_hours
     # the ttl of the realistic fixture (48 h) leaves them out: one smaller VM runs past it
-    short = plan(
-        load_spec(ROOT / "tests" / "fixtures" / "realistic" / "29-qwen14b-gcp-spot-batch.yaml"), CATALOG
-    )
+    short = plan(flexible("29-qwen14b-gcp-spot-batch"), CATALOG)
     assert short.fallbacks == () and short.breadth_note is not None and "as 1 VM(s)" in short.breadth_note
 
 
@@ -449,9 +459,7 @@ def test_a_gcp_endpoint_falls_back_to_bigger_vms_of_its_series_with_gpus_idle() 
     """A served model's launch is rendered for the choice's replicas per VM: a bigger VM of the
     same series and GPU runs it unchanged (GPUs idle), costed at its own price; another series
     or GPU does not join."""
-    result = plan(
-        load_spec(ROOT / "tests" / "fixtures" / "realistic" / "02-llama8b-spot-endpoint.yaml"), CATALOG
-    )
+    result = plan(flexible("02-llama8b-spot-endpoint"), CATALOG)
     choice = result.choice
     assert choice is not None and choice.offer.instance.name == "a3-highgpu-1g"
     assert [f.offer.instance.name for f in result.fallbacks] == [
@@ -465,7 +473,7 @@ def test_a_gcp_endpoint_falls_back_to_bigger_vms_of_its_series_with_gpus_idle() 
         assert f.shape.tensor_parallel == choice.shape.tensor_parallel
         assert f.cost.hourly_usd == pytest.approx(f.offer.hourly_usd * f.shape.instances, rel=0.01)
     assert result.breadth_note is None
-    on_demand = stack_plan("llama13b-gcp")
+    on_demand = stack_plan("llama13b-gcp", placement={"clouds": ["gcp"], "gcp_instance_flexibility": True})
     assert on_demand.choice is not None
     series = on_demand.choice.offer.instance.machine_type.rsplit("-", 1)[0]
     assert on_demand.fallbacks and all(

@@ -23,7 +23,7 @@ from selector.cost import with_wait
 from selector.fallbacks import spanning_offer
 from selector.freshness import STALE_AFTER_DAYS, age_text, price_ages
 from selector.obtainability import failure_usd, launch_failure, obtainability
-from selector.select import _on_demand_base, plan
+from selector.select import GCP_ONE_TYPE_NOTE, _on_demand_base, plan
 from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import load_spec
 from tests.conftest import ROOT
@@ -240,6 +240,12 @@ def test_stateless_and_checkpointed_fleets_have_several_fallbacks_or_say_why(spe
     single-node fleet with fewer has been widened to its region's zones when it could be."""
     spec = load_spec(spec_file)
     result = plan(spec, CATALOG)
+    gcp = result.choice is not None and result.choice.offer.cloud == "gcp"
+    if gcp and not spec.placement.gcp_instance_flexibility:
+        # one machine type by default: instance flexibility for GPU types is unconfirmed
+        assert result.fallbacks == () and result.breadth_note == GCP_ONE_TYPE_NOTE
+        assert f"fallbacks: none ({GCP_ONE_TYPE_NOTE})" in fleet_line(result)
+        return
     if spec.fault_tolerance == "none" or result.choice is None:
         assert result.breadth_note is None
         return

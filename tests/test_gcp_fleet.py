@@ -13,6 +13,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from cli.render import render_plan
 from deployment import Deployment, FleetMember
 from providers.gcp.fleet import (
     GROUP_PERMISSIONS,
@@ -22,6 +23,7 @@ from providers.gcp.fleet import (
     place_members,
     target_shape,
 )
+from selector import report
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
 from selector.spec import parse_spec
@@ -47,7 +49,12 @@ BATCH = {
     "teardown": {"ttl": "12h"},
     # kept to N1 with attached T4s in us-east4 (elsewhere a G2 or A3 type, GPUs in the machine
     # type, is cheaper): a job on 4 T4s, with same-template N1 fallbacks
-    "placement": {"clouds": ["gcp"], "regions": ["us-east4"], "instance_types": ["n1-*"]},
+    "placement": {
+        "clouds": ["gcp"],
+        "regions": ["us-east4"],
+        "instance_types": ["n1-*"],
+        "gcp_instance_flexibility": True,
+    },
     "job": {"command": "python generate.py --resume"},
 }
 
@@ -80,15 +87,11 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     assert mig["region"] == region and mig["name"] == outputs["group"] == "gpufit-llama13b-gcp-dev"
     assert mig["updatePolicy"]["instanceRedistributionType"] == "NONE"
     assert mig["updatePolicy"]["maxUnavailableFixed"] == 2  # 0 or at least the zones, for a regional MIG
-    # bigger VMs of the choice's series run its one replica with GPUs idle (a MIG counts VMs)
-    planned = [expected.choice.offer.instance, *(f.offer.instance for f in expected.fallbacks)]
-    assert [it.name for it in planned] == ["a2-highgpu-2g", "a2-highgpu-4g", "a2-highgpu-8g"]
-    assert all(
-        f.shape.replicas_per_instance == expected.choice.shape.replicas_per_instance
-        for f in expected.fallbacks
-    )
-    selections = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
-    assert [s["machineTypes"] for s in selections] == [[it.machine_type] for it in planned]
+    # by default one machine type: Google does not confirm instance flexibility for GPU types
+    assert expected.fallbacks == ()
+    assert "instanceFlexibilityPolicy" not in mig
+    assert mocks.one(TEMPLATE).inputs["machineType"] == "a2-highgpu-2g"
+    planned = [expected.choice.offer.instance]
     # a refresh must not undo finished VMs' leaving, and a changed zone listing must not replace
     # the group (and delete its VMs)
     ignored = mocks.requests[(MIG, "llama13b-gcp-dev-mig")].ignoreChanges
@@ -98,6 +101,42 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     zone_lookups = [a for t, a in mocks.invokes if t == "gcp:compute/getMachineTypes:getMachineTypes"]
     assert {a["zone"] for a in zone_lookups} == {f"{region}-a", f"{region}-b", f"{region}-c"}
     assert all(a["filter"] == machine_type_filter([it.machine_type for it in planned]) for a in zone_lookups)
+
+
+def _opted_in(**placement: Any) -> dict[str, Any]:
+    workload = stack_config(ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml")["gpufit:workload"]
+    return {**workload, "placement": {**workload["placement"], **placement}}
+
+
+def test_opted_in_bigger_vms_of_the_series_join_the_group_up_to_twice_the_plans_cost() -> None:
+    """placement.gcp_instance_flexibility: bigger VMs of the choice's series run its one replica
+    with GPUs idle; an unbudgeted on-demand service takes none costing more than 2× the plan
+    (placement.max_fallback_cost_ratio raises it)."""
+    mocks, _, expected = _run(_opted_in(gcp_instance_flexibility=True))
+    planned = [expected.choice.offer.instance, *(f.offer.instance for f in expected.fallbacks)]
+    assert [it.name for it in planned] == ["a2-highgpu-2g", "a2-highgpu-4g"]
+    (bigger,) = expected.fallbacks
+    assert bigger.idle_gpus == 2 and bigger.cost.total_usd <= 2 * expected.choice.cost.total_usd
+    mig = mocks.one(MIG).inputs
+    selections = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
+    assert [s["machineTypes"] for s in selections] == [[it.machine_type] for it in planned]
+    text = render_plan(expected, NOW.date())
+    assert "a2-highgpu-4g us-central1 on-demand $14.69/h (high; 2 GPUs idle, $" in text
+    assert "= 2.0× the plan)" in text
+    wide = plan(
+        parse_spec(_opted_in(gcp_instance_flexibility=True, max_fallback_cost_ratio=8)), load_catalog()
+    )
+    assert [f.offer.instance.name for f in wide.fallbacks] == ["a2-highgpu-4g", "a2-highgpu-8g"]
+    assert wide.fallbacks[1].idle_gpus == 6
+
+
+def test_a_gcp_plan_says_why_it_has_no_fallbacks_and_how_to_opt_in(serve: Any) -> None:
+    _, _, expected = serve
+    text = render_plan(expected, NOW.date())
+    assert "fallbacks: none (a gcp managed instance group keeps one instance template" in text
+    assert "placement.gcp_instance_flexibility: true opts in" in text
+    assert text.count("placement.gcp_instance_flexibility") == 1
+    assert report.plan_to_dict(expected, NOW.date())["choice"]["fleet_notes"] == [expected.breadth_note]
 
 
 def test_the_mig_is_resized_to_zero_at_the_deadline_from_the_cloud_side(serve: Any) -> None:
@@ -244,6 +283,7 @@ CHOICE = Deployment(
     command="run",
     checkpoint_command=None,
     workdir="/w",
+    gcp_instance_flexibility=True,  # the tests of a group of several types opt in
 )
 
 
@@ -291,6 +331,49 @@ def test_a_mig_counts_vms_so_only_a_batch_group_mixes_replicas_per_vm() -> None:
     kept, left_out, _ = place_members(dataclasses.replace(d, task="serve"), offered)
     assert [m.machine_type for m in kept] == ["g2-standard-8", "g2-standard-12"]
     assert left_out == ("g2-standard-48 (holds 4 replicas, the choice 1: a MIG counts VMs)",)
+
+
+def test_a_group_takes_other_types_only_opted_in_and_never_another_gpu_model() -> None:
+    """Default: one machine type (instance flexibility for GPU types is unconfirmed). Opted in:
+    an A100-80GB a2-ultragpu group still leaves out an H100 a3-highgpu (one GPU model)."""
+    ultra = dataclasses.replace(_member("a2-ultragpu-1g"), gpu="A100-80GB")
+    h100 = dataclasses.replace(_member("a3-highgpu-1g"), gpu="H100")
+    ultra2 = dataclasses.replace(_member("a2-ultragpu-2g"), gpu="A100-80GB")
+    d = dataclasses.replace(CHOICE, task="serve", gcp_instance_flexibility=False, fleet=(ultra, h100, ultra2))
+    offered = {"us-central1-a": {"a2-ultragpu-1g", "a3-highgpu-1g", "a2-ultragpu-2g"}}
+    kept, left_out, _ = place_members(d, offered)
+    assert [m.machine_type for m in kept] == ["a2-ultragpu-1g"]
+    assert all("placement.gcp_instance_flexibility: true opts in" in why for why in left_out)
+    kept, left_out, _ = place_members(dataclasses.replace(d, gcp_instance_flexibility=True), offered)
+    assert [m.machine_type for m in kept] == ["a2-ultragpu-1g", "a2-ultragpu-2g"]
+    assert left_out == (
+        "a3-highgpu-1g (another GPU model, H100, than the choice's A100-80GB: a group serves one)",
+    )
+
+
+def test_the_planner_never_mixes_gpu_models_in_a_gcp_group() -> None:
+    """Fixture 25's shape: phi-4 on a2-ultragpu-1g spot in us-east5, where a3-highgpu-1g (H100)
+    was a fallback; opted in, only A100-80GB sizes remain."""
+    workload = {
+        "name": "phi4",
+        "task": "serve",
+        "model": {"preset": "phi-4"},
+        "precision": "bf16",
+        "serving": {"context_tokens": 8192, "concurrency": 16, "tokens_per_s_per_stream": 20},
+        "fault_tolerance": "stateless",
+        "duration": "168h",
+        "placement": {
+            "clouds": ["gcp"],
+            "regions": ["us-east5"],
+            "instance_types": ["a2-ultragpu-*", "a3-highgpu-1g"],
+            "gcp_instance_flexibility": True,
+        },
+    }
+    planned = plan(parse_spec(workload), load_catalog())
+    assert planned.choice is not None and planned.choice.offer.instance.gpu.name == "A100-80GB"
+    assert planned.fallbacks
+    assert {f.offer.instance.gpu.name for f in planned.fallbacks} == {"A100-80GB"}
+    assert "a3-highgpu-1g" in [c.offer.instance.name for c in planned.alternatives]
 
 
 def test_target_shape_and_deadline_cron() -> None:

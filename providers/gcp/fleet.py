@@ -26,8 +26,13 @@ Instance flexibility overrides only a VM's machine type, minimum CPU platform an
 template's attached accelerators, boot-disk type and network interface stay. So a fallback
 must attach the same GPUs (N1 + ``guestAccelerators``), or carry its GPUs in its machine type
 like the choice (A2/A3/G2), and take the same boot disk and NIC; others are left out. The
-pages that could be read do not say whether flexibility accepts accelerator-optimized types:
-``pulumi up`` against a live project is the test that settles it (see the README).
+pages that could be read do not say whether flexibility accepts GPU machine types (every
+example there is general-purpose: c3/n2/c2-standard-8), so the group takes other machine types
+only when the spec opts in (``placement.gcp_instance_flexibility``; ``Deployment.
+gcp_instance_flexibility``): by default it is one machine type and no
+``instanceFlexibilityPolicy`` (``place_members`` leaves the rest out, with the reason). Even
+opted in, a member of another GPU model than the choice (A100-80GB ``a2-ultragpu`` with H100
+``a3-highgpu``) is left out: one group serves one GPU model.
 
 The deadline has three layers. A Cloud Scheduler job resizes the MIG to 0 at ``expires_at``
 through the Compute API, with an OAuth token of a service account that may update this MIG
@@ -143,6 +148,16 @@ def place_members(
                 f"{member.instance_type} (offered in none of the plan's zones)"
                 if d.allowed_zones
                 else f"{member.instance_type} (offered in no zone of {d.region})"
+            )
+        elif member is not d.members[0] and not d.gcp_instance_flexibility:
+            left_out.append(
+                f"{member.instance_type} (instance flexibility is off: unconfirmed for GPU machine "
+                "types; placement.gcp_instance_flexibility: true opts in)"
+            )
+        elif member is not d.members[0] and member.gpu != d.members[0].gpu:
+            left_out.append(
+                f"{member.instance_type} (another GPU model, {member.gpu}, than the choice's "
+                f"{d.members[0].gpu}: a group serves one)"
             )
         elif member is not d.members[0] and not template_compatible(d, member):
             left_out.append(f"{member.instance_type} (needs another instance template)")

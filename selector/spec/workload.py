@@ -205,6 +205,18 @@ class PlacementSpec(Strict):
         description="(cloud, region, instance type) the plan must not use, e.g. where capacity ran out",
         max_length=200,
     )
+    gcp_instance_flexibility: bool = Field(
+        False,
+        description="let a GCP group take other machine types of the choice's GPU (a regional MIG's "
+        "instanceFlexibilityPolicy); Google does not confirm it for GPU machine types, so off "
+        "unless set: https://cloud.google.com/compute/docs/instance-groups/about-instance-flexibility",
+    )
+    max_fallback_cost_ratio: float = Field(
+        2.0,
+        ge=1,
+        description="an on-demand served model with no budget falls back only to types whose cost "
+        "for the plan is at most this many times the choice's (nothing moves a group back to it)",
+    )
 
 
 class BudgetSpec(Strict):
