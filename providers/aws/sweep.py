@@ -6,8 +6,10 @@ and deleted with ``ForceDelete`` (which terminates its instances); a group witho
 tags is never touched.
 
 Tags alone prove nothing: a candidate must also have been made by gpufit for its stack and
-workload (``providers.aws.provenance``: its launch template or instance profile says so; this
-reads them with ``ec2:DescribeLaunchTemplates`` and ``iam:GetInstanceProfile``). Instances
+workload (``providers.aws.provenance``: its instance profile, or its launch template created by
+gpufit's deploy identity, says so; this reads them with ``ec2:DescribeLaunchTemplates`` and
+``iam:GetInstanceProfile``, and the caller's identity with ``sts:GetCallerIdentity`` when no
+deploy identity is given). Instances
 that belong to a group (tag ``aws:autoscaling:groupName``) are left to their group:
 terminating one would only make a live group launch another.
 
@@ -37,7 +39,7 @@ from __future__ import annotations
 import functools
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,7 +50,7 @@ from cloudapi.calls import AuthError, CallCounter
 from cloudapi.retry import RetryPolicy
 from deployment import TAG_MANAGED
 from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
-from providers.aws.provenance import group_template, instance_origin, prove
+from providers.aws.provenance import Template, group_template, instance_origin, prove
 
 GROUP_TAG = "aws:autoscaling:groupName"
 """The tag EC2 Auto Scaling puts on the instances it launches."""
@@ -145,6 +147,7 @@ class AwsSweeper:
         workers: int = DEFAULT_WORKERS,
         page_size: int = PAGE_SIZE,
         batch_size: int = TERMINATE_BATCH,
+        deployers: Iterable[str] | None = None,
     ) -> None:
         if session is None:
             import boto3
@@ -159,6 +162,7 @@ class AwsSweeper:
         self._api = AwsApi(session, self.counter, self._policy, max_pool=16)
         self._profiles: dict[str, dict[str, str] | None] = {}
         self._profiles_lock = threading.Lock()
+        self._deployers = frozenset(deployers) if deployers else None
 
     # -- calls -------------------------------------------------------------------------------
     def _client(self, region: str) -> Any:
@@ -465,14 +469,27 @@ class AwsSweeper:
         """The candidates gpufit made, each with its proof (``provenance.prove``)."""
         if not candidates:
             return []
-        kept, notes = prove(candidates, origins, self._gpufit_templates(region), self._profile_tags)
+        kept, notes = prove(
+            candidates, origins, self._gpufit_templates(region), self._profile_tags, self._deployer_arns
+        )
         out.notes.extend(notes)
         return kept
 
-    def _gpufit_templates(self, region: str) -> dict[str, dict[str, str]]:
-        """The region's launch templates tagged ``gpufit:managed=true``: id -> their tags."""
+    def _deployer_arns(self) -> frozenset[str]:
+        """The identities whose launch templates are gpufit's: those configured, else the
+        caller's own (``sts:GetCallerIdentity``, which needs no permission), the identity that
+        deploys when one identity both deploys and sweeps."""
+        with self._profiles_lock:
+            if self._deployers is None:
+                sts = self._api.client("sts", PRICING_REGION)
+                answer = self._api.call("sts", "GetCallerIdentity", sts.get_caller_identity)
+                self._deployers = frozenset({str(answer["Arn"])})
+            return self._deployers
+
+    def _gpufit_templates(self, region: str) -> dict[str, Template]:
+        """The region's launch templates tagged ``gpufit:managed=true``: id -> tags and creator."""
         ec2 = self._client(region)
-        found: dict[str, dict[str, str]] = {}
+        found: dict[str, Template] = {}
         token: str | None = None
         while True:
             args: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]}
@@ -482,9 +499,10 @@ class AwsSweeper:
                 "DescribeLaunchTemplates", functools.partial(ec2.describe_launch_templates, **args)
             )
             for t in page.get("LaunchTemplates", []):
-                found[str(t["LaunchTemplateId"])] = {
-                    str(x.get("Key")): str(x.get("Value", "")) for x in t.get("Tags") or []
-                }
+                found[str(t["LaunchTemplateId"])] = Template(
+                    tags={str(x.get("Key")): str(x.get("Value", "")) for x in t.get("Tags") or []},
+                    created_by=str(t.get("CreatedBy") or ""),
+                )
             token = page.get("NextToken")
             if not token:
                 return found
