@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -50,7 +49,8 @@ from cloudapi.calls import AuthError, CallCounter
 from cloudapi.retry import RetryPolicy
 from deployment import TAG_MANAGED
 from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
-from providers.aws.provenance import Template, group_template, instance_origin, prove
+from providers.aws.origins import OriginLookups
+from providers.aws.provenance import group_template, instance_origin, prove
 
 GROUP_TAG = "aws:autoscaling:groupName"
 """The tag EC2 Auto Scaling puts on the instances it launches."""
@@ -160,9 +160,7 @@ class AwsSweeper:
         self._page_size = page_size
         self._batch_size = max(1, batch_size)
         self._api = AwsApi(session, self.counter, self._policy, max_pool=16)
-        self._profiles: dict[str, dict[str, str] | None] = {}
-        self._profiles_lock = threading.Lock()
-        self._deployers = frozenset(deployers) if deployers else None
+        self._origins = OriginLookups(self._api, deployers)
 
     # -- calls -------------------------------------------------------------------------------
     def _client(self, region: str) -> Any:
@@ -469,69 +467,12 @@ class AwsSweeper:
         """The candidates gpufit made, each with its proof (``provenance.prove``)."""
         if not candidates:
             return []
+        lookups = self._origins
         kept, notes = prove(
-            candidates, origins, self._gpufit_templates(region), self._profile_tags, self._deployer_arns
+            candidates, origins, lookups.templates(region), lookups.profile_tags, lookups.deployers
         )
         out.notes.extend(notes)
         return kept
-
-    def _deployer_arns(self) -> frozenset[str]:
-        """The identities whose launch templates are gpufit's: those configured, else the
-        caller's own (``sts:GetCallerIdentity``, which needs no permission), the identity that
-        deploys when one identity both deploys and sweeps."""
-        with self._profiles_lock:
-            if self._deployers is None:
-                sts = self._api.client("sts", PRICING_REGION)
-                answer = self._api.call("sts", "GetCallerIdentity", sts.get_caller_identity)
-                self._deployers = frozenset({str(answer["Arn"])})
-            return self._deployers
-
-    def _gpufit_templates(self, region: str) -> dict[str, Template]:
-        """The region's launch templates tagged ``gpufit:managed=true``: id -> tags and creator."""
-        ec2 = self._client(region)
-        found: dict[str, Template] = {}
-        token: str | None = None
-        while True:
-            args: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]}
-            if token:
-                args["NextToken"] = token
-            page = self._call(
-                "DescribeLaunchTemplates", functools.partial(ec2.describe_launch_templates, **args)
-            )
-            for t in page.get("LaunchTemplates", []):
-                found[str(t["LaunchTemplateId"])] = Template(
-                    tags={str(x.get("Key")): str(x.get("Value", "")) for x in t.get("Tags") or []},
-                    created_by=str(t.get("CreatedBy") or ""),
-                )
-            token = page.get("NextToken")
-            if not token:
-                return found
-
-    def _profile_tags(self, name: str) -> dict[str, str] | None:
-        """An instance profile's tags (IAM is global: asked once per sweep); None when it is gone."""
-        with self._profiles_lock:
-            if name in self._profiles:
-                return self._profiles[name]
-        iam = self._api.client("iam", PRICING_REGION)
-        try:
-            answer = self._api.call(
-                "iam",
-                "GetInstanceProfile",
-                functools.partial(iam.get_instance_profile, InstanceProfileName=name),
-            )
-            tags: dict[str, str] | None = {
-                str(t.get("Key")): str(t.get("Value", ""))
-                for t in answer["InstanceProfile"].get("Tags") or []
-            }
-        except AuthError:
-            raise
-        except Exception as error:
-            if _error_code(error) != "NoSuchEntity":
-                raise
-            tags = None
-        with self._profiles_lock:
-            self._profiles[name] = tags
-        return tags
 
     # -- acting ------------------------------------------------------------------------------
     def _terminate_all(
