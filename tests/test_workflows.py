@@ -808,3 +808,15 @@ def test_previews_read_and_only_production_deploys() -> None:
         if re.search(DEPLOY_CREDENTIALS, job_text(job))
     }
     assert homes == {"production"}, f"the deploy credentials appear outside production: {homes}"
+
+
+def test_the_readme_gives_the_preview_no_token_and_no_decrypt() -> None:
+    """The set-up table's `preview` row: no Pulumi token (Stack Read includes stack:decrypt) and
+    an identity documented without decrypt, state or secret reads."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `preview` (plan.yml")]
+    _, _, token, identity = (c.strip() for c in row.strip("|").split("|"))
+    assert token == "none", token
+    assert "Stack Read" not in row and "encrypt/decrypt" not in row
+    assert "**no** `kms:Decrypt` / `cloudkms.cryptoKeyVersions.useToDecrypt`, no state bucket" in identity
+    assert "a pull request's preview can read the stacks" not in readme
