@@ -43,6 +43,13 @@ def add_parser(sub: Any) -> None:
         "--regions", nargs="+", help="AWS regions and/or GCP regions (default: every enabled region)"
     )
     p.add_argument("--project", help="GCP project (default: GOOGLE_CLOUD_PROJECT)")
+    p.add_argument(
+        "--aws-deployer",
+        action="append",
+        metavar="ARN",
+        help="the IAM role or user that runs `pulumi up` (repeatable): a launch template proves a"
+        " machine is gpufit's only when this identity created it (default: the caller's own identity)",
+    )
     p.add_argument("--yes", action="store_true", help="remove them (default: only list what would go)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument(
@@ -69,7 +76,7 @@ def _sweeper(cloud: str, args: argparse.Namespace) -> Any:
     if cloud == "aws":
         from providers.aws.sweep import AwsSweeper
 
-        return AwsSweeper()
+        return AwsSweeper(deployers=args.aws_deployer)
     from providers.gcp.sweep import GcpSweeper
 
     return GcpSweeper(project=args.project)

@@ -325,12 +325,25 @@ class Calls:
         return sum(1 for o, r in self.seen if o == op and (region is None or r == region))
 
 
-def aws_sweeper(session: Any, *hooks: Any, batch_size: int = 2, page_size: int = 1) -> AwsSweeper:
+# moto's CreatedBy of every launch template (moto/ec2/responses/launch_templates.py): the test
+# account's root, which is therefore the deploy identity of the templates the tests make.
+MOTO_CREATOR = "arn:aws:iam::123456789012:root"
+
+
+def aws_sweeper(
+    session: Any,
+    *hooks: Any,
+    batch_size: int = 2,
+    page_size: int = 1,
+    deployers: tuple[str, ...] | None = (MOTO_CREATOR,),
+) -> AwsSweeper:
     """A sweeper on the module's session whose calls pass ``hooks``; retries do not sleep."""
     for hook in hooks:
         session.events.register("before-send", hook)
         session.hooks.append(hook)
-    return AwsSweeper(session=session, policy=NO_SLEEP, batch_size=batch_size, page_size=page_size)
+    return AwsSweeper(
+        session=session, policy=NO_SLEEP, batch_size=batch_size, page_size=page_size, deployers=deployers
+    )
 
 
 def test_aws_dry_run_lists_the_orphans_then_yes_terminates_exactly_them(aws: Any, prices: Pricer) -> None:
@@ -1141,3 +1154,68 @@ def test_gcp_the_sweeps_account_digest_is_the_one_gpufit_names_accounts_with() -
     d, _ = deployment("sdxl-batch", **ON_GCP)
     assert d.project
     assert service_account_id(d).endswith("-" + account_digest(d.project, d.stack, d.workload))
+
+
+def test_aws_a_retagged_foreign_launch_template_proves_nothing(aws: Any, prices: Pricer) -> None:
+    """Tags on a launch template are set with ec2:CreateTags like any other ("To tag a resource
+    after it has been created, see CreateTags",
+    https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateTagSpecificationRequest.html),
+    so the issue's attacker can re-tag a foreign template as gpufit's. moto ignores CreateTags on
+    ``lt-`` ids, so the forged template is made here with gpufit's tags at creation (the state
+    re-tagging leaves on AWS), and its ``CreatedBy`` (moto always says the account's root) is
+    set to the stranger's role in the parsed answer (botocore's ``after-call`` event). Only a
+    template created by the deploy identity proves anything; the caller's own identity is the
+    default deploy identity."""
+    region = "us-east-1"
+    for name in list(groups(aws, region)):
+        autoscaling(aws, region).delete_auto_scaling_group(AutoScalingGroupName=name, ForceDelete=True)
+    stranger = "arn:aws:sts::123456789012:assumed-role/search-team/alice"
+    real = launch_from_template(region, managed(PAST, "real"), managed(FUTURE, "real"))
+    forged = launch_from_template(region, managed(PAST, "forged"), managed(FUTURE, "forged"))
+    forged_template = next(
+        t["Value"]
+        for t in ec2(region).describe_instances(InstanceIds=[forged])["Reservations"][0]["Instances"][0][
+            "Tags"
+        ]
+        if t["Key"] == "aws:ec2launchtemplate:id"
+    )
+    make_group(aws, region, "forged-group", managed(PAST, "fg"))
+    group_template_id = autoscaling(aws, region).describe_auto_scaling_groups(
+        AutoScalingGroupNames=["forged-group"]
+    )["AutoScalingGroups"][0]["MixedInstancesPolicy"]["LaunchTemplate"]["LaunchTemplateSpecification"][
+        "LaunchTemplateId"
+    ]
+
+    def created_by_stranger(parsed: dict[str, Any], **_: Any) -> None:
+        for t in parsed.get("LaunchTemplates", []):
+            if t["LaunchTemplateId"] in (forged_template, group_template_id):
+                t["CreatedBy"] = stranger
+
+    aws.events.register("after-call.ec2.DescribeLaunchTemplates", created_by_stranger)
+    try:
+        result = aws_sweeper(aws).sweep([region], NOW, act=True, price=prices)
+        assert [c.instance_id for c in result.candidates] == [real]
+        assert "(created by arn:aws:iam::123456789012:root)" in result.candidates[0].provenance
+        assert states({"forged": forged})["forged"] == "running"
+        assert set(groups(aws, region)) == {"forged-group"}
+        assert any(forged in n and f"created by {stranger}" in n for n in result.notes)
+        assert any("forged-group" in n and "left alone" in n for n in result.notes)
+
+        # No deploy identity given: the caller's own (moto's STS: arn:aws:sts::123456789012:user/moto)
+        # created none of these templates, so none is trusted.
+        again = launch_from_template(region, managed(PAST, "again"), managed(FUTURE, "again"))
+        result = aws_sweeper(aws, deployers=None).sweep([region], NOW, act=False, price=prices)
+        assert again not in {c.instance_id for c in result.candidates}
+        assert any(again in n and "user/moto" in n for n in result.notes)
+    finally:
+        aws.events.unregister("after-call.ec2.DescribeLaunchTemplates", created_by_stranger)
+
+
+def test_aws_principal_spellings_of_one_role_agree() -> None:
+    from providers.aws.provenance import principal
+
+    role = principal("arn:aws:iam::123456789012:role/ci/gpufit-apply")
+    assert role == principal("arn:aws:sts::123456789012:assumed-role/gpufit-apply/gpufit-preview-1")
+    assert role != principal("arn:aws:sts::123456789012:assumed-role/gpufit-teardown/s")
+    assert role != principal("arn:aws:sts::999999999999:assumed-role/gpufit-apply/s")
+    assert principal("arn:aws:iam::123456789012:user/alice") == "arn:aws:iam::123456789012:user/alice"

@@ -89,3 +89,24 @@ def test_zizmor_auditor_flags_a_secret_outside_an_environment(tmp_path: Path) ->
     auditor = run(tool("zizmor"), "--persona", "auditor", "--offline", "--quiet", str(leaky))
     assert "secrets-outside-env" not in regular.stdout, "only the auditor persona shows it"
     assert auditor.returncode != 0 and "secrets-outside-env" in auditor.stdout
+
+
+FIXTURES = sorted((ROOT / "tests" / "fixtures" / "workflows").glob("*.yml"))
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: p.name)
+def test_zizmor_auditor_on_the_fixture_workflows(path: Path) -> None:
+    """zizmor reads each fixture too (exit 0: nothing found, 10-14: findings by severity; any
+    other code means it could not read it): a fixture's `# zizmor: AUDIT` lines name findings it
+    must report, `# zizmor: nothing` says it must pass. The project's own checks
+    (tests/test_workflows.py) catch what zizmor does not: a workflow-level secret env, an
+    install after the credentials, a preview holding any secret."""
+    text = path.read_text(encoding="utf-8")
+    expected = re.findall(r"^# zizmor: (.+?)\s*$", text, re.M)
+    result = run(tool("zizmor"), "--persona", "auditor", "--offline", "--quiet", str(path))
+    assert result.returncode in (0, 10, 11, 12, 13, 14), result.stdout + result.stderr
+    if expected == ["nothing"]:
+        assert result.returncode == 0, result.stdout
+    for audit in expected:
+        if audit != "nothing":
+            assert f"[{audit}]" in result.stdout, f"{path.name}: {audit} not reported:\n{result.stdout}"

@@ -48,18 +48,33 @@ COMMENT_ACTIONS = {"actions/github-script"}
 # their own token and identities, only `production` deploys, only `teardown` destroys. With an
 # environment on the job, GitHub's OIDC subject is repo:OWNER/REPO:environment:NAME, the one
 # subject each role's trust policy (README, "Pipelines") accepts.
+# A preview holds no secret at all: it runs the pull request's own program, which could print
+# whatever it can decrypt (Pulumi's Stack Read includes stack:decrypt,
+# https://www.pulumi.com/docs/administration/access-identity/rbac/scopes/stacks/).
 ENVIRONMENT_CREDENTIALS = {
-    "preview": {"PULUMI_ACCESS_TOKEN_PREVIEW", "AWS_ROLE_ARN_PLAN", "GCP_SERVICE_ACCOUNT_PLAN"},
+    "preview": {"AWS_ROLE_ARN_PLAN", "GCP_SERVICE_ACCOUNT_PLAN"},
     "production": {"PULUMI_ACCESS_TOKEN", "AWS_ROLE_ARN_APPLY", "GCP_SERVICE_ACCOUNT_APPLY"},
     "teardown": {"PULUMI_ACCESS_TOKEN_TEARDOWN", "AWS_ROLE_ARN_TEARDOWN", "GCP_SERVICE_ACCOUNT_TEARDOWN"},
 }
 CREDENTIALS = set().union(*ENVIRONMENT_CREDENTIALS.values())
 # Environments a pull request may run in: its code is not reviewed yet.
 PULL_REQUEST_ENVIRONMENTS = {"preview"}
+# Triggers that run code or data nobody reviewed: a pull request's, or (workflow_run) whatever a
+# pull request's run left behind, with the base repository's secrets
+# (https://securitylab.github.com/resources/github-actions-preventing-pwn-requests/).
+UNTRUSTED_TRIGGERS = {"pull_request", "pull_request_target", "workflow_run"}
+# The shared state: a job of an untrusted trigger must not name it (its key decrypts the stacks).
+SHARED_BACKEND = re.compile(r"\bvars\s*(?:\.\s*|\[\s*['\"])(PULUMI_BACKEND_URL|PULUMI_SECRETS_PROVIDER)\b")
+# Every use of the secrets context: secrets.NAME, secrets['NAME'], and the whole context
+# (toJSON(secrets), secrets passed on as an object).
+SECRET_NAME = re.compile(r"\bsecrets\s*(?:\.\s*([A-Za-z_][A-Za-z0-9_]*)|\[\s*['\"]([^'\"]+)['\"]\s*\])")
+WHOLE_SECRETS = re.compile(r"\bsecrets\b(?!\s*[.\[])")
 ALLOWED_SECRETS = {"GITHUB_TOKEN", *(c for c in CREDENTIALS if c.startswith("PULUMI_ACCESS_TOKEN"))}
-# Steps that fetch and install code: they run before any credential is in the job.
+# Steps that fetch and install (or fetch and run) code: they run before any credential is in the job.
 INSTALL = re.compile(
-    r"\b(?:pip3? install|uv sync|uv pip install|uv add|npm (?:ci|install)|apt-get install)\b"
+    r"\b(?:pip3? install|pipx (?:install|run)|uv sync|uv pip install|uv add|uv tool (?:install|run)|uvx"
+    r"|npm (?:ci|install)|npx|go install|cargo install|gem install|apt-get install)\b"
+    r"|\b(?:curl|wget)\b[^|]*\|\s*(?:sudo\s+)?(?:ba|z|da)?sh\b"
 )
 LONG_LIVED_KEY_INPUTS = {
     "aws-access-key-id",
@@ -281,7 +296,7 @@ def permission_problems(doc: dict[str, Any]) -> list[str]:
 
 def secret_problems(doc: dict[str, Any], text: str) -> list[str]:
     problems = [f"{what} written in the workflow" for what, rx in SECRET_PATTERNS.items() if rx.search(text)]
-    for name in sorted(set(re.findall(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_]*)", text)) - ALLOWED_SECRETS):
+    for name in sorted(secrets_used(doc) - ALLOWED_SECRETS - {"*"}):
         problems.append(f"secrets.{name}: only {sorted(ALLOWED_SECRETS)} may come from secrets")
     for job_id, job in jobs(doc):
         for step in steps(job):
@@ -294,6 +309,26 @@ def secret_problems(doc: dict[str, Any], text: str) -> list[str]:
     return problems
 
 
+def expressions(value: Any) -> list[str]:
+    """The insides of every ${{ }} in a workflow value's strings, keys included."""
+    if isinstance(value, dict):
+        return [e for k, v in value.items() for e in (*expressions(str(k)), *expressions(v))]
+    if isinstance(value, list):
+        return [e for v in value for e in expressions(v)]
+    return re.findall(r"\$\{\{(.*?)\}\}", str(value), re.S)
+
+
+def secrets_used(value: Any) -> set[str]:
+    """The secrets a workflow value reads: names, and ``*`` for the whole context
+    (``toJSON(secrets)``, which hands every secret of the repository and environment over)."""
+    found: set[str] = set()
+    for e in expressions(value):
+        found |= {a or b for a, b in SECRET_NAME.findall(e)}
+        if WHOLE_SECRETS.search(e):
+            found.add("*")
+    return found
+
+
 def environment_of(job: dict[str, Any]) -> str | None:
     environment = job.get("environment")
     if environment is None:
@@ -303,39 +338,59 @@ def environment_of(job: dict[str, Any]) -> str | None:
 
 def credential_problems(doc: dict[str, Any]) -> list[str]:
     """Each credential only in its own environment's job, reaching only the steps that use it;
-    every OIDC job bound to an environment; pull requests never in a deploying environment;
-    every install hash-checked and before the first credential."""
+    every OIDC job bound to an environment; untrusted triggers (pull requests, workflow_run)
+    never in a deploying environment and holding no secret nor the shared state; every install
+    hash-checked and before the first credential."""
     problems = []
     on = doc.get("on")
     triggers = {on} if isinstance(on, str) else set(on or ())
+    untrusted = sorted(triggers & UNTRUSTED_TRIGGERS)
+    who = "a pull request" if {"pull_request", "pull_request_target"} & triggers else "/".join(untrusted)
+    workflow_wide = {"env": doc.get("env") or {}, "defaults": doc.get("defaults") or {}}
+    if secrets_used(workflow_wide):
+        problems.append(
+            f"workflow-level env/defaults read secrets {sorted(secrets_used(workflow_wide))}:"
+            " they reach every step of every job"
+        )
     for job_id, job in jobs(doc):
         where = f"job {job_id}"
         environment = environment_of(job)
         text = job_text(job)
-        named = set(re.findall(r"\b(?:secrets|vars)\.([A-Za-z_][A-Za-z0-9_]*)", text)) & CREDENTIALS
+        used = secrets_used(job) | secrets_used(workflow_wide)
+        named = (set(re.findall(r"\bvars\.([A-Za-z_][A-Za-z0-9_]*)", text)) | used) & CREDENTIALS
         allowed = ENVIRONMENT_CREDENTIALS.get(environment or "", set())
         for name in sorted(named - allowed):
             home = next(e for e, names in ENVIRONMENT_CREDENTIALS.items() if name in names)
             problems.append(f"{where}: {name} belongs to the {home!r} environment, not {environment!r}")
         if environment is not None and environment not in ENVIRONMENT_CREDENTIALS:
             problems.append(f"{where}: unknown environment {environment!r}")
-        secrets = set(re.findall(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_]*)", text)) - {"GITHUB_TOKEN"}
+        if "*" in used:
+            problems.append(f"{where}: the whole secrets context (toJSON(secrets)) hands over every secret")
+        secrets = used - {"GITHUB_TOKEN"}
         if secrets and environment is None:
             problems.append(f"{where}: secrets {sorted(secrets)} outside an environment")
-        if re.search(r"\bsecrets\.", json.dumps(job.get("env", {}))):
+        if secrets_used(job.get("env") or {}):
             problems.append(
                 f"{where}: a secret in the job's env reaches every step; give it to the steps using it"
             )
         if (job.get("permissions") or {}).get("id-token") == "write" and environment is None:
             problems.append(f"{where}: id-token: write without an environment (the OIDC subject names none)")
-        pull_request = bool(triggers & {"pull_request", "pull_request_target"})
-        if pull_request and environment not in (None, *PULL_REQUEST_ENVIRONMENTS):
-            problems.append(f"{where}: a pull request runs in the {environment!r} environment")
+        if untrusted and environment not in (None, *PULL_REQUEST_ENVIRONMENTS):
+            problems.append(f"{where}: {who} runs in the {environment!r} environment")
+        if untrusted and secrets:
+            problems.append(
+                f"{where}: {who} holds secrets {sorted(secrets)}: unreviewed code could"
+                " print them (a preview gets no Pulumi token and no decrypt right)"
+            )
+        if untrusted and SHARED_BACKEND.search(text):
+            problems.append(f"{where}: {who} names the shared Pulumi backend or its key")
+        if untrusted and "pulumi preview" in text and 'PULUMI_BACKEND_URL=\\"file://' not in text:
+            problems.append(f"{where}: {who} previews without a throwaway file:// backend")
         first_credential = next(
             (
                 i
                 for i, st in enumerate(steps(job))
-                if action(st) in OIDC_ACTIONS or "secrets." in json.dumps(st)
+                if action(st) in OIDC_ACTIONS or secrets_used(st) or secrets_used(workflow_wide)
             ),
             len(steps(job)),
         )
@@ -737,7 +792,13 @@ def test_previews_read_and_only_production_deploys() -> None:
     assert environment_of(preview) == "preview"
     text = job_text(preview)
     assert "AWS_ROLE_ARN_PLAN" in text and "GCP_SERVICE_ACCOUNT_PLAN" in text
-    assert "secrets.PULUMI_ACCESS_TOKEN_PREVIEW" in text and "--create" not in text
+    assert not secrets_used(preview) and "--create" not in text
+    assert not any(
+        {"PULUMI_ACCESS_TOKEN", "PULUMI_CONFIG_PASSPHRASE"} & set(st.get("env") or {})
+        for st in steps(preview)
+    )
+    assert not SHARED_BACKEND.search(text)
+    assert 'PULUMI_BACKEND_URL=\\"file://$RUNNER_TEMP' in text and "scripts/preview_config.py" in text
     _, up = _job_running(load("apply.yml"), r"pulumi up\b")
     assert environment_of(up) == "production"
     homes = {
@@ -747,3 +808,15 @@ def test_previews_read_and_only_production_deploys() -> None:
         if re.search(DEPLOY_CREDENTIALS, job_text(job))
     }
     assert homes == {"production"}, f"the deploy credentials appear outside production: {homes}"
+
+
+def test_the_readme_gives_the_preview_no_token_and_no_decrypt() -> None:
+    """The set-up table's `preview` row: no Pulumi token (Stack Read includes stack:decrypt) and
+    an identity documented without decrypt, state or secret reads."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith("| `preview` (plan.yml")]
+    _, _, token, identity = (c.strip() for c in row.strip("|").split("|"))
+    assert token == "none", token
+    assert "Stack Read" not in row and "encrypt/decrypt" not in row
+    assert "**no** `kms:Decrypt` / `cloudkms.cryptoKeyVersions.useToDecrypt`, no state bucket" in identity
+    assert "a pull request's preview can read the stacks" not in readme

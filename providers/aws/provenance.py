@@ -8,15 +8,20 @@ or values with [the aws:] prefix",
 https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/Using_Tags.html#tag-restrictions). So a
 candidate is gpufit's when it carries ``gpufit:stack`` and ``gpufit:workload`` and its launch
 template (a group's, or the one EC2 names on the instance) or its instance profile carries
-``gpufit:managed=true`` with the same stack and workload. Forging that takes creating a launch
-template or an IAM instance profile, not tagging a machine. Pure: the caller looks the
-templates and profiles up.
+``gpufit:managed=true`` with the same stack and workload, and a launch template counts only
+when gpufit's deploy identity created it. A template's tags are no proof on their own: anyone
+allowed ``ec2:CreateTags`` can re-tag an existing template ("launch-template" is a taggable
+resource, https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_LaunchTemplateTagSpecificationRequest.html).
+Its ``CreatedBy`` ("The principal that created the launch template", botocore's ec2 model,
+shape ``LaunchTemplate``) is set by EC2 and no API changes it; it must name the identity that
+runs ``pulumi up`` (``deployers``). An instance profile's tags take ``iam:TagInstanceProfile``,
+an IAM administrator's permission. Pure: the caller looks the templates and profiles up.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from deployment import TAG_MANAGED, TAG_STACK, TAG_WORKLOAD
@@ -29,15 +34,42 @@ Origins = Mapping[str, tuple[str | None, str | None]]
 """candidate id -> (launch template id, instance profile name)."""
 
 
+@dataclass(frozen=True)
+class Template:
+    """A launch template as DescribeLaunchTemplates answers: its tags and ``CreatedBy``."""
+
+    tags: Mapping[str, str]
+    created_by: str
+
+
+def principal(arn: str) -> str:
+    """One spelling per principal: a role's ARN (``arn:aws:iam::A:role/PATH/R``) and the ARN of
+    a session of it (``arn:aws:sts::A:assumed-role/R/SESSION``) both become
+    ``A:role/R``; any other ARN stays itself. The role-session form is IAM's documented one
+    (https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_identifiers.html#identifiers-arns)."""
+    parts = arn.split(":", 5)
+    if len(parts) != 6 or parts[0] != "arn":
+        return arn
+    _, _, service, _, account, resource = parts
+    if service == "sts" and resource.startswith("assumed-role/"):
+        return f"{account}:role/{resource.split('/')[1]}"
+    if service == "iam" and resource.startswith("role/"):
+        return f"{account}:role/{resource.rsplit('/', 1)[-1]}"
+    return arn
+
+
 def prove(
     candidates: list[Candidate],
     origins: Origins,
-    templates: Mapping[str, Mapping[str, str]],
+    templates: Mapping[str, Template],
     profile_tags: Callable[[str], Mapping[str, str] | None],
+    deployers: Callable[[], frozenset[str]],
 ) -> tuple[list[Candidate], list[str]]:
     """The candidates gpufit made, each with its proof in ``provenance``, and a note for each
-    one left alone saying why. ``templates``: the region's gpufit-tagged launch templates' tags
-    by id; ``profile_tags``: an instance profile's tags (None when it is gone)."""
+    one left alone saying why. ``templates``: the region's gpufit-tagged launch templates by id;
+    ``profile_tags``: an instance profile's tags (None when it is gone); ``deployers``: the ARNs
+    of the identities that deploy gpufit's stacks (a template counts only when one of them
+    created it), asked only when a gpufit-tagged template is found."""
     kept: list[Candidate] = []
     notes: list[str] = []
     for c in candidates:
@@ -47,14 +79,30 @@ def prove(
             continue
         template, profile = origins.get(c.instance_id, (None, None))
         proof = None
-        if template and same_workload(templates.get(template), c):
-            proof = f"launched from gpufit's launch template {template} of {c.stack}/{c.workload}"
-        elif profile and same_workload(profile_tags(profile), c):
+        found = templates.get(template) if template else None
+        trusted = deployers() if found and same_workload(found.tags, c) else frozenset()
+        if (
+            found
+            and same_workload(found.tags, c)
+            and principal(found.created_by) not in {principal(d) for d in trusted}
+        ):
+            notes.append(
+                f"{what}: its launch template {template} carries gpufit's tags but was created by"
+                f" {found.created_by or 'an unknown principal'}, not by gpufit's deploy identity"
+                f" ({', '.join(sorted(trusted))})"
+            )
+        elif found and same_workload(found.tags, c):
+            proof = (
+                f"launched from gpufit's launch template {template} of {c.stack}/{c.workload}"
+                f" (created by {found.created_by})"
+            )
+        if proof is None and profile and same_workload(profile_tags(profile), c):
             proof = f"runs with gpufit's instance profile {profile} of {c.stack}/{c.workload}"
         if proof is None:
             notes.append(
                 f"{what} is tagged {TAG_MANAGED} but was not made by gpufit for {c.stack}/{c.workload}"
-                " (no launch template or instance profile of it carries its tags): left alone"
+                " (no launch template gpufit's deploy identity created, nor instance profile of it, carries"
+                " its tags): left alone"
             )
             continue
         kept.append(replace(c, provenance=proof))

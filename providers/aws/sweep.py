@@ -6,8 +6,10 @@ and deleted with ``ForceDelete`` (which terminates its instances); a group witho
 tags is never touched.
 
 Tags alone prove nothing: a candidate must also have been made by gpufit for its stack and
-workload (``providers.aws.provenance``: its launch template or instance profile says so; this
-reads them with ``ec2:DescribeLaunchTemplates`` and ``iam:GetInstanceProfile``). Instances
+workload (``providers.aws.provenance``: its instance profile, or its launch template created by
+gpufit's deploy identity, says so; this reads them with ``ec2:DescribeLaunchTemplates`` and
+``iam:GetInstanceProfile``, and the caller's identity with ``sts:GetCallerIdentity`` when no
+deploy identity is given). Instances
 that belong to a group (tag ``aws:autoscaling:groupName``) are left to their group:
 terminating one would only make a live group launch another.
 
@@ -36,8 +38,7 @@ from __future__ import annotations
 
 import functools
 import re
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -48,6 +49,7 @@ from cloudapi.calls import AuthError, CallCounter
 from cloudapi.retry import RetryPolicy
 from deployment import TAG_MANAGED
 from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
+from providers.aws.origins import OriginLookups
 from providers.aws.provenance import group_template, instance_origin, prove
 
 GROUP_TAG = "aws:autoscaling:groupName"
@@ -145,6 +147,7 @@ class AwsSweeper:
         workers: int = DEFAULT_WORKERS,
         page_size: int = PAGE_SIZE,
         batch_size: int = TERMINATE_BATCH,
+        deployers: Iterable[str] | None = None,
     ) -> None:
         if session is None:
             import boto3
@@ -157,8 +160,7 @@ class AwsSweeper:
         self._page_size = page_size
         self._batch_size = max(1, batch_size)
         self._api = AwsApi(session, self.counter, self._policy, max_pool=16)
-        self._profiles: dict[str, dict[str, str] | None] = {}
-        self._profiles_lock = threading.Lock()
+        self._origins = OriginLookups(self._api, deployers)
 
     # -- calls -------------------------------------------------------------------------------
     def _client(self, region: str) -> Any:
@@ -465,55 +467,12 @@ class AwsSweeper:
         """The candidates gpufit made, each with its proof (``provenance.prove``)."""
         if not candidates:
             return []
-        kept, notes = prove(candidates, origins, self._gpufit_templates(region), self._profile_tags)
+        lookups = self._origins
+        kept, notes = prove(
+            candidates, origins, lookups.templates(region), lookups.profile_tags, lookups.deployers
+        )
         out.notes.extend(notes)
         return kept
-
-    def _gpufit_templates(self, region: str) -> dict[str, dict[str, str]]:
-        """The region's launch templates tagged ``gpufit:managed=true``: id -> their tags."""
-        ec2 = self._client(region)
-        found: dict[str, dict[str, str]] = {}
-        token: str | None = None
-        while True:
-            args: dict[str, Any] = {"Filters": [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]}
-            if token:
-                args["NextToken"] = token
-            page = self._call(
-                "DescribeLaunchTemplates", functools.partial(ec2.describe_launch_templates, **args)
-            )
-            for t in page.get("LaunchTemplates", []):
-                found[str(t["LaunchTemplateId"])] = {
-                    str(x.get("Key")): str(x.get("Value", "")) for x in t.get("Tags") or []
-                }
-            token = page.get("NextToken")
-            if not token:
-                return found
-
-    def _profile_tags(self, name: str) -> dict[str, str] | None:
-        """An instance profile's tags (IAM is global: asked once per sweep); None when it is gone."""
-        with self._profiles_lock:
-            if name in self._profiles:
-                return self._profiles[name]
-        iam = self._api.client("iam", PRICING_REGION)
-        try:
-            answer = self._api.call(
-                "iam",
-                "GetInstanceProfile",
-                functools.partial(iam.get_instance_profile, InstanceProfileName=name),
-            )
-            tags: dict[str, str] | None = {
-                str(t.get("Key")): str(t.get("Value", ""))
-                for t in answer["InstanceProfile"].get("Tags") or []
-            }
-        except AuthError:
-            raise
-        except Exception as error:
-            if _error_code(error) != "NoSuchEntity":
-                raise
-            tags = None
-        with self._profiles_lock:
-            self._profiles[name] = tags
-        return tags
 
     # -- acting ------------------------------------------------------------------------------
     def _terminate_all(

@@ -144,6 +144,7 @@ def aws_env(ec2_url: str, pricing_url: str) -> dict[str, str]:
         "AWS_ENDPOINT_URL_EC2": ec2_url,
         "AWS_ENDPOINT_URL_AUTO_SCALING": ec2_url,  # the same moto server answers Auto Scaling
         "AWS_ENDPOINT_URL_IAM": ec2_url,  # and IAM (the sweep reads instance profiles' tags)
+        "AWS_ENDPOINT_URL_STS": ec2_url,  # and STS (the sweep's own identity, its default deployer)
         "AWS_ENDPOINT_URL_PRICING": pricing_url,
         "AWS_CONFIG_FILE": "/dev/null",
         "AWS_SHARED_CREDENTIALS_FILE": "/dev/null",
