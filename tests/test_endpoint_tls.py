@@ -19,6 +19,7 @@ from tests.pulumi_harness import ROOT, RecordingMocks, links, run_program, stack
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 CONFIG = PolicyConfig(now=NOW)
+OPTED_IN = PolicyConfig(now=NOW, allow_plain_http=True)
 SG = "aws:ec2/securityGroup:SecurityGroup"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ALB = "aws:lb/loadBalancer:LoadBalancer"
@@ -48,10 +49,10 @@ def policy_view(mocks: RecordingMocks) -> list[tuple[Any, ...]]:
     return [(r.typ, r.inputs, None, *links(mocks, r)) for r in mocks.resources]
 
 
-def everything(view: list[tuple[Any, ...]]) -> list[str]:
-    problems = [p for check in STACK_VALIDATORS for p in check(view, CONFIG)]
+def everything(view: list[tuple[Any, ...]], config: PolicyConfig = CONFIG) -> list[str]:
+    problems = [p for check in STACK_VALIDATORS for p in check(view, config)]
     return problems + [
-        p for typ, props, *_ in view for check in RESOURCE_VALIDATORS for p in check(typ, props, CONFIG)
+        p for typ, props, *_ in view for check in RESOURCE_VALIDATORS for p in check(typ, props, config)
     ]
 
 
@@ -80,7 +81,7 @@ def test_gpufits_own_open_load_balancer_group_passes_every_policy() -> None:
     lb_sg = next(p for t, p, *_ in view if t == SG and p.get("tags", {}).get("gpufit:open-endpoint"))
     assert lb_sg["ingress"][0]["cidrBlocks"] == ["0.0.0.0/0"]
     assert check_open_endpoint_structure(view) == []
-    assert everything(view) == []
+    assert everything(view, OPTED_IN) == []  # the stack opted in to plain HTTP
 
 
 def test_a_foreign_group_carrying_the_tag_is_refused() -> None:
@@ -167,7 +168,8 @@ def test_aws_without_a_certificate_listens_on_80_only_by_the_opt_in() -> None:
         "HTTP",
         "true",
     )
-    assert check_plain_http(LISTENER, listener, CONFIG) == []
+    assert check_plain_http(LISTENER, listener, OPTED_IN) == []
+    assert check_plain_http(LISTENER, listener, CONFIG)  # the tag alone, without the stack's opt-in
     assert outputs["endpoint"].startswith("http://")
 
 
@@ -197,6 +199,80 @@ def test_the_policy_refuses_plain_http_that_was_not_opted_in() -> None:
     )
     https = {"port": 443, "protocol": "HTTPS", "tags": {}}
     assert check_plain_http(LISTENER, https, CONFIG) == []
+    assert check_plain_http(LISTENER, {**https, "protocol": "TLS"}, CONFIG) == []
+
+
+FORWARD = [{"type": "forward", "targetGroupArn": "arn:tg"}]
+GCP_HTTP_PROXY = "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy"
+GCP_MARK = "gpufit llama8b-lb: plain HTTP (serving.allow_plain_http)"
+
+
+@pytest.mark.parametrize(
+    ("resource_type", "props", "config"),
+    [
+        # pulumi-aws lb.Listener: an ALB listener that names no protocol is HTTP
+        (LISTENER, {"port": 80, "loadBalancerArn": "arn:x", "defaultActions": FORWARD}, CONFIG),
+        (LISTENER, {"port": 80, "protocol": "TCP", "defaultActions": FORWARD}, CONFIG),  # NLB plaintext
+        (LISTENER, {"port": 80, "protocol": "UDP", "defaultActions": FORWARD}, CONFIG),
+        # a TCP listener redirects nothing, whatever its actions say
+        (
+            LISTENER,
+            {
+                "port": 80,
+                "protocol": "TCP",
+                "defaultActions": [{"type": "redirect", "redirect": {"protocol": "HTTPS"}}],
+            },
+            CONFIG,
+        ),
+        ("gcp:compute/regionTargetTcpProxy:RegionTargetTcpProxy", {"backendService": "bs"}, CONFIG),
+        ("gcp:compute/targetTcpProxy:TargetTcpProxy", {"backendService": "bs"}, OPTED_IN),
+        ("gcp:compute/targetHttpProxy:TargetHttpProxy", {"urlMap": "m"}, CONFIG),
+        # a description that merely contains the words, even with the stack opted in
+        (GCP_HTTP_PROXY, {"urlMap": "m", "description": "not serving.allow_plain_http at all"}, OPTED_IN),
+        # gpufit's own marker but the stack did not opt in
+        (GCP_HTTP_PROXY, {"urlMap": "m", "description": GCP_MARK}, CONFIG),
+        (
+            LISTENER,
+            {
+                "port": 80,
+                "protocol": "HTTP",
+                "defaultActions": FORWARD,
+                "tags": {"gpufit:plain-http": "true"},
+            },
+            CONFIG,
+        ),
+        # the stack opted in but this listener is not gpufit's
+        (LISTENER, {"port": 8080, "protocol": "HTTP", "defaultActions": FORWARD, "tags": {}}, OPTED_IN),
+        # an external passthrough load balancer: nothing terminates TLS
+        ("gcp:compute/forwardingRule:ForwardingRule", {"backendService": "bs", "portRange": "80"}, CONFIG),
+        (
+            "gcp:compute/forwardingRule:ForwardingRule",
+            {"target": "projects/p/regions/r/targetPools/tp", "loadBalancingScheme": "EXTERNAL"},
+            CONFIG,
+        ),
+    ],
+)
+def test_plain_http_evasions_are_refused(
+    resource_type: str, props: dict[str, Any], config: PolicyConfig
+) -> None:
+    problems = [p for check in RESOURCE_VALIDATORS for p in check(resource_type, props, config)]
+    assert any("plaintext" in p or "terminates TLS" in p for p in problems), problems
+
+
+def test_the_opt_in_comes_from_the_stack_file() -> None:
+    import yaml
+
+    from policy.stack_config import policy_config
+
+    files = {p.name: yaml.safe_load(p.read_text()) for p in (ROOT / "stacks").glob("Pulumi.*.yaml")}
+    opted = {n for n, f in files.items() if policy_config(f)["gpufit-no-plain-http"]["allow_plain_http"]}
+    assert opted == {"Pulumi.llama8b-lb.yaml"}
+    quoted = {"config": {"gpufit:workload": {"serving": {"allow_plain_http": "true"}}}}
+    assert policy_config(quoted) == {"gpufit-no-plain-http": {"allow_plain_http": False}}
+    for workflow in ("plan.yml", "apply.yml"):
+        text = (ROOT / ".github" / "workflows" / workflow).read_text()
+        assert 'policy/stack_config.py "stacks/Pulumi.$STACK.yaml"' in text
+        assert "--policy-pack-config" in text
 
 
 def test_gcp_serves_https_with_a_google_managed_certificate_for_the_domain() -> None:
@@ -241,7 +317,8 @@ def test_gcp_plain_http_only_by_the_opt_in_and_marked_for_the_policy() -> None:
     mocks, outputs = _run(_gcp(allow_plain_http=True), **GCP)
     proxy = mocks.one("gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy").inputs
     assert "serving.allow_plain_http" in proxy["description"]
-    assert check_plain_http("gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy", proxy, CONFIG) == []
+    assert check_plain_http("gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy", proxy, OPTED_IN) == []
+    assert check_plain_http("gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy", proxy, CONFIG)
     assert mocks.one("gcp:compute/forwardingRule:ForwardingRule").inputs["portRange"] == "80"
     assert outputs["endpoint"].startswith("http://")
 
