@@ -167,16 +167,23 @@ def _links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
     return urn, {str(k): {str(u) for u in as_seq(v)} for k, v in deps.items()}
 
 
+def _holds(value: Any, ident: Any) -> bool:
+    """Whether ``ident`` appears anywhere in ``value``, through nested maps and lists
+    (``networkInterfaces[].securityGroups``, ``launchSpecification.vpcSecurityGroupIds`` ...)."""
+    if isinstance(value, Mapping):
+        return any(_holds(v, ident) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds(v, ident) for v in value)
+    return bool(value == ident)
+
+
 def _refers_to(props: Mapping[str, Any], deps: dict[str, set[str]], urn: str | None, ident: Any) -> bool:
-    """Whether a resource names the group: one of its properties depends on the group's
-    resource (known even in a preview, where ids are not) or holds its id."""
+    """Whether a resource names the group: one of its properties, at any depth, depends on the
+    group's resource (known even in a preview, where ids are not) or holds its id (an id from a
+    lookup carries no dependency)."""
     if urn is not None and any(urn in urns for urns in deps.values()):
         return True
-    if not ident:
-        return False
-    return any(
-        ident == value or (isinstance(value, list | tuple) and ident in value) for value in props.values()
-    )
+    return bool(ident) and _holds(props, ident)
 
 
 def check_open_endpoint_structure(

@@ -118,6 +118,46 @@ def test_the_tag_exempts_only_the_listeners_port() -> None:
     assert "port 443, where its load balancer has no listener" in problem
 
 
+@pytest.mark.parametrize(
+    ("resource_type", "props"),
+    [
+        (LT, {"networkInterfaces": [{"securityGroups": ["sg-0lb"], "associatePublicIpAddress": True}]}),
+        (
+            "aws:ec2/instance:Instance",
+            {
+                "networkInterfaces": [{"networkInterfaceId": "eni-1"}],
+                "vpcSecurityGroupIds": [],
+                "launchTemplate": {"id": "lt"},
+                "nested": {"securityGroups": ["sg-0lb"]},
+            },
+        ),
+        ("aws:ec2/networkInterface:NetworkInterface", {"subnetId": "subnet-1", "securityGroups": ["sg-0lb"]}),
+        ("aws:ec2/spotInstanceRequest:SpotInstanceRequest", {"vpcSecurityGroupIds": ["sg-0lb"]}),
+        (
+            "aws:ec2/spotFleetRequest:SpotFleetRequest",
+            {"launchSpecifications": [{"vpcSecurityGroupIds": ["sg-0lb"]}]},
+        ),
+    ],
+)
+def test_the_group_named_by_id_at_any_depth_is_seen(resource_type: str, props: dict[str, Any]) -> None:
+    """An id from a lookup (``aws.ec2.get_security_group``) carries no engine dependency: the
+    pack still finds it nested in a machine's network interfaces."""
+    view = [
+        (
+            t,
+            {**p, "id": "sg-0lb"} if t == SG and p.get("tags", {}).get("gpufit:open-endpoint") else p,
+            r,
+            u,
+            d,
+        )
+        for t, p, r, u, d in _open_stack()
+    ]
+    assert check_open_endpoint_structure(view) == []
+    machine = (resource_type, props, None, f"urn:pulumi:s::p::{resource_type}::m", {})
+    (problem,) = check_open_endpoint_structure([*view, machine])
+    assert f"also guards {resource_type}" in problem
+
+
 def test_an_internal_load_balancer_does_not_earn_the_exemption() -> None:
     view = [(t, {**p, "internal": True} if t == ALB else p, r, u, d) for t, p, r, u, d in _open_stack()]
     assert check_open_endpoint_structure(view)
