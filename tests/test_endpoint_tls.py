@@ -20,6 +20,7 @@ from tests.pulumi_harness import ROOT, RecordingMocks, links, run_program, stack
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 CONFIG = PolicyConfig(now=NOW)
 OPTED_IN = PolicyConfig(now=NOW, allow_plain_http=True)
+ARN = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
 SG = "aws:ec2/securityGroup:SecurityGroup"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ALB = "aws:lb/loadBalancer:LoadBalancer"
@@ -334,7 +335,10 @@ def test_gcp_serves_https_with_a_google_managed_certificate_for_the_domain() -> 
 
 
 def test_gcp_serves_https_with_a_certificate_of_ones_own() -> None:
-    workload = _gcp(certificate="projects/my-project/locations/us-central1/certificates/api-cert")
+    workload = _gcp(
+        certificate="projects/my-project/locations/us-central1/certificates/api-cert",
+        domain="api.example.com",
+    )
     workload["placement"] = {"clouds": ["gcp"], "regions": ["us-central1"]}
     mocks, outputs = _run(workload, **GCP)
     assert not mocks.of_type("gcp:certificatemanager/certificate:Certificate")
@@ -342,11 +346,35 @@ def test_gcp_serves_https_with_a_certificate_of_ones_own() -> None:
     assert proxy["certificateManagerCertificates"] == [
         "//certificatemanager.googleapis.com/projects/my-project/locations/us-central1/certificates/api-cert"
     ]
-    assert outputs["endpoint"].startswith("https://")
+    assert outputs["endpoint"] == "https://api.example.com/v1"  # the name the certificate is for
+    assert "endpoint_ip" in outputs  # the address the user's A record points at
+    assert not mocks.of_type("gcp:certificatemanager/dnsAuthorization:DnsAuthorization")
+
+
+@pytest.mark.parametrize(
+    ("serving", "clouds", "problem"),
+    [
+        (
+            {"certificate": "projects/my-project/locations/us-central1/certificates/api-cert"},
+            ["gcp"],
+            "serving.certificate: give serving.domain too",
+        ),
+        ({"domain": "api.example.com", "certificate_arn": ARN}, ["aws"], "serving.domain: GCP only"),
+    ],
+)
+def test_gcp_certificate_fields_need_their_name_and_gcp(
+    serving: dict[str, Any], clouds: list[str], problem: str
+) -> None:
+    with pytest.raises(SpecError) as caught:
+        parse_spec({**_workload(allow_plain_http=None, **serving), "placement": {"clouds": clouds}})
+    assert [str(p) for p in caught.value.problems if problem in str(p)], caught.value.problems
 
 
 def test_gcp_refuses_a_certificate_of_another_region() -> None:
-    workload = _gcp(certificate="projects/my-project/locations/europe-west4/certificates/api-cert")
+    workload = _gcp(
+        certificate="projects/my-project/locations/europe-west4/certificates/api-cert",
+        domain="api.example.com",
+    )
     workload["placement"] = {"clouds": ["gcp"], "regions": ["us-central1"]}
     with pytest.raises(pulumi.RunError, match=r"serving\.certificate: the certificate is in europe-west4"):
         _run(workload, **GCP)
