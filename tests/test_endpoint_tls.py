@@ -407,11 +407,14 @@ WEAK_KEYS = [
     "mysupersecretapikeyforgpufit2026",  # common words
     "password1password2password3passw",  # a repeated word
     "myapikeyforgpufitserver202612345",
+    "correct-horse-battery-staple-2026",  # a four-word passphrase and a year
+    "Correct-Horse-Battery-Staple-Pen",
 ]
 STRONG_KEYS = [
     "3f9c0e7a51b2d48e6c1f0a9b7d3e5c2a",  # `openssl rand -hex 16`
     "9b1de0f47c2a5e8d3b6f0c1a7e4d9b2c5f8a0e3d6c9b1f4a",  # `openssl rand -hex 24`
     "Zq7LmX2pR9vK4tW8nB3cY6hJ1dF5gS0aEoUiPzQx",  # 40 letters and digits
+    "paper-tiger-mountain-river-cloud-sunset-lake",  # seven words: 105 bits at 15 a word
 ]
 
 
