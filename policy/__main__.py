@@ -67,6 +67,12 @@ BUDGET_SCHEMA: dict[str, dict[str, Any]] = {
     "max_hourly_usd": {"type": "number", "minimum": 0, "description": "The stack's hourly budget, USD"},
     "catalog": {"type": "string", "description": "Catalog file to price against; default the snapshot"},
 }
+PLAIN_HTTP_SCHEMA: dict[str, dict[str, Any]] = {
+    "allow_plain_http": {
+        "type": "boolean",
+        "description": "The stack's serving.allow_plain_http (policy/stack_config.py); default false",
+    },
+}
 
 
 def _provider_region(provider: Any) -> str | None:
@@ -239,7 +245,7 @@ POLICIES = [
         "gpufit-no-plain-http",
         "Endpoints serve HTTPS; plain HTTP only where the spec opted in (serving.allow_plain_http).",
         lambda args, config: check_plain_http(args.resource_type, args.props, config),
-        NO_SCHEMA,
+        PLAIN_HTTP_SCHEMA,
     ),
     resource_policy(
         "gpufit-private-buckets",

@@ -4,6 +4,7 @@ several resources."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -166,16 +167,23 @@ def _links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
     return urn, {str(k): {str(u) for u in as_seq(v)} for k, v in deps.items()}
 
 
+def _holds(value: Any, ident: Any) -> bool:
+    """Whether ``ident`` appears anywhere in ``value``, through nested maps and lists
+    (``networkInterfaces[].securityGroups``, ``launchSpecification.vpcSecurityGroupIds`` ...)."""
+    if isinstance(value, Mapping):
+        return any(_holds(v, ident) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(_holds(v, ident) for v in value)
+    return bool(value == ident)
+
+
 def _refers_to(props: Mapping[str, Any], deps: dict[str, set[str]], urn: str | None, ident: Any) -> bool:
-    """Whether a resource names the group: one of its properties depends on the group's
-    resource (known even in a preview, where ids are not) or holds its id."""
+    """Whether a resource names the group: one of its properties, at any depth, depends on the
+    group's resource (known even in a preview, where ids are not) or holds its id (an id from a
+    lookup carries no dependency)."""
     if urn is not None and any(urn in urns for urns in deps.values()):
         return True
-    if not ident:
-        return False
-    return any(
-        ident == value or (isinstance(value, list | tuple) and ident in value) for value in props.values()
-    )
+    return bool(ident) and _holds(props, ident)
 
 
 def check_open_endpoint_structure(
@@ -234,34 +242,75 @@ def check_open_endpoint_structure(
 PLAIN_HTTP_TAG = "gpufit:plain-http"
 """On an AWS listener serving plain HTTP because the spec set ``serving.allow_plain_http``."""
 PLAIN_HTTP_MARK = "serving.allow_plain_http"
-"""In the description of a GCP target HTTP proxy the spec opted in to."""
-GCP_HTTP_PROXIES = (
+PLAIN_HTTP_DESCRIPTION = re.compile(r"gpufit [a-z0-9-]+: plain HTTP \(serving\.allow_plain_http\)")
+"""The whole description gpufit writes on a GCP target HTTP proxy the spec opted in to
+(``providers/gcp/endpoint.py``); a description that merely contains the words is no marker."""
+ENCRYPTED_LISTENER_PROTOCOLS = frozenset({"HTTPS", "TLS"})
+"""A listener whose protocol is anything else serves plaintext: ``HTTP`` (the default of an
+Application Load Balancer listener that names none) and a Network Load Balancer's ``TCP``,
+``UDP``, ``TCP_UDP``, ``QUIC``, ``TCP_QUIC`` (pulumi-aws ``lb.Listener`` ``protocol``,
+https://www.pulumi.com/registry/packages/aws/api-docs/lb/listener/#protocol_python)."""
+GCP_PLAIN_PROXIES = (
     "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy",
     "gcp:compute/targetHttpProxy:TargetHttpProxy",
+    "gcp:compute/regionTargetTcpProxy:RegionTargetTcpProxy",
+    "gcp:compute/targetTcpProxy:TargetTcpProxy",
 )
+GCP_FORWARDING_RULES = (
+    "gcp:compute/forwardingRule:ForwardingRule",
+    "gcp:compute/globalForwardingRule:GlobalForwardingRule",
+)
+GCP_PASSTHROUGH_TARGETS = ("/targetPools/", "/targetInstances/")
+"""Targets of a forwarding rule that pass the client's bytes through unterminated."""
+
+
+def _opted_in(marked: bool, config: PolicyConfig) -> bool:
+    """Plain HTTP passes only where the stack's own config opted in (``config.allow_plain_http``,
+    from ``serving.allow_plain_http`` in the stack file) and gpufit marked the resource."""
+    return config.allow_plain_http and marked
 
 
 def check_plain_http(resource_type: str, props: Mapping[str, Any], config: PolicyConfig) -> list[str]:
-    """An endpoint serves HTTPS unless the spec opted in to plain HTTP
-    (``serving.allow_plain_http``): an AWS load balancer listener on HTTP must redirect every
-    request to HTTPS or carry ``PLAIN_HTTP_TAG``; a GCP target HTTP proxy must carry
-    ``PLAIN_HTTP_MARK`` in its description. Over plain HTTP the API key and every prompt cross
-    the internet readable by anyone on the path."""
-    del config
-    if resource_type == AWS_LISTENER and str(props.get("protocol") or "").upper() == "HTTP":
+    """An endpoint serves HTTPS unless the stack opted in to plain HTTP
+    (``serving.allow_plain_http``, passed to the pack as ``allow_plain_http`` policy config):
+    an AWS listener whose protocol is not HTTPS/TLS (none named is HTTP) must redirect every
+    request to HTTPS or be opted in and carry ``PLAIN_HTTP_TAG``; a GCP target HTTP or TCP proxy
+    must be opted in and carry ``PLAIN_HTTP_DESCRIPTION``; an external GCP forwarding rule may not
+    pass traffic straight to a backend service, target pool or instance (no proxy to terminate
+    TLS). Over plain HTTP the API key and every prompt cross the internet readable by anyone on
+    the path."""
+    fix = "give a certificate (serving.certificate_arn / serving.domain / serving.certificate) or opt in with"
+    if resource_type == AWS_LISTENER:
+        protocol = str(props.get("protocol") or "HTTP").upper()
+        if protocol in ENCRYPTED_LISTENER_PROTOCOLS:
+            return []
         actions = [as_map(a) for a in as_seq(props.get("defaultActions"))]
-        redirects = actions and all(
-            a.get("type") == "redirect" and str(as_map(a.get("redirect")).get("protocol")).upper() == "HTTPS"
-            for a in actions
+        redirects = (
+            protocol == "HTTP"
+            and bool(actions)
+            and all(
+                a.get("type") == "redirect"
+                and str(as_map(a.get("redirect")).get("protocol")).upper() == "HTTPS"
+                for a in actions
+            )
         )
-        if not redirects and as_map(props.get("tags")).get(PLAIN_HTTP_TAG) != "true":
+        if redirects or _opted_in(as_map(props.get("tags")).get(PLAIN_HTTP_TAG) == "true", config):
+            return []
+        return [f"listener on port {props.get('port')} serves plaintext {protocol}: {fix} {PLAIN_HTTP_MARK}"]
+    if resource_type in GCP_PLAIN_PROXIES:
+        marked = bool(PLAIN_HTTP_DESCRIPTION.fullmatch(str(props.get("description") or "")))
+        if _opted_in(marked and "Http" in resource_type, config):
+            return []
+        kind = resource_type.rsplit(":", 1)[-1]
+        return [f"{kind} serves plaintext: {fix} {PLAIN_HTTP_MARK}"]
+    if resource_type in GCP_FORWARDING_RULES:
+        scheme = str(props.get("loadBalancingScheme") or "EXTERNAL").upper()
+        target = str(props.get("target") or "")
+        if scheme.startswith("EXTERNAL") and (
+            props.get("backendService") or any(t in target for t in GCP_PASSTHROUGH_TARGETS)
+        ):
             return [
-                f"listener on port {props.get('port')} serves plain HTTP: give a certificate "
-                f"(serving.certificate_arn) or opt in with {PLAIN_HTTP_MARK}"
+                "external forwarding rule passes traffic straight to its backends (no proxy terminates TLS): "
+                "front the endpoint with a target HTTPS proxy"
             ]
-    if resource_type in GCP_HTTP_PROXIES and PLAIN_HTTP_MARK not in str(props.get("description") or ""):
-        return [
-            "target HTTP proxy serves plain HTTP: give a certificate (serving.domain or serving.certificate) "
-            f"or opt in with {PLAIN_HTTP_MARK}"
-        ]
     return []

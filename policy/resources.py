@@ -84,12 +84,16 @@ _AT_EXPRESSION = re.compile(r"at\((\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2})\)")
 @dataclass(frozen=True)
 class PolicyConfig:
     """What the validators need besides the resource: the present (``now``, timezone-aware), the
-    stack's hourly budget in USD (None: no budget, the price policies pass) and the catalog file
-    to price against (None: the selector's embedded snapshot)."""
+    stack's hourly budget in USD (None: no budget, the price policies pass), the catalog file
+    to price against (None: the selector's embedded snapshot) and the stack's plain-HTTP opt-in."""
 
     now: datetime
     max_hourly_usd: float | None = None
     catalog: str | None = None
+    allow_plain_http: bool = False
+    """The stack's ``serving.allow_plain_http``, passed as policy config by the workflows
+    (``policy/stack_config.py``): without it no plain-HTTP front end passes, whatever it is
+    tagged."""
 
     def __post_init__(self) -> None:
         if self.now.tzinfo is None:
@@ -112,7 +116,10 @@ def config_from(raw: Mapping[str, Any], now: datetime) -> PolicyConfig:
     catalog = raw.get("catalog")
     if catalog is not None and (not isinstance(catalog, str) or not catalog):
         raise ValueError(f"catalog must be a catalog file path, not {catalog!r}")
-    return PolicyConfig(now=now, max_hourly_usd=budget, catalog=catalog or None)
+    plain = raw.get("allow_plain_http", False)
+    if not isinstance(plain, bool):
+        raise ValueError(f"allow_plain_http must be true or false, not {plain!r}")
+    return PolicyConfig(now=now, max_hourly_usd=budget, catalog=catalog or None, allow_plain_http=plain)
 
 
 def as_map(value: Any) -> Mapping[str, Any]:

@@ -112,10 +112,30 @@ def _gcp_action(action: dict[str, Any] | None, service: str | None) -> str | int
     return FORWARD
 
 
+GCP_PROXIES = (
+    "gcp:compute/regionTargetHttpsProxy:RegionTargetHttpsProxy",
+    "gcp:compute/regionTargetHttpProxy:RegionTargetHttpProxy",
+)
+
+
+def _by_id(mocks: RecordingMocks, types: tuple[str, ...], ident: Any) -> Registered:
+    """The resource whose id (the harness gives ``{name}-id``) a reference names."""
+    (found,) = [r for t in types for r in mocks.of_type(t) if f"{r.name}-id" == ident]
+    return found
+
+
+def gcp_url_map(mocks: RecordingMocks) -> dict[str, Any]:
+    """The URL map the internet reaches: the forwarding rule's ``target`` proxy, then that
+    proxy's ``urlMap`` (not just any map of the stack)."""
+    rule = mocks.one("gcp:compute/forwardingRule:ForwardingRule").inputs
+    proxy = _by_id(mocks, GCP_PROXIES, rule["target"]).inputs
+    return _by_id(mocks, ("gcp:compute/regionUrlMap:RegionUrlMap",), proxy["urlMap"]).inputs
+
+
 def gcp_route(mocks: RecordingMocks, path: str) -> str | int:
-    """What the regional URL map does with ``path`` (any host): ``forward`` or the status the
-    load balancer answers itself."""
-    url_map = mocks.one("gcp:compute/regionUrlMap:RegionUrlMap").inputs
+    """What the URL map behind the forwarding rule does with ``path`` (any host): ``forward``
+    or the status the load balancer answers itself."""
+    url_map = gcp_url_map(mocks)
     matcher_name = next((h["pathMatcher"] for h in url_map.get("hostRules") or [] if "*" in h["hosts"]), None)
     if matcher_name is None:
         return _gcp_action(url_map.get("defaultRouteAction"), url_map.get("defaultService"))
@@ -131,15 +151,33 @@ def gcp_route(mocks: RecordingMocks, path: str) -> str | int:
     return _gcp_action(matcher.get("defaultRouteAction"), matcher.get("defaultService"))
 
 
-@pytest.fixture(scope="module")
-def aws_endpoint() -> RecordingMocks:
-    mocks, _ = _run(_workload("llama8b-lb", access={"api_cidrs": ["203.0.113.0/24"]}))
+ARN = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d"
+
+
+def _https(workload: dict[str, Any], **certificate: str) -> dict[str, Any]:
+    serving = {k: v for k, v in workload["serving"].items() if k != "allow_plain_http"}
+    return {**workload, "serving": {**serving, **certificate}}
+
+
+@pytest.fixture(scope="module", params=["plain-http-opt-in", "https"])
+def aws_endpoint(request: pytest.FixtureRequest) -> RecordingMocks:
+    workload = _workload("llama8b-lb", access={"api_cidrs": ["203.0.113.0/24"]})
+    if request.param == "https":
+        workload = _https(workload, certificate_arn=ARN)
+    mocks, _ = _run(workload)
+    (listener,) = [r.inputs for r in mocks.of_type("aws:lb/listener:Listener")]
+    assert listener["protocol"] == ("HTTPS" if request.param == "https" else "HTTP")
     return mocks
 
 
-@pytest.fixture(scope="module")
-def gcp_endpoint() -> RecordingMocks:
-    mocks, _ = _run(GCP_LB_WORKLOAD, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
+@pytest.fixture(scope="module", params=["plain-http-opt-in", "https"])
+def gcp_endpoint(request: pytest.FixtureRequest) -> RecordingMocks:
+    workload = (
+        GCP_LB_WORKLOAD if request.param != "https" else _https(GCP_LB_WORKLOAD, domain="api.example.com")
+    )
+    mocks, _ = _run(workload, **{"gcp:project": "my-project", "gpufit:hfToken": TOKEN})
+    target = mocks.one("gcp:compute/forwardingRule:ForwardingRule").inputs["target"]
+    assert _by_id(mocks, GCP_PROXIES, target).typ == GCP_PROXIES[request.param != "https"]
     return mocks
 
 
@@ -174,7 +212,23 @@ def test_the_evaluators_see_a_forward_everything_map_as_open() -> None:
     """The GCP evaluator is not vacuous: the URL map gpufit had before (``default_service``
     only) forwards ``/invocations``."""
     mocks = RecordingMocks()
-    mocks.resources.append(
-        Registered("gcp:compute/regionUrlMap:RegionUrlMap", "m", {"defaultService": "backend-id"}, None)
-    )
+    mocks.resources += [
+        Registered("gcp:compute/forwardingRule:ForwardingRule", "fr", {"target": "p-id"}, None),
+        Registered(GCP_PROXIES[0], "p", {"urlMap": "m-id"}, None),
+        Registered("gcp:compute/regionUrlMap:RegionUrlMap", "m", {"defaultService": "backend-id"}, None),
+    ]
+    assert gcp_route(mocks, "/invocations") == FORWARD
+
+
+def test_the_gcp_evaluator_follows_the_proxy_to_its_map(gcp_endpoint: RecordingMocks) -> None:
+    """A proxy rewired to a second, forward-everything map is seen: the evaluator reads the map
+    the forwarding rule's proxy names, not the stack's first map."""
+    assert gcp_route(gcp_endpoint, "/invocations") == 404
+    mocks = RecordingMocks()
+    target = gcp_endpoint.one("gcp:compute/forwardingRule:ForwardingRule").inputs["target"]
+    for r in gcp_endpoint.resources:
+        inputs = {**r.inputs, "urlMap": "open-id"} if f"{r.name}-id" == target else r.inputs
+        mocks.resources.append(Registered(r.typ, r.name, inputs, r.provider))
+    open_map = {"defaultService": "backend-id"}
+    mocks.resources.append(Registered("gcp:compute/regionUrlMap:RegionUrlMap", "open", open_map, None))
     assert gcp_route(mocks, "/invocations") == FORWARD

@@ -32,6 +32,8 @@ def _with(path: str, value: str) -> dict[str, Any]:
         del workload["serving"]["allow_plain_http"]
         if path != "serving.certificate_arn":
             workload["placement"] = {"clouds": ["gcp"]}
+        if path == "serving.certificate":  # your own certificate names the host it is for
+            workload["serving"]["domain"] = "api.example.com"
     return workload
 
 

@@ -539,7 +539,10 @@ def test_adversarial_stacks_pass_every_policy(spec_file: Path) -> None:
     if (doc.get("contract") or {}).get("expect") == "refused":
         pytest.skip("the plan refuses it: nothing is registered")
     mocks, _ = run_program(dict(doc["config"]), NOW, stack="dev")
-    assert _all_violations(mocks, PolicyConfig(now=NOW)) == []
+    from policy.stack_config import policy_config
+
+    plain = policy_config(doc)["gpufit-no-plain-http"]["allow_plain_http"]  # as the workflows pass it
+    assert _all_violations(mocks, PolicyConfig(now=NOW, allow_plain_http=plain)) == []
 
 
 @pytest.mark.parametrize("day", [0, 79, 81, 150, 199])
@@ -585,7 +588,12 @@ def test_example_stack_passes_every_policy(stack_file: Path) -> None:
         # a group may launch any of its types: the budget must hold for the dearest fleet
         worst = max([planned.choice.cost.hourly_usd, *(f.cost.hourly_usd for f in planned.fallbacks)])
     own = (config["gpufit:workload"].get("budget") or {}).get("max_hourly_usd")
-    policy_config = PolicyConfig(now=NOW, max_hourly_usd=float(own or worst))
+    from policy.stack_config import policy_config as stack_policy_config
+
+    plain = stack_policy_config(yaml.safe_load(stack_file.read_text()))["gpufit-no-plain-http"]
+    policy_config = PolicyConfig(
+        now=NOW, max_hourly_usd=float(own or worst), allow_plain_http=plain["allow_plain_http"]
+    )
     assert _all_violations(mocks, policy_config) == []
     region = outputs["region"]
     for instance in instances:  # the policy prices each instance at the offer the plan chose

@@ -26,7 +26,8 @@ from tests.pulumi_harness import ROOT, RecordingMocks, is_secret_input, run_prog
 
 NOW = datetime(2026, 12, 2, 12, 0, tzinfo=UTC)
 TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz0123456789"
-API_KEY = "sk-gpufit-test-0123456789abcdefGHIJKLMNOP"
+# random: a run such as 0123456789abcdef is refused as guessable (providers/key_strength.py)
+API_KEY = "sk-gpufit-test-cf2ce98e009d80c8daf7de231ecd69a3"
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
 ASG = "aws:autoscaling/group:Group"
 SG = "aws:ec2/securityGroup:SecurityGroup"

@@ -85,9 +85,7 @@ Cloud Scheduler (a group's deadline), Certificate Manager (an endpoint's Google-
 certificate)."""
 
 
-def enabled_apis(
-    base: str, apis: Sequence[str], opts: pulumi.ResourceOptions
-) -> list[gcp.projects.Service]:
+def enabled_apis(base: str, apis: Sequence[str], opts: pulumi.ResourceOptions) -> list[gcp.projects.Service]:
     """Enable ``apis`` in the project (idempotent: an enabled API stays as it is) and leave
     them on when the stack is destroyed, since other stacks and users of the project share
     them (``disable_on_destroy=False``). Everything the stack creates depends on these.

@@ -52,16 +52,26 @@ def cm_certificate(value: str | None) -> str | None:
 
 def tls_problems(serving: ServingTls, clouds: list[str]) -> list[str]:
     """A load-balanced endpoint serves HTTPS with a certificate for each cloud it may run on
-    (AWS: ``certificate_arn``; GCP: ``domain`` or ``certificate``), or plain HTTP only with
-    ``allow_plain_http``; one line per problem."""
+    (AWS: ``certificate_arn``; GCP: ``domain``, Google-managed, or ``domain`` + ``certificate``,
+    your own certificate for that name), or plain HTTP only with ``allow_plain_http``; GCP fields
+    only where GCP may serve; one line per problem."""
     if serving.expose != "load_balancer":
         given = [
             f for f in ("certificate_arn", "domain", "certificate", "allow_plain_http") if getattr(serving, f)
         ]
         return [f"serving.{f} is for serving.expose load_balancer" for f in given]
     problems = []
-    if serving.domain is not None and serving.certificate is not None:
-        problems.append("serving.domain and serving.certificate: give one GCP certificate, not both")
+    if serving.certificate is not None and serving.domain is None:
+        problems.append(
+            "serving.certificate: give serving.domain too, the DNS name the certificate is for "
+            "(clients verify it; https://<load balancer IP> would not match)"
+        )
+    if "gcp" not in clouds:
+        problems += [
+            f"serving.{f}: GCP only (Certificate Manager), but placement.clouds has no gcp; leave it out"
+            for f in ("domain", "certificate")
+            if getattr(serving, f) is not None
+        ]
     if serving.allow_plain_http:
         if serving.certificate_arn or serving.domain or serving.certificate:
             problems.append("serving.allow_plain_http: the endpoint has a certificate; leave it out")
