@@ -27,6 +27,7 @@ Pure: the only I/O is reading the YAML file whose path ``load_cases`` is given.
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +94,26 @@ RATIO_BAND: tuple[float, float] = (0.75, 1.33)
 
 SCHEMA_VERSION = 1
 
+Split = Literal["fitted", "held-out"]
+SPLITS: tuple[Split, ...] = ("fitted", "held-out")
+HELD_OUT_SHARE = 3
+"""One case in ``HELD_OUT_SHARE`` is held out: ``split_of`` decides by a hash of the case id,
+fixed before any constant of the sizing model was fitted, so no held-out row can be tuned on."""
+
+UNDER_PROVISION = 0.10
+"""A row under-provisions when gpufit promises more than the source measured by more than
+this: decode speed ratio > 1.1, memory ratio < 1 ÷ 1.1, training GPU-hours ratio < 1 ÷ 1.1,
+or gpufit fits a setting the source ran out of memory at."""
+
+Interconnect = Literal["nvlink", "pcie"]
+
+
+def split_of(case_id: str) -> Split:
+    """``held-out`` for one case id in ``HELD_OUT_SHARE`` (the first byte of its SHA-256), else
+    ``fitted``: a stable split no edit of the model can move."""
+    digest = hashlib.sha256(case_id.encode("utf-8")).digest()
+    return "held-out" if digest[0] % HELD_OUT_SHARE == 0 else "fitted"
+
 
 class CalibrationError(ValueError):
     """A case that cannot be read or computed, with the case id and why."""
@@ -122,6 +143,12 @@ class Case:
     measure: Measure | None = None
     tensor_parallel: int | None = None
     note: str = ""
+    interconnect: Interconnect = "nvlink"
+    oom: bool = False
+
+    @property
+    def split(self) -> Split:
+        return split_of(self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +160,17 @@ class Row:
     gpufit: float
     ratio: float
     detail: str = ""
+    accepted: bool = True
+    """False only for an out-of-memory case gpufit rightly rejects."""
+
+    @property
+    def under_provisions(self) -> bool:
+        """gpufit promises more than the source measured (``UNDER_PROVISION``)."""
+        if self.case.oom:
+            return self.accepted
+        if self.case.kind == "decode_tokens_per_s":
+            return self.ratio > 1.0 + UNDER_PROVISION
+        return self.ratio < 1.0 / (1.0 + UNDER_PROVISION)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +180,7 @@ class KindSummary:
     geomean: float
     low: float
     high: float
+    under: int = 0
 
     @property
     def in_band(self) -> bool:
@@ -190,8 +229,15 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     if not isinstance(count, int) or count < 1:
         raise CalibrationError(f"{where}: gpus must be a positive integer")
     tp = entry.get("tensor_parallel")
-    if tp is not None and (kind != "decode_tokens_per_s" or not isinstance(tp, int) or tp > count):
-        raise CalibrationError(f"{where}: tensor_parallel is for decode cases, at most gpus")
+    tp_kind = kind == "decode_tokens_per_s" or measure == "per_gpu"
+    if tp is not None and (not tp_kind or not isinstance(tp, int) or tp > count):
+        raise CalibrationError(f"{where}: tensor_parallel is for decode and per-GPU memory cases, at most gpus")
+    interconnect = entry.get("interconnect", "nvlink")
+    if interconnect not in ("nvlink", "pcie"):
+        raise CalibrationError(f"{where}: interconnect must be nvlink or pcie")
+    oom = entry.get("oom", False)
+    if not isinstance(oom, bool) or (oom and measure != "per_gpu"):
+        raise CalibrationError(f"{where}: oom (true: the source ran out of memory) is for per-GPU memory cases")
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -211,6 +257,8 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
             spec[key] = entry[key]
     if task in TRAINING_TASKS:
         spec["placement"] = {"max_nodes": 256}
+    if interconnect == "pcie":
+        spec["placement"] = {**spec.get("placement", {}), "allow_pcie_tensor_parallel": True}
     return Case(
         id=case_id,
         kind=kind,
@@ -225,6 +273,8 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         measure=measure,
         tensor_parallel=tp,
         note=str(entry.get("note", "")),
+        interconnect=cast(Interconnect, interconnect),
+        oom=oom,
     )
 
 
@@ -248,9 +298,10 @@ def load_cases(path: Path) -> list[Case]:
 # --- gpufit's figure --------------------------------------------------------------------------
 
 
-def calibration_instance(gpu: GpuSpec, count: int) -> InstanceType:
-    """An instance type of ``count`` × ``gpu`` joined by NVLink, with a node interconnect and
-    ample host memory, so that only the GPU arithmetic decides (as tests/test_sizing.py does)."""
+def calibration_instance(gpu: GpuSpec, count: int, interconnect: Interconnect = "nvlink") -> InstanceType:
+    """An instance type of ``count`` × ``gpu`` joined by NVLink (or only PCIe, as a case states),
+    with a node interconnect and ample host memory, so that only the GPU arithmetic decides (as
+    tests/test_sizing.py does)."""
     return InstanceType(
         cloud="aws",
         name=f"calibration-{count}x{gpu.name}",
@@ -259,7 +310,7 @@ def calibration_instance(gpu: GpuSpec, count: int) -> InstanceType:
         gpu_count=count,
         vcpus=8 * count,
         memory_gib=4096.0,
-        nvlink=count > 1,
+        nvlink=count > 1 and interconnect == "nvlink",
         node_interconnect="efa",
     )
 
@@ -279,9 +330,20 @@ def _term_bytes(case: Case, req: Requirements, measure: Measure) -> float:
     raise CalibrationError(f"case {case.id}: requirements has no {name!r} term for this task")
 
 
-def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str]:
+def _at_published_tp(case: Case, req: Requirements, it: InstanceType) -> tuple[Shape, str]:
+    """``fit``'s shape, or the shape at the published tensor-parallel degree when it differs. A
+    decode case is timed even where gpufit's memory plan would not hold the setting (the speed is
+    what it measures; the detail says so)."""
+    if case.kind == "decode_tokens_per_s":
+        result = fit(req, it)
+        if isinstance(result, Rejection) and result.filter == "vram":
+            tp = case.tensor_parallel or case.gpus
+            forced = serving_shape(req, it, tp, 1)
+            if isinstance(forced, Rejection):
+                raise CalibrationError(f"case {case.id}: {forced.reason}")
+            return forced, f"TP {tp}; gpufit's memory plan would not hold this setting"
     shape = _shape(case, req, it)
-    tp = case.tensor_parallel or case.gpus
+    tp = case.tensor_parallel or (case.gpus if case.kind == "decode_tokens_per_s" else shape.tensor_parallel)
     detail = ""
     if shape.tensor_parallel != tp:
         if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
@@ -291,9 +353,26 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
             raise CalibrationError(f"case {case.id}: {forced.reason}")
         detail = f"TP {tp} as published; gpufit alone picks TP {shape.tensor_parallel}"
         shape = forced
+    return shape, detail
+
+
+def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str]:
+    shape, detail = _at_published_tp(case, req, it)
     if shape.tokens_per_s_per_stream is None:
         raise CalibrationError(f"case {case.id}: gpufit gives no decode speed")
     return shape.tokens_per_s_per_stream, detail
+
+
+def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str, bool]:
+    """A setting the source ran out of memory at: (what gpufit plans per GPU at the published
+    degree, why, whether ``fit`` accepts it). Accepting it is an under-provisioning row."""
+    shards = case.tensor_parallel or case.gpus
+    kv_heads = 0 if req.is_training else req.arch.kv_split_heads
+    per_gpu = per_gpu_gib(req, shards, kv_heads) * GIB
+    result = fit(req, it)
+    if isinstance(result, Rejection):
+        return per_gpu, f"rejected, as the source ran out of memory: {result.reason}", False
+    return per_gpu, "gpufit fits it; the source ran out of memory", True
 
 
 def _canonical(case: Case, value: float, training_tokens: float) -> float:
@@ -314,17 +393,23 @@ def compute_row(case: Case) -> Row:
     tokens = spec.training.tokens if spec.training else 0.0
     gpu = load_gpus()[case.gpu] if case.gpu else None
     detail = ""
+    accepted = True
     if case.kind == "decode_tokens_per_s":
         assert gpu is not None
-        canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus))
+        canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus, case.interconnect))
         shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
     elif case.kind == "memory_gib":
         assert case.measure is not None
         if case.measure == "per_gpu":
             assert gpu is not None
-            shape = _shape(case, req, calibration_instance(gpu, case.gpus))
-            canonical = shape.vram_gib_per_gpu * GIB
-            detail = f"over {shape.gpus_per_replica} GPUs" if shape.gpus_per_replica > 1 else ""
+            it = calibration_instance(gpu, case.gpus, case.interconnect)
+            if case.oom:
+                canonical, detail, accepted = _oom_row(case, req, it)
+            else:
+                shape, detail = _at_published_tp(case, req, it)
+                canonical = shape.vram_gib_per_gpu * GIB
+                if not detail and shape.gpus_per_replica > 1:
+                    detail = f"over {shape.gpus_per_replica} GPUs"
         else:
             canonical = _term_bytes(case, req, case.measure)
         shown = canonical / BYTES_PER_UNIT[case.unit]
@@ -337,7 +422,7 @@ def compute_row(case: Case) -> Row:
         shown = tokens * case.gpus / canonical / 3600.0 if case.unit == "tokens/s" else canonical
         detail = f"{shape.gpus_per_replica} GPUs × {shape.job_hours:,.0f} h"
     ratio = canonical / _canonical(case, case.value, tokens)
-    return Row(case=case, gpufit=shown, ratio=ratio, detail=detail)
+    return Row(case=case, gpufit=shown, ratio=ratio, detail=detail, accepted=accepted)
 
 
 def compute_rows(cases: list[Case]) -> list[Row]:
@@ -350,12 +435,17 @@ def geometric_mean(values: list[float]) -> float:
     return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
-def summarize(rows: list[Row]) -> list[KindSummary]:
+def summarize(rows: list[Row], split: Split | None = None) -> list[KindSummary]:
+    """Per kind: count, geometric mean and range of the ratios (out-of-memory cases are bounds,
+    not measurements, and count only as under-provisioning when gpufit fits them), and the
+    under-provisioning rows; of one split when ``split`` is given."""
     out: list[KindSummary] = []
     for kind in KINDS:
-        ratios = [r.ratio for r in rows if r.case.kind == kind]
+        of_kind = [r for r in rows if r.case.kind == kind and (split is None or r.case.split == split)]
+        ratios = [r.ratio for r in of_kind if not r.case.oom]
         if ratios:
-            out.append(KindSummary(kind, len(ratios), geometric_mean(ratios), min(ratios), max(ratios)))
+            under = sum(r.under_provisions for r in of_kind)
+            out.append(KindSummary(kind, len(ratios), geometric_mean(ratios), min(ratios), max(ratios), under))
     return out
 
 
@@ -414,6 +504,22 @@ def render_markdown(rows: list[Row]) -> str:
             f"- **{s.kind}**: {s.count} rows, geometric-mean ratio **{s.geomean:.2f}** "
             f"(range {s.low:.2f}–{s.high:.2f}){band}"
         )
+    lines += [
+        "",
+        f"Fitted and held-out rows: one case in {HELD_OUT_SHARE} is held out by a hash of its id "
+        "(`selector.calibration.split_of`), fixed before the sizing model's constants were fitted "
+        "on the others. Under-provisioning: decode speed over-promised by more than "
+        f"{UNDER_PROVISION:.0%}, memory or training GPU-hours under-estimated by more than "
+        f"{UNDER_PROVISION:.0%}, or a setting gpufit fits where the source ran out of memory.",
+        "",
+        "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
+        "|---|---|---|---|---|---|",
+    ]
+    for split in SPLITS:
+        for s in summarize(rows, split):
+            lines.append(
+                f"| {s.kind} | {split} | {s.count} | {s.geomean:.2f} | {s.low:.2f}–{s.high:.2f} | {s.under} |"
+            )
     number = 0
     for kind in KINDS:
         kind_rows = [r for r in rows if r.case.kind == kind]
@@ -425,8 +531,8 @@ def render_markdown(rows: list[Row]) -> str:
             "",
             KIND_NOTES[kind],
             "",
-            "| # | Model | GPU | Setting | Published | gpufit | Ratio |",
-            "|---|---|---|---|---|---|---|",
+            "| # | Model | GPU | Setting | Published | gpufit | Ratio | Split |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for row in kind_rows:
             number += 1
@@ -437,7 +543,7 @@ def render_markdown(rows: list[Row]) -> str:
             lines.append(
                 f"| {number} | {_cell(c.label)} | {_cell(_gpu_cell(c))} | {_cell(c.setting)} "
                 f"| [{_published(c.value)} {c.unit}]({c.source.url}) | {_cell(gpufit)} "
-                f"| {row.ratio:.2f} |"
+                f"| {row.ratio:.2f}{' ⚠' if row.under_provisions else ''} | {c.split} |"
             )
     lines += ["", "## Sources", ""]
     number = 0

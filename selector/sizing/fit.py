@@ -113,9 +113,10 @@ def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
     An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
     the larger of the two."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    steady = (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes) / GIB
+    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
+    steady = (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve) / GIB
     if req.load_bytes:
-        return max(steady, (req.load_bytes / shards + req.replicated_bytes) / GIB)
+        return max(steady, (req.load_bytes / shards + req.replicated_bytes + reserve) / GIB)
     return steady
 
 
@@ -219,7 +220,8 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
     """Bytes on each GPU once serving (weights, KV cache, workspace), without the load peak."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes
+    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
+    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
 def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
@@ -292,7 +294,7 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
     per_stream = per_replica = job_hours = None
     if req.bytes_per_decode_step > 0:
         # Pipeline stages run one after another for a token, so nodes add no bandwidth per stream.
-        step, bound = decode_speed(req, gpu, tp)
+        step, bound = decode_speed(req, gpu, tp, nvlink=it.nvlink or tp == 1)
         per_stream = 1.0 / step
         per_replica = per_stream * req.concurrency
         terms.append(Term("decode step", step * 1e3, "ms", f"{bound} over {tp}×{gpu.bandwidth_gbps:g} GB/s"))

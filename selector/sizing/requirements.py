@@ -10,7 +10,7 @@ from typing import Any
 from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
 from selector.sizing.inference import audio_state_bytes, serving_requirements
-from selector.sizing.speed import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_MFU
+from selector.sizing.speed import DEFAULT_MFU, MOE_MFU_FACTOR, precision_bandwidth_efficiency
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.sizing.training import training_requirements
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -23,8 +23,8 @@ memory ≈ 1.2 × weights (gpu-cloud-facts.md §6)."""
 def requirements(spec: WorkloadSpec) -> Requirements:
     """The GPU-independent needs of ``spec`` with every term named for ``--explain``."""
     arch = spec.arch()
-    eff = spec.tuning.bandwidth_efficiency or DEFAULT_BANDWIDTH_EFFICIENCY
-    mfu = spec.tuning.mfu or DEFAULT_MFU
+    eff = spec.tuning.bandwidth_efficiency or precision_bandwidth_efficiency(spec.precision)
+    mfu = spec.tuning.mfu or DEFAULT_MFU * (MOE_MFU_FACTOR if arch.is_moe and spec.task in TRAINING_TASKS else 1.0)
     wbytes = BYTES_PER_PARAM[spec.precision]
     terms: list[Term] = []
     needs_fp8 = spec.precision == "fp8" or (

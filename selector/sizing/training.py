@@ -25,8 +25,23 @@ FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
 """With full activation recomputation only each layer's input is kept: 2·s·b·h bytes per
 layer (Korthikanti et al. 2023, §4), plus one layer's activations while it is recomputed."""
 
-LOSS_BYTES_PER_LOGIT = 8
-"""The loss upcasts logits to fp32 and keeps their gradient: 4 + 4 bytes per logit."""
+LOSS_BYTES_PER_LOGIT = 16
+"""Bytes per logit at the loss peak of a stock PyTorch/HF cross-entropy: the 16-bit logits (2),
+their fp32 upcast (4), the fp32 softmax/log-softmax (4) and its gradient (4), about 14-16 B
+(issue 24 notes; Unsloth's HF + FlashAttention-2 baseline reaches only 28,454 tokens of
+Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked cross-entropy
+(torchtune, Unsloth) needs about 8; gpufit assumes the stock loss (errs safe)."""
+
+KBIT_FP32_PARAMS_BYTES = 4.0
+"""PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
+embeddings, output head, norms) to fp32 (huggingface/peft src/peft/utils/other.py); gpufit counts
+the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
+
+ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 6
+"""Causal attention's score and value FLOPs per token in training: 6 × layers × sequence ×
+hidden (forward 2 × 2 × s × h halved by the causal mask, ×3 with the backward pass; Narayanan et
+al. 2021, arXiv 2104.04473, §5.1). Fitted with llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
+llm-foundry scripts/train/benchmarking/README.md @4952183), where 6·P·D alone over-promised 2.5×."""
 
 TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
     "finetune-full": 6.0,
@@ -70,6 +85,18 @@ def training_requirements(
     else:
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
+        if spec.task == "finetune-qlora" and arch.vocab and arch.hidden:
+            embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+            sharded += embed * (KBIT_FP32_PARAMS_BYTES - wbytes)
+            terms.append(
+                Term(
+                    "k-bit prep fp32 embeddings",
+                    embed * (KBIT_FP32_PARAMS_BYTES - wbytes) / GIB,
+                    "GiB",
+                    f"embeddings + output head {embed:.4g} params at {KBIT_FP32_PARAMS_BYTES:g} B, not "
+                    f"{wbytes:.3g} (PEFT prepare_model_for_kbit_training)",
+                )
+            )
         terms.append(
             Term(
                 "frozen base weights",
@@ -117,7 +144,8 @@ def training_requirements(
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
     terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {LOSS_BYTES_PER_LOGIT} B"))
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
-    flops = k * arch.params_active * training.tokens
+    attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
+    flops = (k * arch.params_active + attention) * training.tokens
     terms.append(
         Term(
             "checkpoint",
@@ -131,7 +159,8 @@ def training_requirements(
             "training compute",
             flops,
             "FLOP",
-            f"{k:g} × {arch.params_active:.4g} params × {training.tokens:.3g} tokens",
+            f"({k:g} × {arch.params_active:.4g} params + attention {attention:.3g} per token) "
+            f"× {training.tokens:.3g} tokens",
         )
     )
     return replace(

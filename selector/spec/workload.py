@@ -63,6 +63,13 @@ class ServingSpec(Strict):
         None, description="default: bf16 (fp32 for fp32 models)"
     )
     tokens: Count | None = Field(None, description="batch: tokens to generate in all")
+    prompt_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="expected prompt tokens per request (the rest of context_tokens is output): decode "
+        "reads the KV cache at the mean context and pays for arriving prompts; default: unknown, sized "
+        "at the full context (safe)",
+    )
     engine: Literal["vllm", "sglang", "none"] | None = Field(
         None,
         description="model server gpufit starts (serve): default vllm for transformer models "
