@@ -45,7 +45,7 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.fit import serving_shape
+from selector.sizing.fit import CUDA_CONTEXT_GIB, USABLE_MEMORY_FRACTION, serving_shape
 from selector.spec import TRAINING_TASKS, parse_spec
 
 Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours"]
@@ -72,8 +72,12 @@ KIND_NOTES: dict[Kind, str] = {
     ),
 }
 
-Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token"]
-MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token")
+Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed"]
+MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed")
+GPU_MEASURES: tuple[Measure, ...] = ("per_gpu", "gpu_needed")
+"""Memory measures that place the job on the case's GPUs. ``gpu_needed`` compares the GPU memory
+gpufit requires for the setting (its per-GPU plan plus its headroom, the inverse of
+``usable_gib``) with a published "the largest setting that fits a GPU of X GB"."""
 TERM_OF_MEASURE: dict[Measure, tuple[str, float]] = {
     "weights": ("weights", GIB),
     "kv_cache": ("kv cache", GIB),
@@ -145,6 +149,8 @@ class Case:
     note: str = ""
     interconnect: Interconnect = "nvlink"
     oom: bool = False
+    excluded: str = ""
+    """Why a case is shown but left out of the summaries and the bar (empty: it counts)."""
 
     @property
     def split(self) -> Split:
@@ -166,6 +172,8 @@ class Row:
     @property
     def under_provisions(self) -> bool:
         """gpufit promises more than the source measured (``UNDER_PROVISION``)."""
+        if self.case.excluded:
+            return False
         if self.case.oom:
             return self.accepted
         if self.case.kind == "decode_tokens_per_s":
@@ -221,7 +229,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     measure = cast("Measure | None", measure)
     gpu = entry.get("gpu")
     if gpu is None:
-        if measure in (None, "per_gpu"):
+        if measure in (None, *GPU_MEASURES):
             raise CalibrationError(f"{where}: needs a gpu (only GPU-independent memory terms omit it)")
     elif not isinstance(gpu, str) or gpu not in gpus_known:
         raise CalibrationError(f"{where}: gpu {gpu!r} is not in selector/data/gpus.yaml")
@@ -229,13 +237,16 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     if not isinstance(count, int) or count < 1:
         raise CalibrationError(f"{where}: gpus must be a positive integer")
     tp = entry.get("tensor_parallel")
-    tp_kind = kind == "decode_tokens_per_s" or measure == "per_gpu"
+    tp_kind = kind == "decode_tokens_per_s" or measure in GPU_MEASURES
     if tp is not None and (not tp_kind or not isinstance(tp, int) or tp > count):
         raise CalibrationError(f"{where}: tensor_parallel is for decode and per-GPU memory cases, at most gpus")
     interconnect = entry.get("interconnect", "nvlink")
     if interconnect not in ("nvlink", "pcie"):
         raise CalibrationError(f"{where}: interconnect must be nvlink or pcie")
     oom = entry.get("oom", False)
+    excluded = entry.get("excluded", "")
+    if not isinstance(excluded, str):
+        raise CalibrationError(f"{where}: excluded must be the reason the case is left out")
     if not isinstance(oom, bool) or (oom and measure != "per_gpu"):
         raise CalibrationError(f"{where}: oom (true: the source ran out of memory) is for per-GPU memory cases")
     published = entry.get("published")
@@ -275,6 +286,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         note=str(entry.get("note", "")),
         interconnect=cast(Interconnect, interconnect),
         oom=oom,
+        excluded=excluded,
     )
 
 
@@ -363,6 +375,12 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
     return shape.tokens_per_s_per_stream, detail
 
 
+def gpu_memory_needed_gib(per_gpu_gib: float) -> float:
+    """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib``: (plan + CUDA context) ÷ the
+    usable fraction."""
+    return (per_gpu_gib + CUDA_CONTEXT_GIB) / USABLE_MEMORY_FRACTION
+
+
 def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str, bool]:
     """A setting the source ran out of memory at: (what gpufit plans per GPU at the published
     degree, why, whether ``fit`` accepts it). Accepting it is an under-provisioning row."""
@@ -400,7 +418,7 @@ def compute_row(case: Case) -> Row:
         shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
     elif case.kind == "memory_gib":
         assert case.measure is not None
-        if case.measure == "per_gpu":
+        if case.measure in GPU_MEASURES:
             assert gpu is not None
             it = calibration_instance(gpu, case.gpus, case.interconnect)
             if case.oom:
@@ -410,6 +428,9 @@ def compute_row(case: Case) -> Row:
                 canonical = shape.vram_gib_per_gpu * GIB
                 if not detail and shape.gpus_per_replica > 1:
                     detail = f"over {shape.gpus_per_replica} GPUs"
+                if case.measure == "gpu_needed":
+                    canonical = gpu_memory_needed_gib(shape.vram_gib_per_gpu) * GIB
+                    detail = f"plans {shape.vram_gib_per_gpu:.1f} GiB + headroom" + (f"; {detail}" if detail else "")
         else:
             canonical = _term_bytes(case, req, case.measure)
         shown = canonical / BYTES_PER_UNIT[case.unit]
@@ -441,7 +462,11 @@ def summarize(rows: list[Row], split: Split | None = None) -> list[KindSummary]:
     under-provisioning rows; of one split when ``split`` is given."""
     out: list[KindSummary] = []
     for kind in KINDS:
-        of_kind = [r for r in rows if r.case.kind == kind and (split is None or r.case.split == split)]
+        of_kind = [
+            r
+            for r in rows
+            if r.case.kind == kind and not r.case.excluded and (split is None or r.case.split == split)
+        ]
         ratios = [r.ratio for r in of_kind if not r.case.oom]
         if ratios:
             under = sum(r.under_provisions for r in of_kind)
@@ -543,7 +568,8 @@ def render_markdown(rows: list[Row]) -> str:
             lines.append(
                 f"| {number} | {_cell(c.label)} | {_cell(_gpu_cell(c))} | {_cell(c.setting)} "
                 f"| [{_published(c.value)} {c.unit}]({c.source.url}) | {_cell(gpufit)} "
-                f"| {row.ratio:.2f}{' ⚠' if row.under_provisions else ''} | {c.split} |"
+                f"| {row.ratio:.2f}{' ⚠' if row.under_provisions else ''} "
+                f"| {'excluded' if c.excluded else c.split} |"
             )
     lines += ["", "## Sources", ""]
     number = 0
@@ -552,6 +578,8 @@ def render_markdown(rows: list[Row]) -> str:
             number += 1
             c = row.case
             note = f" {c.note}" if c.note else ""
+            if c.excluded:
+                note += f" **Excluded from the summaries:** {c.excluded}"
             lines.append(
                 f"{number}. `{c.id}`: [{_cell(c.source.title)}]({c.source.url}), "
                 f"{_cell(c.source.locator)}.{_cell(note)}"

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.engine_memory import sglang_static_fraction
-from selector.sizing.speed import decode_speed
+from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
 
 USABLE_MEMORY_FRACTION = 0.90
@@ -406,7 +406,8 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"needs the model sharded over {gpus} GPUs with NVLink; "
                 f"{it.name} is PCIe only (set placement.allow_pcie_tensor_parallel)",
             )
-        hours = req.train_flops / (gpus * tflops * 1e12 * req.mfu) / 3600.0
+        mfu = training_mfu(req, gpu)
+        hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
         if req.deadline_hours is not None and hours > req.deadline_hours:
             if not joins_nodes(it) or nodes == req.max_nodes:
                 return Rejection(
@@ -427,7 +428,8 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 "training hours",
                 hours,
                 "h",
-                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
+                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {mfu:g} MFU, {gpu.arch}"
+                f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}",
             ),
         )
         return Shape(

@@ -39,6 +39,7 @@ def requirements(spec: WorkloadSpec) -> Requirements:
         needs_bf16=needs_bf16,
         bandwidth_efficiency=eff,
         mfu=mfu,
+        mfu_tuned=spec.tuning.mfu is not None,
         deadline_hours=spec.teardown.ttl if spec.teardown else None,
         max_nodes=spec.placement.max_nodes,
         allow_pcie_parallel=spec.placement.allow_pcie_tensor_parallel,

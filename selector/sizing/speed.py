@@ -73,6 +73,14 @@ frameworks a user runs reach less on one node: fitted to torchtitan Llama-3.1-8B
 (pytorch/torchtitan benchmarks @820504e) and torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/
 torchtune README @1814feb), which 0.40 over-promised by 15-19%. Override with ``tuning.mfu``."""
 
+TRAINING_MFU_BY_ARCH: dict[str, float] = {"Ampere": 0.42}
+"""Training MFU by GPU generation where the data differs from ``DEFAULT_MFU``: A100s reach more of
+their (lower) peak. Fitted to llm-foundry MPT-7B/70B on A100-40/80GB (mosaicml/llm-foundry
+benchmarking README @4952183), the Llama 2 paper's A100 GPU-hours (arXiv 2307.09288, Table 2) and
+torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/torchtune README @1814feb), which 0.32
+under-promised by 25-60%. Hopper, Ada and Blackwell keep ``DEFAULT_MFU`` (an estimate for the
+latter two: no fitted row)."""
+
 MOE_MFU_FACTOR = 0.5
 """Training MFU of a mixture-of-experts model relative to a dense one (all-to-all dispatch,
 grouped GEMMs of a few tokens per expert): an estimate (issue 24's measurements list MoE MFU
@@ -106,6 +114,15 @@ PREFILL_MFU = 0.40
 0.13 prefills Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens);
 0.40 errs slow. Fitted with the NIM Llama-3.3-70B rows at concurrency 5-50 (5,000-token prompts,
 docs.nvidia.com NIM benchmarking 1.0.0)."""
+
+
+def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
+    """The MFU a training job reaches on ``gpu``: ``tuning.mfu`` when set, else the GPU
+    generation's (``TRAINING_MFU_BY_ARCH``, ``DEFAULT_MFU``) × ``MOE_MFU_FACTOR`` for MoE."""
+    if req.mfu_tuned:
+        return req.mfu
+    base = TRAINING_MFU_BY_ARCH.get(gpu.arch, DEFAULT_MFU)
+    return base * (MOE_MFU_FACTOR if req.arch.is_moe else 1.0)
 
 
 def precision_bandwidth_efficiency(precision: str) -> float:

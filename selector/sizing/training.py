@@ -37,10 +37,10 @@ KBIT_FP32_PARAMS_BYTES = 4.0
 embeddings, output head, norms) to fp32 (huggingface/peft src/peft/utils/other.py); gpufit counts
 the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
 
-ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 6
-"""Causal attention's score and value FLOPs per token in training: 6 × layers × sequence ×
-hidden (forward 2 × 2 × s × h halved by the causal mask, ×3 with the backward pass; Narayanan et
-al. 2021, arXiv 2104.04473, §5.1). Fitted with llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
+ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 12
+"""Attention's score and value FLOPs per token in training: 12 × layers × sequence × hidden
+(forward 2 × 2 × s × h, ×3 with the backward pass; Narayanan et al. 2021, arXiv 2104.04473,
+§5.1), counted without the causal mask's saving as llm-foundry's MFU does. Fitted with llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
 llm-foundry scripts/train/benchmarking/README.md @4952183), where 6·P·D alone over-promised 2.5×."""
 
 TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
