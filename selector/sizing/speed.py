@@ -35,6 +35,14 @@ batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit weights. Fitted to the 
 docs/calibration.yaml: the lower H100 figure is kept so that no GPU is over-promised. NF4 is
 taken as int4 (bitsandbytes kernels are no faster; not measured here: an estimate)."""
 
+STEP_OVERHEAD_S = 0.5e-3
+"""Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the
+engine's Python loop), which caps small and fast models: vLLM 0.6.3 decodes Qwen2.5-3B on A100 at
+127.6 tok/s where 36 layers of bytes and launches take ~5.5 ms (QwenLM/Qwen2.5 docs
+speed_benchmark.rst @2abc0f3), ~2 ms per step. vLLM's V1 engine (0.8+) moved scheduling off the
+GPU's critical path; 0.5 ms is an estimate for today's releases, kept because small models on B200
+would otherwise be promised ~4 ms steps nothing measured here confirms."""
+
 LAYER_LATENCY_S = 20e-6
 EAGER_LAYER_LATENCY_S = 450e-6
 """Per-layer latency of an eager PyTorch decode loop (a user's own server, ``engine: none``): HF
@@ -49,11 +57,14 @@ vLLM 0.6.3 Qwen2.5-3B on A100 at 127.6 tok/s (7.8 ms/token) against a 5.1 ms ban
 Llama-3-8B bf16 rows leave ~20-40 µs per layer. Eager frameworks are far slower (HF transformers
 Qwen2.5-7B ~0.45 ms per layer, same source), which gpufit does not launch."""
 
-MOE_LAYER_LATENCY_FACTOR = 4.0
-"""A mixture-of-experts layer's fixed latency relative to a dense one (router, top-k, token
-permutation and the grouped expert GEMM launches): an estimate. Issue 24 found a 61-layer MoE on
-8 GPUs about 5× slower at batch 1 than bytes ÷ bandwidth. Fitted to gpt-fast's Mixtral-8x7B rows
-(bf16 TP 2-8, int8 TP 2-4: pytorch-labs/gpt-fast README @0f925b5)."""
+MOE_EXPERT_LATENCY_S = 25e-6
+"""Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
+token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes.
+Fitted to gpt-fast's Mixtral-8x7B rows (top-2; bf16 TP 2-8 and int8 TP 2-4: pytorch-labs/gpt-fast
+README @0f925b5) and to issue 24's measurement of a 61-layer top-8 MoE (DeepSeek-V3 class) on 8
+GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduces: 20 + 8 × 25 =
+220 µs per layer there, 70 µs for Mixtral. Few rows pin it: an estimate that errs slow for
+many-expert models."""
 
 ALLREDUCE_LATENCY_S: dict[str, float] = {"nvlink": 20e-6, "pcie": 100e-6}
 """Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB, by the
@@ -136,11 +147,11 @@ def decode_mfu(concurrency: int) -> float:
 
 
 def layer_latency_s(req: Requirements) -> float:
-    """Fixed per-layer latency of a decode step (``LAYER_LATENCY_S``; ``EAGER_LAYER_LATENCY_S``
-    without a CUDA-graph engine; × ``MOE_LAYER_LATENCY_FACTOR``
-    for a mixture-of-experts model)."""
+    """Fixed per-layer latency of a decode step: ``LAYER_LATENCY_S`` (``EAGER_LAYER_LATENCY_S``
+    without a CUDA-graph engine), plus ``MOE_EXPERT_LATENCY_S`` per routed expert of a
+    mixture-of-experts layer."""
     base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
-    return base * (MOE_LAYER_LATENCY_FACTOR if req.arch.is_moe else 1.0)
+    return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
 def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
@@ -156,8 +167,8 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
-    fixed_s = req.arch.layers * layer_latency_s(req)
-    extra = f" + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    fixed_s = STEP_OVERHEAD_S + req.arch.layers * layer_latency_s(req)
+    extra = f" + {STEP_OVERHEAD_S * 1e3:g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
