@@ -287,6 +287,11 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
             per_gpu_gib(req, gpus, req.arch.kv_split_heads),
             "GiB",
             f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated"
+            + (
+                f" + {req.runtime_reserve_tp_bytes / GIB:g} GiB NCCL buffers at TP ≥ 2"
+                if gpus > 1 and req.runtime_reserve_tp_bytes
+                else ""
+            )
             + (", or the load peak ÷ GPUs when larger" if req.load_bytes else "")
             + f"); {usable_note}",
         ),
