@@ -242,7 +242,9 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     tp = entry.get("tensor_parallel")
     tp_kind = kind == "decode_tokens_per_s" or measure in GPU_MEASURES
     if tp is not None and (not tp_kind or not isinstance(tp, int) or tp > count):
-        raise CalibrationError(f"{where}: tensor_parallel is for decode and per-GPU memory cases, at most gpus")
+        raise CalibrationError(
+            f"{where}: tensor_parallel is for decode and per-GPU memory cases, at most gpus"
+        )
     interconnect = entry.get("interconnect", "nvlink")
     if interconnect not in ("nvlink", "pcie"):
         raise CalibrationError(f"{where}: interconnect must be nvlink or pcie")
@@ -251,7 +253,9 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     if not isinstance(excluded, str):
         raise CalibrationError(f"{where}: excluded must be the reason the case is left out")
     if not isinstance(oom, bool) or (oom and measure != "per_gpu"):
-        raise CalibrationError(f"{where}: oom (true: the source ran out of memory) is for per-GPU memory cases")
+        raise CalibrationError(
+            f"{where}: oom (true: the source ran out of memory) is for per-GPU memory cases"
+        )
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -433,7 +437,9 @@ def compute_row(case: Case) -> Row:
                     detail = f"over {shape.gpus_per_replica} GPUs"
                 if case.measure == "gpu_needed":
                     canonical = gpu_memory_needed_gib(shape.vram_gib_per_gpu) * GIB
-                    detail = f"plans {shape.vram_gib_per_gpu:.1f} GiB + headroom" + (f"; {detail}" if detail else "")
+                    detail = f"plans {shape.vram_gib_per_gpu:.1f} GiB + headroom" + (
+                        f"; {detail}" if detail else ""
+                    )
         else:
             canonical = _term_bytes(case, req, case.measure)
         shown = canonical / BYTES_PER_UNIT[case.unit]
@@ -473,7 +479,9 @@ def summarize(rows: list[Row], split: Split | None = None) -> list[KindSummary]:
         ratios = [r.ratio for r in of_kind if not r.case.oom]
         if ratios:
             under = sum(r.under_provisions for r in of_kind)
-            out.append(KindSummary(kind, len(ratios), geometric_mean(ratios), min(ratios), max(ratios), under))
+            out.append(
+                KindSummary(kind, len(ratios), geometric_mean(ratios), min(ratios), max(ratios), under)
+            )
     return out
 
 

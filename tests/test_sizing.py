@@ -240,7 +240,9 @@ def test_quantised_decode_is_slower_per_byte_and_keeps_16bit_embeddings() -> Non
     embeddings and output head stay 16-bit (vLLM 0.19 loads a w4a16 Llama-3.1-8B as 5.38 GiB)."""
     serving = {"context_tokens": 256, "concurrency": 1}
     bf16 = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
-    int4 = requirements(spec_of(SERVE_70B, precision="int4", model={"preset": "llama-3.1-8b"}, serving=serving))
+    int4 = requirements(
+        spec_of(SERVE_70B, precision="int4", model={"preset": "llama-3.1-8b"}, serving=serving)
+    )
     assert int4.bandwidth_efficiency < bf16.bandwidth_efficiency
     weights = next(t.value for t in int4.terms if t.name == "weights")
     assert weights == pytest.approx(5.38, rel=0.05)

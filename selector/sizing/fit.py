@@ -114,7 +114,9 @@ def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
     the larger of the two."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
     reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
-    steady = (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve) / GIB
+    steady = (
+        req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
+    ) / GIB
     if req.load_bytes:
         return max(steady, (req.load_bytes / shards + req.replicated_bytes + reserve) / GIB)
     return steady

@@ -116,10 +116,14 @@ def _weights(
     if wbytes < UNQUANTIZED_EMBEDDING_BYTES and arch.vocab and arch.hidden:
         embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
         total = (arch.params - embed) * wbytes + embed * UNQUANTIZED_EMBEDDING_BYTES
-        return total, (
-            f"{arch.params - embed:.4g} params × {wbytes:g} B ({spec.precision}) + embeddings and "
-            f"output head {embed:.4g} × {UNQUANTIZED_EMBEDDING_BYTES:g} B (left 16-bit by the quantiser)"
-        ), None
+        return (
+            total,
+            (
+                f"{arch.params - embed:.4g} params × {wbytes:g} B ({spec.precision}) + embeddings and "
+                f"output head {embed:.4g} × {UNQUANTIZED_EMBEDDING_BYTES:g} B (left 16-bit by the quantiser)"
+            ),
+            None,
+        )
     return arch.params * wbytes, f"{arch.params:.4g} params × {wbytes:g} B ({spec.precision})", None
 
 
@@ -334,8 +338,9 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "of peak GB/s",
             "tuning.bandwidth_efficiency"
             if tuned
-            else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; fitted "
-            f"with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} (vLLM concurrency-128 rows)"
+            else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; "
+            f"fitted with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
+            "(vLLM concurrency-128 rows)"
             + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
@@ -343,7 +348,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "per-step overhead",
             STEP_OVERHEAD_S * 1e3,
             "ms",
-            "scheduling and sampling outside the layers (vLLM 0.6.3 measured ~2 ms; estimate for today's releases)",
+            "scheduling and sampling outside the layers (vLLM 0.6.3 measured ~2 ms; "
+            "estimate for today's releases)",
         ),
     ]
 

@@ -24,7 +24,9 @@ def requirements(spec: WorkloadSpec) -> Requirements:
     """The GPU-independent needs of ``spec`` with every term named for ``--explain``."""
     arch = spec.arch()
     eff = spec.tuning.bandwidth_efficiency or precision_bandwidth_efficiency(spec.precision)
-    mfu = spec.tuning.mfu or DEFAULT_MFU * (MOE_MFU_FACTOR if arch.is_moe and spec.task in TRAINING_TASKS else 1.0)
+    mfu = spec.tuning.mfu or DEFAULT_MFU * (
+        MOE_MFU_FACTOR if arch.is_moe and spec.task in TRAINING_TASKS else 1.0
+    )
     wbytes = BYTES_PER_PARAM[spec.precision]
     terms: list[Term] = []
     needs_fp8 = spec.precision == "fp8" or (

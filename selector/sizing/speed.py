@@ -31,7 +31,8 @@ and reach a lower share of peak than 16-bit GEMVs. torchao's achieved GB/s at ba
 torchao/quantization/README.md @c452495, 2025-09-08): H100 int8 weight-only 1,495 GB/s (45%),
 fp8 weight-only 1,340 (40%), int4 (tinygemm, group 64) 1,019 (30%); A100 int8 1,131-1,151 (56%),
 int4 751-763 (37%); with the 16-bit embeddings and the per-layer latency counted apart, the
-batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit weights. Fitted to the torchao, Qwen2.5 (vLLM GPTQ/AWQ) and TGI GPTQ decode rows of
+batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit weights. Fitted to the torchao, Qwen2.5
+(vLLM GPTQ/AWQ) and TGI GPTQ decode rows of
 docs/calibration.yaml: the lower H100 figure is kept so that no GPU is over-promised. NF4 is
 taken as int4 (bitsandbytes kernels are no faster; not measured here: an estimate)."""
 
@@ -168,7 +169,9 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
     fixed_s = STEP_OVERHEAD_S + req.arch.layers * layer_latency_s(req)
-    extra = f" + {STEP_OVERHEAD_S * 1e3:g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    extra = (
+        f" + {STEP_OVERHEAD_S * 1e3:g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    )
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)

@@ -40,7 +40,8 @@ the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
 ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 12
 """Attention's score and value FLOPs per token in training: 12 × layers × sequence × hidden
 (forward 2 × 2 × s × h, ×3 with the backward pass; Narayanan et al. 2021, arXiv 2104.04473,
-§5.1), counted without the causal mask's saving as llm-foundry's MFU does. Fitted with llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
+§5.1), counted without the causal mask's saving as llm-foundry's MFU does. Fitted with
+llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
 llm-foundry scripts/train/benchmarking/README.md @4952183), where 6·P·D alone over-promised 2.5×."""
 
 TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
