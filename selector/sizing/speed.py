@@ -38,11 +38,13 @@ taken as int4 (bitsandbytes kernels are no faster; not measured here: an estimat
 
 STEP_OVERHEAD_S = 0.5e-3
 """Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the
-engine's Python loop), which caps small and fast models: vLLM 0.6.3 decodes Qwen2.5-3B on A100 at
-127.6 tok/s where 36 layers of bytes and launches take ~5.5 ms (QwenLM/Qwen2.5 docs
-speed_benchmark.rst @2abc0f3), ~2 ms per step. vLLM's V1 engine (0.8+) moved scheduling off the
-GPU's critical path; 0.5 ms is an estimate for today's releases, kept because small models on B200
-would otherwise be promised ~4 ms steps nothing measured here confirms."""
+engine's Python loop), which caps small and fast models. An estimate on the safe side, added after
+the first look at the held-out rows (docs/calibration.md): none of the fitted rows needs it, but a
+held-out one does, vLLM 0.6.3 decoding Qwen2.5-3B on A100 at 127.6 tok/s where 36 layers of bytes
+and launches take ~5.5 ms (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3), ~2 ms a step.
+vLLM's V1 engine (0.8+) moved scheduling off the GPU's critical path, so today's releases are
+taken at 0.5 ms rather than 2; without it a small model on a B200 would be promised ~4 ms steps
+that no measurement here confirms."""
 
 LAYER_LATENCY_S = 20e-6
 EAGER_LAYER_LATENCY_S = 450e-6
