@@ -10,7 +10,7 @@ from typing import Any
 from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
 from selector.sizing.inference import audio_state_bytes, serving_requirements
-from selector.sizing.speed import DEFAULT_MFU, MOE_MFU_FACTOR, precision_bandwidth_efficiency
+from selector.sizing.speed import DEFAULT_MFU, MOE_MFU_FACTOR, WORK_MFU, precision_bandwidth_efficiency
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.sizing.training import training_requirements
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -24,9 +24,9 @@ def requirements(spec: WorkloadSpec) -> Requirements:
     """The GPU-independent needs of ``spec`` with every term named for ``--explain``."""
     arch = spec.arch()
     eff = spec.tuning.bandwidth_efficiency or precision_bandwidth_efficiency(spec.precision)
-    mfu = spec.tuning.mfu or DEFAULT_MFU * (
-        MOE_MFU_FACTOR if arch.is_moe and spec.task in TRAINING_TASKS else 1.0
-    )
+    training = spec.task in TRAINING_TASKS
+    moe = MOE_MFU_FACTOR if arch.is_moe else 1.0
+    mfu = spec.tuning.mfu or (DEFAULT_MFU * moe if training else WORK_MFU)
     wbytes = BYTES_PER_PARAM[spec.precision]
     terms: list[Term] = []
     needs_fp8 = spec.precision == "fp8" or (

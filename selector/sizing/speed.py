@@ -95,6 +95,11 @@ torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/torchtune README @1814feb), w
 under-promised by 25-60%. Hopper, Ada and Blackwell keep ``DEFAULT_MFU`` (an estimate for the
 latter two: no fitted row)."""
 
+WORK_MFU = 0.40
+"""MFU of a batch job stated in TFLOP per item (``work.tflop_per_item``): the Llama 3 paper's
+38-43% on H100 (Dubey et al. 2024, Table 4), the figure gpufit used before issue 24's training
+fit, which no row here measures for such jobs. Override with ``tuning.mfu``."""
+
 MOE_MFU_FACTOR = 0.5
 """Training MFU of a mixture-of-experts model relative to a dense one (all-to-all dispatch,
 grouped GEMMs of a few tokens per expert): an estimate (issue 24's measurements list MoE MFU
