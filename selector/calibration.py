@@ -75,9 +75,8 @@ KIND_NOTES: dict[Kind, str] = {
 Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed"]
 MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed")
 GPU_MEASURES: tuple[Measure, ...] = ("per_gpu", "gpu_needed")
-"""Memory measures that place the job on the case's GPUs. ``gpu_needed`` compares the GPU memory
-gpufit requires for the setting (its per-GPU plan plus its headroom, the inverse of
-``usable_gib``) with a published "the largest setting that fits a GPU of X GB"."""
+"""Measures placing the job on the case's GPUs; ``gpu_needed``: the GPU memory gpufit requires
+(plan + headroom) against a published "the largest setting that fits X GB"."""
 TERM_OF_MEASURE: dict[Measure, tuple[str, float]] = {
     "weights": ("weights", GIB),
     "kv_cache": ("kv cache", GIB),
@@ -96,8 +95,7 @@ UNITS: dict[Kind, tuple[str, ...]] = {
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
 """Each kind's geometric-mean ratio over all its rows must lie in this band (tests/test_calibration.py)."""
 
-HOLDOUT_BAND: tuple[float, float] = (0.8, 1.25)
-"""The band issue 24 sets for each kind's geometric-mean ratio over the held-out rows."""
+HOLDOUT_BAND: tuple[float, float] = (0.8, 1.25)  # issue 24's band for each kind's held-out rows
 
 SCHEMA_VERSION = 1
 
@@ -152,8 +150,7 @@ class Case:
     note: str = ""
     interconnect: Interconnect = "nvlink"
     oom: bool = False
-    excluded: str = ""
-    """Why a case is shown but left out of the summaries and the bar (empty: it counts)."""
+    excluded: str = ""  # why a case is shown but left out of the summaries (empty: it counts)
 
     @property
     def split(self) -> Split:
@@ -169,8 +166,7 @@ class Row:
     gpufit: float
     ratio: float
     detail: str = ""
-    accepted: bool = True
-    """False only for an out-of-memory case gpufit rightly rejects."""
+    accepted: bool = True  # False only for an out-of-memory case gpufit rightly rejects
 
     @property
     def under_provisions(self) -> bool:
@@ -391,9 +387,8 @@ def gpu_memory_needed_gib(per_gpu_gib: float) -> float:
 def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str, bool]:
     """A setting the source ran out of memory at: (what gpufit plans per GPU at the published
     degree, why, whether ``fit`` accepts it). Accepting it is an under-provisioning row."""
-    shards = case.tensor_parallel or case.gpus
     kv_heads = 0 if req.is_training else req.arch.kv_split_heads
-    per_gpu = per_gpu_gib(req, shards, kv_heads) * GIB
+    per_gpu = per_gpu_gib(req, case.tensor_parallel or case.gpus, kv_heads) * GIB
     result = fit(req, it)
     if isinstance(result, Rejection):
         return per_gpu, f"rejected, as the source ran out of memory: {result.reason}", False
