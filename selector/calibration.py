@@ -347,16 +347,16 @@ def _term_bytes(case: Case, req: Requirements, measure: Measure) -> float:
 
 def _at_published_tp(case: Case, req: Requirements, it: InstanceType) -> tuple[Shape, str]:
     """``fit``'s shape, or the shape at the published tensor-parallel degree when it differs. A
-    decode case is timed even where gpufit's memory plan would not hold the setting (the speed is
-    what it measures; the detail says so)."""
-    if case.kind == "decode_tokens_per_s":
+    served setting gpufit's memory plan would not hold is still timed and sized at the published
+    degree (the source ran it; the detail says gpufit would not plan it)."""
+    if not req.is_training:
         result = fit(req, it)
         if isinstance(result, Rejection) and result.filter == "vram":
             tp = case.tensor_parallel or case.gpus
             forced = serving_shape(req, it, tp, 1)
             if isinstance(forced, Rejection):
                 raise CalibrationError(f"case {case.id}: {forced.reason}")
-            return forced, f"TP {tp}; gpufit's memory plan would not hold this setting"
+            return forced, f"TP {tp}; gpufit's memory plan would not hold this setting (safe side)"
     shape = _shape(case, req, it)
     tp = case.tensor_parallel or (case.gpus if case.kind == "decode_tokens_per_s" else shape.tensor_parallel)
     detail = ""
