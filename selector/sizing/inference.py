@@ -29,9 +29,10 @@ from selector.spec import WorkloadSpec
 
 PREFILL_CHUNK_TOKENS = 8192
 """Tokens a serving engine prefills in one forward pass (chunked prefill); sizes the activation
-workspace. vLLM's V1 engine defaults ``max_num_batched_tokens`` to 8192 for the OpenAI server on
-large GPUs (vllm/engine/arg_utils.py); its profile run's torch peak measured 1.2-3.9 GiB above
-the weights on H100 (vLLM 0.19 logs, llm-d-incubation/llm-d-planner @d3121e0)."""
+workspace. vLLM's OpenAI server defaults ``max_num_batched_tokens`` to 8192 on GPUs of 70 GiB or
+more other than the A100 and to 2048 elsewhere (vllm/engine/arg_utils.py,
+``default_max_num_batched_tokens``); gpufit takes the larger everywhere (errs safe). vLLM 0.19's
+profile run peaked 1.2-3.9 GiB above the weights on H100 (llm-d-incubation/llm-d-planner @d3121e0)."""
 
 RUNTIME_RESERVE_GIB = 1.25
 """GPU memory a serving engine holds on every GPU beyond weights, KV cache and activation peak:
