@@ -53,7 +53,7 @@ KNOWN_UNDER_PROVISIONING: dict[str, str] = {
     "gptfast-mixtral-int8-tp1": "gpt-fast's int8 Mixtral on one GPU: slower per byte than its TP 2-8 runs",
     "qwen25-3b-vllm-bf16-in1": "vLLM 0.6.3 (before the V1 engine): ~2 ms a step beyond bytes and layers",
     "llamacpp-a100sxm-llama3-8b-f16": "llama.cpp reaches 42% of the A100's bandwidth",
-    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1": "TGI 1.0.3 (2023) at TP 8 over 8×A100-40GB, an engine release gpufit does not launch",
+    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1": "TGI 1.0.3 (2023), TP 8 over 8×A100-40GB",
 }
 """Held-out rows gpufit over-promises by more than 10%, all measured on engines or releases gpufit
 does not launch; the first evaluation of the held-out set found them after fitting and they are
