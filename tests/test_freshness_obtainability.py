@@ -169,7 +169,7 @@ def test_the_readmes_qlora_example_no_longer_bets_on_spot_b200s() -> None:
     assert b200.cost.total_usd < result.choice.cost.total_usd < b200.cost.expected_usd
     _, out, _ = run("plan", str(GUANACO))
     capacity = next(line for line in out.splitlines() if line.startswith("Capacity"))
-    assert capacity.startswith("Capacity  spot g6e.xlarge: obtainability medium (no placement score;")
+    assert capacity.startswith("Capacity  spot p4d.24xlarge: obtainability medium (no placement score;")
     assert capacity.endswith("(estimate)")
 
 
