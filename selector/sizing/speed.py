@@ -87,7 +87,7 @@ frameworks a user runs reach less on one node: fitted to torchtitan Llama-3.1-8B
 (pytorch/torchtitan benchmarks @820504e) and torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/
 torchtune README @1814feb), which 0.40 over-promised by 15-19%. Override with ``tuning.mfu``."""
 
-TRAINING_MFU_BY_ARCH: dict[str, float] = {"Ampere": 0.42}
+TRAINING_MFU_BY_ARCH: dict[str, float] = {"Ampere": 0.60, "Hopper": 0.40}
 """Training MFU by GPU generation where the data differs from ``DEFAULT_MFU``: A100s reach more of
 their (lower) peak. Fitted to llm-foundry MPT-7B/70B on A100-40/80GB (mosaicml/llm-foundry
 benchmarking README @4952183), the Llama 2 paper's A100 GPU-hours (arXiv 2307.09288, Table 2) and

@@ -53,6 +53,13 @@ TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
 """Training compute C ≈ 6·P·D (Kaplan et al. 2020; 'Transformer Math 101'); a frozen base
 skips the weight gradients, leaving ≈ 4·P·D for LoRA and QLoRA."""
 
+RECOMPUTE_FLOPS_PER_PARAM_TOKEN = 2.0
+"""Full activation recomputation runs each layer's forward pass again in the backward pass: 2 FLOPs
+per parameter per token more (Korthikanti et al. 2023, arXiv 2205.05198, §4; PaLM's hardware vs
+model FLOPs utilisation, Chowdhery et al. 2022, arXiv 2204.02311, Appendix B). llm-foundry reports
+HFU = MFU × 4/3 for its activation-checkpointed rows (mosaicml/llm-foundry scripts/train/
+benchmarking/README.md @4952183)."""
+
 
 def training_requirements(
     spec: WorkloadSpec,
@@ -147,6 +154,8 @@ def training_requirements(
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
     flops = (k * arch.params_active + attention) * training.tokens
+    if training.activation_checkpointing:
+        flops += (RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active + attention / k * 2.0) * training.tokens
     terms.append(
         Term(
             "checkpoint",
