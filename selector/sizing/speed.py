@@ -88,12 +88,16 @@ frameworks a user runs reach less on one node: fitted to torchtitan Llama-3.1-8B
 torchtune README @1814feb), which 0.40 over-promised by 15-19%. Override with ``tuning.mfu``."""
 
 TRAINING_MFU_BY_ARCH: dict[str, float] = {"Ampere": 0.60, "Hopper": 0.40}
-"""Training MFU by GPU generation where the data differs from ``DEFAULT_MFU``: A100s reach more of
-their (lower) peak. Fitted to llm-foundry MPT-7B/70B on A100-40/80GB (mosaicml/llm-foundry
-benchmarking README @4952183), the Llama 2 paper's A100 GPU-hours (arXiv 2307.09288, Table 2) and
-torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/torchtune README @1814feb), which 0.32
-under-promised by 25-60%. Hopper, Ada and Blackwell keep ``DEFAULT_MFU`` (an estimate for the
-latter two: no fitted row)."""
+"""Training FLOPs utilisation by GPU generation where the data differs from ``DEFAULT_MFU``, of
+the FLOPs actually run: the model's plus, with activation checkpointing, the recomputed forward
+pass (``training.RECOMPUTE_FLOPS_PER_PARAM_TOKEN``; llm-foundry's HFU, mosaicml/llm-foundry
+scripts/train/benchmarking/README.md @4952183 "MFU and HFU"). Ampere 0.60: fitted to llm-foundry
+MPT-7B/70B on A100-40/80GB (same README), the Llama 2 paper's A100 GPU-hours (arXiv 2307.09288,
+Table 2), TinyLlama and torchtune Llama-3.2-3B/3.1-70B/405B on A100 (pytorch/torchtune README
+@1814feb): fitted rows 0.99-1.21. Hopper 0.40: the Llama 3 paper's 38-43% BF16 MFU on H100
+(Dubey et al. 2024, Table 4), checked on the fitted llm-foundry MPT-13B 32k row (31.7% MFU with
+recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B (1.37). Ada and
+Blackwell keep ``DEFAULT_MFU`` (an estimate: no fitted row; errs slow)."""
 
 WORK_MFU = 0.40
 """MFU of a batch job stated in TFLOP per item (``work.tflop_per_item``): the Llama 3 paper's

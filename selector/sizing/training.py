@@ -11,9 +11,12 @@ from selector.sizing.memory import lora_params
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.spec import WorkloadSpec
 
-OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sgd": 8.0}
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adamw-bf16": 4.0, "sgd": 8.0}
 """Optimiser state per trained parameter in mixed precision: AdamW fp32 master + momentum +
-variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer Math 101')."""
+variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer Math 101').
+``adamw-bf16`` is pure-bf16 training (torchtune's default ``dtype: bf16``: no fp32 master copy,
+momentum and variance in bf16, 2 + 2 B; pytorch/torchtune docs 'Memory optimization overview',
+'Lower precision optimizers')."""
 
 KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN = 34
 """Activation bytes per layer = s·b·h·(34 + 5·a·s/h) without recomputation (Korthikanti et
@@ -30,7 +33,14 @@ LOSS_BYTES_PER_LOGIT = 16
 their fp32 upcast (4), the fp32 softmax/log-softmax (4) and its gradient (4), about 14-16 B
 (issue 24 notes; Unsloth's HF + FlashAttention-2 baseline reaches only 28,454 tokens of
 Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked cross-entropy
-(torchtune, Unsloth) needs about 8; gpufit assumes the stock loss (errs safe)."""
+(torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
+``training.loss: chunked`` (errs safe)."""
+
+CHUNKED_LOSS_BYTES_PER_LOGIT = 4
+"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``): the 16-bit logits (2)
+and their 16-bit gradient (2); only one chunk (1/8 by default) is upcast to fp32 at a time
+(torchtune CEWithChunkedOutputLoss, pytorch/torchtune PR #1390, torchtune/modules/loss/
+ce_chunked_output_loss.py)."""
 
 KBIT_FP32_PARAMS_BYTES = 4.0
 """PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
@@ -148,14 +158,18 @@ def training_requirements(
     else:
         acts = layers * KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
         act_formula = f"{layers} layers × 34·s·b·h (FlashAttention, no recompute)"
-    logits = s * b * arch.vocab * LOSS_BYTES_PER_LOGIT
+    per_logit = CHUNKED_LOSS_BYTES_PER_LOGIT if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
+    logits = s * b * arch.vocab * per_logit
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
-    terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {LOSS_BYTES_PER_LOGIT} B"))
+    terms.append(
+        Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({training.loss} loss)")
+    )
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
-    flops = (k * arch.params_active + attention) * training.tokens
+    recompute = 0.0
     if training.activation_checkpointing:
-        flops += (RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active + attention / k * 2.0) * training.tokens
+        recompute = RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active + attention * 2.0 / k
+    flops = (k * arch.params_active + attention + recompute) * training.tokens
     terms.append(
         Term(
             "checkpoint",
@@ -169,7 +183,9 @@ def training_requirements(
             "training compute",
             flops,
             "FLOP",
-            f"({k:g} × {arch.params_active:.4g} params + attention {attention:.3g} per token) "
+            f"({k:g} × {arch.params_active:.4g} params + attention {attention:.3g}"
+            + (f" + recomputed forward {recompute:.3g}" if recompute else "")
+            + " per token) "
             f"× {training.tokens:.3g} tokens",
         )
     )

@@ -125,6 +125,10 @@ class TrainingSpec(Strict):
     activation_checkpointing: bool = True
     lora_rank: int = Field(16, gt=0)
     optimizer: Optimizer = "adamw"
+    loss: Literal["stock", "chunked"] = Field(
+        "stock",
+        description="cross-entropy: stock (fp32 upcast of all logits) or chunked (torchtune/Unsloth style)",
+    )
 
 
 class WorkSpec(Strict):
