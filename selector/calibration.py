@@ -537,21 +537,17 @@ def render_markdown(rows: list[Row]) -> str:
         )
     lines += [
         "",
-        f"Fitted and held-out rows: one case in {HELD_OUT_SHARE} is held out by a hash of its id "
-        "(`selector.calibration.split_of`), fixed before the sizing model's constants were fitted "
-        "on the others. Under-provisioning: decode speed over-promised by more than "
-        f"{UNDER_PROVISION:.0%}, memory or training GPU-hours under-estimated by more than "
-        f"{UNDER_PROVISION:.0%}, or a setting gpufit fits where the source ran out of memory.",
+        f"Fitted and held-out rows: one case in {HELD_OUT_SHARE} is held out by a hash of its id (`selector."
+        "calibration.split_of`), fixed before the sizing model's constants were fitted on the others. "
+        f"Under-provisioning: decode speed over-promised by more than {UNDER_PROVISION:.0%}, "
+        f"memory or training GPU-hours under-estimated by more than {UNDER_PROVISION:.0%}, or a setting "
+        "gpufit fits where the source ran out of memory.",
         "",
-        "Not fully blind: the held-out summary was looked at after the first fit, and three later "
-        "changes all erring slow followed (a per-step overhead, a per-expert MoE latency, and dropping "
-        "an A100 bandwidth factor that over-promised slower engines); no constant was fitted to a "
-        "held-out ratio. Round 2 also looked at held-out rows: it added `training.loss: chunked` and "
-        "`optimizer: adamw-bf16` and set them on the torchtune rows whose published settings state them "
-        "(two are held out), and re-fitted the per-generation training utilisation on fitted rows after "
-        "counting activation recomputation, knowing the held-out H100 rows were pessimistic. "
-        "Rows marked ⚠ under-provision; rows marked excluded are shown with the "
-        "reason (in Sources) and left out of every summary.",
+        "Not fully blind: the held-out summary was seen after the first fit; 3 later changes erred slow "
+        "(a per-step overhead, a per-expert MoE latency, dropping an A100 bandwidth factor). "
+        "Round 2 added `training.loss: chunked` and `optimizer: adamw-bf16` (set on torchtune rows whose "
+        "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
+        "H100 rows were pessimistic. ⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
         "|---|---|---|---|---|---|",

@@ -283,3 +283,15 @@ def test_activation_recomputation_costs_a_forward_pass() -> None:
     on = requirements(parse_spec({**base, "training": {"tokens": 1e9, "activation_checkpointing": True}}))
     off = requirements(parse_spec({**base, "training": {"tokens": 1e9, "activation_checkpointing": False}}))
     assert on.train_flops / off.train_flops == pytest.approx(8 / 6, rel=0.02)
+
+
+def test_old_format_row_without_prompt_length_does_not_over_promise() -> None:
+    """A serving row that states only context and concurrency (the old format) still pays prefill
+    interference: NIM's 5,000-in / 500-out Llama-3.3-70B at concurrency 50 without its
+    ``prompt_tokens`` was over-promised 1.15x when an unknown prompt meant no prefill at all."""
+    cases = {c.id: c for c in load_cases(CASES)}
+    for cid in ("nim-llama33-70b-h100x2-fp8-c25", "nim-llama33-70b-h100x2-fp8-c50"):
+        case = cases[cid]
+        serving = {k: v for k, v in case.spec["serving"].items() if k != "prompt_tokens"}
+        row = compute_row(dataclasses.replace(case, spec={**case.spec, "serving": serving}))
+        assert not row.under_provisions, (cid, row.ratio)

@@ -154,8 +154,9 @@ def test_the_expected_wait_enters_the_expected_cost() -> None:
 
 
 def test_the_readmes_qlora_example_no_longer_bets_on_spot_b200s() -> None:
-    """Billed alone, p6-b200.48xlarge spot is the cheapest job ($9.74, half an hour); its capacity
-    is very unlikely to be had (about 18 hours of expected wait): the plan takes an L40S that can be."""
+    """Billed alone, p6-b200.48xlarge spot is the cheapest job ($14.70, 46 minutes); its capacity
+    is very unlikely to be had (about 18 hours of expected wait): the plan takes a spot p4d.24xlarge
+    that can be."""
     result = plan(load_spec(GUANACO), CATALOG, top=40)
     assert result.choice is not None and result.choice.offer.instance.name != "p6-b200.48xlarge"
     assert (

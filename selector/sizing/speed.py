@@ -47,18 +47,19 @@ taken at 0.5 ms rather than 2; without it a small model on a B200 would be promi
 that no measurement here confirms."""
 
 LAYER_LATENCY_S = 20e-6
+"""Fixed time per layer of a decode step beyond its bytes and FLOPs (kernel launches, norms,
+rotary, sampling spread over the layers), for engines that replay CUDA graphs (vLLM, SGLang,
+TensorRT-LLM, torch.compile): torchao's Llama-3-8B bf16 rows leave ~20-40 µs per layer (pytorch/ao
+README @aa25287), taken at the low end. vLLM 0.6.3's Qwen2.5-3B on A100 (127.6 tok/s, 7.8 ms a
+token against a 5.1 ms bandwidth floor, ~75 µs per layer over 36 layers; QwenLM/Qwen2.5 docs
+speed_benchmark.rst @2abc0f3, a held-out row) is left to ``STEP_OVERHEAD_S``, which covers only
+0.5 ms of its ~2 ms gap (the row stays ⚠ in docs/calibration.md)."""
+
 EAGER_LAYER_LATENCY_S = 450e-6
 """Per-layer latency of an eager PyTorch decode loop (a user's own server, ``engine: none``): HF
 transformers Qwen2.5-7B at 40.4 tok/s against vLLM's 84.3 on the same A100, ~0.45 ms per layer
 over 28 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3). gpufit cannot see what a
 custom server does, so it assumes the slow regime."""
-"""Fixed time per layer of a decode step beyond its bytes and FLOPs (kernel launches, norms,
-rotary, sampling spread over the layers), for engines that replay CUDA graphs (vLLM, SGLang,
-TensorRT-LLM, torch.compile). Fitted to batch-1 decode of small models, where it dominates:
-vLLM 0.6.3 Qwen2.5-3B on A100 at 127.6 tok/s (7.8 ms/token) against a 5.1 ms bandwidth floor,
-~75 µs per layer over 36 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3); torchao's
-Llama-3-8B bf16 rows leave ~20-40 µs per layer. Eager frameworks are far slower (HF transformers
-Qwen2.5-7B ~0.45 ms per layer, same source), which gpufit does not launch."""
 
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
@@ -87,7 +88,11 @@ frameworks a user runs reach less on one node: fitted to torchtitan Llama-3.1-8B
 (pytorch/torchtitan benchmarks @820504e) and torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/
 torchtune README @1814feb), which 0.40 over-promised by 15-19%. Override with ``tuning.mfu``."""
 
-TRAINING_MFU_BY_ARCH: dict[str, float] = {"Ampere": 0.60, "Hopper": 0.40}
+TRAINING_MFU_BY_ARCH: dict[str, float] = {
+    "Ampere": 0.60,
+    "Hopper": 0.40,
+    "Blackwell": 0.40,
+}
 """Training FLOPs utilisation by GPU generation where the data differs from ``DEFAULT_MFU``, of
 the FLOPs actually run: the model's plus, with activation checkpointing, the recomputed forward
 pass (``training.RECOMPUTE_FLOPS_PER_PARAM_TOKEN``; llm-foundry's HFU, mosaicml/llm-foundry
@@ -96,8 +101,9 @@ MPT-7B/70B on A100-40/80GB (same README), the Llama 2 paper's A100 GPU-hours (ar
 Table 2), TinyLlama and torchtune Llama-3.2-3B/3.1-70B/405B on A100 (pytorch/torchtune README
 @1814feb): fitted rows 0.99-1.21. Hopper 0.40: the Llama 3 paper's 38-43% BF16 MFU on H100
 (Dubey et al. 2024, Table 4), checked on the fitted llm-foundry MPT-13B 32k row (31.7% MFU with
-recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B (1.37). Ada and
-Blackwell keep ``DEFAULT_MFU`` (an estimate: no fitted row; errs slow)."""
+recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B (1.37). Blackwell
+takes Hopper's 0.40 (an estimate: no Blackwell training row); Ada keeps ``DEFAULT_MFU`` (an
+estimate: no fitted row; errs slow)."""
 
 WORK_MFU = 0.40
 """MFU of a batch job stated in TFLOP per item (``work.tflop_per_item``): the Llama 3 paper's
