@@ -39,8 +39,9 @@ def test_mla_latent_is_not_split_by_tensor_parallelism() -> None:
     result = plan(parse_spec(DSV3), load_catalog())
     assert result.choice is not None
     shape, req = result.choice.shape, result.requirements
-    # every GPU holds its share of the weights and the whole latent cache
-    expected = (req.sharded_bytes / shape.tensor_parallel + req.kv_bytes + req.replicated_bytes) / GIB
+    # every GPU holds its share of the weights and the whole latent cache (and NCCL buffers at TP ≥ 2)
+    nccl = req.runtime_reserve_tp_bytes if shape.tensor_parallel > 1 else 0.0
+    expected = (req.sharded_bytes / shape.tensor_parallel + req.kv_bytes + req.replicated_bytes + nccl) / GIB
     assert shape.vram_gib_per_gpu == pytest.approx(expected)
 
 

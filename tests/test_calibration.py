@@ -4,21 +4,25 @@ lie in the stated band."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 
 import pytest
 
 from selector.calibration import (
+    HOLDOUT_BAND,
     KINDS,
     RATIO_BAND,
     CalibrationError,
     Kind,
     Row,
+    compute_row,
     compute_rows,
     geometric_mean,
     load_cases,
     render_markdown,
+    split_of,
     summarize,
 )
 from tests.conftest import ROOT
@@ -32,6 +36,21 @@ KNOWN_OUT_OF_BAND: dict[Kind, str] = {}
 must then be removed)."""
 
 
+KNOWN_HELD_OUT_OUT_OF_BAND: dict[Kind, str] = {}
+"""Held-out kinds outside issue 24's band, each on the safe side, with why (strict: the test fails
+once the kind is back in band, so the entry must then be removed)."""
+
+KNOWN_UNDER_PROVISIONING: dict[str, str] = {
+    "gptfast-mixtral-int8-tp1": "gpt-fast's int8 Mixtral on one GPU: slower per byte than its TP 2-8 runs",
+    "qwen25-3b-vllm-bf16-in1": "vLLM 0.6.3 (before the V1 engine): ~2 ms a step beyond bytes and layers",
+    "llamacpp-a100sxm-llama3-8b-f16": "llama.cpp reaches 42% of the A100's bandwidth",
+    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1": "TGI 1.0.3 (2023), TP 8 over 8×A100-40GB",
+}
+"""Held-out rows gpufit over-promises by more than 10%, all measured on engines or releases gpufit
+does not launch; the first evaluation of the held-out set found them after fitting and they are
+reported, not tuned away (docs/calibration.md marks them ⚠)."""
+
+
 @pytest.fixture(scope="module")
 def rows() -> list[Row]:
     return compute_rows(load_cases(CASES))
@@ -43,7 +62,7 @@ def test_table_is_current(rows: list[Row]) -> None:
 
 
 def test_cases_cover_every_kind_with_sources(rows: list[Row]) -> None:
-    assert len(rows) >= 14
+    assert len(rows) >= 120
     for kind in KINDS:
         assert sum(r.case.kind == kind for r in rows) >= 4, kind
     for row in rows:
@@ -65,6 +84,142 @@ def test_kind_geomean_within_band(rows: list[Row], kind: Kind) -> None:
     (summary,) = [s for s in summarize(rows) if s.kind == kind]
     low, high = RATIO_BAND
     assert low <= summary.geomean <= high, f"{kind}: geometric-mean ratio {summary.geomean:.2f}"
+
+
+def test_split_is_a_fixed_hash_of_the_id(rows: list[Row]) -> None:
+    """The split is decided by the case id alone (sha256), never by a ratio: stable values, and
+    about one case in three held out, in every kind."""
+    assert split_of("torchao-h100-llama31-8b-bf16") == "fitted"
+    assert split_of("qwen25-3b-vllm-bf16-in1") == "held-out"
+    held = [r for r in rows if r.case.split == "held-out" and not r.case.excluded]
+    counted = [r for r in rows if not r.case.excluded]
+    assert len(counted) >= 110 and 0.2 < len(held) / len(counted) < 0.45
+    for kind in KINDS:
+        assert sum(r.case.kind == kind for r in held) >= 4, kind
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        pytest.param(kind, marks=pytest.mark.xfail(reason=KNOWN_HELD_OUT_OUT_OF_BAND[kind], strict=True))
+        if kind in KNOWN_HELD_OUT_OUT_OF_BAND
+        else kind
+        for kind in KINDS
+    ],
+)
+def test_held_out_geomean_within_issue_band(rows: list[Row], kind: Kind) -> None:
+    (summary,) = [s for s in summarize(rows, "held-out") if s.kind == kind]
+    low, high = HOLDOUT_BAND
+    assert low <= summary.geomean <= high, f"{kind}: held-out geometric-mean ratio {summary.geomean:.2f}"
+
+
+def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
+    under = [f"{r.case.id} {r.ratio:.2f}" for r in rows if r.case.split == "fitted" and r.under_provisions]
+    assert under == []
+
+
+def test_held_out_under_provisioning_is_only_the_known_rows(rows: list[Row]) -> None:
+    under = {r.case.id for r in rows if r.case.split == "held-out" and r.under_provisions}
+    assert under == set(KNOWN_UNDER_PROVISIONING)
+    assert all(split_of(case_id) == "held-out" for case_id in KNOWN_UNDER_PROVISIONING)
+
+
+def test_under_provisioning_direction_per_kind(rows: list[Row]) -> None:
+    """Speed over-promised (ratio > 1.1) or memory and GPU-hours under-estimated (< 1/1.1)."""
+    from dataclasses import replace
+
+    decode = next(r for r in rows if r.case.kind == "decode_tokens_per_s")
+    memory = next(r for r in rows if r.case.kind == "memory_gib")
+    assert replace(decode, ratio=1.11).under_provisions and not replace(decode, ratio=0.5).under_provisions
+    assert replace(memory, ratio=0.9).under_provisions and not replace(memory, ratio=2.0).under_provisions
+
+
+def _one_case(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "cases.yaml"
+    path.write_text("schema_version: 1\ncases:\n" + text, encoding="utf-8")
+    return path
+
+
+SOURCE = """    source: {url: "https://example.org/x", title: t, locator: l}
+"""
+
+
+def test_old_format_row_still_computes(tmp_path: Path) -> None:
+    """A row with only the fields of the first case format (no split, interconnect, prompt length,
+    oom or excluded) loads with defaults and computes."""
+    (case,) = load_cases(
+        _one_case(
+            tmp_path,
+            """  - id: old-row
+    kind: decode_tokens_per_s
+    model: {preset: llama-3.1-8b}
+    gpu: H100
+    gpus: 1
+    task: serve
+    precision: bf16
+    serving: {context_tokens: 2048, concurrency: 1}
+    setting: s
+    published: {value: 120, unit: tokens/s}
+"""
+            + SOURCE,
+        )
+    )
+    assert case.interconnect == "nvlink" and not case.oom and not case.excluded
+    row = compute_row(case)
+    assert 0.5 < row.ratio < 1.1
+
+
+def test_oom_row_under_provisions_only_when_gpufit_fits_it(tmp_path: Path) -> None:
+    def oom(context: int) -> Row:
+        (case,) = load_cases(
+            _one_case(
+                tmp_path,
+                f"""  - id: oom-{context}
+    kind: memory_gib
+    measure: per_gpu
+    oom: true
+    model: {{preset: llama-3.1-8b}}
+    gpu: L4
+    gpus: 1
+    task: serve
+    precision: bf16
+    serving: {{context_tokens: {context}, concurrency: 1}}
+    setting: s
+    published: {{value: 24, unit: GB}}
+"""
+                + SOURCE,
+            )
+        )
+        return compute_row(case)
+
+    assert oom(131072).under_provisions is False  # gpufit rejects it, as the source ran out
+    assert oom(1024).under_provisions is True  # gpufit would fit what the source could not run
+
+
+def test_pcie_interconnect_slows_tensor_parallel_decode(tmp_path: Path) -> None:
+    def row(link: str) -> Row:
+        (case,) = load_cases(
+            _one_case(
+                tmp_path,
+                f"""  - id: tp-{link}
+    kind: decode_tokens_per_s
+    model: {{preset: llama-2-7b}}
+    gpu: A10G
+    gpus: 4
+    tensor_parallel: 4
+    interconnect: {link}
+    task: serve
+    precision: fp16
+    serving: {{context_tokens: 1024, concurrency: 1}}
+    setting: s
+    published: {{value: 16.8, unit: ms/token}}
+"""
+                + SOURCE,
+            )
+        )
+        return compute_row(case)
+
+    assert row("pcie").gpufit > row("nvlink").gpufit  # ms/token
 
 
 def test_ratio_is_gpufit_over_published(rows: list[Row]) -> None:
@@ -100,3 +255,43 @@ def test_bad_case_is_named(tmp_path: Path) -> None:
     )
     with pytest.raises(CalibrationError, match=r"gptfast-llama2-7b-bf16.*A100-81GB"):
         load_cases(bad)
+
+
+def test_framework_training_options_size_what_torchtune_states() -> None:
+    """`training.loss: chunked` (4 B/logit, not 16) and `optimizer: adamw-bf16` (2 + 2 + 4 B/param,
+    not 16) bring torchtune's Llama-3.2-3B rows to their published peaks (8.5 GiB LoRA, 24.9 GiB
+    full + AC) from 2.96x and 2.64x; a row without them keeps the stock, larger (safe) figure."""
+    cases = {c.id: c for c in load_cases(CASES)}
+    lora = cases["torchtune-a100-llama32-3b-lora-mem"]
+    full = cases["torchtune-a100-llama32-3b-full-ac-mem"]
+    assert compute_row(lora).ratio < 1.7
+    assert compute_row(full).ratio < 1.3
+    stock_spec = {**lora.spec, "training": {k: v for k, v in lora.spec["training"].items() if k != "loss"}}
+    stock = compute_row(dataclasses.replace(lora, spec=stock_spec))
+    assert stock.ratio > compute_row(lora).ratio * 1.5
+    mixed = {k: v for k, v in full.spec["training"].items() if k != "optimizer"}
+    mixed_spec = {**full.spec, "training": mixed}
+    assert compute_row(dataclasses.replace(full, spec=mixed_spec)).ratio > compute_row(full).ratio * 1.4
+
+
+def test_activation_recomputation_costs_a_forward_pass() -> None:
+    """Full recomputation adds 2 FLOP per parameter per token (llm-foundry's HFU = MFU x 4/3)."""
+    from selector.sizing import requirements
+    from selector.spec import parse_spec
+
+    base = {"name": "recompute", "task": "pretrain", "model": {"preset": "llama-3.1-8b"}, "precision": "bf16"}
+    on = requirements(parse_spec({**base, "training": {"tokens": 1e9, "activation_checkpointing": True}}))
+    off = requirements(parse_spec({**base, "training": {"tokens": 1e9, "activation_checkpointing": False}}))
+    assert on.train_flops / off.train_flops == pytest.approx(8 / 6, rel=0.02)
+
+
+def test_old_format_row_without_prompt_length_does_not_over_promise() -> None:
+    """A serving row that states only context and concurrency (the old format) still pays prefill
+    interference: NIM's 5,000-in / 500-out Llama-3.3-70B at concurrency 50 without its
+    ``prompt_tokens`` was over-promised 1.15x when an unknown prompt meant no prefill at all."""
+    cases = {c.id: c for c in load_cases(CASES)}
+    for cid in ("nim-llama33-70b-h100x2-fp8-c25", "nim-llama33-70b-h100x2-fp8-c50"):
+        case = cases[cid]
+        serving = {k: v for k, v in case.spec["serving"].items() if k != "prompt_tokens"}
+        row = compute_row(dataclasses.replace(case, spec={**case.spec, "serving": serving}))
+        assert not row.under_provisions, (cid, row.ratio)

@@ -87,7 +87,8 @@ def test_serving_cost_for_the_duration(mini_catalog: Catalog) -> None:
 
 
 def test_no_weights_cache_without_a_model_server(mini_catalog: Catalog) -> None:
-    own_server = {**SERVE_70B, "job": {"command": "my-server --port 8000"}}
+    slower = {**SERVE_70B["serving"], "tokens_per_s_per_stream": 10}  # eager per-layer latency assumed
+    own_server = {**SERVE_70B, "serving": slower, "job": {"command": "my-server --port 8000"}}
     spec, req, _, _ = _candidate(mini_catalog, own_server, "p4de.24xlarge", "on-demand")
     assert spec.server_engine == "none" and cost_inputs(spec, req).bucket_gb == 0
 

@@ -114,11 +114,11 @@ def test_fleet_shape_scales_a_jobs_hours_with_its_instances() -> None:
 
 def test_serving_fallbacks_reach_the_token_rate_with_the_choices_replicas() -> None:
     result = stack_plan("llama8b-fp8")
-    assert result.choice is not None and result.fleet_units == result.choice.shape.replicas == 5
+    assert result.choice is not None and result.fleet_units == result.choice.shape.replicas == 6
     for f in result.fallbacks:
-        assert f.shape.replicas == 5
+        assert f.shape.replicas == 6
         assert f.shape.tokens_per_s_per_replica is not None
-        assert f.shape.tokens_per_s_per_replica * 5 >= 4000 - 1e-6
+        assert f.shape.tokens_per_s_per_replica * 6 >= 4000 - 1e-6
 
 
 def test_no_fallbacks_for_a_replica_spanning_nodes_and_placement_is_honoured() -> None:

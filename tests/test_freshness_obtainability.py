@@ -206,7 +206,7 @@ def test_the_readmes_qlora_example_no_longer_bets_on_spot_b200s() -> None:
     assert b200.cost.setup_hours > 0.4
     _, out, _ = run("plan", str(GUANACO))
     capacity = next(line for line in out.splitlines() if line.startswith("Capacity"))
-    assert capacity.startswith("Capacity  spot g6e.xlarge: obtainability medium (no placement score;")
+    assert capacity.startswith("Capacity  spot p4d.24xlarge: obtainability medium (no placement score;")
     assert capacity.endswith("(estimate)")
 
 

@@ -110,8 +110,8 @@ def test_program_refuses_a_lock_that_no_longer_plans_the_same(stacks: Path) -> N
     lock_file = stacks / "guanaco-65b.lock.json"
     lock = json.loads(lock_file.read_text())
     assert (lock["offer"]["instance_type"], lock["offer"]["zone"], lock["instances"]) == (
-        "g6e.xlarge",
-        "use2-az3",
+        "p4d.24xlarge",
+        "aps1-az1",
         1,
     )
     lock["instances"] = 2  # as if sizing data had changed since the review
@@ -119,8 +119,8 @@ def test_program_refuses_a_lock_that_no_longer_plans_the_same(stacks: Path) -> N
     mocks = RecordingMocks()
     with pytest.raises(
         pulumi.RunError,
-        match=r"now plans as g6e\.xlarge in use2-az3, 1 × spot .* but the review saw "
-        r"g6e\.xlarge in use2-az3, 2 × spot",
+        match=r"now plans as p4d\.24xlarge in aps1-az1, 1 × spot .* but the review saw "
+        r"p4d\.24xlarge in aps1-az1, 2 × spot",
     ):
         _program_with_lock(stacks, "guanaco-65b", mocks=mocks)
     assert mocks.resources == []
@@ -153,7 +153,7 @@ def test_plan_markdown_for_a_pull_request(capsys: pytest.CaptureFixture[str]) ->
     assert "| choice | **aws g6e.xlarge** × 1 in use2-az3, spot |" in out
     assert "<details><summary>Alternatives</summary>" in out and "| total | **$14.46**" in out
     assert "> **Warning:** the prices used are 18 months old" in out  # GPUFIT_TODAY: 2026-12-04
-    assert "| capacity | spot g6e.xlarge: obtainability medium (" in out
+    assert "| capacity | spot p4d.24xlarge: obtainability medium (" in out
 
 
 def test_diff_of_two_locks_and_a_lock_against_a_plan(
@@ -166,14 +166,14 @@ def test_diff_of_two_locks_and_a_lock_against_a_plan(
     same = capsys.readouterr().out
     assert "changed" not in same.split("from")[0] and "+$0.00" in same
     moved = json.loads(lock.read_text())
-    assert (moved["offer"]["instance_type"], moved["cost"]["hourly_usd"]) == ("g6e.xlarge", 0.5299)
+    assert (moved["offer"]["instance_type"], moved["cost"]["hourly_usd"]) == ("p4d.24xlarge", 4.0815)
     moved["offer"]["instance_type"] = "p5e.48xlarge"
     moved["cost"]["hourly_usd"] = 11.3399
     other = stacks / "other.lock.json"
     other.write_text(json.dumps(moved))
     assert main(["diff", str(lock), str(other)]) == 0
     out = capsys.readouterr().out
-    assert "g6e.xlarge" in out and "p5e.48xlarge" in out and "changed" in out and "+$10.81" in out
+    assert "p4d.24xlarge" in out and "p5e.48xlarge" in out and "changed" in out and "+$7.26" in out
 
 
 def test_lock_path_naming() -> None:

@@ -65,7 +65,7 @@ def test_the_qlora_example_lines_are_current() -> None:
     out = io.StringIO()
     with redirect_stdout(out):
         assert main(["plan", str(ROOT / "examples" / "guanaco-65b.yaml")]) == 0
-    quoted = _block_after("with four same-GPU fallbacks:").strip().splitlines()
+    quoted = _block_after("with two fallbacks:").strip().splitlines()
     printed = out.getvalue().splitlines()
     assert len(quoted) == 3 and all(line in printed for line in quoted)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.engine_memory import sglang_static_fraction
-from selector.sizing.speed import decode_speed
+from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
 
 USABLE_MEMORY_FRACTION = 0.90
@@ -114,9 +114,12 @@ def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
     An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
     the larger of the two."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    steady = (req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes) / GIB
+    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
+    steady = (
+        req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
+    ) / GIB
     if req.load_bytes:
-        return max(steady, (req.load_bytes / shards + req.replicated_bytes) / GIB)
+        return max(steady, (req.load_bytes / shards + req.replicated_bytes + reserve) / GIB)
     return steady
 
 
@@ -220,7 +223,8 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
     """Bytes on each GPU once serving (weights, KV cache, workspace), without the load peak."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes
+    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
+    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
 def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
@@ -286,6 +290,11 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
             per_gpu_gib(req, gpus, req.arch.kv_split_heads),
             "GiB",
             f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated"
+            + (
+                f" + {req.runtime_reserve_tp_bytes / GIB:g} GiB NCCL buffers at TP ≥ 2"
+                if gpus > 1 and req.runtime_reserve_tp_bytes
+                else ""
+            )
             + (", or the load peak ÷ GPUs when larger" if req.load_bytes else "")
             + f"); {usable_note}",
         ),
@@ -293,7 +302,7 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
     per_stream = per_replica = job_hours = None
     if req.bytes_per_decode_step > 0:
         # Pipeline stages run one after another for a token, so nodes add no bandwidth per stream.
-        step, bound = decode_speed(req, gpu, tp)
+        step, bound = decode_speed(req, gpu, tp, nvlink=it.nvlink or tp == 1)
         per_stream = 1.0 / step
         per_replica = per_stream * req.concurrency
         terms.append(Term("decode step", step * 1e3, "ms", f"{bound} over {tp}×{gpu.bandwidth_gbps:g} GB/s"))
@@ -405,7 +414,8 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"needs the model sharded over {gpus} GPUs with NVLink; "
                 f"{it.name} is PCIe only (set placement.allow_pcie_tensor_parallel)",
             )
-        hours = req.train_flops / (gpus * tflops * 1e12 * req.mfu) / 3600.0
+        mfu = training_mfu(req, gpu)
+        hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
         if req.deadline_hours is not None and hours > req.deadline_hours:
             if not joins_nodes(it) or nodes == req.max_nodes:
                 return Rejection(
@@ -426,7 +436,8 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 "training hours",
                 hours,
                 "h",
-                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
+                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {mfu:g} MFU, {gpu.arch}"
+                f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}",
             ),
         )
         return Shape(

@@ -17,12 +17,39 @@ from selector.sizing.attention import (
 )
 from selector.sizing.engine_memory import online_fp8_load_bytes
 from selector.sizing.memory import decode_weight_bytes, image_kv_bytes, kv_bytes_per_token, kv_cache_bytes
+from selector.sizing.speed import (
+    EAGER_LAYER_LATENCY_S,
+    KV_BANDWIDTH_EFFICIENCY,
+    LAYER_LATENCY_S,
+    MOE_EXPERT_LATENCY_S,
+    STEP_OVERHEAD_S,
+)
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.spec import WorkloadSpec
 
-PREFILL_CHUNK_TOKENS = 2048
-"""Tokens a serving engine prefills in one forward pass (chunked prefill); sizes the
-activation workspace. A gpufit default, not a measured figure."""
+PREFILL_CHUNK_TOKENS = 8192
+"""Tokens a serving engine prefills in one forward pass (chunked prefill); sizes the activation
+workspace. vLLM's OpenAI server defaults ``max_num_batched_tokens`` to 8192 on GPUs of 70 GiB or
+more other than the A100 and to 2048 elsewhere (vllm/engine/arg_utils.py,
+``default_max_num_batched_tokens``); gpufit takes the larger everywhere (errs safe). vLLM 0.19's
+profile run peaked 1.2-3.9 GiB above the weights on H100 (llm-d-incubation/llm-d-planner @d3121e0)."""
+
+RUNTIME_RESERVE_GIB = 1.25
+"""GPU memory a serving engine holds on every GPU beyond weights, KV cache and activation peak:
+non-torch allocations (0.25 GiB at TP 1) and CUDA graphs (0.91 GiB), vLLM 0.19 on H100 for
+Llama-3.1-8B (llm-d-incubation/llm-d-planner @d3121e0, accuracy/results/v0.19.0/logs,
+2026-04-22). Fitted to the vLLM 0.19 per-GPU rows of docs/calibration.yaml."""
+
+RUNTIME_RESERVE_TP_GIB = 2.0
+"""Non-torch memory each GPU adds at tensor parallelism ≥ 2 (NCCL and custom all-reduce buffers):
+vLLM 0.19 logged 2.07-2.21 GiB of non-torch memory per GPU at TP 2-4 against 0.25 at TP 1 (same
+logs: Llama-3.1-8B TP 2, Llama-3.3-70B FP8 TP 2/4, Mixtral TP 2, Llama-4-Scout TP 4)."""
+
+UNQUANTIZED_EMBEDDING_BYTES = 2.0
+"""Weight-only quantisation (GPTQ, AWQ, FP8, bitsandbytes NF4, torchao) leaves the token
+embeddings and the output head in 16 bit: vLLM 0.19 loads a w4a16 Llama-3.1-8B as 5.38 GiB and
+the FP8 Llama-3.3-70B as 33.88 GiB per GPU at TP 2, where params × the nominal bytes give 3.74
+and 32.9 (llm-d-planner @d3121e0 logs); 2 × vocab × hidden × 2 B is 1.96 GiB for Llama-3.1-8B."""
 
 
 def _kv_precision_bytes(spec: WorkloadSpec) -> float:
@@ -87,6 +114,17 @@ def _weights(
         )
         experts = per if arch.quantized_format == "mxfp4" and arch.is_moe else None
         return published_quantized_bytes(arch), formula, experts
+    if wbytes < UNQUANTIZED_EMBEDDING_BYTES and arch.vocab and arch.hidden:
+        embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+        total = (arch.params - embed) * wbytes + embed * UNQUANTIZED_EMBEDDING_BYTES
+        return (
+            total,
+            (
+                f"{arch.params - embed:.4g} params × {wbytes:g} B ({spec.precision}) + embeddings and "
+                f"output head {embed:.4g} × {UNQUANTIZED_EMBEDDING_BYTES:g} B (left 16-bit by the quantiser)"
+            ),
+            None,
+        )
     return arch.params * wbytes, f"{arch.params:.4g} params × {wbytes:g} B ({spec.precision})", None
 
 
@@ -139,8 +177,15 @@ def serving_requirements(
     step_weights, step_formula = decode_weight_bytes(
         arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
     )
-    step_bytes = step_weights + kv + state
-    step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch
+    mean_context, mean_note = mean_decode_context(serving.context_tokens, serving.prompt_tokens)
+    kv_read = kv_cache_bytes(arch, kvb, mean_context, batch)
+    if image_tokens:
+        kv_read += image_kv_bytes(arch, kvb, mean_context, image_tokens, batch)
+    step_bytes = step_weights + kv_read + state
+    attention_flops = 4.0 * arch.kv_layers * arch.heads * arch.head_dim * mean_context * batch
+    step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch + attention_flops
+    prefill_tokens = prefill_tokens_per_step(serving.context_tokens, serving.prompt_tokens, batch)
+    prefill_flops = 2.0 * (arch.params_active - arch.vision_params) * prefill_tokens
     rate = serving.tokens_per_s_per_stream
     min_bw = step_bytes * rate / eff / 1e9 if rate else 0.0
     if arch.vision_params:
@@ -195,12 +240,46 @@ def serving_requirements(
             "GiB",
             f"{chunk} prefill tokens × (4·hidden + 3·ffn) × 2 B + {batch} × vocab × 4 B logits",
         ),
-        Term("bytes read per decode step", step_bytes / 1e9, "GB", f"{step_formula} + kv cache"),
+        Term(
+            "average kv occupancy",
+            mean_context,
+            "tokens",
+            mean_note,
+        ),
+        Term(
+            "bytes read per decode step",
+            step_bytes / 1e9,
+            "GB",
+            f"{step_formula} + kv cache at {mean_context:g} tokens × {batch} sequences",
+        ),
         Term(
             "flops per decode step",
             step_flops / 1e12,
             "TFLOP",
-            f"2 × {arch.params_active - arch.vision_params:.4g} active params × {batch} sequences",
+            f"2 × {arch.params_active - arch.vision_params:.4g} active params × {batch} sequences "
+            f"+ attention 4 × {arch.kv_layers} layers × {arch.heads} heads × {arch.head_dim} × "
+            f"{mean_context:g} tokens × {batch}",
+        ),
+        Term(
+            "prefill interference",
+            prefill_tokens,
+            "tokens/step",
+            (
+                "arriving prompts prefilled inside decode steps: concurrency × prompt ÷ output tokens"
+                if serving.prompt_tokens
+                else f"prompt length unknown: {UNKNOWN_PROMPT_SHARE:g} of the context taken as prompt "
+                "(estimate, errs slow; set serving.prompt_tokens)"
+            )
+            if prefill_tokens
+            else "none at concurrency 1",
+        ),
+        *speed_terms(spec, arch, eff),
+        Term(
+            "runtime reserve",
+            RUNTIME_RESERVE_GIB,
+            "GiB/GPU",
+            f"non-torch memory + CUDA graphs (vLLM 0.19 logs), + {RUNTIME_RESERVE_TP_GIB:g} GiB per GPU "
+            "at tensor parallelism ≥ 2 (NCCL buffers)",
         ),
     ]
     if rate:
@@ -218,10 +297,14 @@ def serving_requirements(
         common,
         sharded_bytes=weights + activations,
         kv_bytes=kv + state,
-        replicated_bytes=0.0,
+        replicated_bytes=RUNTIME_RESERVE_GIB * GIB,
         host_bytes=0.0,
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
+        prefill_flops_per_step=prefill_flops,
+        kv_bytes_per_decode_step=kv_read + state,
+        runtime_reserve_bytes=RUNTIME_RESERVE_GIB * GIB,
+        runtime_reserve_tp_bytes=RUNTIME_RESERVE_TP_GIB * GIB,
         min_bandwidth_gbps=min_bw,
         train_flops=0.0,
         terms=tuple(terms),
@@ -235,6 +318,83 @@ def serving_requirements(
         load_bytes=load,
         activation_bytes=activations,
     )
+
+
+def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
+    """The decode-speed constants this workload gets, with their sources, for ``--explain``."""
+    engine = spec.server_engine
+    tuned = spec.tuning.bandwidth_efficiency is not None
+    per_layer = (EAGER_LAYER_LATENCY_S if engine == "none" else LAYER_LATENCY_S) + (
+        MOE_EXPERT_LATENCY_S * arch.experts_active if arch.is_moe else 0.0
+    )
+    layer_note = (
+        "eager decode loop (a server gpufit does not launch; HF transformers Qwen2.5-7B, errs slow)"
+        if engine == "none"
+        else f"{engine} with CUDA graphs (Qwen2.5 vLLM and torchao batch-1 rows)"
+    )
+    if arch.is_moe:
+        layer_note += (
+            f" + {arch.experts_active} routed experts × {MOE_EXPERT_LATENCY_S * 1e6:g} µs "
+            "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
+        )
+    return [
+        Term(
+            "precision efficiency",
+            eff,
+            "of peak GB/s",
+            "tuning.bandwidth_efficiency"
+            if tuned
+            else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; "
+            f"fitted with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
+            "(vLLM concurrency-128 rows)"
+            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
+        ),
+        Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
+        Term(
+            "per-step overhead",
+            STEP_OVERHEAD_S * 1e3,
+            "ms",
+            "scheduling and sampling outside the layers (vLLM 0.6.3 measured ~2 ms; "
+            "estimate for today's releases)",
+        ),
+    ]
+
+
+def mean_decode_context(context: int, prompt: int | None) -> tuple[float, str]:
+    """Tokens of KV cache a decode step reads per sequence on average: over a generation the
+    context grows from the prompt to prompt + output, so prompt + output ÷ 2 when the prompt length
+    is known (issue 24: TensorRT-LLM static batches of 128 in / 2048 out measured 0.46× gpufit's
+    per-stream rate at the full context, 0.77-0.81× at the mean). Unknown: the full context, which
+    errs slow."""
+    if prompt is None or prompt >= context:
+        return float(context), f"full context {context} (prompt length unknown: errs slow)"
+    mean = prompt + (context - prompt) / 2.0
+    return mean, f"prompt {prompt} + output {context - prompt} ÷ 2 (mean over a generation)"
+
+
+UNKNOWN_PROMPT_SHARE = 0.5
+"""Share of the context taken as prompt for prefill interference when ``serving.prompt_tokens`` is
+not given at concurrency ≥ 2: an estimate, with the KV read still at the full context so both terms
+err slow. Chat traffic is less prompt-heavy (ShareGPT: 161 prompt / 338 output tokens on average,
+Kwon et al. 2023, arXiv 2309.06180, §6.1); without any prefill term NIM's 5,000-in / 500-out rows
+at concurrency 25-50 (docs/calibration.yaml, fitted) were over-promised by up to 15 %, at 0.5 by
+at most 6 % (review of branch i24m, finding 2)."""
+
+
+def prefill_tokens_per_step(context: int, prompt: int | None, concurrency: int) -> float:
+    """Prompt tokens an engine prefills inside each decode step at steady state: every stream
+    brings a new prompt once per ``output`` steps, so concurrency × prompt ÷ output (chunked
+    prefill shares the step; NIM's Llama-3.3-70B inter-token latency grows from 21.8 ms at
+    concurrency 5 to 59.7 ms at 50 with 5,000-token prompts). None at concurrency 1 (the prompt is
+    prefilled before the first token); ``UNKNOWN_PROMPT_SHARE`` of the context when the prompt
+    length is unknown."""
+    if concurrency < 2:
+        return 0.0
+    if prompt is None:
+        return concurrency * UNKNOWN_PROMPT_SHARE / (1.0 - UNKNOWN_PROMPT_SHARE)
+    if prompt >= context:
+        return 0.0
+    return concurrency * prompt / (context - prompt)
 
 
 def _load_peak(

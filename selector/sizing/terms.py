@@ -82,6 +82,11 @@ class Requirements:
     engine: str = "none"  # the model server gpufit launches (serve), whose memory rules apply
     load_bytes: float = 0.0  # shardable bytes at the peak of loading, before the KV cache exists
     activation_bytes: float = 0.0  # the serving activation workspace (inside sharded_bytes)
+    mfu_tuned: bool = False  # tuning.mfu was set: it wins over the per-GPU-generation figure
+    kv_bytes_per_decode_step: float = 0.0  # the KV-cache part of bytes_per_decode_step
+    prefill_flops_per_step: float = 0.0  # arriving prompts' prefill carried by each decode step
+    runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)
+    runtime_reserve_tp_bytes: float = 0.0  # per GPU, added at tensor parallelism ≥ 2 (NCCL buffers)
 
     @property
     def vram_gib_per_replica(self) -> float:

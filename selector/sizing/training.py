@@ -11,9 +11,12 @@ from selector.sizing.memory import lora_params
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.spec import WorkloadSpec
 
-OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "sgd": 8.0}
+OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adamw-bf16": 4.0, "sgd": 8.0}
 """Optimiser state per trained parameter in mixed precision: AdamW fp32 master + momentum +
-variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer Math 101')."""
+variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer Math 101').
+``adamw-bf16`` is pure-bf16 training (torchtune's default ``dtype: bf16``: no fp32 master copy,
+momentum and variance in bf16, 2 + 2 B; pytorch/torchtune docs 'Memory optimization overview',
+'Lower precision optimizers')."""
 
 KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN = 34
 """Activation bytes per layer = s·b·h·(34 + 5·a·s/h) without recomputation (Korthikanti et
@@ -25,8 +28,31 @@ FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
 """With full activation recomputation only each layer's input is kept: 2·s·b·h bytes per
 layer (Korthikanti et al. 2023, §4), plus one layer's activations while it is recomputed."""
 
-LOSS_BYTES_PER_LOGIT = 8
-"""The loss upcasts logits to fp32 and keeps their gradient: 4 + 4 bytes per logit."""
+LOSS_BYTES_PER_LOGIT = 16
+"""Bytes per logit at the loss peak of a stock PyTorch/HF cross-entropy: the 16-bit logits (2),
+their fp32 upcast (4), the fp32 softmax/log-softmax (4) and its gradient (4), about 14-16 B
+(issue 24 notes; Unsloth's HF + FlashAttention-2 baseline reaches only 28,454 tokens of
+Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked cross-entropy
+(torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
+``training.loss: chunked`` (errs safe)."""
+
+CHUNKED_LOSS_BYTES_PER_LOGIT = 4
+"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``): the 16-bit logits (2)
+and their 16-bit gradient (2); only one chunk (1/8 by default) is upcast to fp32 at a time
+(torchtune CEWithChunkedOutputLoss, pytorch/torchtune PR #1390, torchtune/modules/loss/
+ce_chunked_output_loss.py)."""
+
+KBIT_FP32_PARAMS_BYTES = 4.0
+"""PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
+embeddings, output head, norms) to fp32 (huggingface/peft src/peft/utils/other.py); gpufit counts
+the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
+
+ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 12
+"""Attention's score and value FLOPs per token in training: 12 × layers × sequence × hidden
+(forward 2 × 2 × s × h, ×3 with the backward pass; Narayanan et al. 2021, arXiv 2104.04473,
+§5.1), counted without the causal mask's saving as llm-foundry's MFU does. Fitted with
+llm-foundry's MPT-13B at 32k on 8×H100 (mosaicml/
+llm-foundry scripts/train/benchmarking/README.md @4952183), where 6·P·D alone over-promised 2.5×."""
 
 TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
     "finetune-full": 6.0,
@@ -36,6 +62,13 @@ TRAIN_FLOPS_PER_PARAM_TOKEN: dict[str, float] = {
 }
 """Training compute C ≈ 6·P·D (Kaplan et al. 2020; 'Transformer Math 101'); a frozen base
 skips the weight gradients, leaving ≈ 4·P·D for LoRA and QLoRA."""
+
+RECOMPUTE_FLOPS_PER_PARAM_TOKEN = 2.0
+"""Full activation recomputation runs each layer's forward pass again in the backward pass: 2 FLOPs
+per parameter per token more (Korthikanti et al. 2023, arXiv 2205.05198, §4; PaLM's hardware vs
+model FLOPs utilisation, Chowdhery et al. 2022, arXiv 2204.02311, Appendix B). llm-foundry reports
+HFU = MFU × 4/3 for its activation-checkpointed rows (mosaicml/llm-foundry scripts/train/
+benchmarking/README.md @4952183)."""
 
 
 def training_requirements(
@@ -70,6 +103,18 @@ def training_requirements(
     else:
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
+        if spec.task == "finetune-qlora" and arch.vocab and arch.hidden:
+            embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+            sharded += embed * (KBIT_FP32_PARAMS_BYTES - wbytes)
+            terms.append(
+                Term(
+                    "k-bit prep fp32 embeddings",
+                    embed * (KBIT_FP32_PARAMS_BYTES - wbytes) / GIB,
+                    "GiB",
+                    f"embeddings + output head {embed:.4g} params at {KBIT_FP32_PARAMS_BYTES:g} B, not "
+                    f"{wbytes:.3g} (PEFT prepare_model_for_kbit_training)",
+                )
+            )
         terms.append(
             Term(
                 "frozen base weights",
@@ -113,11 +158,18 @@ def training_requirements(
     else:
         acts = layers * KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
         act_formula = f"{layers} layers × 34·s·b·h (FlashAttention, no recompute)"
-    logits = s * b * arch.vocab * LOSS_BYTES_PER_LOGIT
+    per_logit = CHUNKED_LOSS_BYTES_PER_LOGIT if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
+    logits = s * b * arch.vocab * per_logit
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
-    terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {LOSS_BYTES_PER_LOGIT} B"))
+    terms.append(
+        Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({training.loss} loss)")
+    )
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
-    flops = k * arch.params_active * training.tokens
+    attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
+    recompute = 0.0
+    if training.activation_checkpointing:
+        recompute = RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active + attention * 2.0 / k
+    flops = (k * arch.params_active + attention + recompute) * training.tokens
     terms.append(
         Term(
             "checkpoint",
@@ -131,7 +183,10 @@ def training_requirements(
             "training compute",
             flops,
             "FLOP",
-            f"{k:g} × {arch.params_active:.4g} params × {training.tokens:.3g} tokens",
+            f"({k:g} × {arch.params_active:.4g} params + attention {attention:.3g}"
+            + (f" + recomputed forward {recompute:.3g}" if recompute else "")
+            + " per token) "
+            f"× {training.tokens:.3g} tokens",
         )
     )
     return replace(

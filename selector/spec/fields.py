@@ -13,7 +13,7 @@ Task = Literal["serve", "batch", "embed", "finetune-lora", "finetune-qlora", "fi
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "int4", "nf4"]
 FaultTolerance = Literal["none", "checkpointed", "stateless"]
 Cloud = Literal["aws", "gcp"]
-Optimizer = Literal["adamw", "adamw-8bit", "sgd"]
+Optimizer = Literal["adamw", "adamw-8bit", "adamw-bf16", "sgd"]
 EgressTarget = Literal["internet", "other-region", "other-cloud"]
 
 ALL_CLOUDS: tuple[Cloud, ...] = ("aws", "gcp")

@@ -67,6 +67,13 @@ class ServingSpec(Strict):
         None, description="default: bf16 (fp32 for fp32 models)"
     )
     tokens: Count | None = Field(None, description="batch: tokens to generate in all")
+    prompt_tokens: int | None = Field(
+        None,
+        gt=0,
+        description="expected prompt tokens per request (the rest of context_tokens is output): decode "
+        "reads the KV cache at the mean context and pays for arriving prompts; default: unknown, sized "
+        "at the full context (safe)",
+    )
     engine: Literal["vllm", "sglang", "none"] | None = Field(
         None,
         description="model server gpufit starts (serve): default vllm for transformer models "
@@ -149,6 +156,10 @@ class TrainingSpec(Strict):
     activation_checkpointing: bool = True
     lora_rank: int = Field(16, gt=0)
     optimizer: Optimizer = "adamw"
+    loss: Literal["stock", "chunked"] = Field(
+        "stock",
+        description="cross-entropy: stock (fp32 upcast of all logits) or chunked (torchtune/Unsloth style)",
+    )
 
 
 class WorkSpec(Strict):
