@@ -74,6 +74,16 @@ def block_instances(instances: int) -> int | None:
     return next((n for n in BLOCK_COUNTS if n >= instances), None)
 
 
+def latest_block_end(latest_start: date, duration_hours: int) -> datetime:
+    """``DescribeCapacityBlockOfferings``' ``EndDateRange`` for blocks starting by the end of
+    ``latest_start``: it bounds the END, not the start ("The latest end date for the Capacity
+    Block offering", botocore 1.44.8 ``DescribeCapacityBlockOfferingsRequest``), so a block
+    starting that day (at 11:30 UTC) ends ``duration_hours`` later, before midnight + duration."""
+    return datetime.combine(latest_start + timedelta(days=1), time(0), tzinfo=UTC) + timedelta(
+        hours=duration_hours
+    )
+
+
 def block_end(start: date, days: int) -> datetime:
     """A block starting on ``start`` for ``days`` ends at 11:30 UTC ``days`` later."""
     return datetime.combine(start + timedelta(days=days), BLOCK_END_UTC, tzinfo=UTC)
@@ -135,6 +145,8 @@ class CapacityTerms:
     reserved: int = 0
     affinity: str = "specific"
     overflow: bool = False
+    start_after: date | None = None  # a block's start window (capacity.start_after/start_before)
+    start_before: date | None = None
 
     @property
     def deadline(self) -> datetime | None:
@@ -255,7 +267,19 @@ def block_offers(
             quote = reference_quote(it.name, region)
         if quote is None:
             continue
-        offers.append(_block_offer(it, region, shape, quote, days, count, start))
+        offers.append(
+            _block_offer(
+                it,
+                region,
+                shape,
+                quote,
+                days,
+                count,
+                start,
+                spec.capacity.start_after,
+                spec.capacity.start_before,
+            )
+        )
     if not offers and live is not None:
         rejections.append(
             Rejection(
@@ -285,7 +309,15 @@ def _best_offering(
 
 
 def _block_offer(
-    it: InstanceType, region: str, shape: Shape, quote: BlockQuote, days: int, count: int, start: date
+    it: InstanceType,
+    region: str,
+    shape: Shape,
+    quote: BlockQuote,
+    days: int,
+    count: int,
+    start: date,
+    start_after: date | None = None,
+    start_before: date | None = None,
 ) -> Offer:
     if quote.live:
         assert quote.start is not None and quote.end is not None and quote.upfront_usd is not None
@@ -313,6 +345,8 @@ def _block_offer(
         rate_usd=upfront / (count * block_hours),
         offering_id=quote.offering_id,
         availability_zone=quote.availability_zone,
+        start_after=start_after,
+        start_before=start_before,
     )
     return Offer(
         instance=it,

@@ -396,6 +396,74 @@ def test_the_fake_refuses_what_ec2_refuses() -> None:
     )
 
 
+def test_end_date_range_is_the_latest_end_so_the_window_adds_the_duration() -> None:
+    """botocore 1.44.8 DescribeCapacityBlockOfferingsRequest: StartDateRange "The earliest start
+    date", EndDateRange "The latest end date for the Capacity Block offering"."""
+    last_day = Offering(
+        "p4d.24xlarge",
+        "us-east-2",
+        "us-east-2a",
+        1,
+        datetime(2026, 12, 20, 11, 30, tzinfo=UTC),
+        48,
+        700.0,
+        "cb-0aaaaaaaaaaaaaaa3",
+    )
+    too_late = replace_start(last_day, datetime(2026, 12, 21, 11, 30, tzinfo=UTC), "cb-0aaaaaaaaaaaaaaa4")
+    market = FakeEc2Capacity("us-east-2", [last_day, too_late])
+    # the fake follows the documented meaning: an offering ending after EndDateRange is not returned
+    answer = market.describe_capacity_block_offerings(
+        InstanceType="p4d.24xlarge",
+        InstanceCount=1,
+        CapacityDurationHours=48,
+        EndDateRange=datetime(2026, 12, 21, tzinfo=UTC),
+    )
+    assert answer["CapacityBlockOfferings"] == []
+    ask = BlockAsk("p4d.24xlarge", "us-east-2", 1, 48, date(2026, 12, 9), date(2026, 12, 20))
+    quotes, notes = block_offerings([ask], clients(market), TODAY)
+    assert notes == [] and [q.offering_id for q in quotes] == ["cb-0aaaaaaaaaaaaaaa3"]
+    sent = market.requests[-1][1]
+    assert sent["StartDateRange"] == datetime(2026, 12, 9, tzinfo=UTC)
+    assert sent["EndDateRange"] == datetime(2026, 12, 23, tzinfo=UTC)  # 12-20 + 1 day + 48 h
+
+
+def replace_start(o: Offering, start: datetime, offering_id: str) -> Offering:
+    return Offering(
+        o.instance_type,
+        o.region,
+        o.availability_zone,
+        o.instance_count,
+        start,
+        o.hours,
+        o.upfront_fee,
+        offering_id,
+    )
+
+
+def _offering_lookup(raw: dict[str, Any], now: datetime) -> dict[str, Any]:
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, now)
+    assert mocks.one(BLOCK_RESOURCE)
+    return next(a for t, a in mocks.invokes if t.endswith("getCapacityBlockOffering"))
+
+
+def test_the_purchase_looks_up_the_start_window_never_the_past() -> None:
+    # start window 12-09..12-20: from its first day to the latest end of a block starting on its last
+    args = _offering_lookup(_block_raw(), NOW)
+    assert args["startDateRange"] == "2026-12-09T00:00:00Z"
+    assert args["endDateRange"] == "2026-12-23T00:00:00Z"
+    # no window, deployed at 12:00 UTC (the frozen clock), after the day's 11:30 block start:
+    # the lookup starts now, not at the plan's 11:30, and takes the next day's block
+    raw = _block_raw()
+    del raw["capacity"]["start_after"], raw["capacity"]["start_before"]
+    args = _offering_lookup(raw, NOW)
+    assert args["startDateRange"] == "2026-12-04T12:00:00Z"
+    assert args["endDateRange"] == "2026-12-08T00:00:00Z"  # a block starting by 12-05 (2 days)
+    # deployed a week after the window opened: the lookup starts at the deployment, not before it
+    later = datetime(2026, 12, 12, 9, 0, tzinfo=UTC)
+    args = _offering_lookup(_block_raw(), later)
+    assert args["startDateRange"] == "2026-12-12T09:00:00Z"
+
+
 def test_the_plan_asks_for_the_block_it_needs_and_takes_the_cheapest_live_offering() -> None:
     raw = _block_raw()
     spec = parse_spec(raw)
