@@ -37,6 +37,7 @@ class CapacityTarget:
     estimate: bool = True
     start_after: date | None = None
     start_before: date | None = None
+    run_hours: float = 0.0  # flex-start: how long its VMs run (the plan's lifetime, not the clock)
 
     @property
     def resource_group(self) -> bool:
@@ -98,10 +99,15 @@ def offering_window(target: CapacityTarget, now: datetime) -> tuple[datetime, da
     return earliest, latest_block_end(last_day, target.block_hours)
 
 
-def flex_run_seconds(created_at: datetime, expires_at: datetime) -> int:
-    """A flex-start resize request's run duration: until the deadline, within the 600 to
-    604,800 s the API accepts (``ResizeRequestRequestedRunDurationArgs.seconds``)."""
-    seconds = math.floor((expires_at - created_at).total_seconds())
+def flex_run_seconds(run_hours: float) -> int:
+    """A flex-start resize request's run duration: the plan's lifetime of the machines
+    (``deployment.translate.lifetime_hours``: the TTL, else the job's hours with slack), within
+    the 600 to 604,800 s the API accepts (``ResizeRequestRequestedRunDurationArgs.seconds``).
+    Taken from the plan, never from the clock: the Compute API cannot update a resize request
+    (``regionInstanceGroupManagerResizeRequests`` has cancel, delete, get, insert and list only,
+    compute.v1 discovery document), so a changed duration on a later ``pulumi up`` would
+    replace it, and a new request raises the group's target size by its ``resizeBy`` again."""
+    seconds = math.floor(run_hours * 3600)
     return int(min(max(seconds, FLEX_MIN_HOURS * 3600), FLEX_MAX_HOURS * 3600))
 
 

@@ -19,6 +19,7 @@ import yaml
 
 from catalog.capacity_blocks import block_offerings, quote_of
 from deployment import deployment_from_plan
+from deployment.translate import lifetime_hours
 from deployment.capacity import flex_run_seconds, purchase_refusal
 from selector.capacity import (
     BLOCK_COUNTS,
@@ -205,7 +206,7 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
         request = mocks.one(RESIZE)
         seconds = int(request.inputs["requestedRunDuration"]["seconds"])
         assert 600 <= seconds <= 604_800
-        assert seconds == flex_run_seconds(NOW, d.expires_at)
+        assert seconds == flex_run_seconds(lifetime_hours(result))
         assert request.inputs["resizeBy"] == d.nodes
         assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0
 
@@ -326,6 +327,22 @@ def test_flex_start_is_for_jobs_of_at_most_seven_days() -> None:
         or any("7 days" in m.rejection.reason for m in result.misses)
         or result.choice is not None
     )
+
+
+@pytest.mark.parametrize("pinned", [None, "2026-12-07T12:00:00Z"])
+def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str | None) -> None:
+    """A resize request has no update (compute.v1: cancel, delete, get, insert, list): a changed
+    input would replace it and add its VMs again."""
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "p", "gpufit:expiresAt": pinned}
+    seen = []
+    for now in (NOW, NOW + timedelta(hours=1)):
+        mocks, _ = run_program(config, now)
+        request = mocks.one(RESIZE)
+        duration = mocks.one(GCP_TEMPLATE).inputs["scheduling"]["maxRunDuration"]
+        seen.append((request.inputs, duration, set(mocks.requests[(RESIZE, request.name)].ignoreChanges)))
+    assert seen[0][:2] == seen[1][:2]
+    assert {"requestedRunDuration", "resizeBy"} <= seen[1][2]
 
 
 def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> None:
