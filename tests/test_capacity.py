@@ -19,8 +19,8 @@ import yaml
 
 from catalog.capacity_blocks import block_offerings, quote_of
 from deployment import deployment_from_plan
-from deployment.translate import lifetime_hours
 from deployment.capacity import flex_run_seconds, purchase_refusal
+from deployment.translate import lifetime_hours
 from selector.capacity import (
     BLOCK_COUNTS,
     BlockAsk,
