@@ -22,9 +22,10 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   to 7 days; priced as the type's on-demand price × a ratio from
   ``data/capacity/gcp_flex_start.csv`` (an ESTIMATE, dated).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
-  reservation the user holds. Its machines are already paid: marginal cost 0. Machines beyond
-  it run on-demand only with ``capacity.overflow``; without it the reservation is the only
-  feasible offer.
+  reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
+  more machines than it holds is not offered on it (the extra machines would target it and fail
+  to launch). With ``capacity.overflow`` the catalog's other offers stay feasible; without it the
+  reservation is the only feasible offer.
 """
 
 from __future__ import annotations
@@ -432,25 +433,26 @@ def reservation_offer(
     covered = min(held.count, shape.instances)
     od = catalog.on_demand_prices.get((it.cloud, it.name, held.region))
     if shape.instances > held.count:
-        if not spec.capacity.overflow:
-            return (
-                None,
-                (0, 0.0),
-                Rejection(
-                    CAPACITY_FILTER,
-                    f"needs {shape.instances} × {it.name}; reservation {held.id} holds {held.count} "
-                    "(capacity.overflow: true runs the rest on-demand)",
-                    gap=shape.instances / held.count - 1.0,
-                ),
-            )
-        if od is None:
-            return (
-                None,
-                (0, 0.0),
-                Rejection(
-                    CAPACITY_FILTER, f"no on-demand price of {it.name} in {held.region} for the overflow"
-                ),
-            )
+        # Every machine of the fleet targets the reservation (AWS: a targeted launch "either
+        # omit[s] capacity_reservation_preference or set[s] it to capacity-reservations-only",
+        # pulumi-aws LaunchTemplateCapacityReservationSpecificationArgs; GCP: SPECIFIC_RESERVATION
+        # does not fall back to on-demand): the machines beyond it would fail to launch, so a
+        # plan that needs them is not offered on it. Splitting the fleet is not built yet.
+        other = (
+            "capacity.overflow: true lets other offers run it"
+            if not spec.capacity.overflow
+            else ("other offers run it (capacity.overflow)")
+        )
+        return (
+            None,
+            (0, 0.0),
+            Rejection(
+                CAPACITY_FILTER,
+                f"needs {shape.instances} × {it.name}; reservation {held.id} holds {held.count} and "
+                f"machines beyond a reservation are not provisioned beside it; {other}",
+                gap=shape.instances / held.count - 1.0,
+            ),
+        )
     terms = CapacityTerms(
         kind="reservation",
         estimate=False,
