@@ -19,8 +19,9 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   trying to create compute instances until resources become available", then they "run
   uninterrupted for up to seven days"
   (https://docs.cloud.google.com/compute/docs/instances/provisioning-models). Jobs of 10 minutes
-  to 7 days; priced as the type's on-demand price × a ratio from
-  ``data/capacity/gcp_flex_start.csv`` (an ESTIMATE, dated).
+  to 7 days; priced as the type's on-demand price × a ratio per series from
+  ``data/capacity/gcp_flex_start.csv`` (dated; on-demand itself where no discount figure can
+  be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
   reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
   more machines than it holds is not offered on it (the extra machines would target it and fail
@@ -148,6 +149,7 @@ class CapacityTerms:
     overflow: bool = False
     start_after: date | None = None  # a block's start window (capacity.start_after/start_before)
     start_before: date | None = None
+    rate_basis: str = ""  # flex-start: what its rate rests on (gcp_flex_start.csv ``basis``)
 
     @property
     def deadline(self) -> datetime | None:
@@ -179,15 +181,39 @@ def reference_blocks() -> tuple[BlockQuote, ...]:
     return tuple(quotes)
 
 
+@dataclass(frozen=True, slots=True)
+class FlexRate:
+    """A flex-start price as a share of on-demand, for a series (``gcp_flex_start.csv``):
+    ``basis`` is the short reason the Capacity line shows, ``note`` the full evidence."""
+
+    series: str  # a glob of machine types
+    ratio: float
+    source: str
+    as_of: str
+    basis: str
+    note: str
+
+    @property
+    def estimate(self) -> bool:
+        return self.basis.startswith("ESTIMATE")
+
+
 @lru_cache(maxsize=1)
-def flex_start_ratios() -> tuple[tuple[str, float, str, str, str], ...]:
-    """(series glob, ratio of on-demand, source, as_of, note) from ``gcp_flex_start.csv``."""
+def flex_start_rates() -> tuple[FlexRate, ...]:
+    """The flex-start rates of ``gcp_flex_start.csv``. Where no figure can be checked the row
+    prices flex-start at on-demand (ratio 1): Google promises only "a discount up to 53%", so
+    any lower figure could make flex-start look cheaper than it is."""
     rows = []
     for i, raw in enumerate(_csv("gcp_flex_start.csv")):
         ratio = float(raw["on_demand_ratio"])
-        if not 0 < ratio <= 1 or not raw["source_url"].startswith("https://"):
-            raise ValueError(f"gcp_flex_start.csv:{i + 2}: ratio in (0, 1] and an https source")
-        rows.append((raw["series"], ratio, raw["source_url"], raw["as_of"], raw["notes"]))
+        if not 0.47 <= ratio <= 1 or not raw["source_url"].startswith("https://") or not raw["basis"]:
+            raise ValueError(
+                f"gcp_flex_start.csv:{i + 2}: ratio in [0.47, 1] (Google: 'a discount up to 53%'), "
+                "an https source and a basis"
+            )
+        rows.append(
+            FlexRate(raw["series"], ratio, raw["source_url"], raw["as_of"], raw["basis"], raw["notes"])
+        )
     return tuple(rows)
 
 
@@ -383,10 +409,9 @@ def flex_start_offers(
         return [], [
             Rejection(CAPACITY_FILTER, f"flex-start VMs run at most 7 days; the job expects {hours:,.1f} h")
         ]
-    ratio = next((r for r in flex_start_ratios() if fnmatch.fnmatchcase(it.name, r[0])), None)
-    if ratio is None:
+    rate = next((r for r in flex_start_rates() if fnmatch.fnmatchcase(it.name, r.series)), None)
+    if rate is None:
         return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
-    _, share, source, as_of, note = ratio
     offers = []
     for (cloud, name, region), price in sorted(catalog.on_demand_prices.items()):
         if cloud != "gcp" or name != it.name:
@@ -395,10 +420,11 @@ def flex_start_offers(
             continue
         terms = CapacityTerms(
             kind="flex-start",
-            estimate=True,
-            source=source,
-            as_of=as_of,
-            note=f"{share:g} × on-demand ${price:,.4f}/h (ESTIMATE): {note}",
+            estimate=rate.estimate,
+            source=rate.source,
+            as_of=rate.as_of,
+            note=f"{rate.ratio:g} × on-demand ${price:,.4f}/h ({rate.basis}): {rate.note}",
+            rate_basis=rate.basis,
         )
         offers.append(
             Offer(
@@ -406,10 +432,10 @@ def flex_start_offers(
                 region=region,
                 zone=None,
                 market="flex-start",
-                hourly_usd=price * share,
-                source=source,
-                as_of=as_of,
-                confidence="low",
+                hourly_usd=price * rate.ratio,
+                source=rate.source,
+                as_of=rate.as_of,
+                confidence="low" if rate.estimate else "high",
                 notes=terms.note,
                 capacity=terms,
             )
@@ -496,7 +522,7 @@ def describe(offer: Offer, instances: int) -> str:
     if terms.kind == "flex-start":
         return (
             f"flex-start {name}: queued until capacity, then guaranteed for the run (at most 7 days; "
-            f"rate ESTIMATE as of {terms.as_of})"
+            f"rate {terms.rate_basis}, as of {terms.as_of})"
         )
     overflow = instances - min(terms.reserved, instances)
     extra = f", {overflow} more on-demand (capacity.overflow)" if overflow else ""
