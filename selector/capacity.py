@@ -41,6 +41,7 @@ from pathlib import Path
 
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.consumption import row_for
+from selector.obtainability import flex_queue_hours
 from selector.sizing import Rejection, Shape
 from selector.spec import WorkloadSpec
 
@@ -408,6 +409,16 @@ def flex_start_offers(
     if hours > FLEX_MAX_HOURS:
         return [], [
             Rejection(CAPACITY_FILTER, f"flex-start VMs run at most 7 days; the job expects {hours:,.1f} h")
+        ]
+    ttl = spec.teardown.ttl if spec.teardown is not None else None
+    queue = flex_queue_hours()
+    if ttl is not None and hours + queue > ttl:
+        return [], [
+            Rejection(
+                CAPACITY_FILTER,
+                f"flex-start: the job's {hours:,.1f} h plus an expected queue of {queue:,.1f} h (ESTIMATE) "
+                f"exceed teardown.ttl {ttl:g} h: the deadline would cut the run",
+            )
         ]
     rate = next((r for r in flex_start_rates() if fnmatch.fnmatchcase(it.name, r.series)), None)
     if rate is None:

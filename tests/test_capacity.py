@@ -379,6 +379,22 @@ def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> No
         assert "ESTIMATE" in describe_capacity(c.offer, c.shape.instances)
 
 
+def test_flex_start_queue_is_an_estimate_and_must_fit_before_the_deadline() -> None:
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    result = _plan(raw)
+    assert result.choice is not None and result.choice.offer.market == "flex-start"
+    obt = result.choice.cost.obtainability
+    assert obt is not None and obt.estimated and obt.level != "high"
+    assert "queue time unknown: an ESTIMATE" in obt.describe()
+    assert result.choice.cost.wait_hours >= 2.0  # not the 20 min of an on-demand launch
+    # a deadline that leaves the job's hours but not the queue: flex-start cannot run it
+    raw["teardown"] = {"ttl": f"{round(result.choice.shape.job_hours or 0) + 1}h"}
+    tight = _plan(raw)
+    assert tight.choice is None or tight.choice.offer.market != "flex-start"
+    reasons = " ".join(m.rejection.reason for m in tight.misses) + str(tight.rejection_examples)
+    assert "expected queue" in reasons and "teardown.ttl" in reasons
+
+
 def test_flex_start_rates_name_their_basis_and_never_undercut_googles_bound() -> None:
     rates = flex_start_rates()
     assert all(0.47 <= r.ratio <= 1.0 and r.basis and r.source.startswith("https://") for r in rates)
