@@ -228,7 +228,7 @@ def _capacity(offer: Offer) -> Obtainability:
         return Obtainability(min(P_MAX, p), level_of(p), why, estimated=not live)
     if market == "flex-start":
         p = float(table["flex-start"])
-        why = ("queued until capacity, then guaranteed for the run", "queue time unknown: an ESTIMATE")
-        return Obtainability(p, level_of(p), why, True)
+        queued = ("queued until capacity, then guaranteed for the run", "queue time unknown: an ESTIMATE")
+        return Obtainability(p, level_of(p), queued, True)
     p = float(table["reservation"])
     return Obtainability(p, level_of(p), ("capacity held by the reservation",), estimated=False)
