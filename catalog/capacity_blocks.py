@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, date, datetime, time
 from typing import Any
 
-from selector.capacity import BlockAsk, BlockQuote
+from selector.capacity import BlockAsk, BlockQuote, latest_block_end
 
 OPERATION = "DescribeCapacityBlockOfferings"
 SOURCE = f"https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_{OPERATION}.html"
@@ -76,8 +76,8 @@ def block_offerings(
         }
         if ask.start_after is not None:
             args["StartDateRange"] = datetime.combine(ask.start_after, time(0), tzinfo=UTC)
-        if ask.start_before is not None:
-            args["EndDateRange"] = datetime.combine(ask.start_before, time(0), tzinfo=UTC)
+        if ask.start_before is not None:  # EndDateRange is the latest END date
+            args["EndDateRange"] = latest_block_end(ask.start_before, ask.duration_hours)
         try:
             client = client_for(ask.region)
             token: str | None = None

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time, timedelta
 
-from selector.capacity import FLEX_MAX_HOURS, FLEX_MIN_HOURS, CapacityTerms
+from selector.capacity import FLEX_MAX_HOURS, FLEX_MIN_HOURS, CapacityTerms, latest_block_end
 from selector.catalog import Offer
 
 PURCHASE_KEY = "gpufit:purchaseCapacityBlock"
@@ -35,6 +35,9 @@ class CapacityTarget:
     upfront_usd: float = 0.0
     offering_id: str | None = None
     estimate: bool = True
+    start_after: date | None = None
+    start_before: date | None = None
+    run_hours: float = 0.0  # flex-start: how long its VMs run (the plan's lifetime, not the clock)
 
     @property
     def resource_group(self) -> bool:
@@ -56,6 +59,8 @@ def capacity_target(offer: Offer) -> CapacityTarget | None:
             upfront_usd=terms.upfront_usd,
             offering_id=terms.offering_id,
             estimate=terms.estimate,
+            start_after=terms.start_after,
+            start_before=terms.start_before,
         )
     if terms.kind == "reservation":
         return CapacityTarget(kind=terms.kind, reservation_id=terms.reservation_id, affinity=terms.affinity)
@@ -77,10 +82,32 @@ def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | No
     )
 
 
-def flex_run_seconds(created_at: datetime, expires_at: datetime) -> int:
-    """A flex-start resize request's run duration: until the deadline, within the 600 to
-    604,800 s the API accepts (``ResizeRequestRequestedRunDurationArgs.seconds``)."""
-    seconds = math.floor((expires_at - created_at).total_seconds())
+def offering_window(target: CapacityTarget, now: datetime) -> tuple[datetime, datetime]:
+    """``get_capacity_block_offering``'s (StartDateRange, EndDateRange) for the purchase: from
+    the start window's first day, never before ``now`` (a block cannot be bought in the past),
+    to the latest END of a block starting by its last day (EndDateRange is "The latest end
+    date", botocore 1.44.8). Without ``capacity.start_before`` the plan wants the earliest
+    block: its last start day is the planned start day, or the day after ``now`` once that
+    day's 11:30 UTC start has passed (a gpufit choice: a day's slack, not eight weeks)."""
+    assert target.block_start is not None
+    earliest = now.astimezone(UTC)
+    if target.start_after is not None:
+        earliest = max(earliest, datetime.combine(target.start_after, time(0), tzinfo=UTC))
+    last_day = target.start_before
+    if last_day is None:
+        last_day = max(target.block_start.date(), earliest.date() + timedelta(days=1))
+    return earliest, latest_block_end(last_day, target.block_hours)
+
+
+def flex_run_seconds(run_hours: float) -> int:
+    """A flex-start resize request's run duration: the plan's lifetime of the machines
+    (``deployment.translate.lifetime_hours``: the TTL, else the job's hours with slack), within
+    the 600 to 604,800 s the API accepts (``ResizeRequestRequestedRunDurationArgs.seconds``).
+    Taken from the plan, never from the clock: the Compute API cannot update a resize request
+    (``regionInstanceGroupManagerResizeRequests`` has cancel, delete, get, insert and list only,
+    compute.v1 discovery document), so a changed duration on a later ``pulumi up`` would
+    replace it, and a new request raises the group's target size by its ``resizeBy`` again."""
+    seconds = math.floor(run_hours * 3600)
     return int(min(max(seconds, FLEX_MIN_HOURS * 3600), FLEX_MAX_HOURS * 3600))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from deployment.capacity import capacity_target
@@ -200,6 +201,8 @@ def deployment_from_plan(
     created = created_at.astimezone(UTC)
     expiry = expires_at or created + timedelta(hours=lifetime_hours(plan))
     capacity = capacity_target(choice.offer)
+    if capacity is not None and capacity.kind == "flex-start":  # issue 26: a duration stable across runs
+        capacity = replace(capacity, run_hours=lifetime_hours(plan))
     if capacity is not None and capacity.block_end is not None and expires_at is None:
         # The deadline is the block's end (AWS terminates its machines then), a little before it.
         expiry = block_deadline(choice.offer)

@@ -19,12 +19,14 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   trying to create compute instances until resources become available", then they "run
   uninterrupted for up to seven days"
   (https://docs.cloud.google.com/compute/docs/instances/provisioning-models). Jobs of 10 minutes
-  to 7 days; priced as the type's on-demand price × a ratio from
-  ``data/capacity/gcp_flex_start.csv`` (an ESTIMATE, dated).
+  to 7 days; priced as the type's on-demand price × a ratio per series from
+  ``data/capacity/gcp_flex_start.csv`` (dated; on-demand itself where no discount figure can
+  be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
-  reservation the user holds. Its machines are already paid: marginal cost 0. Machines beyond
-  it run on-demand only with ``capacity.overflow``; without it the reservation is the only
-  feasible offer.
+  reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
+  more machines than it holds is not offered on it (the extra machines would target it and fail
+  to launch). With ``capacity.overflow`` the catalog's other offers stay feasible; without it the
+  reservation is the only feasible offer.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pathlib import Path
 
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.consumption import row_for
+from selector.obtainability import flex_queue_hours
 from selector.sizing import Rejection, Shape
 from selector.spec import WorkloadSpec
 
@@ -72,6 +75,16 @@ def block_days(hours: float) -> int | None:
 def block_instances(instances: int) -> int | None:
     """The smallest block size AWS lists that holds ``instances`` (None above 64)."""
     return next((n for n in BLOCK_COUNTS if n >= instances), None)
+
+
+def latest_block_end(latest_start: date, duration_hours: int) -> datetime:
+    """``DescribeCapacityBlockOfferings``' ``EndDateRange`` for blocks starting by the end of
+    ``latest_start``: it bounds the END, not the start ("The latest end date for the Capacity
+    Block offering", botocore 1.44.8 ``DescribeCapacityBlockOfferingsRequest``), so a block
+    starting that day (at 11:30 UTC) ends ``duration_hours`` later, before midnight + duration."""
+    return datetime.combine(latest_start + timedelta(days=1), time(0), tzinfo=UTC) + timedelta(
+        hours=duration_hours
+    )
 
 
 def block_end(start: date, days: int) -> datetime:
@@ -135,6 +148,9 @@ class CapacityTerms:
     reserved: int = 0
     affinity: str = "specific"
     overflow: bool = False
+    start_after: date | None = None  # a block's start window (capacity.start_after/start_before)
+    start_before: date | None = None
+    rate_basis: str = ""  # flex-start: what its rate rests on (gcp_flex_start.csv ``basis``)
 
     @property
     def deadline(self) -> datetime | None:
@@ -166,15 +182,39 @@ def reference_blocks() -> tuple[BlockQuote, ...]:
     return tuple(quotes)
 
 
+@dataclass(frozen=True, slots=True)
+class FlexRate:
+    """A flex-start price as a share of on-demand, for a series (``gcp_flex_start.csv``):
+    ``basis`` is the short reason the Capacity line shows, ``note`` the full evidence."""
+
+    series: str  # a glob of machine types
+    ratio: float
+    source: str
+    as_of: str
+    basis: str
+    note: str
+
+    @property
+    def estimate(self) -> bool:
+        return self.basis.startswith("ESTIMATE")
+
+
 @lru_cache(maxsize=1)
-def flex_start_ratios() -> tuple[tuple[str, float, str, str, str], ...]:
-    """(series glob, ratio of on-demand, source, as_of, note) from ``gcp_flex_start.csv``."""
+def flex_start_rates() -> tuple[FlexRate, ...]:
+    """The flex-start rates of ``gcp_flex_start.csv``. Where no figure can be checked the row
+    prices flex-start at on-demand (ratio 1): Google promises only "a discount up to 53%", so
+    any lower figure could make flex-start look cheaper than it is."""
     rows = []
     for i, raw in enumerate(_csv("gcp_flex_start.csv")):
         ratio = float(raw["on_demand_ratio"])
-        if not 0 < ratio <= 1 or not raw["source_url"].startswith("https://"):
-            raise ValueError(f"gcp_flex_start.csv:{i + 2}: ratio in (0, 1] and an https source")
-        rows.append((raw["series"], ratio, raw["source_url"], raw["as_of"], raw["notes"]))
+        if not 0.47 <= ratio <= 1 or not raw["source_url"].startswith("https://") or not raw["basis"]:
+            raise ValueError(
+                f"gcp_flex_start.csv:{i + 2}: ratio in [0.47, 1] (Google: 'a discount up to 53%'), "
+                "an https source and a basis"
+            )
+        rows.append(
+            FlexRate(raw["series"], ratio, raw["source_url"], raw["as_of"], raw["basis"], raw["notes"])
+        )
     return tuple(rows)
 
 
@@ -255,7 +295,19 @@ def block_offers(
             quote = reference_quote(it.name, region)
         if quote is None:
             continue
-        offers.append(_block_offer(it, region, shape, quote, days, count, start))
+        offers.append(
+            _block_offer(
+                it,
+                region,
+                shape,
+                quote,
+                days,
+                count,
+                start,
+                spec.capacity.start_after,
+                spec.capacity.start_before,
+            )
+        )
     if not offers and live is not None:
         rejections.append(
             Rejection(
@@ -285,7 +337,15 @@ def _best_offering(
 
 
 def _block_offer(
-    it: InstanceType, region: str, shape: Shape, quote: BlockQuote, days: int, count: int, start: date
+    it: InstanceType,
+    region: str,
+    shape: Shape,
+    quote: BlockQuote,
+    days: int,
+    count: int,
+    start: date,
+    start_after: date | None = None,
+    start_before: date | None = None,
 ) -> Offer:
     if quote.live:
         assert quote.start is not None and quote.end is not None and quote.upfront_usd is not None
@@ -313,6 +373,8 @@ def _block_offer(
         rate_usd=upfront / (count * block_hours),
         offering_id=quote.offering_id,
         availability_zone=quote.availability_zone,
+        start_after=start_after,
+        start_before=start_before,
     )
     return Offer(
         instance=it,
@@ -348,10 +410,19 @@ def flex_start_offers(
         return [], [
             Rejection(CAPACITY_FILTER, f"flex-start VMs run at most 7 days; the job expects {hours:,.1f} h")
         ]
-    ratio = next((r for r in flex_start_ratios() if fnmatch.fnmatchcase(it.name, r[0])), None)
-    if ratio is None:
+    ttl = spec.teardown.ttl if spec.teardown is not None else None
+    queue = flex_queue_hours()
+    if ttl is not None and hours + queue > ttl:
+        return [], [
+            Rejection(
+                CAPACITY_FILTER,
+                f"flex-start: the job's {hours:,.1f} h plus an expected queue of {queue:,.1f} h (ESTIMATE) "
+                f"exceed teardown.ttl {ttl:g} h: the deadline would cut the run",
+            )
+        ]
+    rate = next((r for r in flex_start_rates() if fnmatch.fnmatchcase(it.name, r.series)), None)
+    if rate is None:
         return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
-    _, share, source, as_of, note = ratio
     offers = []
     for (cloud, name, region), price in sorted(catalog.on_demand_prices.items()):
         if cloud != "gcp" or name != it.name:
@@ -360,10 +431,11 @@ def flex_start_offers(
             continue
         terms = CapacityTerms(
             kind="flex-start",
-            estimate=True,
-            source=source,
-            as_of=as_of,
-            note=f"{share:g} × on-demand ${price:,.4f}/h (ESTIMATE): {note}",
+            estimate=rate.estimate,
+            source=rate.source,
+            as_of=rate.as_of,
+            note=f"{rate.ratio:g} × on-demand ${price:,.4f}/h ({rate.basis}): {rate.note}",
+            rate_basis=rate.basis,
         )
         offers.append(
             Offer(
@@ -371,10 +443,10 @@ def flex_start_offers(
                 region=region,
                 zone=None,
                 market="flex-start",
-                hourly_usd=price * share,
-                source=source,
-                as_of=as_of,
-                confidence="low",
+                hourly_usd=price * rate.ratio,
+                source=rate.source,
+                as_of=rate.as_of,
+                confidence="low" if rate.estimate else "high",
                 notes=terms.note,
                 capacity=terms,
             )
@@ -398,25 +470,26 @@ def reservation_offer(
     covered = min(held.count, shape.instances)
     od = catalog.on_demand_prices.get((it.cloud, it.name, held.region))
     if shape.instances > held.count:
-        if not spec.capacity.overflow:
-            return (
-                None,
-                (0, 0.0),
-                Rejection(
-                    CAPACITY_FILTER,
-                    f"needs {shape.instances} × {it.name}; reservation {held.id} holds {held.count} "
-                    "(capacity.overflow: true runs the rest on-demand)",
-                    gap=shape.instances / held.count - 1.0,
-                ),
-            )
-        if od is None:
-            return (
-                None,
-                (0, 0.0),
-                Rejection(
-                    CAPACITY_FILTER, f"no on-demand price of {it.name} in {held.region} for the overflow"
-                ),
-            )
+        # Every machine of the fleet targets the reservation (AWS: a targeted launch "either
+        # omit[s] capacity_reservation_preference or set[s] it to capacity-reservations-only",
+        # pulumi-aws LaunchTemplateCapacityReservationSpecificationArgs; GCP: SPECIFIC_RESERVATION
+        # does not fall back to on-demand): the machines beyond it would fail to launch, so a
+        # plan that needs them is not offered on it. Splitting the fleet is not built yet.
+        other = (
+            "capacity.overflow: true lets other offers run it"
+            if not spec.capacity.overflow
+            else ("other offers run it (capacity.overflow)")
+        )
+        return (
+            None,
+            (0, 0.0),
+            Rejection(
+                CAPACITY_FILTER,
+                f"needs {shape.instances} × {it.name}; reservation {held.id} holds {held.count} and "
+                f"machines beyond a reservation are not provisioned beside it; {other}",
+                gap=shape.instances / held.count - 1.0,
+            ),
+        )
     terms = CapacityTerms(
         kind="reservation",
         estimate=False,
@@ -460,7 +533,7 @@ def describe(offer: Offer, instances: int) -> str:
     if terms.kind == "flex-start":
         return (
             f"flex-start {name}: queued until capacity, then guaranteed for the run (at most 7 days; "
-            f"rate ESTIMATE as of {terms.as_of})"
+            f"rate {terms.rate_basis}, as of {terms.as_of})"
         )
     overflow = instances - min(terms.reserved, instances)
     extra = f", {overflow} more on-demand (capacity.overflow)" if overflow else ""

@@ -226,6 +226,12 @@ def failure_usd(
     return f * max(lost + rerun - launched_usd, 0.0)
 
 
+def flex_queue_hours() -> float:
+    """The expected flex-start queue, (1 − p) ÷ p of ``capacity.flex-start`` (an ESTIMATE)."""
+    p = float(_data()["capacity"]["flex-start"])
+    return (1.0 - p) / p
+
+
 def _capacity(offer: Offer) -> Obtainability:
     """A capacity option's p (``data/obtainability.yaml`` ``capacity``): a Capacity Block from a
     reference price may find no offering for its window (an estimate); a live offering can be
@@ -241,6 +247,7 @@ def _capacity(offer: Offer) -> Obtainability:
         return Obtainability(min(P_MAX, p), level_of(p), why, estimated=not live)
     if market == "flex-start":
         p = float(table["flex-start"])
-        return Obtainability(p, level_of(p), ("queued until capacity, then guaranteed for the run",), True)
+        queued = ("queued until capacity, then guaranteed for the run", "queue time unknown: an ESTIMATE")
+        return Obtainability(p, level_of(p), queued, True)
     p = float(table["reservation"])
     return Obtainability(p, level_of(p), ("capacity held by the reservation",), estimated=False)

@@ -202,7 +202,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             quote = reference_quote(str(args.args["instanceType"]), self.region)
             rate = quote.rate_usd if quote is not None else 40.0
             hours, count = int(args.args["capacityDurationHours"]), int(args.args["instanceCount"])
-            return invoke_answer(dict(args.args), self.region, rate * hours * count * self.block_fee_factor)
+            return invoke_answer(
+                dict(args.args),
+                self.region,
+                rate * hours * count * self.block_fee_factor,
+                self.contracts.stack.now,
+            )
         if args.token == "aws:ec2/getSubnets:getSubnets":
             zones = filters.get("availability-zone-id", filters.get("availability-zone"))
             if zones is not None:

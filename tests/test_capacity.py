@@ -20,12 +20,15 @@ import yaml
 from catalog.capacity_blocks import block_offerings, quote_of
 from deployment import deployment_from_plan
 from deployment.capacity import flex_run_seconds, purchase_refusal
+from deployment.translate import lifetime_hours
 from selector.capacity import (
     BLOCK_COUNTS,
     BlockAsk,
     CapacityTerms,
     block_days,
     block_instances,
+    describe as describe_capacity,
+    flex_start_rates,
     reference_blocks,
 )
 from selector.capacity_plan import block_asks, capacity_alternatives
@@ -205,7 +208,7 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
         request = mocks.one(RESIZE)
         seconds = int(request.inputs["requestedRunDuration"]["seconds"])
         assert 600 <= seconds <= 604_800
-        assert seconds == flex_run_seconds(NOW, d.expires_at)
+        assert seconds == flex_run_seconds(lifetime_hours(result))
         assert request.inputs["resizeBy"] == d.nodes
         assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0
 
@@ -272,13 +275,26 @@ def test_a_reservation_too_small_without_overflow_is_infeasible_and_says_why() -
     result = _plan(raw)
     assert result.choice is None
     why = result.rejection_examples["capacity"]
-    assert "holds 1 (capacity.overflow: true runs the rest on-demand)" in why
-    raw["capacity"]["overflow"] = True
+    assert "holds 1 and machines beyond a reservation are not provisioned beside it" in why
+    assert "capacity.overflow: true lets other offers run it" in why
+
+
+def test_overflow_never_puts_more_machines_on_a_reservation_than_it_holds() -> None:
+    """Every machine of a fleet targets the reservation, and a targeted launch does not fall
+    back to on-demand: a plan needing more machines than it holds must run elsewhere."""
+    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")  # several 8-GPU nodes
+    held = {"id": "cr-0123456789abcdef0", "cloud": "aws", "instance_type": "p5.48xlarge", "count": 1}
+    raw["capacity"] = {"reservation": {**held, "region": "us-east-1"}, "overflow": True}
     over = _plan(raw)
-    assert over.choice is not None
-    if over.choice.offer.market == "reservation":  # the reserved machine is free, the rest on-demand
-        extra = over.choice.shape.instances - 1
-        assert over.choice.cost.hourly_usd == pytest.approx(over.choice.offer.hourly_usd * extra)
+    assert over.choice is not None and over.choice.shape.instances > 1
+    assert over.choice.offer.market != "reservation"
+    mocks, _ = run_program({"gpufit:workload": raw}, NOW)
+    targeted = [
+        r
+        for r in mocks.of_type(LAUNCH_TEMPLATE) + mocks.of_type(INSTANCE)
+        if "cr-0123456789abcdef0" in json.dumps(r.inputs.get("capacityReservationSpecification"))
+    ]
+    assert len(targeted) <= 1
 
 
 def test_a_resource_group_reservation_is_targeted_by_arn() -> None:
@@ -328,6 +344,22 @@ def test_flex_start_is_for_jobs_of_at_most_seven_days() -> None:
     )
 
 
+@pytest.mark.parametrize("pinned", [None, "2026-12-07T12:00:00Z"])
+def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str | None) -> None:
+    """A resize request has no update (compute.v1: cancel, delete, get, insert, list): a changed
+    input would replace it and add its VMs again."""
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "p", "gpufit:expiresAt": pinned}
+    seen = []
+    for now in (NOW, NOW + timedelta(hours=1)):
+        mocks, _ = run_program(config, now)
+        request = mocks.one(RESIZE)
+        duration = mocks.one(GCP_TEMPLATE).inputs["scheduling"]["maxRunDuration"]
+        seen.append((request.inputs, duration, set(mocks.requests[(RESIZE, request.name)].ignoreChanges)))
+    assert seen[0][:2] == seen[1][:2]
+    assert {"requestedRunDuration", "resizeBy"} <= seen[1][2]
+
+
 def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> None:
     raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
     raw["capacity"] = {"flex_start": "allow"}
@@ -335,11 +367,45 @@ def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> No
     feasible: list[Any] = []
     plan(parse_spec(raw), catalog, today=TODAY, feasible_out=feasible)
     flex = [c for c in feasible if c.offer.market == "flex-start"]
-    assert flex
+    assert {c.offer.instance.name.split("-")[0] for c in flex} >= {"a2", "a3"}
     for c in flex:
         od = catalog.on_demand_prices[("gcp", c.offer.instance.name, c.offer.region)]
-        assert c.offer.hourly_usd == pytest.approx(od * 0.55)
+        name = c.offer.instance.name
+        # A2 with A100 40GB: the DWS SKUs' 0.55 (one observation, an ESTIMATE); A3 and A2 with
+        # A100 80GB: no figure, so on-demand, the most it can cost under "a discount up to 53%"
+        share = 0.55 if name.startswith(("a2-highgpu", "a2-megagpu")) else 1.0
+        assert c.offer.hourly_usd == pytest.approx(od * share)
         assert c.cost.interruption_rate_per_h == 0 and c.offer.confidence == "low"
+        assert "ESTIMATE" in describe_capacity(c.offer, c.shape.instances)
+
+
+def test_flex_start_queue_is_an_estimate_and_must_fit_before_the_deadline() -> None:
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    result = _plan(raw)
+    assert result.choice is not None and result.choice.offer.market == "flex-start"
+    obt = result.choice.cost.obtainability
+    assert obt is not None and obt.estimated and obt.level != "high"
+    assert "queue time unknown: an ESTIMATE" in obt.describe()
+    assert result.choice.cost.wait_hours >= 2.0  # not the 20 min of an on-demand launch
+    # a deadline that leaves the job's hours but not the queue: flex-start cannot run it
+    raw["teardown"] = {"ttl": f"{round(result.choice.shape.job_hours or 0) + 1}h"}
+    tight = _plan(raw)
+    assert tight.choice is None or tight.choice.offer.market != "flex-start"
+    reasons = " ".join(m.rejection.reason for m in tight.misses) + str(tight.rejection_examples)
+    assert "expected queue" in reasons and "teardown.ttl" in reasons
+
+
+def test_flex_start_rates_name_their_basis_and_never_undercut_googles_bound() -> None:
+    rates = flex_start_rates()
+    assert all(0.47 <= r.ratio <= 1.0 and r.basis and r.source.startswith("https://") for r in rates)
+    by_series = {r.series: r for r in rates}
+    assert by_series["a3-*"].ratio == 1.0 and by_series["a4-*"].ratio == 1.0
+    assert (
+        by_series["a2-highgpu-*"].ratio == 0.55 and "DWS Defined Duration" in by_series["a2-highgpu-*"].note
+    )
+    # Google: "For A4, A3, A2, and H4D machine types, you obtain ... at a discounted price": not G2
+    g2 = by_series["g2-standard-*"]
+    assert g2.ratio == 1.0 and not g2.estimate and "about-flex-start-vms" in g2.source
 
 
 # --- live offerings: a fake EC2 checked against botocore's model ---------------------------------
@@ -394,6 +460,74 @@ def test_the_fake_refuses_what_ec2_refuses() -> None:
         )["CapacityReservation"]["ReservationType"]
         == "capacity-block"
     )
+
+
+def test_end_date_range_is_the_latest_end_so_the_window_adds_the_duration() -> None:
+    """botocore 1.44.8 DescribeCapacityBlockOfferingsRequest: StartDateRange "The earliest start
+    date", EndDateRange "The latest end date for the Capacity Block offering"."""
+    last_day = Offering(
+        "p4d.24xlarge",
+        "us-east-2",
+        "us-east-2a",
+        1,
+        datetime(2026, 12, 20, 11, 30, tzinfo=UTC),
+        48,
+        700.0,
+        "cb-0aaaaaaaaaaaaaaa3",
+    )
+    too_late = replace_start(last_day, datetime(2026, 12, 21, 11, 30, tzinfo=UTC), "cb-0aaaaaaaaaaaaaaa4")
+    market = FakeEc2Capacity("us-east-2", [last_day, too_late])
+    # the fake follows the documented meaning: an offering ending after EndDateRange is not returned
+    answer = market.describe_capacity_block_offerings(
+        InstanceType="p4d.24xlarge",
+        InstanceCount=1,
+        CapacityDurationHours=48,
+        EndDateRange=datetime(2026, 12, 21, tzinfo=UTC),
+    )
+    assert answer["CapacityBlockOfferings"] == []
+    ask = BlockAsk("p4d.24xlarge", "us-east-2", 1, 48, date(2026, 12, 9), date(2026, 12, 20))
+    quotes, notes = block_offerings([ask], clients(market), TODAY)
+    assert notes == [] and [q.offering_id for q in quotes] == ["cb-0aaaaaaaaaaaaaaa3"]
+    sent = market.requests[-1][1]
+    assert sent["StartDateRange"] == datetime(2026, 12, 9, tzinfo=UTC)
+    assert sent["EndDateRange"] == datetime(2026, 12, 23, tzinfo=UTC)  # 12-20 + 1 day + 48 h
+
+
+def replace_start(o: Offering, start: datetime, offering_id: str) -> Offering:
+    return Offering(
+        o.instance_type,
+        o.region,
+        o.availability_zone,
+        o.instance_count,
+        start,
+        o.hours,
+        o.upfront_fee,
+        offering_id,
+    )
+
+
+def _offering_lookup(raw: dict[str, Any], now: datetime) -> dict[str, Any]:
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, now)
+    assert mocks.one(BLOCK_RESOURCE)
+    return next(a for t, a in mocks.invokes if t.endswith("getCapacityBlockOffering"))
+
+
+def test_the_purchase_looks_up_the_start_window_never_the_past() -> None:
+    # start window 12-09..12-20: from its first day to the latest end of a block starting on its last
+    args = _offering_lookup(_block_raw(), NOW)
+    assert args["startDateRange"] == "2026-12-09T00:00:00Z"
+    assert args["endDateRange"] == "2026-12-23T00:00:00Z"
+    # no window, deployed at 12:00 UTC (the frozen clock), after the day's 11:30 block start:
+    # the lookup starts now, not at the plan's 11:30, and takes the next day's block
+    raw = _block_raw()
+    del raw["capacity"]["start_after"], raw["capacity"]["start_before"]
+    args = _offering_lookup(raw, NOW)
+    assert args["startDateRange"] == "2026-12-04T12:00:00Z"
+    assert args["endDateRange"] == "2026-12-08T00:00:00Z"  # a block starting by 12-05 (2 days)
+    # deployed a week after the window opened: the lookup starts at the deployment, not before it
+    later = datetime(2026, 12, 12, 9, 0, tzinfo=UTC)
+    args = _offering_lookup(_block_raw(), later)
+    assert args["startDateRange"] == "2026-12-12T09:00:00Z"
 
 
 def test_the_plan_asks_for_the_block_it_needs_and_takes_the_cheapest_live_offering() -> None:
@@ -499,7 +633,9 @@ def test_the_policy_budget_counts_the_vms_a_flex_start_request_adds() -> None:
 
     raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
     mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
-    resources = [(r.typ, r.inputs, "us-east4") for r in mocks.resources]
+    chosen = _plan(raw).choice
+    assert chosen is not None
+    resources = [(r.typ, r.inputs, chosen.offer.region) for r in mocks.resources]
     assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0  # its VMs come from the resize request
     problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
     assert any("over the budget" in p for p in problems), problems

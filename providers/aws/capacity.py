@@ -28,7 +28,7 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget
+from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget, offering_window
 from deployment.tags import iso_utc
 
 INSTANCE_PLATFORM = "Linux/UNIX"  # the Deep Learning AMIs gpufit boots are Ubuntu
@@ -67,12 +67,13 @@ def capacity_block(
     if target.offering_id is not None:
         offering_id = target.offering_id
     else:
+        earliest, latest_end = offering_window(target, d.created_at)
         found = aws.ec2.get_capacity_block_offering_output(
             capacity_duration_hours=target.block_hours,
             instance_count=target.block_instances,
             instance_type=d.machine_type,
-            start_date_range=_iso(target.block_start),
-            end_date_range=_iso(target.block_end),
+            start_date_range=_iso(earliest),
+            end_date_range=_iso(latest_end),
             opts=pulumi.InvokeOptions(parent=opts.parent, provider=opts.provider),
         )
         offering_id = pulumi.Output.all(found.capacity_block_offering_id, found.upfront_fee).apply(
@@ -83,8 +84,13 @@ def capacity_block(
         capacity_block_offering_id=offering_id,
         instance_platform=INSTANCE_PLATFORM,
         tags=tags,
-        # Not deletable: a destroy drops it from state, and a replacement would buy a second one.
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)),
+        # Not deletable: a destroy drops it from state, and a replacement would buy a second one:
+        # a later `pulumi up`'s lookup (its window moves with the clock) may name another
+        # offering, which must not replace the block bought.
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(retain_on_delete=True, ignore_changes=["capacityBlockOfferingId"]),
+        ),
     )
 
 

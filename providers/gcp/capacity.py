@@ -37,7 +37,7 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
             on_host_maintenance="TERMINATE",
             instance_termination_action="DELETE",
             max_run_duration=gcp.compute.RegionInstanceTemplateSchedulingMaxRunDurationArgs(
-                seconds=flex_run_seconds(d.created_at, d.expires_at)
+                seconds=_run_seconds(d)
             ),
         )
     return gcp.compute.RegionInstanceTemplateSchedulingArgs(
@@ -77,7 +77,8 @@ def initial_size(d: Deployment) -> int:
 def resize_request(
     base: str, d: Deployment, group: gcp.compute.RegionInstanceGroupManager, opts: pulumi.ResourceOptions
 ) -> gcp.compute.RegionResizeRequest | None:
-    """The flex-start request for the fleet's VMs, queued until capacity, run until the deadline."""
+    """The flex-start request for the fleet's VMs, queued until capacity, run for the plan's
+    lifetime (the deadline job deletes them at the deadline if that comes first)."""
     if not flex_start(d):
         return None
     return gcp.compute.RegionResizeRequest(
@@ -87,8 +88,17 @@ def resize_request(
         instance_group_manager=group.name,
         resize_by=d.nodes,
         requested_run_duration=gcp.compute.RegionResizeRequestRequestedRunDurationArgs(
-            seconds=str(flex_run_seconds(d.created_at, d.expires_at))
+            seconds=str(_run_seconds(d))
         ),
-        description=f"gpufit {d.workload} ({d.stack}): flex-start, runs until the deadline",
-        opts=opts,
+        description=f"gpufit {d.workload} ({d.stack}): flex-start, deleted by the deadline",
+        # No update exists for a resize request: a changed input replaces it, and the new
+        # request adds its VMs again (double cost) or loses the old one's place in the queue.
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(ignore_changes=["requestedRunDuration", "resizeBy"])
+        ),
     )
+
+
+def _run_seconds(d: Deployment) -> int:
+    assert d.capacity is not None
+    return flex_run_seconds(d.capacity.run_hours)

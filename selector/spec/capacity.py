@@ -4,8 +4,8 @@
 ``flex_start``: GCP Dynamic Workload Scheduler flex-start (queued, then guaranteed for the run);
 ``start_after``/``start_before``: the window a block may start in; ``reservation``: capacity
 the user already holds (an AWS On-Demand Capacity Reservation or resource group, a GCP
-reservation), described in full because gpufit plans offline; ``overflow``: whether machines
-beyond the reservation may run on-demand beside it.
+reservation), described in full because gpufit plans offline; ``overflow``: whether the catalog's
+other offers stay feasible beside the reservation.
 """
 
 from __future__ import annotations
@@ -93,8 +93,9 @@ class CapacitySpec(Strict):
     )
     overflow: bool = Field(
         False,
-        description="with a reservation: machines beyond it may run on-demand beside it, and "
-        "other offers stay feasible",
+        description="with a reservation: the catalog's other offers stay feasible (a plan needing "
+        "more machines than the reservation holds runs on them; machines beyond a reservation "
+        "are not provisioned beside it)",
     )
 
     @model_validator(mode="after")

@@ -8,7 +8,7 @@ and by the Pulumi mocks for ``aws.ec2.get_capacity_block_offering``."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
 from tests.contracts.aws_model import problems
@@ -88,15 +88,17 @@ class FakeEc2Capacity:
         start_after = params.get("StartDateRange")
         if start_after is not None and start_after > self.now + timedelta(weeks=8):
             raise InvalidRequest(f"StartDateRange {start_after}: {LEAD_RULE}")
-        end_before = params.get("EndDateRange")
+        latest_end = params.get("EndDateRange")
         matches = [
             o
             for o in self.offerings
             if o.instance_type == params.get("InstanceType")
             and o.instance_count == count
             and o.hours == params["CapacityDurationHours"]
+            # botocore 1.44.8 DescribeCapacityBlockOfferingsRequest: StartDateRange "The earliest
+            # start date", EndDateRange "The latest end date for the Capacity Block offering".
             and (start_after is None or o.start >= start_after)
-            and (end_before is None or o.start <= end_before)
+            and (latest_end is None or o.start + timedelta(hours=o.hours) <= latest_end)
         ]
         first = int(params.get("NextToken") or 0)
         size = min(self.page_size or len(matches) or 1, params.get("MaxResults") or 1000)
@@ -139,14 +141,30 @@ def clients(*markets: FakeEc2Capacity) -> Any:
     return client_for
 
 
-def invoke_answer(args: dict[str, Any], region: str, fee: float) -> dict[str, Any]:
+def invoke_answer(args: dict[str, Any], region: str, fee: float, now: datetime) -> dict[str, Any]:
     """``aws:ec2/getCapacityBlockOffering`` (the provider's DescribeCapacityBlockOfferings): the
-    request checked as the fake checks it, one offering at ``fee``."""
-    duration = duration_problem(int(args["capacityDurationHours"]))
+    request checked as the fake checks it, and answered with the first block of the window (a
+    start at 11:30 UTC on or after ``startDateRange`` that ends by ``endDateRange``, the latest
+    END date) at ``fee``; a window starting before ``now`` or holding no block is refused (the
+    data source fails when AWS returns no offering)."""
+    hours = int(args["capacityDurationHours"])
+    duration = duration_problem(hours)
     if duration:
         raise InvalidRequest(duration)
     if not 1 <= int(args["instanceCount"]) <= 64:
         raise InvalidRequest(COUNT_RULE)
+    earliest = datetime.fromisoformat(str(args["startDateRange"]).replace("Z", "+00:00"))
+    latest_end = datetime.fromisoformat(str(args["endDateRange"]).replace("Z", "+00:00"))
+    if earliest < now:
+        raise InvalidRequest(f"startDateRange {earliest.isoformat()} is before now ({now.isoformat()})")
+    if earliest > now + timedelta(weeks=8):
+        raise InvalidRequest(f"startDateRange {earliest.isoformat()}: {LEAD_RULE}")
+    start = datetime.combine(earliest.date(), time(11, 30), tzinfo=UTC)
+    if start < earliest:
+        start += timedelta(days=1)
+    end = start + timedelta(hours=hours)
+    if end > latest_end:
+        raise InvalidRequest(f"no Capacity Block offering of {hours} h ends by {latest_end.isoformat()}")
     return {
         **args,
         "capacityBlockOfferingId": "cb-0123456789abcdef0",
