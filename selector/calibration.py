@@ -461,9 +461,8 @@ def geometric_mean(values: list[float]) -> float:
 
 
 def summarize(rows: list[Row], split: Split | None = None) -> list[KindSummary]:
-    """Per kind: count, geometric mean and range of the ratios (out-of-memory cases are bounds,
-    not measurements, and count only as under-provisioning when gpufit fits them), and the
-    under-provisioning rows; of one split when ``split`` is given."""
+    """Per kind: count, geometric mean and range of the ratios (out-of-memory cases are bounds, count
+    only as under-provisioning when fitted), under-provisioning rows; of ``split`` when given."""
     out: list[KindSummary] = []
     for kind in KINDS:
         of_kind = [
@@ -504,12 +503,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _gpu_cell(case: Case) -> str:
-    return f"{case.gpus}× {case.gpu}" if case.gpu else "— (GPU-independent)"
-
-
-def render_markdown(rows: list[Row]) -> str:
-    """docs/calibration.md: a summary line per kind, a table per kind, then the sources."""
+def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
+    """docs/calibration.md: a summary line per kind, ``issue_kinds`` (lines of
+    ``selector.calibration_kinds.render_issue_kinds``), a table per kind, then the sources."""
     lo, hi = RATIO_BAND
     lines = [
         "# Calibration: gpufit against published figures",
@@ -557,6 +553,7 @@ def render_markdown(rows: list[Row]) -> str:
             lines.append(
                 f"| {s.kind} | {split} | {s.count} | {s.geomean:.2f} | {s.low:.2f}–{s.high:.2f} | {s.under} |"
             )
+    lines += issue_kinds
     number = 0
     for kind in KINDS:
         kind_rows = [r for r in rows if r.case.kind == kind]
@@ -574,11 +571,12 @@ def render_markdown(rows: list[Row]) -> str:
         for row in kind_rows:
             number += 1
             c = row.case
+            gpu_cell = f"{c.gpus}× {c.gpu}" if c.gpu else "— (GPU-independent)"
             gpufit = f"{_number(row.gpufit)} {c.unit}"
             if row.detail:
                 gpufit += f" ({row.detail})"
             lines.append(
-                f"| {number} | {_cell(c.label)} | {_cell(_gpu_cell(c))} | {_cell(c.setting)} "
+                f"| {number} | {_cell(c.label)} | {_cell(gpu_cell)} | {_cell(c.setting)} "
                 f"| [{_published(c.value)} {c.unit}]({c.source.url}) | {_cell(gpufit)} "
                 f"| {row.ratio:.2f}{' ⚠' if row.under_provisions else ''} "
                 f"| {'excluded' if c.excluded else c.split} |"
