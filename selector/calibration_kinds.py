@@ -8,7 +8,7 @@ kinds (``selector.calibration.KINDS``) mix figures the issue's bar judges separa
     H100/H200/B200, the line the issue names ("batch-1 decode on H100/B200").
 ``serving_memory`` / ``finetune_memory``
     memory rows of a serving task / of a training task (fine-tuning peak memory).
-``training_gpu_hours``
+``training_gpu_hours`` / ``diffusion_seconds_per_image``
     as in ``selector.calibration``.
 
 A row's issue kind follows from what the case states (kind, task, concurrency, GPU): never from
@@ -30,6 +30,7 @@ IssueKind = Literal[
     "serving_memory",
     "finetune_memory",
     "training_gpu_hours",
+    "diffusion_seconds_per_image",
 ]
 ISSUE_KINDS: tuple[IssueKind, ...] = (
     "serving_speed_at_concurrency",
@@ -38,6 +39,7 @@ ISSUE_KINDS: tuple[IssueKind, ...] = (
     "serving_memory",
     "finetune_memory",
     "training_gpu_hours",
+    "diffusion_seconds_per_image",
 )
 HOPPER_BLACKWELL = frozenset({"H100", "H200", "B200"})
 
@@ -60,6 +62,8 @@ def issue_kinds_of(row: Row) -> tuple[IssueKind, ...]:
     if case.kind == "memory_gib":
         training = case.spec.get("task") in TRAINING_TASKS
         return ("finetune_memory",) if training else ("serving_memory",)
+    if case.kind == "diffusion_seconds_per_image":
+        return ("diffusion_seconds_per_image",)
     return ("training_gpu_hours",)
 
 
