@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from selector.calibration import compute_rows, load_cases, render_markdown  # noqa: E402
+from selector.calibration import compute_rows, load_cases  # noqa: E402
+from selector.calibration_kinds import render_document  # noqa: E402
 
 CASES = ROOT / "docs" / "calibration.yaml"
 TABLE = ROOT / "docs" / "calibration.md"
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cases", type=Path, default=CASES, help="calibration YAML (default: %(default)s)")
     parser.add_argument("--output", type=Path, default=TABLE, help="markdown table (default: %(default)s)")
     args = parser.parse_args(argv)
-    text = render_markdown(compute_rows(load_cases(args.cases)))
+    text = render_document(compute_rows(load_cases(args.cases)))
     if args.check:
         current = args.output.read_text(encoding="utf-8") if args.output.exists() else None
         if current != text:

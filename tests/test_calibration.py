@@ -21,10 +21,17 @@ from selector.calibration import (
     compute_rows,
     geometric_mean,
     load_cases,
-    render_markdown,
     split_of,
     summarize,
 )
+from selector.calibration_kinds import (
+    ISSUE_KINDS,
+    IssueKind,
+    issue_kinds_of,
+    render_document,
+    summarize_issue_kinds,
+)
+from selector.sizing import Rejection
 from tests.conftest import ROOT
 
 CASES = ROOT / "docs" / "calibration.yaml"
@@ -40,16 +47,6 @@ KNOWN_HELD_OUT_OUT_OF_BAND: dict[Kind, str] = {}
 """Held-out kinds outside issue 24's band, each on the safe side, with why (strict: the test fails
 once the kind is back in band, so the entry must then be removed)."""
 
-KNOWN_UNDER_PROVISIONING: dict[str, str] = {
-    "gptfast-mixtral-int8-tp1": "gpt-fast's int8 Mixtral on one GPU: slower per byte than its TP 2-8 runs",
-    "qwen25-3b-vllm-bf16-in1": "vLLM 0.6.3 (before the V1 engine): ~2 ms a step beyond bytes and layers",
-    "llamacpp-a100sxm-llama3-8b-f16": "llama.cpp reaches 42% of the A100's bandwidth",
-    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1": "TGI 1.0.3 (2023), TP 8 over 8×A100-40GB",
-}
-"""Held-out rows gpufit over-promises by more than 10%, all measured on engines or releases gpufit
-does not launch; the first evaluation of the held-out set found them after fitting and they are
-reported, not tuned away (docs/calibration.md marks them ⚠)."""
-
 
 @pytest.fixture(scope="module")
 def rows() -> list[Row]:
@@ -58,7 +55,7 @@ def rows() -> list[Row]:
 
 def test_table_is_current(rows: list[Row]) -> None:
     """Recomputes every row; regenerate with `uv run --no-sync python scripts/calibration.py`."""
-    assert TABLE.read_text(encoding="utf-8") == render_markdown(rows)
+    assert TABLE.read_text(encoding="utf-8") == render_document(rows)
 
 
 def test_cases_cover_every_kind_with_sources(rows: list[Row]) -> None:
@@ -118,10 +115,69 @@ def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
     assert under == []
 
 
-def test_held_out_under_provisioning_is_only_the_known_rows(rows: list[Row]) -> None:
-    under = {r.case.id for r in rows if r.case.split == "held-out" and r.under_provisions}
-    assert under == set(KNOWN_UNDER_PROVISIONING)
-    assert all(split_of(case_id) == "held-out" for case_id in KNOWN_UNDER_PROVISIONING)
+ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
+    ("serving_speed_at_concurrency", "fitted"): "0.74 (0.63-0.98, 8 rows): NIM c5-c50 and "
+    "TensorRT-LLM static batches at 0.63-0.68; slow side, costlier offers, no under-provisioning",
+    ("serving_speed_at_concurrency", "held-out"): "0.75 (0.65-0.99, 3 rows): slow side",
+    ("batch1_decode_h100_b200", "held-out"): "0.76 (0.75-0.76, 2 rows: torchao int8wo 0.76, int4wo 0.75"
+    "): slow side",
+    ("finetune_memory", "held-out"): "1.38 (1.03-2.28, 4 rows): torchtune QLoRA 2.28 with CPU "
+    "activation offloading no field states; over-reserves (safe side)",
+    ("diffusion_seconds_per_image", "fitted"): "1.57 (1.51-1.64, 2 rows): both fitted rows are "
+    "torch.compile runs (Flux-dev 28 and 50 steps on H100); gpufit times the eager pipeline (slow side)",
+}
+"""Issue kinds outside the issue's 0.8-1.25 band, with the figure (strict: an entry must go once
+its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, round 3."""
+
+ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], str] = {
+    ("batch1_decode", "held-out"): "4 rows over-promise: gptfast-mixtral-int8-tp1 1.15, "
+    "qwen25-3b-vllm-bf16-in1 1.24, llamacpp-a100sxm-llama3-8b-f16 1.31, "
+    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.73",
+    ("diffusion_seconds_per_image", "held-out"): "difftao-h100-flux-int8wo-bs1 0.81: weight-only int8 "
+    "Flux is slower than bf16 (8.551 vs 6.573 s, dequantisation); gpufit times it as bf16",
+}
+"""Issue kinds with under-provisioning rows (strict xfail naming them; the bar is zero)."""
+
+
+def _per_issue_kind(table: dict[tuple[IssueKind, str], str]) -> list[object]:
+    return [
+        pytest.param(kind, split, marks=pytest.mark.xfail(reason=table[(kind, split)], strict=True))
+        if (kind, split) in table
+        else pytest.param(kind, split)
+        for split in ("fitted", "held-out")
+        for kind in ISSUE_KINDS
+    ]
+
+
+@pytest.mark.parametrize(("kind", "split"), _per_issue_kind(ISSUE_KIND_OUT_OF_BAND))
+def test_issue_kind_geomean_within_issue_band(rows: list[Row], kind: IssueKind, split: str) -> None:
+    """Each kind issue 24 names (serving speed at concurrency, batch-1 decode and its H100/B200
+    line, serving memory, fine-tuning memory, training), in each split, in 0.8-1.25."""
+    of_split = summarize_issue_kinds(rows, "fitted" if split == "fitted" else "held-out")
+    (summary,) = [s for s in of_split if s.kind == kind]
+    low, high = HOLDOUT_BAND
+    assert low <= summary.geomean <= high, f"{kind} {split}: {summary.geomean:.2f}"
+
+
+@pytest.mark.parametrize(("kind", "split"), _per_issue_kind(ISSUE_KIND_UNDER))
+def test_issue_kind_never_under_provisions(rows: list[Row], kind: IssueKind, split: str) -> None:
+    under = [
+        f"{r.case.id} {r.ratio:.2f}"
+        for r in rows
+        if r.case.split == split and kind in issue_kinds_of(r) and r.under_provisions
+    ]
+    assert under == []
+
+
+def test_issue_kinds_follow_what_the_case_states(rows: list[Row]) -> None:
+    """Concurrency, GPU and task decide the issue kind, never the ratio."""
+    by_id = {r.case.id: r for r in rows}
+    assert issue_kinds_of(by_id["nim-llama33-70b-h100x2-fp8-c50"]) == ("serving_speed_at_concurrency",)
+    h100 = by_id["torchao-h100-llama31-8b-bf16"]
+    assert issue_kinds_of(h100) == ("batch1_decode", "batch1_decode_h100_b200")
+    assert issue_kinds_of(by_id["gptfast-llama2-7b-bf16"]) == ("batch1_decode",)
+    assert issue_kinds_of(by_id["torchtune-a100-llama32-3b-lora-mem"]) == ("finetune_memory",)
+    assert issue_kinds_of(by_id["vllm019-h100-phi4-per-gpu"]) == ("serving_memory",)
 
 
 def test_under_provisioning_direction_per_kind(rows: list[Row]) -> None:
@@ -295,3 +351,41 @@ def test_old_format_row_without_prompt_length_does_not_over_promise() -> None:
         serving = {k: v for k, v in case.spec["serving"].items() if k != "prompt_tokens"}
         row = compute_row(dataclasses.replace(case, spec={**case.spec, "serving": serving}))
         assert not row.under_provisions, (cid, row.ratio)
+
+
+def _flux(precision: str, steps: int | None) -> float:
+    """gpufit's seconds per Flux-dev image on one H100 (the preset: 12.339 s at 50 steps, bf16)."""
+    from selector.calibration import calibration_instance
+    from selector.catalog import load_gpus
+    from selector.sizing import fit, requirements
+    from selector.spec import parse_spec
+
+    work: dict[str, object] = {"items": 100}
+    if steps is not None:
+        work["steps"] = steps
+    spec = {"name": "flux", "task": "batch", "model": {"preset": "flux.1-dev"}, "precision": precision}
+    shape = fit(
+        requirements(parse_spec({**spec, "work": work})), calibration_instance(load_gpus()["H100"], 1)
+    )
+    assert not isinstance(shape, Rejection) and shape.job_hours is not None
+    return shape.job_hours * 3600.0 * shape.replicas / 100
+
+
+def test_diffusion_time_scales_with_denoising_steps() -> None:
+    """`work.steps` scales the preset's measured run (50 steps): 28 steps take 28/50 of it; no
+    steps stated keeps the measured run."""
+    assert _flux("bf16", None) == pytest.approx(12.339)
+    assert _flux("bf16", 28) == pytest.approx(12.339 * 28 / 50)
+
+
+def test_weight_only_diffusion_gains_no_int8_tensor_throughput() -> None:
+    """int8/int4 are weight-only: the multiplications stay 16-bit, so a weight-only quantised
+    diffusion model is timed at the 16-bit throughput, not the GPU's 2x int8 figure."""
+    assert _flux("int8", 28) == pytest.approx(_flux("bf16", 28))
+    assert _flux("fp8", 28) < _flux("bf16", 28) * 0.6  # fp8 (activations too) uses fp8 tensor cores
+
+
+def test_diffusion_row_per_batch_is_compared_per_image(rows: list[Row]) -> None:
+    """A published time for a batch of 16 is divided by the batch (97.545 s / 16)."""
+    row = next(r for r in rows if r.case.id == "difftao-h100-flux-bf16-bs16")
+    assert row.ratio == pytest.approx(12.339 * 28 / 50 / (97.545 / 16), rel=1e-3)

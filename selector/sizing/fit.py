@@ -328,10 +328,11 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
             Term("batch hours", job_hours, "h", f"{req.batch_tokens:.3g} tokens ÷ {fleet_rate:.0f} tok/s")
         )
     elif req.work_ref_gpu_seconds:
-        tflops = gpu.tflops_at(req.precision)
+        compute = req.work_compute_precision or req.precision
+        tflops = gpu.tflops_at(compute)
         if tflops is None:
             return Rejection(
-                "speed", f"no sourced {req.precision} throughput for {gpu.name} to scale the measured work"
+                "speed", f"no sourced {compute} throughput for {gpu.name} to scale the measured work"
             )
         scale_to = req.work_ref_tflops / tflops
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0

@@ -26,6 +26,19 @@ INFERENCE_OVERHEAD_FACTOR = 1.2
 memory ≈ 1.2 × weights (gpu-cloud-facts.md §6)."""
 
 
+STEPS_NOTE = "text encoders and VAE decode counted per step: errs slow at fewer steps"
+"""Denoising time scales with the step count (one transformer/UNet pass per step); the text
+encoders and the VAE decode run once per image and are scaled with the steps here, which errs
+slow below the measured run's steps. Flux-dev on H100, bf16, 1024²: 12.339 s at 50 steps (ORT
+PR #22986) → 6.91 s at 28 steps against 6.573 s published by diffusers-torchao's README."""
+
+WEIGHT_ONLY: frozenset[str] = frozenset({"int8", "int4", "nf4"})
+"""gpufit's int8/int4/nf4 are weight-only: weights are dequantised and multiplied in 16-bit
+(torchao ``int8_weight_only``: activations stay bf16), so compute-bound diffusion gains nothing
+from the GPU's int8 tensor throughput (diffusers-torchao README, Flux-dev H100: int8wo 8.551 s vs
+bf16 6.573 s without compile). The work is timed at the measured run's 16-bit throughput."""
+
+
 def requirements(spec: WorkloadSpec) -> Requirements:
     """The GPU-independent needs of ``spec`` with every term named for ``--explain``."""
     arch = spec.arch()
@@ -128,10 +141,18 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     item = arch.item
     assert item is not None  # the spec requires tflop_per_item otherwise
     ref_tflops = load_gpus()[item.gpu].tflops_at(item.precision) or 0.0
-    seconds = count * item.seconds
-    note = (
-        f"{count:.3g} {item.unit}s × {item.seconds:g} s per {item.unit} measured on {item.gpu} "
-        f"({item.setting}; {item.source})"
-    )
+    per_item = item.seconds
+    note = f"{item.seconds:g} s per {item.unit} measured on {item.gpu} ({item.setting}; {item.source})"
+    if work.steps is not None and item.steps:
+        per_item = item.seconds * work.steps / item.steps
+        note += f" × {work.steps} ÷ {item.steps} denoising steps (time per step taken as fixed, {STEPS_NOTE})"
+    seconds = count * per_item
+    note = f"{count:.3g} {item.unit}s × " + note
     terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))
-    return {"work_ref_gpu_seconds": seconds, "work_ref_tflops": ref_tflops, "work_ref_note": note}
+    compute = item.precision if arch.kind == "diffusion" and spec.precision in WEIGHT_ONLY else None
+    return {
+        "work_ref_gpu_seconds": seconds,
+        "work_ref_tflops": ref_tflops,
+        "work_ref_note": note,
+        "work_compute_precision": compute,
+    }

@@ -72,6 +72,9 @@ class Requirements:
     precision, so another GPU takes seconds × ref ÷ its own (tensor-throughput scaling)."""
     work_ref_tflops: float = 0.0
     work_ref_note: str = ""
+    work_compute_precision: str | None = None
+    """The precision whose tensor throughput times the work on each GPU; None: the spec's. A
+    weight-only quantised diffusion model still multiplies in 16-bit (``requirements``)."""
     deadline_hours: float | None = None
     max_nodes: int = 16
     allow_pcie_parallel: bool = False

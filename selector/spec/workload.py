@@ -175,6 +175,9 @@ class WorkSpec(Strict):
         None, gt=0, description="TFLOP one item costs; default: the preset's measured cost per item"
     )
     batch: int = Field(1, gt=0, description="items resident at once per replica")
+    steps: int | None = Field(
+        None, gt=0, description="diffusion: denoising steps per image; default: the preset's measured run"
+    )
 
     @model_validator(mode="after")
     def _one_amount(self) -> WorkSpec:

@@ -1,0 +1,64 @@
+"""The calibration's kinds, memory measures and units (``selector.calibration`` re-exports them):
+what each kind compares, in which published units, and how a memory measure reads ``requirements``."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from selector.sizing import GIB
+
+Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours", "diffusion_seconds_per_image"]
+KINDS: tuple[Kind, ...] = (
+    "decode_tokens_per_s",
+    "memory_gib",
+    "training_gpu_hours",
+    "diffusion_seconds_per_image",
+)
+KIND_TITLES: dict[Kind, str] = {
+    "decode_tokens_per_s": "Decode speed (tokens/s of one stream)",
+    "memory_gib": "Memory",
+    "training_gpu_hours": "Training GPU-hours",
+    "diffusion_seconds_per_image": "Diffusion time (seconds per image)",
+}
+KIND_NOTES: dict[Kind, str] = {
+    "decode_tokens_per_s": (
+        "Batch 1 (or concurrency 1): one stream's decode rate. Where the source ran more GPUs in "
+        "tensor parallel than gpufit would pick for memory, gpufit's speed is taken at the "
+        "published degree."
+    ),
+    "memory_gib": (
+        "Per-GPU rows are the memory `fit` places on each GPU; the others are single terms of "
+        "`requirements` (weights, KV cache) and need no GPU."
+    ),
+    "training_gpu_hours": (
+        "GPU-hours do not depend on the GPU count: the GPU column is the node gpufit sizes on, "
+        "and the gpufit column says how many GPUs it needs and for how long. A published "
+        "tokens/s is compared as GPU-hours for the setting's tokens on the published GPUs."
+    ),
+    "diffusion_seconds_per_image": (
+        "Wall time of the whole pipeline per image (text encoders, denoising, VAE decode) from the "
+        "preset's measured run, scaled by denoising steps (`work.steps`) and by the GPU's 16-bit tensor "
+        "throughput; a published time for a batch is divided by `work.batch`. Above 1: gpufit slower."
+    ),
+}
+
+Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed"]
+MEASURES: tuple[Measure, ...] = ("per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed")
+GPU_MEASURES: tuple[Measure, ...] = ("per_gpu", "gpu_needed")
+"""Measures placing the job on the case's GPUs; ``gpu_needed``: the GPU memory gpufit requires
+(plan + headroom) against a published "the largest setting that fits X GB"."""
+TERM_OF_MEASURE: dict[Measure, tuple[str, float]] = {
+    "weights": ("weights", GIB),
+    "kv_cache": ("kv cache", GIB),
+    "kv_per_token": ("kv cache per token", 1024.0),
+}
+"""The ``requirements`` term a GPU-independent memory measure reads, and the bytes per unit of
+that term (``weights`` and ``kv cache`` are in GiB, ``kv cache per token`` in KiB)."""
+
+BYTES_PER_UNIT: dict[str, float] = {"GiB": GIB, "GB": 1e9, "MiB": 2.0**20, "KiB": 1024.0, "kB": 1e3}
+UNITS: dict[Kind, tuple[str, ...]] = {
+    "decode_tokens_per_s": ("tokens/s", "ms/token"),
+    "memory_gib": tuple(BYTES_PER_UNIT),
+    "training_gpu_hours": ("GPU-hours", "tokens/s"),
+    "diffusion_seconds_per_image": ("s/image", "s/batch"),
+}
