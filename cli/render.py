@@ -2,47 +2,25 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from datetime import date
 
+from cli.figures import money as money, number as number, table as table, where
+from cli.fleet_text import (
+    capacity_line as capacity_line,
+    fleet_line as fleet_line,
+    prices_line as prices_line,
+)
 from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
-from selector.capacity import describe as describe_capacity
 from selector.catalog import Catalog, Offer
-from selector.consumption import third_party_note
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
-from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
 from selector.freshness import price_ages
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
-from selector.select import GCP_ONE_TYPE_NOTE, Candidate, Plan
+from selector.select import Candidate, Plan
 from selector.sizing import Term, usable_gib
 from selector.units import format_hours
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[int] = ()) -> str:
-    """A plain aligned table; columns listed in ``right`` are right-aligned."""
-    widths = [len(h) for h in headers]
-    for row in rows:
-        widths = [max(w, len(cell)) for w, cell in zip(widths, row, strict=True)]
-
-    def line(cells: Sequence[str]) -> str:
-        out = [
-            c.rjust(w) if i in right else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return "  ".join(out).rstrip()
-
-    return "\n".join([line(headers), line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
-def money(value: float) -> str:
-    return f"${value:,.2f}"
-
-
-def _where(offer: Offer) -> str:
-    return offer.zone or offer.region
 
 
 def _gpus(candidate: Candidate) -> str:
@@ -91,93 +69,6 @@ def disk_lines(plan: Plan) -> list[str]:
     if note:
         lines.append(note)
     return lines
-
-
-def fleet_line(plan: Plan) -> str:
-    """What the cloud's fleet engine may launch when the choice has no capacity, in order, and
-    why there are fewer than two (``Plan.breadth_note``)."""
-    line = _fleet_members(plan)
-    note = plan.breadth_note
-    line = f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
-    leave = plan.weighted_leave_note
-    return f"{line}; {leave}" if leave is not None else line
-
-
-def _fleet_members(plan: Plan) -> str:
-    if not plan.fallbacks:
-        choice = plan.choice
-        if choice is not None and choice.shape.nodes_per_replica > 1:
-            return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
-        if plan.spec.placement.instance_types is not None:
-            return "fallbacks: none among placement.instance_types"
-        if (
-            choice is not None
-            and choice.offer.cloud in VM_COUNTED_CLOUDS
-            and not plan.spec.placement.gcp_instance_flexibility
-        ):
-            return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
-        if choice is not None and choice.offer.zone is not None:
-            return (
-                f"fallbacks: none (no other type runs it in {choice.offer.zone}, the zone this spot "
-                f"price holds in, within the budget and ttl)"
-            )
-        return "fallbacks: none (no other type runs it in this region and market within the budget and ttl)"
-    parts = [
-        f"{f.offer.instance.name} {_where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
-        + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level}{_idle(plan, f)})"
-        for f in plan.fallbacks
-    ]
-    weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
-    units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
-    choice = plan.choice
-    if weights and choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS:
-        vms = choice.shape.instances
-        units = (
-            f"{vms} VM{'s' if vms != 1 else ''} (a {choice.offer.cloud} group counts VMs), "
-            "each running the replicas its GPUs hold; "
-        )
-    return f"{units}fallbacks: " + ", ".join(parts)
-
-
-def _idle(plan: Plan, fallback: Fallback) -> str:
-    """``; 7 GPUs idle, $21,173.88 = 8.0× the plan`` for a bigger VM running the choice's
-    launch: nothing moves the group back to the choice, so it may bill that for the whole run."""
-    if fallback.idle_gpus == 0 or plan.choice is None:
-        return ""
-    n, total = fallback.idle_gpus, fallback.cost.total_usd
-    times = total / plan.choice.cost.total_usd if plan.choice.cost.total_usd > 0 else math.inf
-    return f"; {n} GPU{'s' if n != 1 else ''} idle, {money(total)} = {times:.1f}× the plan"
-
-
-def prices_line(plan: Plan, today: date) -> str:
-    """``prices from 2025-05..2025-06, 18 months old`` for the offers the plan considered."""
-    return plan.price_ages.describe(today) if plan.price_ages is not None else "no prices considered"
-
-
-def capacity_line(plan: Plan) -> str:
-    """Whether the choice's capacity can be had: its obtainability, and the expected wait's
-    value as it enters the expected cost."""
-    choice = plan.choice
-    assert choice is not None
-    cost, offer = choice.cost, choice.offer
-    obt = cost.obtainability or obtainability(offer)
-    line = f"{describe_capacity(offer, choice.shape.instances)}: obtainability {obt.describe()}"
-    if cost.on_demand_base and offer.market == "spot":
-        line += f"; {cost.on_demand_base} instance(s) kept on-demand (serving.on_demand_base)"
-    if cost.wait_hours >= 0.05:
-        line += (
-            f"; expected wait {format_hours(cost.wait_hours)} × {money(cost.wait_value_per_hour)}/h "
-            f"(the cheapest plan's rate) = {money(cost.wait_usd)}, ranked at {money(cost.expected_usd)}"
-        )
-    if cost.launch_failure >= 0.005:
-        line += (
-            f"; no capacity before the deadline {cost.launch_failure:.0%} likely (estimate), "
-            f"then re-run elsewhere: +{money(cost.failure_usd)}, ranked at {money(cost.expected_usd)}"
-        )
-    line += " (estimate)" if obt.estimated else ""
-    third = third_party_note(offer.instance.cloud, offer.instance.name, offer.market)
-    return f"{line}; {third}" if third is not None else line
 
 
 def excluded_lines(plan: Plan) -> list[str]:
@@ -230,7 +121,7 @@ def render_plan(plan: Plan, today: date) -> str:
         it = offer.instance
         link = "NVLink" if it.nvlink else "PCIe"
         lines.append(
-            f"Choice    {it.cloud} {it.name} in {_where(offer)}, {offer.market}, "
+            f"Choice    {it.cloud} {it.name} in {where(offer)}, {offer.market}, "
             f"{money(_choice_hourly(offer, cost, shape.instances))}/h × {shape.instances} instance"
             f"{'s' if shape.instances > 1 else ''}{_flag(offer)}"
         )
@@ -292,7 +183,7 @@ def render_plan(plan: Plan, today: date) -> str:
                     str(i),
                     o.instance.cloud,
                     o.instance.name,
-                    _where(o),
+                    where(o),
                     o.market,
                     _gpus(cand),
                     money(cand.cost.hourly_usd),
@@ -322,19 +213,10 @@ def render_plan(plan: Plan, today: date) -> str:
         for miss in plan.misses[:3]:
             o = miss.offer
             lines.append(
-                f"  {o.instance.cloud} {o.instance.name} ({_where(o)}, {o.market}, "
+                f"  {o.instance.cloud} {o.instance.name} ({where(o)}, {o.market}, "
                 f"{money(o.hourly_usd)}/h) — {miss.rejection.filter}: {miss.rejection.reason}"
             )
     return "\n".join(lines)
-
-
-def number(value: float) -> str:
-    """Four significant figures, thousands separated, no exponent below 10^15."""
-    if value == 0 or abs(value) >= 1e15 or abs(value) < 1e-3:
-        return f"{value:.4g}"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.4g}"
 
 
 def _term_rows(terms: Sequence[Term]) -> list[list[str]]:
@@ -566,7 +448,7 @@ def render_markdown(plan: Plan, today: date) -> str:
         o, shape, cost = choice.offer, choice.shape, choice.cost
         it = o.instance
         rows = [
-            ["choice", f"**{it.cloud} {it.name}** × {shape.instances} in {_where(o)}, {o.market}{_flag(o)}"],
+            ["choice", f"**{it.cloud} {it.name}** × {shape.instances} in {where(o)}, {o.market}{_flag(o)}"],
             [
                 "GPUs",
                 f"{it.gpu_count}×{it.gpu.name} per instance ({it.gpu.memory_gib:.1f} GiB, "
@@ -619,7 +501,7 @@ def render_markdown(plan: Plan, today: date) -> str:
                     [
                         c.offer.instance.cloud,
                         c.offer.instance.name,
-                        _where(c.offer),
+                        where(c.offer),
                         c.offer.market,
                         _gpus(c),
                         money(c.cost.hourly_usd),

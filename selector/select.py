@@ -35,6 +35,7 @@ from selector.fallbacks import (
 )
 from selector.freshness import PriceAges, price_ages_counted
 from selector.images import boot_image, unsupported_reason
+from selector.markets import NO_BASE, market_preference, on_demand_base
 from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
 from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
@@ -188,63 +189,6 @@ class Plan:
         return "over-budget" if self.rejections.get("budget") else "infeasible"
 
 
-def _market_preference(spec: WorkloadSpec, market: str) -> int | None:
-    """None = not allowed; lower ranks first. none → on-demand only; stateless and
-    checkpointed → both, by expected cost (obtainability included: a spot price whose capacity
-    cannot be had no longer wins by preference)."""
-    if spec.fault_tolerance == "none":
-        return 0 if market == "on-demand" else None
-    return 0
-
-
-def _on_demand_base(
-    spec: WorkloadSpec, offer: Offer, shape: Shape, catalog: Catalog
-) -> tuple[int, float] | Rejection:
-    """(instances kept on-demand, their $/h) of a spot serving fleet: ``serving.on_demand_base``
-    replicas (by default one when the endpoint runs two or more: a single replica on spot is
-    what ``fault_tolerance: stateless`` asked for), in whole instances, at the type's on-demand
-    price in the region; a Rejection when the fleet cannot keep them (see the README's
-    "serving.on_demand_base")."""
-    given = spec.serving.on_demand_base if spec.serving is not None else 0
-    wanted = given if given is not None else (1 if shape.replicas >= 2 else 0)
-    if spec.task != "serve" or offer.market != "spot" or wanted == 0:
-        return (0, 0.0)
-    if shape.nodes_per_replica > 1:
-        if given is None:
-            return (0, 0.0)
-        return Rejection(
-            "market",
-            f"serving.on_demand_base {wanted}: a replica spans {shape.nodes_per_replica} nodes, run as "
-            "plain instances with no fleet to keep a base in (set serving.on_demand_base: 0 to serve "
-            "from spot alone)",
-        )
-    it = offer.instance
-    instances = math.ceil(min(wanted, shape.replicas) / shape.replicas_per_instance)
-    if instances >= shape.instances:
-        return Rejection(
-            "market",
-            f"serving.on_demand_base {wanted} keeps all {shape.replicas} replica(s) on-demand: "
-            "the on-demand offer prices that fleet",
-        )
-    if it.cloud in ON_DEMAND_BASE_UNSUPPORTED:
-        return Rejection(
-            "market",
-            f"serving.on_demand_base {wanted}: a {it.cloud} managed instance group runs one provisioning "
-            "model, so spot replicas cannot keep an on-demand base (set serving.on_demand_base: 0 to "
-            "serve from spot alone)",
-        )
-    price = catalog.on_demand_prices.get((it.cloud, it.name, offer.region))
-    if price is None:
-        return Rejection(
-            "market",
-            f"serving.on_demand_base {wanted}: {it.name} has no on-demand offer in {offer.region} "
-            "to keep the base on",
-        )
-    return (instances, price)
-
-
-NO_BASE: tuple[int, float] = (0, 0.0)
-
 GCP_ONE_TYPE_NOTE = (
     "a gcp managed instance group keeps one instance template and, by default, one machine type: "
     "Google does not confirm instance flexibility for GPU machine types "
@@ -257,11 +201,6 @@ general-purpose types only)."""
 MIN_FALLBACKS = 2
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
-
-ON_DEMAND_BASE_UNSUPPORTED = frozenset({"gcp"})
-"""Clouds whose fleet cannot mix provisioning models: a GCP managed instance group's instance
-template is either SPOT or STANDARD."""
-
 
 def _matches(patterns: list[str] | None, value: str) -> bool:
     return patterns is None or any(fnmatch.fnmatchcase(value, p) for p in patterns)
@@ -406,7 +345,7 @@ def plan(
 
     market_rejection = Rejection("market", f"fault_tolerance {spec.fault_tolerance} runs on-demand only")
     serving_base = spec.task == "serve"  # a spot endpoint may keep an on-demand base
-    pref_of = capacity_preference(spec, {market: _market_preference(spec, market) for market in MARKETS})
+    pref_of = capacity_preference(spec, {market: market_preference(spec, market) for market in MARKETS})
     options = CapacityOptions(spec, catalog, inputs, today, block_quotes)
     budget_hourly, budget_total = inputs.budget_hourly, inputs.budget_total
     # Jobs must finish, interruptions included, before the TTL tears them down.
@@ -462,7 +401,7 @@ def plan(
             elif market == "spot" and serving_base:
                 base = bases.get(offer.region)
                 if base is None:
-                    base = bases[offer.region] = _on_demand_base(spec, offer, shape, catalog)
+                    base = bases[offer.region] = on_demand_base(spec, offer, shape, catalog)
                 if isinstance(base, Rejection):
                     tally.reject(base, 1, offer)
                     continue

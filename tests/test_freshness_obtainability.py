@@ -22,8 +22,9 @@ from selector.consumption import status
 from selector.cost import with_wait
 from selector.fallbacks import spanning_offer
 from selector.freshness import STALE_AFTER_DAYS, age_text, price_ages
+from selector.markets import on_demand_base
 from selector.obtainability import failure_usd, launch_failure, obtainability
-from selector.select import GCP_ONE_TYPE_NOTE, _on_demand_base, plan
+from selector.select import GCP_ONE_TYPE_NOTE, plan
 from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import load_spec
 from tests.conftest import ROOT
@@ -396,7 +397,7 @@ def test_an_unconfirmed_choice_says_its_failure_odds_as_an_estimate() -> None:
         assert "no capacity before the deadline 50% likely (estimate)" in capacity_line(result)
 
 
-def test_an_on_demand_base_is_refused_for_a_multi_node_replica() -> None:
+def test_anon_demand_base_is_refused_for_a_multi_node_replica() -> None:
     spec = load_spec(ROOT / "tests" / "fixtures" / "realistic" / "05-llama405b-endpoint.yaml")
     assert spec.serving is not None
     spec = spec.model_copy(update={"serving": spec.serving.model_copy(update=dict(on_demand_base=1))})
@@ -404,10 +405,10 @@ def test_an_on_demand_base_is_refused_for_a_multi_node_replica() -> None:
     shape = fit(requirements(spec), offer.instance)
     assert isinstance(shape, Shape)
     multi = replace(shape, nodes_per_replica=2, instances=2, replicas=1)
-    refused = _on_demand_base(spec, offer, multi, CATALOG)
+    refused = on_demand_base(spec, offer, multi, CATALOG)
     assert isinstance(refused, Rejection) and "a replica spans 2 nodes" in refused.reason
     unset = spec.model_copy(update={"serving": spec.serving.model_copy(update=dict(on_demand_base=None))})
-    assert _on_demand_base(unset, offer, multi, CATALOG) == (0, 0.0)
+    assert on_demand_base(unset, offer, multi, CATALOG) == (0, 0.0)
 
 
 @pytest.mark.parametrize("stem", ["09-mixtral-synthetic-data", "27-qwen3-30b-moe-batch"])

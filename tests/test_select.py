@@ -12,9 +12,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from selector.catalog import INTERRUPTION_BUCKETS, Catalog, Offer, catalog_from_doc, load_gpus
 from selector.cost import Cost, cost_inputs, offer_cost, with_wait
 from selector.images import unsupported_reason
+from selector.markets import market_preference, on_demand_base
 from selector.obtainability import obtainability
 from selector.rates import load_rates
-from selector.select import Candidate, _market_preference, _on_demand_base, engine_rejection, plan, rank_key
+from selector.select import Candidate, engine_rejection, plan, rank_key
 from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import WorkloadSpec
 from tests.conftest import QLORA_65B, SERVE_70B, spec_of
@@ -126,7 +127,7 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
             continue
         if p.regions and not any(fnmatch.fnmatchcase(offer.region, g) for g in p.regions):
             continue
-        pref = _market_preference(spec, offer.market)
+        pref = market_preference(spec, offer.market)
         if pref is None:
             continue
         if engine_rejection(spec, req, it, {}) is not None:  # no pinned engine build runs there
@@ -134,7 +135,7 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
         shape = fit(req, it)
         if not isinstance(shape, Shape) or unsupported_reason(it.cloud, it.machine_type):
             continue
-        base = _on_demand_base(spec, offer, shape, catalog)
+        base = on_demand_base(spec, offer, shape, catalog)
         if isinstance(base, Rejection):
             continue
         cost = offer_cost(offer, shape, inputs, RATES, base)
@@ -327,7 +328,7 @@ def test_spot_rework_past_the_ttl_is_rejected(mini_catalog: Catalog) -> None:
     assert "with spot rework" in result.rejection_examples["deadline"]
 
 
-def test_a_spot_endpoint_keeps_an_on_demand_base(mini_catalog: Catalog) -> None:
+def test_a_spot_endpoint_keeps_anon_demand_base(mini_catalog: Catalog) -> None:
     """Two or more replicas on spot keep one on demand (its price in the bill); one replica
     stays on spot unless asked; a base covering every replica, or on GCP (one provisioning
     model per managed instance group), rules the spot offer out with the reason."""

@@ -5,8 +5,8 @@ take units (see ``selector.units``). Every problem becomes one ``SpecProblem`` l
 the field, what was wrong and what was expected; loading never raises anything else.
 
 The package's parts: ``fields`` (literals, unit-typed fields), ``model`` (the ``model``
-section and its resolution to a ``ModelArch``), ``workload`` (the other sections and
-``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
+section and its resolution to a ``ModelArch``), ``serving`` (the ``serving`` section),
+``workload`` (the other sections and ``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
 """
 
 from selector.spec.exclusion import ExcludeSpec
@@ -46,6 +46,7 @@ from selector.spec.model import (
     use_hub,
 )
 from selector.spec.secrets import SecretSource, secret_sources
+from selector.spec.serving import ServingSpec
 from selector.spec.workload import (
     AccessSpec,
     BudgetSpec,
@@ -53,7 +54,6 @@ from selector.spec.workload import (
     EgressSpec,
     JobSpec,
     PlacementSpec,
-    ServingSpec,
     StorageSpec,
     TeardownSpec,
     TrainingSpec,

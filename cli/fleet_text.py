@@ -1,0 +1,102 @@
+"""The fallback fleet and capacity lines of a plan: what the cloud's fleet engine may launch,
+whether the choice's capacity can be had, and how old the prices are."""
+
+from __future__ import annotations
+
+import math
+from datetime import date
+
+from cli.figures import money, where
+from selector.capacity import describe as describe_capacity
+from selector.consumption import third_party_note
+from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
+from selector.obtainability import obtainability
+from selector.select import GCP_ONE_TYPE_NOTE, Plan
+from selector.units import format_hours
+
+
+def fleet_line(plan: Plan) -> str:
+    """What the cloud's fleet engine may launch when the choice has no capacity, in order, and
+    why there are fewer than two (``Plan.breadth_note``)."""
+    line = _fleet_members(plan)
+    note = plan.breadth_note
+    line = f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    leave = plan.weighted_leave_note
+    return f"{line}; {leave}" if leave is not None else line
+
+
+def _fleet_members(plan: Plan) -> str:
+    if not plan.fallbacks:
+        choice = plan.choice
+        if choice is not None and choice.shape.nodes_per_replica > 1:
+            return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
+        if plan.spec.placement.instance_types is not None:
+            return "fallbacks: none among placement.instance_types"
+        if (
+            choice is not None
+            and choice.offer.cloud in VM_COUNTED_CLOUDS
+            and not plan.spec.placement.gcp_instance_flexibility
+        ):
+            return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
+        if choice is not None and choice.offer.zone is not None:
+            return (
+                f"fallbacks: none (no other type runs it in {choice.offer.zone}, the zone this spot "
+                f"price holds in, within the budget and ttl)"
+            )
+        return "fallbacks: none (no other type runs it in this region and market within the budget and ttl)"
+    parts = [
+        f"{f.offer.instance.name} {where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
+        + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
+        + f" ({obtainability(f.offer).level}{_idle(plan, f)})"
+        for f in plan.fallbacks
+    ]
+    weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
+    units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
+    choice = plan.choice
+    if weights and choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS:
+        vms = choice.shape.instances
+        units = (
+            f"{vms} VM{'s' if vms != 1 else ''} (a {choice.offer.cloud} group counts VMs), "
+            "each running the replicas its GPUs hold; "
+        )
+    return f"{units}fallbacks: " + ", ".join(parts)
+
+
+def _idle(plan: Plan, fallback: Fallback) -> str:
+    """``; 7 GPUs idle, $21,173.88 = 8.0× the plan`` for a bigger VM running the choice's
+    launch: nothing moves the group back to the choice, so it may bill that for the whole run."""
+    if fallback.idle_gpus == 0 or plan.choice is None:
+        return ""
+    n, total = fallback.idle_gpus, fallback.cost.total_usd
+    times = total / plan.choice.cost.total_usd if plan.choice.cost.total_usd > 0 else math.inf
+    return f"; {n} GPU{'s' if n != 1 else ''} idle, {money(total)} = {times:.1f}× the plan"
+
+
+def prices_line(plan: Plan, today: date) -> str:
+    """``prices from 2025-05..2025-06, 18 months old`` for the offers the plan considered."""
+    return plan.price_ages.describe(today) if plan.price_ages is not None else "no prices considered"
+
+
+def capacity_line(plan: Plan) -> str:
+    """Whether the choice's capacity can be had: its obtainability, and the expected wait's
+    value as it enters the expected cost."""
+    choice = plan.choice
+    assert choice is not None
+    cost, offer = choice.cost, choice.offer
+    obt = cost.obtainability or obtainability(offer)
+    line = f"{describe_capacity(offer, choice.shape.instances)}: obtainability {obt.describe()}"
+    if cost.on_demand_base and offer.market == "spot":
+        line += f"; {cost.on_demand_base} instance(s) kept on-demand (serving.on_demand_base)"
+    if cost.wait_hours >= 0.05:
+        line += (
+            f"; expected wait {format_hours(cost.wait_hours)} × {money(cost.wait_value_per_hour)}/h "
+            f"(the cheapest plan's rate) = {money(cost.wait_usd)}, ranked at {money(cost.expected_usd)}"
+        )
+    if cost.launch_failure >= 0.005:
+        line += (
+            f"; no capacity before the deadline {cost.launch_failure:.0%} likely (estimate), "
+            f"then re-run elsewhere: +{money(cost.failure_usd)}, ranked at {money(cost.expected_usd)}"
+        )
+    line += " (estimate)" if obt.estimated else ""
+    third = third_party_note(offer.instance.cloud, offer.instance.name, offer.market)
+    return f"{line}; {third}" if third is not None else line
