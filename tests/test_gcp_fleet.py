@@ -353,13 +353,14 @@ def test_a_group_takes_other_types_only_opted_in_and_never_another_gpu_model() -
 
 def test_the_planner_never_mixes_gpu_models_in_a_gcp_group() -> None:
     """Fixture 25's shape: phi-4 on a2-ultragpu-1g spot in us-east5, where a3-highgpu-1g (H100)
-    was a fallback; opted in, only A100-80GB sizes remain."""
+    was a fallback; opted in, only A100-80GB sizes remain. 15 tok/s per stream: the merged decode
+    model (issue 24) gives one A100-80GB 18.1 tok/s at 16 streams, under the fixture's 20."""
     workload = {
         "name": "phi4",
         "task": "serve",
         "model": {"preset": "phi-4"},
         "precision": "bf16",
-        "serving": {"context_tokens": 8192, "concurrency": 16, "tokens_per_s_per_stream": 20},
+        "serving": {"context_tokens": 8192, "concurrency": 16, "tokens_per_s_per_stream": 15},
         "fault_tolerance": "stateless",
         "duration": "168h",
         "placement": {
