@@ -77,8 +77,21 @@ def test_long_documents_size_the_forward_pass() -> None:
         ({"task": "batch", "serving": {"tokens": "1e6"}}, "only it takes one"),
         ({"embed": {"documents": 0}}, "embed.documents must be above 0"),
         ({"embed": {"documents": 10, "tokens_per_document": 512, "max_tokens": 100}}, "at least"),
+        (
+            {"embed": {"documents": 10, "tokens_per_document": 600000, "max_tokens": 900000}},
+            r"embed\.max_tokens: 900,000 is above the maximum of meta-llama/Llama-3\.1-8B-Instruct, 131,072",
+        ),
+        (
+            {"embed": {"documents": 10, "tokens_per_document": 200000}},
+            r"embed\.tokens_per_document: 200,000 is above the maximum of .*131,072",
+        ),
     ],
 )
 def test_bad_embed_specs_say_which_field(change: dict[str, Any], message: str) -> None:
-    with pytest.raises((SpecError, ValueError), match=message):
+    with pytest.raises((SpecError, ValueError), match=message) as raised:
         parse_spec(merged(EMBED_8B, **change))
+    assert "\n" not in str(raised.value).strip()
+
+
+def test_an_embed_document_within_the_context_plans() -> None:
+    assert parse_spec(merged(EMBED_8B, embed={"documents": 10, "tokens_per_document": 131072})).embed

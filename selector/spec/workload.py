@@ -427,11 +427,29 @@ class WorkloadSpec(Strict):
             problems.append(
                 "task embed needs a transformer architecture (a preset, config or explicit layers)"
             )
+        elif self.embed is not None:
+            problems += self._embed_problems()
         problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _embed_problems(self) -> list[str]:
+        """An embed job's longest document must fit the model's context, as a served sequence
+        must: vLLM refuses a ``max_model_len`` above the config's ``max_position_embeddings``
+        without a RoPE override (``_get_and_verify_max_len`` in vllm/config.py,
+        https://github.com/vllm-project/vllm/blob/2ac6d0e75bc846998da56b50bf4f8853cb36d484/vllm/config.py#L1870)."""
+        embed = self.embed
+        assert embed is not None
+        field = "embed.max_tokens" if embed.max_tokens is not None else "embed.tokens_per_document"
+        problems: list[str] = []
+        rope = self.serving.rope_scaling if self.serving is not None else None
+        if rope is not None:
+            _, why = yarn_for(self.model.preset, rope.factor, rope.original_max_position_embeddings)
+            problems += [why] if why else []
+        too_long = context_problem(embed.longest, self.served(), self.model.config or self.arch().name, field)
+        return problems + ([too_long] if too_long else [])
 
     def _work_problems(self, arch: ModelArch) -> list[str]:
         """Non-token work needs a cost per item (the preset's measurement or tflop_per_item);
