@@ -7,6 +7,7 @@ from datetime import date
 
 from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
+from selector.batch_concurrency import CALIBRATED_DECODE_CONCURRENCY, is_estimate
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
@@ -186,10 +187,14 @@ def render_plan(plan: Plan, today: date) -> str:
                 f"{shape.tokens_per_s_per_replica or 0:.0f} tok/s per replica"
             )
         if shape.concurrency:
-            lines.append(
-                f"          batch concurrency {shape.concurrency} sequences per replica "
-                "(fewest instance-hours whose KV cache fits; see --explain)"
-            )
+            calibrated = f"ESTIMATE beyond the calibrated {CALIBRATED_DECODE_CONCURRENCY}; "
+            lines += [
+                f"          batch concurrency {shape.concurrency} sequences per replica ("
+                f"{calibrated if is_estimate(shape.concurrency) else ''}fewest instance-hours whose KV "
+                "cache fits; see --explain)",
+                "          your job.command's engine must pass $GPUFIT_MAX_NUM_SEQS "
+                "(--max-num-seqs / --max-running-requests): the job time assumes it",
+            ]
         if shape.job_hours is not None:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
         lines.append(

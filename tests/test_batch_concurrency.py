@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from selector.batch_concurrency import (
+    CALIBRATED_DECODE_CONCURRENCY,
     MAX_BATCH_CONCURRENCY,
     best_concurrency_fit,
     chooses_concurrency,
@@ -25,6 +26,7 @@ BATCH_8B: dict[str, Any] = {
     "model": {"preset": "llama-3.1-8b"},
     "precision": "bf16",
     "serving": {"context_tokens": 2048, "tokens": "1e9"},
+    "job": {"command": 'python generate.py --max-num-seqs "$GPUFIT_MAX_NUM_SEQS"'},
     "fault_tolerance": "none",
 }
 
@@ -91,7 +93,33 @@ def test_plan_json_and_text_report_the_concurrency(mini_catalog: Catalog, tmp_pa
     c = doc["choice"]["shape"]["concurrency"]
     assert isinstance(c, int) and c >= 32
     assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
-    assert f"batch concurrency {c} sequences per replica" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert f"batch concurrency {c} sequences per replica (ESTIMATE beyond the calibrated 1;" in text
+    assert "engine must pass $GPUFIT_MAX_NUM_SEQS" in text
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG), "--explain"]) == 0
+    explain = capsys.readouterr().out
+    assert "ESTIMATE: decode speed at" in explain and "the engine runs with it" not in explain
+
+
+def test_the_calibrated_concurrency_is_the_calibration_files() -> None:
+    """Decode speed is checked against published rows only up to their highest concurrency; a
+    choice above it is marked ESTIMATE (the file, not the constant, is the evidence)."""
+    from pathlib import Path
+
+    import yaml
+
+    cases = yaml.safe_load((Path(__file__).parent.parent / "docs" / "calibration.yaml").read_text())["cases"]
+    decode = [c["serving"]["concurrency"] for c in cases if c["kind"] == "decode_tokens_per_s"]
+    assert decode and max(decode) == CALIBRATED_DECODE_CONCURRENCY
+
+
+def test_a_token_batch_without_a_command_is_refused() -> None:
+    """Nothing would run it: gpufit starts no engine for task batch (the machine boots idle)."""
+    from selector.spec import SpecError, parse_spec
+
+    with pytest.raises((SpecError, ValueError), match=r"job\.command: a task batch that generates") as raised:
+        parse_spec({k: v for k, v in BATCH_8B.items() if k != "job"})
+    assert "\n" not in str(raised.value).strip()
 
 
 @pytest.mark.parametrize("c", [1, 256])

@@ -411,6 +411,17 @@ class WorkloadSpec(Strict):
                 problems.append(
                     "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
                 )
+            if (
+                self.task == "batch"
+                and self.serving is not None
+                and self.serving.tokens is not None
+                and self.job.command is None
+            ):
+                problems.append(
+                    "job.command: a task batch that generates serving.tokens needs the command that "
+                    "runs it (gpufit starts no engine for batch; the command gets GPUFIT_MAX_NUM_SEQS "
+                    "and GPUFIT_TP for its own engine)"
+                )
         clouds = {source.cloud for source in secret_sources(self.secrets)} - {None}
         if len(clouds) > 1:
             problems.append("secrets name both AWS and GCP secrets; a plan runs on one cloud")
