@@ -188,13 +188,22 @@ def render_plan(plan: Plan, today: date) -> str:
             )
         if shape.concurrency:
             calibrated = f"ESTIMATE beyond the calibrated {CALIBRATED_DECODE_CONCURRENCY}; "
-            lines += [
+            lines.append(
                 f"          batch concurrency {shape.concurrency} sequences per replica ("
                 f"{calibrated if is_estimate(shape.concurrency) else ''}fewest instance-hours whose KV "
-                "cache fits; see --explain)",
+                "cache fits; see --explain)"
+            )
+        if spec.batch_engine != "none":
+            lines.append(
+                f"          gpufit starts {spec.batch_engine} on 127.0.0.1 (TP {shape.tensor_parallel}, "
+                f"max-num-seqs {shape.concurrency or req.concurrency}); "
+                "job.command sends to $GPUFIT_ENGINE_URL"
+            )
+        elif shape.concurrency:
+            lines.append(
                 "          your job.command's engine must pass $GPUFIT_MAX_NUM_SEQS "
-                "(--max-num-seqs / --max-running-requests): the job time assumes it",
-            ]
+                "(--max-num-seqs / --max-running-requests): the job time assumes it"
+            )
         if shape.job_hours is not None:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
         lines.append(

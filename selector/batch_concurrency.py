@@ -9,14 +9,16 @@ the fewest instance-hours (its cost on that type), among powers of two up to
 plan (so the KV cache of every resident sequence must fit, and a stated
 ``tokens_per_s_per_stream`` still holds).
 
-gpufit starts no engine for a batch job: ``job.command`` runs its own, and the machine exports
-each fleet type's chosen concurrency to it as ``GPUFIT_MAX_NUM_SEQS``, for the command to pass
-as ``--max-num-seqs`` (vLLM) or ``--max-running-requests`` (SGLang). The plan's speed assumes it
-does: left to itself vLLM picks its default by usage context and GPU memory
-(``get_batch_defaults`` in vllm/engine/arg_utils.py,
-https://github.com/vllm-project/vllm/blob/v0.27.1/vllm/engine/arg_utils.py: 256 for the API
-server on GPUs under 70 GiB, 1024 on larger ones, as the vLLM 0.19 H100 log cited for setup
-times shows: "Defaulting max_num_seqs to 1024 for OPENAI_API_SERVER usage context").
+The engine runs with it: gpufit starts ``spec.batch_engine`` (vLLM by default) on 127.0.0.1
+with ``--max-num-seqs`` (vLLM) or ``--max-running-requests`` (SGLang) = the chosen value for the
+machine's own type, and ``job.command`` sends its prompts to ``GPUFIT_ENGINE_URL``
+(``machine.serving.batch_engine_start``). With ``serving.engine: none`` the command runs its
+own engine and gets the value as ``GPUFIT_MAX_NUM_SEQS``; the plan's speed assumes it passes it:
+left to itself vLLM picks its default by usage context and GPU memory (``get_batch_defaults``
+in vllm/engine/arg_utils.py, https://github.com/vllm-project/vllm/blob/v0.27.1/vllm/engine/arg_utils.py:
+256 for the API server on GPUs under 70 GiB, 1024 on larger ones, as the vLLM 0.19 H100 log
+cited for setup times shows: "Defaulting max_num_seqs to 1024 for OPENAI_API_SERVER usage
+context").
 """
 
 from __future__ import annotations
@@ -119,7 +121,7 @@ def best_concurrency_fit(
         "sequences",
         f"fewest instance-hours among 1-{MAX_BATCH_CONCURRENCY} resident sequences per replica "
         f"whose KV cache fits (concurrency: instance-hours {', '.join(tried)}){estimate_note(c)}; "
-        "exported to job.command as GPUFIT_MAX_NUM_SEQS: its engine must run with it "
-        "(--max-num-seqs, --max-running-requests)",
+        "the engine gpufit starts on 127.0.0.1 runs with it (--max-num-seqs, --max-running-requests); "
+        "with serving.engine none, job.command's own engine must, from GPUFIT_MAX_NUM_SEQS",
     )
     return replace(shape, concurrency=c, terms=(*shape.terms, term))

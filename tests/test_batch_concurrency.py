@@ -95,10 +95,16 @@ def test_plan_json_and_text_report_the_concurrency(mini_catalog: Catalog, tmp_pa
     assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
     text = capsys.readouterr().out
     assert f"batch concurrency {c} sequences per replica (ESTIMATE beyond the calibrated 1;" in text
-    assert "engine must pass $GPUFIT_MAX_NUM_SEQS" in text
+    tp = doc["choice"]["shape"]["tensor_parallel"]
+    assert f"gpufit starts vllm on 127.0.0.1 (TP {tp}, max-num-seqs {c})" in text
     assert main(["plan", str(path), "--catalog", str(MINI_CATALOG), "--explain"]) == 0
     explain = capsys.readouterr().out
-    assert "ESTIMATE: decode speed at" in explain and "the engine runs with it" not in explain
+    assert "ESTIMATE: decode speed at" in explain and "gpufit starts on 127.0.0.1 runs with it" in explain
+    own = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}}
+    path.write_text(yaml.safe_dump(own))
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
+    text = capsys.readouterr().out
+    assert "engine must pass $GPUFIT_MAX_NUM_SEQS" in text and "gpufit starts" not in text
 
 
 def test_the_calibrated_concurrency_is_the_calibration_files() -> None:
@@ -147,3 +153,36 @@ def test_each_machine_type_of_the_fleet_gets_its_own_concurrency(mini_catalog: C
     want |= {f.offer.instance.machine_type: f.shape.concurrency for f in result.fallbacks}
     got = {entry.split(":")[0]: int(entry.split(":")[3]) for entry in replica_shapes(d)}
     assert got == want and all(c > 1 for c in got.values())
+
+
+def test_a_token_batch_deploys_its_engine_on_loopback_at_the_chosen_concurrency(
+    mini_catalog: Catalog,
+) -> None:
+    """Issue 24 item 8, "launch the engine with it": the deployment carries the engine gpufit
+    starts for job.command (127.0.0.1, the plan's concurrency, the plan's TP), and a gated model's
+    engine needs the Hugging Face token like a served one."""
+    from datetime import UTC, datetime
+
+    from deployment import missing_token
+    from deployment.translate import deployment_from_plan
+    from machine.serving import engine_argv
+
+    result = plan(spec_of({**BATCH_8B, "teardown": {"ttl": "24h"}}), mini_catalog)
+    assert result.choice is not None
+    d = deployment_from_plan(
+        result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    engine = d.batch_engine
+    assert engine is not None and d.server is None and engine.loopback
+    argv = engine_argv(engine, 0)
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--max-num-seqs") + 1] == str(result.choice.shape.concurrency)
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(result.choice.shape.tensor_parallel)
+    assert "meta-llama" in (missing_token(d, have_token=False) or "")
+    own = spec_of(
+        {**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}, "teardown": {"ttl": "24h"}}
+    )
+    mine = deployment_from_plan(
+        plan(own, mini_catalog), stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    assert mine.batch_engine is None and mine.max_num_seqs > 1

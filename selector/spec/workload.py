@@ -66,8 +66,8 @@ class ServingSpec(Strict):
     tokens: Count | None = Field(None, description="batch: tokens to generate in all")
     engine: Literal["vllm", "sglang", "none"] | None = Field(
         None,
-        description="model server gpufit starts (serve): default vllm for transformer models "
-        "without a job.command, else none",
+        description="model server gpufit starts: serve, default vllm for transformer models "
+        "without a job.command; a token batch, default vllm on 127.0.0.1 for job.command",
     )
     images_per_request: int = Field(
         0, ge=0, le=64, description="multimodal models: images in each sequence's context"
@@ -419,8 +419,8 @@ class WorkloadSpec(Strict):
             ):
                 problems.append(
                     "job.command: a task batch that generates serving.tokens needs the command that "
-                    "runs it (gpufit starts no engine for batch; the command gets GPUFIT_MAX_NUM_SEQS "
-                    "and GPUFIT_TP for its own engine)"
+                    "sends the prompts (to the engine gpufit starts at GPUFIT_ENGINE_URL, or its own "
+                    "with serving.engine none)"
                 )
         clouds = {source.cloud for source in secret_sources(self.secrets)} - {None}
         if len(clouds) > 1:
@@ -493,8 +493,14 @@ class WorkloadSpec(Strict):
         problems: list[str] = []
         serving = self.serving
         if serving is None or self.task != "serve":
-            if serving is not None and (serving.engine not in (None, "none") or serving.expose != "private"):
-                problems.append("serving.engine and serving.expose are for task serve")
+            if serving is not None and serving.expose != "private":
+                problems.append("serving.expose is for task serve")
+            if serving is not None and serving.engine not in (None, "none") and self.batch_engine == "none":
+                problems.append("serving.engine is for task serve, and batch that generates serving.tokens")
+            elif self.batch_engine != "none" and arch_kind != "transformer":
+                problems.append(
+                    f"serving.engine {self.batch_engine} serves transformer models (set engine: none)"
+                )
             return problems
         if serving.engine in ("vllm", "sglang"):
             if self.job.command is not None:
@@ -578,6 +584,15 @@ class WorkloadSpec(Strict):
             return serving.engine
         kind = self.model.resolve().kind
         return "vllm" if kind == "transformer" and self.job.command is None else "none"
+
+    @property
+    def batch_engine(self) -> str:
+        """The engine gpufit starts on 127.0.0.1 for a batch that generates ``serving.tokens``
+        (job.command, its client, at ``GPUFIT_ENGINE_URL``): the spec's, default vllm."""
+        serving = self.serving
+        if self.task != "batch" or serving is None or serving.tokens is None:
+            return "none"
+        return serving.engine or ("vllm" if self.model.resolve().kind == "transformer" else "none")
 
     def arch(self) -> ModelArch:
         return self.model.resolve()
