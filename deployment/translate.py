@@ -64,13 +64,15 @@ def server_launch(plan: Plan, batch: bool = False) -> ServerLaunch | None:
     if shape.nodes_per_replica > 1:
         raise ServingError(
             f"serving.engine {engine}: the plan spreads a replica over {shape.nodes_per_replica} nodes "
-            "(pipeline parallel), which gpufit does not launch; give job.command, or "
-            "placement.instance_types that hold the model on one node"
+            "(pipeline parallel), which gpufit does not launch; give job.command"
+            f"{' with serving.engine none' if batch else ''}, or placement.instance_types that hold the "
+            "model on one node"
         )
     served = spec.served()
     repo = served.repo
     if repo is None:
-        raise ServingError(f"serving.engine {engine}: model.hf must name the Hugging Face repo to serve")
+        other = ", or serving.engine none (job.command runs its own)" if batch else ""
+        raise ServingError(f"serving.engine {engine}: model.hf must name the repo to serve{other}")
     if spec.precision in ("int8", "int4", "nf4") and spec.model.hf is None:
         raise ServingError(
             f"serving.engine {engine}: precision {spec.precision} needs a quantised checkpoint; "

@@ -186,3 +186,14 @@ def test_a_token_batch_deploys_its_engine_on_loopback_at_the_chosen_concurrency(
         plan(own, mini_catalog), stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
     )
     assert mine.batch_engine is None and mine.max_num_seqs > 1
+
+
+def test_a_token_batch_whose_engine_cannot_start_says_how_to_run_its_own(mini_catalog: Catalog) -> None:
+    from datetime import UTC, datetime
+
+    from deployment.translate import ServingError, deployment_from_plan
+
+    explicit = {"params_b": 8, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}
+    result = plan(spec_of({**BATCH_8B, "model": explicit, "teardown": {"ttl": "24h"}}), mini_catalog)
+    with pytest.raises(ServingError, match=r"model\.hf must name the repo to serve, or serving\.engine none"):
+        deployment_from_plan(result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC))
