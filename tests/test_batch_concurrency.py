@@ -195,5 +195,6 @@ def test_a_token_batch_whose_engine_cannot_start_says_how_to_run_its_own(mini_ca
 
     explicit = {"params_b": 8, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}
     result = plan(spec_of({**BATCH_8B, "model": explicit, "teardown": {"ttl": "24h"}}), mini_catalog)
+    created = datetime(2026, 12, 4, tzinfo=UTC)
     with pytest.raises(ServingError, match=r"model\.hf must name the repo to serve, or serving\.engine none"):
-        deployment_from_plan(result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC))
+        deployment_from_plan(result, stack="dev", project="gpufit", created_at=created)
