@@ -13,6 +13,7 @@ from cli.fleet_text import (
 )
 from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
+from selector.batch_concurrency import CALIBRATED_DECODE_CONCURRENCY, is_estimate
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
@@ -140,9 +141,22 @@ def render_plan(plan: Plan, today: date) -> str:
                 f"{shape.tokens_per_s_per_replica or 0:.0f} tok/s per replica"
             )
         if shape.concurrency:
+            calibrated = f"ESTIMATE beyond the calibrated {CALIBRATED_DECODE_CONCURRENCY}; "
             lines.append(
-                f"          batch concurrency {shape.concurrency} sequences per replica "
-                "(fewest instance-hours whose KV cache fits; see --explain)"
+                f"          batch concurrency {shape.concurrency} sequences per replica ("
+                f"{calibrated if is_estimate(shape.concurrency) else ''}fewest instance-hours whose KV "
+                "cache fits; see --explain)"
+            )
+        if spec.batch_engine != "none":
+            lines.append(
+                f"          gpufit starts {spec.batch_engine} on 127.0.0.1 (TP {shape.tensor_parallel}, "
+                f"max-num-seqs {shape.concurrency or req.concurrency}); "
+                "job.command sends to $GPUFIT_ENGINE_URL"
+            )
+        elif shape.concurrency:
+            lines.append(
+                "          your job.command's engine must pass $GPUFIT_MAX_NUM_SEQS "
+                "(--max-num-seqs / --max-running-requests): the job time assumes it"
             )
         if shape.job_hours is not None:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")

@@ -54,6 +54,7 @@ class ServerLaunch:
     env: tuple[tuple[str, str], ...] = ()  # environment the engine needs (never a secret)
     engine_args: tuple[str, ...] = ()  # serving.engine_args, after gpufit's own flags
     health_path: str = "/health"
+    loopback: bool = False  # a batch job's engine: on 127.0.0.1 for job.command only, no API key
 
     @property
     def image(self) -> str:

@@ -89,6 +89,7 @@ class Deployment:
     extra_tags: dict[str, str] = field(default_factory=dict)
     fleet: tuple[FleetMember, ...] = ()  # the choice, then its fallbacks; () = the choice alone
     server: ServerLaunch | None = None  # the model server a serve deployment starts
+    batch_engine: ServerLaunch | None = None  # a token batch's engine on 127.0.0.1, for job.command
     expose: str = "private"  # or "load_balancer"
     api_cidrs: tuple[str, ...] = ()
     certificate_arn: str | None = None
@@ -240,11 +241,13 @@ ALWAYS_GATED = ("meta-llama/",)
 
 def missing_token(d: Deployment, have_token: bool) -> str | None:
     """Why the deployment cannot start without a Hugging Face token (None when it can): the
-    server could not download the weights, fail its health check, and be replaced forever."""
-    if have_token or d.server is None or not d.server.model.startswith(ALWAYS_GATED):
+    server (or a token batch's engine) could not download the weights, fail its health check,
+    and be replaced forever."""
+    engine = d.server or d.batch_engine
+    if have_token or engine is None or not engine.model.startswith(ALWAYS_GATED):
         return None
     return (
-        f"{d.server.model} is gated on Hugging Face: set its token with "
+        f"{engine.model} is gated on Hugging Face: set its token with "
         "`pulumi config set --secret gpufit:hfToken hf_...` (without it the server cannot download "
         "the weights, fails its health check and is replaced over and over)"
     )

@@ -48,7 +48,7 @@ class ServingError(ValueError):
     """A serve spec whose model server gpufit cannot start as planned, with the reason."""
 
 
-def server_launch(plan: Plan) -> ServerLaunch | None:
+def server_launch(plan: Plan, batch: bool = False) -> ServerLaunch | None:
     """The model server of a serve plan from its own numbers: the engine build the plan chose
     for its GPU and image, the checkpoint ``spec.served()`` names (the chat repo of a base
     preset, a published FP8 checkpoint), tensor parallelism and replicas per machine from the
@@ -56,22 +56,26 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
     = ``serving.concurrency``, the memory fraction the sizing plans with (SGLang's static pool
     as SGLang would size it), FP8 weights and KV cache in the release's own spelling, the flags
     the release needs for the model (trust-remote-code, the image limit, a YaRN override).
-    ServingError when it cannot be started as planned; None when the spec starts no server."""
+    ServingError when it cannot be started as planned; None when the spec starts no server.
+    ``batch``: the engine of a token-generating batch job (``spec.batch_engine``), on
+    127.0.0.1 for job.command, at the plan's chosen concurrency per machine type."""
     spec, choice = plan.spec, plan.choice
-    engine = spec.server_engine
+    engine = spec.batch_engine if batch else spec.server_engine
     if engine == "none" or choice is None or spec.serving is None:
         return None
     shape, arch, serving = choice.shape, spec.arch(), spec.serving
     if shape.nodes_per_replica > 1:
         raise ServingError(
             f"serving.engine {engine}: the plan spreads a replica over {shape.nodes_per_replica} nodes "
-            "(pipeline parallel), which gpufit does not launch; give job.command, or "
-            "placement.instance_types that hold the model on one node"
+            "(pipeline parallel), which gpufit does not launch; give job.command"
+            f"{' with serving.engine none' if batch else ''}, or placement.instance_types that hold the "
+            "model on one node"
         )
     served = spec.served()
     repo = served.repo
     if repo is None:
-        raise ServingError(f"serving.engine {engine}: model.hf must name the Hugging Face repo to serve")
+        other = ", or serving.engine none (job.command runs its own)" if batch else ""
+        raise ServingError(f"serving.engine {engine}: model.hf must name the repo to serve{other}")
     if spec.precision in ("int8", "int4", "nf4") and spec.model.hf is None:
         raise ServingError(
             f"serving.engine {engine}: precision {spec.precision} needs a quantised checkpoint; "
@@ -80,9 +84,10 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
     build = choice.engine
     version = build.version if build is not None else pinned_versions(engine)[0]
     gpu = choice.offer.instance.gpu
+    seqs = _max_num_seqs(spec, shape) if batch else serving.concurrency
     if engine == "sglang":
         fraction = sglang_static_fraction(
-            gpu.memory_mib, shape.tensor_parallel, serving.concurrency, arch.is_mla, arch.is_multimodal
+            gpu.memory_mib, shape.tensor_parallel, seqs, arch.is_mla, arch.is_multimodal
         )
     else:
         fraction = USABLE_MEMORY_FRACTION
@@ -96,7 +101,7 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
         served_name=spec.name,
         tensor_parallel=shape.tensor_parallel,
         max_model_len=spec.engine_context,
-        max_num_seqs=serving.concurrency,
+        max_num_seqs=seqs,
         gpu_memory_utilization=fraction,
         quantization=online_fp8(engine, version).quantization if served.fp8 == "online" else None,
         kv_cache_dtype=fp8_kv_cache_dtype(engine, gpu) if serving.kv_cache_precision == "fp8" else None,
@@ -112,6 +117,7 @@ def server_launch(plan: Plan) -> ServerLaunch | None:
         env=env,
         engine_args=tuple(serving.engine_args),
         health_path=health_path(engine),
+        loopback=batch,
     )
 
 
@@ -243,6 +249,7 @@ def deployment_from_plan(
         image=image,
         subnet_id=subnet_id,
         server=server_launch(plan),
+        batch_engine=server_launch(plan, batch=True),
         expose=spec.serving.expose if spec.serving is not None else "private",
         api_cidrs=tuple(spec.access.api_cidrs),
         certificate_arn=spec.serving.certificate_arn if spec.serving is not None else None,

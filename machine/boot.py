@@ -45,6 +45,7 @@ from machine.lifecycle import RDZV_PORT, Timing
 from machine.serving import (
     HEALTH_PATH,
     MachineSecrets,
+    batch_engine_start,
     readiness_port,
     readiness_script,
     serve_cache,
@@ -252,6 +253,7 @@ def settings(
     job_kind = kind(d)
     refs = secrets or MachineSecrets(d.cloud, d.region)
     serving = d.server
+    engine = serving or d.batch_engine
     values: list[tuple[str, str | int]] = [
         ("SELF", paths.supervisor),
         ("ETC", paths.etc),
@@ -309,7 +311,9 @@ def settings(
         ("T_HEARTBEAT", timing.heartbeat),
         ("T_JOIN", timing.join_timeout),
         ("LOAD_BOUND", lifecycle.load_bound_s(d)),
-        ("HEALTH_PATH", serving.health_path if serving else HEALTH_PATH),
+        ("HEALTH_PATH", engine.health_path if engine else HEALTH_PATH),
+        # a token batch's engine on 127.0.0.1 (ports BATCH_PORT + replica) for job.command
+        ("BATCH_PORT", d.batch_engine.base_port if d.batch_engine else 0),
         ("API_KEY_VAR", refs.api_key_var(serving.engine if serving else "vllm")),
         ("API_KEY_REF", refs.api_key or ""),
         # SGLang takes its key only from a flag or its --config file: the supervisor writes it there.
@@ -439,6 +443,9 @@ def bundle(
             )
         if d.cloud == "gcp":
             files.append(MachineFile(f"{paths.lib}/readiness.py", readiness_script(), "0755"))
+    if d.batch_engine is not None:
+        start_script = batch_engine_start(d.batch_engine, f"{paths.run}/serve.env", paths.model_cache)
+        files.append(MachineFile(f"{paths.etc}/batch-engine-start.sh", start_script))
     return Bundle(tuple(files), tuple(start))
 
 

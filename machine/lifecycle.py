@@ -151,8 +151,10 @@ def max_replacements(d: Deployment) -> int:
 
 
 def load_bound_s(d: Deployment) -> int:
-    """How long a new server may take to answer ``/health``: the plan's grace period."""
-    return d.server.grace_seconds if d.server is not None else 0
+    """How long a new server (or a batch job's engine) may take to answer ``/health``: the
+    plan's grace period."""
+    engine = d.server or d.batch_engine
+    return engine.grace_seconds if engine is not None else 0
 
 
 def load_problem(d: Deployment) -> str | None:

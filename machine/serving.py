@@ -90,7 +90,7 @@ def vllm_args(launch: ServerLaunch, replica: int) -> list[str]:
     args = [
         "--model", launch.model,
         "--served-model-name", launch.served_name,
-        "--host", SERVE_HOST,
+        "--host", bind_host(launch),
         "--port", str(launch.port(replica)),
         "--tensor-parallel-size", str(launch.tensor_parallel),
         "--max-model-len", str(launch.max_model_len),
@@ -107,7 +107,7 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
     args = [
         "--model-path", launch.model,
         "--served-model-name", launch.served_name,
-        "--host", SERVE_HOST,
+        "--host", bind_host(launch),
         "--port", str(launch.port(replica)),
         "--tp-size", str(launch.tensor_parallel),
         "--context-length", str(launch.max_model_len),
@@ -115,8 +115,9 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
         "--mem-fraction-static", f"{launch.gpu_memory_utilization:g}",
         "--download-dir", "/root/.cache/huggingface/hub",
         "--log-level", "warning",  # at info, SGLang logs its server arguments, the API key among them
-        "--config", SGLANG_CONFIG_IN_CONTAINER,
     ]  # fmt: skip
+    if not launch.loopback:  # a batch job's loopback engine takes no key
+        args += ["--config", SGLANG_CONFIG_IN_CONTAINER]
     return args + _common_tail(launch, "--limit-mm-data-per-request")
 
 
@@ -149,6 +150,12 @@ def docker_run(
     head += ["--volume", f"{sglang_config}:{SGLANG_CONFIG_IN_CONTAINER}:ro", "--entrypoint", "python3"]
     argv = [*head, launch.image, "-m", "sglang.launch_server", *sglang_args(launch, replica)]
     return _at_serve_host(shlex.join(argv))
+
+
+def bind_host(launch: ServerLaunch) -> str:
+    """The ``--host`` of a launch: 127.0.0.1 for a token batch's engine (``loopback``: only
+    ``job.command`` on the machine calls it, with no API key), else ``SERVE_HOST``."""
+    return "127.0.0.1" if launch.loopback else SERVE_HOST
 
 
 def _at_serve_host(line: str) -> str:
@@ -237,6 +244,53 @@ set -euo pipefail
 mkdir -p {shlex.quote(model_cache)}
 docker pull {shlex.quote(launch.image)}
 {verify_digest(launch.image)}{runs}
+"""
+
+
+BATCH_RUNTIME = {
+    "--port": '"$port"',
+    "--tensor-parallel-size": '"$GPUFIT_TP"',
+    "--tp-size": '"$GPUFIT_TP"',
+    "--max-num-seqs": '"$GPUFIT_MAX_NUM_SEQS"',
+    "--max-running-requests": '"$GPUFIT_MAX_NUM_SEQS"',
+}
+"""The values a batch engine takes from the machine's own type (a batch fleet mixes types):
+the supervisor's ``GPUFIT_TP`` and ``GPUFIT_MAX_NUM_SEQS`` (``TP_BY_TYPE``), one port a replica."""
+
+
+def batch_engine_start(launch: ServerLaunch, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE) -> str:
+    """The engine a token-generating batch job talks to: ``GPUFIT_REPLICAS`` servers on
+    127.0.0.1 (ports ``base_port + r``), each on ``GPUFIT_TP`` GPUs at ``GPUFIT_MAX_NUM_SEQS``
+    sequences, the arguments otherwise ``engine_argv``'s (checked against the release's parser
+    like a serve launch). Run by the supervisor with the job's variables; no API key (the port
+    is not reachable from outside the machine)."""
+    args = engine_argv(launch, 0)
+    words = [shlex.quote(a) for a in args]
+    for i, arg in enumerate(args[:-1]):
+        if arg in BATCH_RUNTIME:
+            words[i + 1] = BATCH_RUNTIME[arg]
+    head = [
+        "docker", "run", "--detach", "--name", '"gpufit-batch-$r"', "--gpus", '"\\"device=$devices\\""',
+        "--network", "host", "--ipc", "host", "--env-file", shlex.quote(env_file),
+        "--volume", shlex.quote(f"{model_cache}:/root/.cache/huggingface"),
+    ]  # fmt: skip
+    head += [f"--env {shlex.quote(f'{name}={value}')}" for name, value in launch.env]
+    if launch.engine == "vllm":
+        head.append(shlex.quote(launch.image))
+    else:
+        head += ["--entrypoint", "python3", shlex.quote(launch.image), "-m", "sglang.launch_server"]
+    return f"""#!/bin/bash
+# gpufit: start the batch job's engine ({launch.engine}) on 127.0.0.1, one per GPUFIT_TP GPUs
+set -euo pipefail
+mkdir -p {shlex.quote(model_cache)}
+docker pull {shlex.quote(launch.image)}
+for ((r = 0; r < GPUFIT_REPLICAS; r++)); do
+  port=$(({launch.base_port} + r))
+  devices=$(seq -s, $((r * GPUFIT_TP)) $((r * GPUFIT_TP + GPUFIT_TP - 1)))
+  docker rm --force "gpufit-batch-$r" >/dev/null 2>&1 || true
+  {" ".join(head)} \\
+    {" ".join(words)}
+done
 """
 
 

@@ -7,8 +7,18 @@ until the step turns compute-bound or the KV cache fills the GPUs. When the spec
 the fewest instance-hours (its cost on that type), among powers of two up to
 ``MAX_BATCH_CONCURRENCY``, each sized and timed by the same ``requirements`` and ``fit`` as any
 plan (so the KV cache of every resident sequence must fit, and a stated
-``tokens_per_s_per_stream`` still holds). The model server is launched with it
-(``--max-num-seqs`` for vLLM, ``--max-running-requests`` for SGLang).
+``tokens_per_s_per_stream`` still holds).
+
+The engine runs with it: gpufit starts ``spec.batch_engine`` (vLLM by default) on 127.0.0.1
+with ``--max-num-seqs`` (vLLM) or ``--max-running-requests`` (SGLang) = the chosen value for the
+machine's own type, and ``job.command`` sends its prompts to ``GPUFIT_ENGINE_URL``
+(``machine.serving.batch_engine_start``). With ``serving.engine: none`` the command runs its
+own engine and gets the value as ``GPUFIT_MAX_NUM_SEQS``; the plan's speed assumes it passes it:
+left to itself vLLM picks its default by usage context and GPU memory (``get_batch_defaults``
+in vllm/engine/arg_utils.py, https://github.com/vllm-project/vllm/blob/v0.27.1/vllm/engine/arg_utils.py:
+256 for the API server on GPUs under 70 GiB, 1024 on larger ones, as the vLLM 0.19 H100 log
+cited for setup times shows: "Defaulting max_num_seqs to 1024 for OPENAI_API_SERVER usage
+context").
 """
 
 from __future__ import annotations
@@ -21,9 +31,15 @@ from selector.sizing import Rejection, Requirements, Shape, Term, fit, requireme
 from selector.spec import WorkloadSpec
 
 MAX_BATCH_CONCURRENCY = 256
-"""The largest concurrency tried: the top of the range (1-256) the speed model is calibrated
-over (issue 24's published serving measurements), and vLLM's long-standing default
-``max_num_seqs``; beyond it the decode model would extrapolate."""
+"""The largest concurrency tried (the KV cache bounds it lower on small GPUs). A gpufit choice,
+not a measured bound: see ``CALIBRATED_DECODE_CONCURRENCY``."""
+
+CALIBRATED_DECODE_CONCURRENCY = 480
+"""The highest concurrency among the decode-speed rows of docs/calibration.yaml (gpt-fast at batch
+1, and since issue 24's calibration vLLM, SGLang, NIM and TensorRT-LLM rows at 5 to 480 sequences;
+tests/test_batch_concurrency.py keeps this equal to the file). A chosen concurrency above it times
+decode where no published measurement checked the model, and large-batch decode is where it is
+optimistic (issue 24, error class 3): the plan marks such a choice ESTIMATE."""
 
 CONCURRENCY_STEPS = tuple(2**i for i in range(9))
 """Powers of two from 1 to ``MAX_BATCH_CONCURRENCY``."""
@@ -55,6 +71,20 @@ def concurrency_requirements(spec: WorkloadSpec) -> tuple[tuple[int, Requirement
         variant = spec.model_copy(update={"serving": serving.model_copy(update={"concurrency": c})})
         out.append((c, requirements(variant)))
     return tuple(out)
+
+
+def is_estimate(concurrency: int) -> bool:
+    """Whether the decode speed at ``concurrency`` lies beyond the calibrated range."""
+    return concurrency > CALIBRATED_DECODE_CONCURRENCY
+
+
+def estimate_note(concurrency: int) -> str:
+    if not is_estimate(concurrency):
+        return ""
+    return (
+        f"; ESTIMATE: decode speed at {concurrency} sequences is beyond the calibrated "
+        f"{CALIBRATED_DECODE_CONCURRENCY} (docs/calibration.yaml)"
+    )
 
 
 def _instance_hours(shape: Shape) -> float:
@@ -91,6 +121,8 @@ def best_concurrency_fit(
         c,
         "sequences",
         f"fewest instance-hours among 1-{MAX_BATCH_CONCURRENCY} resident sequences per replica "
-        f"whose KV cache fits (concurrency: instance-hours {', '.join(tried)}); the engine runs with it",
+        f"whose KV cache fits (concurrency: instance-hours {', '.join(tried)}){estimate_note(c)}; "
+        "the engine gpufit starts on 127.0.0.1 runs with it (--max-num-seqs, --max-running-requests); "
+        "with serving.engine none, job.command's own engine must, from GPUFIT_MAX_NUM_SEQS",
     )
     return replace(shape, concurrency=c, terms=(*shape.terms, term))

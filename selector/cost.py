@@ -165,6 +165,8 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and spec.work is None):
         run_hours = spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
     stateless = spec.fault_tolerance == "stateless"
+    # a token batch's job.command runs its own engine: its image and start are setup too
+    generates_tokens = spec.task == "batch" and req.batch_tokens is not None
     return CostInputs(
         run_hours=run_hours,
         disk_gb=disk,
@@ -180,7 +182,7 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
         budget_hourly=spec.budget.max_hourly_usd,
         budget_total=spec.budget.max_total_usd,
         setup_weights_bytes=0.0 if spec.task == "pretrain" else req.weights_file_bytes,
-        setup_engine=spec.server_engine != "none",
+        setup_engine=spec.server_engine != "none" or generates_tokens,
         setup_dataset_gb=storage.dataset_gb,
     )
 
@@ -199,6 +201,8 @@ def job_setup(offer: Offer, inputs: CostInputs) -> SetupTime | None:
         inputs.setup_engine,
         inputs.setup_engine,
         inputs.setup_dataset_gb,
+        inputs.disk_gb,
+        offer.instance.machine_type,
     )
 
 

@@ -155,20 +155,23 @@ def yarn_for(
     return Yarn(factor, original, "serving.rope_scaling"), None
 
 
-def context_problem(context: int, served: ServedModel, model_name: str) -> str | None:
+def context_problem(
+    context: int, served: ServedModel, model_name: str, field: str = "serving.context_tokens"
+) -> str | None:
     """Why ``context`` tokens cannot be served (None when they can): above the served repo's
-    maximum without a YaRN opt-in, or above what the opt-in reaches."""
+    maximum without a YaRN opt-in, or above what the opt-in reaches. ``field`` names the spec
+    field the context comes from (the serve context, or an embed job's longest document)."""
     limit = served.context_limit
     if not limit or context <= limit:
         return None
     repo = served.repo or model_name
     if served.yarn is not None:
         return (
-            f"serving.context_tokens: {context:,} is above the {limit:,} tokens YaRN reaches "
+            f"{field}: {context:,} is above the {limit:,} tokens YaRN reaches "
             f"({served.yarn.original:,} × {served.yarn.factor:g}) for {repo}"
         )
     return (
-        f"serving.context_tokens: {context:,} is above the maximum of {repo}, {limit:,} tokens "
+        f"{field}: {context:,} is above the maximum of {repo}, {limit:,} tokens "
         "(its config.json); lower it, or opt into YaRN with serving.rope_scaling where the model "
         "documents it"
     )

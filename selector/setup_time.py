@@ -96,27 +96,62 @@ def _tag(fig: SetupFigure) -> str:
     return f" [{'estimate: ' if fig.estimate else ''}{fig.key}]"
 
 
-def download_gib_per_s(cloud: str) -> tuple[float, str, tuple[SetupFigure, ...]]:
-    """Rate the weights reach the boot disk: the Hub's measured rate, capped on AWS by a gp3
-    root volume's default 125 MiB/s write throughput (gpufit provisions none above it)."""
+@lru_cache(maxsize=1)
+def hyperdisk_only_series() -> tuple[str, ...]:
+    """GCP machine series whose boot disk is ``hyperdisk-balanced`` (others: ``pd-balanced``)."""
+    doc: dict[str, Any] = load_yaml(SETUP_FILE)
+    return tuple(str(s) for s in doc["gcp_hyperdisk_only_series"])
+
+
+def disk_write_mib_per_s(cloud: str, disk_gb: float, machine_type: str) -> tuple[float, SetupFigure, str]:
+    """The boot disk's write throughput as gpufit creates it: AWS gp3 at its default 125 MiB/s;
+    GCP ``pd-balanced`` at 0.28 MiB/s per GiB of its size up to 1,200 MiB/s per instance, or
+    ``hyperdisk-balanced`` at the 140 MiB/s it includes (https://cloud.google.com/compute/docs/disks/performance,
+    https://cloud.google.com/compute/docs/disks/hd-types/hyperdisk-balanced)."""
+    figs = setup_figures()
+    if cloud == "aws":
+        disk = figs["aws_root_volume_mib_per_s"]
+        return disk.value, disk, f"gp3 root volume {disk.value:g} MiB/s{_tag(disk)}"
+    if machine_type.startswith(hyperdisk_only_series()):
+        disk = figs["gcp_hyperdisk_balanced_mib_per_s"]
+        return disk.value, disk, f"hyperdisk-balanced boot disk {disk.value:g} MiB/s{_tag(disk)}"
+    per_gib = figs["gcp_pd_balanced_mib_per_s_per_gib"]
+    ceiling = figs["gcp_pd_balanced_max_write_mib_per_s"].value
+    gib = disk_gb * 1e9 / GIB
+    rate = min(per_gib.value * gib, ceiling)
+    why = f"pd-balanced boot disk {per_gib.value:g} MiB/s × {gib:,.0f} GiB = {rate:,.0f} MiB/s{_tag(per_gib)}"
+    return rate, per_gib, why
+
+
+def download_gib_per_s(
+    cloud: str, disk_gb: float, machine_type: str
+) -> tuple[float, str, tuple[SetupFigure, ...]]:
+    """Rate the weights reach the boot disk: the Hub's measured rate, capped by the boot disk's
+    write throughput (``disk_write_mib_per_s``; gpufit provisions none above the default)."""
     figs = setup_figures()
     hub = figs["hub_download_gib_per_s"]
     rate, why = hub.value, f"Hub {hub.value:g} GiB/s{_tag(hub)}"
     used: tuple[SetupFigure, ...] = (hub,)
-    if cloud == "aws":
-        disk = figs["aws_root_volume_mib_per_s"]
-        disk_gib = disk.value * MIB / GIB
-        if disk_gib < rate:
-            rate, why = disk_gib, f"gp3 root volume {disk.value:g} MiB/s{_tag(disk)}, below the {why}"
-            used = (disk, hub)
+    disk_mib, disk, disk_why = disk_write_mib_per_s(cloud, disk_gb, machine_type)
+    disk_gib = disk_mib * MIB / GIB
+    if disk_gib < rate:
+        rate, why = disk_gib, f"{disk_why}, below the {why}"
+        used = (disk, hub)
     return rate, why, used
 
 
 def setup_time(
-    cloud: str, weights_bytes: float, engine_image: bool, engine_start: bool, dataset_gb: float
+    cloud: str,
+    weights_bytes: float,
+    engine_image: bool,
+    engine_start: bool,
+    dataset_gb: float,
+    disk_gb: float,
+    machine_type: str,
 ) -> SetupTime:
-    """Setup of one machine on ``cloud``: boot; the model server's image when one runs
-    (``engine_image``); the weights downloaded at ``download_gib_per_s`` and loaded onto the GPUs
+    """Setup of one machine of ``machine_type`` on ``cloud`` with a ``disk_gb`` boot disk: boot;
+    the model server's image when one runs (``engine_image``); the weights downloaded at
+    ``download_gib_per_s`` (capped by the boot disk's write rate) and loaded onto the GPUs
     at the measured load rate; the engine's own start (profile, KV cache, warm-up; a model server
     only, ``engine_start``); the dataset at the dataset rate."""
     figs = setup_figures()
@@ -129,7 +164,7 @@ def setup_time(
         parts.append(SetupPart("engine image", img.value, f"pull and start{_tag(img)}", img.estimate, (img,)))
     if weights_bytes > 0:
         gib = weights_bytes / GIB
-        rate, why, used = download_gib_per_s(cloud)
+        rate, why, used = download_gib_per_s(cloud, disk_gb, machine_type)
         parts.append(
             SetupPart(
                 "weights download", gib / rate, f"{gib:,.1f} GiB at {rate:.3g} GiB/s ({why})", False, used
@@ -147,9 +182,9 @@ def setup_time(
         gib = dataset_gb * 1e9 / GIB
         rate = data.value
         used_data: tuple[SetupFigure, ...] = (data,)
-        disk = figs["aws_root_volume_mib_per_s"]
-        if cloud == "aws" and disk.value * MIB / GIB < rate:
-            rate, used_data = disk.value * MIB / GIB, (data, disk)
+        disk_mib, disk, _ = disk_write_mib_per_s(cloud, disk_gb, machine_type)
+        if disk_mib * MIB / GIB < rate:
+            rate, used_data = disk_mib * MIB / GIB, (data, disk)
         formula = f"storage.dataset_gb {gib:,.1f} GiB at {rate:.3g} GiB/s{_tag(data)}"
         parts.append(SetupPart("dataset", gib / rate, formula, True, used_data))
     return SetupTime(tuple(parts))

@@ -9,10 +9,13 @@ from typing import Any
 import pytest
 
 from selector.batch_concurrency import (
+    CALIBRATED_DECODE_CONCURRENCY,
     MAX_BATCH_CONCURRENCY,
     best_concurrency_fit,
     chooses_concurrency,
     concurrency_requirements,
+    estimate_note,
+    is_estimate,
 )
 from selector.catalog import Catalog
 from selector.select import plan
@@ -25,6 +28,7 @@ BATCH_8B: dict[str, Any] = {
     "model": {"preset": "llama-3.1-8b"},
     "precision": "bf16",
     "serving": {"context_tokens": 2048, "tokens": "1e9"},
+    "job": {"command": 'python generate.py --max-num-seqs "$GPUFIT_MAX_NUM_SEQS"'},
     "fault_tolerance": "none",
 }
 
@@ -91,7 +95,41 @@ def test_plan_json_and_text_report_the_concurrency(mini_catalog: Catalog, tmp_pa
     c = doc["choice"]["shape"]["concurrency"]
     assert isinstance(c, int) and c >= 32
     assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
-    assert f"batch concurrency {c} sequences per replica" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    # issue 24's calibration has decode rows up to 480 sequences: 256 is within it, no ESTIMATE
+    assert f"batch concurrency {c} sequences per replica (fewest instance-hours" in text
+    assert c <= CALIBRATED_DECODE_CONCURRENCY and "ESTIMATE beyond the calibrated" not in text
+    tp = doc["choice"]["shape"]["tensor_parallel"]
+    assert f"gpufit starts vllm on 127.0.0.1 (TP {tp}, max-num-seqs {c})" in text
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG), "--explain"]) == 0
+    explain = capsys.readouterr().out
+    assert "ESTIMATE: decode speed at" not in explain and "gpufit starts on 127.0.0.1 runs with it" in explain
+    own = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}}
+    path.write_text(yaml.safe_dump(own))
+    assert main(["plan", str(path), "--catalog", str(MINI_CATALOG)]) == 0
+    text = capsys.readouterr().out
+    assert "engine must pass $GPUFIT_MAX_NUM_SEQS" in text and "gpufit starts" not in text
+
+
+def test_the_calibrated_concurrency_is_the_calibration_files() -> None:
+    """Decode speed is checked against published rows only up to their highest concurrency; a
+    choice above it is marked ESTIMATE (the file, not the constant, is the evidence)."""
+    from pathlib import Path
+
+    import yaml
+
+    cases = yaml.safe_load((Path(__file__).parent.parent / "docs" / "calibration.yaml").read_text())["cases"]
+    decode = [c["serving"]["concurrency"] for c in cases if c["kind"] == "decode_tokens_per_s"]
+    assert decode and max(decode) == CALIBRATED_DECODE_CONCURRENCY
+
+
+def test_a_token_batch_without_a_command_is_refused() -> None:
+    """Nothing would run it: gpufit starts no engine for task batch (the machine boots idle)."""
+    from selector.spec import SpecError, parse_spec
+
+    with pytest.raises((SpecError, ValueError), match=r"job\.command: a task batch that generates") as raised:
+        parse_spec({k: v for k, v in BATCH_8B.items() if k != "job"})
+    assert "\n" not in str(raised.value).strip()
 
 
 @pytest.mark.parametrize("c", [1, 256])
@@ -119,3 +157,54 @@ def test_each_machine_type_of_the_fleet_gets_its_own_concurrency(mini_catalog: C
     want |= {f.offer.instance.machine_type: f.shape.concurrency for f in result.fallbacks}
     got = {entry.split(":")[0]: int(entry.split(":")[3]) for entry in replica_shapes(d)}
     assert got == want and all(c > 1 for c in got.values())
+
+
+def test_a_token_batch_deploys_its_engine_on_loopback_at_the_chosen_concurrency(
+    mini_catalog: Catalog,
+) -> None:
+    """Issue 24 item 8, "launch the engine with it": the deployment carries the engine gpufit
+    starts for job.command (127.0.0.1, the plan's concurrency, the plan's TP), and a gated model's
+    engine needs the Hugging Face token like a served one."""
+    from datetime import UTC, datetime
+
+    from deployment import missing_token
+    from deployment.translate import deployment_from_plan
+    from machine.serving import engine_argv
+
+    result = plan(spec_of({**BATCH_8B, "teardown": {"ttl": "24h"}}), mini_catalog)
+    assert result.choice is not None
+    d = deployment_from_plan(
+        result, stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    engine = d.batch_engine
+    assert engine is not None and d.server is None and engine.loopback
+    argv = engine_argv(engine, 0)
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"
+    assert argv[argv.index("--max-num-seqs") + 1] == str(result.choice.shape.concurrency)
+    assert argv[argv.index("--tensor-parallel-size") + 1] == str(result.choice.shape.tensor_parallel)
+    assert "meta-llama" in (missing_token(d, have_token=False) or "")
+    own = spec_of(
+        {**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}, "teardown": {"ttl": "24h"}}
+    )
+    mine = deployment_from_plan(
+        plan(own, mini_catalog), stack="dev", project="gpufit", created_at=datetime(2026, 12, 4, tzinfo=UTC)
+    )
+    assert mine.batch_engine is None and mine.max_num_seqs > 1
+
+
+def test_a_token_batch_whose_engine_cannot_start_says_how_to_run_its_own(mini_catalog: Catalog) -> None:
+    from datetime import UTC, datetime
+
+    from deployment.translate import ServingError, deployment_from_plan
+
+    explicit = {"params_b": 8, "layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn": 14336}
+    result = plan(spec_of({**BATCH_8B, "model": explicit, "teardown": {"ttl": "24h"}}), mini_catalog)
+    created = datetime(2026, 12, 4, tzinfo=UTC)
+    with pytest.raises(ServingError, match=r"model\.hf must name the repo to serve, or serving\.engine none"):
+        deployment_from_plan(result, stack="dev", project="gpufit", created_at=created)
+
+
+def test_a_concurrency_beyond_the_calibrated_rows_is_marked_estimate() -> None:
+    top = CALIBRATED_DECODE_CONCURRENCY
+    assert not is_estimate(top) and estimate_note(top) == ""
+    assert is_estimate(top + 1) and f"beyond the calibrated {top}" in estimate_note(top + 1)

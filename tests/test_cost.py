@@ -141,3 +141,26 @@ def test_deepseek_r1_disk_and_bucket_hold_its_fp8_files_not_two_bytes_a_paramete
     assert parts["weights"] == pytest.approx(688.57, abs=0.01)
     assert cost_inputs(spec, req).bucket_gb == pytest.approx(688.57, abs=0.01)
     assert disk_size_gb(spec, req) == 820
+
+
+@pytest.mark.parametrize("preset", ["deepseek-v3", "deepseek-v3.1", "deepseek-v3.2"])
+def test_deepseek_v3_family_disk_holds_its_files_and_every_part(preset: str) -> None:
+    """The V3 family publishes the same 671B main + 14B MTP FP8 files as R1, about 688.6 GB
+    (deepseek-ai/DeepSeek-V3's card: "685B ... 671B of the Main Model weights and 14B of the
+    MTP Module weights"); shape-based sizing gave 673 GB, and a disk (810 GB) below its own
+    parts (100 + 688.6 + 30 GB)."""
+    spec = spec_of(
+        {
+            "name": "v3",
+            "task": "serve",
+            "model": {"preset": preset},
+            "precision": "fp8",
+            "serving": {"context_tokens": 8192, "concurrency": 8},
+            "duration": "24h",
+        }
+    )
+    req = requirements(spec)
+    parts = {p.name: p.gb for p in disk_parts(spec, req)}
+    assert parts["weights"] >= 688.5
+    assert cost_inputs(spec, req).bucket_gb >= 688.5
+    assert disk_size_gb(spec, req) >= sum(parts.values())

@@ -35,8 +35,8 @@ def test_every_figure_names_a_dated_source() -> None:
 def test_weights_arrive_at_the_hub_rate_or_the_gp3_root_volume_rate() -> None:
     """vLLM logged 203 GiB downloaded in 500 s (0.41 GiB/s); an AWS gp3 root volume without
     provisioned throughput writes 125 MiB/s, slower, so AWS is capped by its disk."""
-    gcp, _, _ = download_gib_per_s("gcp")
-    aws, why, used = download_gib_per_s("aws")
+    gcp, _, _ = download_gib_per_s("gcp", 2000, "a3-highgpu-8g")
+    aws, why, used = download_gib_per_s("aws", 820, "p5.48xlarge")
     assert gcp == pytest.approx(0.4)
     assert aws == pytest.approx(125 / 1024) and "gp3" in why
     assert [f.key for f in used] == ["AWS-GP3", "LLMD-SCOUT"]
@@ -45,7 +45,7 @@ def test_weights_arrive_at_the_hub_rate_or_the_gp3_root_volume_rate() -> None:
 def test_deepseek_r1_checkpoint_takes_hours_to_arrive_on_aws() -> None:
     """689 GB of FP8 weights (issue 24, defect 10) at 125 MiB/s is about 87 minutes, loading
     at the measured 0.45 GiB/s another 24: a plan must not treat it as free."""
-    setup = setup_time("aws", 688.6e9, True, True, 0.0)
+    setup = setup_time("aws", 688.6e9, True, True, 0.0, 820, "p5.48xlarge")
     parts = {p.name: p.seconds for p in setup.parts}
     assert parts["weights download"] == pytest.approx(688.6e9 / GIB / (125 / 1024))
     assert parts["weights load"] == pytest.approx(688.6e9 / GIB / 0.45)
@@ -112,3 +112,47 @@ def test_plan_shows_the_setup_in_text_json_explain_and_markdown(capsys: pytest.C
     assert setup["sources"]["LLMD-SCOUT"]["url"].startswith("https://github.com/llm-d-incubation/")
     assert main(["plan", example, "--catalog", str(MINI_CATALOG), "--format", "markdown"]) == 0
     assert "| setup | " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("disk_gb", "machine_type", "mib_per_s"),
+    [
+        (200, "a2-highgpu-1g", 0.28 * 200e9 / GIB),  # pd-balanced: 0.28 MiB/s per GiB
+        (820, "a3-highgpu-8g", 0.28 * 820e9 / GIB),
+        (6000, "a3-highgpu-8g", 1200),  # the per-instance write limit
+        (820, "a3-ultragpu-8g", 140),  # hyperdisk-balanced: the 140 MiB/s it includes
+        (820, "a4-highgpu-8g", 140),
+    ],
+)
+def test_gcp_weights_arrive_at_the_boot_disks_write_rate(
+    disk_gb: float, machine_type: str, mib_per_s: float
+) -> None:
+    """Review finding 5: GCP took the Hub's 0.4 GiB/s while AWS was capped by its gp3 volume.
+    A pd-balanced boot disk writes 0.28 MiB/s per GiB
+    (https://cloud.google.com/compute/docs/disks/performance),
+    a Hyperdisk Balanced one 140 MiB/s unprovisioned."""
+    rate, why, _ = download_gib_per_s("gcp", disk_gb, machine_type)
+    assert rate == pytest.approx(min(mib_per_s * 1024**2 / GIB, 0.4))
+    assert ("hyperdisk" in why) == machine_type.startswith(("a3-ultragpu-", "a4-"))
+
+
+def test_the_hyperdisk_series_are_the_gcp_providers() -> None:
+    from providers.gcp.common import HYPERDISK_ONLY_SERIES
+    from selector.setup_time import hyperdisk_only_series
+
+    assert hyperdisk_only_series() == HYPERDISK_ONLY_SERIES
+
+
+def test_a_token_batch_sets_up_its_jobs_engine_too() -> None:
+    """Review finding 8: a generation batch's job.command starts an engine (image, init)."""
+    batch = spec_of(
+        {
+            "name": "batch8b",
+            "task": "batch",
+            "model": {"preset": "llama-3.1-8b"},
+            "serving": {"context_tokens": 2048, "tokens": "1e9"},
+            "job": {"command": "python generate.py"},
+            "fault_tolerance": "none",
+        }
+    )
+    assert cost_inputs(batch, requirements(batch)).setup_engine

@@ -213,6 +213,11 @@ job_environment() {  # the image's own environment, the secrets, gpufit's variab
   export GPUFIT_MASTER_PORT="$RDZV_PORT" GPUFIT_EXPIRES_AT="$EXPIRES_AT" GPUFIT_BUCKET="$BUCKET"
   export GPUFIT_OUTPUTS="$WORKDIR/outputs" GPUFIT_ATTEMPT
   replica_environment
+  if [ "$BATCH_PORT" -gt 0 ]; then  # the batch engine gpufit started: replica r on BATCH_PORT + r
+    local r urls=()
+    for ((r = 0; r < GPUFIT_REPLICAS; r++)); do urls+=("http://127.0.0.1:$((BATCH_PORT + r))/v1"); done
+    export GPUFIT_ENGINE_URL="${urls[0]}" GPUFIT_ENGINE_URLS="${urls[*]}"
+  fi
   GPUFIT_ATTEMPT=$(cat "$RUN/attempt" 2>/dev/null || echo 1)
 }
 run_checkpoint_hook() {  # BOUND
@@ -244,6 +249,7 @@ planned_stop() {  # REASON HOOK-BOUND JOB-STOP-BOUND SYNC-BOUND: once per boot, 
   if [ "$KIND" != serve ]; then
     run_checkpoint_hook "$2"
     stop_job "$3"
+    stop_batch_engine
     sync_outputs "$4"
   fi
   printf '%s' "$1" > "$RUN/stopped"
@@ -426,6 +432,34 @@ write_sglang_config() {  # FILE REF: SGLang's API key as its --config YAML, root
   mv "$file.tmp" "$file"
 }
 
+# --- a token batch's engine on 127.0.0.1: up before job.command, down after it ----------
+batch_engine_healthy() {
+  local r
+  for ((r = 0; r < GPUFIT_REPLICAS; r++)); do
+    curl -sf -m 5 -o /dev/null "http://127.0.0.1:$((BATCH_PORT + r))$HEALTH_PATH" || return 1
+  done
+}
+start_batch_engine() {  # GPUFIT_TP, GPUFIT_REPLICAS, GPUFIT_MAX_NUM_SEQS: this machine type's
+  local until
+  [ "$BATCH_PORT" -gt 0 ] || return 0
+  until=$(($(now) + LOAD_BOUND))
+  status starting "starting the batch engine (at most $LOAD_BOUND s)"
+  write_secrets "$RUN/serve.env" docker "${SERVE_SECRETS[@]}" || machine_failure "could not fetch the engine's secrets"
+  replica_environment
+  bash "$ETC/batch-engine-start.sh" || machine_failure "could not start the batch engine (exit $?)"
+  until batch_engine_healthy; do
+    if [ "$(now)" -ge "$until" ]; then machine_failure "the batch engine did not answer $HEALTH_PATH within $LOAD_BOUND s"; fi
+    sleep "$T_HEALTH_POLL"
+  done
+  log "batch engine answering on 127.0.0.1:$BATCH_PORT+ ($GPUFIT_REPLICAS x TP $GPUFIT_TP, $GPUFIT_MAX_NUM_SEQS sequences)"
+}
+stop_batch_engine() {  # every replica a machine of the fleet's types can hold (8 GPUs at most)
+  [ "$BATCH_PORT" -gt 0 ] || return 0
+  local r
+  for ((r = 0; r < (GPU_COUNT > 8 ? GPU_COUNT : 8); r++)); do docker rm --force "gpufit-batch-$r" >/dev/null 2>&1; done
+  log "batch engine stopped"
+}
+
 # --- work: a job or a command ------------------------------------------------------------
 run_job() {
   local done_count code attempt=0
@@ -440,6 +474,7 @@ run_job() {
     for i in "${!SECRET_VARS[@]}"; do pairs+=("${SECRET_VARS[$i]}" "${SECRET_REFS[$i]}"); done
     write_secrets "$RUN/job.env" shell "${pairs[@]}" || machine_failure "could not fetch the job's secrets"
   fi
+  start_batch_engine
   if [ "$T_SYNC_EVERY" -gt 0 ]; then
     (while sleep "$T_SYNC_EVERY"; do [ -e "$RUN/stopping" ] && break; sync_outputs; done) &
     echo "$!" > "$RUN/sync.pid"

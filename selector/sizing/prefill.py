@@ -11,13 +11,15 @@ from selector.sizing.memory import kv_bytes_per_token
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.spec import WorkloadSpec
 
-PREFILL_MFU = 0.45
-"""Share of the dense 16-bit tensor peak a serving engine reaches in prefill. Published: vLLM
-0.13 prefills Llama-3.1-8B bf16 at 30.9k tokens/s on an H100 (2 × 8.0e9 × 30.9e3 = 494 TFLOP/s,
-0.50 of 989; pytorch/ao torchao/quantization/README.md @aa25287, vLLM benchmark 32 × 4096);
-TensorRT-LLM's 2048-token first-token latency for Llama-2-7B on A100 fp16, 133 ms, is 0.67
-(NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d, v0.6.1). Taken below the lower one,
-so a plan does not promise a prefill rate the engines were not measured at."""
+PREFILL_MFU = 0.35
+"""Share of the dense 16-bit tensor peak a serving engine reaches in prefill, an ESTIMATE taken
+below every published measurement found (issue 24 research notes, section 11): vLLM 0.13
+Llama-3.1-8B bf16 at 30.9k tokens/s on H100 (2 × 8.03e9 × 30.9e3 = 496 TFLOP/s, 0.50 of 989) and
+59.1k on B200 (0.95 PFLOP/s, 0.42 of 2,250; pytorch/ao torchao/quantization/README.md @aa25287,
+vLLM benchmark 32 × 4096); TensorRT-LLM's 2048-token first-token latency for Llama-2-7B on A100
+fp16, 133 ms, 0.67 (NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d, v0.6.1);
+llama.cpp A100 F16 7.5k tokens/s, 0.39. No 16-bit prefill row was found for L40S, L4 or A10G:
+0.35 errs slow there too, so a plan does not promise a prefill rate no engine was measured at."""
 
 PREFILL_MFU_FP8 = 0.30
 """The same share of the FP8 peak: TensorRT-LLM's Llama-2-7B fp8 on H100 prefills 2048 tokens
@@ -87,8 +89,8 @@ def embed_requirements(
             "",
             "tuning.mfu"
             if spec.tuning.mfu
-            else "measured engine prefill, vLLM 0.13 H100 0.50, TRT-LLM A100 0.67 "
-            "(bf16) and H100 fp8 0.39: taken below the lowest (selector.sizing.prefill)",
+            else "ESTIMATE below the measured engine prefill: 16-bit vLLM 0.13 H100 0.50, B200 0.42, "
+            "TRT-LLM A100 0.67, llama.cpp A100 0.39; fp8 TRT-LLM H100 0.39 (selector.sizing.prefill)",
         ),
     ]
     return replace(

@@ -50,8 +50,8 @@ class ServingSpec(Strict):
     )
     engine: Literal["vllm", "sglang", "none"] | None = Field(
         None,
-        description="model server gpufit starts (serve): default vllm for transformer models "
-        "without a job.command, else none",
+        description="model server gpufit starts: serve, default vllm for transformer models "
+        "without a job.command; a token batch, default vllm on 127.0.0.1 for job.command",
     )
     images_per_request: int = Field(
         0, ge=0, le=64, description="multimodal models: images in each sequence's context"

@@ -363,6 +363,17 @@ class WorkloadSpec(Strict):
                 problems.append(
                     "work (items) is for diffusion or custom models; LLM batch jobs give serving.tokens"
                 )
+            if (
+                self.task == "batch"
+                and self.serving is not None
+                and self.serving.tokens is not None
+                and self.job.command is None
+            ):
+                problems.append(
+                    "job.command: a task batch that generates serving.tokens needs the command that "
+                    "sends the prompts (to the engine gpufit starts at GPUFIT_ENGINE_URL, or its own "
+                    "with serving.engine none)"
+                )
         clouds = {source.cloud for source in secret_sources(self.secrets)} - {None}
         if len(clouds) > 1:
             problems.append("secrets name both AWS and GCP secrets; a plan runs on one cloud")
@@ -379,12 +390,30 @@ class WorkloadSpec(Strict):
             problems.append(
                 "task embed needs a transformer architecture (a preset, config or explicit layers)"
             )
+        elif self.embed is not None:
+            problems += self._embed_problems()
         problems += capacity_problems(self.capacity, list(self.placement.clouds), self.task)
         problems += self._work_problems(arch)
         problems += self._serving_problems(arch_kind)
         if problems:
             raise ValueError("; ".join(problems))
         return self
+
+    def _embed_problems(self) -> list[str]:
+        """An embed job's longest document must fit the model's context, as a served sequence
+        must: vLLM refuses a ``max_model_len`` above the config's ``max_position_embeddings``
+        without a RoPE override (``_get_and_verify_max_len`` in vllm/config.py,
+        https://github.com/vllm-project/vllm/blob/2ac6d0e75bc846998da56b50bf4f8853cb36d484/vllm/config.py#L1870)."""
+        embed = self.embed
+        assert embed is not None
+        field = "embed.max_tokens" if embed.max_tokens is not None else "embed.tokens_per_document"
+        problems: list[str] = []
+        rope = self.serving.rope_scaling if self.serving is not None else None
+        if rope is not None:
+            _, why = yarn_for(self.model.preset, rope.factor, rope.original_max_position_embeddings)
+            problems += [why] if why else []
+        too_long = context_problem(embed.longest, self.served(), self.model.config or self.arch().name, field)
+        return problems + ([too_long] if too_long else [])
 
     def _work_problems(self, arch: ModelArch) -> list[str]:
         """Non-token work needs a cost per item (the preset's measurement or tflop_per_item);
@@ -417,8 +446,14 @@ class WorkloadSpec(Strict):
         problems: list[str] = []
         serving = self.serving
         if serving is None or self.task != "serve":
-            if serving is not None and (serving.engine not in (None, "none") or serving.expose != "private"):
-                problems.append("serving.engine and serving.expose are for task serve")
+            if serving is not None and serving.expose != "private":
+                problems.append("serving.expose is for task serve")
+            if serving is not None and serving.engine not in (None, "none") and self.batch_engine == "none":
+                problems.append("serving.engine is for task serve, and batch that generates serving.tokens")
+            elif self.batch_engine != "none" and arch_kind != "transformer":
+                problems.append(
+                    f"serving.engine {self.batch_engine} serves transformer models (set engine: none)"
+                )
             return problems
         if serving.engine in ("vllm", "sglang"):
             if self.job.command is not None:
@@ -503,6 +538,15 @@ class WorkloadSpec(Strict):
             return serving.engine
         kind = self.model.resolve().kind
         return "vllm" if kind == "transformer" and self.job.command is None else "none"
+
+    @property
+    def batch_engine(self) -> str:
+        """The engine gpufit starts on 127.0.0.1 for a batch that generates ``serving.tokens``
+        (job.command, its client, at ``GPUFIT_ENGINE_URL``): the spec's, default vllm."""
+        serving = self.serving
+        if self.task != "batch" or serving is None or serving.tokens is None:
+            return "none"
+        return serving.engine or ("vllm" if self.model.resolve().kind == "transformer" else "none")
 
     def arch(self) -> ModelArch:
         return self.model.resolve()

@@ -283,13 +283,18 @@ def run_scenario(doc: dict[str, Any], tmp: Path) -> Outcome:
     assert made.returncode == 0, made.stderr
     supervisor = paths.supervisor
     status_key = f"status/machines/{m.name}.json"
+    launch = d.server or d.batch_engine
     engine = Engine(
         doc.get("engine", "never"),
-        d.server.ports() if d.server else [],
+        d.server.ports()
+        if d.server
+        else [d.batch_engine.base_port + r for r in range(8)]
+        if d.batch_engine
+        else [],
         sandbox,
         status_key,
-        d.server.health_path if d.server else "/health",
-        serve_host(d),
+        launch.health_path if launch else "/health",
+        serve_host(d) if d.server else "127.0.0.1",  # a batch engine binds loopback
     )
     fire = doc.get("fire", [])
     puts = [e for e in fire if "put" in e]

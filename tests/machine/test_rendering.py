@@ -33,8 +33,17 @@ SERVICE = {
     "serving": {"context_tokens": 8192, "concurrency": 16, "tokens_per_s_per_stream": 20, "engine": "none"},
     "job": {"command": "python my_server.py --port 8000"},
 }
+TOKEN_BATCH = {
+    "task": "batch",
+    "serving": {"context_tokens": 4096, "tokens": "1e9"},
+    "job": {"command": "python generate.py --resume"},
+    "duration": None,
+}
+"""A token batch: gpufit starts vLLM on 127.0.0.1 for its job.command."""
 VARIANTS: list[tuple[str, dict[str, Any]]] = [
     ("sdxl-batch", {}),
+    ("llama8b-lb", TOKEN_BATCH),
+    ("llama8b-lb", {**TOKEN_BATCH, **ON_GCP}),
     ("sdxl-batch", ON_GCP),
     ("sdxl-batch", {"job": {"command": None}}),
     ("guanaco-65b", {}),
@@ -122,7 +131,7 @@ def test_every_rendered_variant_passes_shellcheck(tmp_path: Path) -> None:
     )
     assert found.returncode == 0, found.stdout
     # the variants named in VARIANTS, every rank (llama70b-full-ft's own plan is three nodes)
-    assert len(MACHINES) == 15 and len(checked) == 50
+    assert len(MACHINES) == 17 and len(checked) == 57
 
 
 @pytest.mark.parametrize(("tag", "d", "role", "group"), MACHINES, ids=[m[0] for m in MACHINES])
