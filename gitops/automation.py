@@ -6,12 +6,11 @@ which must be on PATH with the configured state backend."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from gitops.failover import DeployError
+from gitops.pulumi_cli import PulumiProject
 
 EXCLUDE_KEY = "gpufit:workload.placement.exclude"
 """Where the exclusions live in the stack's config (a ``--path`` key): the stack file under
@@ -29,21 +28,8 @@ def exclusion_config(exclusions: list[dict[str, str]]) -> list[tuple[str, str]]:
     ]
 
 
-class AutomationWorkspace:
+class AutomationWorkspace(PulumiProject):
     """A stack of the Pulumi project in ``work_dir``, through the Automation API."""
-
-    def __init__(self, work_dir: Path) -> None:
-        if shutil.which("pulumi") is None:
-            raise RuntimeError(
-                "the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/)"
-            )
-        from pulumi import automation as auto
-
-        self._auto = auto
-        self._work_dir = str(work_dir)
-
-    def _stack(self, name: str) -> Any:
-        return self._auto.select_stack(stack_name=name, work_dir=self._work_dir)
 
     def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
         try:

@@ -8,7 +8,6 @@ hour; ``--yes`` destroys. The clock is a parameter.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from deployment import parse_iso_utc
+from gitops.pulumi_cli import PulumiProject
 
 
 class StackBackend(Protocol):
@@ -106,25 +106,15 @@ def reap(
     return ReapReport(decisions, destroyed, failed)
 
 
-class AutomationBackend:
+class AutomationBackend(PulumiProject):
     """Stacks of the Pulumi project in ``work_dir``, through the Automation API."""
 
     def __init__(self, work_dir: Path) -> None:
-        if shutil.which("pulumi") is None:
-            raise RuntimeError(
-                "the Pulumi CLI is not on PATH: install it (https://www.pulumi.com/docs/install/)"
-            )
-        from pulumi import automation as auto
-
-        self._auto = auto
-        self._work_dir = str(work_dir)
-        self._workspace = auto.LocalWorkspace(work_dir=self._work_dir)
+        super().__init__(work_dir)
+        self._workspace = self._auto.LocalWorkspace(work_dir=self._work_dir)
 
     def list_stacks(self) -> list[str]:
         return [s.name for s in self._workspace.list_stacks()]
-
-    def _stack(self, name: str) -> Any:
-        return self._auto.select_stack(stack_name=name, work_dir=self._work_dir)
 
     def outputs(self, stack: str) -> dict[str, Any]:
         return {key: item.value for key, item in self._stack(stack).outputs().items()}

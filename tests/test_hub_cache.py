@@ -20,7 +20,7 @@ from cli.main import main
 from hub.cache import BRANCH_TTL, CACHE_SCHEMA, entry_path, read_entry
 from hub.client import HubError, cache_file, endpoint, fetch_model
 from selector.spec import hub_arch, use_hub
-from tests.fakes.hub import FakeHub, FakeRepo, serve_hub
+from tests.fakes.hub import FakeHub, FakeRepo, hub_for_gpufit
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 LLAMA = (HF / "llama-3.1-8b.json").read_bytes()
@@ -57,14 +57,17 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
             "acme/qwen-7b": FakeRepo({"config.json": QWEN}, None, commit=OTHER),
         }
     )
-    monkeypatch.setenv("GPUFIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    hub_arch.cache_clear()
-    with serve_hub(fake) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        yield fake
-    hub_arch.cache_clear()
+    yield from hub_for_gpufit(fake, tmp_path, monkeypatch)
+
+
+def serve_spec(tmp_path: Path, name: str) -> Path:
+    """A serve spec of ``acme/llama-8b`` from the Hub, written as ``s.yaml``."""
+    spec = tmp_path / "s.yaml"
+    serving = {"context_tokens": 4096, "concurrency": 4}
+    spec.write_text(
+        json.dumps({"name": name, "task": "serve", "model": {"hf": "acme/llama-8b"}, "serving": serving})
+    )
+    return spec
 
 
 def asked(fake: FakeHub) -> int:
@@ -164,17 +167,7 @@ def test_a_branch_entry_expires_after_the_ttl_and_a_commit_entry_never(hub: Fake
 def test_refresh_model_asks_the_hub_again_and_rewrites_the_entry(
     hub: FakeHub, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    spec = tmp_path / "s.yaml"
-    spec.write_text(
-        json.dumps(
-            {
-                "name": "refresh",
-                "task": "serve",
-                "model": {"hf": "acme/llama-8b"},
-                "serving": {"context_tokens": 4096, "concurrency": 4},
-            }
-        )
-    )
+    spec = serve_spec(tmp_path, "refresh")
     assert main(["plan", str(spec), "--json"]) == 0
     capsys.readouterr()
     before = asked(hub)
@@ -218,17 +211,7 @@ def test_what_the_hub_says_is_checked_like_user_input(
     repo = hub.repos["acme/llama-8b"]
     for name, value in change.items():
         setattr(repo, name, value)
-    spec = tmp_path / "s.yaml"
-    spec.write_text(
-        json.dumps(
-            {
-                "name": "hostile-hub",
-                "task": "serve",
-                "model": {"hf": "acme/llama-8b"},
-                "serving": {"context_tokens": 4096, "concurrency": 4},
-            }
-        )
-    )
+    spec = serve_spec(tmp_path, "hostile-hub")
     assert main(["plan", str(spec)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and message in err[0] and "Traceback" not in err[0], err

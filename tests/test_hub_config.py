@@ -24,7 +24,7 @@ from selector.datafile import load_yaml_text, loads_json
 from selector.hf_config import ConfigError, arch_from_config
 from selector.hf_validate import check_value, config_problems, field_table, shown
 from selector.spec import hub_arch
-from tests.fakes.hub import FakeHub, FakeRepo, serve_hub
+from tests.fakes.hub import FakeHub, FakeRepo, hub_for_gpufit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HF = FIXTURES / "hf"
@@ -190,15 +190,7 @@ def test_the_reader_names_each_bad_field(case: Case) -> None:
 
 @pytest.fixture
 def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
-    fake = FakeHub({})
-    monkeypatch.setenv("GPUFIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    hub_arch.cache_clear()
-    with serve_hub(fake) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        yield fake
-    hub_arch.cache_clear()
+    yield from hub_for_gpufit(FakeHub({}), tmp_path, monkeypatch)
 
 
 @pytest.mark.parametrize("case", TABLE + FOLDER, ids=lambda c: c.name)

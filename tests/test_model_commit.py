@@ -25,8 +25,8 @@ from machine.serving import engine_argv
 from selector.catalog import load_catalog
 from selector.engine_flags import check_argv, flag_table
 from selector.select import plan
-from selector.spec import hub_arch, parse_spec
-from tests.fakes.hub import FakeHub, FakeRepo, serve_hub
+from selector.spec import parse_spec
+from tests.fakes.hub import FakeHub, FakeRepo, hub_for_gpufit
 
 HF = Path(__file__).parent / "fixtures" / "hf"
 SIZED = "0123456789abcdef0123456789abcdef01234567"
@@ -48,14 +48,7 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
             )
         }
     )
-    monkeypatch.setenv("GPUFIT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    hub_arch.cache_clear()
-    with serve_hub(fake) as server:
-        monkeypatch.setenv("HF_ENDPOINT", server.url)
-        yield fake
-    hub_arch.cache_clear()
+    yield from hub_for_gpufit(fake, tmp_path, monkeypatch)
 
 
 def workload(engine: str = "vllm", revision: str | None = None) -> dict[str, Any]:

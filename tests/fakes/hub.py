@@ -9,10 +9,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+import pytest
+
+from selector.spec import hub_arch
 from tests.fakes.http import FakeHandler, LocalServer
 
 
@@ -124,3 +129,17 @@ def serve_hub(hub: FakeHub) -> LocalServer:
             self._error(404, "RepoNotFound", body)
 
     return LocalServer(Handler, name="fake-hub")
+
+
+def hub_for_gpufit(hub: FakeHub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    """``hub`` served as the Hub ``gpufit`` reads (``HF_ENDPOINT``), with a cache and an
+    ``HF_HOME`` of the test's own, no token, and the in-process model cache emptied before and
+    after; a fixture's body: ``yield from hub_for_gpufit(FakeHub(...), tmp_path, monkeypatch)``."""
+    monkeypatch.setenv("GPUFIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    hub_arch.cache_clear()
+    with serve_hub(hub) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        yield hub
+    hub_arch.cache_clear()
