@@ -18,7 +18,7 @@ its ratio, so a hidden set in the same format is grouped the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
 
 from selector.calibration import HOLDOUT_BAND, SPLITS, Row, Split, geometric_mean, render_markdown
 from selector.spec import TRAINING_TASKS
@@ -32,15 +32,7 @@ IssueKind = Literal[
     "training_gpu_hours",
     "diffusion_seconds_per_image",
 ]
-ISSUE_KINDS: tuple[IssueKind, ...] = (
-    "serving_speed_at_concurrency",
-    "batch1_decode",
-    "batch1_decode_h100_b200",
-    "serving_memory",
-    "finetune_memory",
-    "training_gpu_hours",
-    "diffusion_seconds_per_image",
-)
+ISSUE_KINDS: tuple[IssueKind, ...] = get_args(IssueKind)
 HOPPER_BLACKWELL = frozenset({"H100", "H200", "B200"})
 
 

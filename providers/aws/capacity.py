@@ -107,40 +107,43 @@ def reservation_id(d: Deployment, block: aws.ec2.CapacityBlockReservation | None
     return None
 
 
-def template_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
-    """Launch template arguments that put its machines in the block or reservation."""
+def _capacity_args(
+    d: Deployment, target: pulumi.Input[str] | None, spec_args: Any, target_args: Any, market_args: Any
+) -> dict[str, Any]:
+    """Arguments that put machines in the block or reservation, built from one resource's
+    argument classes (a launch template's or a plain instance's)."""
     if target is None or d.capacity is None:
         return {}
     args: dict[str, Any] = {
-        "capacity_reservation_specification": aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
-            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
-                **_target_key(d, target)
-            )
+        "capacity_reservation_specification": spec_args(
+            capacity_reservation_target=target_args(**_target_key(d, target))
         )
     }
     if d.capacity.kind == "capacity-block":
-        args["instance_market_options"] = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(
-            market_type="capacity-block"
-        )
+        args["instance_market_options"] = market_args(market_type="capacity-block")
     return args
+
+
+def template_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
+    """Launch template arguments that put its machines in the block or reservation."""
+    return _capacity_args(
+        d,
+        target,
+        aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs,
+        aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs,
+        aws.ec2.LaunchTemplateInstanceMarketOptionsArgs,
+    )
 
 
 def instance_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
     """The same for a plain instance (a replica spanning nodes)."""
-    if target is None or d.capacity is None:
-        return {}
-    args: dict[str, Any] = {
-        "capacity_reservation_specification": aws.ec2.InstanceCapacityReservationSpecificationArgs(
-            capacity_reservation_target=aws.ec2.InstanceCapacityReservationSpecificationCapacityReservationTargetArgs(
-                **_target_key(d, target)
-            )
-        )
-    }
-    if d.capacity.kind == "capacity-block":
-        args["instance_market_options"] = aws.ec2.InstanceInstanceMarketOptionsArgs(
-            market_type="capacity-block"
-        )
-    return args
+    return _capacity_args(
+        d,
+        target,
+        aws.ec2.InstanceCapacityReservationSpecificationArgs,
+        aws.ec2.InstanceCapacityReservationSpecificationCapacityReservationTargetArgs,
+        aws.ec2.InstanceInstanceMarketOptionsArgs,
+    )
 
 
 def _target_key(d: Deployment, target: pulumi.Input[str]) -> dict[str, Any]:
