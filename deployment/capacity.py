@@ -38,6 +38,8 @@ class CapacityTarget:
     start_after: date | None = None
     start_before: date | None = None
     run_hours: float = 0.0  # flex-start: how long its VMs run (the plan's lifetime, not the clock)
+    reserved: int = 0  # a reservation: the machines it holds
+    overflow: bool = False  # a reservation: machines beyond it run on-demand beside it
 
     @property
     def resource_group(self) -> bool:
@@ -63,8 +65,22 @@ def capacity_target(offer: Offer) -> CapacityTarget | None:
             start_before=terms.start_before,
         )
     if terms.kind == "reservation":
-        return CapacityTarget(kind=terms.kind, reservation_id=terms.reservation_id, affinity=terms.affinity)
+        return CapacityTarget(
+            kind=terms.kind,
+            reservation_id=terms.reservation_id,
+            affinity=terms.affinity,
+            reserved=terms.reserved,
+            overflow=terms.overflow,
+        )
     return CapacityTarget(kind=terms.kind)
+
+
+def overflow_machines(target: CapacityTarget | None, machines: int) -> int:
+    """The machines of a fleet of ``machines`` beyond its reservation, launched on-demand beside
+    it (``selector.capacity_overflow``); 0 when the reservation holds them all."""
+    if target is None or target.kind != "reservation" or not target.overflow:
+        return 0
+    return max(machines - target.reserved, 0)
 
 
 def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | None:

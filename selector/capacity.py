@@ -24,9 +24,10 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
   reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
-  more machines than it holds is not offered on it (the extra machines would target it and fail
-  to launch). With ``capacity.overflow`` the catalog's other offers stay feasible; without it the
-  reservation is the only feasible offer.
+  more machines than it holds runs the rest on-demand beside it with ``capacity.overflow`` on
+  AWS (``selector.capacity_overflow``), and is not offered on it otherwise. With
+  ``capacity.overflow`` the catalog's other offers stay feasible; without it the reservation is
+  the only feasible offer.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from datetime import UTC, date, datetime, time, timedelta
 from functools import lru_cache
 from pathlib import Path
 
+from selector.capacity_overflow import overflow_refusal
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.consumption import row_for
 from selector.obtainability import flex_queue_hours
@@ -469,27 +471,9 @@ def reservation_offer(
         return None, (0, 0.0), None
     covered = min(held.count, shape.instances)
     od = catalog.on_demand_prices.get((it.cloud, it.name, held.region))
-    if shape.instances > held.count:
-        # Every machine of the fleet targets the reservation (AWS: a targeted launch "either
-        # omit[s] capacity_reservation_preference or set[s] it to capacity-reservations-only",
-        # pulumi-aws LaunchTemplateCapacityReservationSpecificationArgs; GCP: SPECIFIC_RESERVATION
-        # does not fall back to on-demand): the machines beyond it would fail to launch, so a
-        # plan that needs them is not offered on it. Splitting the fleet is not built yet.
-        other = (
-            "capacity.overflow: true lets other offers run it"
-            if not spec.capacity.overflow
-            else ("other offers run it (capacity.overflow)")
-        )
-        return (
-            None,
-            (0, 0.0),
-            Rejection(
-                CAPACITY_FILTER,
-                f"needs {shape.instances} × {it.name}; reservation {held.id} holds {held.count} and "
-                f"machines beyond a reservation are not provisioned beside it; {other}",
-                gap=shape.instances / held.count - 1.0,
-            ),
-        )
+    refused = overflow_refusal(spec, it.name, shape, od)  # issue 26: the rest on-demand beside it
+    if refused is not None:
+        return None, (0, 0.0), refused
     terms = CapacityTerms(
         kind="reservation",
         estimate=False,

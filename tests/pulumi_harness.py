@@ -117,6 +117,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
                 spotInstanceRequestId="sir-1" if state.get("instanceMarketOptions") else "",
                 primaryNetworkInterfaceId=f"eni-{n:017x}",
             )
+        elif args.typ == "aws:ec2/capacityBlockReservation:CapacityBlockReservation":
+            # PurchaseCapacityBlock's answer: the block's AZ (the invoke's offering is in zone a)
+            state.update(availabilityZone=f"{self.region}a", instanceType=state.get("instanceType", ""))
         elif args.typ == "aws:s3/bucket:Bucket":
             bucket = f"{state.get('bucketPrefix', 'b')}abc123"
             state.update(bucket=bucket, arn=f"arn:aws:s3:::{bucket}")

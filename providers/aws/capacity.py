@@ -17,10 +17,21 @@ target that block or an On-Demand Capacity Reservation the user holds.
   capacity_reservation_id or capacity_reservation_resource_group_arn is specified ... either
   omit capacity_reservation_preference or set it to capacity-reservations-only", pulumi-aws
   ``LaunchTemplateCapacityReservationSpecificationArgs``).
+- Machines beyond a held reservation (``capacity.overflow``, ``selector.capacity_overflow``):
+  the group itself carries the target with the preference ``capacity-reservations-first``
+  ("Auto Scaling will try to launch instances into a Capacity Reservation ... first. If
+  capacity isn't available, instances will run in On-Demand capacity",
+  https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CapacityReservationSpecification.html;
+  pulumi-aws 7.51.1 ``autoscaling.GroupCapacityReservationSpecificationArgs``) and its launch
+  template none (a template's target would make every launch targeted). Plain instances (a
+  replica spanning nodes): the first ``reserved`` target it, the rest launch with the preference
+  ``none``, on-demand ("The instance doesn't run in a Capacity Reservation even if one is
+  available", botocore 1.44.8 ``ec2`` ``CapacityReservationSpecification``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -28,11 +39,13 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget, offering_window
+from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget, offering_window, overflow_machines
 from deployment.tags import iso_utc
 
 INSTANCE_PLATFORM = "Linux/UNIX"  # the Deep Learning AMIs gpufit boots are Ubuntu
 BLOCK_START_ACTION = "gpufit-block-start"
+RESERVATIONS_FIRST = "capacity-reservations-first"
+NO_RESERVATION = "none"
 
 
 def block_starts_later(d: Deployment) -> bool:
@@ -94,6 +107,48 @@ def capacity_block(
     )
 
 
+def block_subnets(
+    block: aws.ec2.CapacityBlockReservation | None,
+    subnet_ids: Sequence[str],
+    vpc_id: str,
+    invoke: pulumi.InvokeOptions,
+) -> pulumi.Input[list[str]]:
+    """The fleet's subnets confined to the block's Availability Zone (a Capacity Block is one
+    AZ's: ``CapacityReservation.AvailabilityZone`` in PurchaseCapacityBlock's answer, botocore
+    1.44.8; pulumi-aws ``CapacityBlockReservation.availability_zone``): a launch elsewhere
+    cannot use it. ``subnet_ids`` as they are without a block. Empty ``subnet_ids``: the VPC's
+    default subnet there (plain instances)."""
+    if block is None:
+        return list(subnet_ids)
+    chosen = (
+        aws.ec2.GetSubnetsFilterArgs(name="subnet-id", values=list(subnet_ids))
+        if subnet_ids
+        else aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"])
+    )
+
+    def _in(zone: str) -> pulumi.Output[list[str]]:
+        found = aws.ec2.get_subnets_output(
+            filters=[
+                aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc_id]),
+                chosen,
+                aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[zone]),
+            ],
+            opts=invoke,
+        )
+        return found.ids.apply(lambda ids: _some_subnet(sorted(ids or []), zone, vpc_id))
+
+    return block.availability_zone.apply(_in)
+
+
+def _some_subnet(ids: list[str], zone: str, vpc_id: str) -> list[str]:
+    if not ids:
+        raise pulumi.RunError(
+            f"the Capacity Block is in {zone}, where VPC {vpc_id} has no subnet for the fleet: "
+            "add one there (or set gpufit:subnetId to one)"
+        )
+    return ids
+
+
 def _iso(moment: datetime) -> str:
     return iso_utc(moment)
 
@@ -103,6 +158,13 @@ def reservation_id(d: Deployment, block: aws.ec2.CapacityBlockReservation | None
     if block is not None:
         return block.id
     if d.capacity is not None and d.capacity.kind == "reservation":
+        if d.zone is None and not d.capacity.resource_group:
+            pulumi.log.warn(
+                f"capacity.reservation {d.capacity.reservation_id}: no zone given, so the fleet may "
+                "launch in other Availability Zones, where the reservation cannot serve it; set "
+                "capacity.reservation.zone to its AZ ID (AvailabilityZoneId in `aws ec2 "
+                "describe-capacity-reservations`)"
+            )
         return d.capacity.reservation_id
     return None
 
@@ -125,7 +187,10 @@ def _capacity_args(
 
 
 def template_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
-    """Launch template arguments that put its machines in the block or reservation."""
+    """Launch template arguments that put its machines in the block or reservation (none when
+    the group splits its machines across a reservation and on-demand: ``group_capacity``)."""
+    if overflow_machines(d.capacity, d.nodes):
+        return {}
     return _capacity_args(
         d,
         target,
@@ -135,8 +200,35 @@ def template_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[s
     )
 
 
-def instance_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
-    """The same for a plain instance (a replica spanning nodes)."""
+def group_capacity(d: Deployment, target: pulumi.Input[str] | None) -> dict[str, Any]:
+    """Auto Scaling group arguments for a fleet larger than its reservation: the reservation
+    first, on-demand for the rest (see the module doc); none otherwise."""
+    if target is None or d.capacity is None or not overflow_machines(d.capacity, d.nodes):
+        return {}
+    key = (
+        "capacity_reservation_resource_group_arns"
+        if d.capacity.resource_group
+        else "capacity_reservation_ids"
+    )
+    return {
+        "capacity_reservation_specification": aws.autoscaling.GroupCapacityReservationSpecificationArgs(
+            capacity_reservation_preference=RESERVATIONS_FIRST,
+            capacity_reservation_target=aws.autoscaling.GroupCapacityReservationSpecificationCapacityReservationTargetArgs(
+                **{key: [target]}
+            ),
+        )
+    }
+
+
+def instance_capacity(d: Deployment, target: pulumi.Input[str] | None, index: int = 0) -> dict[str, Any]:
+    """The same for plain instance ``index`` of the fleet (a replica spanning nodes): the ones
+    beyond a reservation's count run on-demand (preference ``none``)."""
+    if overflow_machines(d.capacity, d.nodes) and d.capacity is not None and index >= d.capacity.reserved:
+        return {
+            "capacity_reservation_specification": aws.ec2.InstanceCapacityReservationSpecificationArgs(
+                capacity_reservation_preference=NO_RESERVATION
+            )
+        }
     return _capacity_args(
         d,
         target,

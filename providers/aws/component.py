@@ -32,7 +32,7 @@ from deployment import (
 )
 from machine.boot import NodeRole, fleet_group, render
 from machine.serving import MachineSecrets
-from providers.aws.capacity import capacity_block, instance_capacity, reservation_id
+from providers.aws.capacity import block_subnets, capacity_block, instance_capacity, reservation_id
 from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
@@ -121,7 +121,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
         invoke = pulumi.InvokeOptions(parent=self)
 
         net = network if network is not None else instance_network(d, invoke)
-        subnet_id = net.subnet_id
+        subnet_id: pulumi.Input[str] = net.subnet_id
         sg = security_group(name, d, net.vpc_id, tags, child)
         bucket = checkpoint_bucket(name, d, tags, child)
         self.secrets = machine_secrets(name, d, secrets, tags, child)
@@ -137,7 +137,12 @@ class AwsGpuInstance(pulumi.ComponentResource):
         )
         image = image if image is not None else machine_image(d, invoke)
         block = capacity_block(name, d, tags, child)  # issue 26: a Capacity Block bought, if chosen
-        capacity = instance_capacity(d, reservation_id(d, block))
+        target = reservation_id(d, block)
+        if block is not None:  # the block's AZ: the given subnet there, else the default subnet there
+            given = (net.subnet_id,) if d.subnet_id else ()
+            subnet_id = pulumi.Output.from_input(block_subnets(block, given, net.vpc_id, invoke)).apply(
+                lambda ids: ids[0]
+            )
         # "there is no need to use a cluster placement group with a Capacity Block" (its guide)
         placement = (
             aws.ec2.PlacementGroup(f"{name}-cluster", strategy="cluster", tags=tags, opts=child)
@@ -164,7 +169,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                     placement=placement,
                     tags={**tags, "Name": f"gpufit-{d.name}-{index}"},
                     opts=child,
-                    capacity=capacity,
+                    capacity=instance_capacity(d, target, index),
                 )
             )
         schedule = self._deadline(name, d, instances, child, invoke)

@@ -57,7 +57,9 @@ from machine.boot import LIFECYCLE_HOOK, NodeRole, fleet_group, render
 from providers.aws.capacity import (
     BLOCK_START_ACTION,
     block_starts_later,
+    block_subnets,
     capacity_block,
+    group_capacity,
     reservation_id,
     template_capacity,
 )
@@ -285,7 +287,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             min_size=0,
             max_size=desired,
             desired_capacity=0 if starts_later else desired,
-            vpc_zone_identifiers=list(placement.subnet_ids),
+            vpc_zone_identifiers=block_subnets(block, placement.subnet_ids, placement.vpc_id, invoke),
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
                     launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
@@ -315,6 +317,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             # Finished replicas lower the desired capacity and the deadline sets it to 0: a later
             # `pulumi up --refresh` must not raise it back and relaunch finished work.
             opts=pulumi.ResourceOptions(parent=self, ignore_changes=[*kept_on_update(d), "desiredCapacity"]),
+            **group_capacity(d, reservation_id(d, block)),  # issue 26: beyond a reservation, on-demand
         )
         schedule = aws.autoscaling.Schedule(
             f"{name}-deadline",

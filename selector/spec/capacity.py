@@ -24,6 +24,10 @@ ODCR_ID = re.compile(r"cr-[0-9a-f]{17}|cr-[0-9a-f]{8}")
 """An EC2 Capacity Reservation id: ``cr-`` and 17 (or, for old ones, 8) hex digits
 (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_CapacityReservation.html,
 "CapacityReservationId ... cr-1234567890abcdef0")."""
+AWS_AZ_ID = re.compile(r"[a-z]{2,5}[0-9]+-(?:[a-z]{3}[0-9]+-)?az[0-9]+")
+"""An AZ ID (``use1-az2``; a Local Zone's ``usw2-lax1-az1``): the same physical zone in every
+account, unlike an AZ name (https://docs.aws.amazon.com/ram/latest/userguide/working-with-az-ids.html);
+``CapacityReservation.AvailabilityZoneId`` in botocore 1.44.8's ``ec2`` model."""
 RESOURCE_GROUP_ARN = re.compile(
     r"arn:aws[a-z-]*:resource-groups:[a-z]{2}(?:-[a-z]+)+-[0-9]+:[0-9]{12}:group/[A-Za-z0-9_.-]{1,300}"
 )
@@ -44,7 +48,11 @@ class ReservationSpec(Strict):
     instance_type: str = Field(..., description="the reserved machine type")
     count: int = Field(..., gt=0, le=4096, description="machines reserved")
     region: str
-    zone: str | None = Field(None, description="the reservation's zone (GCP: required)")
+    zone: str | None = Field(
+        None,
+        description="the reservation's zone (GCP: required, its name; AWS: its AZ ID, e.g. use1-az2, "
+        "which confines the fleet there)",
+    )
     affinity: Literal["specific", "any"] = Field(
         "specific",
         description="GCP: consume this reservation by name (specific) or any matching one (any)",
@@ -60,6 +68,11 @@ class ReservationSpec(Strict):
                 )
             if self.affinity != "specific":
                 raise ValueError("affinity any is GCP's; an AWS fleet targets the reservation it names")
+            if self.zone is not None and not AWS_AZ_ID.fullmatch(self.zone):
+                raise ValueError(
+                    f"zone {self.zone!r}: expected the reservation's AZ ID (e.g. use1-az2: "
+                    "AvailabilityZoneId in `aws ec2 describe-capacity-reservations`), not an AZ name"
+                )
         else:
             if not GCP_RESERVATION.fullmatch(self.id):
                 raise ValueError(
@@ -93,9 +106,9 @@ class CapacitySpec(Strict):
     )
     overflow: bool = Field(
         False,
-        description="with a reservation: the catalog's other offers stay feasible (a plan needing "
-        "more machines than the reservation holds runs on them; machines beyond a reservation "
-        "are not provisioned beside it)",
+        description="with a reservation: the catalog's other offers stay feasible, and on AWS a plan "
+        "needing more machines than the reservation holds runs the rest on-demand beside it "
+        "(the group prefers the reservation: capacity-reservations-first)",
     )
 
     @model_validator(mode="after")

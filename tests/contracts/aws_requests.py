@@ -691,6 +691,7 @@ def autoscaling_group(r: Resource, s: Stack) -> list[Request]:
         )
         or None,
         CapacityRebalance=r.get("capacityRebalance"),
+        CapacityReservationSpecification=_group_reservation_spec(r.get("capacityReservationSpecification")),
         HealthCheckType=r.get("healthCheckType"),
         HealthCheckGracePeriod=r.get("healthCheckGracePeriod"),
         TargetGroupARNs=r.get("targetGroupArns"),
@@ -723,6 +724,23 @@ def autoscaling_group(r: Resource, s: Stack) -> list[Request]:
         suspend = {"AutoScalingGroupName": name, "ScalingProcesses": r.get("suspendedProcesses")}
         requests.append(Request("autoscaling", "SuspendProcesses", suspend))
     return requests
+
+
+def _group_reservation_spec(spec: Any) -> dict[str, Any] | None:
+    """A group's ``capacity_reservation_specification`` as Auto Scaling's
+    ``CapacityReservationSpecification`` (lists of ids or resource group ARNs, botocore
+    ``autoscaling`` ``CapacityReservationTarget``)."""
+    if not spec:
+        return None
+    target = spec.get("capacityReservationTarget") or {}
+    return _some(
+        CapacityReservationPreference=spec.get("capacityReservationPreference"),
+        CapacityReservationTarget=_some(
+            CapacityReservationIds=target.get("capacityReservationIds"),
+            CapacityReservationResourceGroupArns=target.get("capacityReservationResourceGroupArns"),
+        )
+        or None,
+    )
 
 
 def _str(value: Any) -> str | None:
@@ -935,6 +953,7 @@ MAPPED: dict[str, frozenset[str]] = {
             "vpcZoneIdentifiers",
             "mixedInstancesPolicy",
             "capacityRebalance",
+            "capacityReservationSpecification",
             "healthCheckType",
             "healthCheckGracePeriod",
             "targetGroupArns",

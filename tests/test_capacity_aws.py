@@ -1,0 +1,203 @@
+"""Issue 26, AWS side: a fleet larger than its reservation split across the reservation and
+on-demand, machines confined to the reservation's or block's Availability Zone, the live
+offering locked into the stack, capacity-block pricing in the policy pack."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from selector.catalog import load_catalog
+from selector.select import Plan, plan
+from selector.spec import SpecError, parse_spec
+from tests.contracts.aws_model import problems
+from tests.pulumi_harness import run_program
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "capacity"
+TODAY = date(2026, 12, 4)
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+ODCR = "cr-0123456789abcdef0"
+LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+INSTANCE = "aws:ec2/instance:Instance"
+GROUP = "aws:autoscaling/group:Group"
+
+
+def _spec(path: Path) -> dict[str, Any]:
+    return dict(json.loads(json.dumps(yaml.safe_load(path.read_text()), default=str)))
+
+
+def _plan(raw: dict[str, Any]) -> Plan:
+    return plan(parse_spec(raw), load_catalog(), today=TODAY)
+
+
+def _multi_node(overflow: bool, zone: str | None = None) -> dict[str, Any]:
+    """A 70B full fine-tune (3 × p5.48xlarge, one replica over three nodes) on a 1-machine ODCR."""
+    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
+    held: dict[str, Any] = {"id": ODCR, "cloud": "aws", "instance_type": "p5.48xlarge", "count": 1}
+    if zone is not None:
+        held["zone"] = zone
+    raw["capacity"] = {"reservation": {**held, "region": "us-east-1"}, "overflow": overflow}
+    return raw
+
+
+def _serving_group(overflow: bool = True) -> dict[str, Any]:
+    """An endpoint of several single-node p4d replicas on a 1-machine ODCR (an Auto Scaling group)."""
+    raw = _spec(FIXTURES / "reservation-aws-odcr.yaml")
+    raw["serving"] = {"context_tokens": 8192, "tokens_per_s_total": 100}
+    raw["placement"]["instance_types"] = ["p4d.*"]
+    raw["capacity"]["reservation"]["count"] = 1
+    raw["capacity"]["overflow"] = overflow
+    return raw
+
+
+# --- 1. overflow: the reservation's machines at $0, the rest on-demand ------------------------
+
+
+def test_overflow_prices_the_reserved_machines_at_zero_and_the_rest_on_demand() -> None:
+    result = _plan(_multi_node(overflow=True))
+    choice = result.choice
+    assert choice is not None and choice.offer.market == "reservation"
+    assert choice.shape.instances == 3
+    on_demand = load_catalog().on_demand_prices[("aws", "p5.48xlarge", "us-east-1")]
+    assert choice.cost.hourly_usd == pytest.approx(2 * on_demand)
+    from selector.capacity import capacity_to_dict
+
+    doc = capacity_to_dict(choice.offer, choice.shape.instances)
+    assert doc["reservation"] == {
+        "id": ODCR,
+        "reserved": 1,
+        "used": 1,
+        "overflow_on_demand": 2,
+        "affinity": "specific",
+    }
+    assert "2 more on-demand (capacity.overflow)" in str(doc["summary"])
+
+
+def test_multi_node_overflow_targets_the_reservation_with_exactly_its_count() -> None:
+    mocks, _ = run_program({"gpufit:workload": _multi_node(overflow=True)}, NOW)
+    instances = mocks.of_type(INSTANCE)
+    assert len(instances) == 3
+    specs = [r.inputs.get("capacityReservationSpecification") for r in instances]
+    targeted = [
+        s for s in specs if s and s.get("capacityReservationTarget") == {"capacityReservationId": ODCR}
+    ]
+    on_demand = [s for s in specs if s == {"capacityReservationPreference": "none"}]
+    assert len(targeted) == 1 and len(on_demand) == 2
+    for r in instances:
+        assert "instanceMarketOptions" not in r.inputs  # on-demand, never spot
+
+
+def test_a_group_beyond_its_reservation_prefers_it_then_runs_on_demand() -> None:
+    result = _plan(_serving_group())
+    assert result.choice is not None and result.choice.offer.market == "reservation"
+    assert result.choice.shape.instances > 1
+    mocks, _ = run_program({"gpufit:workload": _serving_group()}, NOW)
+    group = mocks.one(GROUP)
+    assert group.inputs["capacityReservationSpecification"] == {
+        "capacityReservationPreference": "capacity-reservations-first",
+        "capacityReservationTarget": {"capacityReservationIds": [ODCR]},
+    }
+    # The template carries no target: a targeted launch never falls back to on-demand.
+    assert "capacityReservationSpecification" not in mocks.one(LAUNCH_TEMPLATE).inputs
+    distribution = group.inputs["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandPercentageAboveBaseCapacity"] == 100
+
+
+def test_a_resource_group_overflow_targets_the_group_by_arn() -> None:
+    raw = _serving_group()
+    arn = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu-pool"
+    raw["capacity"]["reservation"]["id"] = arn
+    mocks, _ = run_program({"gpufit:workload": raw}, NOW)
+    target = mocks.one(GROUP).inputs["capacityReservationSpecification"]["capacityReservationTarget"]
+    assert target == {"capacityReservationResourceGroupArns": [arn]}
+
+
+def test_the_group_request_is_what_auto_scaling_accepts() -> None:
+    """botocore's autoscaling model: the preference enum and the target's list members."""
+    good = {
+        "AutoScalingGroupName": "g",
+        "MinSize": 0,
+        "MaxSize": 3,
+        "CapacityReservationSpecification": {
+            "CapacityReservationPreference": "capacity-reservations-first",
+            "CapacityReservationTarget": {"CapacityReservationIds": [ODCR]},
+        },
+    }
+    assert problems("autoscaling", "CreateAutoScalingGroup", good) == []
+    bad = json.loads(json.dumps(good))
+    bad["CapacityReservationSpecification"]["CapacityReservationPreference"] = (
+        "open"  # EC2's, not Auto Scaling's
+    )
+    assert problems("autoscaling", "CreateAutoScalingGroup", bad)
+
+
+def test_overflow_is_refused_where_the_fleet_cannot_be_split() -> None:
+    raw = _multi_node(overflow=True)
+    del raw["capacity"]["reservation"]
+    raw["capacity"]["overflow"] = False
+    raw["capacity"]["reservation"] = {
+        "id": "pool-h100",
+        "cloud": "gcp",
+        "instance_type": "a3-highgpu-8g",
+        "count": 1,
+        "region": "us-central1",
+        "zone": "us-central1-a",
+    }
+    raw["placement"] = {"clouds": ["gcp"]}
+    from selector.capacity_overflow import OVERFLOW_SPLIT_CLOUDS, overflow_refusal
+    from selector.sizing import Rejection
+
+    spec = parse_spec(raw)
+    shape = type("S", (), {"instances": 3})()
+    refused = overflow_refusal(spec, "a3-highgpu-8g", shape, 88.0)  # type: ignore[arg-type]
+    assert isinstance(refused, Rejection)
+    if "gcp" not in OVERFLOW_SPLIT_CLOUDS:
+        assert "not provisioned beside it" in refused.reason
+
+
+# --- 2. Availability Zone confinement ----------------------------------------------------------
+
+
+def test_an_aws_reservation_zone_is_an_az_id() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec(_multi_node(overflow=True, zone="us-east-1a"))
+    assert any("expected the reservation's AZ ID" in str(p) for p in err.value.problems)
+
+
+def test_the_fleet_is_confined_to_the_reservations_zone() -> None:
+    mocks, _ = run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW)
+    interfaces = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-use1-az4"}
+    raw = _serving_group()
+    raw["capacity"]["reservation"]["zone"] = "use1-az2"
+    mocks, _ = run_program({"gpufit:workload": raw}, NOW)
+    assert mocks.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use1-az2"]
+
+
+def _block_raw() -> dict[str, Any]:
+    return _spec(FIXTURES / "block-llama8b-lora.yaml")
+
+
+def test_a_block_group_launches_only_in_the_blocks_zone() -> None:
+    mocks, _ = run_program({"gpufit:workload": _block_raw(), "gpufit:purchaseCapacityBlock": True}, NOW)
+    group = mocks.one(GROUP)
+    region = mocks.region
+    assert group.inputs["vpcZoneIdentifiers"] == [f"subnet-{region}a"]
+    asked = [a for t, a in mocks.invokes if t == "aws:ec2/getSubnets:getSubnets"]
+    filters = {f["name"]: f["values"] for f in asked[-1]["filters"]}
+    assert filters["availability-zone"] == [f"{region}a"]
+
+
+def test_a_multi_node_block_launches_in_the_blocks_zone() -> None:
+    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, NOW)
+    region = mocks.region
+    subnets = {r.inputs.get("subnetId") for r in mocks.of_type("aws:ec2/networkInterface:NetworkInterface")}
+    subnets |= {r.inputs.get("subnetId") for r in mocks.of_type(INSTANCE) if r.inputs.get("subnetId")}
+    assert subnets == {f"subnet-{region}a"}
