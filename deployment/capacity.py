@@ -8,7 +8,14 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 
-from selector.capacity import FLEX_MAX_HOURS, FLEX_MIN_HOURS, CapacityTerms, latest_block_end
+from selector.capacity import (
+    BLOCK_TERMINATION_LEAD,
+    DEADLINE_MARGIN,
+    FLEX_MAX_HOURS,
+    FLEX_MIN_HOURS,
+    CapacityTerms,
+    latest_block_end,
+)
 from selector.catalog import Offer
 
 PURCHASE_KEY = "gpufit:purchaseCapacityBlock"
@@ -16,6 +23,8 @@ RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 """GCP ``ReservationAffinity.key`` for a reservation named in ``values``: "To target a
 SPECIFIC_RESERVATION by name, specify compute.googleapis.com/reservation-name as the key"
 (https://cloud.google.com/compute/docs/reference/rest/v1/ReservationAffinity)."""
+BLOCK_DEADLINE_LEAD = BLOCK_TERMINATION_LEAD + DEADLINE_MARGIN
+"""A block's fleet is torn down this long before the block ends (``CapacityTerms.deadline``)."""
 BLOCK_PRICE_TOLERANCE = 0.10
 """A block is bought only when the offering's fee is at most this much over the plan's
 figure (prices change; the plan's may be a reference estimate): a gpufit choice."""

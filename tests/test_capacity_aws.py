@@ -201,3 +201,50 @@ def test_a_multi_node_block_launches_in_the_blocks_zone() -> None:
     subnets = {r.inputs.get("subnetId") for r in mocks.of_type("aws:ec2/networkInterface:NetworkInterface")}
     subnets |= {r.inputs.get("subnetId") for r in mocks.of_type(INSTANCE) if r.inputs.get("subnetId")}
     assert subnets == {f"subnet-{region}a"}
+
+
+def test_an_odcr_without_a_zone_is_read_from_ec2_and_confines_the_fleet() -> None:
+    from tests.pulumi_harness import RecordingMocks
+
+    raw = _serving_group()
+    mocks = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1c", "instanceType": "p4d.24xlarge"}})
+    run_program({"gpufit:workload": raw}, NOW, mocks=mocks)
+    assert mocks.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-us-east-1c"]
+    read = mocks.one("aws:ec2/capacityReservation:CapacityReservation")
+    assert read.name.endswith("-reservation")
+
+
+def test_an_odcr_of_another_type_or_unknown_id_stops_the_program() -> None:
+    from tests.pulumi_harness import RecordingMocks
+
+    wrong = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1c", "instanceType": "p5.48xlarge"}})
+    with pytest.raises(Exception, match=r"reserves p5\.48xlarge, not p4d\.24xlarge"):
+        run_program({"gpufit:workload": _serving_group()}, NOW, mocks=wrong)
+    with pytest.raises(Exception, match=r"InvalidCapacityReservationId\.NotFound"):
+        run_program({"gpufit:workload": _serving_group()}, NOW, mocks=RecordingMocks(odcrs={}))
+
+
+# --- 3. the block actually bought sets the start and the deadline -------------------------------
+
+
+def _schedules(mocks: Any) -> dict[str, dict[str, Any]]:
+    return {
+        s.inputs["scheduledActionName"]: s.inputs for s in mocks.of_type("aws:autoscaling/schedule:Schedule")
+    }
+
+
+def test_the_group_starts_and_stops_with_the_block_bought_not_the_planned_one() -> None:
+    """Deployed after the planned first day's 11:30 UTC start: the lookup buys the next day's
+    block, and the group waits for it and stops 40 minutes before it ends."""
+    raw = _block_raw()
+    raw["capacity"] = {"blocks": "require"}  # no start window: the earliest block
+    late = datetime(2026, 12, 4, 15, 0, tzinfo=UTC)
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, late)
+    group = mocks.one(GROUP)
+    assert group.inputs["desiredCapacity"] == 0
+    actions = _schedules(mocks)
+    assert actions["gpufit-block-start"]["startTime"] == "2026-12-05T11:30:00Z"
+    block_end = datetime(2026, 12, 5, 11, 30, tzinfo=UTC)
+    _, args = next(i for i in mocks.invokes if i[0].endswith("getCapacityBlockOffering"))
+    block_end = block_end.replace(day=5 + int(args["capacityDurationHours"]) // 24)
+    assert actions["gpufit-deadline"]["startTime"] == f"{block_end:%Y-%m-%d}T10:50:00Z"

@@ -39,8 +39,14 @@ import pulumi
 import pulumi_aws as aws
 
 from deployment import Deployment
-from deployment.capacity import BLOCK_PRICE_TOLERANCE, CapacityTarget, offering_window, overflow_machines
-from deployment.tags import iso_utc
+from deployment.capacity import (
+    BLOCK_DEADLINE_LEAD,
+    BLOCK_PRICE_TOLERANCE,
+    CapacityTarget,
+    offering_window,
+    overflow_machines,
+)
+from deployment.tags import iso_utc, parse_iso_utc
 
 INSTANCE_PLATFORM = "Linux/UNIX"  # the Deep Learning AMIs gpufit boots are Ubuntu
 BLOCK_START_ACTION = "gpufit-block-start"
@@ -50,9 +56,32 @@ NO_RESERVATION = "none"
 
 def block_starts_later(d: Deployment) -> bool:
     """The block begins after the deployment is made: its group waits at 0 until then (AWS:
-    "you can schedule scaling to run at the start of the Capacity Block reservation")."""
+    "you can schedule scaling to run at the start of the Capacity Block reservation"). A block
+    found by a lookup at ``pulumi up`` always does: the lookup's window opens at the program's
+    clock (``offering_window``), and AWS sells no block that has begun."""
     c = d.capacity
-    return c is not None and c.block_start is not None and c.block_start > d.created_at
+    if c is None or c.kind != "capacity-block" or c.block_start is None:
+        return False
+    return c.block_start > d.created_at or c.offering_id is None
+
+
+def block_times(
+    block: aws.ec2.CapacityBlockReservation | None, d: Deployment
+) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
+    """(start, deadline) of the group's scheduled actions, ISO UTC: those of the block actually
+    bought (``CapacityBlockReservation.start_date``/``end_date``: the offering the lookup found
+    may start later in the window than the plan's first day), the deadline before AWS begins
+    terminating its instances (``selector.capacity.CapacityTerms.deadline``); the plan's without
+    a block."""
+    c = d.capacity
+    planned_start = iso_utc(c.block_start) if c is not None and c.block_start is not None else ""
+    if block is None:
+        return planned_start, iso_utc(d.expires_at)
+    lead = BLOCK_DEADLINE_LEAD
+    return (
+        block.start_date.apply(lambda s: iso_utc(parse_iso_utc(s)) if s else planned_start),
+        block.end_date.apply(lambda e: iso_utc(parse_iso_utc(e) - lead) if e else iso_utc(d.expires_at)),
+    )
 
 
 def _fee_checked(fee: str | None, target: CapacityTarget) -> str:
@@ -107,18 +136,49 @@ def capacity_block(
     )
 
 
-def block_subnets(
-    block: aws.ec2.CapacityBlockReservation | None,
+def fleet_zone(
+    name: str, d: Deployment, block: aws.ec2.CapacityBlockReservation | None, parent: pulumi.Resource
+) -> pulumi.Output[str | None] | None:
+    """The one Availability Zone the fleet must launch in, when only EC2 knows it: the block
+    bought (``CapacityBlockReservation.availability_zone``), or a held ODCR whose zone the spec
+    does not give, read from EC2 (``aws.ec2.CapacityReservation.get``: DescribeCapacityReservations;
+    a read, never created or deleted by the stack). A Capacity Block and an ODCR are each one
+    AZ's (``CapacityReservation.AvailabilityZone``, botocore 1.44.8 ``ec2``), and a launch
+    elsewhere cannot use them. None when the plan's zone already confines the fleet, or for a
+    resource group (its reservations may lie in several zones)."""
+    if block is not None:
+        return block.availability_zone
+    c = d.capacity
+    if c is None or c.kind != "reservation" or c.reservation_id is None or c.resource_group or d.zone:
+        return None
+    held = aws.ec2.CapacityReservation.get(
+        f"{name}-reservation", c.reservation_id, opts=pulumi.ResourceOptions(parent=parent)
+    )
+    machine = d.machine_type
+    return pulumi.Output.all(held.availability_zone, held.instance_type).apply(
+        lambda v: _same_type(v[0], v[1], machine, str(c.reservation_id))
+    )
+
+
+def _same_type(zone: str | None, reserved: str | None, machine: str, reservation: str) -> str | None:
+    """The ODCR's zone, after checking it reserves the plan's machine type."""
+    if reserved and reserved != machine:
+        raise pulumi.RunError(
+            f"capacity.reservation {reservation} reserves {reserved}, not {machine}: correct "
+            "capacity.reservation.instance_type and re-plan"
+        )
+    return zone or None
+
+
+def zone_subnets(
+    zone: pulumi.Output[str | None] | None,
     subnet_ids: Sequence[str],
     vpc_id: str,
     invoke: pulumi.InvokeOptions,
 ) -> pulumi.Input[list[str]]:
-    """The fleet's subnets confined to the block's Availability Zone (a Capacity Block is one
-    AZ's: ``CapacityReservation.AvailabilityZone`` in PurchaseCapacityBlock's answer, botocore
-    1.44.8; pulumi-aws ``CapacityBlockReservation.availability_zone``): a launch elsewhere
-    cannot use it. ``subnet_ids`` as they are without a block. Empty ``subnet_ids``: the VPC's
-    default subnet there (plain instances)."""
-    if block is None:
+    """The fleet's subnets within ``zone`` (``fleet_zone``; an AZ name), as they are without
+    one. Empty ``subnet_ids``: the VPC's default subnet there (plain instances)."""
+    if zone is None:
         return list(subnet_ids)
     chosen = (
         aws.ec2.GetSubnetsFilterArgs(name="subnet-id", values=list(subnet_ids))
@@ -126,24 +186,26 @@ def block_subnets(
         else aws.ec2.GetSubnetsFilterArgs(name="default-for-az", values=["true"])
     )
 
-    def _in(zone: str) -> pulumi.Output[list[str]]:
+    def _in(name: str | None) -> pulumi.Output[list[str]] | list[str]:
+        if not name:  # EC2 named no zone: the fleet keeps its subnets
+            return list(subnet_ids)
         found = aws.ec2.get_subnets_output(
             filters=[
                 aws.ec2.GetSubnetsFilterArgs(name="vpc-id", values=[vpc_id]),
                 chosen,
-                aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[zone]),
+                aws.ec2.GetSubnetsFilterArgs(name="availability-zone", values=[name]),
             ],
             opts=invoke,
         )
-        return found.ids.apply(lambda ids: _some_subnet(sorted(ids or []), zone, vpc_id))
+        return found.ids.apply(lambda ids: _some_subnet(sorted(ids or []), name, vpc_id))
 
-    return block.availability_zone.apply(_in)
+    return zone.apply(_in)
 
 
 def _some_subnet(ids: list[str], zone: str, vpc_id: str) -> list[str]:
     if not ids:
         raise pulumi.RunError(
-            f"the Capacity Block is in {zone}, where VPC {vpc_id} has no subnet for the fleet: "
+            f"the fleet's capacity is in {zone}, where VPC {vpc_id} has no subnet for it: "
             "add one there (or set gpufit:subnetId to one)"
         )
     return ids
@@ -158,13 +220,6 @@ def reservation_id(d: Deployment, block: aws.ec2.CapacityBlockReservation | None
     if block is not None:
         return block.id
     if d.capacity is not None and d.capacity.kind == "reservation":
-        if d.zone is None and not d.capacity.resource_group:
-            pulumi.log.warn(
-                f"capacity.reservation {d.capacity.reservation_id}: no zone given, so the fleet may "
-                "launch in other Availability Zones, where the reservation cannot serve it; set "
-                "capacity.reservation.zone to its AZ ID (AvailabilityZoneId in `aws ec2 "
-                "describe-capacity-reservations`)"
-            )
         return d.capacity.reservation_id
     return None
 

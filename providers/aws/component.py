@@ -32,7 +32,13 @@ from deployment import (
 )
 from machine.boot import NodeRole, fleet_group, render
 from machine.serving import MachineSecrets
-from providers.aws.capacity import block_subnets, capacity_block, instance_capacity, reservation_id
+from providers.aws.capacity import (
+    capacity_block,
+    fleet_zone,
+    instance_capacity,
+    reservation_id,
+    zone_subnets,
+)
 from providers.aws.efa import efa_layout
 from providers.aws.fleet import AwsGpuFleet
 from providers.aws.placement import InstanceNetwork, fleet_placement, instance_network
@@ -138,9 +144,10 @@ class AwsGpuInstance(pulumi.ComponentResource):
         image = image if image is not None else machine_image(d, invoke)
         block = capacity_block(name, d, tags, child)  # issue 26: a Capacity Block bought, if chosen
         target = reservation_id(d, block)
-        if block is not None:  # the block's AZ: the given subnet there, else the default subnet there
+        zone = fleet_zone(name, d, block, self)
+        if zone is not None:  # the block's or ODCR's AZ: the given subnet there, else the default one
             given = (net.subnet_id,) if d.subnet_id else ()
-            subnet_id = pulumi.Output.from_input(block_subnets(block, given, net.vpc_id, invoke)).apply(
+            subnet_id = pulumi.Output.from_input(zone_subnets(zone, given, net.vpc_id, invoke)).apply(
                 lambda ids: ids[0]
             )
         # "there is no need to use a cluster placement group with a Capacity Block" (its guide)

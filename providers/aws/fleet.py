@@ -57,11 +57,13 @@ from machine.boot import LIFECYCLE_HOOK, NodeRole, fleet_group, render
 from providers.aws.capacity import (
     BLOCK_START_ACTION,
     block_starts_later,
-    block_subnets,
+    block_times,
     capacity_block,
+    fleet_zone,
     group_capacity,
     reservation_id,
     template_capacity,
+    zone_subnets,
 )
 from providers.aws.endpoint import from_load_balancer, lb_security_group, load_balancer
 from providers.aws.placement import FleetPlacement
@@ -275,6 +277,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
         )
         desired = d.capacity_units
         starts_later = block_starts_later(d)
+        block_start, deadline = block_times(block, d)  # issue 26: the block bought, not the planned one
         self.load_balancer = (
             load_balancer(name, d, placement.vpc_id, list(placement.lb_subnet_ids), lb_sg, tags, child)
             if lb_sg is not None
@@ -287,7 +290,9 @@ class AwsGpuFleet(pulumi.ComponentResource):
             min_size=0,
             max_size=desired,
             desired_capacity=0 if starts_later else desired,
-            vpc_zone_identifiers=block_subnets(block, placement.subnet_ids, placement.vpc_id, invoke),
+            vpc_zone_identifiers=zone_subnets(
+                fleet_zone(name, d, block, self), placement.subnet_ids, placement.vpc_id, invoke
+            ),
             mixed_instances_policy=aws.autoscaling.GroupMixedInstancesPolicyArgs(
                 launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
                     launch_template_specification=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
@@ -326,7 +331,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
             min_size=0,
             max_size=0,
             desired_capacity=0,
-            start_time=iso_utc(d.expires_at),
+            start_time=deadline,
             opts=child,
         )
 
@@ -339,7 +344,7 @@ class AwsGpuFleet(pulumi.ComponentResource):
                 min_size=0,
                 max_size=desired,
                 desired_capacity=desired,
-                start_time=iso_utc(d.capacity.block_start),
+                start_time=block_start,
                 opts=child,
             )
         self.block = block

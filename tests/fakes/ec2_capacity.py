@@ -141,6 +141,14 @@ def clients(*markets: FakeEc2Capacity) -> Any:
     return client_for
 
 
+def first_block(earliest: datetime, hours: int) -> tuple[datetime, datetime]:
+    """The first block of a window: it starts at 11:30 UTC on or after ``earliest``."""
+    start = datetime.combine(earliest.date(), time(11, 30), tzinfo=UTC)
+    if start < earliest:
+        start += timedelta(days=1)
+    return start, start + timedelta(hours=hours)
+
+
 def invoke_answer(args: dict[str, Any], region: str, fee: float, now: datetime) -> dict[str, Any]:
     """``aws:ec2/getCapacityBlockOffering`` (the provider's DescribeCapacityBlockOfferings): the
     request checked as the fake checks it, and answered with the first block of the window (a
@@ -159,10 +167,7 @@ def invoke_answer(args: dict[str, Any], region: str, fee: float, now: datetime) 
         raise InvalidRequest(f"startDateRange {earliest.isoformat()} is before now ({now.isoformat()})")
     if earliest > now + timedelta(weeks=8):
         raise InvalidRequest(f"startDateRange {earliest.isoformat()}: {LEAD_RULE}")
-    start = datetime.combine(earliest.date(), time(11, 30), tzinfo=UTC)
-    if start < earliest:
-        start += timedelta(days=1)
-    end = start + timedelta(hours=hours)
+    _start, end = first_block(earliest, hours)
     if end > latest_end:
         raise InvalidRequest(f"no Capacity Block offering of {hours} h ends by {latest_end.isoformat()}")
     return {
