@@ -28,6 +28,7 @@ from gitops.lock import (
 )
 from hub.client import fetch_model
 from providers.base import GpuProvider, SecretInputs
+from selector.block_lock import expired_offering, locked_quotes
 from selector.catalog import Catalog, CatalogError
 from selector.report import failure_summary
 from selector.select import Plan, plan
@@ -66,7 +67,9 @@ def build_plan(config: pulumi.Config, today: date | None = None) -> Plan:
         pulumi.log.info(
             f"no {lock_file.name}: planning against the current catalog (`gpufit lock` pins a choice)"
         )
-    result = plan(spec, catalog, today=today)
+    # A live Capacity Block offering the lock holds is re-planned, and bought, as reviewed.
+    quotes = locked_quotes(read_lock(lock_file)) if lock_file.exists() else None
+    result = plan(spec, catalog, today=today, block_quotes=quotes)
     if result.choice is None:
         raise pulumi.RunError("\n".join(failure_summary(result)))
     if lock_file.exists():
@@ -101,6 +104,14 @@ def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:
         f"in {offer['zone'] or offer['region']} ({offer['market']}, ${offer['hourly_usd']}/h)"
     )
     return locked_catalog(lock, catalog.gpus)
+
+
+def _expired_block(config: pulumi.Config, now: datetime) -> str | None:
+    """One line when the lock's Capacity Block offering has started (it cannot be bought)."""
+    lock_file = lock_path(
+        Path(__file__).parent / (config.get("lockDir") or "stacks") / f"Pulumi.{pulumi.get_stack()}.yaml"
+    )
+    return expired_offering(read_lock(lock_file), now) if lock_file.exists() else None
 
 
 def job_secrets() -> dict[str, Any]:
@@ -166,6 +177,7 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
     # A Capacity Block is money paid up front, not refundable: bought only when confirmed.
     refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
     refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
+    refusal = refusal or _expired_block(config, created)
     if refusal is not None:
         raise pulumi.RunError(refusal)
     if deployment.zone is not None:

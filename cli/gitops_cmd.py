@@ -33,6 +33,12 @@ def add_parsers(sub: Any) -> None:
     lock.add_argument(
         "--refresh-model", action="store_true", help="model.hf: ask the Hub again instead of the cache"
     )
+    lock.add_argument(
+        "--capacity-blocks",
+        choices=["reference", "live"],
+        default="reference",
+        help="live: price Capacity Blocks from AWS's offerings and lock the one chosen (what is bought)",
+    )
     diff = sub.add_parser("diff", help="what changes in instance and cost between two specs or locks")
     diff.add_argument("old", help="a spec, stack file or lock")
     diff.add_argument("new", help="a spec, stack file or lock")
@@ -111,7 +117,12 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     except CatalogError as err:
         print(f"gpufit: catalog: {err}", file=sys.stderr)
         return EXIT_BAD_CATALOG
-    result = plan(spec, catalog)
+    quotes = None
+    if getattr(args, "capacity_blocks", "reference") == "live" and spec.capacity.blocks != "no":
+        from cli.capacity_cmd import live_quotes
+
+        quotes = live_quotes(spec, catalog, (now or datetime.now(UTC)).date())
+    result = plan(spec, catalog, block_quotes=quotes)
     if result.choice is None:
         print(f"gpufit: {spec.name}: {result.status}; nothing to lock", file=sys.stderr)
         return EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_OVER_BUDGET

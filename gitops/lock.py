@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from selector.block_lock import LOCK_KEY, locked_block, locked_quotes
 from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, GpuSpec, Offer, catalog_from_doc
 from selector.report import cost_to_dict
 from selector.select import Plan
@@ -127,6 +128,8 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
             if plan.spec.placement.exclude
             else {}
         ),
+        # A live Capacity Block offering: the block bought is the one reviewed (issue 26).
+        **({LOCK_KEY: block} if (block := locked_block(offer)) else {}),
         "sources": sources,
         "instances": choice.shape.instances,
         "cost": cost_to_dict(choice.cost),
@@ -351,7 +354,8 @@ def check_lock(spec: WorkloadSpec, spec_file: Path) -> LockStatus:
 
     previous = pin_locked_model(lock)  # the reviewed commit, not where the branch is today
     try:
-        difference = reviewed_difference(lock, plan(spec, locked_catalog(lock, load_gpus())))
+        replanned = plan(spec, locked_catalog(lock, load_gpus()), block_quotes=locked_quotes(lock))
+        difference = reviewed_difference(lock, replanned)
     except (KeyError, TypeError, ValueError) as err:
         return LockStatus(spec_file, path, "unreadable", f"{path}: {err}")
     finally:

@@ -248,3 +248,80 @@ def test_the_group_starts_and_stops_with_the_block_bought_not_the_planned_one() 
     _, args = next(i for i in mocks.invokes if i[0].endswith("getCapacityBlockOffering"))
     block_end = block_end.replace(day=5 + int(args["capacityDurationHours"]) // 24)
     assert actions["gpufit-deadline"]["startTime"] == f"{block_end:%Y-%m-%d}T10:50:00Z"
+
+
+def _live_lock(stacks: Path) -> dict[str, Any]:
+    """The 8B LoRA block planned on a live offering (the fake EC2's cheaper one) and locked."""
+    from catalog.capacity_blocks import block_offerings
+    from gitops.lock import lock_path, make_lock, write_lock
+    from selector.capacity_plan import block_asks
+    from tests.fakes.ec2_capacity import clients
+    from tests.test_capacity import _market
+
+    spec = parse_spec(_block_raw())
+    quotes, _ = block_offerings(block_asks(spec, load_catalog()), clients(_market()), TODAY)
+    result = plan(spec, load_catalog(), today=TODAY, block_quotes=quotes)
+    stack_file = stacks / "Pulumi.test.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": {"gpufit:workload": _block_raw()}}))
+    doc = make_lock(result, stack_file, NOW)
+    write_lock(doc, lock_path(stack_file))
+    return doc
+
+
+def test_the_live_offering_is_locked_and_bought_as_reviewed(tmp_path: Path) -> None:
+    doc = _live_lock(tmp_path)
+    assert doc["capacity_block"] == {
+        "offering_id": "cb-0aaaaaaaaaaaaaaa2",
+        "instance_type": "p4d.24xlarge",
+        "region": "us-east-2",
+        "availability_zone": "us-east-2a",
+        "start": "2026-12-11T11:30:00+00:00",
+        "end": "2026-12-13T11:30:00+00:00",
+        "instances": 1,
+        "upfront_usd": 600.0,
+        "source": doc["capacity_block"]["source"],
+        "as_of": "2026-12-04",
+    }
+    config = {
+        "gpufit:workload": _block_raw(),
+        "gpufit:purchaseCapacityBlock": True,
+        "gpufit:lockDir": str(tmp_path),
+    }
+    mocks, _ = run_program(config, NOW)
+    block = mocks.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
+    assert block.inputs["capacityBlockOfferingId"] == "cb-0aaaaaaaaaaaaaaa2"
+    assert not [t for t, _ in mocks.invokes if t.endswith("getCapacityBlockOffering")]  # no lookup
+    actions = _schedules(mocks)
+    assert actions["gpufit-block-start"]["startTime"] == "2026-12-11T11:30:00Z"
+
+
+def test_a_locked_offering_that_has_started_is_refused_before_anything_is_created(tmp_path: Path) -> None:
+    from tests.pulumi_harness import RecordingMocks
+
+    _live_lock(tmp_path)
+    config = {
+        "gpufit:workload": _block_raw(),
+        "gpufit:purchaseCapacityBlock": True,
+        "gpufit:lockDir": str(tmp_path),
+    }
+    mocks = RecordingMocks()
+    later = datetime(2026, 12, 11, 12, 0, tzinfo=UTC)
+    with pytest.raises(Exception, match=r"offering cb-0aaaaaaaaaaaaaaa2 started at 2026-12-11 11:30 UTC"):
+        run_program(config, later, mocks=mocks)
+    assert mocks.resources == []
+
+
+def test_a_live_lock_checks_current_and_the_cli_locks_the_live_offering(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cli import capacity_cmd
+    from cli.main import main
+    from gitops.lock import check_lock, read_lock
+    from tests.fakes.ec2_capacity import clients
+    from tests.test_capacity import _market
+
+    _live_lock(tmp_path)
+    assert check_lock(parse_spec(_block_raw()), tmp_path / "Pulumi.test.yaml").state == "current"
+    monkeypatch.setattr(capacity_cmd, "ec2_clients", lambda: clients(_market()))
+    assert main(["lock", "test", "--stacks", str(tmp_path), "--capacity-blocks", "live"]) == 0
+    assert read_lock(tmp_path / "test.lock.json")["capacity_block"]["offering_id"].startswith("cb-0aaaa")
