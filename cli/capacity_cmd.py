@@ -68,7 +68,7 @@ def block_rows(args: argparse.Namespace, catalog: Catalog, today: date) -> list[
                 continue
             quote = reference_quote(it.name, region)
             if quote is not None:
-                rows.append(_row(quote, it.gpu_count, it.gpu.name))
+                rows.append(_row(quote, it.gpu_count, it.gpu.name, today))
     if asks:
         from catalog.capacity_blocks import block_offerings
 
@@ -76,12 +76,14 @@ def block_rows(args: argparse.Namespace, catalog: Catalog, today: date) -> list[
         for note in notes:
             sys.stderr.write(f"gpufit: capacity blocks: {note}\n")
         gpus = {it.name: (it.gpu_count, it.gpu.name) for it in types}
-        rows = [_row(q, *gpus[q.instance_type]) for q in quotes]
+        rows = [_row(q, *gpus[q.instance_type], today) for q in quotes]
     rows.sort(key=lambda r: (r["usd_per_gpu_hour"], r["instance_type"], r["region"]))
     return rows
 
 
-def _row(q: BlockQuote, gpus: int, gpu: str) -> dict[str, Any]:
+def _row(q: BlockQuote, gpus: int, gpu: str, today: date) -> dict[str, Any]:
+    from selector.freshness import age_text
+
     return {
         "instance_type": q.instance_type,
         "region": q.region,
@@ -96,6 +98,7 @@ def _row(q: BlockQuote, gpus: int, gpu: str) -> dict[str, Any]:
         "instances": q.instance_count,
         "upfront_usd": q.upfront_usd,
         "as_of": q.as_of,
+        "age": age_text(q.as_of, today),  # review nit 11: a reference rate's age, as the catalog's
         "source": q.source,
     }
 
@@ -116,7 +119,7 @@ def print_blocks(rows: list[dict[str, Any]], as_json: bool) -> None:
         head = f"  {r['instance_type']:<15} {r['region']:<15} {r['gpus']:<12}"
         lines.append(
             f"{head} ${r['usd_per_instance_hour']:>8,.2f}/h (${r['usd_per_gpu_hour']:,.3f}/GPU-h)  "
-            f"{what}; as of {r['as_of']}; {r['source']}"
+            f"{what}; as of {r['as_of']} ({r['age']}); {r['source']}"
         )
     if len(lines) == 1:
         lines.append("  none (no type in the catalog has a Capacity Block price for these filters)")

@@ -7,9 +7,11 @@ import math
 from datetime import date
 
 from cli.figures import money, where
-from selector.capacity import describe as describe_capacity
+from selector.capacity import CapacityTerms, describe as describe_capacity
+from selector.catalog import Offer
 from selector.consumption import third_party_note
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
+from selector.freshness import age_text
 from selector.obtainability import obtainability
 from selector.select import GCP_ONE_TYPE_NOTE, Plan
 from selector.units import format_hours
@@ -77,9 +79,23 @@ def prices_line(plan: Plan, today: date) -> str:
     return plan.price_ages.describe(today) if plan.price_ages is not None else "no prices considered"
 
 
-def capacity_line(plan: Plan) -> str:
+def reference_block_age(offer: Offer, today: date | None) -> str:
+    """``; reference rate as of 2024-12-31, 23 months old ...`` for a block priced from a
+    reference rate (issue 26 review nit 11: the rates' age is shown as the catalog's is)."""
+    terms = offer.capacity
+    if today is None or not isinstance(terms, CapacityTerms) or terms.kind != "capacity-block":
+        return ""
+    if not terms.estimate:
+        return ""
+    return (
+        f"; reference rate as of {terms.as_of}, {age_text(terms.as_of, today)} "
+        "(`gpufit plan --capacity-blocks live` quotes AWS's offerings)"
+    )
+
+
+def capacity_line(plan: Plan, today: date | None = None) -> str:
     """Whether the choice's capacity can be had: its obtainability, and the expected wait's
-    value as it enters the expected cost."""
+    value as it enters the expected cost; a block priced from a reference rate, that rate's age."""
     choice = plan.choice
     assert choice is not None
     cost, offer = choice.cost, choice.offer
@@ -98,5 +114,6 @@ def capacity_line(plan: Plan) -> str:
             f"then re-run elsewhere: +{money(cost.failure_usd)}, ranked at {money(cost.expected_usd)}"
         )
     line += " (estimate)" if obt.estimated else ""
+    line += reference_block_age(offer, today)
     third = third_party_note(offer.instance.cloud, offer.instance.name, offer.market)
     return f"{line}; {third}" if third is not None else line

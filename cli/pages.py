@@ -347,7 +347,7 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate], today: date) -> str:
             ),
             ("$/h", money(cost.hourly_usd)),
             ("total", f"{money(cost.total_usd)} over {format_hours(cost.hours)}"),
-            ("capacity", capacity_line(plan)),
+            ("capacity", capacity_line(plan, today)),
             ("price", f"{o.source}, as of {o.as_of}"),
             ("fleet", fleet_line(plan)),
             *[("serve", line) for line in serve_lines(plan)],

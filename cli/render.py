@@ -179,7 +179,7 @@ def render_plan(plan: Plan, today: date) -> str:
             lines.append(f"Spot      {known}; {cost.interruption_rate_per_h:.2g} interruptions/h expected")
         for item in cost.unpriced:
             lines.append(f"          not priced: {item}")
-        lines.append(f"Capacity  {capacity_line(plan)}")
+        lines.append(f"Capacity  {capacity_line(plan, today)}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
         lines.append(f"Fleet     {fleet_line(plan)}")
         lines += [f"{'Serve' if i == 0 else '':<10}{line}" for i, line in enumerate(serve_lines(plan))]
@@ -495,7 +495,7 @@ def render_markdown(plan: Plan, today: date) -> str:
                 f"compute {money(cost.compute_usd)} · storage {money(cost.storage_usd)} · "
                 f"egress {money(cost.egress_usd)} · dataset transfer {money(cost.data_transfer_usd)}",
             ],
-            ["capacity", capacity_line(plan)],
+            ["capacity", capacity_line(plan, today)],
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
         ]

@@ -28,6 +28,10 @@ BLOCK_DEADLINE_LEAD = BLOCK_TERMINATION_LEAD + DEADLINE_MARGIN
 BLOCK_PRICE_TOLERANCE = 0.10
 """A block is bought only when the offering's fee is at most this much over the plan's
 figure (prices change; the plan's may be a reference estimate): a gpufit choice."""
+TAG_BLOCK_FEE = "gpufit:block-fee-usd"
+TAG_BLOCK_HOURS = "gpufit:block-hours"
+"""Tags of a Capacity Block bought: the most its upfront fee can be and its hours, which the
+policy pack prices the block's machines from (``policy.pricing.block_hourly``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +109,18 @@ def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | No
         f"${target.upfront_usd:,.2f} up front{estimate}, not refundable; set "
         f"`pulumi config set {PURCHASE_KEY} true` to buy it"
     )
+
+
+def block_fee_ceiling(target: CapacityTarget) -> float:
+    """The most the stack pays for its block: a locked offering's fee, else the plan's figure
+    plus the tolerance a looked-up offering may exceed it by."""
+    if target.offering_id is not None:
+        return target.upfront_usd
+    return target.upfront_usd * (1.0 + BLOCK_PRICE_TOLERANCE)
+
+
+def block_tags(target: CapacityTarget) -> dict[str, str]:
+    return {TAG_BLOCK_FEE: f"{block_fee_ceiling(target):.2f}", TAG_BLOCK_HOURS: str(target.block_hours)}
 
 
 def offering_window(target: CapacityTarget, now: datetime) -> tuple[datetime, datetime]:

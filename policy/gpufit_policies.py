@@ -33,8 +33,10 @@ from policy.ingress import (
     check_plain_http,
 )
 from policy.pricing import (
+    block_hourly,
     describe_instance,
     group_hourly,
+    in_block,
     instance_market,
     instance_offer,
     instance_region,
@@ -342,8 +344,8 @@ def check_hourly_budget(
     """A GPU instance's catalog hourly price must not exceed ``max_hourly_usd``; passes when no
     budget is configured. ``region`` is the region of the resource's provider, when known. An
     instance the catalog cannot price fails: the budget cannot be shown to hold."""
-    if resource_type not in GPU_INSTANCES or config.max_hourly_usd is None:
-        return []
+    if resource_type not in GPU_INSTANCES or config.max_hourly_usd is None or in_block(resource_type, props):
+        return []  # a block's machines are priced from its fee (check_stack_budget)
     budget = config.max_hourly_usd
     market = instance_market(resource_type, props)
     where = region or instance_region(resource_type, props)
@@ -389,19 +391,18 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
     props)`` or ``(type, props, region)`` tuples."""
     if config.max_hourly_usd is None:
         return []
-    total, count = 0.0, 0
+    total, count, problems = block_hourly(stack_items(resources))  # issue 26: blocks, by their fee
     for typ, props, region in stack_items(resources):
-        if typ not in GPU_INSTANCES:
+        if typ not in GPU_INSTANCES or in_block(typ, props):
             continue
         offer = instance_offer(typ, props, config, region)
         if offer is not None:
             total += offer.hourly_usd
             count += 1
-    problems: list[str] = []
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
     resized = flex_resizes(stack_items(resources))
     for typ, props, region in stack_items(resources):
-        if typ not in (AWS_GROUP, *GCP_GROUPS):
+        if typ not in (AWS_GROUP, *GCP_GROUPS) or in_block(typ, props, stack_items(resources)):
             continue
         extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
         if extra:  # issue 26: a flex-start group's VMs come from its resize request

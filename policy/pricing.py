@@ -29,11 +29,18 @@ def _catalog(path: str | None) -> Catalog:
     return load_catalog(path)
 
 
+AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
+AWS_CAPACITY_BLOCK = "aws:ec2/capacityBlockReservation:CapacityBlockReservation"
+CAPACITY_BLOCK = "capacity-block"
+TAG_BLOCK_FEE = "gpufit:block-fee-usd"  # deployment/capacity.py: the most the block's fee can be
+TAG_BLOCK_HOURS = "gpufit:block-hours"
+
+
 def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
-    """``spot`` or ``on-demand``, as the instance's own settings say."""
+    """``spot``, ``capacity-block`` or ``on-demand``, as the instance's own settings say."""
     if resource_type == AWS_INSTANCE:
         market = as_map(props.get("instanceMarketOptions")).get("marketType")
-        return "spot" if market == "spot" else "on-demand"
+        return str(market) if market in ("spot", CAPACITY_BLOCK) else "on-demand"
     scheduling = as_map(props.get("scheduling"))
     model = str(scheduling.get("provisioningModel") or "").upper()
     return "spot" if model == "SPOT" or scheduling.get("preemptible") is True else "on-demand"
@@ -185,3 +192,47 @@ def group_hourly(
             continue
         worst = max(worst, offer.hourly_usd * (as_count(props.get("targetSize")) or 0))
     return worst, unpriced
+
+
+def in_block(
+    resource_type: str, props: Mapping[str, Any], items: Sequence[tuple[str, Any, Any]] = ()
+) -> bool:
+    """Machines that run in a Capacity Block (an instance of market type ``capacity-block``; an
+    Auto Scaling group of a stack whose launch template has it): paid by the block's upfront
+    fee, not by the hour (``block_hourly``)."""
+    if resource_type == AWS_INSTANCE:
+        return instance_market(resource_type, props) == CAPACITY_BLOCK
+    if resource_type != AWS_GROUP:
+        return False
+    return any(
+        typ == AWS_LAUNCH_TEMPLATE
+        and as_map(as_map(p).get("instanceMarketOptions")).get("marketType") == CAPACITY_BLOCK
+        for typ, p, *_ in items
+    )
+
+
+def _tag(props: Mapping[str, Any], key: str) -> float | None:
+    try:
+        value = float(str(as_map(props.get("tags")).get(key)))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def block_hourly(items: Sequence[tuple[str, Any, Any]]) -> tuple[float, int, list[str]]:
+    """The stack's Capacity Blocks as an hourly cost: each block's upfront fee (the most gpufit
+    pays for it, its ``gpufit:block-fee-usd`` tag) over its hours (``gpufit:block-hours``), its
+    whole size, since the fee is paid for every instance and hour of it
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html). Also the
+    count of blocks and a problem per block whose fee is not stated."""
+    total, count, problems = 0.0, 0, []
+    for typ, props, *_ in items:
+        if typ != AWS_CAPACITY_BLOCK:
+            continue
+        fee, hours = _tag(as_map(props), TAG_BLOCK_FEE), _tag(as_map(props), TAG_BLOCK_HOURS)
+        if fee is None or hours is None:
+            problems.append(f"a Capacity Block without {TAG_BLOCK_FEE}/{TAG_BLOCK_HOURS}: cannot price it")
+            continue
+        total += fee / hours
+        count += 1
+    return total, count, problems

@@ -325,3 +325,52 @@ def test_a_live_lock_checks_current_and_the_cli_locks_the_live_offering(
     monkeypatch.setattr(capacity_cmd, "ec2_clients", lambda: clients(_market()))
     assert main(["lock", "test", "--stacks", str(tmp_path), "--capacity-blocks", "live"]) == 0
     assert read_lock(tmp_path / "test.lock.json")["capacity_block"]["offering_id"].startswith("cb-0aaaa")
+
+
+# --- 4. the policy pack prices a block's machines from its fee ------------------------------------
+
+
+def test_the_policy_prices_a_block_from_its_fee_not_on_demand() -> None:
+    """p5e has no on-demand price: a block of it was refused whenever a budget was set."""
+    from policy.gpufit_policies import check_hourly_budget, check_stack_budget
+    from policy.resources import PolicyConfig
+
+    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
+    raw["placement"] = {**raw.get("placement", {}), "instance_types": ["p5e.48xlarge"]}
+    chosen = _plan(raw).choice
+    assert chosen is not None and chosen.offer.market == "capacity-block"
+    assert ("aws", "p5e.48xlarge", chosen.offer.region) not in load_catalog().on_demand_prices
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, NOW)
+    resources = [(r.typ, r.inputs, chosen.offer.region) for r in mocks.resources]
+    block = mocks.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
+    terms = chosen.offer.capacity
+    fee = round(terms.upfront_usd * 1.1, 2)  # type: ignore[union-attr]
+    assert block.inputs["tags"]["gpufit:block-fee-usd"] == f"{fee:.2f}"
+    hours = int(block.inputs["tags"]["gpufit:block-hours"])
+    hourly = fee / hours
+    roomy = PolicyConfig(now=NOW, max_hourly_usd=hourly + 1)
+    assert check_stack_budget(resources, roomy) == []
+    for typ, props, region in resources:
+        assert check_hourly_budget(typ, props, roomy, region) == []
+    tight = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=hourly - 1))
+    assert any("over the budget" in p for p in tight), tight
+
+
+# --- 5. the reference rates' age is shown ------------------------------------------------------
+
+
+def test_the_reference_block_rates_show_their_age(capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.fleet_text import capacity_line
+    from cli.main import main
+    from selector.capacity import CapacityTerms
+
+    result = _plan(_block_raw())
+    assert result.choice is not None
+    terms = result.choice.offer.capacity
+    assert isinstance(terms, CapacityTerms) and terms.estimate
+    line = capacity_line(result, TODAY)
+    assert f"reference rate as of {terms.as_of}, " in line and "months old" in line
+    assert main(["offers", "--capacity-blocks"]) == 0
+    out = capsys.readouterr().out
+    rows = [x for x in out.splitlines() if "reference rate, ESTIMATE" in x]
+    assert rows and all("old)" in x for x in rows), rows

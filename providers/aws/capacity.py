@@ -43,6 +43,7 @@ from deployment.capacity import (
     BLOCK_DEADLINE_LEAD,
     BLOCK_PRICE_TOLERANCE,
     CapacityTarget,
+    block_tags,
     offering_window,
     overflow_machines,
 )
@@ -125,7 +126,7 @@ def capacity_block(
         f"{name}-block",
         capacity_block_offering_id=offering_id,
         instance_platform=INSTANCE_PLATFORM,
-        tags=tags,
+        tags={**tags, **block_tags(target)},  # what the policy pack prices its machines from
         # Not deletable: a destroy drops it from state, and a replacement would buy a second one:
         # a later `pulumi up`'s lookup (its window moves with the clock) may name another
         # offering, which must not replace the block bought.
@@ -143,8 +144,10 @@ def fleet_zone(
     bought (``CapacityBlockReservation.availability_zone``), or a held ODCR whose zone the spec
     does not give, read from EC2 (``aws.ec2.CapacityReservation.get``: DescribeCapacityReservations;
     a read, never created or deleted by the stack). A Capacity Block and an ODCR are each one
-    AZ's (``CapacityReservation.AvailabilityZone``, botocore 1.44.8 ``ec2``), and a launch
-    elsewhere cannot use them. None when the plan's zone already confines the fleet, or for a
+    AZ's (``CapacityReservation.AvailabilityZone``, botocore 1.44.8 ``ec2``; "reserve compute
+    capacity in specific Availability Zones",
+    https://docs.aws.amazon.com/autoscaling/ec2/userguide/use-ec2-capacity-reservations.html),
+    and a launch elsewhere cannot use them. None when the plan's zone already confines the fleet, or for a
     resource group (its reservations may lie in several zones)."""
     if block is not None:
         return block.availability_zone
