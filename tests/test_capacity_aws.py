@@ -214,6 +214,15 @@ def test_an_odcr_without_a_zone_is_read_from_ec2_and_confines_the_fleet() -> Non
     assert read.name.endswith("-reservation")
 
 
+def test_a_multi_node_replica_on_an_odcr_without_a_zone_launches_in_its_zone() -> None:
+    from tests.pulumi_harness import RecordingMocks
+
+    mocks = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1d", "instanceType": "p5.48xlarge"}})
+    run_program({"gpufit:workload": _multi_node(overflow=True)}, NOW, mocks=mocks)
+    interfaces = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert interfaces and {r.inputs["subnetId"] for r in interfaces} == {"subnet-us-east-1d"}
+
+
 def test_an_odcr_of_another_type_or_unknown_id_stops_the_program() -> None:
     from tests.pulumi_harness import RecordingMocks
 

@@ -147,8 +147,9 @@ def fleet_zone(
     AZ's (``CapacityReservation.AvailabilityZone``, botocore 1.44.8 ``ec2``; "reserve compute
     capacity in specific Availability Zones",
     https://docs.aws.amazon.com/autoscaling/ec2/userguide/use-ec2-capacity-reservations.html),
-    and a launch elsewhere cannot use them. None when the plan's zone already confines the fleet, or for a
-    resource group (its reservations may lie in several zones)."""
+    and a launch elsewhere cannot use them. None when the plan's zone already confines the
+    fleet, or for a resource group (its reservations may lie in several zones)."""
+
     if block is not None:
         return block.availability_zone
     c = d.capacity

@@ -147,8 +147,9 @@ class AwsGpuInstance(pulumi.ComponentResource):
         zone = fleet_zone(name, d, block, self)
         if zone is not None:  # the block's or ODCR's AZ: the given subnet there, else the default one
             given = (net.subnet_id,) if d.subnet_id else ()
+            fallback = net.subnet_id  # when EC2 names no zone
             subnet_id = pulumi.Output.from_input(zone_subnets(zone, given, net.vpc_id, invoke)).apply(
-                lambda ids: ids[0]
+                lambda ids: ids[0] if ids else fallback
             )
         # "there is no need to use a cluster placement group with a Capacity Block" (its guide)
         placement = (

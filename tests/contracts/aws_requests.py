@@ -432,6 +432,13 @@ def capacity_block_reservation(r: Resource, s: Stack) -> list[Request]:
     return [Request("ec2", "PurchaseCapacityBlock", params)]
 
 
+def capacity_reservation_read(r: Resource, s: Stack) -> list[Request]:
+    """gpufit only reads a held On-Demand Capacity Reservation (``aws.ec2.CapacityReservation.get``:
+    DescribeCapacityReservations, which changes nothing); it never creates one, so a registration
+    of the type (a harness that passes reads through as registrations) sends no create request."""
+    return []
+
+
 def template_network_interfaces(items: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return [
         _some(
@@ -793,6 +800,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Request]]] = {
     "aws:autoscaling/group:Group": autoscaling_group,
     "aws:autoscaling/schedule:Schedule": autoscaling_schedule,
     "aws:ec2/capacityBlockReservation:CapacityBlockReservation": capacity_block_reservation,
+    "aws:ec2/capacityReservation:CapacityReservation": capacity_reservation_read,
 }
 
 PROVIDER_ONLY: dict[str, frozenset[str]] = {

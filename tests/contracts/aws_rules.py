@@ -631,6 +631,24 @@ P4D_LAYOUT = [
 ONE_EFA = [{"networkCardIndex": 0, "deviceIndex": 0, "networkInterfaceId": "eni-id"}]
 
 
+def check_reservation_preference(r: Resource, s: Stack) -> Iterator[str]:
+    spec = r.get("capacityReservationSpecification") or {}
+    preference = spec.get("capacityReservationPreference")
+    if preference in ("open", "none") and spec.get("capacityReservationTarget"):
+        yield f"capacity reservation preference {preference!r} takes no capacityReservationTarget"
+    if r.typ == GROUP and preference not in (None, *GROUP_RESERVATION_PREFERENCES):
+        allowed = ", ".join(GROUP_RESERVATION_PREFERENCES)
+        yield f"a group's capacity reservation preference {preference!r}: one of {allowed}"
+
+
+GROUP_RESERVATION_PREFERENCES = (
+    "capacity-reservations-only",
+    "capacity-reservations-first",
+    "none",
+    "default",
+)
+
+
 def _rule(
     id: str, summary: str, source: str, applies: Iterable[str], check: Any, *examples: Any, **extra: Any
 ) -> Rule:
@@ -992,6 +1010,36 @@ RULES: tuple[Rule, ...] = (
         check_secret_name,
         [R(SECRET, "s", namePrefix="gpufit/llama-dev/api-key-")],
         [R(SECRET, "s", namePrefix="gpufit/llama dev/"), R(SECRET, "s", name="gpufit/key-abcdef")],
+    ),
+    _rule(
+        "aws.capacity-reservation.preference",
+        "a Capacity Reservation preference of open or none names no target; a group's preference is "
+        "capacity-reservations-only, capacity-reservations-first, none or default",
+        "https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_CapacityReservationSpecification.html",
+        (INSTANCE, TEMPLATE, GROUP),
+        check_reservation_preference,
+        [
+            R(INSTANCE, "i", capacityReservationSpecification={"capacityReservationPreference": "none"}),
+            R(
+                GROUP,
+                "g",
+                capacityReservationSpecification={
+                    "capacityReservationPreference": "capacity-reservations-first",
+                    "capacityReservationTarget": {"capacityReservationIds": ["cr-0123456789abcdef0"]},
+                },
+            ),
+        ],
+        [
+            R(
+                INSTANCE,
+                "i",
+                capacityReservationSpecification={
+                    "capacityReservationPreference": "none",
+                    "capacityReservationTarget": {"capacityReservationId": "cr-0123456789abcdef0"},
+                },
+            ),
+            R(GROUP, "g", capacityReservationSpecification={"capacityReservationPreference": "open"}),
+        ],
     ),
     _rule(
         "aws.iam.policy-size",
