@@ -137,11 +137,15 @@ def test_the_group_request_is_what_auto_scaling_accepts() -> None:
     assert problems("autoscaling", "CreateAutoScalingGroup", bad)
 
 
-def test_overflow_is_refused_where_the_fleet_cannot_be_split() -> None:
-    raw = _multi_node(overflow=True)
-    del raw["capacity"]["reservation"]
-    raw["capacity"]["overflow"] = False
-    raw["capacity"]["reservation"] = {
+def test_overflow_is_refused_where_the_fleet_cannot_be_split(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cloud whose fleet gpufit does not split refuses the plan on the reservation, and so
+    does an AWS reservation whose type has no on-demand price for the rest."""
+    from types import SimpleNamespace
+
+    from selector import capacity_overflow
+
+    three = SimpleNamespace(instances=3)
+    gcp = {
         "id": "pool-h100",
         "cloud": "gcp",
         "instance_type": "a3-highgpu-8g",
@@ -149,16 +153,16 @@ def test_overflow_is_refused_where_the_fleet_cannot_be_split() -> None:
         "region": "us-central1",
         "zone": "us-central1-a",
     }
+    raw = _multi_node(overflow=True)
+    raw["capacity"]["reservation"] = gcp
     raw["placement"] = {"clouds": ["gcp"]}
-    from selector.capacity_overflow import OVERFLOW_SPLIT_CLOUDS, overflow_refusal
-    from selector.sizing import Rejection
-
-    spec = parse_spec(raw)
-    shape = type("S", (), {"instances": 3})()
-    refused = overflow_refusal(spec, "a3-highgpu-8g", shape, 88.0)  # type: ignore[arg-type]
-    assert isinstance(refused, Rejection)
-    if "gcp" not in OVERFLOW_SPLIT_CLOUDS:
-        assert "not provisioned beside it" in refused.reason
+    monkeypatch.setattr(capacity_overflow, "OVERFLOW_SPLIT_CLOUDS", frozenset({"aws"}))
+    refused = capacity_overflow.overflow_refusal(parse_spec(raw), "a3-highgpu-8g", three, 88.0)  # type: ignore[arg-type]
+    assert refused is not None and "not provisioned beside it" in refused.reason
+    aws = parse_spec(_multi_node(overflow=True))
+    unpriced = capacity_overflow.overflow_refusal(aws, "p5.48xlarge", three, None)  # type: ignore[arg-type]
+    assert unpriced is not None and "no on-demand price of p5.48xlarge in us-east-1" in unpriced.reason
+    assert capacity_overflow.overflow_refusal(aws, "p5.48xlarge", three, 55.04) is None  # type: ignore[arg-type]
 
 
 # --- 2. Availability Zone confinement ----------------------------------------------------------
@@ -242,9 +246,11 @@ def _schedules(mocks: Any) -> dict[str, dict[str, Any]]:
     }
 
 
-def test_the_group_starts_and_stops_with_the_block_bought_not_the_planned_one() -> None:
+def test_the_group_starts_with_the_block_bought_and_never_stops_past_it() -> None:
     """Deployed after the planned first day's 11:30 UTC start: the lookup buys the next day's
-    block, and the group waits for it and stops 40 minutes before it ends."""
+    block, and the group waits for it; its deadline is the machines' own (the plan's), which
+    is before the bought block's end less 40 minutes (the fleet-deadline policy holds the group
+    to the machines' expiry)."""
     raw = _block_raw()
     raw["capacity"] = {"blocks": "require"}  # no start window: the earliest block
     late = datetime(2026, 12, 4, 15, 0, tzinfo=UTC)
@@ -253,10 +259,28 @@ def test_the_group_starts_and_stops_with_the_block_bought_not_the_planned_one() 
     assert group.inputs["desiredCapacity"] == 0
     actions = _schedules(mocks)
     assert actions["gpufit-block-start"]["startTime"] == "2026-12-05T11:30:00Z"
-    block_end = datetime(2026, 12, 5, 11, 30, tzinfo=UTC)
     _, args = next(i for i in mocks.invokes if i[0].endswith("getCapacityBlockOffering"))
-    block_end = block_end.replace(day=5 + int(args["capacityDurationHours"]) // 24)
-    assert actions["gpufit-deadline"]["startTime"] == f"{block_end:%Y-%m-%d}T10:50:00Z"
+    days = int(args["capacityDurationHours"]) // 24
+    planned_deadline = f"2026-12-{4 + days:02d}T10:50:00Z"
+    assert actions["gpufit-deadline"]["startTime"] == planned_deadline
+    from policy.gpufit_policies import check_fleet_deadline
+
+    assert check_fleet_deadline([(r.typ, r.inputs) for r in mocks.resources]) == []
+
+
+def test_the_group_deadline_is_never_past_the_block_bought() -> None:
+    """A pinned gpufit:expiresAt later than the block: the group still stops 40 minutes before
+    the bought block ends."""
+    raw = _block_raw()
+    config = {
+        "gpufit:workload": raw,
+        "gpufit:purchaseCapacityBlock": True,
+        "gpufit:expiresAt": "2026-12-30T00:00:00Z",
+    }
+    mocks, _ = run_program(config, NOW)
+    _, args = next(i for i in mocks.invokes if i[0].endswith("getCapacityBlockOffering"))
+    days = int(args["capacityDurationHours"]) // 24
+    assert _schedules(mocks)["gpufit-deadline"]["startTime"] == f"2026-12-{9 + days:02d}T10:50:00Z"
 
 
 def _live_lock(stacks: Path) -> dict[str, Any]:

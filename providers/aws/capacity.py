@@ -69,11 +69,13 @@ def block_starts_later(d: Deployment) -> bool:
 def block_times(
     block: aws.ec2.CapacityBlockReservation | None, d: Deployment
 ) -> tuple[pulumi.Input[str], pulumi.Input[str]]:
-    """(start, deadline) of the group's scheduled actions, ISO UTC: those of the block actually
-    bought (``CapacityBlockReservation.start_date``/``end_date``: the offering the lookup found
-    may start later in the window than the plan's first day), the deadline before AWS begins
-    terminating its instances (``selector.capacity.CapacityTerms.deadline``); the plan's without
-    a block."""
+    """(start, deadline) of the group's scheduled actions, ISO UTC. The start is the block
+    actually bought's (``CapacityBlockReservation.start_date``: the offering the lookup found may
+    start later in the window than the plan's first day). The deadline is the earlier of the
+    plan's (the machines' own, in their tags and boot script, which the policy pack holds the
+    group to) and the bought block's end less AWS's termination lead and gpufit's margin
+    (``selector.capacity.CapacityTerms.deadline``): never past the block. The plan's without a
+    block."""
     c = d.capacity
     planned_start = iso_utc(c.block_start) if c is not None and c.block_start is not None else ""
     if block is None:
@@ -81,7 +83,9 @@ def block_times(
     lead = BLOCK_DEADLINE_LEAD
     return (
         block.start_date.apply(lambda s: iso_utc(parse_iso_utc(s)) if s else planned_start),
-        block.end_date.apply(lambda e: iso_utc(parse_iso_utc(e) - lead) if e else iso_utc(d.expires_at)),
+        block.end_date.apply(
+            lambda e: iso_utc(min(parse_iso_utc(e) - lead, d.expires_at)) if e else iso_utc(d.expires_at)
+        ),
     )
 
 
