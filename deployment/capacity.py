@@ -28,6 +28,7 @@ class CapacityTarget:
     kind: str  # capacity-block | flex-start | reservation
     reservation_id: str | None = None  # an ODCR id, a resource group ARN, or a GCP reservation
     affinity: str = "specific"
+    reserved: int = 0  # a reservation: the machines it holds (a GCP group runs the rest beside it)
     block_start: datetime | None = None
     block_end: datetime | None = None
     block_instances: int = 0
@@ -63,7 +64,12 @@ def capacity_target(offer: Offer) -> CapacityTarget | None:
             start_before=terms.start_before,
         )
     if terms.kind == "reservation":
-        return CapacityTarget(kind=terms.kind, reservation_id=terms.reservation_id, affinity=terms.affinity)
+        return CapacityTarget(
+            kind=terms.kind,
+            reservation_id=terms.reservation_id,
+            affinity=terms.affinity,
+            reserved=terms.reserved,
+        )
     return CapacityTarget(kind=terms.kind)
 
 

@@ -23,9 +23,11 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   ``data/capacity/gcp_flex_start.csv`` (dated; on-demand itself where no discount figure can
   be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
-  reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
-  more machines than it holds is not offered on it (the extra machines would target it and fail
-  to launch). With ``capacity.overflow`` the catalog's other offers stay feasible; without it the
+  reservation the user holds. Its machines are already paid: marginal cost 0. With
+  ``capacity.overflow`` the catalog's other offers stay feasible, and a GCP plan needing more
+  machines than it holds runs the rest on-demand beside it (one group, two versions: the
+  reserved count from the reservation, the rest without); an AWS plan needing more is not
+  offered on it (its extra machines would target it and fail to launch). Without overflow the
   reservation is the only feasible offer.
 """
 
@@ -469,12 +471,14 @@ def reservation_offer(
         return None, (0, 0.0), None
     covered = min(held.count, shape.instances)
     od = catalog.on_demand_prices.get((it.cloud, it.name, held.region))
-    if shape.instances > held.count:
-        # Every machine of the fleet targets the reservation (AWS: a targeted launch "either
+    split = held.cloud == "gcp" and spec.capacity.overflow
+    if shape.instances > held.count and not split:
+        # Every machine of an AWS fleet targets the reservation (a targeted launch "either
         # omit[s] capacity_reservation_preference or set[s] it to capacity-reservations-only",
-        # pulumi-aws LaunchTemplateCapacityReservationSpecificationArgs; GCP: SPECIFIC_RESERVATION
-        # does not fall back to on-demand): the machines beyond it would fail to launch, so a
-        # plan that needs them is not offered on it. Splitting the fleet is not built yet.
+        # pulumi-aws LaunchTemplateCapacityReservationSpecificationArgs): the machines beyond it
+        # would fail to launch, so a plan that needs them is not offered on it. A GCP group
+        # splits instead (``providers.gcp.capacity.group_versions``: the reserved machines from
+        # a template with the reservation's affinity, the rest from one without), with overflow.
         other = (
             "capacity.overflow: true lets other offers run it"
             if not spec.capacity.overflow

@@ -161,7 +161,7 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
     raw = _spec(path)
     result = _plan(raw)
     assert result.choice is not None
-    offer = result.choice.offer
+    offer, shape = result.choice.offer, result.choice.shape
     config: dict[str, Any] = {"gpufit:workload": raw, "gcp:project": "test-project"}
     if offer.market == "capacity-block":
         config["gpufit:purchaseCapacityBlock"] = True
@@ -190,7 +190,10 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
     elif offer.market == "reservation":
         held = parse_spec(raw).capacity.reservation
         assert held is not None
-        affinity = mocks.one(GCP_TEMPLATE).inputs["reservationAffinity"]
+        templates = {t.name: t for t in mocks.of_type(GCP_TEMPLATE)}
+        versions = mocks.one(GCP_GROUP).inputs["versions"]
+        reserved = templates[next(n for n in templates if not n.endswith("-overflow"))]
+        affinity = reserved.inputs["reservationAffinity"]
         if held.affinity == "any":
             assert affinity == {"type": "ANY_RESERVATION"}
         else:
@@ -201,6 +204,14 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
                     "values": [held.id],
                 },
             }
+        if shape.instances > held.count:  # overflow: the rest from a template without the reservation
+            assert len(templates) == 2 and len(versions) == 2
+            overflow = templates[next(n for n in templates if n.endswith("-overflow"))]
+            assert overflow.inputs["reservationAffinity"] == {"type": "NO_RESERVATION"}
+            assert versions[0]["targetSize"] == {"fixed": held.count}
+            assert "targetSize" not in versions[1]
+        else:
+            assert len(templates) == 1 and len(versions) == 1 and "targetSize" not in versions[0]
     elif offer.market == "flex-start":
         scheduling = mocks.one(GCP_TEMPLATE).inputs["scheduling"]
         assert scheduling["provisioningModel"] == "FLEX_START"
@@ -295,6 +306,30 @@ def test_overflow_never_puts_more_machines_on_a_reservation_than_it_holds() -> N
         if "cr-0123456789abcdef0" in json.dumps(r.inputs.get("capacityReservationSpecification"))
     ]
     assert len(targeted) <= 1
+
+
+def test_a_gcp_group_runs_the_reserved_count_on_its_reservation_and_the_rest_on_demand() -> None:
+    """One MIG, two versions: exactly the reservation's count from the template that targets
+    it, every other VM from one that consumes no reservation; priced $0 + on-demand."""
+    raw = _spec(FIXTURES / "reservation-gcp-overflow.yaml")
+    result = _plan(raw)
+    assert result.choice is not None
+    choice = result.choice
+    assert choice.offer.market == "reservation" and choice.shape.instances == 3
+    assert choice.cost.hourly_usd == pytest.approx(2 * choice.offer.hourly_usd)
+    assert "1 × a2-highgpu-1g already paid, 2 more on-demand" in describe_capacity(choice.offer, 3)
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    group = mocks.one(GCP_GROUP)
+    assert group.inputs["targetSize"] == 3
+    by_link = {f"projects/test-project/regions/r/instanceTemplates/{t.name}": t for t in mocks.of_type(GCP_TEMPLATE)}
+    specific = [v for v in group.inputs["versions"] if "team-a100-pool" in json.dumps(by_link[v["instanceTemplate"]].inputs)]
+    assert [v.get("targetSize") for v in specific] == [{"fixed": 1}]
+    rest = [v for v in group.inputs["versions"] if v not in specific]
+    assert len(rest) == 1 and "targetSize" not in rest[0]
+    assert by_link[rest[0]["instanceTemplate"]].inputs["reservationAffinity"]["type"] == "NO_RESERVATION"
+    without = {**raw, "capacity": {"reservation": raw["capacity"]["reservation"]}}
+    refused = _plan(without)
+    assert refused.choice is None and "capacity.overflow: true" in refused.rejection_examples["capacity"]
 
 
 def test_a_resource_group_reservation_is_targeted_by_arn() -> None:

@@ -10,6 +10,19 @@
 - a held reservation: the template's ``reservation_affinity``, SPECIFIC_RESERVATION with the key
   ``compute.googleapis.com/reservation-name`` and the reservation's name, or ANY_RESERVATION
   (https://cloud.google.com/compute/docs/reference/rest/v1/ReservationAffinity).
+- overflow beyond the reservation (``capacity.overflow``, a plan of more VMs than it holds): one
+  regional MIG with two versions (``group_versions``), a canary split in Google's terms
+  (https://cloud.google.com/compute/docs/instance-groups/rolling-out-updates-to-managed-instance-groups#starting_a_canary_update).
+  The reserved version's ``targetSize.fixed`` is the reservation's count, its template has the
+  reservation's affinity; the other version leaves ``targetSize`` unset and takes "all remaining
+  instances" from a template with ``NO_RESERVATION`` ("Do not consume from any allocated
+  capacity"), run on-demand as planned (compute.v1 discovery document rev. 20261106:
+  ``InstanceGroupManager.versions``: "Exactly one version must leave the targetSize field unset";
+  ``InstanceGroupManagerVersion.targetSize``: "If expressed as a fixed number, the minimum of
+  either targetSize.fixed or instanceGroupManager.targetSize is used"). Without the split a VM
+  beyond a SPECIFIC_RESERVATION has nothing to consume and is not created (v1 has no
+  SPECIFIC_THEN_NO_RESERVATION; that fallback is v1beta's only,
+  https://cloud.google.com/python/docs/reference/google-cloud-compute-v1beta/latest/google.cloud.compute_v1beta.types.ReservationAffinity.ConsumeReservationType).
 
 Calendar-mode future reservations (``gcp.compute.FutureReservation``, ``reservation_mode:
 CALENDAR``) exist in pulumi-gcp 10.2.0 but are not planned here: see the README's "Capacity".
@@ -50,12 +63,15 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
     )
 
 
-def reservation_affinity(d: Deployment) -> gcp.compute.RegionInstanceTemplateReservationAffinityArgs | None:
-    """Which reservation the VMs consume: the one named (or any), none for flex-start."""
+def reservation_affinity(
+    d: Deployment, overflow: bool = False
+) -> gcp.compute.RegionInstanceTemplateReservationAffinityArgs | None:
+    """Which reservation the VMs consume: the one named (or any), none for flex-start and for
+    the overflow version's VMs (on-demand beside the reservation)."""
     c = d.capacity
     if c is None:
         return None
-    if c.kind == "flex-start":
+    if c.kind == "flex-start" or overflow:
         return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(type="NO_RESERVATION")
     if c.kind != "reservation":
         return None
@@ -67,6 +83,35 @@ def reservation_affinity(d: Deployment) -> gcp.compute.RegionInstanceTemplateRes
             key=RESERVATION_NAME_KEY, values=[c.reservation_id or ""]
         ),
     )
+
+
+def overflow_nodes(d: Deployment) -> int:
+    """The VMs beyond the reservation the plan runs beside it (0 without a reservation)."""
+    c = d.capacity
+    if c is None or c.kind != "reservation" or c.reserved <= 0:
+        return 0
+    return max(d.nodes - c.reserved, 0)
+
+
+def group_versions(
+    d: Deployment, template: pulumi.Input[str], overflow_template: pulumi.Input[str] | None
+) -> list[gcp.compute.RegionInstanceGroupManagerVersionArgs]:
+    """The MIG's versions: one template for every VM, or with overflow the reserved version
+    (``targetSize.fixed`` = the reservation's count) and the on-demand rest (unset: "applied to
+    all remaining instances", compute.v1 ``InstanceGroupManager.versions``)."""
+    if overflow_template is None or overflow_nodes(d) == 0:
+        return [gcp.compute.RegionInstanceGroupManagerVersionArgs(name="primary", instance_template=template)]
+    assert d.capacity is not None
+    return [
+        gcp.compute.RegionInstanceGroupManagerVersionArgs(
+            name="reserved",
+            instance_template=template,
+            target_size=gcp.compute.RegionInstanceGroupManagerVersionTargetSizeArgs(
+                fixed=d.capacity.reserved
+            ),
+        ),
+        gcp.compute.RegionInstanceGroupManagerVersionArgs(name="overflow", instance_template=overflow_template),
+    ]
 
 
 def initial_size(d: Deployment) -> int:

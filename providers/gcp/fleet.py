@@ -373,21 +373,22 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         termination = template_termination_time(d)
-        self.template = instance_template(
-            f"{base}-tmpl",
-            d,
-            TemplateInputs(
-                base=base,
-                labels=labels,
-                tag=tag,
-                subnetwork=subnetwork,
-                service_account_email=self.service_account.email,
-                startup_script=pulumi.Output.all(self.bucket.name, names).apply(
-                    lambda v: _startup_script(d, project, self.secrets, v)
-                ),
-                termination=termination,
+        template_inputs = TemplateInputs(
+            base=base,
+            labels=labels,
+            tag=tag,
+            subnetwork=subnetwork,
+            service_account_email=self.service_account.email,
+            startup_script=pulumi.Output.all(self.bucket.name, names).apply(
+                lambda v: _startup_script(d, project, self.secrets, v)
             ),
-            child,
+            termination=termination,
+        )
+        self.template = instance_template(f"{base}-tmpl", d, template_inputs, child)
+        self.overflow_template = (  # issue 26: the on-demand VMs beside a reservation
+            instance_template(f"{base}-overflow", d, replace(template_inputs, overflow=True), child)
+            if capacity.overflow_nodes(d)
+            else None
         )
         flexibility = (
             gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(
@@ -420,11 +421,11 @@ class GcpGpuFleet(pulumi.ComponentResource):
             region=region,
             base_instance_name=base[:50],
             description=f"gpufit {d.workload} ({d.stack}): resized to 0 at {iso_utc(d.expires_at)}",
-            versions=[
-                gcp.compute.RegionInstanceGroupManagerVersionArgs(
-                    name="primary", instance_template=self.template.self_link
-                )
-            ],
+            versions=capacity.group_versions(
+                d,
+                self.template.self_link,
+                self.overflow_template.self_link if self.overflow_template is not None else None,
+            ),
             target_size=capacity.initial_size(d),
             distribution_policy_zones=zones,
             distribution_policy_target_shape=target_shape(d),

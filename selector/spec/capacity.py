@@ -93,9 +93,9 @@ class CapacitySpec(Strict):
     )
     overflow: bool = Field(
         False,
-        description="with a reservation: the catalog's other offers stay feasible (a plan needing "
-        "more machines than the reservation holds runs on them; machines beyond a reservation "
-        "are not provisioned beside it)",
+        description="with a reservation: the catalog's other offers stay feasible; a GCP plan "
+        "needing more machines than the reservation holds runs the rest on-demand beside it (an "
+        "AWS one runs on the other offers)",
     )
 
     @model_validator(mode="after")

@@ -230,7 +230,15 @@ def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
         description=r.get("description"),
         targetSize=r.get("targetSize"),
         versions=[
-            _some(name=v.get("name"), instanceTemplate=v.get("instanceTemplate"))
+            _some(
+                name=v.get("name"),
+                instanceTemplate=v.get("instanceTemplate"),
+                targetSize=_some(
+                    fixed=(v.get("targetSize") or {}).get("fixed"),
+                    percent=(v.get("targetSize") or {}).get("percent"),
+                )
+                or None,
+            )
             for v in r.get("versions") or []
         ],
         distributionPolicy=_some(

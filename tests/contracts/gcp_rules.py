@@ -266,6 +266,19 @@ def check_group_policies(r: Resource, s: Stack) -> Iterator[str]:
             yield f"autohealing initial_delay_sec {delay}: 0-3600"
 
 
+def check_group_versions(r: Resource, s: Stack) -> Iterator[str]:
+    versions = r.get("versions") or []
+    unset = [v for v in versions if not v.get("targetSize")]
+    if versions and len(unset) != 1:
+        yield f"{len(unset)} of the group's {len(versions)} versions leave targetSize unset: exactly one must"
+    for v in versions:
+        size = v.get("targetSize") or {}
+        if "fixed" in size and "percent" in size:
+            yield f"version {v.get('name')}: targetSize is fixed or percent, not both"
+        if "fixed" in size and int(size["fixed"]) < 1:
+            yield f"version {v.get('name')}: targetSize.fixed {size['fixed']} must be a positive integer"
+
+
 def check_armor(r: Resource, s: Stack) -> Iterator[str]:
     rules = r.get("rules") or []
     for rule in rules:
@@ -600,6 +613,44 @@ RULES: tuple[Rule, ...] = (
         [
             R(MIG, "m", updatePolicy={"maxSurgeFixed": 0, "maxUnavailableFixed": 0}),
             R(MIG, "m", autoHealingPolicies={"initialDelaySec": 7200}),
+        ],
+    ),
+    _rule(
+        "gcp.group-versions",
+        "exactly one of a MIG's versions leaves targetSize unset (it takes the remaining VMs); a "
+        "fixed targetSize is a positive integer (compute.v1 InstanceGroupManager.versions, FixedOrPercent.fixed)",
+        "https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers",
+        (MIG,),
+        check_group_versions,
+        [
+            R(MIG, "m", versions=[{"name": "primary", "instanceTemplate": "t"}]),
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "reserved", "instanceTemplate": "t", "targetSize": {"fixed": 1}},
+                    {"name": "overflow", "instanceTemplate": "u"},
+                ],
+            ),
+        ],
+        [
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "a", "instanceTemplate": "t"},
+                    {"name": "b", "instanceTemplate": "u"},
+                ],
+            ),
+            R(MIG, "m", versions=[{"name": "a", "instanceTemplate": "t", "targetSize": {"fixed": 2}}]),
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "a", "instanceTemplate": "t", "targetSize": {"fixed": 0}},
+                    {"name": "b", "instanceTemplate": "u"},
+                ],
+            ),
         ],
     ),
     _rule(
