@@ -321,8 +321,14 @@ def test_a_gcp_group_runs_the_reserved_count_on_its_reservation_and_the_rest_on_
     mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
     group = mocks.one(GCP_GROUP)
     assert group.inputs["targetSize"] == 3
-    by_link = {f"projects/test-project/regions/r/instanceTemplates/{t.name}": t for t in mocks.of_type(GCP_TEMPLATE)}
-    specific = [v for v in group.inputs["versions"] if "team-a100-pool" in json.dumps(by_link[v["instanceTemplate"]].inputs)]
+    by_link = {
+        f"projects/test-project/regions/r/instanceTemplates/{t.name}": t for t in mocks.of_type(GCP_TEMPLATE)
+    }
+    specific = [
+        v
+        for v in group.inputs["versions"]
+        if "team-a100-pool" in json.dumps(by_link[v["instanceTemplate"]].inputs)
+    ]
     assert [v.get("targetSize") for v in specific] == [{"fixed": 1}]
     rest = [v for v in group.inputs["versions"] if v not in specific]
     assert len(rest) == 1 and "targetSize" not in rest[0]
@@ -393,6 +399,48 @@ def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str |
         seen.append((request.inputs, duration, set(mocks.requests[(RESIZE, request.name)].ignoreChanges)))
     assert seen[0][:2] == seen[1][:2]
     assert {"requestedRunDuration", "resizeBy"} <= seen[1][2]
+
+
+def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_resize() -> None:
+    """The deadline's account cancels the request (``compute.instanceGroupManagers.update`` on
+    this group, which it already holds: no wider role) a minute before resizing to 0; the
+    group is set up as pulumi-gcp's resize-request example (one zone, no repair)."""
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    request = mocks.one(RESIZE)
+    jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
+    cancel, resize = jobs["cancel"], jobs["deadline"]
+    group = mocks.one(GCP_GROUP).inputs
+    assert cancel["httpTarget"]["httpMethod"] == "POST"
+    assert cancel["httpTarget"]["uri"] == (
+        "https://compute.googleapis.com/compute/v1/projects/test-project/regions/"
+        f"{group['region']}/instanceGroupManagers/{group['name']}/resizeRequests/"
+        f"{request.inputs['name']}/cancel"
+    )
+    assert cancel["httpTarget"]["oauthToken"] == resize["httpTarget"]["oauthToken"]
+    minute, hour, *_ = resize["schedule"].split()
+    c_minute, c_hour, *_ = cancel["schedule"].split()
+    assert (int(hour) * 60 + int(minute)) - (int(c_hour) * 60 + int(c_minute)) in (
+        1,
+        2,
+        1 - 24 * 60,
+        2 - 24 * 60,
+    )
+    role = mocks.one("gcp:projects/iAMCustomRole:IAMCustomRole").inputs
+    assert sorted(role["permissions"]) == [
+        "compute.instanceGroupManagers.get",
+        "compute.instanceGroupManagers.update",
+    ]
+    assert group["distributionPolicyTargetShape"] == "ANY_SINGLE_ZONE"
+    assert group["instanceLifecyclePolicy"] == {"defaultActionOnFailure": "DO_NOTHING"}
+    assert group["updatePolicy"]["instanceRedistributionType"] == "NONE"
+
+
+def test_only_a_flex_stack_has_a_cancel_job_and_a_no_repair_group() -> None:
+    raw = _spec(FIXTURES / "reservation-gcp-specific.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    assert len(mocks.of_type("gcp:cloudscheduler/job:Job")) == 1
+    assert "instanceLifecyclePolicy" not in mocks.one(GCP_GROUP).inputs
 
 
 def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> None:

@@ -24,17 +24,38 @@
   SPECIFIC_THEN_NO_RESERVATION; that fallback is v1beta's only,
   https://cloud.google.com/python/docs/reference/google-cloud-compute-v1beta/latest/google.cloud.compute_v1beta.types.ReservationAffinity.ConsumeReservationType).
 
+The flex-start group follows the configuration pulumi-gcp 10.2.0 documents for a resize request
+(its RegionResizeRequest example, ``pulumi_gcp/compute/region_resize_request.py``; Google's list
+of the MIG's limitations could not be read here): ``distribution_policy_target_shape
+ANY_SINGLE_ZONE`` (all the VMs in one zone: "the group creates all VM instances within a single
+zone", https://cloud.google.com/compute/docs/instance-groups/regional-mig-distribution-shape),
+update policy ``instance_redistribution_type NONE``, and ``instance_lifecycle_policy
+.default_action_on_failure DO_NOTHING`` ("MIG does not repair a failed VM", where the default
+REPAIR "automatically repairs a failed VM by recreating it", compute.v1
+``InstanceGroupManagerInstanceLifecyclePolicy``): a recreated VM would come outside the
+all-at-once request. At the deadline a request still queued is cancelled (``cancel_job``,
+``regionInstanceGroupManagerResizeRequests.cancel``, "only possible for requests that are in
+accepted state", compute.v1), a minute before the group is resized to 0, so no VMs arrive after
+it; the method needs ``compute.instanceGroupManagers.update`` on the group
+(https://cloud.google.com/compute/docs/reference/rest/beta/regionInstanceGroupManagerResizeRequests/cancel:
+"Authorization requires the following IAM permission on the specified resource
+instanceGroupManager"), which the deadline's account already holds on this group alone: its
+role is not widened.
+
 Calendar-mode future reservations (``gcp.compute.FutureReservation``, ``reservation_mode:
 CALENDAR``) exist in pulumi-gcp 10.2.0 but are not planned here: see the README's "Capacity".
 """
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment
+from deployment import Deployment, iso_utc
 from deployment.capacity import RESERVATION_NAME_KEY, flex_run_seconds
+from providers.gcp.common import CLOUD_PLATFORM_SCOPE
 
 
 def flex_start(d: Deployment) -> bool:
@@ -110,8 +131,86 @@ def group_versions(
                 fixed=d.capacity.reserved
             ),
         ),
-        gcp.compute.RegionInstanceGroupManagerVersionArgs(name="overflow", instance_template=overflow_template),
+        gcp.compute.RegionInstanceGroupManagerVersionArgs(
+            name="overflow", instance_template=overflow_template
+        ),
     ]
+
+
+FLEX_TARGET_SHAPE = "ANY_SINGLE_ZONE"
+CANCEL_LEAD = timedelta(minutes=1)
+"""The cancel fires this much before the group's resize to 0 (a gpufit choice): a request that
+succeeded in between would otherwise add VMs after the resize."""
+CANCEL_RETRIES = 2  # a request no longer ACCEPTED refuses the cancel: nothing to retry for long
+
+
+def target_shape(d: Deployment, fleet_shape: str) -> str:
+    """A flex-start group's VMs in one zone, whatever the fleet would take otherwise."""
+    return FLEX_TARGET_SHAPE if flex_start(d) else fleet_shape
+
+
+def lifecycle_policy(
+    d: Deployment,
+) -> gcp.compute.RegionInstanceGroupManagerInstanceLifecyclePolicyArgs | None:
+    """A flex-start group does not recreate a failed VM (DO_NOTHING); others keep the default."""
+    if not flex_start(d):
+        return None
+    return gcp.compute.RegionInstanceGroupManagerInstanceLifecyclePolicyArgs(
+        default_action_on_failure="DO_NOTHING"
+    )
+
+
+def flex_request_name(base: str) -> str:
+    return f"{base[:52]}-flex"
+
+
+def cancel_uri(project: str, region: str, group: str, request: str) -> str:
+    """``regionInstanceGroupManagerResizeRequests.cancel`` (compute.v1: POST
+    ``projects/{project}/regions/{region}/instanceGroupManagers/{instanceGroupManager}/resizeRequests/{resizeRequest}/cancel``)."""
+    return (
+        f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{region}"
+        f"/instanceGroupManagers/{group}/resizeRequests/{request}/cancel"
+    )
+
+
+def cancel_cron(d: Deployment) -> str:
+    """The cancel's minute: ``CANCEL_LEAD`` before the deadline, floored to the minute (UTC)."""
+    fire = (d.expires_at - CANCEL_LEAD).replace(second=0, microsecond=0)
+    return f"{fire.minute} {fire.hour} {fire.day} {fire.month} *"
+
+
+def cancel_job(
+    base: str,
+    d: Deployment,
+    caller: tuple[str, str, pulumi.Input[str]],
+    request: gcp.compute.RegionResizeRequest | None,
+    opts: pulumi.ResourceOptions,
+) -> gcp.cloudscheduler.Job | None:
+    """The Cloud Scheduler job that cancels a flex-start request still queued at the deadline;
+    ``caller``: (project, the group's name, the deadline account's email)."""
+    if request is None:
+        return None
+    project, group_name, account_email = caller
+    name = flex_request_name(base)
+    return gcp.cloudscheduler.Job(
+        f"{base}-flex-cancel",
+        region=d.region,
+        description=f"gpufit: cancel {name} if still queued at the deadline {iso_utc(d.expires_at)}",
+        schedule=cancel_cron(d),
+        time_zone="Etc/UTC",
+        attempt_deadline="320s",
+        retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
+            retry_count=CANCEL_RETRIES, min_backoff_duration="10s", max_backoff_duration="20s"
+        ),
+        http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+            http_method="POST",
+            uri=cancel_uri(project, d.region, group_name, name),
+            oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                service_account_email=account_email, scope=CLOUD_PLATFORM_SCOPE
+            ),
+        ),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[request])),
+    )
 
 
 def initial_size(d: Deployment) -> int:
@@ -128,7 +227,7 @@ def resize_request(
         return None
     return gcp.compute.RegionResizeRequest(
         f"{base}-flex",
-        name=f"{base[:52]}-flex",
+        name=flex_request_name(base),
         region=d.region,
         instance_group_manager=group.name,
         resize_by=d.nodes,

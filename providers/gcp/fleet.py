@@ -428,7 +428,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
             target_size=capacity.initial_size(d),
             distribution_policy_zones=zones,
-            distribution_policy_target_shape=target_shape(d),
+            distribution_policy_target_shape=capacity.target_shape(d, target_shape(d)),
+            instance_lifecycle_policy=capacity.lifecycle_policy(d),
             instance_flexibility_policy=flexibility,
             update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
                 type="OPPORTUNISTIC",
@@ -474,6 +475,16 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
+            ),
+        )
+
+        self.flex_cancel = capacity.cancel_job(  # issue 26: a request still queued at the deadline
+            base,
+            d,
+            (project, group_name, self.deadline_account.email),
+            self.flex_request,
+            pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
             ),
         )

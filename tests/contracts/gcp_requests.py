@@ -264,6 +264,9 @@ def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
         autoHealingPolicies=[
             _some(healthCheck=h.get("healthCheck"), initialDelaySec=h.get("initialDelaySec")) for h in healing
         ],
+        instanceLifecyclePolicy=_some(
+            defaultActionOnFailure=(r.get("instanceLifecyclePolicy") or {}).get("defaultActionOnFailure")
+        ),
     )
     return [Body("compute.v1", "InstanceGroupManager", "compute.regionInstanceGroupManagers.insert", body)]
 
@@ -698,6 +701,7 @@ MAPPED: dict[str, frozenset[str]] = {
             "updatePolicy",
             "namedPorts",
             "autoHealingPolicies",
+            "instanceLifecyclePolicy",
         }
     ),
     "gcp:compute/network:Network": frozenset(
