@@ -19,9 +19,10 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   trying to create compute instances until resources become available", then they "run
   uninterrupted for up to seven days"
   (https://docs.cloud.google.com/compute/docs/instances/provisioning-models). Jobs of 10 minutes
-  to 7 days; priced as the type's on-demand price × a ratio per series from
-  ``data/capacity/gcp_flex_start.csv`` (dated; on-demand itself where no discount figure can
-  be checked, so flex-start never looks cheaper than it may be).
+  to 7 days; priced from the billing catalog's DWS SKUs when a refresh read them
+  (``Catalog.flex_start_prices``), else as the type's on-demand price × a ratio per series from
+  ``data/capacity/gcp_flex_start.csv`` (dated, ESTIMATE; on-demand itself where no discount
+  figure can be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
   reservation the user holds. Its machines are already paid: marginal cost 0. With
   ``capacity.overflow`` the catalog's other offers stay feasible, and a GCP plan needing more
@@ -43,6 +44,7 @@ from pathlib import Path
 
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.consumption import row_for
+from selector.flex_rates import FlexQuote, flex_quote, flex_start_rates
 from selector.obtainability import flex_queue_hours
 from selector.sizing import Rejection, Shape
 from selector.spec import WorkloadSpec
@@ -182,42 +184,6 @@ def reference_blocks() -> tuple[BlockQuote, ...]:
             )
         )
     return tuple(quotes)
-
-
-@dataclass(frozen=True, slots=True)
-class FlexRate:
-    """A flex-start price as a share of on-demand, for a series (``gcp_flex_start.csv``):
-    ``basis`` is the short reason the Capacity line shows, ``note`` the full evidence."""
-
-    series: str  # a glob of machine types
-    ratio: float
-    source: str
-    as_of: str
-    basis: str
-    note: str
-
-    @property
-    def estimate(self) -> bool:
-        return self.basis.startswith("ESTIMATE")
-
-
-@lru_cache(maxsize=1)
-def flex_start_rates() -> tuple[FlexRate, ...]:
-    """The flex-start rates of ``gcp_flex_start.csv``. Where no figure can be checked the row
-    prices flex-start at on-demand (ratio 1): Google promises only "a discount up to 53%", so
-    any lower figure could make flex-start look cheaper than it is."""
-    rows = []
-    for i, raw in enumerate(_csv("gcp_flex_start.csv")):
-        ratio = float(raw["on_demand_ratio"])
-        if not 0.47 <= ratio <= 1 or not raw["source_url"].startswith("https://") or not raw["basis"]:
-            raise ValueError(
-                f"gcp_flex_start.csv:{i + 2}: ratio in [0.47, 1] (Google: 'a discount up to 53%'), "
-                "an https source and a basis"
-            )
-        rows.append(
-            FlexRate(raw["series"], ratio, raw["source_url"], raw["as_of"], raw["basis"], raw["notes"])
-        )
-    return tuple(rows)
 
 
 def reference_quote(instance_type: str, region: str) -> BlockQuote | None:
@@ -423,41 +389,50 @@ def flex_start_offers(
             )
         ]
     rate = next((r for r in flex_start_rates() if fnmatch.fnmatchcase(it.name, r.series)), None)
-    if rate is None:
-        return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
     offers = []
-    for (cloud, name, region), price in sorted(catalog.on_demand_prices.items()):
-        if cloud != "gcp" or name != it.name:
-            continue
+    on_demand = {r: p for (c, n, r), p in catalog.on_demand_prices.items() if (c, n) == ("gcp", it.name)}
+    billed = {r: p for (n, r), p in catalog.flex_start_prices.items() if n == it.name}
+    for region in sorted(on_demand.keys() | billed.keys()):
         if regions and not any(fnmatch.fnmatchcase(region, r) for r in regions):
             continue
-        terms = CapacityTerms(
-            kind="flex-start",
-            estimate=rate.estimate,
-            source=rate.source,
-            as_of=rate.as_of,
-            note=f"{rate.ratio:g} × on-demand ${price:,.4f}/h ({rate.basis}): {rate.note}",
-            rate_basis=rate.basis,
-        )
+        # a type sold flex-start but not on demand (a3-highgpu-1g) is priced from its DWS SKUs only
+        quote = flex_quote(billed.get(region), rate, on_demand.get(region))
+        if quote is None:
+            continue
+        terms = _flex_terms(quote)
         offers.append(
             Offer(
                 instance=it,
                 region=region,
                 zone=None,
                 market="flex-start",
-                hourly_usd=price * rate.ratio,
-                source=rate.source,
-                as_of=rate.as_of,
-                confidence="low" if rate.estimate else "high",
+                hourly_usd=terms.rate_usd,
+                source=terms.source,
+                as_of=terms.as_of,
+                confidence="low" if terms.estimate else "high",
                 notes=terms.note,
                 capacity=terms,
             )
         )
+    if not offers and rate is None:
+        return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
     if not offers:
         return [], [
             Rejection(CAPACITY_FILTER, f"{it.name} has no on-demand price to derive a flex-start rate from")
         ]
     return offers, []
+
+
+def _flex_terms(quote: FlexQuote) -> CapacityTerms:
+    return CapacityTerms(
+        kind="flex-start",
+        estimate=quote.estimate,
+        source=quote.source,
+        as_of=quote.as_of,
+        note=quote.note,
+        rate_usd=quote.hourly_usd,
+        rate_basis=quote.basis,
+    )
 
 
 def reservation_offer(
