@@ -17,7 +17,7 @@ import pulumi
 
 from catalog.store import resolve
 from deployment import Deployment, ServingError, deployment_from_plan, parse_iso_utc
-from deployment.capacity import block_wait_refusal, purchase_refusal
+from deployment.capacity import block_wait_refusal, calendar_refusal, purchase_refusal
 from gitops.lock import (
     lock_path,
     locked_catalog,
@@ -166,6 +166,9 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
     # A Capacity Block is money paid up front, not refundable: bought only when confirmed.
     refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
     refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
+    refusal = refusal or calendar_refusal(
+        deployment.capacity, config.get_bool("createCalendarReservation") is True
+    )
     if refusal is not None:
         raise pulumi.RunError(refusal)
     if deployment.zone is not None:

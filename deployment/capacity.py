@@ -12,6 +12,7 @@ from selector.capacity import FLEX_MAX_HOURS, FLEX_MIN_HOURS, CapacityTerms, lat
 from selector.catalog import Offer
 
 PURCHASE_KEY = "gpufit:purchaseCapacityBlock"
+CALENDAR_KEY = "gpufit:createCalendarReservation"
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 """GCP ``ReservationAffinity.key`` for a reservation named in ``values``: "To target a
 SPECIFIC_RESERVATION by name, specify compute.googleapis.com/reservation-name as the key"
@@ -49,7 +50,7 @@ def capacity_target(offer: Offer) -> CapacityTarget | None:
     terms = offer.capacity
     if not isinstance(terms, CapacityTerms):
         return None
-    if terms.kind == "capacity-block":
+    if terms.kind in ("capacity-block", "calendar-reservation"):
         assert terms.start is not None and terms.end is not None
         return CapacityTarget(
             kind=terms.kind,
@@ -85,6 +86,20 @@ def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | No
         f"{target.block_start:%Y-%m-%d %H:%M} to {target.block_end:%Y-%m-%d %H:%M} UTC cost "
         f"${target.upfront_usd:,.2f} up front{estimate}, not refundable; set "
         f"`pulumi config set {PURCHASE_KEY} true` to buy it"
+    )
+
+
+def calendar_refusal(target: CapacityTarget | None, confirmed: bool) -> str | None:
+    """One line when the deployment would request a calendar-mode reservation without
+    ``CALENDAR_KEY: true`` (before anything is created); None otherwise."""
+    if target is None or target.kind != "calendar-reservation" or confirmed:
+        return None
+    assert target.block_start is not None and target.block_end is not None
+    return (
+        f"calendar reservation not confirmed: {target.block_instances} VM(s) from "
+        f"{target.block_start:%Y-%m-%d %H:%M} to {target.block_end:%Y-%m-%d %H:%M} UTC cost up to "
+        f"${target.upfront_usd:,.2f} (on-demand rate, an estimate), billed for the whole window and "
+        f"not cancellable once Google approves it; set `pulumi config set {CALENDAR_KEY} true` to request it"
     )
 
 

@@ -161,7 +161,10 @@ class CapacityTerms:
         """When gpufit tears a block's fleet down: before AWS starts terminating its instances."""
         if self.end is None:
             return None
-        return self.end - BLOCK_TERMINATION_LEAD - DEADLINE_MARGIN
+        # A calendar reservation's VMs are terminated "at specified end time" (compute.v1
+        # FutureReservation.reservationMode): no lead before it, gpufit's margin only.
+        lead = BLOCK_TERMINATION_LEAD if self.kind == "capacity-block" else timedelta(0)
+        return self.end - lead - DEADLINE_MARGIN
 
 
 def _csv(name: str) -> list[dict[str, str]]:
@@ -509,6 +512,14 @@ def describe(offer: Offer, instances: int) -> str:
             f"({price}, as of {terms.as_of}; committed money, not refundable; the purchase needs "
             "gpufit:purchaseCapacityBlock: true)"
         )
+    if terms.kind == "calendar-reservation":
+        assert terms.start is not None and terms.end is not None
+        return (
+            f"calendar reservation {terms.block_instances} × {name} from {terms.start:%Y-%m-%d %H:%M} UTC to "
+            f"{terms.end:%Y-%m-%d %H:%M} UTC ({terms.days} d) at most ${terms.upfront_usd:,.2f} (on-demand "
+            f"rate, ESTIMATE, as of {terms.as_of}; committed once Google approves it; creating it needs "
+            "gpufit:createCalendarReservation: true)"
+        )
     if terms.kind == "flex-start":
         return (
             f"flex-start {name}: queued until capacity, then guaranteed for the run (at most 7 days; "
@@ -533,8 +544,20 @@ def capacity_to_dict(offer: Offer, instances: int) -> dict[str, object]:
         source=terms.source,
         as_of=terms.as_of or None,
         note=terms.note,
-        committed_usd=round(terms.upfront_usd, 2) if terms.kind == "capacity-block" else 0.0,
+        committed_usd=round(terms.upfront_usd, 2)
+        if terms.kind in ("capacity-block", "calendar-reservation")
+        else 0.0,
     )
+    if terms.kind == "calendar-reservation":
+        assert terms.start is not None and terms.end is not None
+        out["calendar"] = {
+            "start": terms.start.isoformat(),
+            "end": terms.end.isoformat(),
+            "days": terms.days,
+            "instances": terms.block_instances,
+            "at_most_usd": round(terms.upfront_usd, 2),
+            "confirmation": "gpufit:createCalendarReservation: true",
+        }
     if terms.kind == "capacity-block":
         assert terms.start is not None and terms.end is not None
         out["block"] = {

@@ -49,11 +49,11 @@ __all__ = [
     "sourced_only",
 ]
 
-Market = Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation"]
+Market = Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation", "calendar-reservation"]
 MARKETS: tuple[Market, ...] = ("on-demand", "spot")
 """The markets a catalog row is priced in; the others are the capacity options that
 ``selector.capacity`` offers per plan (a block, a flex-start request, a reservation held)."""
-CAPACITY_MARKETS: tuple[Market, ...] = ("capacity-block", "flex-start", "reservation")
+CAPACITY_MARKETS: tuple[Market, ...] = ("capacity-block", "flex-start", "reservation", "calendar-reservation")
 CLOUDS: tuple[str, ...] = ("aws", "gcp")
 INTERRUPTION_BUCKETS: tuple[str, ...] = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 NODE_INTERCONNECTS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")

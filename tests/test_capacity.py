@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from catalog.capacity_blocks import block_offerings, quote_of
-from deployment import deployment_from_plan
+from deployment import deployment_from_plan, iso_utc
 from deployment.capacity import flex_run_seconds, purchase_refusal
 from deployment.translate import lifetime_hours
 from selector.capacity import (
@@ -50,6 +50,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 GCP_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
 GCP_GROUP = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
 RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
+FUTURE = "gcp:compute/futureReservation:FutureReservation"
 
 
 def _spec(path: Path) -> dict[str, Any]:
@@ -147,6 +148,14 @@ def test_capacity_example_plans_by_its_rules(path: Path) -> None:
         )
         assert doc["capacity"]["committed_usd"] == pytest.approx(terms.upfront_usd, abs=0.01)
         assert "up front" in doc["capacity"]["summary"]
+    if offer.market == "calendar-reservation":  # the whole window at the on-demand rate: the most it can cost
+        assert isinstance(terms, CapacityTerms) and terms.start is not None and terms.end is not None
+        assert terms.start.date() == cap.start_after and terms.estimate and offer.confidence == "low"
+        window = (terms.end - terms.start).total_seconds() / 3600
+        assert window >= cost.hours and window % 24 == 0
+        assert cost.compute_usd == pytest.approx(terms.upfront_usd)
+        assert terms.upfront_usd == pytest.approx(offer.hourly_usd * shape.instances * window)
+        assert doc["capacity"]["committed_usd"] == pytest.approx(terms.upfront_usd, abs=0.01)
     if offer.market == "flex-start":
         assert cost.hours <= 7 * 24 and cost.interruption_rate_per_h == 0
         assert "queued until capacity, then guaranteed for the run" in doc["capacity"]["summary"]
@@ -165,6 +174,8 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
     config: dict[str, Any] = {"gpufit:workload": raw, "gcp:project": "test-project"}
     if offer.market == "capacity-block":
         config["gpufit:purchaseCapacityBlock"] = True
+    if offer.market == "calendar-reservation":
+        config["gpufit:createCalendarReservation"] = True
     mocks, _ = run_program(config, NOW)
     d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
     if offer.market == "capacity-block":
@@ -212,6 +223,23 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
             assert "targetSize" not in versions[1]
         else:
             assert len(templates) == 1 and len(versions) == 1 and "targetSize" not in versions[0]
+    elif offer.market == "calendar-reservation":
+        terms = offer.capacity
+        assert isinstance(terms, CapacityTerms) and terms.start is not None and terms.end is not None
+        request = mocks.one(FUTURE).inputs
+        assert (
+            request["reservationMode"] == "CALENDAR" and request["autoDeleteAutoCreatedReservations"] is True
+        )
+        assert request["timeWindow"] == {"startTime": iso_utc(terms.start), "endTime": iso_utc(terms.end)}
+        assert request["specificSkuProperties"]["totalCount"] == str(d.nodes)
+        template = mocks.one(GCP_TEMPLATE).inputs
+        assert template["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+        assert template["reservationAffinity"]["specificReservation"]["values"] == [
+            request["reservationName"]
+        ]
+        group = mocks.one(GCP_GROUP).inputs
+        assert group["targetSize"] == 0 and group["distributionPolicyZones"] == [request["zone"]]
+        assert d.expires_at == terms.deadline < terms.end  # type: ignore[operator]
     elif offer.market == "flex-start":
         scheduling = mocks.one(GCP_TEMPLATE).inputs["scheduling"]
         assert scheduling["provisioningModel"] == "FLEX_START"
@@ -225,6 +253,29 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
 
 
 # --- purchases are confirmed, priced and never made on a stale quote ---------------------------
+
+
+def test_an_unconfirmed_calendar_reservation_is_refused_with_its_cost_before_anything_is_created() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"calendar reservation not confirmed: .*up to \$[\d,]+\.\d\d .*"
+                       r"gpufit:createCalendarReservation true"):  # fmt: skip
+        run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW, mocks=mocks)
+    assert mocks.resources == []
+
+
+def test_a_calendar_group_waits_at_zero_and_is_resized_at_the_reservations_start() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
+    mocks, _ = run_program(config, NOW)
+    group = mocks.one(GCP_GROUP).inputs
+    jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
+    start = jobs["start"]
+    assert start["schedule"] == "1 0 10 12 *"  # a minute after 2026-12-10 00:00 UTC
+    assert start["httpTarget"]["uri"].endswith(f"/instanceGroupManagers/{group['name']}/resize?size=1")
+    assert start["httpTarget"]["oauthToken"] == jobs["deadline"]["httpTarget"]["oauthToken"]
+    assert mocks.requests[(FUTURE, mocks.one(FUTURE).name)].retainOnDelete is True
+    assert not mocks.of_type(RESIZE)
 
 
 def _block_raw() -> dict[str, Any]:

@@ -42,8 +42,22 @@ it; the method needs ``compute.instanceGroupManagers.update`` on the group
 instanceGroupManager"), which the deadline's account already holds on this group alone: its
 role is not widened.
 
-Calendar-mode future reservations (``gcp.compute.FutureReservation``, ``reservation_mode:
-CALENDAR``) exist in pulumi-gcp 10.2.0 but are not planned here: see the README's "Capacity".
+A calendar-mode future reservation (``capacity.calendar``, ``selector.calendar_mode``):
+``gcp.compute.FutureReservation`` (pulumi-gcp 10.2.0) with ``reservation_mode CALENDAR``
+(compute.v1: "delivered at specified start time and terminated at specified end time along with
+terminating the VMs running on it"), submitted (``planning_status SUBMITTED``), its auto-created
+reservation deleted at the end ("To create a request in calendar mode, you must enable the
+auto-delete option",
+https://cloud.google.com/compute/docs/instances/future-reservations-calendar-mode-overview),
+named so that only VMs that target it by name consume it (``specific_reservation_required``),
+in one zone of the plan's region, with the group kept to that zone. Its VMs are
+``RESERVATION_BOUND`` ("Bound to the lifecycle of the reservation in which it is provisioned",
+compute.v1 ``Scheduling.provisioningModel``) and target the reservation by name; the group
+waits at 0 and a Cloud Scheduler job resizes it to the plan's VMs at the reservation's start
+(the deadline's account, the same permission). The request is committed money once approved:
+``__main__`` refuses it without ``gpufit:createCalendarReservation: true``
+(``deployment.capacity.calendar_refusal``), and a destroy leaves it to run out
+(``retain_on_delete``).
 """
 
 from __future__ import annotations
@@ -62,6 +76,15 @@ def flex_start(d: Deployment) -> bool:
     return d.capacity is not None and d.capacity.kind == "flex-start"
 
 
+def calendar(d: Deployment) -> bool:
+    return d.capacity is not None and d.capacity.kind == "calendar-reservation"
+
+
+def calendar_reservation_name(base: str) -> str:
+    """The reservation the calendar request creates (RFC 1035, at most 63 characters)."""
+    return f"{base[:50]}-cal"
+
+
 def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInstanceTemplateSchedulingArgs:
     """The template's scheduling: flex-start's, else the fleet's spot or standard one."""
     if flex_start(d):
@@ -74,6 +97,14 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
                 seconds=_run_seconds(d)
             ),
         )
+    if calendar(d):
+        return gcp.compute.RegionInstanceTemplateSchedulingArgs(
+            provisioning_model="RESERVATION_BOUND",
+            automatic_restart=False,
+            on_host_maintenance="TERMINATE",
+            instance_termination_action="DELETE",
+            termination_time=termination,
+        )
     return gcp.compute.RegionInstanceTemplateSchedulingArgs(
         provisioning_model="SPOT" if d.spot else "STANDARD",
         preemptible=d.spot,
@@ -85,13 +116,20 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
 
 
 def reservation_affinity(
-    d: Deployment, overflow: bool = False
+    d: Deployment, overflow: bool = False, base: str = ""
 ) -> gcp.compute.RegionInstanceTemplateReservationAffinityArgs | None:
-    """Which reservation the VMs consume: the one named (or any), none for flex-start and for
-    the overflow version's VMs (on-demand beside the reservation)."""
+    """Which reservation the VMs consume: the one named (or any), the calendar request's, none
+    for flex-start and for the overflow version's VMs (on-demand beside the reservation)."""
     c = d.capacity
     if c is None:
         return None
+    if c.kind == "calendar-reservation":
+        return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(
+            type="SPECIFIC_RESERVATION",
+            specific_reservation=gcp.compute.RegionInstanceTemplateReservationAffinitySpecificReservationArgs(
+                key=RESERVATION_NAME_KEY, values=[calendar_reservation_name(base)]
+            ),
+        )
     if c.kind == "flex-start" or overflow:
         return gcp.compute.RegionInstanceTemplateReservationAffinityArgs(type="NO_RESERVATION")
     if c.kind != "reservation":
@@ -214,8 +252,88 @@ def cancel_job(
 
 
 def initial_size(d: Deployment) -> int:
-    """A flex-start group starts empty: its resize request brings the VMs, all at once."""
-    return 0 if flex_start(d) else d.nodes
+    """A flex-start group starts empty (its resize request brings the VMs, all at once), and so
+    does a calendar one (resized at the reservation's start)."""
+    return 0 if flex_start(d) or calendar(d) else d.nodes
+
+
+def group_zones(d: Deployment, zones: list[str]) -> list[str]:
+    """A calendar reservation is zonal: its group is kept to the reservation's zone (the first)."""
+    return zones[:1] if calendar(d) else zones
+
+
+def calendar_resources(
+    base: str,
+    d: Deployment,
+    zone: str,
+    caller: tuple[str, str, pulumi.Input[str]],
+    opts: pulumi.ResourceOptions,
+) -> tuple[gcp.compute.FutureReservation, gcp.cloudscheduler.Job] | None:
+    """The calendar-mode request and the job that resizes the group to the plan's VMs at its
+    start; ``caller``: (project, the group's name, the deadline account's email)."""
+    c = d.capacity
+    if c is None or c.kind != "calendar-reservation":
+        return None
+    assert c.block_start is not None and c.block_end is not None
+    project, group_name, account_email = caller
+    accelerators = (
+        [
+            gcp.compute.FutureReservationSpecificSkuPropertiesInstancePropertiesGuestAcceleratorArgs(
+                accelerator_type=d.attached_accelerator, accelerator_count=d.gpu_count
+            )
+        ]
+        if d.attached_accelerator
+        else None
+    )
+    request = gcp.compute.FutureReservation(
+        f"{base}-calendar",
+        name=f"{base[:54]}-calendar",
+        project=project,
+        zone=zone,
+        description=f"gpufit {d.workload} ({d.stack}): calendar mode, {c.block_instances} x {d.machine_type}"[
+            :2048
+        ],
+        reservation_mode="CALENDAR",
+        planning_status="SUBMITTED",
+        auto_delete_auto_created_reservations=True,
+        specific_reservation_required=True,
+        reservation_name=calendar_reservation_name(base),
+        time_window=gcp.compute.FutureReservationTimeWindowArgs(
+            start_time=iso_utc(c.block_start), end_time=iso_utc(c.block_end)
+        ),
+        specific_sku_properties=gcp.compute.FutureReservationSpecificSkuPropertiesArgs(
+            total_count=str(c.block_instances),
+            instance_properties=gcp.compute.FutureReservationSpecificSkuPropertiesInstancePropertiesArgs(
+                machine_type=d.machine_type, guest_accelerators=accelerators
+            ),
+        ),
+        # "you can't cancel, delete, or modify your request" once submitted: a destroy leaves it.
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(retain_on_delete=True)),
+    )
+    fire = c.block_start + timedelta(minutes=1)
+    start = gcp.cloudscheduler.Job(
+        f"{base}-calendar-start",
+        region=d.region,
+        description=f"gpufit: resize {group_name} to {d.nodes} at its calendar reservation's start",
+        schedule=f"{fire.minute} {fire.hour} {fire.day} {fire.month} *",
+        time_zone="Etc/UTC",
+        attempt_deadline="320s",
+        retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
+            retry_count=5, min_backoff_duration="30s", max_backoff_duration="600s"
+        ),
+        http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+            http_method="POST",
+            uri=(
+                f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{d.region}"
+                f"/instanceGroupManagers/{group_name}/resize?size={d.nodes}"
+            ),
+            oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                service_account_email=account_email, scope=CLOUD_PLATFORM_SCOPE
+            ),
+        ),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[request])),
+    )
+    return request, start
 
 
 def resize_request(

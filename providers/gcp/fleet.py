@@ -402,7 +402,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             if len(placement.members) > 1
             else None
         )
-        zones = list(placement.zones)
+        zones = capacity.group_zones(d, list(placement.zones))
         # The VMs wait for their grants so the boot script can write and leave from its first minute.
         # Finished VMs lower the target size and the deadline sets it to 0: a later `pulumi up
         # --refresh` must not raise it back. The zones are looked up afresh on every `pulumi up`,
@@ -484,6 +484,16 @@ class GcpGpuFleet(pulumi.ComponentResource):
             d,
             (project, group_name, self.deadline_account.email),
             self.flex_request,
+            pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
+            ),
+        )
+
+        self.calendar = capacity.calendar_resources(  # issue 26: a calendar-mode reservation
+            base,
+            d,
+            zones[0],
+            (project, group_name, self.deadline_account.email),
             pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
             ),

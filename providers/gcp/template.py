@@ -77,7 +77,7 @@ def instance_template(
             )
         ],
         scheduling=capacity.scheduling(d, given.termination),
-        reservation_affinity=capacity.reservation_affinity(d, given.overflow),  # issue 26
+        reservation_affinity=capacity.reservation_affinity(d, given.overflow, given.base),  # issue 26
         service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
             email=given.service_account_email, scopes=[CLOUD_PLATFORM_SCOPE]
         ),

@@ -220,6 +220,38 @@ def region_resize_request(r: Resource, s: Stack) -> list[Body]:
     ]
 
 
+def future_reservation(r: Resource, s: Stack) -> list[Body]:
+    """futureReservations.insert (the zone is a path parameter): terraform's expanders map each
+    input onto the field of the same name, ``specificSkuProperties.instanceProperties
+    .guestAccelerators`` included."""
+    window = r.get("timeWindow") or {}
+    sku = r.get("specificSkuProperties") or {}
+    props = sku.get("instanceProperties") or {}
+    body = _some(
+        name=name_of(r),
+        description=r.get("description"),
+        reservationMode=r.get("reservationMode"),
+        planningStatus=r.get("planningStatus"),
+        autoDeleteAutoCreatedReservations=r.get("autoDeleteAutoCreatedReservations"),
+        specificReservationRequired=r.get("specificReservationRequired"),
+        reservationName=r.get("reservationName"),
+        timeWindow=_some(startTime=window.get("startTime"), endTime=window.get("endTime")),
+        specificSkuProperties=_some(
+            totalCount=sku.get("totalCount"),
+            instanceProperties=_some(
+                machineType=props.get("machineType"),
+                guestAccelerators=[
+                    _some(
+                        acceleratorType=g.get("acceleratorType"), acceleratorCount=g.get("acceleratorCount")
+                    )
+                    for g in props.get("guestAccelerators") or []
+                ],
+            ),
+        ),
+    )
+    return [Body("compute.v1", "FutureReservation", "compute.futureReservations.insert", body)]
+
+
 def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
     update = r.get("updatePolicy") or {}
     flexibility = r.get("instanceFlexibilityPolicy") or {}
@@ -531,6 +563,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
     "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate": region_instance_template,
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": region_instance_group_manager,
     "gcp:compute/regionResizeRequest:RegionResizeRequest": region_resize_request,
+    "gcp:compute/futureReservation:FutureReservation": future_reservation,
     "gcp:compute/network:Network": _simple(
         "Network",
         "compute.networks.insert",
@@ -617,6 +650,7 @@ PROVIDER_ONLY: dict[str, frozenset[str]] = {
     "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
         {"region", "project", "instanceGroupManager"}
     ),
+    "gcp:compute/futureReservation:FutureReservation": frozenset({"zone", "project"}),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {"region", "waitForInstances", "project"}
     ),
@@ -687,6 +721,19 @@ MAPPED: dict[str, frozenset[str]] = {
     ),
     "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
         {"name", "description", "resizeBy", "requestedRunDuration"}
+    ),
+    "gcp:compute/futureReservation:FutureReservation": frozenset(
+        {
+            "name",
+            "description",
+            "reservationMode",
+            "planningStatus",
+            "autoDeleteAutoCreatedReservations",
+            "specificReservationRequired",
+            "reservationName",
+            "timeWindow",
+            "specificSkuProperties",
+        }
     ),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {
