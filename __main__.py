@@ -167,7 +167,7 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
     refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
     refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
     refusal = refusal or calendar_refusal(
-        deployment.capacity, config.get_bool("createCalendarReservation") is True
+        deployment.capacity, config.get_bool("createCalendarReservation") is True, deployment.created_at
     )
     if refusal is not None:
         raise pulumi.RunError(refusal)

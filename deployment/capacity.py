@@ -89,12 +89,20 @@ def purchase_refusal(target: CapacityTarget | None, confirmed: bool) -> str | No
     )
 
 
-def calendar_refusal(target: CapacityTarget | None, confirmed: bool) -> str | None:
+def calendar_refusal(target: CapacityTarget | None, confirmed: bool, now: datetime) -> str | None:
     """One line when the deployment would request a calendar-mode reservation without
-    ``CALENDAR_KEY: true`` (before anything is created); None otherwise."""
-    if target is None or target.kind != "calendar-reservation" or confirmed:
+    ``CALENDAR_KEY: true``, or one whose window has begun (Google reserves future windows; the
+    group would wait for a start that is past); None otherwise. Before anything is created."""
+    if target is None or target.kind != "calendar-reservation":
         return None
     assert target.block_start is not None and target.block_end is not None
+    if target.block_start <= now:
+        return (
+            f"calendar reservation window starts {target.block_start:%Y-%m-%d %H:%M} UTC, which has passed: "
+            "re-plan with a later capacity.start_after"
+        )
+    if confirmed:
+        return None
     return (
         f"calendar reservation not confirmed: {target.block_instances} VM(s) from "
         f"{target.block_start:%Y-%m-%d %H:%M} to {target.block_end:%Y-%m-%d %H:%M} UTC cost up to "

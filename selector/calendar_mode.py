@@ -39,6 +39,9 @@ CALENDAR_MAX_VMS = 80
 CALENDAR_LOOKAHEAD_DAYS = 60
 """Future availability is shown "For GPU or H4D VMs, up to 60 days in advance" (overview): a
 window starting later cannot be checked, and is not offered."""
+CALENDAR_SLACK_HOURS = 11 / 60
+"""The group is resized a minute after the start and torn down 10 minutes before the end
+(``selector.capacity.DEADLINE_MARGIN``): the window covers the job's hours and these."""
 SOURCE = "https://docs.cloud.google.com/ai-hypercomputer/docs/consumption-models"
 AS_OF = "2026-12-04"
 BASIS = "ESTIMATE: on-demand rate for the whole window, the most it can cost (no calendar-mode price found)"
@@ -68,19 +71,20 @@ def calendar_offers(
         return [], []
     start_day = spec.capacity.start_after
     assert start_day is not None  # the spec requires it with calendar
-    days = calendar_days(hours)
+    days = calendar_days(hours + CALENDAR_SLACK_HOURS)
     if days is None:
         return [], [
             Rejection(CAPACITY_FILTER, f"a {hours:,.0f} h job is longer than a 90-day calendar reservation")
         ]
     if shape.instances > CALENDAR_MAX_VMS:
         return [], [Rejection(CAPACITY_FILTER, f"{shape.instances} VMs: a calendar request holds at most 80")]
-    if today is not None and not today <= start_day <= today + timedelta(days=CALENDAR_LOOKAHEAD_DAYS):
+    if today is not None and not today < start_day <= today + timedelta(days=CALENDAR_LOOKAHEAD_DAYS):
         return [], [
             Rejection(
                 CAPACITY_FILTER,
-                f"capacity.start_after {start_day}: a calendar reservation starts between today and "
-                f"{CALENDAR_LOOKAHEAD_DAYS} days ahead (GPU availability is shown that far)",
+                f"capacity.start_after {start_day}: a calendar reservation starts at 00:00 UTC of a day "
+                f"after today and at most {CALENDAR_LOOKAHEAD_DAYS} days ahead (GPU availability is shown "
+                "that far)",
             )
         ]
     start = datetime.combine(start_day, time(0), tzinfo=UTC)

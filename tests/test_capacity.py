@@ -19,8 +19,9 @@ import yaml
 
 from catalog.capacity_blocks import block_offerings, quote_of
 from deployment import deployment_from_plan, iso_utc
-from deployment.capacity import flex_run_seconds, purchase_refusal
+from deployment.capacity import calendar_refusal, flex_run_seconds, purchase_refusal
 from deployment.translate import lifetime_hours
+from selector.calendar_mode import calendar_days, calendar_offers
 from selector.capacity import (
     BLOCK_COUNTS,
     BlockAsk,
@@ -35,6 +36,7 @@ from selector.capacity_plan import block_asks, capacity_alternatives
 from selector.catalog import load_catalog
 from selector.report import plan_to_dict
 from selector.select import Plan, plan
+from selector.sizing import Rejection, fit, requirements
 from selector.spec import SpecError, WorkloadSpec, parse_spec
 from tests.fakes.ec2_capacity import FakeEc2Capacity, InvalidRequest, Offering, clients, duration_problem
 from tests.pulumi_harness import RecordingMocks, run_program
@@ -262,6 +264,34 @@ def test_an_unconfirmed_calendar_reservation_is_refused_with_its_cost_before_any
                        r"gpufit:createCalendarReservation true"):  # fmt: skip
         run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW, mocks=mocks)
     assert mocks.resources == []
+
+
+def test_a_calendar_window_must_start_after_today_and_a_past_one_is_refused() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    raw["capacity"] = {**raw["capacity"], "start_after": TODAY.isoformat()}
+    spec, catalog = parse_spec(raw), load_catalog()
+    it = next(t for t in catalog.instance_types if t.name == "a3-highgpu-8g")
+    shape = fit(requirements(spec), it)
+    assert not isinstance(shape, Rejection)
+    offers, why = calendar_offers(spec, it, shape, 5.0, catalog, (), TODAY)
+    assert not offers and "a day after today" in why[0].reason
+    assert _plan(raw).choice is None
+    planned = _plan(_spec(FIXTURES / "calendar-gcp-finetune.yaml"))
+    d = deployment_from_plan(planned, stack="s", project="p", created_at=NOW)
+    assert calendar_refusal(d.capacity, True, NOW) is None
+    late = calendar_refusal(d.capacity, True, datetime(2026, 12, 10, 1, tzinfo=UTC))
+    assert late is not None and "has passed" in late
+
+
+def test_a_calendar_window_covers_the_job_with_the_start_and_deadline_margins() -> None:
+    assert calendar_days(24.0 - 0.1) == 1 and calendar_days(24.1) == 2 and calendar_days(90 * 24 + 1) is None
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    result = _plan(raw)
+    assert result.choice is not None
+    terms = result.choice.offer.capacity
+    assert isinstance(terms, CapacityTerms) and terms.end is not None and terms.start is not None
+    window = (terms.end - terms.start).total_seconds() / 3600
+    assert window >= result.choice.cost.hours + 11 / 60
 
 
 def test_a_calendar_group_waits_at_zero_and_is_resized_at_the_reservations_start() -> None:
