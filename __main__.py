@@ -17,7 +17,7 @@ import pulumi
 
 from catalog.store import resolve
 from deployment import Deployment, ServingError, deployment_from_plan, parse_iso_utc
-from deployment.capacity import block_wait_refusal, purchase_refusal
+from deployment.capacity import block_wait_refusal, calendar_refusal, purchase_refusal
 from gitops.lock import (
     lock_path,
     locked_catalog,
@@ -178,6 +178,9 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
     refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
     refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
     refusal = refusal or _expired_block(config, created)
+    refusal = refusal or calendar_refusal(
+        deployment.capacity, config.get_bool("createCalendarReservation") is True, deployment.created_at
+    )
     if refusal is not None:
         raise pulumi.RunError(refusal)
     if deployment.zone is not None:

@@ -64,6 +64,9 @@ class FetchResult:
     spot_interruption: list[dict[str, Any]] | None = None
     """Fresh interruption-frequency rows (the Spot Instance Advisor); None: not fetched, the
     previous rows stay."""
+    flex_start: list[dict[str, Any]] | None = None
+    """GCP flex-start (DWS) rates per type and region from the billing catalog (issue 26);
+    None: not fetched. Replaces the previous rows of the regions refreshed."""
     placement_scores: list[dict[str, Any]] | None = None
     """Fresh spot placement scores (credentials only); None: not fetched. A cloud's previous
     scores never outlive a refresh of it: a score is a moment's answer."""
@@ -237,6 +240,10 @@ def merge(
             key=lambda o: (o["cloud"], o["instance_type"], o["region"], o.get("zone") or "", o["market"]),
         ),
         "spot_interruption": _interruptions(previous, results),
+        "flex_start_prices": [
+            f for f in previous.get("flex_start_prices", []) if (f["cloud"], f["region"]) not in ok
+        ]
+        + [f for r in results for f in r.flex_start or []],
         "spot_placement_scores": [
             s
             for s in previous.get("spot_placement_scores", [])

@@ -19,6 +19,7 @@ from selector.capacity import (
 from selector.catalog import Offer
 
 PURCHASE_KEY = "gpufit:purchaseCapacityBlock"
+CALENDAR_KEY = "gpufit:createCalendarReservation"
 RESERVATION_NAME_KEY = "compute.googleapis.com/reservation-name"
 """GCP ``ReservationAffinity.key`` for a reservation named in ``values``: "To target a
 SPECIFIC_RESERVATION by name, specify compute.googleapis.com/reservation-name as the key"
@@ -41,6 +42,7 @@ class CapacityTarget:
     kind: str  # capacity-block | flex-start | reservation
     reservation_id: str | None = None  # an ODCR id, a resource group ARN, or a GCP reservation
     affinity: str = "specific"
+    reserved: int = 0  # a reservation: the machines it holds (a GCP group runs the rest beside it)
     block_start: datetime | None = None
     block_end: datetime | None = None
     block_instances: int = 0
@@ -63,7 +65,7 @@ def capacity_target(offer: Offer) -> CapacityTarget | None:
     terms = offer.capacity
     if not isinstance(terms, CapacityTerms):
         return None
-    if terms.kind == "capacity-block":
+    if terms.kind in ("capacity-block", "calendar-reservation"):
         assert terms.start is not None and terms.end is not None
         return CapacityTarget(
             kind=terms.kind,
@@ -121,6 +123,28 @@ def block_fee_ceiling(target: CapacityTarget) -> float:
 
 def block_tags(target: CapacityTarget) -> dict[str, str]:
     return {TAG_BLOCK_FEE: f"{block_fee_ceiling(target):.2f}", TAG_BLOCK_HOURS: str(target.block_hours)}
+
+
+def calendar_refusal(target: CapacityTarget | None, confirmed: bool, now: datetime) -> str | None:
+    """One line when the deployment would request a calendar-mode reservation without
+    ``CALENDAR_KEY: true``, or one whose window has begun (Google reserves future windows; the
+    group would wait for a start that is past); None otherwise. Before anything is created."""
+    if target is None or target.kind != "calendar-reservation":
+        return None
+    assert target.block_start is not None and target.block_end is not None
+    if target.block_start <= now:
+        return (
+            f"calendar reservation window starts {target.block_start:%Y-%m-%d %H:%M} UTC, which has passed: "
+            "re-plan with a later capacity.start_after"
+        )
+    if confirmed:
+        return None
+    return (
+        f"calendar reservation not confirmed: {target.block_instances} VM(s) from "
+        f"{target.block_start:%Y-%m-%d %H:%M} to {target.block_end:%Y-%m-%d %H:%M} UTC cost up to "
+        f"${target.upfront_usd:,.2f} (on-demand rate, an estimate), billed for the whole window and "
+        f"not cancellable once Google approves it; set `pulumi config set {CALENDAR_KEY} true` to request it"
+    )
 
 
 def offering_window(target: CapacityTarget, now: datetime) -> tuple[datetime, datetime]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -135,6 +135,7 @@ def make_lock(plan: Plan, spec_file: Path, locked_at: datetime) -> dict[str, Any
         "cost": cost_to_dict(choice.cost),
         "wait_value_per_hour": plan.wait_value_per_hour,
         **({"on_demand_base": {"offer": _offer_dict(base)}} if base else {}),
+        **_flex_price(plan),  # issue 26: a flex-start price read from the billing catalog
         "engine": choice.engine.as_dict() if choice.engine is not None else None,
         **({"model": model} if (model := locked_model(plan)) else {}),
         "fallbacks": [
@@ -248,6 +249,17 @@ def read_lock(path: Path) -> dict[str, Any]:
     return doc
 
 
+def _flex_price(plan: Plan) -> dict[str, Any]:
+    """A flex-start choice's billed price (``Catalog.flex_start_prices``), for the replan."""
+    assert plan.choice is not None
+    offer = plan.choice.offer
+    billed = plan.catalog.flex_start_prices.get((offer.instance.name, offer.region))
+    if offer.market != "flex-start" or billed is None:
+        return {}
+    row = {"cloud": offer.cloud, "instance_type": offer.instance.name, "region": offer.region}
+    return {"flex_start_prices": [{**row, **asdict(billed)}]}
+
+
 def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
     """A catalog holding exactly the locked offer and its fallbacks at their locked prices, so
     planning the spec against it reproduces the reviewed choice and fallback list."""
@@ -273,6 +285,7 @@ def locked_catalog(lock: dict[str, Any], gpus: dict[str, GpuSpec]) -> Catalog:
             if e.get("interruption_bucket") and e["offer"]["market"] == "spot"
         ],
     }
+    doc["flex_start_prices"] = lock.get("flex_start_prices", [])
     if lock.get("wait_value_per_hour") is not None:
         doc["wait_value_per_hour"] = lock["wait_value_per_hour"]
     return catalog_from_doc(doc, f"lock {lock['workload']}", gpus)

@@ -19,13 +19,16 @@ the catalog's on-demand and spot offers by expected cost (``selector.select``):
   trying to create compute instances until resources become available", then they "run
   uninterrupted for up to seven days"
   (https://docs.cloud.google.com/compute/docs/instances/provisioning-models). Jobs of 10 minutes
-  to 7 days; priced as the type's on-demand price × a ratio per series from
-  ``data/capacity/gcp_flex_start.csv`` (dated; on-demand itself where no discount figure can
-  be checked, so flex-start never looks cheaper than it may be).
+  to 7 days; priced from the billing catalog's DWS SKUs when a refresh read them
+  (``Catalog.flex_start_prices``), else as the type's on-demand price × a ratio per series from
+  ``data/capacity/gcp_flex_start.csv`` (dated, ESTIMATE; on-demand itself where no discount
+  figure can be checked, so flex-start never looks cheaper than it may be).
 - **reservation**: an AWS On-Demand Capacity Reservation (or a resource group of them) or a GCP
   reservation the user holds. Its machines are already paid: marginal cost 0. A plan needing
-  more machines than it holds runs the rest on-demand beside it with ``capacity.overflow`` on
-  AWS (``selector.capacity_overflow``), and is not offered on it otherwise. With
+  more machines than it holds runs the rest on-demand beside it with ``capacity.overflow``
+  (``selector.capacity_overflow``: on AWS the group prefers the reservation,
+  ``capacity-reservations-first``; on GCP one group, two versions: the reserved count from the
+  reservation, the rest without), and is not offered on it otherwise. With
   ``capacity.overflow`` the catalog's other offers stay feasible; without it the reservation is
   the only feasible offer.
 """
@@ -43,6 +46,7 @@ from pathlib import Path
 from selector.capacity_overflow import overflow_refusal
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.consumption import row_for
+from selector.flex_rates import FlexQuote, flex_quote, flex_start_rates
 from selector.obtainability import flex_queue_hours
 from selector.sizing import Rejection, Shape
 from selector.spec import WorkloadSpec
@@ -159,7 +163,10 @@ class CapacityTerms:
         """When gpufit tears a block's fleet down: before AWS starts terminating its instances."""
         if self.end is None:
             return None
-        return self.end - BLOCK_TERMINATION_LEAD - DEADLINE_MARGIN
+        # A calendar reservation's VMs are terminated "at specified end time" (compute.v1
+        # FutureReservation.reservationMode): no lead before it, gpufit's margin only.
+        lead = BLOCK_TERMINATION_LEAD if self.kind == "capacity-block" else timedelta(0)
+        return self.end - lead - DEADLINE_MARGIN
 
 
 def _csv(name: str) -> list[dict[str, str]]:
@@ -182,42 +189,6 @@ def reference_blocks() -> tuple[BlockQuote, ...]:
             )
         )
     return tuple(quotes)
-
-
-@dataclass(frozen=True, slots=True)
-class FlexRate:
-    """A flex-start price as a share of on-demand, for a series (``gcp_flex_start.csv``):
-    ``basis`` is the short reason the Capacity line shows, ``note`` the full evidence."""
-
-    series: str  # a glob of machine types
-    ratio: float
-    source: str
-    as_of: str
-    basis: str
-    note: str
-
-    @property
-    def estimate(self) -> bool:
-        return self.basis.startswith("ESTIMATE")
-
-
-@lru_cache(maxsize=1)
-def flex_start_rates() -> tuple[FlexRate, ...]:
-    """The flex-start rates of ``gcp_flex_start.csv``. Where no figure can be checked the row
-    prices flex-start at on-demand (ratio 1): Google promises only "a discount up to 53%", so
-    any lower figure could make flex-start look cheaper than it is."""
-    rows = []
-    for i, raw in enumerate(_csv("gcp_flex_start.csv")):
-        ratio = float(raw["on_demand_ratio"])
-        if not 0.47 <= ratio <= 1 or not raw["source_url"].startswith("https://") or not raw["basis"]:
-            raise ValueError(
-                f"gcp_flex_start.csv:{i + 2}: ratio in [0.47, 1] (Google: 'a discount up to 53%'), "
-                "an https source and a basis"
-            )
-        rows.append(
-            FlexRate(raw["series"], ratio, raw["source_url"], raw["as_of"], raw["basis"], raw["notes"])
-        )
-    return tuple(rows)
 
 
 def reference_quote(instance_type: str, region: str) -> BlockQuote | None:
@@ -423,41 +394,50 @@ def flex_start_offers(
             )
         ]
     rate = next((r for r in flex_start_rates() if fnmatch.fnmatchcase(it.name, r.series)), None)
-    if rate is None:
-        return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
     offers = []
-    for (cloud, name, region), price in sorted(catalog.on_demand_prices.items()):
-        if cloud != "gcp" or name != it.name:
-            continue
+    on_demand = {r: p for (c, n, r), p in catalog.on_demand_prices.items() if (c, n) == ("gcp", it.name)}
+    billed = {r: p for (n, r), p in catalog.flex_start_prices.items() if n == it.name}
+    for region in sorted(on_demand.keys() | billed.keys()):
         if regions and not any(fnmatch.fnmatchcase(region, r) for r in regions):
             continue
-        terms = CapacityTerms(
-            kind="flex-start",
-            estimate=rate.estimate,
-            source=rate.source,
-            as_of=rate.as_of,
-            note=f"{rate.ratio:g} × on-demand ${price:,.4f}/h ({rate.basis}): {rate.note}",
-            rate_basis=rate.basis,
-        )
+        # a type sold flex-start but not on demand (a3-highgpu-1g) is priced from its DWS SKUs only
+        quote = flex_quote(billed.get(region), rate, on_demand.get(region))
+        if quote is None:
+            continue
+        terms = _flex_terms(quote)
         offers.append(
             Offer(
                 instance=it,
                 region=region,
                 zone=None,
                 market="flex-start",
-                hourly_usd=price * rate.ratio,
-                source=rate.source,
-                as_of=rate.as_of,
-                confidence="low" if rate.estimate else "high",
+                hourly_usd=terms.rate_usd,
+                source=terms.source,
+                as_of=terms.as_of,
+                confidence="low" if terms.estimate else "high",
                 notes=terms.note,
                 capacity=terms,
             )
         )
+    if not offers and rate is None:
+        return [], [Rejection(CAPACITY_FILTER, f"no flex-start rate for {it.name}")]
     if not offers:
         return [], [
             Rejection(CAPACITY_FILTER, f"{it.name} has no on-demand price to derive a flex-start rate from")
         ]
     return offers, []
+
+
+def _flex_terms(quote: FlexQuote) -> CapacityTerms:
+    return CapacityTerms(
+        kind="flex-start",
+        estimate=quote.estimate,
+        source=quote.source,
+        as_of=quote.as_of,
+        note=quote.note,
+        rate_usd=quote.hourly_usd,
+        rate_basis=quote.basis,
+    )
 
 
 def reservation_offer(
@@ -514,6 +494,14 @@ def describe(offer: Offer, instances: int) -> str:
             f"({price}, as of {terms.as_of}; committed money, not refundable; the purchase needs "
             "gpufit:purchaseCapacityBlock: true)"
         )
+    if terms.kind == "calendar-reservation":
+        assert terms.start is not None and terms.end is not None
+        return (
+            f"calendar reservation {terms.block_instances} × {name} from {terms.start:%Y-%m-%d %H:%M} UTC to "
+            f"{terms.end:%Y-%m-%d %H:%M} UTC ({terms.days} d) at most ${terms.upfront_usd:,.2f} (on-demand "
+            f"rate, ESTIMATE, as of {terms.as_of}; committed once Google approves it; creating it needs "
+            "gpufit:createCalendarReservation: true)"
+        )
     if terms.kind == "flex-start":
         return (
             f"flex-start {name}: queued until capacity, then guaranteed for the run (at most 7 days; "
@@ -538,8 +526,20 @@ def capacity_to_dict(offer: Offer, instances: int) -> dict[str, object]:
         source=terms.source,
         as_of=terms.as_of or None,
         note=terms.note,
-        committed_usd=round(terms.upfront_usd, 2) if terms.kind == "capacity-block" else 0.0,
+        committed_usd=round(terms.upfront_usd, 2)
+        if terms.kind in ("capacity-block", "calendar-reservation")
+        else 0.0,
     )
+    if terms.kind == "calendar-reservation":
+        assert terms.start is not None and terms.end is not None
+        out["calendar"] = {
+            "start": terms.start.isoformat(),
+            "end": terms.end.isoformat(),
+            "days": terms.days,
+            "instances": terms.block_instances,
+            "at_most_usd": round(terms.upfront_usd, 2),
+            "confirmation": "gpufit:createCalendarReservation: true",
+        }
     if terms.kind == "capacity-block":
         assert terms.start is not None and terms.end is not None
         out["block"] = {

@@ -12,8 +12,12 @@ replica's plain instances beyond the reservation's count launch with the prefere
 runs as an On-Demand Instance", botocore ``ec2`` ``CapacityReservationSpecification``). A
 targeted launch alone never falls back ("capacity-reservations-only ... If capacity isn't
 available, the instance will fail to launch", same model), which is why the split must be
-asked for. The overflow is priced on-demand: its machines are launched on-demand, never spot.
-A cloud not in ``OVERFLOW_SPLIT_CLOUDS`` refuses a plan beyond its reservation.
+asked for. On GCP one regional MIG carries two versions
+(``providers.gcp.capacity.group_versions``): ``reserved``, ``targetSize.fixed`` = the
+reservation's count, on a template with the reservation's affinity, and ``overflow`` ("all
+remaining instances", compute.v1 ``InstanceGroupManager.versions``) on a template with
+``NO_RESERVATION``. The overflow is priced on-demand: its machines are launched on-demand, never
+spot. A cloud not in ``OVERFLOW_SPLIT_CLOUDS`` refuses a plan beyond its reservation.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from selector.sizing import Rejection, Shape
 from selector.spec import WorkloadSpec
 
-OVERFLOW_SPLIT_CLOUDS: frozenset[str] = frozenset({"aws"})
+OVERFLOW_SPLIT_CLOUDS: frozenset[str] = frozenset({"aws", "gcp"})
 """Clouds whose fleets gpufit splits across a reservation and on-demand capacity."""
 CAPACITY_FILTER = "capacity"
 

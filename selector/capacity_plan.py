@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 
+from selector.calendar_mode import calendar_offers
 from selector.capacity import (
     CAPACITY_FILTER,
     BlockAsk,
@@ -36,7 +37,7 @@ def capacity_preference(spec: WorkloadSpec, catalog_markets: dict[str, int | Non
     option's offers before the catalog's (whatever their cost); ``require`` allows only it;
     ``allow`` ranks it with the others by expected cost. A reservation is always allowed."""
     cap = spec.capacity
-    uses = {"capacity-block": cap.blocks, "flex-start": cap.flex_start}
+    uses = {"capacity-block": cap.blocks, "flex-start": cap.flex_start, "calendar-reservation": cap.calendar}
     prefs: dict[str, int | None] = {}
     preferred = any(u == "prefer" for u in uses.values())
     required = any(u == "require" for u in uses.values())
@@ -71,7 +72,7 @@ class CapacityOptions:
         catalog offer too (a lock's catalog keeps a capacity choice's type without one)."""
         groups = self.catalog.by_instance_type
         cap = self.spec.capacity
-        if cap.blocks == "no" and cap.flex_start == "no" and cap.reservation is None:
+        if cap.blocks == "no" and cap.flex_start == "no" and cap.calendar == "no" and cap.reservation is None:
             return groups
         have = {id(it) for it, _ in groups}
         return (*groups, *((it, ()) for it in self.catalog.instance_types if id(it) not in have))
@@ -99,6 +100,15 @@ class CapacityOptions:
             extra += found
             for rejection in why:
                 reject(rejection, 0, None)  # an option not offered: no catalog offer is counted
+        if cap.calendar != "no" and plain_vms:
+            reject(
+                Rejection(CAPACITY_FILTER, MULTI_NODE_GCP.format(option="a calendar reservation")), 0, None
+            )
+        elif cap.calendar != "no":
+            found, why = calendar_offers(self.spec, it, shape, hours, self.catalog, self._regions, self.today)
+            extra += found
+            for rejection in why:
+                reject(rejection, 0, None)
         held = cap.reservation
         if held is not None and plain_vms and held.cloud == "gcp" and held.instance_type == it.name:
             reject(Rejection(CAPACITY_FILTER, MULTI_NODE_GCP.format(option="a reservation")), 0, None)
@@ -123,8 +133,14 @@ class CapacityOptions:
                     len(allowed),
                     None,
                 )
-        elif "require" in (cap.blocks, cap.flex_start) and allowed:
-            option = "blocks" if cap.blocks == "require" else "flex_start"
+        elif "require" in (cap.blocks, cap.flex_start, cap.calendar) and allowed:
+            option = (
+                "blocks"
+                if cap.blocks == "require"
+                else "flex_start"
+                if cap.flex_start == "require"
+                else "calendar"
+            )
             reject(Rejection(CAPACITY_FILTER, f"capacity.{option}: require"), len(allowed), None)
             kept = ()
         return (*kept, *extra) if extra else kept
@@ -205,7 +221,11 @@ def capacity_alternatives(
                 continue
             terms = offer.capacity
             assert isinstance(terms, CapacityTerms)
-            billed = block_billed_hours(offer) if offer.market == "capacity-block" else hours
+            billed = (
+                block_billed_hours(offer)
+                if offer.market in ("capacity-block", "calendar-reservation")
+                else hours
+            )
             found.append(
                 CapacityAlternative(
                     kind=offer.market,

@@ -37,6 +37,7 @@ __all__ = [
     "SNAPSHOT_FILE",
     "Catalog",
     "CatalogError",
+    "FlexStartPrice",
     "GpuSpec",
     "InstanceType",
     "Market",
@@ -48,11 +49,11 @@ __all__ = [
     "sourced_only",
 ]
 
-Market = Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation"]
+Market = Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation", "calendar-reservation"]
 MARKETS: tuple[Market, ...] = ("on-demand", "spot")
 """The markets a catalog row is priced in; the others are the capacity options that
 ``selector.capacity`` offers per plan (a block, a flex-start request, a reservation held)."""
-CAPACITY_MARKETS: tuple[Market, ...] = ("capacity-block", "flex-start", "reservation")
+CAPACITY_MARKETS: tuple[Market, ...] = ("capacity-block", "flex-start", "reservation", "calendar-reservation")
 CLOUDS: tuple[str, ...] = ("aws", "gcp")
 INTERRUPTION_BUCKETS: tuple[str, ...] = ("<5%", "5-10%", "10-15%", "15-20%", ">20%")
 NODE_INTERCONNECTS: tuple[str, ...] = ("efa", "gpudirect-tcpx", "gpudirect-tcpxo", "gpudirect-rdma")
@@ -117,6 +118,17 @@ class Offer:
 
 
 @dataclass(frozen=True)
+class FlexStartPrice:
+    """A GCP flex-start $/h for a type in a region, read from the billing catalog's DWS SKUs on a
+    refresh (``flex_start_prices``), preferred to ``selector.capacity``'s per-series estimate."""
+
+    hourly_usd: float
+    source: str
+    as_of: str
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class Catalog:
     gpus: dict[str, GpuSpec]
     instance_types: tuple[InstanceType, ...]
@@ -129,6 +141,8 @@ class Catalog:
     """Offers kept for the record but never priced, each with its ``unpriced`` reason."""
     not_sold: tuple[str, ...] = ()
     """Why offers of this file were left out: their type is not sold in their market."""
+    flex_start_prices: dict[tuple[str, str], FlexStartPrice] = field(default_factory=dict)
+    """(instance type, region) → its flex-start price from a refresh (GCP, issue 26)."""
     wait_value_per_hour: float | None = None
     """A lock's catalog pins what an hour of waiting for capacity was worth when the plan was
     reviewed (``gitops.lock``); None: the plan works it out (``selector.select``)."""
@@ -491,7 +505,25 @@ def catalog_from_doc(doc: dict[str, Any], path: str, gpus: dict[str, GpuSpec] | 
         unpriced=tuple(o for o in offers if o.unpriced),
         not_sold=tuple(not_sold),
         wait_value_per_hour=_opt_number(doc, "wait_value_per_hour", path),
+        flex_start_prices=_flex_start_prices(doc, path),
     )
+
+
+def _flex_start_prices(doc: dict[str, Any], path: str) -> dict[tuple[str, str], FlexStartPrice]:
+    """``flex_start_prices``: GCP rows of a type, region, positive $/h, source and as_of."""
+    prices: dict[tuple[str, str], FlexStartPrice] = {}
+    for i, entry in enumerate(_entries(doc, "flex_start_prices", path)):
+        where = f"{path}: flex_start_prices[{i}]"
+        if entry.get("cloud") != "gcp":
+            raise CatalogError(f"{where}: cloud {entry.get('cloud')!r}, expected gcp (flex-start is GCP's)")
+        key = (_text(entry, "instance_type", where), _text(entry, "region", where))
+        prices[key] = FlexStartPrice(
+            _number(entry, "hourly_usd", where, strict=True),
+            _text(entry, "source", where),
+            _text(entry, "as_of", where),
+            str(entry.get("notes", "")),
+        )
+    return prices
 
 
 def _judged(offers: list[Offer]) -> tuple[list[Offer], list[str]]:

@@ -387,7 +387,7 @@ def capacity_billed_hours(offer: Offer) -> float | None:
     """The hours a capacity offer bills whatever the run (a Capacity Block's whole duration,
     the idle tail included: "The reservation fee is charged up front",
     https://aws.amazon.com/ec2/capacityblocks/pricing/); None for the others, billed as run."""
-    if offer.market != "capacity-block":
+    if offer.market not in ("capacity-block", "calendar-reservation"):  # a calendar window is held too
         return None
     from selector.capacity import block_billed_hours
 

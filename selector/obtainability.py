@@ -249,5 +249,10 @@ def _capacity(offer: Offer) -> Obtainability:
         p = float(table["flex-start"])
         queued = ("queued until capacity, then guaranteed for the run", "queue time unknown: an ESTIMATE")
         return Obtainability(p, level_of(p), queued, True)
+    if market == "calendar-reservation":
+        p = float(table["calendar-reservation"])
+        return Obtainability(
+            p, level_of(p), ("held from its start once Google approves it (ESTIMATE)",), True
+        )
     p = float(table["reservation"])
     return Obtainability(p, level_of(p), ("capacity held by the reservation",), estimated=False)

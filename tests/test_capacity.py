@@ -18,9 +18,10 @@ import pytest
 import yaml
 
 from catalog.capacity_blocks import block_offerings, quote_of
-from deployment import deployment_from_plan
-from deployment.capacity import flex_run_seconds, purchase_refusal
+from deployment import deployment_from_plan, iso_utc
+from deployment.capacity import calendar_refusal, flex_run_seconds, purchase_refusal
 from deployment.translate import lifetime_hours
+from selector.calendar_mode import calendar_days, calendar_offers
 from selector.capacity import (
     BLOCK_COUNTS,
     BlockAsk,
@@ -35,6 +36,7 @@ from selector.capacity_plan import block_asks, capacity_alternatives
 from selector.catalog import load_catalog
 from selector.report import plan_to_dict
 from selector.select import Plan, plan
+from selector.sizing import Rejection, fit, requirements
 from selector.spec import SpecError, WorkloadSpec, parse_spec
 from tests.fakes.ec2_capacity import FakeEc2Capacity, InvalidRequest, Offering, clients, duration_problem
 from tests.pulumi_harness import RecordingMocks, run_program
@@ -50,6 +52,7 @@ INSTANCE = "aws:ec2/instance:Instance"
 GCP_TEMPLATE = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
 GCP_GROUP = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
 RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
+FUTURE = "gcp:compute/futureReservation:FutureReservation"
 
 
 def _spec(path: Path) -> dict[str, Any]:
@@ -147,6 +150,14 @@ def test_capacity_example_plans_by_its_rules(path: Path) -> None:
         )
         assert doc["capacity"]["committed_usd"] == pytest.approx(terms.upfront_usd, abs=0.01)
         assert "up front" in doc["capacity"]["summary"]
+    if offer.market == "calendar-reservation":  # the whole window at the on-demand rate: the most it can cost
+        assert isinstance(terms, CapacityTerms) and terms.start is not None and terms.end is not None
+        assert terms.start.date() == cap.start_after and terms.estimate and offer.confidence == "low"
+        window = (terms.end - terms.start).total_seconds() / 3600
+        assert window >= cost.hours and window % 24 == 0
+        assert cost.compute_usd == pytest.approx(terms.upfront_usd)
+        assert terms.upfront_usd == pytest.approx(offer.hourly_usd * shape.instances * window)
+        assert doc["capacity"]["committed_usd"] == pytest.approx(terms.upfront_usd, abs=0.01)
     if offer.market == "flex-start":
         assert cost.hours <= 7 * 24 and cost.interruption_rate_per_h == 0
         assert "queued until capacity, then guaranteed for the run" in doc["capacity"]["summary"]
@@ -161,10 +172,12 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
     raw = _spec(path)
     result = _plan(raw)
     assert result.choice is not None
-    offer = result.choice.offer
+    offer, shape = result.choice.offer, result.choice.shape
     config: dict[str, Any] = {"gpufit:workload": raw, "gcp:project": "test-project"}
     if offer.market == "capacity-block":
         config["gpufit:purchaseCapacityBlock"] = True
+    if offer.market == "calendar-reservation":
+        config["gpufit:createCalendarReservation"] = True
     mocks, _ = run_program(config, NOW)
     d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
     if offer.market == "capacity-block":
@@ -190,7 +203,10 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
     elif offer.market == "reservation":
         held = parse_spec(raw).capacity.reservation
         assert held is not None
-        affinity = mocks.one(GCP_TEMPLATE).inputs["reservationAffinity"]
+        templates = {t.name: t for t in mocks.of_type(GCP_TEMPLATE)}
+        versions = mocks.one(GCP_GROUP).inputs["versions"]
+        reserved = templates[next(n for n in templates if not n.endswith("-overflow"))]
+        affinity = reserved.inputs["reservationAffinity"]
         if held.affinity == "any":
             assert affinity == {"type": "ANY_RESERVATION"}
         else:
@@ -201,6 +217,31 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
                     "values": [held.id],
                 },
             }
+        if shape.instances > held.count:  # overflow: the rest from a template without the reservation
+            assert len(templates) == 2 and len(versions) == 2
+            overflow = templates[next(n for n in templates if n.endswith("-overflow"))]
+            assert overflow.inputs["reservationAffinity"] == {"type": "NO_RESERVATION"}
+            assert versions[0]["targetSize"] == {"fixed": held.count}
+            assert "targetSize" not in versions[1]
+        else:
+            assert len(templates) == 1 and len(versions) == 1 and "targetSize" not in versions[0]
+    elif offer.market == "calendar-reservation":
+        terms = offer.capacity
+        assert isinstance(terms, CapacityTerms) and terms.start is not None and terms.end is not None
+        request = mocks.one(FUTURE).inputs
+        assert (
+            request["reservationMode"] == "CALENDAR" and request["autoDeleteAutoCreatedReservations"] is True
+        )
+        assert request["timeWindow"] == {"startTime": iso_utc(terms.start), "endTime": iso_utc(terms.end)}
+        assert request["specificSkuProperties"]["totalCount"] == str(d.nodes)
+        template = mocks.one(GCP_TEMPLATE).inputs
+        assert template["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+        assert template["reservationAffinity"]["specificReservation"]["values"] == [
+            request["reservationName"]
+        ]
+        group = mocks.one(GCP_GROUP).inputs
+        assert group["targetSize"] == 0 and group["distributionPolicyZones"] == [request["zone"]]
+        assert d.expires_at == terms.deadline < terms.end  # type: ignore[operator]
     elif offer.market == "flex-start":
         scheduling = mocks.one(GCP_TEMPLATE).inputs["scheduling"]
         assert scheduling["provisioningModel"] == "FLEX_START"
@@ -214,6 +255,57 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
 
 
 # --- purchases are confirmed, priced and never made on a stale quote ---------------------------
+
+
+def test_an_unconfirmed_calendar_reservation_is_refused_with_its_cost_before_anything_is_created() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    mocks = RecordingMocks()
+    with pytest.raises(pulumi.RunError, match=r"calendar reservation not confirmed: .*up to \$[\d,]+\.\d\d .*"
+                       r"gpufit:createCalendarReservation true"):  # fmt: skip
+        run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW, mocks=mocks)
+    assert mocks.resources == []
+
+
+def test_a_calendar_window_must_start_after_today_and_a_past_one_is_refused() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    raw["capacity"] = {**raw["capacity"], "start_after": TODAY.isoformat()}
+    spec, catalog = parse_spec(raw), load_catalog()
+    it = next(t for t in catalog.instance_types if t.name == "a3-highgpu-8g")
+    shape = fit(requirements(spec), it)
+    assert not isinstance(shape, Rejection)
+    offers, why = calendar_offers(spec, it, shape, 5.0, catalog, (), TODAY)
+    assert not offers and "a day after today" in why[0].reason
+    assert _plan(raw).choice is None
+    planned = _plan(_spec(FIXTURES / "calendar-gcp-finetune.yaml"))
+    d = deployment_from_plan(planned, stack="s", project="p", created_at=NOW)
+    assert calendar_refusal(d.capacity, True, NOW) is None
+    late = calendar_refusal(d.capacity, True, datetime(2026, 12, 10, 1, tzinfo=UTC))
+    assert late is not None and "has passed" in late
+
+
+def test_a_calendar_window_covers_the_job_with_the_start_and_deadline_margins() -> None:
+    assert calendar_days(24.0 - 0.1) == 1 and calendar_days(24.1) == 2 and calendar_days(90 * 24 + 1) is None
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    result = _plan(raw)
+    assert result.choice is not None
+    terms = result.choice.offer.capacity
+    assert isinstance(terms, CapacityTerms) and terms.end is not None and terms.start is not None
+    window = (terms.end - terms.start).total_seconds() / 3600
+    assert window >= result.choice.cost.hours + 11 / 60
+
+
+def test_a_calendar_group_waits_at_zero_and_is_resized_at_the_reservations_start() -> None:
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
+    mocks, _ = run_program(config, NOW)
+    group = mocks.one(GCP_GROUP).inputs
+    jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
+    start = jobs["start"]
+    assert start["schedule"] == "1 0 10 12 *"  # a minute after 2026-12-10 00:00 UTC
+    assert start["httpTarget"]["uri"].endswith(f"/instanceGroupManagers/{group['name']}/resize?size=1")
+    assert start["httpTarget"]["oauthToken"] == jobs["deadline"]["httpTarget"]["oauthToken"]
+    assert mocks.requests[(FUTURE, mocks.one(FUTURE).name)].retainOnDelete is True
+    assert not mocks.of_type(RESIZE)
 
 
 def _block_raw() -> dict[str, Any]:
@@ -279,6 +371,36 @@ def test_a_reservation_too_small_without_overflow_is_infeasible_and_says_why() -
     assert "capacity.overflow: true runs the other 2 on-demand beside it" in why
 
 
+def test_a_gcp_group_runs_the_reserved_count_on_its_reservation_and_the_rest_on_demand() -> None:
+    """One MIG, two versions: exactly the reservation's count from the template that targets
+    it, every other VM from one that consumes no reservation; priced $0 + on-demand."""
+    raw = _spec(FIXTURES / "reservation-gcp-overflow.yaml")
+    result = _plan(raw)
+    assert result.choice is not None
+    choice = result.choice
+    assert choice.offer.market == "reservation" and choice.shape.instances == 3
+    assert choice.cost.hourly_usd == pytest.approx(2 * choice.offer.hourly_usd)
+    assert "1 × a2-highgpu-1g already paid, 2 more on-demand" in describe_capacity(choice.offer, 3)
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    group = mocks.one(GCP_GROUP)
+    assert group.inputs["targetSize"] == 3
+    by_link = {
+        f"projects/test-project/regions/r/instanceTemplates/{t.name}": t for t in mocks.of_type(GCP_TEMPLATE)
+    }
+    specific = [
+        v
+        for v in group.inputs["versions"]
+        if "team-a100-pool" in json.dumps(by_link[v["instanceTemplate"]].inputs)
+    ]
+    assert [v.get("targetSize") for v in specific] == [{"fixed": 1}]
+    rest = [v for v in group.inputs["versions"] if v not in specific]
+    assert len(rest) == 1 and "targetSize" not in rest[0]
+    assert by_link[rest[0]["instanceTemplate"]].inputs["reservationAffinity"]["type"] == "NO_RESERVATION"
+    without = {**raw, "capacity": {"reservation": raw["capacity"]["reservation"]}}
+    refused = _plan(without)
+    assert refused.choice is None and "capacity.overflow: true" in refused.rejection_examples["capacity"]
+
+
 def test_a_resource_group_reservation_is_targeted_by_arn() -> None:
     raw = _spec(FIXTURES / "reservation-aws-odcr.yaml")
     arn = "arn:aws:resource-groups:us-east-1:123456789012:group/gpu-pool"
@@ -340,6 +462,48 @@ def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str |
         seen.append((request.inputs, duration, set(mocks.requests[(RESIZE, request.name)].ignoreChanges)))
     assert seen[0][:2] == seen[1][:2]
     assert {"requestedRunDuration", "resizeBy"} <= seen[1][2]
+
+
+def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_resize() -> None:
+    """The deadline's account cancels the request (``compute.instanceGroupManagers.update`` on
+    this group, which it already holds: no wider role) a minute before resizing to 0; the
+    group is set up as pulumi-gcp's resize-request example (one zone, no repair)."""
+    raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    request = mocks.one(RESIZE)
+    jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
+    cancel, resize = jobs["cancel"], jobs["deadline"]
+    group = mocks.one(GCP_GROUP).inputs
+    assert cancel["httpTarget"]["httpMethod"] == "POST"
+    assert cancel["httpTarget"]["uri"] == (
+        "https://compute.googleapis.com/compute/v1/projects/test-project/regions/"
+        f"{group['region']}/instanceGroupManagers/{group['name']}/resizeRequests/"
+        f"{request.inputs['name']}/cancel"
+    )
+    assert cancel["httpTarget"]["oauthToken"] == resize["httpTarget"]["oauthToken"]
+    minute, hour, *_ = resize["schedule"].split()
+    c_minute, c_hour, *_ = cancel["schedule"].split()
+    assert (int(hour) * 60 + int(minute)) - (int(c_hour) * 60 + int(c_minute)) in (
+        1,
+        2,
+        1 - 24 * 60,
+        2 - 24 * 60,
+    )
+    role = mocks.one("gcp:projects/iAMCustomRole:IAMCustomRole").inputs
+    assert sorted(role["permissions"]) == [
+        "compute.instanceGroupManagers.get",
+        "compute.instanceGroupManagers.update",
+    ]
+    assert group["distributionPolicyTargetShape"] == "ANY_SINGLE_ZONE"
+    assert group["instanceLifecyclePolicy"] == {"defaultActionOnFailure": "DO_NOTHING"}
+    assert group["updatePolicy"]["instanceRedistributionType"] == "NONE"
+
+
+def test_only_a_flex_stack_has_a_cancel_job_and_a_no_repair_group() -> None:
+    raw = _spec(FIXTURES / "reservation-gcp-specific.yaml")
+    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    assert len(mocks.of_type("gcp:cloudscheduler/job:Job")) == 1
+    assert "instanceLifecyclePolicy" not in mocks.one(GCP_GROUP).inputs
 
 
 def test_flex_start_prices_scale_the_on_demand_price_and_never_interrupt() -> None:

@@ -8,11 +8,12 @@ on 127.0.0.1 (anonymous credentials, as with Google's emulators). No test sleeps
 from __future__ import annotations
 
 import csv
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import date
+from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +22,14 @@ import pytest
 from catalog.gcp import GcpCatalogFetcher
 from catalog.gcp.machine_types import N1_LIMITS, SOURCE_COMPUTE
 from catalog.gcp.prices import SOURCE_BILLING, family_keys, gpu_key, vm_family_key
-from catalog.refresh import FetchResult
+from catalog.refresh import FetchResult, merge
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.gcp import check_endpoint
-from selector.catalog import catalog_from_doc
+from gitops.lock import locked_catalog, make_lock, reviewed_difference
+from selector.capacity import describe as describe_capacity
+from selector.catalog import catalog_from_doc, load_gpus
+from selector.select import plan
+from selector.spec import parse_spec
 from tests.gcp_fake import FakeGcp, accelerator_type, machine_type, sku
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -148,6 +153,19 @@ def world_skus() -> list[dict[str, Any]]:
         sku("A2 Instance Core running in Americas", "CPU", od, AMERICAS, 0.031611),
         sku("A2 Instance Ram running in Americas", "RAM", od, AMERICAS, 0.004237, "GiBy.h"),
         sku("Nvidia Tesla A100 GPU running in Americas", "GPU", od, AMERICAS, 2.933908),
+        # flex-start (DWS Defined Duration), billed OnDemand; A2 only: A3 keeps the estimate
+        sku("DWS Defined Duration A2 Core running in Americas", "CPU", od, AMERICAS, 0.01739),
+        sku("DWS Defined Duration A2 Ram running in Americas", "RAM", od, AMERICAS, 0.00233, "GiBy.h"),
+        sku(
+            "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs running in Americas",
+            "GPU",
+            od,
+            AMERICAS,
+            1.61365,
+        ),
+        sku(
+            "Reserved Nvidia Tesla A100 GPU in Americas in Calendar Mode", "GPU", od, AMERICAS, 1.7
+        ),  # skipped
         sku("E2 Instance Core running in Americas", "CPU", od, AMERICAS, 0.021811),  # a family not used
         sku("Storage PD Capacity", "PDStandard", od, US, 0.04, "GiBy.mo"),  # not a VM part
         sku("Nvidia Quantum Q1000 GPU running in Iowa", "GPU", od, US, 1.0),  # unknown GPU model
@@ -416,12 +434,82 @@ def test_result_loads_as_a_catalog(result: FetchResult) -> None:
         o for o in result.offers if o["instance_type"] == "a3-highgpu-2g" and o["market"] == "on-demand"
     ]
     assert not_sold and len(catalog.offers) == len(result.offers) - len(not_sold) > 40
-    assert catalog.not_sold == ("gcp a3-highgpu-2g is not sold on-demand (gcp.csv:7: "
-                                "https://docs.cloud.google.com/compute/docs/accelerator-optimized-machines)",)
+    assert catalog.not_sold == (
+        "gcp a3-highgpu-2g is not sold on-demand (gcp.csv:7: "
+        "https://docs.cloud.google.com/compute/docs/accelerator-optimized-machines)",
+    )
     assert {o.source for o in catalog.offers} <= set(result.sources)
     assert {t.source for t in catalog.instance_types} <= set(result.sources)
     assert {o.instance.name for o in catalog.offers} == {t.name for t in catalog.instance_types}
     assert result.regions_ok == set(REGIONS) and not result.regions_failed
+
+
+def test_flex_start_rates_come_from_the_dws_skus_and_win_over_the_estimate(result: FetchResult) -> None:
+    """a2-highgpu-1g: 12 vCPU x 0.01739 + 85 GiB x 0.00233 + 1 x A100 1.61365 = 2.0202;
+    A3 has no DWS SKU in the fake billing catalog: no row, the CSV's estimate stands."""
+    rows = {(f["instance_type"], f["region"]): f for f in result.flex_start or []}
+    row = rows[("a2-highgpu-1g", "us-central1")]
+    assert row["hourly_usd"] == pytest.approx(12 * 0.01739 + 85 * 0.00233 + 1.61365, abs=1e-5)
+    assert (row["source"], row["as_of"], row["cloud"]) == (SOURCE_BILLING, "2026-12-03", "gcp")
+    assert not any(name.startswith("a3-") for name, _ in rows)
+    # the DWS and calendar-mode SKUs never price the on-demand offer
+    assert price(result, "a2-highgpu-1g", "us-central1", "on-demand") == pytest.approx(
+        12 * 0.031611 + 85 * 0.004237 + 2.933908, abs=1e-5
+    )
+    doc = {
+        "schema_version": 1,
+        "as_of": "2026-12-03",
+        "source": "test",
+        "sources": result.sources,
+        "instance_types": result.instance_types,
+        "offers": result.offers,
+        "flex_start_prices": result.flex_start,
+    }
+    catalog = catalog_from_doc(doc, "gcp refresh")
+    spec = parse_spec(
+        {
+            "name": "flex",
+            "task": "batch",
+            "model": {"preset": "qwen2.5-7b"},
+            "precision": "bf16",
+            "serving": {"context_tokens": 4096, "concurrency": 32, "tokens": 1.5e8},
+            "teardown": {"ttl": "3d"},
+            "placement": {"clouds": ["gcp"], "instance_types": ["a2-highgpu-1g"]},
+            "capacity": {"flex_start": "require"},
+            "job": {"command": "python gen.py --resume"},
+        }
+    )
+    chosen = plan(spec, catalog, today=TODAY)
+    assert chosen.choice is not None and chosen.choice.offer.market == "flex-start"
+    assert chosen.choice.offer.hourly_usd == pytest.approx(row["hourly_usd"])
+    assert chosen.choice.offer.confidence == "high"
+    assert "DWS SKUs of the Cloud Billing Catalog" in describe_capacity(chosen.choice.offer, 1)
+    # a lock of the plan keeps the billed price, so its replan is the reviewed choice
+    lock = json.loads(json.dumps(make_lock(chosen, Path("flex.yaml"), datetime(2026, 12, 3, tzinfo=UTC))))
+    replanned = plan(spec, locked_catalog(lock, load_gpus()), today=TODAY)
+    assert reviewed_difference(lock, replanned) is None
+    assert replanned.choice is not None and replanned.choice.offer.hourly_usd == pytest.approx(
+        row["hourly_usd"]
+    )
+    without = catalog_from_doc({**doc, "flex_start_prices": []}, "gcp refresh")
+    estimate = plan(spec, without, today=TODAY)
+    assert estimate.choice is not None and estimate.choice.offer.confidence == "low"
+    assert estimate.choice.offer.hourly_usd == pytest.approx(
+        0.55 * price(result, "a2-highgpu-1g", "us-central1", "on-demand")
+    )
+
+
+def test_a_refresh_replaces_the_flex_rows_of_the_regions_it_refreshed_only() -> None:
+    def row(region: str, usd: float) -> dict[str, Any]:
+        return {"cloud": "gcp", "instance_type": "a2-highgpu-1g", "region": region, "hourly_usd": usd,
+                "source": SOURCE_BILLING, "as_of": "2026-11-01", "notes": ""}  # fmt: skip
+
+    previous = {"schema_version": 1, "flex_start_prices": [row("us-central1", 2.5), row("asia-east1", 2.6)]}
+    fresh = FetchResult(cloud="gcp", regions_ok={"us-central1"}, flex_start=[row("us-central1", 2.02)])
+    doc, _ = merge(previous, [fresh], datetime(2026, 12, 3, tzinfo=UTC))
+    assert sorted((f["region"], f["hourly_usd"]) for f in doc["flex_start_prices"]) == [
+        ("asia-east1", 2.6), ("us-central1", 2.02),
+    ]  # fmt: skip
 
 
 # ---------------------------------------------------------------------- billing SKUs

@@ -50,7 +50,7 @@ from catalog.gcp.machine_types import (
     bundled_type,
     n1_type,
 )
-from catalog.gcp.prices import EXAMPLES, SOURCE_BILLING, PriceBook, gpu_key, price_offer
+from catalog.gcp.prices import EXAMPLES, FLEX_START, SOURCE_BILLING, PriceBook, gpu_key, price_offer
 from catalog.refresh import FetchResult
 from cloudapi.calls import AuthError, CallCounter
 from cloudapi.gcp import (
@@ -62,6 +62,9 @@ from cloudapi.gcp import (
     check_endpoint,
 )
 from selector.catalog import gpu_by_alias, load_gpus
+
+FLEX_ROW_KEYS = ("cloud", "instance_type", "region", "hourly_usd", "source", "as_of", "notes")
+"""A ``flex_start_prices`` row of the catalog document (``selector.catalog``)."""
 
 
 class GcpCatalogFetcher(GcpCatalogClient):
@@ -243,6 +246,7 @@ class GcpCatalogFetcher(GcpCatalogClient):
         bundled_accelerators: set[str] = set()
         unlimited: set[str] = set()
         offers: list[dict[str, Any]] = []
+        flex_start: list[dict[str, Any]] = []
 
         for region in regions:
             machine_types = sorted(
@@ -314,11 +318,19 @@ class GcpCatalogFetcher(GcpCatalogClient):
                         unpriced.append(f"{name} {region} {market} ({offer})")
                     else:
                         offers.append(offer)
+                # issue 26: the flex-start rate where every part has a DWS SKU (else the
+                # selector's per-series estimate stands)
+                flex = price_offer(name, mt, accelerator, count, region, [], FLEX_START, book, today)
+                if not isinstance(flex, str):
+                    flex_start.append({k: flex[k] for k in FLEX_ROW_KEYS})
 
         priced = {o["instance_type"] for o in offers}
         result.instance_types = [types[name] for name in sorted(types) if name in priced]
         result.offers = offers
+        result.flex_start = flex_start
         notes = result.notes
+        if flex_start:
+            notes.append(f"flex-start (DWS Defined Duration SKUs): {len(flex_start)} type/region rates")
         if unknown_gpu:
             listed = ", ".join(f"{name} ({gpu})" for name, gpu in sorted(unknown_gpu.items()))
             notes.append(f"left out, GPU not in the GPU facts table: {listed}")

@@ -38,6 +38,21 @@ _GPU_SKU = re.compile(
     r"(?:\s+attached\s+to\s+spot\s+preemptible\s+vms)?\s+running\s+in\s+\S",
     re.IGNORECASE,
 )
+_DWS_VM_SKU = re.compile(
+    r"^dws\s+defined\s+duration\s+(?P<family>.+?)\s+(?:instance\s+)?(?P<part>core|ram)\s+running\s+in\s+\S",
+    re.IGNORECASE,
+)
+_DWS_GPU_SKU = re.compile(
+    r"^nvidia\s+(?P<model>.+?)(?:\s+gpu)?\s+attached\s+to\s+dws\s+defined\s+duration\s+vms\s+running\s+in\s+\S",
+    re.IGNORECASE,
+)
+"""Flex-start (Dynamic Workload Scheduler) SKUs, usage type OnDemand: "DWS Defined Duration A2
+Core|Ram running in Americas", "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs
+running in Americas" (the Compute Engine SKUs of the Cloud Billing Catalog, service
+6F81-5844-456A, as the DWS billing names are quoted by public readers of it; Google's SKU
+list, https://cloud.google.com/skus/?filter=DWS, is the authority). Filed under the market
+``flex-start``; "DWS Flex Start" (H4D only) and calendar mode are not read."""
+FLEX_START = "flex-start"
 GPU_WORD_SYNONYMS = {"plus": "mega"}
 """Billing names the A3 Mega GPU "H100 80GB Mega" in some regions and "H100 80GB Plus" in others
 (SkyPilot's fetch_gcp.py matches both for nvidia-h100-mega-80gb)."""
@@ -134,6 +149,10 @@ def read_sku(sku: billing_v1.Sku, regions: set[str], book: PriceBook) -> None:
     if group not in PRICED_GROUPS or market is None or not covered:
         return
     description = " ".join(sku.description.split())
+    dws = _dws_part(description) if market == "on-demand" else None
+    if dws is not None:
+        _file(sku, group, description, *dws, FLEX_START, covered, book)
+        return
     if NOT_LIST_PRICE.search(description):
         book.skipped += 1
         return
@@ -158,6 +177,31 @@ def read_sku(sku: billing_v1.Sku, regions: set[str], book: PriceBook) -> None:
             book.unattributed_sku(group, description, sku.sku_id, f"{part} SKU in resource group {group}")
             return
         key = vm_family_key(vm.group("family"))
+    _file(sku, group, description, part, key, market, covered, book)
+
+
+def _dws_part(description: str) -> tuple[str, str] | None:
+    """(part, key) of a flex-start SKU (``_DWS_VM_SKU``, ``_DWS_GPU_SKU``), None for others."""
+    gpu = _DWS_GPU_SKU.match(description)
+    if gpu is not None:
+        return "gpu", gpu_key(gpu.group("model"))
+    vm = _DWS_VM_SKU.match(description)
+    if vm is not None:
+        return vm.group("part").lower(), vm_family_key(vm.group("family"))
+    return None
+
+
+def _file(
+    sku: billing_v1.Sku,
+    group: str,
+    description: str,
+    part: str,
+    key: str,
+    market: str,
+    covered: list[str],
+    book: PriceBook,
+) -> None:
+    """File the SKU's unit price for ``part``/``key`` in ``covered`` regions, or say why not."""
     price = _unit_price(sku)
     if price is None:
         book.unattributed_sku(group, description, sku.sku_id, "no tiered rate")

@@ -373,21 +373,22 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         termination = template_termination_time(d)
-        self.template = instance_template(
-            f"{base}-tmpl",
-            d,
-            TemplateInputs(
-                base=base,
-                labels=labels,
-                tag=tag,
-                subnetwork=subnetwork,
-                service_account_email=self.service_account.email,
-                startup_script=pulumi.Output.all(self.bucket.name, names).apply(
-                    lambda v: _startup_script(d, project, self.secrets, v)
-                ),
-                termination=termination,
+        template_inputs = TemplateInputs(
+            base=base,
+            labels=labels,
+            tag=tag,
+            subnetwork=subnetwork,
+            service_account_email=self.service_account.email,
+            startup_script=pulumi.Output.all(self.bucket.name, names).apply(
+                lambda v: _startup_script(d, project, self.secrets, v)
             ),
-            child,
+            termination=termination,
+        )
+        self.template = instance_template(f"{base}-tmpl", d, template_inputs, child)
+        self.overflow_template = (  # issue 26: the on-demand VMs beside a reservation
+            instance_template(f"{base}-overflow", d, replace(template_inputs, overflow=True), child)
+            if capacity.overflow_nodes(d)
+            else None
         )
         flexibility = (
             gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(
@@ -401,7 +402,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             if len(placement.members) > 1
             else None
         )
-        zones = list(placement.zones)
+        zones = capacity.group_zones(d, list(placement.zones))
         # The VMs wait for their grants so the boot script can write and leave from its first minute.
         # Finished VMs lower the target size and the deadline sets it to 0: a later `pulumi up
         # --refresh` must not raise it back. The zones are looked up afresh on every `pulumi up`,
@@ -420,14 +421,15 @@ class GcpGpuFleet(pulumi.ComponentResource):
             region=region,
             base_instance_name=base[:50],
             description=f"gpufit {d.workload} ({d.stack}): resized to 0 at {iso_utc(d.expires_at)}",
-            versions=[
-                gcp.compute.RegionInstanceGroupManagerVersionArgs(
-                    name="primary", instance_template=self.template.self_link
-                )
-            ],
+            versions=capacity.group_versions(
+                d,
+                self.template.self_link,
+                self.overflow_template.self_link if self.overflow_template is not None else None,
+            ),
             target_size=capacity.initial_size(d),
             distribution_policy_zones=zones,
-            distribution_policy_target_shape=target_shape(d),
+            distribution_policy_target_shape=capacity.target_shape(d, target_shape(d)),
+            instance_lifecycle_policy=capacity.lifecycle_policy(d),
             instance_flexibility_policy=flexibility,
             update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
                 type="OPPORTUNISTIC",
@@ -473,6 +475,26 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
+            ),
+        )
+
+        self.flex_cancel = capacity.cancel_job(  # issue 26: a request still queued at the deadline
+            base,
+            d,
+            (project, group_name, self.deadline_account.email),
+            self.flex_request,
+            pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
+            ),
+        )
+
+        self.calendar = capacity.calendar_resources(  # issue 26: a calendar-mode reservation
+            base,
+            d,
+            zones[0],
+            (project, group_name, self.deadline_account.email),
+            pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
             ),
         )

@@ -27,6 +27,7 @@ class TemplateInputs:
     service_account_email: Any
     startup_script: Any
     termination: str | None
+    overflow: bool = False  # the on-demand VMs beside a reservation (``capacity.group_versions``)
 
 
 def instance_template(
@@ -76,7 +77,7 @@ def instance_template(
             )
         ],
         scheduling=capacity.scheduling(d, given.termination),
-        reservation_affinity=capacity.reservation_affinity(d),  # issue 26
+        reservation_affinity=capacity.reservation_affinity(d, given.overflow, given.base),  # issue 26
         service_account=gcp.compute.RegionInstanceTemplateServiceAccountArgs(
             email=given.service_account_email, scopes=[CLOUD_PLATFORM_SCOPE]
         ),

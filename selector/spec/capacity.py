@@ -2,6 +2,8 @@
 
 ``blocks``: EC2 Capacity Blocks for ML (``no`` by default: a block is money paid up front);
 ``flex_start``: GCP Dynamic Workload Scheduler flex-start (queued, then guaranteed for the run);
+``calendar``: a GCP future reservation in calendar mode from ``start_after`` (held and billed
+for its whole window);
 ``start_after``/``start_before``: the window a block may start in; ``reservation``: capacity
 the user already holds (an AWS On-Demand Capacity Reservation or resource group, a GCP
 reservation), described in full because gpufit plans offline; ``overflow``: whether the catalog's
@@ -99,26 +101,38 @@ class CapacitySpec(Strict):
         description="GCP flex-start (Dynamic Workload Scheduler), jobs up to 7 days: queued until "
         "capacity, then guaranteed for the run",
     )
-    start_after: date | None = Field(None, description="a block starts on or after this date (UTC)")
+    calendar: Use = Field(
+        "no",
+        description="GCP future reservation in calendar mode, from capacity.start_after for whole days "
+        "(1-90): held for the whole window and billed for it; its creation needs "
+        "gpufit:createCalendarReservation: true",
+    )
+    start_after: date | None = Field(
+        None, description="a block or calendar reservation starts on or after this date (UTC)"
+    )
     start_before: date | None = Field(None, description="a block starts on or before this date (UTC)")
     reservation: ReservationSpec | None = Field(
         None, description="capacity already held: the plan runs on it (priced as paid)"
     )
     overflow: bool = Field(
         False,
-        description="with a reservation: the catalog's other offers stay feasible, and on AWS a plan "
+        description="with a reservation: the catalog's other offers stay feasible, and a plan "
         "needing more machines than the reservation holds runs the rest on-demand beside it "
-        "(the group prefers the reservation: capacity-reservations-first)",
+        "(AWS: the group prefers the reservation, capacity-reservations-first; GCP: one group, a "
+        "reserved version and an on-demand version)",
     )
 
     @model_validator(mode="after")
     def _window(self) -> CapacitySpec:
         if self.start_after and self.start_before and self.start_before < self.start_after:
             raise ValueError(f"start_before {self.start_before} is before start_after {self.start_after}")
-        if (self.start_after or self.start_before) and self.blocks == "no":
+        if (self.start_after or self.start_before) and self.blocks == "no" and self.calendar == "no":
             raise ValueError(
-                "start_after/start_before bound a Capacity Block: set blocks: allow, prefer or require"
+                "start_after/start_before bound a Capacity Block or a calendar reservation: set blocks "
+                "or calendar to allow, prefer or require"
             )
+        if self.calendar != "no" and self.start_after is None:
+            raise ValueError("calendar: a calendar-mode reservation starts on capacity.start_after: give it")
         if self.overflow and self.reservation is None:
             raise ValueError("overflow goes with a reservation")
         return self
@@ -131,8 +145,10 @@ def capacity_problems(capacity: CapacitySpec, clouds: list[str], task: str) -> l
         problems.append("capacity.blocks: require needs aws in placement.clouds (Capacity Blocks are EC2's)")
     if capacity.flex_start == "require" and "gcp" not in clouds:
         problems.append("capacity.flex_start: require needs gcp in placement.clouds (flex-start is GCP's)")
-    if capacity.blocks == "require" and capacity.flex_start == "require":
-        problems.append("capacity: blocks and flex_start cannot both be require")
+    if capacity.calendar == "require" and "gcp" not in clouds:
+        problems.append("capacity.calendar: require needs gcp in placement.clouds (calendar mode is GCP's)")
+    if [capacity.blocks, capacity.flex_start, capacity.calendar].count("require") > 1:
+        problems.append("capacity: only one of blocks, flex_start and calendar can be require")
     if capacity.reservation is not None and capacity.reservation.cloud not in clouds:
         problems.append(
             f"capacity.reservation is {capacity.reservation.cloud}'s: placement.clouds must include it"

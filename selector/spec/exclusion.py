@@ -41,9 +41,10 @@ class ExcludeSpec(Strict):
     cloud: Cloud
     region: str = Field(..., description="region name or glob")
     instance_type: str = Field(..., description="instance type name or glob")
-    market: Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation"] | None = Field(
-        None, description="only this market (default: all)"
-    )
+    market: (
+        Literal["on-demand", "spot", "capacity-block", "flex-start", "reservation", "calendar-reservation"]
+        | None
+    ) = Field(None, description="only this market (default: all)")
     reason: str | None = Field(
         None,
         max_length=REASON_MAX,

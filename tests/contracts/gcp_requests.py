@@ -220,6 +220,38 @@ def region_resize_request(r: Resource, s: Stack) -> list[Body]:
     ]
 
 
+def future_reservation(r: Resource, s: Stack) -> list[Body]:
+    """futureReservations.insert (the zone is a path parameter): terraform's expanders map each
+    input onto the field of the same name, ``specificSkuProperties.instanceProperties
+    .guestAccelerators`` included."""
+    window = r.get("timeWindow") or {}
+    sku = r.get("specificSkuProperties") or {}
+    props = sku.get("instanceProperties") or {}
+    body = _some(
+        name=name_of(r),
+        description=r.get("description"),
+        reservationMode=r.get("reservationMode"),
+        planningStatus=r.get("planningStatus"),
+        autoDeleteAutoCreatedReservations=r.get("autoDeleteAutoCreatedReservations"),
+        specificReservationRequired=r.get("specificReservationRequired"),
+        reservationName=r.get("reservationName"),
+        timeWindow=_some(startTime=window.get("startTime"), endTime=window.get("endTime")),
+        specificSkuProperties=_some(
+            totalCount=sku.get("totalCount"),
+            instanceProperties=_some(
+                machineType=props.get("machineType"),
+                guestAccelerators=[
+                    _some(
+                        acceleratorType=g.get("acceleratorType"), acceleratorCount=g.get("acceleratorCount")
+                    )
+                    for g in props.get("guestAccelerators") or []
+                ],
+            ),
+        ),
+    )
+    return [Body("compute.v1", "FutureReservation", "compute.futureReservations.insert", body)]
+
+
 def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
     update = r.get("updatePolicy") or {}
     flexibility = r.get("instanceFlexibilityPolicy") or {}
@@ -230,7 +262,15 @@ def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
         description=r.get("description"),
         targetSize=r.get("targetSize"),
         versions=[
-            _some(name=v.get("name"), instanceTemplate=v.get("instanceTemplate"))
+            _some(
+                name=v.get("name"),
+                instanceTemplate=v.get("instanceTemplate"),
+                targetSize=_some(
+                    fixed=(v.get("targetSize") or {}).get("fixed"),
+                    percent=(v.get("targetSize") or {}).get("percent"),
+                )
+                or None,
+            )
             for v in r.get("versions") or []
         ],
         distributionPolicy=_some(
@@ -256,6 +296,9 @@ def region_instance_group_manager(r: Resource, s: Stack) -> list[Body]:
         autoHealingPolicies=[
             _some(healthCheck=h.get("healthCheck"), initialDelaySec=h.get("initialDelaySec")) for h in healing
         ],
+        instanceLifecyclePolicy=_some(
+            defaultActionOnFailure=(r.get("instanceLifecyclePolicy") or {}).get("defaultActionOnFailure")
+        ),
     )
     return [Body("compute.v1", "InstanceGroupManager", "compute.regionInstanceGroupManagers.insert", body)]
 
@@ -520,6 +563,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
     "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate": region_instance_template,
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": region_instance_group_manager,
     "gcp:compute/regionResizeRequest:RegionResizeRequest": region_resize_request,
+    "gcp:compute/futureReservation:FutureReservation": future_reservation,
     "gcp:compute/network:Network": _simple(
         "Network",
         "compute.networks.insert",
@@ -606,6 +650,7 @@ PROVIDER_ONLY: dict[str, frozenset[str]] = {
     "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
         {"region", "project", "instanceGroupManager"}
     ),
+    "gcp:compute/futureReservation:FutureReservation": frozenset({"zone", "project"}),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {"region", "waitForInstances", "project"}
     ),
@@ -677,6 +722,19 @@ MAPPED: dict[str, frozenset[str]] = {
     "gcp:compute/regionResizeRequest:RegionResizeRequest": frozenset(
         {"name", "description", "resizeBy", "requestedRunDuration"}
     ),
+    "gcp:compute/futureReservation:FutureReservation": frozenset(
+        {
+            "name",
+            "description",
+            "reservationMode",
+            "planningStatus",
+            "autoDeleteAutoCreatedReservations",
+            "specificReservationRequired",
+            "reservationName",
+            "timeWindow",
+            "specificSkuProperties",
+        }
+    ),
     "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager": frozenset(
         {
             "name",
@@ -690,6 +748,7 @@ MAPPED: dict[str, frozenset[str]] = {
             "updatePolicy",
             "namedPorts",
             "autoHealingPolicies",
+            "instanceLifecyclePolicy",
         }
     ),
     "gcp:compute/network:Network": frozenset(

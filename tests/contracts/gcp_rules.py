@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.contracts import gcp_requests as api
 from tests.contracts.coverage import unread
-from tests.contracts.gcp_discovery import problems, source
+from tests.contracts.gcp_discovery import document, problems, source
 from tests.contracts.model import Resource, Rule, Stack
 
 INSTANCE = "gcp:compute/instance:Instance"
@@ -28,6 +28,7 @@ ACCOUNT = "gcp:serviceaccount/account:Account"
 ROLE = "gcp:projects/iAMCustomRole:IAMCustomRole"
 SECRET = "gcp:secretmanager/secret:Secret"
 JOB = "gcp:cloudscheduler/job:Job"
+RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
 SERVICE = "gcp:projects/service:Service"
 ADDRESS = "gcp:compute/address:Address"
 
@@ -264,6 +265,91 @@ def check_group_policies(r: Resource, s: Stack) -> Iterator[str]:
         delay = policy.get("initialDelaySec")
         if delay is not None and not 0 <= delay <= 3600:
             yield f"autohealing initial_delay_sec {delay}: 0-3600"
+
+
+def check_group_versions(r: Resource, s: Stack) -> Iterator[str]:
+    versions = r.get("versions") or []
+    unset = [v for v in versions if not v.get("targetSize")]
+    if versions and len(unset) != 1:
+        yield f"{len(unset)} of the group's {len(versions)} versions leave targetSize unset: exactly one must"
+    for v in versions:
+        size = v.get("targetSize") or {}
+        if "fixed" in size and "percent" in size:
+            yield f"version {v.get('name')}: targetSize is fixed or percent, not both"
+        if "fixed" in size and int(size["fixed"]) < 1:
+            yield f"version {v.get('name')}: targetSize.fixed {size['fixed']} must be a positive integer"
+
+
+def _compute_methods() -> Iterator[tuple[str, dict[str, Any]]]:
+    def walk(resources: Mapping[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]:
+        for resource in resources.values():
+            yield from ((m["id"], m) for m in resource.get("methods", {}).values())
+            yield from walk(resource.get("resources", {}))
+
+    yield from walk(document("compute.v1")["resources"])
+
+
+def check_compute_call(r: Resource, s: Stack) -> Iterator[str]:
+    """A Scheduler job's call to the Compute API is one of compute.v1's methods: its HTTP
+    method, its path (``flatPath`` with each ``{param}`` one segment, matching the
+    parameter's pattern where it has one) and query parameters that method takes."""
+    http = r.get("httpTarget") or {}
+    uri = str(http.get("uri") or "")
+    prefix = "https://compute.googleapis.com/compute/v1/"
+    if not uri.startswith(prefix):
+        return
+    path, _, query = uri[len(prefix) :].partition("?")
+    verb = str(http.get("httpMethod") or "POST")
+    given = {kv.partition("=")[0] for kv in query.split("&") if kv}
+    for method_id, method in _compute_methods():
+        names = re.findall(r"\{(\w+)\}", method["flatPath"])
+        pattern = re.escape(method["flatPath"])
+        for name in names:
+            pattern = pattern.replace(re.escape("{" + name + "}"), f"(?P<{name}>[^/]+)")
+        found = re.fullmatch(pattern, path)
+        if found is None or method["httpMethod"] != verb:
+            continue
+        params = method.get("parameters", {})
+        for name in names:
+            rule = params.get(name, {}).get("pattern")
+            if rule and not re.fullmatch(rule, found.group(name)):
+                yield f"{method_id}: {name} {found.group(name)!r} does not match {rule}"
+        query_params = {n for n, p in params.items() if p.get("location") == "query"}
+        for name in sorted(given - query_params):
+            yield f"{method_id} takes no query parameter {name!r}"
+        for name, p in params.items():
+            if p.get("location") == "query" and p.get("required") and name not in given:
+                yield f"{method_id} needs the query parameter {name!r}"
+        return
+    yield f"{verb} {uri}: no compute.v1 method has that path and HTTP method"
+
+
+def check_flex_group(r: Resource, s: Stack) -> Iterator[str]:
+    """A resize request's group is set up as pulumi-gcp's resize-request example sets it."""
+    group = next((m for m in s.of_type(MIG) if api.name_of(m) == r.get("instanceGroupManager")), None)
+    if group is None:
+        return
+    name, shape = api.name_of(group), group.get("distributionPolicyTargetShape")
+    if shape != "ANY_SINGLE_ZONE":
+        yield f"group {name}: target shape {shape}, not ANY_SINGLE_ZONE"
+    if (group.get("instanceLifecyclePolicy") or {}).get("defaultActionOnFailure") != "DO_NOTHING":
+        yield f"group {name}: default action on failure is not DO_NOTHING (REPAIR recreates VMs)"
+    if (group.get("updatePolicy") or {}).get("instanceRedistributionType") != "NONE":
+        yield f"group {name}: instance redistribution is not NONE"
+
+
+def _flex_groups() -> Stack:
+    s = Stack()
+    good = {
+        "name": "m",
+        "distributionPolicyTargetShape": "ANY_SINGLE_ZONE",
+        "instanceLifecyclePolicy": {"defaultActionOnFailure": "DO_NOTHING"},
+        "updatePolicy": {"instanceRedistributionType": "NONE"},
+    }
+    s.add(Resource(MIG, "m", good), "m-id")
+    s.add(Resource(MIG, "b", {**good, "name": "b", "distributionPolicyTargetShape": "BALANCED"}), "b-id")
+    s.add(Resource(MIG, "r", {**good, "name": "r", "instanceLifecyclePolicy": {}}), "r-id")
+    return s
 
 
 def check_armor(r: Resource, s: Stack) -> Iterator[str]:
@@ -601,6 +687,114 @@ RULES: tuple[Rule, ...] = (
             R(MIG, "m", updatePolicy={"maxSurgeFixed": 0, "maxUnavailableFixed": 0}),
             R(MIG, "m", autoHealingPolicies={"initialDelaySec": 7200}),
         ],
+    ),
+    _rule(
+        "gcp.group-versions",
+        "exactly one of a MIG's versions leaves targetSize unset (it takes the remaining VMs); a fixed "
+        "targetSize is a positive integer (compute.v1 InstanceGroupManager.versions, FixedOrPercent)",
+        "https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers",
+        (MIG,),
+        check_group_versions,
+        [
+            R(MIG, "m", versions=[{"name": "primary", "instanceTemplate": "t"}]),
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "reserved", "instanceTemplate": "t", "targetSize": {"fixed": 1}},
+                    {"name": "overflow", "instanceTemplate": "u"},
+                ],
+            ),
+        ],
+        [
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "a", "instanceTemplate": "t"},
+                    {"name": "b", "instanceTemplate": "u"},
+                ],
+            ),
+            R(MIG, "m", versions=[{"name": "a", "instanceTemplate": "t", "targetSize": {"fixed": 2}}]),
+            R(
+                MIG,
+                "m",
+                versions=[
+                    {"name": "a", "instanceTemplate": "t", "targetSize": {"fixed": 0}},
+                    {"name": "b", "instanceTemplate": "u"},
+                ],
+            ),
+        ],
+    ),
+    _rule(
+        "gcp.compute-call",
+        "a Cloud Scheduler job's Compute API call is a compute.v1 method: its HTTP method, path and "
+        "query parameters",
+        source("compute.v1"),
+        (JOB,),
+        check_compute_call,
+        [
+            R(
+                JOB,
+                "j",
+                httpTarget={
+                    "httpMethod": "POST",
+                    "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/"
+                    "instanceGroupManagers/m/resize?size=0",
+                },
+            ),
+            R(
+                JOB,
+                "j",
+                httpTarget={
+                    "httpMethod": "POST",
+                    "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/"
+                    "instanceGroupManagers/m/resizeRequests/m-flex/cancel",
+                },
+            ),
+        ],
+        [
+            R(
+                JOB,
+                "j",
+                httpTarget={
+                    "httpMethod": "POST",
+                    "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/"
+                    "instanceGroupManagers/m/resizeRequests/m-flex/stop",
+                },
+            ),
+            R(
+                JOB,
+                "j",
+                httpTarget={
+                    "httpMethod": "GET",
+                    "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/"
+                    "instanceGroupManagers/m/resizeRequests/m-flex/cancel",
+                },
+            ),
+            R(
+                JOB,
+                "j",
+                httpTarget={
+                    "httpMethod": "POST",
+                    "uri": "https://compute.googleapis.com/compute/v1/projects/p/regions/r/"
+                    "instanceGroupManagers/m/resize",
+                },
+            ),
+        ],
+    ),
+    _rule(
+        "gcp.flex-group",
+        "a resize request's MIG: ANY_SINGLE_ZONE, default action on failure DO_NOTHING, instance "
+        "redistribution NONE (pulumi-gcp 10.2.0's RegionResizeRequest example, "
+        "pulumi_gcp/compute/region_resize_request.py; DO_NOTHING: compute.v1 "
+        "InstanceGroupManagerInstanceLifecyclePolicy)",
+        "https://cloud.google.com/compute/docs/instance-groups/about-resize-requests-mig",
+        (RESIZE,),
+        check_flex_group,
+        [R(RESIZE, "rr", instanceGroupManager="m")],
+        [R(RESIZE, "rr", instanceGroupManager="b"), R(RESIZE, "rr", instanceGroupManager="r")],
+        context=_flex_groups,
     ),
     _rule(
         "gcp.armor",
