@@ -367,6 +367,9 @@ def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, st
     result = fit(req, it)
     if isinstance(result, Rejection):
         return per_gpu, f"rejected, as the source ran out of memory: {result.reason}", False
+    if result.gpus_per_replica > case.gpus:
+        why = f"gpufit needs {result.gpus_per_replica} GPUs, not {case.gpus}, as the source ran out of memory"
+        return per_gpu, why, False
     return per_gpu, "gpufit fits it; the source ran out of memory", True
 
 

@@ -24,6 +24,8 @@ class WorkItem:
     source: str
     memory_mb: float | None = None  # the whole pipeline's peak GPU memory in that run, where reported
     steps: int | None = None  # denoising steps of that run (diffusion), where the source states them
+    item_memory_mb: float | None = None  # GPU memory each further item of a batch adds (diffusion)
+    item_memory_source: str = ""  # the sources key of that figure
 
 
 @dataclass(frozen=True, slots=True)

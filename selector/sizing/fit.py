@@ -177,8 +177,10 @@ def diffusion_gpu_scale(compute_ratio: float, bandwidth_ratio: float) -> float:
     target dense 16-bit TFLOPS and memory bandwidth ratios, not the TFLOPS alone. Its attention,
     normalisation, VAE convolutions and text encoders are partly memory-bound: issue 24 reports
     H100 ~2.2× an A100 measured where the TFLOPS ratio says 3.2× (989 ÷ 312); √(3.17 × 1.64) = 2.28.
-    No same-model A100/H100 pair was quotable this round (Baseten's SDXL TensorRT table was not
-    read), so this is marked an estimate in ``--explain``."""
+    Checked against one model measured on both GPUs by the same script: CogVideoX-5B bf16 (fused
+    QKV) 242.519 s on an A100 80GB and 112.398 s on an H100, 2.16× (2.42× compiled; sayakpaul/
+    diffusers-torchao README @9b9f238, CogVideoX Benchmarks). No L40S/L4 pair was found: there it
+    stays an estimate (slower than TFLOPS alone says), marked in ``--explain``."""
     return math.sqrt(compute_ratio * bandwidth_ratio)
 
 

@@ -45,6 +45,12 @@ per step: diffusers-torchao README (sayakpaul/diffusers-torchao @9b9f238, Flux.1
 batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30×. Taken for int4/nf4 too, with no
 measurement of theirs (ESTIMATE). Written after the held-out int8wo row was seen (its source)."""
 
+FP8_EAGER_NOTE = "dynamic quantisation unfused: Flux fp8dq 8.622 s vs bf16 6.573 s eager, diffusers-torchao"
+"""FP8 (dynamic, activations too) gains only under torch.compile, which fuses the quantisation
+into the matmuls: eager Flux.1-Dev fp8dq took 8.622 s against bf16's 6.573 s on H100 (1.31×
+slower, diffusers-torchao README @9b9f238), compiled 3.243 s against 4.209 s. Without ``work.compile``
+gpufit times fp8 as a weight-only model (``WEIGHT_ONLY_SLOWDOWN``)."""
+
 COMPILE_SPEEDUP = 3.31 / 2.54
 """torch.compile's speed-up of a whole diffusion pipeline (``work.compile``): SDXL on an 80 GB
 A100, bf16 + SDPA, UNet and VAE compiled, 3.31 s → 2.54 s, 1.30× (huggingface/diffusers
@@ -124,6 +130,8 @@ def requirements(spec: WorkloadSpec) -> Requirements:
                         f"{item.memory_mb:g} MB peak on {item.gpu} ({item.setting}; {item.source})",
                     )
                 )
+        if arch.kind == "diffusion" and spec.work is not None and spec.work.batch > 1:
+            total += _batch_memory(spec.work.batch, arch, weights, terms)
         return replace(
             common,
             sharded_bytes=0.0,
@@ -138,6 +146,23 @@ def requirements(spec: WorkloadSpec) -> Requirements:
             terms=tuple(terms),
         )
     return serving_requirements(spec, arch, wbytes, eff, terms, common)
+
+
+def _batch_memory(batch: int, arch: ModelArch, weights: float, terms: list[Term]) -> float:
+    """GPU memory the further images of a diffusion batch add: the preset's measured increment
+    per image (Flux.1-Dev: the batch-1 activations and VAE decode, 2,591 MB, diffusers-torchao
+    on H100, where batch 4 and 8 measured 1.88-2.00 GiB per added image), else the rule of thumb's
+    activation share, (``INFERENCE_OVERHEAD_FACTOR`` − 1) × weights per image (estimate)."""
+    item = arch.item
+    if item is not None and item.item_memory_mb:
+        per_image = item.item_memory_mb * 1e6
+        why = f"{item.item_memory_mb:g} MB measured per added image ({item.item_memory_source})"
+    else:
+        per_image = (INFERENCE_OVERHEAD_FACTOR - 1.0) * weights
+        why = f"{INFERENCE_OVERHEAD_FACTOR - 1.0:.1f} × weights per added image (estimate)"
+    extra = (batch - 1) * per_image
+    terms.append(Term("batch activations", extra / GIB, "GiB", f"{batch - 1} more images × {why}"))
+    return extra
 
 
 def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, Any]:
@@ -163,12 +188,15 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     if arch.kind == "diffusion" and spec.precision in WEIGHT_ONLY:
         per_item *= WEIGHT_ONLY_SLOWDOWN
         note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} weight-only dequantisation (diffusers-torchao int8wo)"
-    if arch.kind == "diffusion" and spec.precision == "fp8":
+    if arch.kind == "diffusion" and spec.precision == "fp8" and work.compile:
         per_item /= FP8_TRAINING_SPEEDUP
         note += (
             f" ÷ {FP8_TRAINING_SPEEDUP:g} fp8 compute (a whole model's FP8 speed-up over bf16, NeMo's "
             "'over 1.2x' for training; estimate for diffusion)"
         )
+    elif arch.kind == "diffusion" and spec.precision == "fp8":
+        per_item *= WEIGHT_ONLY_SLOWDOWN
+        note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})"
     if arch.kind == "diffusion" and work.compile:
         per_item /= COMPILE_SPEEDUP
         note += f" ÷ {COMPILE_SPEEDUP:.2f} torch.compile (diffusers fast_diffusion SDXL)"
