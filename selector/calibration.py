@@ -546,6 +546,14 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
             lines.append(
                 f"| {s.kind} | {split} | {s.count} | {s.geomean:.2f} | {s.low:.2f}–{s.high:.2f} | {s.under} |"
             )
+    refused = [r for r in rows if r.refused and not r.case.excluded]
+    lines += [
+        "",
+        f"Fits at the published setting: {len(refused)} row(s) a source ran that gpufit's memory plan "
+        "refuses (a false \"does not fit\": a costlier offer), each still computed at that setting"
+        + (": " + ", ".join(f"`{r.case.id}`" for r in refused) if refused else "")
+        + ".",
+    ]
     lines += issue_kinds
     number = 0
     for kind in KINDS:
