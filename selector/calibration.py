@@ -40,6 +40,7 @@ from selector.calibration_units import (
     KIND_TITLES as KIND_TITLES,
     KINDS as KINDS,
     MEASURES as MEASURES,
+    ROUND4_NOTE as ROUND4_NOTE,
     TERM_OF_MEASURE as TERM_OF_MEASURE,
     UNITS as UNITS,
     Kind as Kind,
@@ -137,9 +138,7 @@ class Row:
     ratio: float
     detail: str = ""
     accepted: bool = True  # False only for an out-of-memory case gpufit rightly rejects
-    refused: bool = False
-    """gpufit's memory plan refuses the setting the source ran (a false "does not fit": the plan
-    would pick a costlier offer); computed at the published setting all the same."""
+    refused: bool = False  # gpufit's memory plan refuses the setting the source ran (false "does not fit")
 
     @property
     def under_provisions(self) -> bool:
@@ -368,8 +367,7 @@ def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, st
     if isinstance(result, Rejection):
         return per_gpu, f"rejected, as the source ran out of memory: {result.reason}", False
     if result.gpus_per_replica > case.gpus:
-        why = f"gpufit needs {result.gpus_per_replica} GPUs, not {case.gpus}, as the source ran out of memory"
-        return per_gpu, why, False
+        return per_gpu, f"gpufit needs {result.gpus_per_replica} GPUs, not {case.gpus} (source OOM)", False
     return per_gpu, "gpufit fits it; the source ran out of memory", True
 
 
@@ -536,7 +534,8 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
         "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
         "H100 rows were pessimistic. Round 3 added diffusion time; its 16-bit compute rule for weight-only "
         "int8 was written after seeing the held-out int8wo Flux row (0.40 before, 0.81 after: still ⚠). "
-        "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
+        + ROUND4_NOTE
+        + "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
         "|---|---|---|---|---|---|",
@@ -550,7 +549,7 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
     lines += [
         "",
         f"Fits at the published setting: {len(refused)} row(s) a source ran that gpufit's memory plan "
-        "refuses (a false \"does not fit\": a costlier offer), each still computed at that setting"
+        'refuses (a false "does not fit": a costlier offer), each still computed at that setting'
         + (": " + ", ".join(f"`{r.case.id}`" for r in refused) if refused else "")
         + ".",
     ]
