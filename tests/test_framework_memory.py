@@ -112,3 +112,14 @@ cases:
     )
     (row,) = compute_rows(load_cases(path))
     assert row.refused and "which the source ran" in row.detail
+
+
+def test_eager_training_is_timed_slower_than_compiled() -> None:
+    """`training.compile: false` (eager PyTorch) takes 8,998 / 7,075 = 1.27x the compiled time
+    (torchtune Llama-3.2-3B, A100, packed), the baseline gpufit's utilisation was fitted on."""
+    it = calibration_instance(GPUS["A100-80GB"], 1)
+    eager = fit(_req("finetune-full", "bf16", compile=False, optimizer="adamw-bf16"), it)
+    compiled = fit(_req("finetune-full", "bf16", optimizer="adamw-bf16"), it)
+    assert not isinstance(eager, Rejection) and not isinstance(compiled, Rejection)
+    assert eager.job_hours is not None and compiled.job_hours is not None
+    assert eager.job_hours / compiled.job_hours == pytest.approx(8998 / 7075)

@@ -11,7 +11,7 @@ from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
-from selector.sizing.training import FP8_TRAINING_SPEEDUP
+from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP
 
 USABLE_MEMORY_FRACTION = 0.90
 """vLLM's ``gpu_memory_utilization`` (default 0.9, which gpufit renders): the engine's budget for
@@ -476,6 +476,7 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
             )
         mfu = training_mfu(req, gpu)
         hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
+        hours *= EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0
         if req.deadline_hours is not None and hours > req.deadline_hours:
             if not joins_nodes(it) or nodes == req.max_nodes:
                 return Rejection(
@@ -499,7 +500,12 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS"
                 + (f" (BF16 × {FP8_TRAINING_SPEEDUP:g}, FP8 training)" if req.precision == "fp8" else "")
                 + f" × {mfu:g} MFU, {gpu.arch}"
-                f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}",
+                + f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}"
+                + (
+                    f" × {EAGER_TRAINING_SLOWDOWN:.2f} eager kernels (torchtune)"
+                    if req.eager_training
+                    else ""
+                ),
             ),
         )
         return Shape(

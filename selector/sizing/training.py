@@ -78,6 +78,13 @@ training speedup on 8xH100 with tensorwise scaling" (NVIDIA NeMo AutoModel docs,
 https://docs.nvidia.com/nemo/automodel/advanced-training/fp8-training, read 2026-12-04): casts,
 amax reductions and the non-GEMM work do not speed up. The lower bound taken (errs slow)."""
 
+EAGER_TRAINING_SLOWDOWN = 8998 / 7075
+"""Eager PyTorch training (``training.compile: false``) against the compiled, fused-kernel runs
+gpufit's training utilisation was fitted on (llm-foundry, torchtitan with compile, Megatron with
+Transformer Engine, torchtune with compile): torchtune's Llama-3.2-3B full fine-tune on an A100,
+packed, went from 7,075 to 8,998 tokens/s when compiled, 1.27× (pytorch/torchtune README
+@1814feb, Optimization flags table)."""
+
 ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 12
 """Attention's score and value FLOPs per token in training: 12 × layers × sequence × hidden
 (forward 2 × 2 × s × h, ×3 with the backward pass; Narayanan et al. 2021, arXiv 2104.04473,
@@ -249,4 +256,5 @@ def training_requirements(
         train_flops=flops,
         terms=tuple(terms),
         checkpoint_bytes=checkpoint,
+        eager_training=not training.compile,
     )

@@ -53,6 +53,11 @@ class TrainingSpec(Strict):
     activation_offload: bool = Field(
         False, description="saved activations offloaded to host RAM (torchtune enable_activation_offloading)"
     )
+    compile: bool = Field(
+        True,
+        description="compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
+        "utilisation was fitted; false: eager PyTorch, 1.27x slower (torchtune)",
+    )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
         description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
