@@ -47,6 +47,7 @@ class ModelArch:
     head_dim: int = 0
     ffn: int = 0
     vocab: int = 0
+    embedding_params: float = 0.0  # token embeddings + an untied output head (one matrix if tied); 0: unknown
     context: int = 0
     experts: int = 1
     experts_active: int = 1

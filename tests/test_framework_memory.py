@@ -123,3 +123,13 @@ def test_eager_training_is_timed_slower_than_compiled() -> None:
     assert not isinstance(eager, Rejection) and not isinstance(compiled, Rejection)
     assert eager.job_hours is not None and compiled.job_hours is not None
     assert eager.job_hours / compiled.job_hours == pytest.approx(8998 / 7075)
+
+
+def test_a_tied_head_is_one_embedding_matrix_in_the_kbit_cast() -> None:
+    """Llama-3.2-3B ties its output head to the embeddings (tie_word_embeddings): PEFT upcasts one
+    128,256 × 3,072 matrix, not two."""
+    from selector.sizing.terms import BYTES_PER_PARAM
+
+    peft = _req("finetune-qlora", "nf4")
+    one = 128256 * 3072 * (4 - BYTES_PER_PARAM["nf4"]) / 2**30
+    assert _term(peft, "k-bit prep fp32 embeddings") == pytest.approx(one)

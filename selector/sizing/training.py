@@ -149,7 +149,8 @@ def training_requirements(
         sharded = arch.params * wbytes
         peft_prep = training.kbit_preparation == "fp32-cast"
         if spec.task == "finetune-qlora" and arch.vocab and arch.hidden:
-            embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+            # a tied head shares the embedding matrix (config.json tie_word_embeddings)
+            embed = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
             kept = KBIT_FP32_PARAMS_BYTES if peft_prep else UNQUANTIZED_TRAIN_BYTES
             sharded += embed * (kept - wbytes)
             terms.append(
