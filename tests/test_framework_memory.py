@@ -133,3 +133,13 @@ def test_a_tied_head_is_one_embedding_matrix_in_the_kbit_cast() -> None:
     peft = _req("finetune-qlora", "nf4")
     one = 128256 * 3072 * (4 - BYTES_PER_PARAM["nf4"]) / 2**30
     assert _term(peft, "k-bit prep fp32 embeddings") == pytest.approx(one)
+
+
+def test_a_chunked_loss_needs_compile_to_save_its_memory() -> None:
+    """torchtune's chunked cross-entropy keeps the bf16 logits and one fp32 chunk when compiled
+    (3 B/logit); eager, autograd keeps every chunk's fp32 log-softmax (6 B/logit)."""
+    compiled = _req("finetune-lora", "bf16", loss="chunked")
+    eager = _req("finetune-lora", "bf16", loss="chunked", compile=False)
+    logits = 4096 * 2 * 128256 / 2**30
+    assert _term(compiled, "loss logits") == pytest.approx(logits * 3)
+    assert _term(eager, "loss logits") == pytest.approx(logits * 6)

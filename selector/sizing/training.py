@@ -36,11 +36,17 @@ Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked
 (torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
 ``training.loss: chunked`` (errs safe)."""
 
-CHUNKED_LOSS_BYTES_PER_LOGIT = 4
-"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``): the 16-bit logits (2)
-and their 16-bit gradient (2); only one chunk (1/8 by default) is upcast to fp32 at a time
-(torchtune CEWithChunkedOutputLoss, pytorch/torchtune PR #1390, torchtune/modules/loss/
-ce_chunked_output_loss.py)."""
+CHUNKED_LOSS_BYTES_PER_LOGIT = 3
+"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``) whose per-chunk
+upcast and cross-entropy are compiled together: the 16-bit logits of every chunk kept for the
+backward pass (2) and one chunk's fp32 upcast and gradient at a time ((4 + 4) ÷ 8 chunks = 1)
+(torchtune CEWithChunkedOutputLoss: "upcasting only one chunk at a time"; "The CE and upcasting
+have to be compiled together", torchtune/modules/loss/ce_chunked_output_loss.py @1814feb,
+pytorch/torchtune PR #1390)."""
+
+EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6
+"""The same chunked loss run eagerly (``training.compile: false``): autograd keeps each chunk's fp32
+log-softmax for the backward pass, 2 + 4 B per logit."""
 
 KBIT_FP32_PARAMS_BYTES = 4.0
 """PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
@@ -214,7 +220,8 @@ def training_requirements(
     if training.activation_offload:
         host += (layers - on_gpu) * saved * s * b * h
         act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM"
-    per_logit = CHUNKED_LOSS_BYTES_PER_LOGIT if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
+    chunked = CHUNKED_LOSS_BYTES_PER_LOGIT if training.compile else EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT
+    per_logit = chunked if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
     logits = s * b * arch.vocab * per_logit
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
     terms.append(
