@@ -136,7 +136,7 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
     if not req.is_training and req.engine in ENGINE_BUDGETS:
         return (
             f"usable {usable_gib(gpu, req):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
-            "(the engine's gpu_memory_utilization budget; CUDA context outside it)"
+            "(the engine's gpu_memory_utilization budget, CUDA context outside it: vLLM gpu_worker.py)"
         )
     return (
         f"usable {usable_gib(gpu, req):.1f} GiB = {gpu.memory_gib:.1f} × {1 - ALLOCATOR_HEADROOM_FRACTION:g} "
@@ -498,7 +498,11 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 hours,
                 "h",
                 f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS"
-                + (f" (BF16 × {FP8_TRAINING_SPEEDUP:g}, FP8 training)" if req.precision == "fp8" else "")
+                + (
+                    f" (BF16 × {FP8_TRAINING_SPEEDUP:g}, FP8 training: NeMo docs)"
+                    if req.precision == "fp8"
+                    else ""
+                )
                 + f" × {mfu:g} MFU, {gpu.arch}"
                 + f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}"
                 + (

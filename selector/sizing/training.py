@@ -219,14 +219,19 @@ def training_requirements(
         act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, no recompute)"
     if training.activation_offload:
         host += (layers - on_gpu) * saved * s * b * h
-        act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM"
+        act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM (torchtune)"
     chunked = CHUNKED_LOSS_BYTES_PER_LOGIT if training.compile else EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT
     per_logit = chunked if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
     logits = s * b * arch.vocab * per_logit
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
-    terms.append(
-        Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({training.loss} loss)")
+    loss_note = f"{training.loss} loss" + (
+        ", compiled"
+        if training.loss == "chunked" and training.compile
+        else ", eager"
+        if training.loss == "chunked"
+        else ""
     )
+    terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({loss_note})"))
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
     recompute = 0.0
