@@ -55,7 +55,9 @@ COMPILE_SPEEDUP = 3.31 / 2.54
 """torch.compile's speed-up of a whole diffusion pipeline (``work.compile``): SDXL on an 80 GB
 A100, bf16 + SDPA, UNet and VAE compiled, 3.31 s → 2.54 s, 1.30× (huggingface/diffusers
 docs/source/en/tutorials/fast_diffusion.md @06d6b30). Flux.1-Dev on H100 gains more (6.573 →
-4.209 s, 1.56×, diffusers-torchao README @9b9f238); gpufit takes the smaller (errs slow)."""
+4.209 s, 1.56×, diffusers-torchao README @9b9f238); gpufit takes the smaller (errs slow for
+images). Video gains less: CogVideoX-5B bf16 on an A100 1.15× (243.3 → 212.0 s, same README); no
+video preset exists."""
 
 
 def requirements(spec: WorkloadSpec) -> Requirements:

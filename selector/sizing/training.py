@@ -51,15 +51,16 @@ log-softmax for the backward pass, 2 + 4 B per logit."""
 KBIT_FP32_PARAMS_BYTES = 4.0
 """PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
 embeddings, output head, norms) to fp32 (huggingface/peft src/peft/utils/other.py); gpufit counts
-the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
+the embeddings and output head (one matrix when tied, ``ModelArch.embedding_params``; else
+2 × vocab × hidden) at 4 B in a QLoRA base."""
 
 UNQUANTIZED_TRAIN_BYTES = 2.0
 """Without PEFT's k-bit preparation (``training.kbit_preparation: none``) the parameters a QLoRA
 base does not quantise (token embeddings, output head, norms) stay 16-bit: torchtune quantises
 only the LoRA layers' base weights to NF4 (``LoRALinear(quantize_base=True)`` → torchao
 ``to_nf4``, pytorch/torchtune torchtune/modules/peft/lora.py) and its recipe
-recipes/lora_finetune_single_device.py never upcasts to fp32; gpufit counts 2 × vocab × hidden
-at 2 B. Its optimiser is plain torch AdamW on the GPU, not bitsandbytes' paged one."""
+recipes/lora_finetune_single_device.py never upcasts to fp32; gpufit counts the embeddings and
+head at 2 B. Its optimiser is plain torch AdamW on the GPU, not bitsandbytes' paged one."""
 
 OFFLOAD_RESIDENT_LAYERS = 2
 """With activation offloading (``training.activation_offload``: torchtune's
