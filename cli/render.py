@@ -162,7 +162,7 @@ def render_plan(plan: Plan, today: date) -> str:
             lines.append(f"          job time {format_hours(shape.job_hours)} on {_gpus(choice)}")
         lines.append(
             f"Needs     {shape.vram_gib_per_replica:.1f} GiB per replica, "
-            f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu):.1f} usable"
+            f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu, req):.1f} usable"
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
         lines.append(f"Cost      {_cost_line(cost, serving)}")

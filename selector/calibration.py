@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
@@ -40,6 +40,7 @@ from selector.calibration_units import (
     KIND_TITLES as KIND_TITLES,
     KINDS as KINDS,
     MEASURES as MEASURES,
+    ROUND4_NOTE as ROUND4_NOTE,
     TERM_OF_MEASURE as TERM_OF_MEASURE,
     UNITS as UNITS,
     Kind as Kind,
@@ -57,7 +58,7 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.fit import CUDA_CONTEXT_GIB, USABLE_MEMORY_FRACTION, serving_shape
+from selector.sizing.fit import serving_shape, serving_usable_gib
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -79,6 +80,8 @@ this: decode speed ratio > 1.1, memory ratio < 1 ÷ 1.1, training GPU-hours rati
 or gpufit fits a setting the source ran out of memory at."""
 
 Interconnect = Literal["nvlink", "pcie"]
+
+REFUSED = "gpufit's memory plan would not hold this setting, which the source ran"
 
 
 def split_of(case_id: str) -> Split:
@@ -135,6 +138,7 @@ class Row:
     ratio: float
     detail: str = ""
     accepted: bool = True  # False only for an out-of-memory case gpufit rightly rejects
+    refused: bool = False  # gpufit's memory plan refuses the setting the source ran (false "does not fit")
 
     @property
     def under_provisions(self) -> bool:
@@ -324,12 +328,12 @@ def _at_published_tp(case: Case, req: Requirements, it: InstanceType) -> tuple[S
             forced = serving_shape(req, it, tp, 1)
             if isinstance(forced, Rejection):
                 raise CalibrationError(f"case {case.id}: {forced.reason}")
-            return forced, f"TP {tp}; gpufit's memory plan would not hold this setting (safe side)"
+            return forced, f"TP {tp}; {REFUSED}"
     shape = _shape(case, req, it)
     tp = case.tensor_parallel or (case.gpus if case.kind == "decode_tokens_per_s" else shape.tensor_parallel)
     detail = ""
     if shape.tensor_parallel != tp:
-        if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
+        if per_gpu_gib(req, tp, req.arch.kv_split_heads) > serving_usable_gib(req, it.gpu, tp):
             raise CalibrationError(f"case {case.id}: gpufit says TP {tp} does not hold the model")
         forced = serving_shape(req, it, tp, 1)
         if isinstance(forced, Rejection):
@@ -346,10 +350,12 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
     return shape.tokens_per_s_per_stream, detail
 
 
-def gpu_memory_needed_gib(per_gpu_gib: float) -> float:
-    """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib``: (plan + CUDA context) ÷ the
-    usable fraction."""
-    return (per_gpu_gib + CUDA_CONTEXT_GIB) / USABLE_MEMORY_FRACTION
+def gpu_memory_needed_gib(per_gpu_gib: float, req: Requirements, gpu: GpuSpec) -> float:
+    """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib`` (``usable_gib`` is linear in the
+    GPU's memory: the inverse of its fraction and fixed reserve)."""
+    fixed = usable_gib(replace(gpu, memory_mib=0), req)
+    fraction = usable_gib(replace(gpu, memory_mib=1024), req) - fixed
+    return (per_gpu_gib - fixed) / fraction
 
 
 def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str, bool]:
@@ -360,6 +366,8 @@ def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, st
     result = fit(req, it)
     if isinstance(result, Rejection):
         return per_gpu, f"rejected, as the source ran out of memory: {result.reason}", False
+    if result.gpus_per_replica > case.gpus:
+        return per_gpu, f"gpufit needs {result.gpus_per_replica} GPUs, not {case.gpus} (source OOM)", False
     return per_gpu, "gpufit fits it; the source ran out of memory", True
 
 
@@ -398,10 +406,12 @@ def compute_row(case: Case) -> Row:
             else:
                 shape, detail = _at_published_tp(case, req, it)
                 canonical = shape.vram_gib_per_gpu * GIB
-                if not detail and shape.gpus_per_replica > 1:
+                if not detail and shape.gpus_per_replica > case.gpus:
+                    detail = f"over {shape.gpus_per_replica} GPUs; {REFUSED} on {case.gpus}"
+                elif not detail and shape.gpus_per_replica > 1:
                     detail = f"over {shape.gpus_per_replica} GPUs"
                 if case.measure == "gpu_needed":
-                    canonical = gpu_memory_needed_gib(shape.vram_gib_per_gpu) * GIB
+                    canonical = gpu_memory_needed_gib(shape.vram_gib_per_gpu, req, gpu) * GIB
                     detail = f"plans {shape.vram_gib_per_gpu:.1f} GiB + headroom" + (
                         f"; {detail}" if detail else ""
                     )
@@ -425,7 +435,8 @@ def compute_row(case: Case) -> Row:
         shown = tokens * case.gpus / canonical / 3600.0 if case.unit == "tokens/s" else canonical
         detail = f"{shape.gpus_per_replica} GPUs × {shape.job_hours:,.0f} h"
     ratio = canonical / _canonical(case, case.value, tokens)
-    return Row(case=case, gpufit=shown, ratio=ratio, detail=detail, accepted=accepted)
+    refused = REFUSED in detail and not case.oom
+    return Row(case=case, gpufit=shown, ratio=ratio, detail=detail, accepted=accepted, refused=refused)
 
 
 def compute_rows(cases: list[Case]) -> list[Row]:
@@ -523,7 +534,8 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
         "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
         "H100 rows were pessimistic. Round 3 added diffusion time; its 16-bit compute rule for weight-only "
         "int8 was written after seeing the held-out int8wo Flux row (0.40 before, 0.81 after: still ⚠). "
-        "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
+        + ROUND4_NOTE
+        + "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
         "|---|---|---|---|---|---|",
@@ -533,6 +545,14 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
             lines.append(
                 f"| {s.kind} | {split} | {s.count} | {s.geomean:.2f} | {s.low:.2f}–{s.high:.2f} | {s.under} |"
             )
+    refused = [r for r in rows if r.refused and not r.case.excluded]
+    lines += [
+        "",
+        f"Fits at the published setting: {len(refused)} row(s) a source ran that gpufit's memory plan "
+        'refuses (a false "does not fit": a costlier offer), each still computed at that setting'
+        + (": " + ", ".join(f"`{r.case.id}`" for r in refused) if refused else "")
+        + ".",
+    ]
     lines += issue_kinds
     number = 0
     for kind in KINDS:

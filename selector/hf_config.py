@@ -274,6 +274,7 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         head_dim=head_dim,
         ffn=ffn,
         vocab=vocab,
+        embedding_params=float(embeddings),
         context=_int(cfg, "max_position_embeddings", 0) if cfg.get("max_position_embeddings") else 0,
         experts=experts,
         experts_active=experts_active,

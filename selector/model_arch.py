@@ -24,6 +24,8 @@ class WorkItem:
     source: str
     memory_mb: float | None = None  # the whole pipeline's peak GPU memory in that run, where reported
     steps: int | None = None  # denoising steps of that run (diffusion), where the source states them
+    item_memory_mb: float | None = None  # GPU memory each further item of a batch adds (diffusion)
+    item_memory_source: str = ""  # the sources key of that figure
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,7 @@ class ModelArch:
     head_dim: int = 0
     ffn: int = 0
     vocab: int = 0
+    embedding_params: float = 0.0  # token embeddings + an untied output head (one matrix if tied); 0: unknown
     context: int = 0
     experts: int = 1
     experts_active: int = 1

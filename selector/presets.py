@@ -71,6 +71,8 @@ def _work_item(entry: dict[str, Any]) -> WorkItem | None:
         source=str(item["source"]),
         memory_mb=float(item["memory_mb"]) if item.get("memory_mb") is not None else None,
         steps=int(item["steps"]) if item.get("steps") is not None else None,
+        item_memory_mb=float(item["item_memory_mb"]) if item.get("item_memory_mb") is not None else None,
+        item_memory_source=str(item.get("item_memory_source", "")),
     )
 
 

@@ -192,7 +192,7 @@ def assert_plan_keeps_its_word(result: Plan) -> None:
     runs += [(f.offer, f.shape, f.cost) for f in result.fallbacks]
     for offer, shape, cost in runs:
         it, gpu = offer.instance, offer.instance.gpu
-        assert shape.vram_gib_per_gpu <= usable_gib(gpu) + 1e-9, (it.name, shape.vram_gib_per_gpu)
+        assert shape.vram_gib_per_gpu <= usable_gib(gpu, req) + 1e-9, (it.name, shape.vram_gib_per_gpu)
         if req.needs_fp8:
             assert gpu.fp8, it.name
         if req.min_gpu_bandwidth_gbps:

@@ -11,15 +11,29 @@ from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
+from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP
 
 USABLE_MEMORY_FRACTION = 0.90
-"""Share of a GPU's memory a job may plan to fill. vLLM's default ``gpu_memory_utilization``
-is 0.9; the rest is headroom for allocator fragmentation. Applied to training as well."""
+"""vLLM's ``gpu_memory_utilization`` (default 0.9, which gpufit renders): the engine's budget for
+weights, the profiled activation peak, its non-torch increase (CUDA graphs, NCCL buffers) and
+the KV cache, ``requested_memory = total × gpu_memory_utilization``, ``available KV = requested −
+non_kv_cache_memory`` (vllm-project/vllm vllm/v1/worker/gpu_worker.py
+``determine_available_memory``). The CUDA context is in the init snapshot the budget is measured
+from, so it sits in the other 10 %, not inside the budget: a served plan (weights + KV +
+``inference.RUNTIME_RESERVE_GIB``) may fill 0.9 × memory, no context subtracted again."""
 
 CUDA_CONTEXT_GIB = 0.75
 """Memory the CUDA context and kernels take on each GPU before any tensor: ~700-800 MiB as
-reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/81330)."""
+reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/81330). Counted
+where no engine budget holds it: training and engine-less pipelines (diffusers, custom)."""
 
+ALLOCATOR_HEADROOM_FRACTION = 0.05
+"""ESTIMATE. Share of a GPU a PyTorch job without an engine budget (training, diffusers) keeps free
+for the caching allocator's fragmentation: published fine-tuning peaks are the allocator's
+``max_memory_allocated`` (torchtune's "Peak Memory Active"), and reserved runs a few per cent
+above it (PyTorch docs, CUDA semantics, "Optimizing memory usage with
+PYTORCH_CUDA_ALLOC_CONF"). Unsloth's HF + FA2 baseline ran 28,454 tokens of Llama-3.1-8B QLoRA on
+80 GB (unslothai/unsloth README @e3162dc): with this and the context gpufit fits it on one GPU."""
 
 WIRED_NODE_INTERCONNECTS = frozenset({"efa"})
 """Node interconnects whose wiring gpufit provisions: EFA (one interface per EFA-capable
@@ -57,6 +71,10 @@ def _unjoined(nodes: int, it: InstanceType) -> str:
         "(its NICs, VPCs and NCCL plugin; see README, Multi-node)"
     )
 
+
+ENGINE_BUDGETS = frozenset({"vllm", "sglang"})
+"""Engines that budget GPU memory themselves (vLLM's ``gpu_memory_utilization``, SGLang's
+``--mem-fraction-static``)."""
 
 ONE_GPU_KINDS = frozenset({"diffusion", "audio"})
 """Model kinds a replica runs on one GPU (many replicas per instance, never tensor parallel)."""
@@ -103,9 +121,27 @@ def estimate_note(gpu: GpuSpec) -> str:
     return f" (TFLOPS estimated: {gpu.estimate_source}; low confidence)" if gpu.estimated else ""
 
 
-def usable_gib(gpu: GpuSpec) -> float:
-    """Memory a job may plan to use on one GPU: the usable fraction minus the CUDA context."""
-    return gpu.memory_gib * USABLE_MEMORY_FRACTION - CUDA_CONTEXT_GIB
+def usable_gib(gpu: GpuSpec, req: Requirements | None = None) -> float:
+    """Memory a job may plan to use on one GPU. A served model under vLLM or SGLang (and with no
+    ``req``): the engine's budget, ``USABLE_MEMORY_FRACTION`` × memory (its own reserve is in the
+    plan). Training and engine-less pipelines: memory less the CUDA context and the allocator's
+    headroom (``ALLOCATOR_HEADROOM_FRACTION``)."""
+    if req is None or (not req.is_training and req.engine in ENGINE_BUDGETS):
+        return gpu.memory_gib * USABLE_MEMORY_FRACTION
+    return gpu.memory_gib * (1.0 - ALLOCATOR_HEADROOM_FRACTION) - CUDA_CONTEXT_GIB
+
+
+def usable_note(gpu: GpuSpec, req: Requirements) -> str:
+    """How ``usable_gib`` was reached, for ``--explain``."""
+    if not req.is_training and req.engine in ENGINE_BUDGETS:
+        return (
+            f"usable {usable_gib(gpu, req):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
+            "(the engine's gpu_memory_utilization budget, CUDA context outside it: vLLM gpu_worker.py)"
+        )
+    return (
+        f"usable {usable_gib(gpu, req):.1f} GiB = {gpu.memory_gib:.1f} × {1 - ALLOCATOR_HEADROOM_FRACTION:g} "
+        f"− {CUDA_CONTEXT_GIB} CUDA context (allocator headroom {ALLOCATOR_HEADROOM_FRACTION:.0%}: estimate)"
+    )
 
 
 def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
@@ -128,12 +164,24 @@ def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
     pool (weights + KV cache) is ``--mem-fraction-static`` of the GPU with the rest kept for
     activations and CUDA graphs, no more than that pool plus gpufit's activation workspace
     (``engine_memory.sglang_static_fraction``)."""
-    usable = usable_gib(gpu)
+    usable = usable_gib(gpu, req)
     if req.engine != "sglang" or req.is_training:
         return usable
     arch = req.arch
     fraction = sglang_static_fraction(gpu.memory_mib, tp, req.concurrency, arch.is_mla, arch.is_multimodal)
     return min(usable, fraction * gpu.memory_gib + req.activation_bytes / tp / GIB)
+
+
+def diffusion_gpu_scale(compute_ratio: float, bandwidth_ratio: float) -> float:
+    """ESTIMATE. A diffusion pipeline's time on another GPU: the geometric mean of the reference ÷
+    target dense 16-bit TFLOPS and memory bandwidth ratios, not the TFLOPS alone. Its attention,
+    normalisation, VAE convolutions and text encoders are partly memory-bound: issue 24 reports
+    H100 ~2.2× an A100 measured where the TFLOPS ratio says 3.2× (989 ÷ 312); √(3.17 × 1.64) = 2.28.
+    Checked against one model measured on both GPUs by the same script: CogVideoX-5B bf16 (fused
+    QKV) 242.519 s on an A100 80GB and 112.398 s on an H100, 2.16× (2.42× compiled; sayakpaul/
+    diffusers-torchao README @9b9f238, CogVideoX Benchmarks). No L40S/L4 pair was found: there it
+    stays an estimate (slower than TFLOPS alone says), marked in ``--explain``."""
+    return math.sqrt(compute_ratio * bandwidth_ratio)
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -190,7 +238,7 @@ def fit_serving_at(req: Requirements, it: InstanceType, tp: int) -> Shape | Reje
     heads = req.arch.heads
     if req.is_training or tp > it.gpu_count or (heads and heads % tp):
         return Rejection("vram", f"{it.name} cannot run a replica at TP {tp}")
-    if per_gpu_gib(req, tp, req.arch.kv_split_heads) > usable_gib(it.gpu):
+    if per_gpu_gib(req, tp, req.arch.kv_split_heads) > serving_usable_gib(req, it.gpu, tp):
         return _vram_rejection(req, it, f" at TP {tp}")
     if tp > 1 and not it.nvlink and not req.allow_pcie_parallel:
         return Rejection("nvlink", f"TP {tp} needs NVLink/NVSwitch; {it.name} is PCIe only")
@@ -205,7 +253,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     shards = 1 if req.arch.kind in ONE_GPU_KINDS else n
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
-    usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu)
+    usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
     loading = ""
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         loading = (
@@ -271,15 +319,12 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
 def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     gpus = tp * nodes
-    usable_note = (
-        f"usable {usable_gib(gpu):.1f} GiB = {gpu.memory_gib:.1f} × {USABLE_MEMORY_FRACTION} "
-        f"− {CUDA_CONTEXT_GIB}"
-    )
+    note = usable_note(gpu, req)
     if req.engine == "sglang" and not req.is_training:
         fraction = sglang_static_fraction(
             gpu.memory_mib, tp, req.concurrency, req.arch.is_mla, req.arch.is_multimodal
         )
-        usable_note += (
+        note += (
             f"; SGLang's static pool {fraction:g} × {gpu.memory_gib:.1f} GiB holds the weights and KV cache "
             "(its own reserve for activations and CUDA graphs)"
         )
@@ -296,7 +341,7 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
                 else ""
             )
             + (", or the load peak ÷ GPUs when larger" if req.load_bytes else "")
-            + f"); {usable_note}",
+            + f"); {note}",
         ),
     ]
     per_stream = per_replica = job_hours = None
@@ -335,14 +380,25 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
                 "speed", f"no sourced {compute} throughput for {gpu.name} to scale the measured work"
             )
         scale_to = req.work_ref_tflops / tflops
+        how = f"{req.work_ref_tflops:g} ÷ {tflops:g} TFLOPS"
+        same_format = gpu.tflops_at("bf16")  # the reference run is 16-bit (requirements._work)
+        if req.work_ref_bandwidth_gbps and same_format:
+            # GPU to GPU in the reference's format, then the format change on the target GPU
+            gpu_scale = diffusion_gpu_scale(
+                req.work_ref_tflops / same_format, req.work_ref_bandwidth_gbps / gpu.bandwidth_gbps
+            )
+            scale_to = gpu_scale * same_format / tflops
+            how = (
+                f"√({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS × {req.work_ref_bandwidth_gbps:g} ÷ "
+                f"{gpu.bandwidth_gbps:g} GB/s) (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
+            )
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
         terms.append(
             Term(
                 "batch hours",
                 job_hours,
                 "h",
-                f"reference GPU-hours × {req.work_ref_tflops:g} ÷ {tflops:g} TFLOPS "
-                f"÷ {n * instances} GPUs{estimate_note(gpu)}",
+                f"reference GPU-hours × {how} ÷ {n * instances} GPUs{estimate_note(gpu)}",
             )
         )
     elif req.work_tflop:
@@ -390,8 +446,11 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
 
 def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
-    usable = usable_gib(gpu)
+    usable = usable_gib(gpu, req)
     tflops = gpu.tflops_at(req.precision)
+    if req.precision == "fp8" and tflops is not None:
+        bf16 = gpu.tflops_at("bf16")
+        tflops = bf16 * FP8_TRAINING_SPEEDUP if bf16 is not None else None
     if tflops is None:
         return Rejection(
             "speed", f"no sourced {compute_name(req.precision)} tensor throughput for {gpu.name}"
@@ -417,6 +476,7 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
             )
         mfu = training_mfu(req, gpu)
         hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
+        hours *= EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0
         if req.deadline_hours is not None and hours > req.deadline_hours:
             if not joins_nodes(it) or nodes == req.max_nodes:
                 return Rejection(
@@ -431,14 +491,25 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 "per-GPU memory",
                 per_gpu_gib(req, shards, 0),
                 "GiB",
-                f"sharded ÷ {shards} + replicated; usable {usable:.1f} GiB",
+                f"sharded ÷ {shards} + replicated; {usable_note(gpu, req)}",
             ),
             Term(
                 "training hours",
                 hours,
                 "h",
-                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS × {mfu:g} MFU, {gpu.arch}"
-                f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}",
+                f"compute ÷ ({gpus} GPUs × {tflops:g} TFLOPS"
+                + (
+                    f" (BF16 × {FP8_TRAINING_SPEEDUP:g}, FP8 training: NeMo docs)"
+                    if req.precision == "fp8"
+                    else ""
+                )
+                + f" × {mfu:g} MFU, {gpu.arch}"
+                + f"{', MoE' if req.arch.is_moe and not req.mfu_tuned else ''}){estimate_note(gpu)}"
+                + (
+                    f" × {EAGER_TRAINING_SLOWDOWN:.2f} eager kernels (torchtune)"
+                    if req.eager_training
+                    else ""
+                ),
             ),
         )
         return Shape(

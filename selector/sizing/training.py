@@ -36,16 +36,61 @@ Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked
 (torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
 ``training.loss: chunked`` (errs safe)."""
 
-CHUNKED_LOSS_BYTES_PER_LOGIT = 4
-"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``): the 16-bit logits (2)
-and their 16-bit gradient (2); only one chunk (1/8 by default) is upcast to fp32 at a time
-(torchtune CEWithChunkedOutputLoss, pytorch/torchtune PR #1390, torchtune/modules/loss/
-ce_chunked_output_loss.py)."""
+CHUNKED_LOSS_BYTES_PER_LOGIT = 3
+"""Bytes per logit with a chunked cross-entropy (``training.loss: chunked``) whose per-chunk
+upcast and cross-entropy are compiled together: the 16-bit logits of every chunk kept for the
+backward pass (2) and one chunk's fp32 upcast and gradient at a time ((4 + 4) ÷ 8 chunks = 1)
+(torchtune CEWithChunkedOutputLoss: "upcasting only one chunk at a time"; "The CE and upcasting
+have to be compiled together", torchtune/modules/loss/ce_chunked_output_loss.py @1814feb,
+pytorch/torchtune PR #1390)."""
+
+EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6
+"""The same chunked loss run eagerly (``training.compile: false``): autograd keeps each chunk's fp32
+log-softmax for the backward pass, 2 + 4 B per logit."""
 
 KBIT_FP32_PARAMS_BYTES = 4.0
 """PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token
 embeddings, output head, norms) to fp32 (huggingface/peft src/peft/utils/other.py); gpufit counts
-the embeddings and output head, 2 × vocab × hidden, at 4 B in a QLoRA base."""
+the embeddings and output head (one matrix when tied, ``ModelArch.embedding_params``; else
+2 × vocab × hidden) at 4 B in a QLoRA base."""
+
+UNQUANTIZED_TRAIN_BYTES = 2.0
+"""Without PEFT's k-bit preparation (``training.kbit_preparation: none``) the parameters a QLoRA
+base does not quantise (token embeddings, output head, norms) stay 16-bit: torchtune quantises
+only the LoRA layers' base weights to NF4 (``LoRALinear(quantize_base=True)`` → torchao
+``to_nf4``, pytorch/torchtune torchtune/modules/peft/lora.py) and its recipe
+recipes/lora_finetune_single_device.py never upcasts to fp32; gpufit counts the embeddings and
+head at 2 B. Its optimiser is plain torch AdamW on the GPU, not bitsandbytes' paged one."""
+
+OFFLOAD_RESIDENT_LAYERS = 2
+"""With activation offloading (``training.activation_offload``: torchtune's
+``enable_activation_offloading``, torchtune/training/_activation_offloading.py
+``OffloadActivations``) each layer's saved activations are copied to pinned host memory on a
+side stream as the forward pass moves on and brought back one layer ahead of the backward pass:
+gpufit keeps two layers' saved activations on the GPU (the one in use, the one in flight) and
+the rest in host RAM."""
+
+FP8_WEIGHT_COPY_BYTES = 2.0
+"""FP8 training (Transformer Engine, Megatron-LM ``--fp8-format``) keeps the 16-bit weights and
+adds FP8 copies of them (the weight and its transpose for the backward pass, 1 B each): "the
+default behavior where both higher precision and FP8 copies are present" (NVIDIA/
+TransformerEngine transformer_engine/pytorch/fp8.py ``fp8_model_init``). gpufit sizes an fp8
+full/pre-training job as bf16 weights + these copies + bf16 grads + optimiser state, and times it
+at ``FP8_TRAINING_SPEEDUP`` × its 16-bit throughput; "FP8 training achieves on par memory usage
+with BF16 baseline" (NVIDIA NeMo AutoModel docs, advanced-training/fp8-training)."""
+
+FP8_TRAINING_SPEEDUP = 1.2
+"""FP8 training runs ~1.2× the BF16 rate, not the 2× of the FP8 tensor-core peak: "Over 1.2x
+training speedup on 8xH100 with tensorwise scaling" (NVIDIA NeMo AutoModel docs, "FP8 Training",
+https://docs.nvidia.com/nemo/automodel/advanced-training/fp8-training, read 2026-12-04): casts,
+amax reductions and the non-GEMM work do not speed up. The lower bound taken (errs slow)."""
+
+EAGER_TRAINING_SLOWDOWN = 8998 / 7075
+"""Eager PyTorch training (``training.compile: false``) against the compiled, fused-kernel runs
+gpufit's training utilisation was fitted on (llm-foundry, torchtitan with compile, Megatron with
+Transformer Engine, torchtune with compile): torchtune's Llama-3.2-3B full fine-tune on an A100,
+packed, went from 7,075 to 8,998 tokens/s when compiled, 1.27× (pytorch/torchtune README
+@1814feb, Optimization flags table)."""
 
 ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER = 12
 """Attention's score and value FLOPs per token in training: 12 × layers × sequence × hidden
@@ -86,6 +131,12 @@ def training_requirements(
     if spec.task in ("finetune-full", "pretrain"):
         if spec.precision == "fp32":
             per_param, formula = 4 + 4 + (opt - 4), f"4 weights + 4 grads + {opt - 4:g} optimiser (fp32)"
+        elif spec.precision == "fp8":
+            per_param = 2 + FP8_WEIGHT_COPY_BYTES + 2 + opt
+            formula = (
+                f"2 bf16 weights + {FP8_WEIGHT_COPY_BYTES:g} FP8 copies (Transformer Engine) + 2 grads + "
+                f"{opt:g} {training.optimizer} state"
+            )
         else:
             per_param = wbytes + wbytes + opt
             formula = f"{wbytes:g} weights + {wbytes:g} grads + {opt:g} {training.optimizer} state"
@@ -103,16 +154,23 @@ def training_requirements(
     else:
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
+        peft_prep = training.kbit_preparation == "fp32-cast"
         if spec.task == "finetune-qlora" and arch.vocab and arch.hidden:
-            embed = min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
-            sharded += embed * (KBIT_FP32_PARAMS_BYTES - wbytes)
+            # a tied head shares the embedding matrix (config.json tie_word_embeddings)
+            embed = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+            kept = KBIT_FP32_PARAMS_BYTES if peft_prep else UNQUANTIZED_TRAIN_BYTES
+            sharded += embed * (kept - wbytes)
             terms.append(
                 Term(
-                    "k-bit prep fp32 embeddings",
-                    embed * (KBIT_FP32_PARAMS_BYTES - wbytes) / GIB,
+                    "k-bit prep fp32 embeddings" if peft_prep else "unquantised embeddings",
+                    embed * (kept - wbytes) / GIB,
                     "GiB",
-                    f"embeddings + output head {embed:.4g} params at {KBIT_FP32_PARAMS_BYTES:g} B, not "
-                    f"{wbytes:.3g} (PEFT prepare_model_for_kbit_training)",
+                    f"embeddings + output head {embed:.4g} params at {kept:g} B, not {wbytes:.3g} ("
+                    + (
+                        "PEFT prepare_model_for_kbit_training casts them to fp32)"
+                        if peft_prep
+                        else "kbit_preparation none: kept 16-bit, torchtune)"
+                    ),
                 )
             )
         terms.append(
@@ -131,7 +189,7 @@ def training_requirements(
         replicated_states = adapters * (2 + 2)
         checkpoint = adapters * (2 + opt)
         terms.append(Term("adapter weights + grads", replicated_states / GIB, "GiB", "adapters × (2 + 2) B"))
-        if spec.task == "finetune-qlora":
+        if spec.task == "finetune-qlora" and peft_prep:
             host = adapters * 8
             terms.append(
                 Term(
@@ -151,19 +209,30 @@ def training_requirements(
                     f"adapters × {opt:g} B ({training.optimizer})",
                 )
             )
+    recompute_all = training.activation_checkpointing
+    saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN
+    on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers
+    acts = on_gpu * saved * s * b * h
     if training.activation_checkpointing:
-        acts = layers * FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN * s * b * h
         acts += KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
-        act_formula = f"{layers} layers × 2·s·b·h + one layer × 34·s·b·h (full recompute)"
+        act_formula = f"{on_gpu} layers × 2·s·b·h + one layer × 34·s·b·h (full recompute)"
     else:
-        acts = layers * KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
-        act_formula = f"{layers} layers × 34·s·b·h (FlashAttention, no recompute)"
-    per_logit = CHUNKED_LOSS_BYTES_PER_LOGIT if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
+        act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, no recompute)"
+    if training.activation_offload:
+        host += (layers - on_gpu) * saved * s * b * h
+        act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM (torchtune)"
+    chunked = CHUNKED_LOSS_BYTES_PER_LOGIT if training.compile else EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT
+    per_logit = chunked if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
     logits = s * b * arch.vocab * per_logit
     terms.append(Term("activations", acts / GIB, "GiB", f"{act_formula}; s={s}, b={b}, h={h}"))
-    terms.append(
-        Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({training.loss} loss)")
+    loss_note = f"{training.loss} loss" + (
+        ", compiled"
+        if training.loss == "chunked" and training.compile
+        else ", eager"
+        if training.loss == "chunked"
+        else ""
     )
+    terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({loss_note})"))
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
     recompute = 0.0
@@ -201,4 +270,5 @@ def training_requirements(
         train_flops=flops,
         terms=tuple(terms),
         checkpoint_bytes=checkpoint,
+        eager_training=not training.compile,
     )

@@ -50,6 +50,19 @@ class TrainingSpec(Strict):
         "stock",
         description="cross-entropy: stock (fp32 upcast of all logits) or chunked (torchtune/Unsloth style)",
     )
+    activation_offload: bool = Field(
+        False, description="saved activations offloaded to host RAM (torchtune enable_activation_offloading)"
+    )
+    compile: bool = Field(
+        True,
+        description="compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
+        "utilisation was fitted; false: eager PyTorch, 1.27x slower (torchtune)",
+    )
+    kbit_preparation: Literal["fp32-cast", "none"] = Field(
+        "fp32-cast",
+        description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
+        "(torchtune: unquantised parameters stay 16-bit, optimiser on the GPU)",
+    )
 
 
 class WorkSpec(Strict):
@@ -68,6 +81,7 @@ class WorkSpec(Strict):
     steps: int | None = Field(
         None, gt=0, description="diffusion: denoising steps per image; default: the preset's measured run"
     )
+    compile: bool = Field(False, description="diffusion: the pipeline runs under torch.compile")
 
     @model_validator(mode="after")
     def _one_amount(self) -> WorkSpec:
