@@ -10,6 +10,7 @@ from cli.figures import money, where
 from selector.capacity import describe as describe_capacity
 from selector.consumption import third_party_note
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
+from selector.gcp_flexibility import describe
 from selector.obtainability import obtainability
 from selector.select import GCP_ONE_TYPE_NOTE, Plan
 from selector.units import format_hours
@@ -32,11 +33,7 @@ def _fleet_members(plan: Plan) -> str:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
         if plan.spec.placement.instance_types is not None:
             return "fallbacks: none among placement.instance_types"
-        if (
-            choice is not None
-            and choice.offer.cloud in VM_COUNTED_CLOUDS
-            and not plan.spec.placement.gcp_instance_flexibility
-        ):
+        if choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS and plan.spec.task != "batch":
             return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
         if choice is not None and choice.offer.zone is not None:
             return (
@@ -47,9 +44,11 @@ def _fleet_members(plan: Plan) -> str:
     parts = [
         f"{f.offer.instance.name} {where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level}{_idle(plan, f)})"
+        + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)})"
         for f in plan.fallbacks
     ]
+    if any(f.realised == "group" for f in plan.fallbacks):
+        parts.append(REBALANCER_NOTE)
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
     units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
     choice = plan.choice
@@ -60,6 +59,20 @@ def _fleet_members(plan: Plan) -> str:
             "each running the replicas its GPUs hold; "
         )
     return f"{units}fallbacks: " + ", ".join(parts)
+
+
+REBALANCER_NOTE = (
+    "a fallback in its own MIG starts at size 0: a Cloud Workflows rebalancer, run by Cloud "
+    "Scheduler every few minutes until the deadline, moves the VMs a group cannot create for want "
+    "of capacity to the next group, never adding to the plan's replicas"
+)
+
+
+def _realised(fallback: Fallback) -> str:
+    """``; instance flexibility (...)`` or ``; its own MIG ...`` for a GCP fallback."""
+    if not fallback.realised:
+        return ""
+    return f"; {describe(fallback.realised, fallback.offer.instance.machine_type)}"
 
 
 def _idle(plan: Plan, fallback: Fallback) -> str:

@@ -65,7 +65,7 @@ from deployment import Deployment, FleetMember, iso_utc
 from machine import lifecycle
 from machine.boot import NodeRole, fleet_group, gce_group_name, render
 from providers.base import SecretInputs, deadline_ignore_changes
-from providers.gcp import capacity
+from providers.gcp import capacity, fallback_groups
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
     boot_disk_type,
@@ -88,6 +88,7 @@ from providers.gcp.endpoint import (
 )
 from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
 from providers.gcp.template import TemplateInputs, instance_template
+from selector.gcp_flexibility import evidence, series_of
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -110,6 +111,7 @@ class GcpFleetPlacement:
     left_out: tuple[str, ...]
     zones: tuple[str, ...]
     project: str
+    groups: tuple[fallback_groups.OwnGroup, ...] = ()  # a batch's fallbacks in MIGs of their own
 
 
 def template_compatible(d: Deployment, member: FleetMember) -> bool:
@@ -149,10 +151,17 @@ def place_members(
                 if d.allowed_zones
                 else f"{member.instance_type} (offered in no zone of {d.region})"
             )
-        elif member is not d.members[0] and not d.gcp_instance_flexibility:
+        elif member is not d.members[0] and member.realised == "group":
+            continue  # a MIG of its own (``fallback_groups``)
+        elif member is not d.members[0] and not _flexible(d, member):
             left_out.append(
-                f"{member.instance_type} (instance flexibility is off: unconfirmed for GPU machine "
-                "types; placement.gcp_instance_flexibility: true opts in)"
+                f"{member.instance_type} (instance flexibility is "
+                + (
+                    "off: placement.gcp_instance_flexibility: false)"
+                    if d.gcp_instance_flexibility is False
+                    else "unconfirmed for it: selector/data/gcp_instance_flexibility.yaml; "
+                    "placement.gcp_instance_flexibility: true opts in)"
+                )
             )
         elif member is not d.members[0] and member.gpu != d.members[0].gpu:
             left_out.append(
@@ -189,6 +198,19 @@ def place_members(
     kept_types = {m.machine_type for m in kept}
     placed = sorted(z for z, types in offered.items() if kept_types & types)
     return tuple(kept), tuple(left_out), tuple(placed)
+
+
+def _flexible(d: Deployment, member: FleetMember) -> bool:
+    """Whether the spec's flexibility setting lets ``member`` join the choice's group: opted
+    in, or the same GPUs in a series the allowlist confirms (``selector.gcp_flexibility``)."""
+    if d.gcp_instance_flexibility is not None:
+        return d.gcp_instance_flexibility
+    confirmed = evidence(d.machine_type).status == "confirmed"
+    return (
+        confirmed
+        and member.gpu_count == d.gpu_count
+        and series_of(member.machine_type) == series_of(d.machine_type)
+    )
 
 
 def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOptions) -> GcpFleetPlacement:
@@ -228,7 +250,8 @@ def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOpt
         raise pulumi.RunError(str(err)) from None
     if left_out:
         pulumi.log.warn(f"left out of the group: {'; '.join(left_out)}")
-    return GcpFleetPlacement(members, left_out, placed, project)
+    groups = fallback_groups.own_groups(d, gce_group_name(d), offered)
+    return GcpFleetPlacement(members, left_out, placed, project, groups)
 
 
 def target_shape(d: Deployment) -> str:
@@ -311,6 +334,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
         labels = d.labels()
         tag = network_tag(d)
         needed = ["compute", "iam", "storage", "cloudresourcemanager", "cloudscheduler"]
+        if placement.groups:
+            needed.append("workflows")
         if uses_secret_manager(d, secrets):
             needed.append("secretmanager")
         if d.expose == "load_balancer" and d.tls_domain is not None:
@@ -349,9 +374,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
             permissions=list(GROUP_PERMISSIONS),
             opts=child,
         )
+        all_groups = [group_name, *(g.name for g in placement.groups)]
         condition = gcp.projects.IAMMemberConditionArgs(
-            title=f"only {group_name}"[:100],
-            expression=f'resource.name == "{group_resource_name(project, region, group_name)}"',
+            title=f"only {group_name}"
+            + (f" and its {len(placement.groups)} fallback group(s)" if placement.groups else ""),
+            expression=" || ".join(
+                f'resource.name == "{group_resource_name(project, region, g)}"' for g in all_groups
+            ),
         )
         self.deadline_account = gcp.serviceaccount.Account(
             f"{base}-deadline-sa",
@@ -373,22 +402,18 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         termination = template_termination_time(d)
-        self.template = instance_template(
-            f"{base}-tmpl",
-            d,
-            TemplateInputs(
-                base=base,
-                labels=labels,
-                tag=tag,
-                subnetwork=subnetwork,
-                service_account_email=self.service_account.email,
-                startup_script=pulumi.Output.all(self.bucket.name, names).apply(
-                    lambda v: _startup_script(d, project, self.secrets, v)
-                ),
-                termination=termination,
+        template_inputs = TemplateInputs(
+            base=base,
+            labels=labels,
+            tag=tag,
+            subnetwork=subnetwork,
+            service_account_email=self.service_account.email,
+            startup_script=pulumi.Output.all(self.bucket.name, names).apply(
+                lambda v: _startup_script(d, project, self.secrets, v)
             ),
-            child,
+            termination=termination,
         )
+        self.template = instance_template(f"{base}-tmpl", d, template_inputs, child)
         flexibility = (
             gcp.compute.RegionInstanceGroupManagerInstanceFlexibilityPolicyArgs(
                 instance_selections=[
@@ -411,6 +436,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
         ignored = [*deadline_ignore_changes(d), "targetSize"]
         if not d.pinned:
             ignored.append("distributionPolicyZones")
+        update_policy = gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
+            type="OPPORTUNISTIC",
+            minimal_action="REPLACE",
+            # BALANCED and ANY_SINGLE_ZONE place VMs where capacity is: no redistribution.
+            instance_redistribution_type="NONE",
+            max_surge_fixed=0,
+            max_unavailable_fixed=len(zones),
+        )
         group_opts = pulumi.ResourceOptions(
             parent=self, depends_on=[bucket_access, vm_group, *apis], ignore_changes=ignored
         )
@@ -429,14 +462,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             distribution_policy_zones=zones,
             distribution_policy_target_shape=target_shape(d),
             instance_flexibility_policy=flexibility,
-            update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
-                type="OPPORTUNISTIC",
-                minimal_action="REPLACE",
-                # BALANCED and ANY_SINGLE_ZONE place VMs where capacity is: no redistribution.
-                instance_redistribution_type="NONE",
-                max_surge_fixed=0,
-                max_unavailable_fixed=len(zones),
-            ),
+            update_policy=update_policy,
             wait_for_instances=False,
             named_ports=[
                 gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
@@ -455,6 +481,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             opts=group_opts,
         )
         self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
+
         self.deadline = gcp.cloudscheduler.Job(
             f"{base}-deadline",
             region=region,
@@ -475,6 +502,23 @@ class GcpGpuFleet(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
             ),
+        )
+
+        # issue 25: a batch's fallbacks in groups of their own, and the rebalancer between them
+        fallback_outputs = fallback_groups.create(
+            base,
+            d,
+            placement.groups,
+            fallback_groups.FleetParts(
+                group_name, template_inputs, update_policy, project, role.name, condition, _digest(d)
+            ),
+            fallback_groups.Deadline(
+                cron_at(d),
+                lambda group: resize_uri(project, region, group),
+                self.deadline_account.email,
+                deadline_group,
+            ),
+            child,
         )
 
         self.load_balancer = None
@@ -498,7 +542,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.outputs = {
             "group": self.group.name,
             "instance_type": d.instance_type,
-            "fallbacks": [m.instance_type for m in placement.members[1:]],
+            "fallbacks": [m.instance_type for m in placement.members[1:]]
+            + [g.member.instance_type for g in placement.groups],
+            **fallback_outputs,
             "cloud": "gcp",
             "region": region,
             "zones": zones,
