@@ -91,7 +91,10 @@ def flexible(choice: InstanceType, other: InstanceType, opted_in: bool | None) -
         return None
     if choice.attached_accelerator is not None and choice.gpu_count != other.gpu_count:
         return None  # the template attaches the choice's GPUs to every VM
-    if other.gpu_count == choice.gpu_count and evidence(choice.machine_type).status == "confirmed":
+    status = evidence(choice.machine_type).status
+    if status == "refused":
+        return None  # Google's own code refuses it: not even opted in
+    if other.gpu_count == choice.gpu_count and status == "confirmed":
         return "flexibility"
     return "opted-in flexibility" if opted_in else None
 
@@ -116,3 +119,12 @@ def describe(realised: str, machine_type: str) -> str:
     if realised == "flexibility":
         return f"instance flexibility ({ev.series} with the same GPUs: Google's Cluster Toolkit emits it)"
     return f"instance flexibility (opted in: {ev.series} with other GPU counts is unconfirmed)"
+
+
+def most_replicas(weights: list[int], units: int) -> int:
+    """The most replicas a batch fleet's groups hold together, whatever its rebalancer did
+    (``providers.gcp.rebalance.decide``): a move grows the next group to at most ⌈what the plan's
+    ``units`` still need ÷ its weight⌉ VMs, so the groups never hold more than ``units`` plus
+    one VM's rounding of the heaviest group. The budget counts the groups at this, priced at
+    the dearest replica-hour among them (the rebalancer moves VMs, it never adds replicas)."""
+    return units + max(weights, default=1) - 1

@@ -86,11 +86,11 @@ def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
 
 def rebalanced(d: Deployment, group: str, groups: Sequence[OwnGroup]) -> tuple[RebalancedGroup, ...]:
     """The choice's group, then the fallbacks' groups, each with the replicas a VM holds."""
-    choice = d.members[0]
-    return (
-        RebalancedGroup(group, choice.weighted_capacity),
-        *(RebalancedGroup(g.name, g.member.weighted_capacity) for g in groups),
-    )
+
+    def one(name: str, m: FleetMember) -> RebalancedGroup:
+        return RebalancedGroup(name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count)
+
+    return (one(group, d.members[0]), *(one(g.name, g.member) for g in groups))
 
 
 def fleet_units(d: Deployment) -> int:
@@ -203,9 +203,10 @@ def create(
         condition=fleet.condition,
         opts=opts,
     )
+    workflow_name = f"gpufit-rebalance-{fleet.digest}"
     workflow = gcp.workflows.Workflow(
         f"{base}-rebalance",
-        name=f"gpufit-rebalance-{fleet.digest}",
+        name=workflow_name,
         region=d.region,
         description=f"gpufit: moves VMs short of capacity between {d.workload}'s groups"[:100],
         service_account=account.email,
@@ -233,8 +234,9 @@ def create(
         attempt_deadline="180s",
         http_target=gcp.cloudscheduler.JobHttpTargetArgs(
             http_method="POST",
-            uri=workflow.id.apply(
-                lambda wid: f"https://workflowexecutions.googleapis.com/v1/{wid}/executions"
+            uri=(
+                f"https://workflowexecutions.googleapis.com/v1/projects/{fleet.project}/locations/{d.region}"
+                f"/workflows/{workflow_name}/executions"
             ),
             body=EMPTY_EXECUTION,
             headers={"Content-Type": "application/json"},

@@ -88,7 +88,6 @@ from providers.gcp.endpoint import (
 )
 from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
 from providers.gcp.template import TemplateInputs, instance_template
-from selector.gcp_flexibility import evidence, series_of
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -202,15 +201,11 @@ def place_members(
 
 def _flexible(d: Deployment, member: FleetMember) -> bool:
     """Whether the spec's flexibility setting lets ``member`` join the choice's group: opted
-    in, or the same GPUs in a series the allowlist confirms (``selector.gcp_flexibility``)."""
+    in, or (by default) the planner found its GPUs the choice's in a series Google's code
+    confirms (``FleetMember.realised``, from ``selector.gcp_flexibility``)."""
     if d.gcp_instance_flexibility is not None:
         return d.gcp_instance_flexibility
-    confirmed = evidence(d.machine_type).status == "confirmed"
-    return (
-        confirmed
-        and member.gpu_count == d.gpu_count
-        and series_of(member.machine_type) == series_of(d.machine_type)
-    )
+    return member.realised == "flexibility"
 
 
 def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOptions) -> GcpFleetPlacement:

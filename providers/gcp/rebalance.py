@@ -17,7 +17,8 @@ last attempt failed for want of capacity (``lastAttempt.errors``; the codes and 
 the targetSize of the managed instance group by the number of instances that you delete"; a
 running VM is never touched) and resizes the next group by what they held
 (``regionInstanceGroupManagers.resize``), never past the plan's replicas (Compute discovery
-document ``compute.v1``). It calls the Compute REST API with ``http.get``/``http.post`` and
+document ``compute.v1``; the budget policy counts the groups at ``selector.gcp_flexibility.
+most_replicas``). It calls the Compute REST API with ``http.get``/``http.post`` and
 ``auth: {type: OAuth2}`` (https://cloud.google.com/workflows/docs/authenticate-from-workflow)
 as a service account that may only get and update these groups, reads its plan from a
 user-defined environment variable (``sys.get_env``,
@@ -56,11 +57,14 @@ STARVED = (
 
 @dataclass(frozen=True)
 class RebalancedGroup:
-    """One MIG of the fleet, in the order the plan prefers them, and the replicas a VM of it
-    holds (its GPUs ÷ the job's GPUs per replica)."""
+    """One MIG of the fleet, in the order the plan prefers them, the replicas a VM of it holds
+    (its GPUs ÷ the job's GPUs per replica), and its machine (for the budget policy's price)."""
 
     name: str
     weight: int
+    machine_type: str = ""
+    accelerator: str | None = None
+    gpus: int = 0
 
 
 @dataclass(frozen=True)
@@ -101,13 +105,6 @@ def decide(groups: Sequence[RebalancedGroup], states: Sequence[GroupState], unit
     return None
 
 
-def most_replicas(groups: Sequence[RebalancedGroup], units: int) -> int:
-    """The most replicas the groups can hold together after any run: a move fills the next
-    group up to ⌈what the plan still needs ÷ its weight⌉, so at most ``units`` plus one VM's
-    rounding of the heaviest group (what the budget counts, ``policy.pricing``)."""
-    return units + max((g.weight for g in groups), default=1) - 1
-
-
 def capacity_pattern() -> str:
     """One RE2 expression (case-insensitive) matching a GCP capacity error's code or message, from
     ``gitops/capacity_errors.yaml`` (``text.match_regex`` takes RE2:
@@ -124,7 +121,16 @@ def plan_variable(region: str, groups: Sequence[RebalancedGroup], units: int, de
         "units": units,
         "deadline": deadline_epoch_s,
         "capacity": capacity_pattern(),
-        "groups": [{"name": g.name, "weight": g.weight} for g in groups],
+        "groups": [
+            {
+                "name": g.name,
+                "weight": g.weight,
+                "machine_type": g.machine_type,
+                "accelerator": g.accelerator,
+                "gpus": g.gpus,
+            }
+            for g in groups
+        ],
     }
     text = json.dumps(doc, separators=(",", ":"), sort_keys=True)
     if len(text.encode()) > 4096:
