@@ -216,7 +216,13 @@ def create(
         },
         call_log_level="LOG_ERRORS_ONLY",
         deletion_protection=False,
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=migs)),
+        # its plan carries the deadline, set when the stack was created (as the labels are)
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                depends_on=migs, ignore_changes=[] if d.deadline_pinned else ["userEnvVars"]
+            ),
+        ),
     )
     invoker = gcp.projects.IAMMember(
         f"{base}-rebalance-invoker",
