@@ -122,8 +122,6 @@ class Plan:
         choice = self.choice
         if choice is None:
             return None
-        if choice.offer.cloud in VM_COUNTED_CLOUDS and not self.fallbacks and self.spec.task != "batch":
-            return GCP_ONE_TYPE_NOTE
         if self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
             return None
         if self.spec.placement.instance_types is not None:
@@ -134,6 +132,8 @@ class Plan:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
         n = len(self.fallbacks)
+        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch":
+            return GCP_ONE_TYPE_NOTE
         if offer.cloud in VM_COUNTED_CLOUDS:
             vms = choice.shape.instances
             each = (

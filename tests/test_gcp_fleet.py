@@ -143,7 +143,9 @@ def test_a_gcp_plan_says_why_it_has_no_fallbacks_and_how_to_opt_in(serve: Any) -
     assert "fallbacks: none (a gcp managed instance group keeps one instance template" in text
     assert "placement.gcp_instance_flexibility: true takes any size of the series, unconfirmed" in text
     assert text.count("placement.gcp_instance_flexibility") == 1
-    assert report.plan_to_dict(expected, NOW.date())["choice"]["fleet_notes"] == [expected.breadth_note]
+    # a fault_tolerance: none service needs no breadth note; its Fleet line still says why
+    assert expected.spec.fault_tolerance == "none" and expected.breadth_note is None
+    assert report.plan_to_dict(expected, NOW.date())["choice"]["fleet_notes"] == []
 
 
 def test_the_mig_is_resized_to_zero_at_the_deadline_from_the_cloud_side(serve: Any) -> None:
