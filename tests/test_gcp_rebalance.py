@@ -461,3 +461,65 @@ def test_the_plan_shows_how_each_gcp_fallback_is_realised(stack: Any) -> None:
     assert {f["realised"] for f in doc["choice"]["fallbacks"]} == {"group"}
     assert all(f["realised_how"] for f in doc["choice"]["fallbacks"])
     assert Path(DATA_FILE).exists()
+
+
+def test_the_whole_policy_pack_passes_the_rebalanced_stack(stack: Any) -> None:
+    """Every per-resource and stack validator (the fallback groups' deadline jobs included)."""
+    from policy.gpufit_policies import RESOURCE_VALIDATORS, STACK_VALIDATORS
+
+    mocks, _, expected = stack
+    region = expected.choice.offer.region
+    resources = [(r.typ, r.inputs, region) for r in mocks.resources if not r.typ.startswith("pulumi:")]
+    config = PolicyConfig(now=NOW)
+    problems = [p for check in STACK_VALIDATORS for p in check(resources, config)]
+    problems += [
+        p for typ, props, _ in resources for check in RESOURCE_VALIDATORS for p in check(typ, props, config)
+    ]
+    assert problems == []
+
+
+def test_the_workflows_compute_requests_match_the_discovery_document() -> None:
+    """Each call the workflow makes against ``compute.v1``: its HTTP method and path, the
+    ``deleteInstances`` body, and the response fields it reads (the groups list without paging:
+    ``listManagedInstancesResults`` defaults to PAGELESS, "pageToken ... supported only if ...
+    PAGINATED")."""
+    from tests.contracts.gcp_discovery import document, problems
+
+    compute = document("compute.v1")
+    methods = compute["resources"]["regionInstanceGroupManagers"]["methods"]
+    schemas = compute["schemas"]
+    calls = {}
+
+    def walk(steps: list[Any]) -> None:
+        for step in steps:
+            ((_, body),) = step.items()
+            if "call" in body:
+                url = body["args"]["url"]
+                action = re.search(r'"/(\w+)', url.split("name", 1)[-1])
+                calls[action.group(1) if action else "get"] = (body["call"], body["args"].get("body"))
+            for nested in (
+                body.get("for", {}).get("steps", []),
+                *[c.get("steps", []) for c in body.get("switch", [])],
+            ):
+                walk(nested)
+
+    walk(workflow_definition()["main"]["steps"])
+    assert set(calls) == {"get", "listManagedInstances", "deleteInstances", "resize"}
+    for name, (call, _) in calls.items():
+        assert methods[name]["httpMethod"] == call.removeprefix("http.").upper()
+        assert methods[name]["flatPath"].endswith(
+            "{instanceGroupManager}" + ("" if name == "get" else f"/{name}")
+        )
+    assert methods["resize"]["parameters"]["size"]["location"] == "query"
+    release = {
+        "instances": ["https://www.googleapis.com/compute/v1/projects/p/zones/z/instances/vm"],
+        "skipInstancesOnValidationError": True,
+    }
+    assert problems("compute.v1", "RegionInstanceGroupManagersDeleteInstancesRequest", release) == []
+    assert '"skipInstancesOnValidationError": true' in calls["deleteInstances"][1]
+    assert "targetSize" in schemas["InstanceGroupManager"]["properties"]
+    assert "managedInstances" in schemas["RegionInstanceGroupManagersListInstancesResponse"]["properties"]
+    instance = schemas["ManagedInstance"]["properties"]
+    assert {"instance", "currentAction", "lastAttempt"} <= set(instance)
+    assert "CREATING" in instance["currentAction"]["enum"]
+    assert "errors" in schemas["ManagedInstanceLastAttempt"]["properties"]

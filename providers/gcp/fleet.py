@@ -18,8 +18,8 @@ one group, one template, the plan's VMs whatever type each gets. A batch VM may 
 and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
 or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
 (``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
-Several groups, one per size, would all run at once (nothing moves a target from a group
-without capacity to another; gpufit runs no controller): the spend times the groups.
+A batch's other fallbacks run in MIGs of their own at size 0, between which a Cloud Workflows
+rebalancer moves the VMs a group cannot create (``fallback_groups``, ``rebalance``).
 
 Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
 (https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
@@ -27,10 +27,10 @@ template's attached accelerators, boot-disk type and network interface stay. So 
 must attach the same GPUs (N1 + ``guestAccelerators``), or carry its GPUs in its machine type
 like the choice (A2/A3/G2), and take the same boot disk and NIC; others are left out. The
 pages that could be read do not say whether flexibility accepts GPU machine types (every
-example there is general-purpose: c3/n2/c2-standard-8), so the group takes other machine types
-only when the spec opts in (``placement.gcp_instance_flexibility``; ``Deployment.
-gcp_instance_flexibility``): by default it is one machine type and no
-``instanceFlexibilityPolicy`` (``place_members`` leaves the rest out, with the reason). Even
+example there is general-purpose: c3/n2/c2-standard-8); Google's Cluster Toolkit emits it for
+types with the choice's GPU model and count, which the group takes by default
+(``FleetMember.realised``, from ``selector.gcp_flexibility``); other sizes only when the spec
+opts in (``placement.gcp_instance_flexibility``), none when it opts out. Even
 opted in, a member of another GPU model than the choice (A100-80GB ``a2-ultragpu`` with H100
 ``a3-highgpu``) is left out: one group serves one GPU model.
 
