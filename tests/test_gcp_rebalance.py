@@ -33,6 +33,7 @@ from selector.datafile import load_yaml
 from selector.gcp_flexibility import DATA_FILE, evidence, most_replicas, realisation
 from selector.select import plan
 from selector.spec import parse_spec
+from tests.machine.unpack import settings
 from tests.pulumi_harness import RecordingMocks, run_program
 from tests.test_gcp_fleet import NOW
 
@@ -396,6 +397,11 @@ def test_the_batch_fleet_realises_its_fallbacks_as_groups_with_a_rebalancer(stac
             *(f.offer.instance.machine_type for f in expected.fallbacks),
         ]
     )
+    # each group's VMs leave (and ask to be recreated in) their own group
+    groups_left = sorted(
+        settings(t.inputs["metadata"]["startup-script"])["GROUP"] for t in mocks.of_type(TEMPLATE)
+    )
+    assert groups_left == sorted([primary, *fallback_groups])
     (workflow,) = mocks.of_type(WORKFLOW)
     doc = json.loads(workflow.inputs["userEnvVars"]["GPUFIT_REBALANCE"])
     assert [g["name"] for g in doc["groups"]] == [primary, *fallback_groups]

@@ -110,6 +110,7 @@ class FleetParts:
 
     group: str
     template: TemplateInputs
+    script: Callable[[str], Any]  # a group's boot script: its VMs leave (and recreate in) that group
     update_policy: gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs
     project: str
     role: Any
@@ -143,7 +144,8 @@ def create(
     migs = []
     for n, own in enumerate(groups, start=1):
         dv = member_deployment(d, own.member)
-        template = instance_template(f"{base}-f{n}-tmpl", dv, fleet.template, opts)
+        inputs = replace(fleet.template, startup_script=fleet.script(own.name))
+        template = instance_template(f"{base}-f{n}-tmpl", dv, inputs, opts)
         mig = gcp.compute.RegionInstanceGroupManager(
             f"{base}-f{n}-mig",
             name=own.name,

@@ -63,7 +63,7 @@ import pulumi_gcp as gcp
 
 from deployment import Deployment, FleetMember, iso_utc
 from machine import lifecycle
-from machine.boot import NodeRole, fleet_group, gce_group_name, render
+from machine.boot import gce_group_name
 from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp import capacity, fallback_groups
 from providers.gcp.common import (
@@ -86,8 +86,8 @@ from providers.gcp.endpoint import (
     readiness_firewall,
     server_firewall,
 )
-from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
-from providers.gcp.template import TemplateInputs, instance_template
+from providers.gcp.secrets import machine_secrets, uses_secret_manager
+from providers.gcp.template import TemplateInputs, boot_script, instance_template
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -153,15 +153,7 @@ def place_members(
         elif member is not d.members[0] and member.realised == "group":
             continue  # a MIG of its own (``fallback_groups``)
         elif member is not d.members[0] and not _flexible(d, member):
-            left_out.append(
-                f"{member.instance_type} (instance flexibility is "
-                + (
-                    "off: placement.gcp_instance_flexibility: false)"
-                    if d.gcp_instance_flexibility is False
-                    else "unconfirmed for it: selector/data/gcp_instance_flexibility.yaml; "
-                    "placement.gcp_instance_flexibility: true opts in)"
-                )
-            )
+            left_out.append(f"{member.instance_type} ({NOT_FLEXIBLE[d.gcp_instance_flexibility is False]})")
         elif member is not d.members[0] and member.gpu != d.members[0].gpu:
             left_out.append(
                 f"{member.instance_type} (another GPU model, {member.gpu}, than the choice's "
@@ -197,6 +189,13 @@ def place_members(
     kept_types = {m.machine_type for m in kept}
     placed = sorted(z for z, types in offered.items() if kept_types & types)
     return tuple(kept), tuple(left_out), tuple(placed)
+
+
+NOT_FLEXIBLE = (
+    "instance flexibility is unconfirmed for it: selector/data/gcp_instance_flexibility.yaml; "
+    "placement.gcp_instance_flexibility: true opts in",
+    "instance flexibility is off: placement.gcp_instance_flexibility: false",
+)
 
 
 def _flexible(d: Deployment, member: FleetMember) -> bool:
@@ -301,12 +300,6 @@ def _digest(d: Deployment) -> str:
     return hashlib.sha256(f"{d.project}/{d.stack}/{d.workload}".encode()).hexdigest()[:8]
 
 
-def _startup_script(d: Deployment, project: str, secrets: GcpMachineSecrets, values: list[Any]) -> str:
-    """A member's startup script from the resolved ``[bucket, secret names]``."""
-    bucket, names = str(values[0]), list(values[1])
-    return render(d, bucket, NodeRole(0, 1, ""), fleet_group(d, project), secrets.refs(d, names, project))
-
-
 class GcpGpuFleet(pulumi.ComponentResource):
     """A regional MIG of single-node replicas with its template, network, firewall rules,
     service accounts, bucket and deadline, for one deployment."""
@@ -371,8 +364,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
         all_groups = [group_name, *(g.name for g in placement.groups)]
         condition = gcp.projects.IAMMemberConditionArgs(
-            title=f"only {group_name}"
-            + (f" and its {len(placement.groups)} fallback group(s)" if placement.groups else ""),
+            title=f"only {group_name}" + (" and its fallback groups" if placement.groups else ""),
             expression=" || ".join(
                 f'resource.name == "{group_resource_name(project, region, g)}"' for g in all_groups
             ),
@@ -403,9 +395,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             tag=tag,
             subnetwork=subnetwork,
             service_account_email=self.service_account.email,
-            startup_script=pulumi.Output.all(self.bucket.name, names).apply(
-                lambda v: _startup_script(d, project, self.secrets, v)
-            ),
+            startup_script=boot_script(d, project, self.secrets, self.bucket.name, names),
             termination=termination,
         )
         self.template = instance_template(f"{base}-tmpl", d, template_inputs, child)
@@ -505,7 +495,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
             d,
             placement.groups,
             fallback_groups.FleetParts(
-                group_name, template_inputs, update_policy, project, role.name, condition, _digest(d)
+                group_name,
+                template_inputs,
+                lambda group: boot_script(d, project, self.secrets, self.bucket.name, names, group),
+                update_policy,
+                project,
+                role.name,
+                condition,
+                _digest(d),
             ),
             fallback_groups.Deadline(
                 cron_at(d),
