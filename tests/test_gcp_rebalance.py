@@ -529,3 +529,10 @@ def test_the_workflows_compute_requests_match_the_discovery_document() -> None:
     assert {"instance", "currentAction", "lastAttempt"} <= set(instance)
     assert "CREATING" in instance["currentAction"]["enum"]
     assert "errors" in schemas["ManagedInstanceLastAttempt"]["properties"]
+
+
+def test_the_workflow_runs_in_the_fleets_region_where_workflows_does() -> None:
+    from providers.gcp.rebalance import workflow_location
+
+    assert workflow_location("europe-north1") == "europe-north1"
+    assert workflow_location("africa-south1") == "us-central1"  # not on the page read

@@ -29,6 +29,7 @@ from providers.gcp.rebalance import (
     PLAN_VARIABLE,
     RebalancedGroup,
     plan_variable,
+    workflow_location,
     workflow_source,
 )
 from providers.gcp.template import TemplateInputs, instance_template
@@ -206,10 +207,11 @@ def create(
         opts=opts,
     )
     workflow_name = f"gpufit-rebalance-{fleet.digest}"
+    location = workflow_location(d.region)
     workflow = gcp.workflows.Workflow(
         f"{base}-rebalance",
         name=workflow_name,
-        region=d.region,
+        region=location,
         description=f"gpufit: moves VMs short of capacity between {d.workload}'s groups"[:100],
         service_account=account.email,
         source_contents=workflow_source(),
@@ -243,7 +245,7 @@ def create(
         http_target=gcp.cloudscheduler.JobHttpTargetArgs(
             http_method="POST",
             uri=(
-                f"https://workflowexecutions.googleapis.com/v1/projects/{fleet.project}/locations/{d.region}"
+                f"https://workflowexecutions.googleapis.com/v1/projects/{fleet.project}/locations/{location}"
                 f"/workflows/{workflow_name}/executions"
             ),
             body=EMPTY_EXECUTION,

@@ -47,6 +47,32 @@ EVERY_MINUTES = 5
 
 COMPUTE = "https://compute.googleapis.com/compute/v1"
 
+WORKFLOWS_LOCATIONS = frozenset(
+    {
+        *("northamerica-northeast1", "northamerica-northeast2", "northamerica-south1"),
+        *("southamerica-east1", "southamerica-west1", "us-central1", "us-east1", "us-east4"),
+        *("us-east5", "us-south1", "us-west1", "us-west2", "us-west3", "us-west4"),
+        *("europe-central2", "europe-north1", "europe-north2", "europe-southwest1", "europe-west1"),
+        *("europe-west2", "europe-west3", "europe-west4", "europe-west6", "europe-west8"),
+        *("europe-west9", "europe-west10", "europe-west12", "asia-east1", "asia-east2"),
+        *("asia-northeast1", "asia-northeast2", "asia-northeast3", "asia-south1", "asia-south2"),
+        *("asia-southeast1", "asia-southeast2", "asia-southeast3", "australia-southeast1"),
+        *("australia-southeast2", "me-central1", "me-central2"),
+    }
+)
+"""Where Workflows runs (https://cloud.google.com/workflows/docs/locations, read 2026-12-04; the
+page's list may hold more than these)."""
+
+FALLBACK_LOCATION = "us-central1"
+
+
+def workflow_location(region: str) -> str:
+    """The fleet's region when Workflows runs there, else us-central1: a workflow's HTTP calls
+    reach the Compute API of any region ("the HTTP call might not originate from the same
+    region": the locations page)."""
+    return region if region in WORKFLOWS_LOCATIONS else FALLBACK_LOCATION
+
+
 STARVED = (
     'mi.currentAction == "CREATING" and text.match_regex('
     'json.encode_to_string(default(map.get(mi, ["lastAttempt", "errors"]), {})), plan.capacity)'
