@@ -47,8 +47,6 @@ def _fleet_members(plan: Plan) -> str:
         + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)})"
         for f in plan.fallbacks
     ]
-    if any(f.realised == "group" for f in plan.fallbacks):
-        parts.append(REBALANCER_NOTE)
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
     units = f"{plan.fleet_units} replicas, each machine counted by the replicas it holds; " if weights else ""
     choice = plan.choice
@@ -58,7 +56,8 @@ def _fleet_members(plan: Plan) -> str:
             f"{vms} VM{'s' if vms != 1 else ''} (a {choice.offer.cloud} group counts VMs), "
             "each running the replicas its GPUs hold; "
         )
-    return f"{units}fallbacks: " + ", ".join(parts)
+    rebalanced = any(f.realised == "group" for f in plan.fallbacks)
+    return f"{units}fallbacks: " + ", ".join(parts) + (f"; {REBALANCER_NOTE}" if rebalanced else "")
 
 
 REBALANCER_NOTE = (
