@@ -168,12 +168,17 @@ def _fetcher(cloud: str, args: argparse.Namespace, counter: Any, previous: dict[
     if args.aws_source == "public" or (args.aws_source == "auto" and not _aws_credentials()):
         from catalog.aws_public import AwsPublicFetcher
 
-        return AwsPublicFetcher(previous, counter=counter)
+        return AwsPublicFetcher(previous, counter=counter, http=PublicHttp(counter, log=_file_size))
     from catalog.aws import AwsCatalogFetcher
 
     return AwsCatalogFetcher(
-        counter=counter, scores=not args.no_placement_scores, advisor=PublicHttp(counter)
+        counter=counter, scores=not args.no_placement_scores, advisor=PublicHttp(counter, log=_file_size)
     )
+
+
+def _file_size(line: str) -> None:
+    """One public file's size as its server sent it (issue 25: the refresh measures its download)."""
+    print(f"gpufit: aws: {line}", file=sys.stderr, flush=True)
 
 
 def _aws_credentials() -> bool:

@@ -12,6 +12,7 @@ from selector.catalog import Offer
 from selector.consumption import third_party_note
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
 from selector.freshness import age_text
+from selector.gcp_flexibility import describe
 from selector.obtainability import obtainability
 from selector.select import GCP_ONE_TYPE_NOTE, Plan
 from selector.units import format_hours
@@ -34,11 +35,7 @@ def _fleet_members(plan: Plan) -> str:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
         if plan.spec.placement.instance_types is not None:
             return "fallbacks: none among placement.instance_types"
-        if (
-            choice is not None
-            and choice.offer.cloud in VM_COUNTED_CLOUDS
-            and not plan.spec.placement.gcp_instance_flexibility
-        ):
+        if choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS and plan.spec.task != "batch":
             return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
         if choice is not None and choice.offer.zone is not None:
             return (
@@ -49,7 +46,7 @@ def _fleet_members(plan: Plan) -> str:
     parts = [
         f"{f.offer.instance.name} {where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level}{_idle(plan, f)})"
+        + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)})"
         for f in plan.fallbacks
     ]
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
@@ -61,7 +58,22 @@ def _fleet_members(plan: Plan) -> str:
             f"{vms} VM{'s' if vms != 1 else ''} (a {choice.offer.cloud} group counts VMs), "
             "each running the replicas its GPUs hold; "
         )
-    return f"{units}fallbacks: " + ", ".join(parts)
+    rebalanced = any(f.realised == "group" for f in plan.fallbacks)
+    return f"{units}fallbacks: " + ", ".join(parts) + (f"; {REBALANCER_NOTE}" if rebalanced else "")
+
+
+REBALANCER_NOTE = (
+    "a fallback in its own MIG starts at size 0: a Cloud Workflows rebalancer, run by Cloud "
+    "Scheduler every few minutes until the deadline, moves the VMs a group cannot create for want "
+    "of capacity to the next group, never adding to the plan's replicas"
+)
+
+
+def _realised(fallback: Fallback) -> str:
+    """``; instance flexibility (...)`` or ``; its own MIG ...`` for a GCP fallback."""
+    if not fallback.realised:
+        return ""
+    return f"; {describe(fallback.realised, fallback.offer.instance.machine_type)}"
 
 
 def _idle(plan: Plan, fallback: Fallback) -> str:

@@ -61,25 +61,54 @@ def _transient(error: BaseException) -> bool:
     )
 
 
+def content_length(headers: Any) -> int | None:
+    """The response's ``Content-Length`` in bytes (as sent: compressed when the body is gzip),
+    None when the server streams without one or sends a malformed one (RFC 9110 §8.6)."""
+    raw = headers.get("Content-Length") if headers is not None else None
+    try:
+        size = int(str(raw).strip()) if raw is not None else None
+    except ValueError:
+        return None
+    return size if size is not None and size >= 0 else None
+
+
+def size_line(url: str, size: int | None) -> str:
+    """``<url>: 2,735,507 bytes (Content-Length)`` or ``<url>: no Content-Length (streamed)``."""
+    return (
+        f"{url}: {size:,} bytes (Content-Length)"
+        if size is not None
+        else f"{url}: no Content-Length (streamed)"
+    )
+
+
 class PublicHttp:
     """GETs of public files, each retried with backoff on throttling, 5xx and connection
-    errors (``cloudapi.retry``), counted in ``counter``."""
+    errors (``cloudapi.retry``), counted in ``counter``. Each file's ``Content-Length`` is kept
+    in ``sizes`` (by URL, the last attempt's) and handed to ``log`` as it arrives, so a refresh
+    measures what it downloads (the size of the public price files is otherwise unknown)."""
 
     def __init__(
         self,
         counter: CallCounter | None = None,
         policy: RetryPolicy | None = None,
         opener: Callable[..., Any] = urllib.request.urlopen,
+        log: Callable[[str], None] | None = None,
     ) -> None:
         self.counter = counter or CallCounter()
         self._policy = policy or RetryPolicy()
         self._open = opener
+        self._log = log
+        self.sizes: dict[str, int | None] = {}
 
     @contextmanager
     def _response(self, url: str) -> Iterator[Any]:
         request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, "Accept-Encoding": "gzip"})
         self.counter.add()
         response = self._open(request, timeout=TIMEOUT_S)
+        size = content_length(getattr(response, "headers", None))
+        self.sizes[url] = size
+        if self._log is not None:
+            self._log(size_line(url, size))
         try:
             if response.headers.get("Content-Encoding", "").lower() == "gzip":
                 yield gzip.GzipFile(fileobj=response)

@@ -39,10 +39,10 @@ policy pack prices the block's machines from (``policy.pricing.block_hourly``)."
 class CapacityTarget:
     """The capacity option of a deployment."""
 
-    kind: str  # capacity-block | flex-start | reservation
+    kind: str  # capacity-block | flex-start | reservation | calendar-reservation
     reservation_id: str | None = None  # an ODCR id, a resource group ARN, or a GCP reservation
     affinity: str = "specific"
-    reserved: int = 0  # a reservation: the machines it holds (a GCP group runs the rest beside it)
+    reserved: int = 0  # a reservation: the machines it holds (the rest run beside it with overflow)
     block_start: datetime | None = None
     block_end: datetime | None = None
     block_instances: int = 0
@@ -53,7 +53,6 @@ class CapacityTarget:
     start_after: date | None = None
     start_before: date | None = None
     run_hours: float = 0.0  # flex-start: how long its VMs run (the plan's lifetime, not the clock)
-    reserved: int = 0  # a reservation: the machines it holds
     overflow: bool = False  # a reservation: machines beyond it run on-demand beside it
 
     @property

@@ -48,6 +48,7 @@ class FleetMember:
     tensor_parallel: int = 1
     max_num_seqs: int = 0  # batch generation: sequences per replica on this type (0: none)
     gpu: str | None = None  # the GPU model (catalog name); a GCP group never mixes two
+    realised: str = ""  # GCP: "flexibility" (the choice's MIG) or "group" (a MIG of its own)
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class Deployment:
     on_demand_base: int = 0  # instances of a spot serving fleet kept on-demand
     spot_allocation: str = "price-capacity-optimized"  # or "cost-order" (placement.spot_allocation)
     capacity: CapacityTarget | None = None  # a Capacity Block, flex-start request or reservation
-    gcp_instance_flexibility: bool = False  # placement.gcp_instance_flexibility (opt-in, unconfirmed)
+    gcp_instance_flexibility: bool | None = None  # placement.gcp_instance_flexibility (None: allowlist)
 
     @property
     def api_from_anywhere(self) -> bool:

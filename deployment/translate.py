@@ -284,6 +284,7 @@ def deployment_from_plan(
                     f.shape.tensor_parallel,
                     _max_num_seqs(spec, f.shape),
                     f.offer.instance.gpu.name,
+                    f.realised,
                 )
                 for f in plan.fallbacks
             ),

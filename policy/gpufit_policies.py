@@ -40,6 +40,7 @@ from policy.pricing import (
     instance_market,
     instance_offer,
     instance_region,
+    rebalanced_budget,
 )
 from policy.resources import (
     AWS_ACL_TYPES,
@@ -401,8 +402,16 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
             count += 1
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
     resized = flex_resizes(stack_items(resources))
+    # issue 25: a batch fleet's groups that a rebalancer moves VMs between count once, together
+    worst, sets, unpriced, moved = rebalanced_budget(stack_items(resources), templates, config)
+    total, count = total + worst, count + sets
+    problems.extend(unpriced)
     for typ, props, region in stack_items(resources):
-        if typ not in (AWS_GROUP, *GCP_GROUPS) or in_block(typ, props, stack_items(resources)):
+        if (
+            typ not in (AWS_GROUP, *GCP_GROUPS)
+            or in_block(typ, props, stack_items(resources))
+            or (typ in GCP_GROUPS and str(props.get("name")) in moved)
+        ):
             continue
         extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
         if extra:  # issue 26: a flex-start group's VMs come from its resize request

@@ -4,6 +4,7 @@ properties say, the dearest matching offer, and the most a fleet group can cost.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -22,6 +23,13 @@ from policy.resources import (
     last_segment,
 )
 from selector.catalog import Catalog, Offer, load_catalog
+from selector.gcp_flexibility import most_replicas
+
+GCP_WORKFLOW = "gcp:workflows/workflow:Workflow"
+REBALANCE_VARIABLE = "GPUFIT_REBALANCE"
+"""The user-defined environment variable of a batch fleet's rebalancer workflow: its groups
+(name, replicas per VM, machine), in preference order, and the plan's replicas
+(``providers.gcp.rebalance.plan_variable``)."""
 
 
 @functools.lru_cache(maxsize=4)
@@ -236,3 +244,67 @@ def block_hourly(items: Sequence[tuple[str, Any, Any]]) -> tuple[float, int, lis
         total += fee / hours
         count += 1
     return total, count, problems
+
+
+def rebalanced_sets(items: Sequence[tuple[str, Mapping[str, Any], str | None]]) -> list[dict[str, Any]]:
+    """The plans of the stack's rebalancer workflows (``GPUFIT_REBALANCE``), each naming the
+    groups it moves VMs between; a workflow whose plan does not parse names none."""
+    found = []
+    for typ, props, _ in items:
+        raw = as_map(props.get("userEnvVars")).get(REBALANCE_VARIABLE) if typ == GCP_WORKFLOW else None
+        try:
+            doc = json.loads(raw) if isinstance(raw, str) else None
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("groups"), list):
+            found.append(doc)
+    return found
+
+
+def rebalanced_hourly(
+    plan: Mapping[str, Any], template: Mapping[str, Any], config: PolicyConfig, region: str | None
+) -> tuple[float, list[str]]:
+    """The most a rebalanced set of groups can cost an hour: the dearest replica-hour among its
+    groups' machines (price ÷ replicas per VM, in the template's market) times the most
+    replicas the groups hold together (``selector.gcp_flexibility.most_replicas``), not the
+    sum of the groups (the rebalancer moves VMs, it never adds replicas); and the machines the
+    catalog cannot price."""
+    groups = [as_map(g) for g in as_seq(plan.get("groups"))]
+    weights = [max(as_count(g.get("weight")) or 1, 1) for g in groups]
+    dearest, unpriced = 0.0, []
+    for g, weight in zip(groups, weights, strict=True):
+        accelerator = g.get("accelerator")
+        shape = {
+            "machineType": g.get("machine_type"),
+            "guestAccelerators": [{"type": accelerator, "count": g.get("gpus")}] if accelerator else None,
+            "scheduling": template.get("scheduling"),
+        }
+        offer = instance_offer(GCP_INSTANCE, shape, config, region)
+        if offer is None:
+            unpriced.append(f"gcp {g.get('machine_type')}")
+            continue
+        dearest = max(dearest, offer.hourly_usd / weight)
+    return dearest * most_replicas(weights, as_count(plan.get("units")) or 0), unpriced
+
+
+def rebalanced_budget(
+    items: Sequence[tuple[str, Mapping[str, Any], str | None]],
+    templates: Sequence[Mapping[str, Any]],
+    config: PolicyConfig,
+) -> tuple[float, int, list[str], set[str]]:
+    """The stack's rebalanced group sets together: the most they cost an hour, how many sets,
+    a problem per set the catalog cannot price, and the names of the groups they cover (which
+    the budget then leaves out of its per-group count)."""
+    total, problems, moved = 0.0, [], set()
+    sets = rebalanced_sets(items)
+    for plan in sets:
+        region = str(plan["region"]) if plan.get("region") else None
+        worst, unpriced = rebalanced_hourly(plan, templates[0] if templates else {}, config, region)
+        if unpriced:
+            problems.append(
+                f"no catalog price for {', '.join(unpriced)} in {region or 'any region'}: cannot show "
+                "the rebalanced groups are within the budget"
+            )
+        total += worst
+        moved |= {str(as_map(g).get("name")) for g in as_seq(plan.get("groups"))}
+    return total, len(sets), problems, moved

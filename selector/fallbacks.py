@@ -28,13 +28,13 @@ order. A fallback is an offer
     rate with no more replicas than the choice runs);
   - on GCP a managed instance group counts VMs, not units, and its instance flexibility
     keeps one instance template (an instance selection overrides machine type, CPU platform
-    and disks only: Compute discovery document): a fallback there attaches the same GPUs (or
-    carries them in its machine type, as the choice does). A batch job's group keeps the
-    choice's VM count (its target size) and each VM runs the replicas its own GPUs hold, so a
-    fallback of another size is costed as that many VMs of it (``vm_fleet_shape``: a smaller
-    one runs longer, within the TTL, a bigger one shorter); a served model or a fine-tune
-    keeps the choice's replicas per VM, a bigger VM of its series running a served model's
-    launch with GPUs idle (``idle_gpu_shape``);
+    and disks only: Compute discovery document). A fallback joins the choice's group by
+    flexibility (``selector.gcp_flexibility``: the same GPUs in a series Google's code
+    confirms, or any size of the choice's series when the spec opts in), costed as the
+    choice's VM count of it (``vm_fleet_shape``: each VM runs the replicas its own GPUs hold),
+    or a served model's launch on a bigger VM with GPUs idle (``idle_gpu_shape``, opted in);
+    or, for a batch job, any type that runs it gets a group of its own (at most
+    ``MAX_FALLBACK_GROUPS``), costed like a weighted fleet of it alone (``fleet_shape``);
 - that still meets the TTL and the budget when it runs the whole fleet.
 
 Each type is listed once. Its cost is the workload's
@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, offer_cost, with_wait
+from selector.gcp_flexibility import FLEXIBLE, MAX_FALLBACK_GROUPS, realisation
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
 from selector.sizing import Rejection, Shape
@@ -143,6 +144,7 @@ class Fallback:
     shape: Shape
     cost: Cost
     weighted_capacity: int
+    realised: str = ""  # GCP: "flexibility" (the choice's group) or "group" (a MIG of its own)
 
     @property
     def idle_gpus(self) -> int:
@@ -241,7 +243,7 @@ def fallbacks(
     rerun_usd: float | None = None,
     fit_at: Callable[[InstanceType, int], Shape | Rejection] | None = None,
     limit: int = MAX_FALLBACKS,
-    vm_flexibility: bool = False,
+    vm_flexibility: bool | None = None,
     max_cost_ratio: float | None = None,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
@@ -251,13 +253,11 @@ def fallbacks(
     the same in every fallback. Fallbacks rank by expected cost, their obtainability included,
     an hour of waiting worth ``wait_value``. ``fit_at`` (a served model) refits a type at the
     choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP.
-    ``vm_flexibility``: a group that counts VMs (a GCP MIG) takes other machine types only when
-    the spec opts in (``placement.gcp_instance_flexibility``: Google does not confirm instance
-    flexibility for GPU machine types), and then only of the choice's GPU model.
+    ``vm_flexibility``: ``placement.gcp_instance_flexibility`` (None: the sourced allowlist,
+    True: any size of the choice's series, False: none), see ``selector.gcp_flexibility``; a
+    batch job's other GCP fallbacks each get a group of their own.
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
     not taken (an unbudgeted on-demand service: nothing moves the group back to the choice)."""
-    if choice_offer.cloud in VM_COUNTED_CLOUDS and not vm_flexibility:
-        return ()
     ceiling = (
         max_cost_ratio * offer_cost(choice_offer, choice_shape, inputs, rates, on_demand_base).total_usd
         if max_cost_ratio is not None
@@ -272,9 +272,15 @@ def fallbacks(
     for it, offers in catalog.by_instance_type:
         if it.cloud != cloud or it.name == choice_offer.instance.name:
             continue
-        if cloud in ACCELERATOR_BOUND_CLOUDS and not same_accelerators(choice_offer.instance, it):
+        realised = (
+            realisation(choice_offer.instance, it, vm_flexibility, weighted)
+            if cloud in VM_COUNTED_CLOUDS
+            else ""
+        )
+        if realised is None:
             continue
-        if cloud in VM_COUNTED_CLOUDS and it.gpu.name != choice_offer.instance.gpu.name:
+        bound = realised in FLEXIBLE and cloud in ACCELERATOR_BOUND_CLOUDS
+        if bound and not same_accelerators(choice_offer.instance, it):
             continue
         if instance_patterns is not None and not any(
             fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
@@ -307,15 +313,17 @@ def fallbacks(
         weight = weight_in_fleet(choice_shape, own, units, weighted)
         padded = (
             idle_gpu_shape(choice_shape, own)
-            if cloud in VM_COUNTED_CLOUDS and weight is None and same_series(choice_offer.instance, it)
+            if realised in FLEXIBLE and weight is None and same_series(choice_offer.instance, it)
             else None
         )
         if padded is not None:
             shape, weight = padded, choice_shape.replicas_per_instance
         elif weight is None:
             continue
+        elif realised in FLEXIBLE and vm_counted:
+            shape = vm_fleet_shape(own, choice_shape.instances)
         else:
-            shape = vm_fleet_shape(own, choice_shape.instances) if vm_counted else fleet_shape(own, units)
+            shape = fleet_shape(own, units)
         for offer in here:
             billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
             if ceiling is not None and billed.total_usd > ceiling * (1 + 1e-9):
@@ -329,6 +337,7 @@ def fallbacks(
             key = (cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
             best = found.get(it.name)
             if best is None or key < best[0]:
-                found[it.name] = (key, Fallback(offer, shape, cost, weight))
-    ranked = sorted(found.values(), key=lambda entry: entry[0])
-    return tuple(fallback for _, fallback in ranked[:limit])
+                found[it.name] = (key, Fallback(offer, shape, cost, weight, realised))
+    ranked = [fallback for _, fallback in sorted(found.values(), key=lambda entry: entry[0])]
+    groups = [f for f in ranked if f.realised == "group"][:MAX_FALLBACK_GROUPS]
+    return tuple(f for f in ranked if f.realised != "group" or f in groups)[:limit]

@@ -122,8 +122,6 @@ class Plan:
         choice = self.choice
         if choice is None:
             return None
-        if choice.offer.cloud in VM_COUNTED_CLOUDS and not self.spec.placement.gcp_instance_flexibility:
-            return GCP_ONE_TYPE_NOTE
         if self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
             return None
         if self.spec.placement.instance_types is not None:
@@ -134,6 +132,8 @@ class Plan:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
         n = len(self.fallbacks)
+        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch":
+            return GCP_ONE_TYPE_NOTE
         if offer.cloud in VM_COUNTED_CLOUDS:
             vms = choice.shape.instances
             each = (
@@ -190,17 +190,17 @@ class Plan:
 
 
 GCP_ONE_TYPE_NOTE = (
-    "a gcp managed instance group keeps one instance template and, by default, one machine type: "
-    "Google does not confirm instance flexibility for GPU machine types "
-    "(placement.gcp_instance_flexibility: true opts in)"
+    "a gcp managed instance group keeps one instance template: it takes other machine types by "
+    "instance flexibility only with the choice's GPUs in a series Google's code confirms "
+    "(selector/data/gcp_instance_flexibility.yaml; placement.gcp_instance_flexibility: true takes "
+    "any size of the series, unconfirmed), and only a batch job runs in several groups"
 )
-"""Why a GCP plan has no fallbacks unless the spec opts in
-(https://cloud.google.com/compute/docs/instance-groups/about-instance-flexibility shows
-general-purpose types only)."""
+"""Why a served or trained GCP plan has no fallbacks (``selector.gcp_flexibility``)."""
 
 MIN_FALLBACKS = 2
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
+
 
 def _matches(patterns: list[str] | None, value: str) -> bool:
     return patterns is None or any(fnmatch.fnmatchcase(value, p) for p in patterns)
@@ -539,7 +539,10 @@ def plan(
         and spec.fault_tolerance != "none"
         and placement.instance_types is None
         and candidates[0].shape.nodes_per_replica == 1
-        and (candidates[0].offer.cloud not in VM_COUNTED_CLOUDS or placement.gcp_instance_flexibility)
+        and (
+            candidates[0].offer.cloud not in VM_COUNTED_CLOUDS
+            or placement.gcp_instance_flexibility is not False
+        )
     ):
         first = candidates[0]
         base = base_of.get(id(first.offer), NO_BASE)

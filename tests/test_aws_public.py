@@ -6,11 +6,13 @@ credentials (botocore Stubber: moto implements no GetSpotPlacementScores)."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from botocore.stub import Stubber
@@ -367,3 +369,50 @@ def test_a_refresh_without_regions_reads_only_the_regions_the_catalog_has_aws_of
         "eu-west-1",
         "us-east-1",
     ]
+
+
+def test_each_public_file_logs_its_content_length(public: PublicAwsServer) -> None:
+    """Review i25f nit 7: the refresh measures what it downloads: every file's Content-Length as
+    its server sent it (gzip: the compressed size), kept by URL and logged as it arrives."""
+    lines: list[str] = []
+    counter = CallCounter()
+    http = PublicHttp(counter, NO_SLEEP, log=lines.append)
+    fetcher = AwsPublicFetcher(SNAPSHOT_DOC, counter=counter, http=http, today=lambda: TODAY)
+    with ThreadPoolExecutor(8) as pool:
+        fetcher.fetch(REGIONS, pool, lambda _: None)
+    region_urls = [u for u in http.sizes if any(u.endswith(public.file_path(r)) for r in REGIONS)]
+    assert len(region_urls) == len(REGIONS)
+    for url in region_urls:
+        assert http.sizes[url] == len(public.body(urlsplit(url).path) or b"") > 0
+        assert f"{url}: {http.sizes[url]:,} bytes (Content-Length)" in lines
+    assert len(lines) == counter.count == len(http.sizes)  # one line per GET, index and feeds included
+
+
+def test_a_missing_or_malformed_content_length_is_said_not_guessed() -> None:
+    from cloudapi.public_http import content_length, size_line
+
+    assert content_length({"Content-Length": "2735507"}) == 2735507
+    assert content_length({}) is None and content_length({"Content-Length": "x"}) is None
+    assert content_length({"Content-Length": "-1"}) is None
+    assert size_line("https://h/f", None) == "https://h/f: no Content-Length (streamed)"
+    assert size_line("https://h/f", 922078) == "https://h/f: 922,078 bytes (Content-Length)"
+
+
+def test_cli_refresh_prints_each_files_size(
+    public: PublicAwsServer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cli.main import main
+
+    no_aws_credentials(monkeypatch, tmp_path)
+    assert (
+        main(
+            ["catalog", "refresh", "--cloud", "aws", "--regions", *REGIONS, "--out", str(tmp_path / "c.json")]
+        )
+        == 0
+    )
+    err = capsys.readouterr().err
+    for region in REGIONS:
+        assert re.search(rf"gpufit: aws: \S*/{region}/\S*: [\d,]+ bytes \(Content-Length\)", err), err

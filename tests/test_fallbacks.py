@@ -153,10 +153,10 @@ def test_fallbacks_keep_to_the_budget() -> None:
     assert len(tight.fallbacks) < len(free.fallbacks)
 
 
-def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """An N1 choice with 4 attached T4s: its fallbacks are N1 types attaching 4 T4s, never
-    g2-standard-48 (4 L4s in its machine type), which holds as many replicas but needs another
-    instance template."""
+def test_gcp_fallbacks_attach_the_same_gpus() -> None:
+    """An N1 choice with 4 attached T4s: the fallbacks in its group are N1 types attaching 4
+    T4s; g2-standard-48 (4 L4s in its machine type) needs another instance template, so a batch
+    job takes it in a group of its own (issue 25: several MIGs), never in the choice's."""
     spec = {
         "name": "sdxl-gcp",
         "task": "batch",
@@ -176,18 +176,16 @@ def test_gcp_fallbacks_attach_the_same_gpus(monkeypatch: pytest.MonkeyPatch) -> 
     assert result.choice is not None
     attached = result.choice.offer.instance.attached_accelerator
     assert attached == "nvidia-tesla-t4" and result.fallbacks
-    for f in result.fallbacks:
+    in_group = [f for f in result.fallbacks if f.realised != "group"]
+    assert in_group
+    for f in in_group:
         assert f.offer.instance.attached_accelerator == attached
         assert f.offer.instance.gpu_count == result.choice.offer.instance.gpu_count
         assert f.weighted_capacity == result.choice.shape.replicas_per_instance  # a MIG counts VMs
-    # without the template rule, the GPU-model rule still leaves it out (L4, not T4: a group
-    # never mixes GPU models)
-    monkeypatch.setattr("selector.fallbacks.ACCELERATOR_BOUND_CLOUDS", frozenset())
-    unbound = plan(parse_spec(spec), CATALOG)
-    assert "g2-standard-48" not in [f.offer.instance.name for f in unbound.fallbacks]
-    monkeypatch.setattr("selector.fallbacks.VM_COUNTED_CLOUDS", frozenset())
-    mixed = plan(parse_spec(spec), CATALOG)
-    assert "g2-standard-48" in [f.offer.instance.name for f in mixed.fallbacks]
+    realised = {f.offer.instance.name: f.realised for f in result.fallbacks}
+    assert realised.get("g2-standard-48") == "group"
+    serving = parse_spec({**spec, "placement": {**spec["placement"], "gcp_instance_flexibility": None}})
+    assert all(f.realised == "flexibility" for f in plan(serving, CATALOG).fallbacks if f.realised != "group")
 
 
 def test_plan_shows_and_exports_the_fallbacks(capsys: pytest.CaptureFixture[str]) -> None:

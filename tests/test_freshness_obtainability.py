@@ -242,11 +242,9 @@ def test_stateless_and_checkpointed_fleets_have_several_fallbacks_or_say_why(spe
     spec = load_spec(spec_file)
     result = plan(spec, CATALOG)
     gcp = result.choice is not None and result.choice.offer.cloud == "gcp"
-    if gcp and not spec.placement.gcp_instance_flexibility:
-        # one machine type by default: instance flexibility for GPU types is unconfirmed
-        assert result.fallbacks == () and result.breadth_note == GCP_ONE_TYPE_NOTE
+    if gcp and spec.task != "batch" and not result.fallbacks:
+        # a served or trained GCP group: flexibility only with the choice's GPUs in a confirmed series
         assert f"fallbacks: none ({GCP_ONE_TYPE_NOTE})" in fleet_line(result)
-        return
     if spec.fault_tolerance == "none" or result.choice is None:
         assert result.breadth_note is None
         return

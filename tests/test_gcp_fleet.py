@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -15,14 +16,8 @@ import pytest
 
 from cli.render import render_plan
 from deployment import Deployment, FleetMember
-from providers.gcp.fleet import (
-    GROUP_PERMISSIONS,
-    FleetPlacementError,
-    cron_at,
-    machine_type_filter,
-    place_members,
-    target_shape,
-)
+from providers.gcp.fleet import GROUP_PERMISSIONS, cron_at, target_shape
+from providers.gcp.fleet_placement import FleetPlacementError, machine_type_filter, place_members
 from selector import report
 from selector.catalog import load_catalog
 from selector.select import Plan, plan
@@ -103,6 +98,12 @@ def test_serving_replicas_run_in_a_regional_mig_across_the_offering_zones(serve:
     assert all(a["filter"] == machine_type_filter([it.machine_type for it in planned]) for a in zone_lookups)
 
 
+def _primary(mocks: RecordingMocks) -> Any:
+    """The choice's MIG (a batch's fallback groups are named ``<group>-f<n>``)."""
+    (mig,) = [r for r in mocks.of_type(MIG) if not re.search(r"-f\d+$", str(r.inputs["name"]))]
+    return mig
+
+
 def _opted_in(**placement: Any) -> dict[str, Any]:
     workload = stack_config(ROOT / "stacks" / "Pulumi.llama13b-gcp.yaml")["gpufit:workload"]
     return {**workload, "placement": {**workload["placement"], **placement}}
@@ -122,7 +123,7 @@ def test_opted_in_bigger_vms_of_the_series_join_the_group_up_to_twice_the_plans_
     assert [s["machineTypes"] for s in selections] == [[it.machine_type] for it in planned]
     text = render_plan(expected, NOW.date())
     assert "a2-highgpu-4g us-central1 on-demand $14.69/h (high; 2 GPUs idle, $" in text
-    assert "= 2.0× the plan)" in text
+    assert "= 2.0× the plan; instance flexibility (opted in: a2-highgpu with other GPU counts" in text
     wide = plan(
         parse_spec(_opted_in(gcp_instance_flexibility=True, max_fallback_cost_ratio=8)), load_catalog()
     )
@@ -134,9 +135,11 @@ def test_a_gcp_plan_says_why_it_has_no_fallbacks_and_how_to_opt_in(serve: Any) -
     _, _, expected = serve
     text = render_plan(expected, NOW.date())
     assert "fallbacks: none (a gcp managed instance group keeps one instance template" in text
-    assert "placement.gcp_instance_flexibility: true opts in" in text
+    assert "placement.gcp_instance_flexibility: true takes any size of the series, unconfirmed" in text
     assert text.count("placement.gcp_instance_flexibility") == 1
-    assert report.plan_to_dict(expected, NOW.date())["choice"]["fleet_notes"] == [expected.breadth_note]
+    # a fault_tolerance: none service needs no breadth note; its Fleet line still says why
+    assert expected.spec.fault_tolerance == "none" and expected.breadth_note is None
+    assert report.plan_to_dict(expected, NOW.date())["choice"]["fleet_notes"] == []
 
 
 def test_the_mig_is_resized_to_zero_at_the_deadline_from_the_cloud_side(serve: Any) -> None:
@@ -207,21 +210,21 @@ def test_batch_fleet_falls_back_over_same_template_types_in_cost_order(batch: An
     mocks, outputs, expected = batch
     assert expected.choice.offer.instance.attached_accelerator == "nvidia-tesla-t4"
     assert len(expected.fallbacks) >= 2
-    mig = mocks.one(MIG).inputs
+    mig = _primary(mocks).inputs
     selections = mig["instanceFlexibilityPolicy"]["instanceSelections"]
     ranked = sorted(selections, key=lambda s: s["rank"])
     machine_types = [s["machineTypes"] for s in ranked]
     planned_types = [
         expected.choice.offer.instance.machine_type,
-        *(f.offer.instance.machine_type for f in expected.fallbacks),
+        *(f.offer.instance.machine_type for f in expected.fallbacks if f.realised != "group"),
     ]
     assert machine_types == [[t] for t in planned_types]
     assert [s["rank"] for s in ranked] == list(range(len(planned_types)))
-    template = mocks.one(TEMPLATE).inputs
+    template = next(t.inputs for t in mocks.of_type(TEMPLATE) if t.name.endswith("-dev-tmpl"))
     assert template["guestAccelerators"] == [{"type": "nvidia-tesla-t4", "count": 4}]
     assert template["scheduling"]["provisioningModel"] == "SPOT"
     assert mig["distributionPolicyTargetShape"] == "ANY_SINGLE_ZONE"  # a multi-GPU job: one zone
-    assert outputs["fallbacks"] == [f.offer.instance.name for f in expected.fallbacks]
+    assert sorted(outputs["fallbacks"]) == sorted(f.offer.instance.name for f in expected.fallbacks)
     script = template["metadata"]["startup-script"]
     assert "python generate.py" in file_named(script, "/job.sh") and settings(script)["KIND"] == "job"
 
@@ -343,7 +346,10 @@ def test_a_group_takes_other_types_only_opted_in_and_never_another_gpu_model() -
     offered = {"us-central1-a": {"a2-ultragpu-1g", "a3-highgpu-1g", "a2-ultragpu-2g"}}
     kept, left_out, _ = place_members(d, offered)
     assert [m.machine_type for m in kept] == ["a2-ultragpu-1g"]
-    assert all("placement.gcp_instance_flexibility: true opts in" in why for why in left_out)
+    assert all("placement.gcp_instance_flexibility: false" in why for why in left_out)
+    kept, left_out, _ = place_members(dataclasses.replace(d, gcp_instance_flexibility=None), offered)
+    assert [m.machine_type for m in kept] == ["a2-ultragpu-1g"]  # another GPU count: unconfirmed
+    assert any("a2-ultragpu-2g (instance flexibility is unconfirmed for it" in why for why in left_out)
     kept, left_out, _ = place_members(dataclasses.replace(d, gcp_instance_flexibility=True), offered)
     assert [m.machine_type for m in kept] == ["a2-ultragpu-1g", "a2-ultragpu-2g"]
     assert left_out == (
@@ -395,7 +401,7 @@ def test_no_machine_type_listing_at_all_spans_every_up_zone() -> None:
 
     config = {"gcp:project": "my-project", "gpufit:workload": BATCH}
     mocks, _ = run_program(config, NOW, mocks=Silent())
-    assert mocks.one(MIG).inputs["distributionPolicyZones"] == ["us-east4-a", "us-east4-b", "us-east4-c"]
+    assert _primary(mocks).inputs["distributionPolicyZones"] == ["us-east4-a", "us-east4-b", "us-east4-c"]
 
 
 # ------------------------------------------------------------------------------------- zones
@@ -447,12 +453,12 @@ def test_a_zone_pinned_mig_falls_back_over_types_offered_in_its_zone(tmp_path: P
     assert expected.choice is not None and expected.choice.offer.zone == "us-east4-a"
     fallbacks = [f.offer.instance.name for f in expected.fallbacks]
     assert "n1-standard-8+t4x4" in fallbacks and "n1-standard-16+t4x4" not in fallbacks
-    mig = mocks.one(MIG).inputs
+    mig = _primary(mocks).inputs
     assert mig["distributionPolicyZones"] == ["us-east4-a"]
     selections = sorted(mig["instanceFlexibilityPolicy"]["instanceSelections"], key=lambda s: s["rank"])
     assert [s["machineTypes"][0] for s in selections] == [
         "n1-standard-4",
-        *(f.offer.instance.machine_type for f in expected.fallbacks),
+        *(f.offer.instance.machine_type for f in expected.fallbacks if f.realised != "group"),
     ]
 
 
@@ -461,7 +467,7 @@ def test_a_region_level_mig_keeps_to_the_offers_known_zones(tmp_path: Path) -> N
     and (looked up afresh on each `pulumi up`) its zones stay ignored after creation."""
     mocks, outputs, expected = _zoned(tmp_path, BATCH, zones={"us-east4": ["us-east4-b", "us-east4-c"]})
     assert expected.choice is not None and expected.choice.offer.zone is None
-    mig = mocks.one(MIG).inputs
+    mig = _primary(mocks).inputs
     assert mig["distributionPolicyZones"] == ["us-east4-c"] == outputs["zones"]
     assert _lookups(mocks) == ["us-east4-b", "us-east4-c"]
     assert "distributionPolicyZones" in mocks.requests[(MIG, "sdxl-gcp-dev-mig")].ignoreChanges

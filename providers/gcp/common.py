@@ -77,12 +77,13 @@ API_SERVICES = {
     "secretmanager": "secretmanager.googleapis.com",
     "cloudscheduler": "cloudscheduler.googleapis.com",
     "certificatemanager": "certificatemanager.googleapis.com",
+    "workflows": "workflows.googleapis.com",
 }
 """The APIs a stack's resources are created through: Compute Engine (VMs, templates, groups,
 networks, firewalls, load balancers), IAM (service accounts, the custom role), Cloud Storage
 (the bucket), Resource Manager (project IAM bindings), Secret Manager (the machines' secrets),
 Cloud Scheduler (a group's deadline), Certificate Manager (an endpoint's Google-managed
-certificate)."""
+certificate), Workflows (a batch fleet's rebalancer)."""
 
 
 def enabled_apis(base: str, apis: Sequence[str], opts: pulumi.ResourceOptions) -> list[gcp.projects.Service]:

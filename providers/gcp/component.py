@@ -38,7 +38,8 @@ from providers.gcp.common import (
     resource_name,
     vm_identity,
 )
-from providers.gcp.fleet import GcpGpuFleet, fleet_placement
+from providers.gcp.fleet import GcpGpuFleet
+from providers.gcp.fleet_placement import fleet_placement
 from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
 
 IAP_SSH_RANGE = "35.235.240.0/20"

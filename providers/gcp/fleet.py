@@ -18,8 +18,8 @@ one group, one template, the plan's VMs whatever type each gets. A batch VM may 
 and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
 or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
 (``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
-Several groups, one per size, would all run at once (nothing moves a target from a group
-without capacity to another; gpufit runs no controller): the spend times the groups.
+A batch's other fallbacks run in MIGs of their own at size 0, between which a Cloud Workflows
+rebalancer moves the VMs a group cannot create (``fallback_groups``, ``rebalance``).
 
 Instance flexibility overrides only a VM's machine type, minimum CPU platform and disks
 (https://docs.cloud.google.com/compute/docs/instance-groups/about-instance-flexibility): the
@@ -27,10 +27,10 @@ template's attached accelerators, boot-disk type and network interface stay. So 
 must attach the same GPUs (N1 + ``guestAccelerators``), or carry its GPUs in its machine type
 like the choice (A2/A3/G2), and take the same boot disk and NIC; others are left out. The
 pages that could be read do not say whether flexibility accepts GPU machine types (every
-example there is general-purpose: c3/n2/c2-standard-8), so the group takes other machine types
-only when the spec opts in (``placement.gcp_instance_flexibility``; ``Deployment.
-gcp_instance_flexibility``): by default it is one machine type and no
-``instanceFlexibilityPolicy`` (``place_members`` leaves the rest out, with the reason). Even
+example there is general-purpose: c3/n2/c2-standard-8); Google's Cluster Toolkit emits it for
+types with the choice's GPU model and count, which the group takes by default
+(``FleetMember.realised``, from ``selector.gcp_flexibility``); other sizes only when the spec
+opts in (``placement.gcp_instance_flexibility``), none when it opts out. Even
 opted in, a member of another GPU model than the choice (A100-80GB ``a2-ultragpu`` with H100
 ``a3-highgpu``) is left out: one group serves one GPU model.
 
@@ -53,22 +53,20 @@ its stack).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
-from deployment import Deployment, FleetMember, iso_utc
+from deployment import Deployment, iso_utc
 from machine import lifecycle
-from machine.boot import NodeRole, fleet_group, gce_group_name, render
+from machine.boot import gce_group_name
 from providers.base import SecretInputs, deadline_ignore_changes
-from providers.gcp import capacity
+from providers.gcp import capacity, fallback_groups
 from providers.gcp.common import (
     CLOUD_PLATFORM_SCOPE,
-    boot_disk_type,
     checkpoint_bucket,
     enabled_apis,
     firewalls,
@@ -76,7 +74,6 @@ from providers.gcp.common import (
     label_expiry,
     network,
     network_tag,
-    nic_type,
     vm_identity,
 )
 from providers.gcp.endpoint import (
@@ -86,8 +83,9 @@ from providers.gcp.endpoint import (
     readiness_firewall,
     server_firewall,
 )
-from providers.gcp.secrets import GcpMachineSecrets, machine_secrets, uses_secret_manager
-from providers.gcp.template import TemplateInputs, instance_template
+from providers.gcp.fleet_placement import GcpFleetPlacement
+from providers.gcp.secrets import machine_secrets, uses_secret_manager
+from providers.gcp.template import TemplateInputs, boot_script, instance_template
 
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
@@ -95,140 +93,6 @@ reference: "Authorization requires the following IAM permission ... update")."""
 
 SCHEDULER_ATTEMPT_DEADLINE = "320s"
 SCHEDULER_RETRIES = 5
-
-
-class FleetPlacementError(ValueError):
-    """No zone of the region offers the fleet's machine types."""
-
-
-@dataclass(frozen=True)
-class GcpFleetPlacement:
-    """The members the template can launch and that some zone offers (plan order kept), the
-    types left out and why, and the zones for the MIG's distribution policy."""
-
-    members: tuple[FleetMember, ...]
-    left_out: tuple[str, ...]
-    zones: tuple[str, ...]
-    project: str
-
-
-def template_compatible(d: Deployment, member: FleetMember) -> bool:
-    """Whether one instance template serves ``member`` as it serves the choice: the same
-    attached accelerators (or none, GPUs built into the machine type), the same boot-disk
-    type and the same NIC requirement."""
-    return (
-        member.attached_accelerator == d.attached_accelerator
-        and (member.attached_accelerator is None or member.gpu_count == d.gpu_count)
-        and boot_disk_type(member.machine_type) == boot_disk_type(d.machine_type)
-        and _nic(d, member.machine_type) == nic_type(d)
-    )
-
-
-def _nic(d: Deployment, machine_type: str) -> str | None:
-    return nic_type(replace(d, machine_type=machine_type))
-
-
-def machine_type_filter(names: Sequence[str]) -> str:
-    """A Compute API list filter matching exactly these machine types (RE2, whole field)."""
-    return f'name eq "({"|".join(sorted(set(names)))})"'
-
-
-def place_members(
-    d: Deployment, offered: dict[str, set[str]]
-) -> tuple[tuple[FleetMember, ...], tuple[str, ...], tuple[str, ...]]:
-    """(members the template serves and some zone offers, in plan order; the machine types
-    left out, with why; the zones offering a kept member). ``offered`` maps a zone to the
-    machine types it offers. FleetPlacementError when nothing is left."""
-    kept: list[FleetMember] = []
-    left_out: list[str] = []
-    for member in d.members:
-        zones = {z for z, types in offered.items() if member.machine_type in types}
-        if not zones:
-            left_out.append(
-                f"{member.instance_type} (offered in none of the plan's zones)"
-                if d.allowed_zones
-                else f"{member.instance_type} (offered in no zone of {d.region})"
-            )
-        elif member is not d.members[0] and not d.gcp_instance_flexibility:
-            left_out.append(
-                f"{member.instance_type} (instance flexibility is off: unconfirmed for GPU machine "
-                "types; placement.gcp_instance_flexibility: true opts in)"
-            )
-        elif member is not d.members[0] and member.gpu != d.members[0].gpu:
-            left_out.append(
-                f"{member.instance_type} (another GPU model, {member.gpu}, than the choice's "
-                f"{d.members[0].gpu}: a group serves one)"
-            )
-        elif member is not d.members[0] and not template_compatible(d, member):
-            left_out.append(f"{member.instance_type} (needs another instance template)")
-        elif d.task != "batch" and member.weighted_capacity != d.members[0].weighted_capacity:
-            # A served model's launch (ports, GPU ranges) is rendered for the choice's replicas
-            # per VM; a batch VM derives its replicas from its own GPUs.
-            left_out.append(
-                f"{member.instance_type} (holds {member.weighted_capacity} replicas, the choice "
-                f"{d.members[0].weighted_capacity}: a MIG counts VMs)"
-            )
-        else:
-            kept.append(member)
-    if not kept:
-        names = ", ".join(m.instance_type for m in d.members)
-        scope = (
-            f"none of the plan's zones ({', '.join(d.allowed_zones)}) offers"
-            if d.allowed_zones
-            else f"no zone of {d.region} offers"
-        )
-        raise FleetPlacementError(
-            f"{scope} {names} (compute.machineTypes); "
-            + (
-                "re-plan against a fresh catalog (`gpufit catalog refresh`), or for another region "
-                "with placement.regions"
-                if d.allowed_zones
-                else "plan for another region with placement.regions"
-            )
-        )
-    kept_types = {m.machine_type for m in kept}
-    placed = sorted(z for z, types in offered.items() if kept_types & types)
-    return tuple(kept), tuple(left_out), tuple(placed)
-
-
-def fleet_placement(d: Deployment, project: str | None, invoke: pulumi.InvokeOptions) -> GcpFleetPlacement:
-    """Ask Compute which UP zones of the region, among the plan's zones
-    (``Deployment.allowed_zones``), offer the fleet's machine types (invokes that run before
-    any resource is registered); RunError when none does. For N1 with attached
-    GPUs the machine type is offered nearly everywhere, and no data source reports accelerator
-    types per zone: such a MIG lists every zone that offers the N1 type, and its BALANCED or
-    ANY_SINGLE_ZONE shape creates VMs only where the GPUs can be had."""
-    if project is None:
-        project = gcp.organizations.get_client_config(opts=invoke).project
-    zones = gcp.compute.get_zones(region=d.region, status="UP", opts=invoke).names or []
-    allowed = d.allowed_zones
-    if allowed and zones:
-        up = zones
-        zones = [z for z in zones if z in allowed]
-        if not zones:
-            raise pulumi.RunError(
-                f"no zone of {d.region} that the plan allows ({', '.join(allowed)}) is UP "
-                f"(UP: {', '.join(sorted(up))}); re-plan"
-            )
-    wanted = machine_type_filter([m.machine_type for m in d.members])
-    offered: dict[str, set[str]] = {}
-    answered = False
-    for zone in sorted(zones):
-        listing = gcp.compute.get_machine_types(zone=zone, filter=wanted, opts=invoke)
-        answered = answered or listing.machine_types is not None
-        offered[zone] = {mt.name for mt in listing.machine_types or []}
-    if zones and not answered:
-        # No listing came back at all (as opposed to empty ones): place by the catalog's word
-        # that the region offers the types, and let the MIG's shape find the zones.
-        pulumi.log.warn(f"no machine-type listing answered for {d.region}: the MIG spans every UP zone")
-        offered = {zone: {m.machine_type for m in d.members} for zone in zones}
-    try:
-        members, left_out, placed = place_members(d, offered)
-    except FleetPlacementError as err:
-        raise pulumi.RunError(str(err)) from None
-    if left_out:
-        pulumi.log.warn(f"left out of the group: {'; '.join(left_out)}")
-    return GcpFleetPlacement(members, left_out, placed, project)
 
 
 def target_shape(d: Deployment) -> str:
@@ -283,12 +147,6 @@ def _digest(d: Deployment) -> str:
     return hashlib.sha256(f"{d.project}/{d.stack}/{d.workload}".encode()).hexdigest()[:8]
 
 
-def _startup_script(d: Deployment, project: str, secrets: GcpMachineSecrets, values: list[Any]) -> str:
-    """A member's startup script from the resolved ``[bucket, secret names]``."""
-    bucket, names = str(values[0]), list(values[1])
-    return render(d, bucket, NodeRole(0, 1, ""), fleet_group(d, project), secrets.refs(d, names, project))
-
-
 class GcpGpuFleet(pulumi.ComponentResource):
     """A regional MIG of single-node replicas with its template, network, firewall rules,
     service accounts, bucket and deadline, for one deployment."""
@@ -311,6 +169,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
         labels = d.labels()
         tag = network_tag(d)
         needed = ["compute", "iam", "storage", "cloudresourcemanager", "cloudscheduler"]
+        if placement.groups:
+            needed.append("workflows")
         if uses_secret_manager(d, secrets):
             needed.append("secretmanager")
         if d.expose == "load_balancer" and d.tls_domain is not None:
@@ -349,9 +209,12 @@ class GcpGpuFleet(pulumi.ComponentResource):
             permissions=list(GROUP_PERMISSIONS),
             opts=child,
         )
+        all_groups = [group_name, *(g.name for g in placement.groups)]
         condition = gcp.projects.IAMMemberConditionArgs(
-            title=f"only {group_name}"[:100],
-            expression=f'resource.name == "{group_resource_name(project, region, group_name)}"',
+            title=f"only {group_name}" + (" and its fallback groups" if placement.groups else ""),
+            expression=" || ".join(
+                f'resource.name == "{group_resource_name(project, region, g)}"' for g in all_groups
+            ),
         )
         self.deadline_account = gcp.serviceaccount.Account(
             f"{base}-deadline-sa",
@@ -379,9 +242,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             tag=tag,
             subnetwork=subnetwork,
             service_account_email=self.service_account.email,
-            startup_script=pulumi.Output.all(self.bucket.name, names).apply(
-                lambda v: _startup_script(d, project, self.secrets, v)
-            ),
+            startup_script=boot_script(d, project, self.secrets, self.bucket.name, names),
             termination=termination,
         )
         self.template = instance_template(f"{base}-tmpl", d, template_inputs, child)
@@ -412,6 +273,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
         ignored = [*deadline_ignore_changes(d), "targetSize"]
         if not d.pinned:
             ignored.append("distributionPolicyZones")
+        update_policy = gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
+            type="OPPORTUNISTIC",
+            minimal_action="REPLACE",
+            # BALANCED and ANY_SINGLE_ZONE place VMs where capacity is: no redistribution.
+            instance_redistribution_type="NONE",
+            max_surge_fixed=0,
+            max_unavailable_fixed=len(zones),
+        )
         group_opts = pulumi.ResourceOptions(
             parent=self, depends_on=[bucket_access, vm_group, *apis], ignore_changes=ignored
         )
@@ -431,14 +300,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             distribution_policy_target_shape=capacity.target_shape(d, target_shape(d)),
             instance_lifecycle_policy=capacity.lifecycle_policy(d),
             instance_flexibility_policy=flexibility,
-            update_policy=gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
-                type="OPPORTUNISTIC",
-                minimal_action="REPLACE",
-                # BALANCED and ANY_SINGLE_ZONE place VMs where capacity is: no redistribution.
-                instance_redistribution_type="NONE",
-                max_surge_fixed=0,
-                max_unavailable_fixed=len(zones),
-            ),
+            update_policy=update_policy,
             wait_for_instances=False,
             named_ports=[
                 gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
@@ -457,6 +319,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             opts=group_opts,
         )
         self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
+
         self.deadline = gcp.cloudscheduler.Job(
             f"{base}-deadline",
             region=region,
@@ -499,6 +362,30 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
         )
 
+        # issue 25: a batch's fallbacks in groups of their own, and the rebalancer between them
+        fallback_outputs = fallback_groups.create(
+            base,
+            d,
+            placement.groups,
+            fallback_groups.FleetParts(
+                group_name,
+                template_inputs,
+                lambda group: boot_script(d, project, self.secrets, self.bucket.name, names, group),
+                update_policy,
+                project,
+                role.name,
+                condition,
+                _digest(d),
+            ),
+            fallback_groups.Deadline(
+                cron_at(d),
+                lambda group: resize_uri(project, region, group),
+                self.deadline_account.email,
+                deadline_group,
+            ),
+            child,
+        )
+
         self.load_balancer = None
         if d.expose == "load_balancer" and d.server is not None and d.server.replicas > 1:
             raise pulumi.RunError(
@@ -520,7 +407,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.outputs = {
             "group": self.group.name,
             "instance_type": d.instance_type,
-            "fallbacks": [m.instance_type for m in placement.members[1:]],
+            "fallbacks": [m.instance_type for m in placement.members[1:]]
+            + [g.member.instance_type for g in placement.groups],
+            **fallback_outputs,
             "cloud": "gcp",
             "region": region,
             "zones": zones,

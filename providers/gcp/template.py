@@ -4,16 +4,17 @@ affinity) is extended here, whichever group uses it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from deployment import DEADLINE_LAYER_SCHEDULER, LABEL_DEADLINE_LAYER, Deployment, iso_utc
-from machine.boot import shutdown_script
+from machine.boot import NodeRole, fleet_group, render, shutdown_script
 from providers.gcp import capacity
 from providers.gcp.common import CLOUD_PLATFORM_SCOPE, DLVM_IMAGE, boot_disk_type, nic_type
+from providers.gcp.secrets import GcpMachineSecrets
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,21 @@ class TemplateInputs:
     startup_script: Any
     termination: str | None
     overflow: bool = False  # the on-demand VMs beside a reservation (``capacity.group_versions``)
+
+
+def boot_script(
+    d: Deployment, project: str, secrets: GcpMachineSecrets, bucket: Any, names: Any, group: str = ""
+) -> pulumi.Output[str]:
+    """A group's boot script (``startup-script``) once the bucket and secret names resolve;
+    ``group``: the MIG its VMs leave and ask to be recreated in, when not the choice's (a
+    batch's fallback group, ``providers.gcp.fallback_groups``)."""
+
+    def script(values: list[Any]) -> str:
+        own = fleet_group(d, project)
+        own = replace(own, name=group) if group else own
+        return render(d, str(values[0]), NodeRole(0, 1, ""), own, secrets.refs(d, list(values[1]), project))
+
+    return pulumi.Output.all(bucket, names).apply(script)
 
 
 def instance_template(

@@ -123,11 +123,13 @@ class PlacementSpec(Strict):
         description="(cloud, region, instance type) the plan must not use, e.g. where capacity ran out",
         max_length=200,
     )
-    gcp_instance_flexibility: bool = Field(
-        False,
-        description="let a GCP group take other machine types of the choice's GPU (a regional MIG's "
-        "instanceFlexibilityPolicy); Google does not confirm it for GPU machine types, so off "
-        "unless set: https://cloud.google.com/compute/docs/instance-groups/about-instance-flexibility",
+    gcp_instance_flexibility: bool | None = Field(
+        None,
+        description="how a GCP group takes other machine types of the choice's GPU (a regional MIG's "
+        "instanceFlexibilityPolicy): unset, only sizes with the same GPUs of a series Google's "
+        "Cluster Toolkit emits it for (selector/data/gcp_instance_flexibility.yaml); true, any size "
+        "of the choice's series (unconfirmed); false, none. A batch job's other fallbacks get MIGs "
+        "of their own either way",
     )
     max_fallback_cost_ratio: float = Field(
         2.0,

@@ -548,10 +548,25 @@ def scheduler_job(r: Resource, s: Stack) -> list[Body]:
         httpTarget=_some(
             uri=http.get("uri"),
             httpMethod=http.get("httpMethod"),
+            headers=http.get("headers"),
+            body=http.get("body"),
             oauthToken=_some(serviceAccountEmail=token.get("serviceAccountEmail"), scope=token.get("scope")),
         ),
     )
     return [Body("cloudscheduler.v1", "Job", None, body)]
+
+
+def workflow(r: Resource, s: Stack) -> list[Body]:
+    body = _some(
+        name=f"projects/{s.project}/locations/{r.get('region')}/workflows/{name_of(r)}",
+        description=r.get("description"),
+        sourceContents=r.get("sourceContents"),
+        serviceAccount=r.get("serviceAccount"),
+        userEnvVars=r.get("userEnvVars"),
+        callLogLevel=r.get("callLogLevel"),
+        labels=r.get("labels"),
+    )
+    return [Body("workflows.v1", "Workflow", None, body)]
 
 
 def project_service(r: Resource, s: Stack) -> list[Body]:
@@ -641,6 +656,7 @@ BUILDERS: dict[str, Callable[[Resource, Stack], list[Body]]] = {
     "gcp:secretmanager/secretVersion:SecretVersion": secret_version,
     "gcp:secretmanager/secretIamMember:SecretIamMember": _binding("secretmanager.v1"),
     "gcp:cloudscheduler/job:Job": scheduler_job,
+    "gcp:workflows/workflow:Workflow": workflow,
     "gcp:projects/service:Service": project_service,
 }
 
@@ -674,6 +690,8 @@ PROVIDER_ONLY: dict[str, frozenset[str]] = {
     "gcp:secretmanager/secretVersion:SecretVersion": frozenset({"secret"}),
     "gcp:secretmanager/secretIamMember:SecretIamMember": frozenset({"secretId", "project"}),
     "gcp:cloudscheduler/job:Job": frozenset({"region", "project"}),
+    # the workflow id is a query parameter; deletion protection is the provider's own guard
+    "gcp:workflows/workflow:Workflow": frozenset({"region", "project", "deletionProtection"}),
     "gcp:projects/service:Service": frozenset(
         {"service", "disableOnDestroy", "disableDependentServices", "project"}
     ),
@@ -873,6 +891,9 @@ MAPPED: dict[str, frozenset[str]] = {
     "gcp:secretmanager/secretIamMember:SecretIamMember": frozenset({"role", "member", "condition"}),
     "gcp:cloudscheduler/job:Job": frozenset(
         {"name", "description", "schedule", "timeZone", "attemptDeadline", "retryConfig", "httpTarget"}
+    ),
+    "gcp:workflows/workflow:Workflow": frozenset(
+        {"name", "description", "sourceContents", "serviceAccount", "userEnvVars", "callLogLevel", "labels"}
     ),
     "gcp:projects/service:Service": frozenset(),
 }

@@ -30,6 +30,7 @@ SECRET = "gcp:secretmanager/secret:Secret"
 JOB = "gcp:cloudscheduler/job:Job"
 RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
 SERVICE = "gcp:projects/service:Service"
+WORKFLOW = "gcp:workflows/workflow:Workflow"
 ADDRESS = "gcp:compute/address:Address"
 
 RFC1035 = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
@@ -164,6 +165,22 @@ def check_scheduler_job(r: Resource, s: Stack) -> Iterator[str]:
     retries = (r.get("retryConfig") or {}).get("retryCount")
     if retries is not None and not 0 <= retries <= 5:
         yield f"retry_count {retries}: 0-5"
+
+
+def check_workflow(r: Resource, s: Stack) -> Iterator[str]:
+    name = api.name_of(r)
+    if not re.fullmatch(r"[A-Za-z](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?", name):
+        yield f"workflow id {name!r}: 1-64 letters, digits, _ and -, from a letter to a letter or digit"
+    if len(str(r.get("sourceContents") or "").encode()) > 128 * 1024:
+        yield "sourceContents is over 128 KB"
+    env = r.get("userEnvVars") or {}
+    if len(env) > 20:
+        yield f"{len(env)} userEnvVars: at most 20"
+    for key, value in env.items():
+        if not key or key.startswith(("GOOGLE", "WORKFLOWS")):
+            yield f"userEnvVars key {key!r}: not empty, not starting with GOOGLE or WORKFLOWS"
+        if len(str(value).encode()) > 4096:
+            yield f"userEnvVars {key}: over 4 KiB"
 
 
 METADATA_VALUE_MAX = 256 * 1024
@@ -375,6 +392,7 @@ SERVICE_OF = {
     "gcp:secretmanager/": "secretmanager.googleapis.com",
     "gcp:cloudscheduler/": "cloudscheduler.googleapis.com",
     "gcp:certificatemanager/": "certificatemanager.googleapis.com",
+    "gcp:workflows/": "workflows.googleapis.com",
 }
 """The API each resource is created through (its discovery document's ``rootUrl`` host)."""
 
@@ -533,6 +551,29 @@ RULES: tuple[Rule, ...] = (
         check_secret_id,
         [R(SECRET, "s", secretId="llama-dev-api-key")],
         [R(SECRET, "s", secretId="llama.dev/api-key")],
+    ),
+    _rule(
+        "gcp.workflow",
+        "Workflows: ids of 1-64 letters, digits, _ and -, starting with a letter; source up to 128 KB; at "
+        "most 20 user environment variables, each up to 4 KiB, no key starting with GOOGLE or WORKFLOWS",
+        "https://workflows.googleapis.com/$discovery/rest?version=v1 (projects.locations.workflows.create "
+        "workflowId; Workflow.sourceContents, Workflow.userEnvVars)",
+        (WORKFLOW,),
+        check_workflow,
+        [
+            R(
+                WORKFLOW,
+                "w",
+                name="gpufit-rebalance-0a1b2c3d",
+                sourceContents="main: {}",
+                userEnvVars={"GPUFIT_X": "1"},
+            )
+        ],
+        [
+            R(WORKFLOW, "w", name="1-rebalance"),
+            R(WORKFLOW, "w", name="w", userEnvVars={"GOOGLE_X": "1"}),
+            R(WORKFLOW, "w", name="w", userEnvVars={"X": "x" * 4097}),
+        ],
     ),
     _rule(
         "gcp.scheduler-job",

@@ -1,0 +1,279 @@
+"""A GCP batch fleet's fallbacks in groups of their own, and the rebalancer that moves VMs to
+them (``providers.gcp.rebalance`` says why and how).
+
+Each fallback the plan realises as a ``group`` (``selector.gcp_flexibility``) gets a regional
+instance template of its machine type (the fleet's one boot script: a VM looks its replicas up
+by its own machine type, ``machine.boot``), a regional MIG at target size 0 over the zones that
+offer the type, and a Cloud Scheduler job that resizes it to 0 at the deadline, as the choice's
+group has. One Cloud Workflows workflow, run by Cloud Scheduler every ``EVERY_MINUTES``
+minutes, moves the VMs a group cannot create for want of capacity to the next group. Its
+service account holds the fleet's custom role (get and update of a group) on these groups only
+(an IAM condition on their resource names) and may invoke workflows; the VMs' service account
+may leave its own group the same way (``GROUP_PERMISSIONS``).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import pulumi
+import pulumi_gcp as gcp
+
+from deployment import Deployment, FleetMember, iso_utc
+from providers.gcp.common import CLOUD_PLATFORM_SCOPE
+from providers.gcp.rebalance import (
+    EVERY_MINUTES,
+    PLAN_VARIABLE,
+    RebalancedGroup,
+    plan_variable,
+    workflow_location,
+    workflow_source,
+)
+from providers.gcp.template import TemplateInputs, instance_template
+
+EMPTY_EXECUTION = base64.b64encode(b"{}").decode()
+"""An execution with no argument: the workflow reads its plan from its environment (Cloud
+Scheduler's ``httpTarget.body`` is bytes, base64 in JSON: discovery document ``cloudscheduler.v1``)."""
+
+WORKFLOWS_INVOKER = "roles/workflows.invoker"
+"""Create executions of a workflow (https://cloud.google.com/workflows/docs/access-control):
+what Cloud Scheduler's OAuth token needs to start the rebalancer
+(https://cloud.google.com/scheduler/docs/tut-workflows)."""
+
+
+@dataclass(frozen=True)
+class OwnGroup:
+    """A fallback with a MIG of its own: the member, its group's name and the zones offering it."""
+
+    member: FleetMember
+    name: str
+    zones: tuple[str, ...]
+
+
+def own_groups(d: Deployment, group: str, offered: dict[str, set[str]]) -> tuple[OwnGroup, ...]:
+    """The fleet's ``group``-realised fallbacks some zone offers, in plan order, each named
+    ``<group>-f<n>`` (a Compute name: 63 characters at most). None for a capacity plan (a
+    reservation or flex-start request holds one type)."""
+    if d.capacity is not None:
+        return ()
+    found: list[OwnGroup] = []
+    for member in d.members[1:]:
+        if member.realised != "group":
+            continue
+        zones = tuple(sorted(z for z, types in offered.items() if member.machine_type in types))
+        if zones:
+            suffix = f"-f{len(found) + 1}"
+            found.append(OwnGroup(member, f"{group[: 63 - len(suffix)].rstrip('-')}{suffix}", zones))
+    return tuple(found)
+
+
+def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
+    """The deployment as a VM of ``member`` sees it: its machine type, GPUs and price."""
+    return replace(
+        d,
+        instance_type=member.instance_type,
+        machine_type=member.machine_type,
+        attached_accelerator=member.attached_accelerator,
+        gpu=member.gpu or d.gpu,
+        gpu_count=member.gpu_count,
+        tensor_parallel=member.tensor_parallel,
+        max_num_seqs=member.max_num_seqs,
+        hourly_usd=member.hourly_usd,
+    )
+
+
+def rebalanced(d: Deployment, group: str, groups: Sequence[OwnGroup]) -> tuple[RebalancedGroup, ...]:
+    """The choice's group, then the fallbacks' groups, each with the replicas a VM holds."""
+
+    def one(name: str, m: FleetMember) -> RebalancedGroup:
+        return RebalancedGroup(name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count)
+
+    return (one(group, d.members[0]), *(one(g.name, g.member) for g in groups))
+
+
+def fleet_units(d: Deployment) -> int:
+    """The replicas the plan runs: the group's capacity in replicas, else one per VM."""
+    return d.fleet_units or d.nodes * d.members[0].weighted_capacity
+
+
+SCHEDULER_ATTEMPT_DEADLINE = "320s"
+SCHEDULER_RETRIES = 5  # the choice's deadline job's (``providers.gcp.fleet``)
+
+
+@dataclass(frozen=True)
+class FleetParts:
+    """What the fallback groups share with the choice's group: its name, template inputs and
+    update policy, and the fleet's custom role (get and update of a group) with the IAM
+    condition naming every group of the fleet; ``digest`` tells the stack's accounts apart."""
+
+    group: str
+    template: TemplateInputs
+    script: Callable[[str], Any]  # a group's boot script: its VMs leave (and recreate in) that group
+    update_policy: gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs
+    project: str
+    role: Any
+    condition: gcp.projects.IAMMemberConditionArgs
+    digest: str
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """The choice's deadline, for the fallback groups: the cron, the resize-to-0 URI of a
+    group, the deadline's service account and its grant (to wait for)."""
+
+    cron: str
+    uri: Callable[[str], str]
+    account_email: Any
+    grant: Any
+
+
+def create(
+    base: str,
+    d: Deployment,
+    groups: Sequence[OwnGroup],
+    fleet: FleetParts,
+    deadline: Deadline,
+    opts: pulumi.ResourceOptions,
+) -> dict[str, Any]:
+    """The fallback groups, each with its deadline job as the choice's group has it, and the
+    rebalancer between the groups. Returns the stack outputs that name them."""
+    if not groups:
+        return {}
+    migs = []
+    for n, own in enumerate(groups, start=1):
+        dv = member_deployment(d, own.member)
+        inputs = replace(fleet.template, startup_script=fleet.script(own.name))
+        template = instance_template(f"{base}-f{n}-tmpl", dv, inputs, opts)
+        mig = gcp.compute.RegionInstanceGroupManager(
+            f"{base}-f{n}-mig",
+            name=own.name,
+            region=d.region,
+            base_instance_name=f"{base[:46]}-f{n}",
+            description=(
+                f"gpufit {d.workload} ({d.stack}): fallback {own.member.instance_type}, sized by its "
+                f"rebalancer, resized to 0 at {iso_utc(d.expires_at)}"
+            ),
+            versions=[
+                gcp.compute.RegionInstanceGroupManagerVersionArgs(
+                    name="primary", instance_template=template.self_link
+                )
+            ],
+            target_size=0,
+            distribution_policy_zones=list(own.zones),
+            distribution_policy_target_shape="ANY_SINGLE_ZONE" if d.gpu_count * d.nodes > 1 else "BALANCED",
+            update_policy=replace_surge(fleet.update_policy, len(own.zones)),
+            wait_for_instances=False,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(ignore_changes=["targetSize", "distributionPolicyZones"])
+            ),
+        )
+        gcp.cloudscheduler.Job(
+            f"{base}-f{n}-deadline",
+            region=d.region,
+            description=f"gpufit: resize {own.name} to 0 at its deadline {iso_utc(d.expires_at)}",
+            schedule=deadline.cron,
+            time_zone="Etc/UTC",
+            attempt_deadline=SCHEDULER_ATTEMPT_DEADLINE,
+            retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
+                retry_count=SCHEDULER_RETRIES, min_backoff_duration="30s", max_backoff_duration="600s"
+            ),
+            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+                http_method="POST",
+                uri=deadline.uri(own.name),
+                oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                    service_account_email=deadline.account_email, scope=CLOUD_PLATFORM_SCOPE
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[deadline.grant, mig])),
+        )
+        migs.append(mig)
+    order = rebalanced(d, fleet.group, groups)
+    account = gcp.serviceaccount.Account(
+        f"{base}-rebalance-sa",
+        account_id=f"gf-rebal-{fleet.digest}",
+        display_name=f"gpufit rebalancer {d.workload} ({d.stack})"[:100],
+        description="gpufit rebalancer: may get and resize its stack's managed instance groups only",
+        opts=opts,
+    )
+    granted = gcp.projects.IAMMember(
+        f"{base}-rebalance-group",
+        project=fleet.project,
+        role=fleet.role,
+        member=account.member,
+        condition=fleet.condition,
+        opts=opts,
+    )
+    workflow_name = f"gpufit-rebalance-{fleet.digest}"
+    location = workflow_location(d.region)
+    workflow = gcp.workflows.Workflow(
+        f"{base}-rebalance",
+        name=workflow_name,
+        region=location,
+        description=f"gpufit: moves VMs short of capacity between {d.workload}'s groups"[:100],
+        service_account=account.email,
+        source_contents=workflow_source(),
+        user_env_vars={
+            PLAN_VARIABLE: plan_variable(d.region, order, fleet_units(d), int(d.expires_at.timestamp()))
+        },
+        call_log_level="LOG_ERRORS_ONLY",
+        deletion_protection=False,
+        # its plan carries the deadline, set when the stack was created (as the labels are)
+        opts=pulumi.ResourceOptions.merge(
+            opts,
+            pulumi.ResourceOptions(
+                depends_on=migs, ignore_changes=[] if d.deadline_pinned else ["userEnvVars"]
+            ),
+        ),
+    )
+    invoker = gcp.projects.IAMMember(
+        f"{base}-rebalance-invoker",
+        project=fleet.project,
+        role=WORKFLOWS_INVOKER,
+        member=account.member,
+        opts=opts,
+    )
+    gcp.cloudscheduler.Job(
+        f"{base}-rebalance-tick",
+        region=d.region,
+        description=f"gpufit: run {d.workload}'s rebalancer every {EVERY_MINUTES} minutes",
+        schedule=f"*/{EVERY_MINUTES} * * * *",
+        time_zone="Etc/UTC",
+        attempt_deadline="180s",
+        http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+            http_method="POST",
+            uri=(
+                f"https://workflowexecutions.googleapis.com/v1/projects/{fleet.project}/locations/{location}"
+                f"/workflows/{workflow_name}/executions"
+            ),
+            body=EMPTY_EXECUTION,
+            headers={"Content-Type": "application/json"},
+            oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                service_account_email=account.email, scope=CLOUD_PLATFORM_SCOPE
+            ),
+        ),
+        opts=pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(depends_on=[invoker, granted, workflow])
+        ),
+    )
+    return {
+        "fallback_groups": [g.name for g in groups],
+        "rebalancer": workflow.name,
+        "rebalancer_account": account.member,
+    }
+
+
+def replace_surge(
+    policy: gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs, zones: int
+) -> gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs:
+    """The choice's update policy with ``max_unavailable_fixed`` at this group's zone count (a
+    regional MIG's fixed values are 0 or at least its number of zones)."""
+    return gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs(
+        type=policy.type,
+        minimal_action=policy.minimal_action,
+        instance_redistribution_type=policy.instance_redistribution_type,
+        max_surge_fixed=policy.max_surge_fixed,
+        max_unavailable_fixed=zones,
+    )

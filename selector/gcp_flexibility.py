@@ -1,0 +1,130 @@
+"""How a GCP fleet realises each fallback: in the choice's managed instance group through
+instance flexibility, or in a group of its own.
+
+A regional MIG counts VMs and its ``instanceFlexibilityPolicy`` overrides only a VM's machine
+type, CPU platform and disks (Compute discovery document ``compute.v1``, schema
+``InstanceGroupManagerInstanceFlexibilityPolicyInstanceSelection``). Google's pages on the
+policy show general-purpose types only; Google's own Cluster Toolkit emits it for GPU series
+whose fallbacks have the same GPU model and count as the machine type, and refuses it for
+a3-ultragpu, a4 and a4x (``data/gcp_instance_flexibility.yaml``, with its sources). So:
+
+- ``flexibility``: the fallback is a machine type of the choice's series with the same GPUs
+  (model and count), the series ``confirmed``, or any size of the choice's series and GPU model
+  when the spec opts in (``placement.gcp_instance_flexibility: true``). It joins the choice's
+  group as a ranked instance selection.
+- ``group``: any other machine type that runs a batch job (any GPU, any size) gets a regional
+  MIG of its own, created at size 0; a rebalancer (a Cloud Workflows workflow that Cloud
+  Scheduler runs every few minutes until the deadline, ``providers.gcp.rebalance``) moves the
+  VMs the choice's group cannot create for want of capacity to the next group. A served model
+  or a fine-tune keeps one group (its launch and load balancer are the choice's).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from selector.catalog import InstanceType
+from selector.datafile import load_yaml, require_schema
+
+DATA_FILE = Path(__file__).parent / "data" / "gcp_instance_flexibility.yaml"
+
+Status = Literal["confirmed", "refused", "unknown"]
+Realisation = Literal["flexibility", "opted-in flexibility", "group"]
+FLEXIBLE: frozenset[str] = frozenset({"flexibility", "opted-in flexibility"})
+"""The realisations that put a fallback in the choice's group."""
+
+MAX_FLEXIBLE_TYPES = 10
+"""Google's Cluster Toolkit: a policy "may reference at most 10 distinct machine types in
+total" (``data/gcp_instance_flexibility.yaml``, CTK_OUTPUTS)."""
+
+MAX_FALLBACK_GROUPS = 3
+"""At most this many groups of their own besides the choice's: each is a template, a MIG at
+size 0 and a deadline job, and the rebalancer walks them in order every few minutes."""
+
+
+@dataclass(frozen=True)
+class SeriesEvidence:
+    """What the allowlist says of one machine series, and where it says it."""
+
+    series: str
+    status: Status
+    source: str
+    url: str
+
+
+def series_of(machine_type: str) -> str:
+    """``g2-standard`` of ``g2-standard-8``, ``a3-highgpu`` of ``a3-highgpu-8g``."""
+    return machine_type.rsplit("-", 1)[0]
+
+
+@lru_cache(maxsize=1)
+def _allowlist(path: Path = DATA_FILE) -> dict[str, SeriesEvidence]:
+    doc = load_yaml(path)
+    require_schema(doc, path, 1)
+    sources = doc["sources"]
+    return {
+        row["series"]: SeriesEvidence(
+            row["series"], row["status"], row["source"], sources[row["source"]]["url"]
+        )
+        for row in doc["series"]
+    }
+
+
+def evidence(machine_type: str) -> SeriesEvidence:
+    """The allowlist's word on the machine type's series (``unknown`` when it has none)."""
+    series = series_of(machine_type)
+    return _allowlist().get(series, SeriesEvidence(series, "unknown", "", ""))
+
+
+def flexible(choice: InstanceType, other: InstanceType, opted_in: bool | None) -> Realisation | None:
+    """How ``other`` joins the choice's group by instance flexibility, or None: the same
+    series, GPU model and template accelerators, and either the same GPU count in a series
+    Google's code confirms (``flexibility``, whatever ``opted_in`` says but False) or any size
+    when the spec opts in (True: ``opted-in flexibility``). False never takes it
+    (``placement.gcp_instance_flexibility: false``)."""
+    if opted_in is False or series_of(choice.machine_type) != series_of(other.machine_type):
+        return None
+    if choice.gpu.name != other.gpu.name or choice.attached_accelerator != other.attached_accelerator:
+        return None
+    if choice.attached_accelerator is not None and choice.gpu_count != other.gpu_count:
+        return None  # the template attaches the choice's GPUs to every VM
+    status = evidence(choice.machine_type).status
+    if status == "refused":
+        return None  # Google's own code refuses it: not even opted in
+    if other.gpu_count == choice.gpu_count and status == "confirmed":
+        return "flexibility"
+    return "opted-in flexibility" if opted_in else None
+
+
+def realisation(
+    choice: InstanceType, other: InstanceType, opted_in: bool | None, batch: bool
+) -> Realisation | None:
+    """How the fleet realises ``other`` as a fallback of ``choice``: ``flexibility`` in the
+    choice's group, ``group`` of its own (a batch job only), or None (not taken)."""
+    joined = flexible(choice, other, opted_in)
+    if joined is not None:
+        return joined
+    return "group" if batch else None
+
+
+def describe(realised: str, machine_type: str) -> str:
+    """``instance flexibility (g2-standard confirmed by Google's Cluster Toolkit)`` or
+    ``its own MIG, rebalanced``."""
+    if realised == "group":
+        return "its own MIG at size 0, the rebalancer moves VMs to it"
+    ev = evidence(machine_type)
+    if realised == "flexibility":
+        return f"instance flexibility ({ev.series} with the same GPUs: Google's Cluster Toolkit emits it)"
+    return f"instance flexibility (opted in: {ev.series} with other GPU counts is unconfirmed)"
+
+
+def most_replicas(weights: list[int], units: int) -> int:
+    """The most replicas a batch fleet's groups hold together, whatever its rebalancer did
+    (``providers.gcp.rebalance.decide``): a move grows the next group to at most ⌈what the plan's
+    ``units`` still need ÷ its weight⌉ VMs, so the groups never hold more than ``units`` plus
+    one VM's rounding of the heaviest group. The budget counts the groups at this, priced at
+    the dearest replica-hour among them (the rebalancer moves VMs, it never adds replicas)."""
+    return units + max(weights, default=1) - 1
