@@ -486,6 +486,15 @@ def test_diffusion_never_faster_than_compute_allows_on_an_unmeasured_gpu() -> No
     assert _diffusion_hours("flux.1-dev", "H200") >= h100 * (1 - 1e-9)
     tflops = (gpus["H100"].tflops_at("bf16") or 0) / (gpus["B200"].tflops_at("bf16") or 1)
     assert _diffusion_hours("flux.1-dev", "B200") >= h100 * tflops * (1 - 1e-9)
+    from selector.calibration import calibration_instance
+    from selector.sizing import fit, requirements
+    from selector.spec import parse_spec
+
+    spec = {"name": "ff", "task": "batch", "model": {"preset": "flux.1-dev"}, "work": {"items": 100}}
+    shape = fit(requirements(parse_spec(spec)), calibration_instance(gpus["H200"], 1))
+    assert not isinstance(shape, Rejection)
+    note = next(t.formula for t in shape.terms if t.name == "batch hours")
+    assert "no faster than compute allows" in note  # --explain says why the blend was not used
     sdxl_a100 = _diffusion_hours("sdxl-base-1.0", "A100-80GB")
     assert 2.0 < sdxl_a100 / _diffusion_hours("sdxl-base-1.0", "H100") < 2.5
 

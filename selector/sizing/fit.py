@@ -405,14 +405,17 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
         same_format = gpu.tflops_at("bf16")  # the reference run is 16-bit (requirements._work)
         if req.work_ref_bandwidth_gbps and same_format:
             # GPU to GPU in the reference's format, then the format change on the target GPU
-            gpu_scale = diffusion_gpu_scale(
-                req.work_ref_tflops / same_format, req.work_ref_bandwidth_gbps / gpu.bandwidth_gbps
-            )
+            compute_ratio = req.work_ref_tflops / same_format
+            bandwidth_ratio = req.work_ref_bandwidth_gbps / gpu.bandwidth_gbps
+            gpu_scale = diffusion_gpu_scale(compute_ratio, bandwidth_ratio)
             scale_to = gpu_scale * same_format / tflops
-            how = (
+            blend = (
                 f"√({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS × {req.work_ref_bandwidth_gbps:g} ÷ "
-                f"{gpu.bandwidth_gbps:g} GB/s) (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
+                f"{gpu.bandwidth_gbps:g} GB/s)"
             )
+            if gpu_scale > math.sqrt(compute_ratio * bandwidth_ratio):
+                blend = f"{gpu_scale:.3g}, the TFLOPS ratio (not {blend}: no faster than compute allows)"
+            how = f"{blend} (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
         terms.append(
             Term(
