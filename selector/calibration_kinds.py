@@ -20,7 +20,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from selector.calibration import HOLDOUT_BAND, SPLITS, Row, Split, geometric_mean, render_markdown
+from selector.calibration import (
+    HOLDOUT_BAND,
+    SPLITS,
+    Row,
+    Split,
+    geometric_mean,
+    render_markdown,
+    split_of,
+)
 from selector.spec import TRAINING_TASKS
 
 IssueKind = Literal[
@@ -117,7 +125,20 @@ def render_issue_kinds(rows: list[Row], splits: tuple[Split, ...]) -> list[str]:
     return lines
 
 
+def render_split_overrides(rows: list[Row]) -> list[str]:
+    """The markdown lines listing the cases moved to the fitted split because a term of the model
+    was taken from them (``Case.split_reason``), each with its hash split and reason."""
+    moved = [r.case for r in rows if r.case.split_reason]
+    lines = [
+        "",
+        f"Split overrides: {len(moved)} row(s) the hash holds out are fitted, because a term of the "
+        "model was read off them (they cannot test it):",
+        "",
+    ]
+    return lines + [f"- `{c.id}` (hash split {split_of(c.id)}): {c.split_reason}" for c in moved]
+
+
 def render_document(rows: list[Row]) -> str:
-    """docs/calibration.md in full: ``selector.calibration.render_markdown`` with the issue-kind
-    table after the split summary (what scripts/calibration.py writes)."""
-    return render_markdown(rows, tuple(render_issue_kinds(rows, SPLITS)))
+    """docs/calibration.md in full: ``selector.calibration.render_markdown`` with the split overrides
+    and the issue-kind table after the split summary (what scripts/calibration.py writes)."""
+    return render_markdown(rows, tuple(render_split_overrides(rows) + render_issue_kinds(rows, SPLITS)))

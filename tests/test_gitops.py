@@ -151,7 +151,7 @@ def test_plan_markdown_for_a_pull_request(capsys: pytest.CaptureFixture[str]) ->
     out = capsys.readouterr().out
     assert out.startswith("### gpufit plan: `guanaco-65b`")
     assert "| choice | **aws p4d.24xlarge** × 1 in aps1-az1, spot |" in out
-    assert "<details><summary>Alternatives</summary>" in out and "| total | **$17.12**" in out
+    assert "<details><summary>Alternatives</summary>" in out and "| total | **$21.21**" in out
     assert "> **Warning:** the prices used are 18 months old" in out  # GPUFIT_TODAY: 2026-12-04
     assert "| capacity | spot p4d.24xlarge: obtainability medium (" in out
 

@@ -27,13 +27,15 @@ CUDA_CONTEXT_GIB = 0.75
 reported by PyTorch maintainers (discuss.pytorch.org/t/high-gpu-memory-overhead/81330). Counted
 where no engine budget holds it: training and engine-less pipelines (diffusers, custom)."""
 
-ALLOCATOR_HEADROOM_FRACTION = 0.05
-"""ESTIMATE. Share of a GPU a PyTorch job without an engine budget (training, diffusers) keeps free
-for the caching allocator's fragmentation: published fine-tuning peaks are the allocator's
-``max_memory_allocated`` (torchtune's "Peak Memory Active"), and reserved runs a few per cent
-above it (PyTorch docs, CUDA semantics, "Optimizing memory usage with
-PYTORCH_CUDA_ALLOC_CONF"). Unsloth's HF + FA2 baseline ran 28,454 tokens of Llama-3.1-8B QLoRA on
-80 GB (unslothai/unsloth README @e3162dc): with this and the context gpufit fits it on one GPU."""
+ALLOCATOR_HEADROOM_FRACTION = 0.10
+"""Share of a GPU a PyTorch job without an engine budget keeps free (training, diffusers
+pipelines, and a server gpufit does not launch, ``serving.engine: none``), on top of the CUDA
+context: gpufit's long-standing 10 % (the share vLLM's default ``gpu_memory_utilization`` 0.9
+leaves out). Published fine-tuning peaks are the caching allocator's ``max_memory_allocated``
+(torchtune's "Peak Memory Active"); reserved memory runs above it by fragmentation (PyTorch
+docs, CUDA semantics, "Optimizing memory usage with PYTORCH_CUDA_ALLOC_CONF"), and no
+reserved-versus-allocated measurement was found that would justify less. These jobs get no
+looser budget than a served model: 0.9 × memory − the context."""
 
 WIRED_NODE_INTERCONNECTS = frozenset({"efa"})
 """Node interconnects whose wiring gpufit provisions: EFA (one interface per EFA-capable
@@ -124,8 +126,8 @@ def estimate_note(gpu: GpuSpec) -> str:
 def usable_gib(gpu: GpuSpec, req: Requirements | None = None) -> float:
     """Memory a job may plan to use on one GPU. A served model under vLLM or SGLang (and with no
     ``req``): the engine's budget, ``USABLE_MEMORY_FRACTION`` × memory (its own reserve is in the
-    plan). Training and engine-less pipelines: memory less the CUDA context and the allocator's
-    headroom (``ALLOCATOR_HEADROOM_FRACTION``)."""
+    plan). Training, engine-less pipelines and ``engine: none`` servers: memory less the allocator's
+    headroom (``ALLOCATOR_HEADROOM_FRACTION``) and the CUDA context."""
     if req is None or (not req.is_training and req.engine in ENGINE_BUDGETS):
         return gpu.memory_gib * USABLE_MEMORY_FRACTION
     return gpu.memory_gib * (1.0 - ALLOCATOR_HEADROOM_FRACTION) - CUDA_CONTEXT_GIB
@@ -140,7 +142,8 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
         )
     return (
         f"usable {usable_gib(gpu, req):.1f} GiB = {gpu.memory_gib:.1f} × {1 - ALLOCATOR_HEADROOM_FRACTION:g} "
-        f"− {CUDA_CONTEXT_GIB} CUDA context (allocator headroom {ALLOCATOR_HEADROOM_FRACTION:.0%}: estimate)"
+        f"− {CUDA_CONTEXT_GIB} CUDA context "
+        f"(allocator headroom {ALLOCATOR_HEADROOM_FRACTION:.0%}, no engine budget)"
     )
 
 
@@ -173,15 +176,33 @@ def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
 
 
 def diffusion_gpu_scale(compute_ratio: float, bandwidth_ratio: float) -> float:
-    """ESTIMATE. A diffusion pipeline's time on another GPU: the geometric mean of the reference ÷
-    target dense 16-bit TFLOPS and memory bandwidth ratios, not the TFLOPS alone. Its attention,
-    normalisation, VAE convolutions and text encoders are partly memory-bound: issue 24 reports
-    H100 ~2.2× an A100 measured where the TFLOPS ratio says 3.2× (989 ÷ 312); √(3.17 × 1.64) = 2.28.
-    Checked against one model measured on both GPUs by the same script: CogVideoX-5B bf16 (fused
-    QKV) 242.519 s on an A100 80GB and 112.398 s on an H100, 2.16× (2.42× compiled; sayakpaul/
-    diffusers-torchao README @9b9f238, CogVideoX Benchmarks). No L40S/L4 pair was found: there it
-    stays an estimate (slower than TFLOPS alone says), marked in ``--explain``."""
-    return math.sqrt(compute_ratio * bandwidth_ratio)
+    """ESTIMATE. A diffusion pipeline's time on another GPU relative to its measured reference, from
+    the reference ÷ target dense 16-bit TFLOPS (``compute_ratio``) and memory bandwidth ratios: the
+    geometric mean of the two, not the TFLOPS alone. Its attention, normalisation, VAE convolutions
+    and text encoders are partly memory-bound: issue 24 reports H100 ~2.2× an A100 measured where
+    the TFLOPS ratio says 3.2× (989 ÷ 312); √(3.17 × 1.64) = 2.28. Checked against one model measured
+    on both GPUs by the same script: CogVideoX-5B bf16 (fused QKV) 242.519 s on an A100 80GB and
+    112.398 s on an H100, 2.16× (2.42× compiled; sayakpaul/diffusers-torchao README @9b9f238,
+    CogVideoX Benchmarks). On a GPU with at least the reference's compute the time never drops
+    below the compute-bound ratio: extra bandwidth alone (an H200 against an H100, equal TFLOPS)
+    buys no promised speed, as no diffusion measurement shows it. On a slower GPU the blend stays,
+    slower than the TFLOPS alone say where bandwidth falls faster (L40S, L4)."""
+    blend = math.sqrt(compute_ratio * bandwidth_ratio)
+    return max(blend, compute_ratio) if compute_ratio <= 1.0 else blend
+
+
+def host_memory_cause(req: Requirements) -> str:
+    """What holds a training job's host RAM, named from its terms: the paged optimiser state (PEFT's
+    k-bit preparation) and/or the offloaded activations (``training.activation_offload``)."""
+    causes = [
+        cause
+        for cause, present in (
+            ("the paged optimiser state", any("(host RAM)" in t.name for t in req.terms)),
+            ("the offloaded activations", any("offloaded to host RAM" in t.formula for t in req.terms)),
+        )
+        if present
+    ]
+    return " and ".join(causes) or "host-side state"
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -384,14 +405,17 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
         same_format = gpu.tflops_at("bf16")  # the reference run is 16-bit (requirements._work)
         if req.work_ref_bandwidth_gbps and same_format:
             # GPU to GPU in the reference's format, then the format change on the target GPU
-            gpu_scale = diffusion_gpu_scale(
-                req.work_ref_tflops / same_format, req.work_ref_bandwidth_gbps / gpu.bandwidth_gbps
-            )
+            compute_ratio = req.work_ref_tflops / same_format
+            bandwidth_ratio = req.work_ref_bandwidth_gbps / gpu.bandwidth_gbps
+            gpu_scale = diffusion_gpu_scale(compute_ratio, bandwidth_ratio)
             scale_to = gpu_scale * same_format / tflops
-            how = (
+            blend = (
                 f"√({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS × {req.work_ref_bandwidth_gbps:g} ÷ "
-                f"{gpu.bandwidth_gbps:g} GB/s) (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
+                f"{gpu.bandwidth_gbps:g} GB/s)"
             )
+            if gpu_scale > math.sqrt(compute_ratio * bandwidth_ratio):
+                blend = f"{gpu_scale:.3g}, the TFLOPS ratio (not {blend}: no faster than compute allows)"
+            how = f"{blend} (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
         terms.append(
             Term(
@@ -458,7 +482,7 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
     if req.host_bytes / GIB > it.memory_gib * USABLE_MEMORY_FRACTION:
         return Rejection(
             "host-memory",
-            f"paged optimiser needs {req.host_bytes / GIB:.1f} GiB of host RAM; "
+            f"{host_memory_cause(req)} need {req.host_bytes / GIB:.1f} GiB of host RAM; "
             f"{it.name} has {it.memory_gib:g} GiB",
         )
     for nodes in range(1, req.max_nodes + 1):

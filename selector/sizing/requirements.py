@@ -133,7 +133,7 @@ def requirements(spec: WorkloadSpec) -> Requirements:
                     )
                 )
         if arch.kind == "diffusion" and spec.work is not None and spec.work.batch > 1:
-            total += _batch_memory(spec.work.batch, arch, weights, terms)
+            total += _batch_memory(spec.work.batch, arch, terms)
         return replace(
             common,
             sharded_bytes=0.0,
@@ -150,18 +150,31 @@ def requirements(spec: WorkloadSpec) -> Requirements:
     return serving_requirements(spec, arch, wbytes, eff, terms, common)
 
 
-def _batch_memory(batch: int, arch: ModelArch, weights: float, terms: list[Term]) -> float:
+UNMEASURED_ITEM_MEMORY_MB = 2591.0
+"""ESTIMATE (errs heavy). GPU memory each further image of a batch adds for a diffusion preset with
+no measurement of its own: Flux.1-Dev's measured increment at 1024² (2,591 MB, the batch-1
+activations and VAE decode; diffusers-torchao README @9b9f238 on H100 measured 1.88-2.00 GiB per
+added image at batch 4 and 8). Every diffusion preset renders 1024² by default, and most of the
+increment is the VAE decode, which runs on the whole batch at once unless slicing is on: SDXL's
+AutoencoderKL decoder has the same channel widths (128/256/512/512) as Flux's. Taken instead of
+0.2 × weights, which gave SDXL ~1.3 GiB per image, below what the Flux measurement implies."""
+
+
+def _batch_memory(batch: int, arch: ModelArch, terms: list[Term]) -> float:
     """GPU memory the further images of a diffusion batch add: the preset's measured increment
     per image (Flux.1-Dev: the batch-1 activations and VAE decode, 2,591 MB, diffusers-torchao
-    on H100, where batch 4 and 8 measured 1.88-2.00 GiB per added image), else the rule of thumb's
-    activation share, (``INFERENCE_OVERHEAD_FACTOR`` − 1) × weights per image (estimate)."""
+    on H100, where batch 4 and 8 measured 1.88-2.00 GiB per added image), else
+    ``UNMEASURED_ITEM_MEMORY_MB`` (estimate)."""
     item = arch.item
     if item is not None and item.item_memory_mb:
         per_image = item.item_memory_mb * 1e6
         why = f"{item.item_memory_mb:g} MB measured per added image ({item.item_memory_source})"
     else:
-        per_image = (INFERENCE_OVERHEAD_FACTOR - 1.0) * weights
-        why = f"{INFERENCE_OVERHEAD_FACTOR - 1.0:.1f} × weights per added image (estimate)"
+        per_image = UNMEASURED_ITEM_MEMORY_MB * 1e6
+        why = (
+            f"{UNMEASURED_ITEM_MEMORY_MB:g} MB per added image (ESTIMATE, errs heavy: Flux.1-Dev's measured "
+            "increment at the same 1024² output, mostly the VAE decode)"
+        )
     extra = (batch - 1) * per_image
     terms.append(Term("batch activations", extra / GIB, "GiB", f"{batch - 1} more images × {why}"))
     return extra
@@ -202,6 +215,11 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     if arch.kind == "diffusion" and work.compile:
         per_item /= COMPILE_SPEEDUP
         note += f" ÷ {COMPILE_SPEEDUP:.2f} torch.compile (diffusers fast_diffusion SDXL)"
+    if arch.kind == "diffusion" and work.batch > 1:
+        note += (
+            f"; work.batch {work.batch} sizes memory only: time per image taken as at batch 1 "
+            "(batching's gain not modelled, errs slow)"
+        )
     seconds = count * per_item
     note = f"{count:.3g} {item.unit}s × " + note
     terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))

@@ -36,13 +36,15 @@ Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked
 (torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
 ``training.loss: chunked`` (errs safe)."""
 
-CHUNKED_LOSS_BYTES_PER_LOGIT = 3
+CHUNKED_LOSS_BYTES_PER_LOGIT = 4
 """Bytes per logit with a chunked cross-entropy (``training.loss: chunked``) whose per-chunk
-upcast and cross-entropy are compiled together: the 16-bit logits of every chunk kept for the
-backward pass (2) and one chunk's fp32 upcast and gradient at a time ((4 + 4) ÷ 8 chunks = 1)
-(torchtune CEWithChunkedOutputLoss: "upcasting only one chunk at a time"; "The CE and upcasting
-have to be compiled together", torchtune/modules/loss/ce_chunked_output_loss.py @1814feb,
-pytorch/torchtune PR #1390)."""
+upcast and cross-entropy are compiled together (``training.compile: true``): the 16-bit logits
+of every chunk kept for the backward pass (2) and their 16-bit gradient (2); only one chunk (1/8
+by default) is upcast to fp32 at a time (torchtune CEWithChunkedOutputLoss: "upcasting only one
+chunk at a time"; "The CE and upcasting have to be compiled together", torchtune/modules/loss/
+ce_chunked_output_loss.py @1814feb, pytorch/torchtune PR #1390). Kept at 4 B, not the 3 B a
+bf16-logits-plus-one-chunk count gives: in the backward pass a chunk's fp32 gradient and the
+bf16 grad-logits coexist, and no measured row needs less."""
 
 EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6
 """The same chunked loss run eagerly (``training.compile: false``): autograd keeps each chunk's fp32
@@ -70,14 +72,13 @@ side stream as the forward pass moves on and brought back one layer ahead of the
 gpufit keeps two layers' saved activations on the GPU (the one in use, the one in flight) and
 the rest in host RAM."""
 
-FP8_WEIGHT_COPY_BYTES = 2.0
-"""FP8 training (Transformer Engine, Megatron-LM ``--fp8-format``) keeps the 16-bit weights and
-adds FP8 copies of them (the weight and its transpose for the backward pass, 1 B each): "the
-default behavior where both higher precision and FP8 copies are present" (NVIDIA/
-TransformerEngine transformer_engine/pytorch/fp8.py ``fp8_model_init``). gpufit sizes an fp8
-full/pre-training job as bf16 weights + these copies + bf16 grads + optimiser state, and times it
-at ``FP8_TRAINING_SPEEDUP`` × its 16-bit throughput; "FP8 training achieves on par memory usage
-with BF16 baseline" (NVIDIA NeMo AutoModel docs, advanced-training/fp8-training)."""
+FP8_TRAINING_MEMORY = "on par with BF16 (NeMo AutoModel FP8 training docs)"
+"""FP8 training (Transformer Engine, Megatron-LM ``--fp8-format``, torchao float8) is sized as its
+BF16 run: "FP8 training achieves on par memory usage with BF16 baseline" (NVIDIA NeMo AutoModel
+docs, https://docs.nvidia.com/nemo/automodel/advanced-training/fp8-training, read 2026-12-04).
+Without ``fp8_model_init`` the 16-bit weights stay the only persistent copy and each layer's FP8
+cast is a transient of its GEMM (NVIDIA/TransformerEngine transformer_engine/pytorch/fp8.py). No
+published FP8 training memory row says otherwise; the speed gain is ``FP8_TRAINING_SPEEDUP``."""
 
 FP8_TRAINING_SPEEDUP = 1.2
 """FP8 training runs ~1.2× the BF16 rate, not the 2× of the FP8 tensor-core peak: "Over 1.2x
@@ -132,10 +133,10 @@ def training_requirements(
         if spec.precision == "fp32":
             per_param, formula = 4 + 4 + (opt - 4), f"4 weights + 4 grads + {opt - 4:g} optimiser (fp32)"
         elif spec.precision == "fp8":
-            per_param = 2 + FP8_WEIGHT_COPY_BYTES + 2 + opt
+            per_param = 2 + 2 + opt
             formula = (
-                f"2 bf16 weights + {FP8_WEIGHT_COPY_BYTES:g} FP8 copies (Transformer Engine) + 2 grads + "
-                f"{opt:g} {training.optimizer} state"
+                f"2 bf16 weights + 2 grads + {opt:g} {training.optimizer} state "
+                f"(FP8 training: {FP8_TRAINING_MEMORY})"
             )
         else:
             per_param = wbytes + wbytes + opt

@@ -54,9 +54,10 @@ class TrainingSpec(Strict):
         False, description="saved activations offloaded to host RAM (torchtune enable_activation_offloading)"
     )
     compile: bool = Field(
-        True,
-        description="compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
-        "utilisation was fitted; false: eager PyTorch, 1.27x slower (torchtune)",
+        False,
+        description="true: compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
+        "utilisation was fitted; false (default, the safe side): eager PyTorch, timed 1.27x slower "
+        "(torchtune) and a chunked loss sized at 6 B per logit",
     )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
