@@ -590,6 +590,35 @@ def test_the_rebalancer_may_only_get_and_resize_the_fleets_groups(stack: Any) ->
     assert plan_doc["tick"].endswith("/jobs/" + tick["name"])
 
 
+def test_a_later_up_keeps_only_the_deadline_of_the_workflow(stack: Any) -> None:
+    """Review i25g #6: the deadline is a variable of its own and the only one ignored; the
+    plan (groups, weights, replicas) follows the stack on every ``up``."""
+    from providers.gcp.fallback_groups import workflow_ignored
+
+    mocks, _, expected = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    env = workflow.inputs["userEnvVars"]
+    assert set(env) == {"GPUFIT_REBALANCE", "GPUFIT_DEADLINE"}
+    assert "deadline" not in json.loads(env["GPUFIT_REBALANCE"])
+    from deployment.translate import deployment_from_plan
+
+    deployment = deployment_from_plan(expected, stack="dev", project="p", created_at=NOW)
+    assert not deployment.deadline_pinned
+    assert workflow_ignored(deployment) == ['userEnvVars["GPUFIT_DEADLINE"]']
+    assert workflow_ignored(dataclasses.replace(deployment, deadline_pinned=True)) == []
+
+
+def test_the_fallback_groups_follow_the_plans_ranking(stack: Any) -> None:
+    """Review i25g #10: after the choice's group, the groups in order of a replica-hour's cost
+    (a 4-GPU choice goes to 2-GPU VMs before 8-GPU ones when those cost less a replica)."""
+    mocks, _, expected = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    doc = json.loads(workflow.inputs["userEnvVars"]["GPUFIT_REBALANCE"])
+    price = {f.offer.instance.machine_type: f.offer.hourly_usd for f in expected.fallbacks}
+    per_replica = [price[g["machine_type"]] / g["weight"] for g in doc["groups"][1:]]
+    assert per_replica == sorted(per_replica) and len(per_replica) >= 2
+
+
 def test_the_budget_counts_the_groups_at_the_most_they_hold_not_their_sum(stack: Any) -> None:
     mocks, _, expected = stack
     region = expected.choice.offer.region

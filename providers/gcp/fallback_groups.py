@@ -281,7 +281,7 @@ def create(
             opts,
             pulumi.ResourceOptions(
                 depends_on=migs,
-                ignore_changes=[] if d.deadline_pinned else [f'userEnvVars["{DEADLINE_VARIABLE}"]'],
+                ignore_changes=workflow_ignored(d),
             ),
         ),
     )
@@ -315,6 +315,13 @@ def create(
         "rebalancer": workflow.name,
         "rebalancer_account": account.member,
     }
+
+
+def workflow_ignored(d: Deployment) -> list[str]:
+    """What a later ``pulumi up`` leaves as it is on the workflow: its deadline only (set when the
+    stack was created, unless pinned), never the plan (groups, weights, replicas), which must
+    follow the stack's groups (a Pulumi property path: ``userEnvVars["GPUFIT_DEADLINE"]``)."""
+    return [] if d.deadline_pinned else [f'userEnvVars["{DEADLINE_VARIABLE}"]']
 
 
 def replace_surge(

@@ -3,7 +3,7 @@ function (``decide``), and the Cloud Workflows source that runs the same decisio
 (``workflow_source``), built here as data so that its structure is tested, not hand-written.
 
 Why a workflow. A regional MIG counts VMs of its own template, and its instance flexibility is
-confirmed by Google's code only for machine types with the choice's GPUs
+not refused by Google's Cluster Toolkit only for machine types with the choice's GPUs
 (``selector.gcp_flexibility``): a batch fleet's other sizes and GPUs each get a MIG of their
 own, created at size 0 (``providers.gcp.fallback_groups``). Nothing in Compute Engine moves a
 target from a MIG that cannot get capacity to another, and gpufit runs no controller. Cloud
