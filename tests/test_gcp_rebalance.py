@@ -609,14 +609,14 @@ def test_a_later_up_keeps_only_the_deadline_of_the_workflow(stack: Any) -> None:
 
 
 def test_the_fallback_groups_follow_the_plans_ranking(stack: Any) -> None:
-    """Review i25g #10: after the choice's group, the groups in order of a replica-hour's cost
-    (a 4-GPU choice goes to 2-GPU VMs before 8-GPU ones when those cost less a replica)."""
+    """Review i25g #10: after the choice's group, the groups in the plan's ranking of its
+    fallbacks, by the expected cost of running the job's replicas on each (the Alternatives
+    table ranks each type as a plan of its own, another shape)."""
     mocks, _, expected = stack
     (workflow,) = mocks.of_type(WORKFLOW)
     doc = json.loads(workflow.inputs["userEnvVars"]["GPUFIT_REBALANCE"])
-    price = {f.offer.instance.machine_type: f.offer.hourly_usd for f in expected.fallbacks}
-    per_replica = [price[g["machine_type"]] / g["weight"] for g in doc["groups"][1:]]
-    assert per_replica == sorted(per_replica) and len(per_replica) >= 2
+    ranked = sorted(expected.fallbacks, key=lambda f: f.cost.expected_usd)
+    assert [g["machine_type"] for g in doc["groups"][1:]] == [f.offer.instance.machine_type for f in ranked]
 
 
 def test_the_budget_counts_the_groups_at_the_most_they_hold_not_their_sum(stack: Any) -> None:

@@ -76,9 +76,9 @@ def own_groups(d: Deployment, group: str, offered: dict[str, set[str]]) -> tuple
     if d.capacity is not None:
         return ()
     found: list[OwnGroup] = []
-    # ranked by the cost of a replica-hour, as the plan's alternatives are (cheapest first)
-    ranked = sorted(d.members[1:], key=lambda m: m.hourly_usd / max(m.weighted_capacity, 1))
-    for member in ranked:
+    # in the plan's ranking of its fallbacks: expected cost (total, wait value, failure to
+    # launch) of running the job's replicas on each (``selector.fallbacks``)
+    for member in d.members[1:]:
         if member.realised != "group":
             continue
         zones = tuple(sorted(z for z, types in offered.items() if member.machine_type in types))

@@ -112,9 +112,9 @@ resize call), so that no resize lands after a group's resize-to-0 deadline job."
 
 @dataclass(frozen=True)
 class RebalancedGroup:
-    """One MIG of the fleet, in the order the plan ranks them (cheapest replica-hour first after
-    the choice), the replicas a VM of it holds (its GPUs ÷ the job's GPUs per replica), and its
-    machine (for the budget policy's price)."""
+    """One MIG of the fleet, in the order the plan ranks them (the choice's group, then its
+    fallbacks by expected cost), the replicas a VM of it holds (its GPUs ÷ the job's GPUs per
+    replica), and its machine (for the budget policy's price)."""
 
     name: str
     weight: int
