@@ -410,8 +410,14 @@ def workflow_definition() -> dict[str, Any]:
                 {
                     "deadline_reached": _switch(
                         "sys.now() >= deadline",
-                        steps=_at_deadline(),
-                        **{"return": "past the deadline: every group at 0, the schedule paused"},
+                        steps=[
+                            *_at_deadline(),
+                            {
+                                "stopped": {
+                                    "return": "past the deadline: every group at 0, the schedule paused"
+                                }
+                            },
+                        ],
                     )
                 },
                 {
