@@ -72,20 +72,40 @@ def content_length(headers: Any) -> int | None:
     return size if size is not None and size >= 0 else None
 
 
-def size_line(url: str, size: int | None) -> str:
-    """``<url>: 2,735,507 bytes (Content-Length)`` or ``<url>: no Content-Length (streamed)``."""
+def size_line(url: str, size: int | None, received: int | None = None) -> str:
+    """``<url>: 2,735,507 bytes (Content-Length), 2,735,507 received`` or ``<url>: no
+    Content-Length (streamed), N received``: the size the server announced (compressed when
+    gzip) beside the bytes actually read off the wire."""
+    got = f", {received:,} received" if received is not None else ""
     return (
-        f"{url}: {size:,} bytes (Content-Length)"
+        f"{url}: {size:,} bytes (Content-Length){got}"
         if size is not None
-        else f"{url}: no Content-Length (streamed)"
+        else f"{url}: no Content-Length (streamed){got}"
     )
+
+
+class _Counted(io.RawIOBase):
+    """A response body that counts the bytes read from it."""
+
+    def __init__(self, raw: Any) -> None:
+        self.raw, self.count = raw, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.raw.read(len(buffer))
+        buffer[: len(data)] = data
+        self.count += len(data)
+        return len(data)
 
 
 class PublicHttp:
     """GETs of public files, each retried with backoff on throttling, 5xx and connection
     errors (``cloudapi.retry``), counted in ``counter``. Each file's ``Content-Length`` is kept
-    in ``sizes`` (by URL, the last attempt's) and handed to ``log`` as it arrives, so a refresh
-    measures what it downloads (the size of the public price files is otherwise unknown)."""
+    in ``sizes`` (by URL, the successful attempt's) with the bytes read in ``received``, and
+    handed to ``log`` once per file when it has been read, so a refresh shows how much it
+    downloads (the size of the public price files is otherwise unknown)."""
 
     def __init__(
         self,
@@ -99,6 +119,7 @@ class PublicHttp:
         self._open = opener
         self._log = log
         self.sizes: dict[str, int | None] = {}
+        self.received: dict[str, int] = {}
 
     @contextmanager
     def _response(self, url: str) -> Iterator[Any]:
@@ -106,20 +127,21 @@ class PublicHttp:
         self.counter.add()
         response = self._open(request, timeout=TIMEOUT_S)
         size = content_length(getattr(response, "headers", None))
-        self.sizes[url] = size
-        if self._log is not None:
-            self._log(size_line(url, size))
+        counted = _Counted(response)
+        raw = io.BufferedReader(counted)
         try:
             if response.headers.get("Content-Encoding", "").lower() == "gzip":
-                yield gzip.GzipFile(fileobj=response)
+                yield gzip.GzipFile(fileobj=raw)
             else:
-                yield response
+                yield raw
+            self.sizes[url], self.received[url] = size, counted.count
         finally:
             response.close()
 
     def read(self, url: str, consume: Callable[[Iterator[str]], Any]) -> Any:
         """``consume`` the file's decoded lines as they arrive; the whole GET and
-        consumption are retried together when the transfer fails part way."""
+        consumption are retried together when the transfer fails part way. The file's size is
+        logged once, after it was read."""
 
         def attempt() -> Any:
             with self._response(url) as body:
@@ -127,9 +149,12 @@ class PublicHttp:
                 return consume(iter(lines))
 
         try:
-            return call_with_retry(attempt, transient=_transient, policy=self._policy)
+            result = call_with_retry(attempt, transient=_transient, policy=self._policy)
         except (urllib.error.URLError, http.client.HTTPException, OSError, EOFError, ValueError) as err:
             raise PublicDataError(f"{url}: {type(err).__name__}: {err}"[:300]) from None
+        if self._log is not None:
+            self._log(size_line(url, self.sizes.get(url), self.received.get(url)))
+        return result
 
     def json(self, url: str) -> Any:
         """The file at ``url`` parsed as JSON."""

@@ -261,30 +261,67 @@ def rebalanced_sets(items: Sequence[tuple[str, Mapping[str, Any], str | None]]) 
     return found
 
 
+def _group_template(
+    group: Mapping[str, Any], templates: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any] | None:
+    """The template a MIG's first version names (by its last path segment), if in the stack."""
+    versions = [as_map(v) for v in as_seq(group.get("versions"))]
+    wanted = last_segment(versions[0].get("instanceTemplate")) if versions else None
+    return next((t for t in templates if wanted and wanted in (t.get("name"), t.get("id"))), None)
+
+
 def rebalanced_hourly(
-    plan: Mapping[str, Any], template: Mapping[str, Any], config: PolicyConfig, region: str | None
-) -> tuple[float, list[str]]:
+    plan: Mapping[str, Any],
+    stack_groups: Mapping[str, Mapping[str, Any]],
+    templates: Sequence[Mapping[str, Any]],
+    config: PolicyConfig,
+    region: str | None,
+) -> tuple[float, list[str], list[str]]:
     """The most a rebalanced set of groups can cost an hour: the dearest replica-hour among its
-    groups' machines (price ÷ replicas per VM, in the template's market) times the most
-    replicas the groups hold together (``selector.gcp_flexibility.most_replicas``), not the
-    sum of the groups (the rebalancer moves VMs, it never adds replicas); and the machines the
-    catalog cannot price."""
+    groups' machines (price ÷ replicas per VM; each group priced both as the plan names its
+    machine and as its own template does, in its own template's market) times the most replicas
+    the groups hold together: ``selector.gcp_flexibility.most_replicas`` of the plan's units
+    (the rebalancer moves VMs, it never adds replicas), or the groups' own target sizes ×
+    replicas per VM when those are more: a self-declared plan never prices a group below what
+    its own ``targetSize`` runs. Also the machines the catalog cannot price, and the plan's
+    problems: a group that is not a MIG of this stack, or groups whose own target sizes hold
+    more replicas than the plan's units (refused: the rebalancer's cap assumes they do not)."""
     groups = [as_map(g) for g in as_seq(plan.get("groups"))]
     weights = [max(as_count(g.get("weight")) or 1, 1) for g in groups]
-    dearest, unpriced = 0.0, []
+    units = as_count(plan.get("units")) or 0
+    dearest, unpriced, refused, own = 0.0, [], [], 0
     for g, weight in zip(groups, weights, strict=True):
-        accelerator = g.get("accelerator")
-        shape = {
-            "machineType": g.get("machine_type"),
-            "guestAccelerators": [{"type": accelerator, "count": g.get("gpus")}] if accelerator else None,
-            "scheduling": template.get("scheduling"),
-        }
-        offer = instance_offer(GCP_INSTANCE, shape, config, region)
-        if offer is None:
-            unpriced.append(f"gcp {g.get('machine_type')}")
+        mig = stack_groups.get(str(g.get("name")))
+        if mig is None:
+            name = g.get("name")
+            refused.append(
+                f"the rebalancer's plan names {name!r}, not a managed instance group of this stack"
+            )
             continue
-        dearest = max(dearest, offer.hourly_usd / weight)
-    return dearest * most_replicas(weights, as_count(plan.get("units")) or 0), unpriced
+        own += (as_count(mig.get("targetSize")) or 0) * weight
+        # its own template when the stack names it, else every template's market (the dearest)
+        template = _group_template(mig, templates)
+        markets = [template] if template else list(templates) or [{}]
+        accelerator = g.get("accelerator")
+        shapes = [
+            {
+                "machineType": g.get("machine_type"),
+                "guestAccelerators": [{"type": accelerator, "count": g.get("gpus")}] if accelerator else None,
+                "scheduling": t.get("scheduling"),
+            }
+            for t in markets
+        ]
+        for shape in [*shapes, *([template] if template else [])]:
+            offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], mig))
+            if offer is None:
+                unpriced.append(f"gcp {last_segment(shape.get('machineType'))}")
+                continue
+            dearest = max(dearest, offer.hourly_usd / weight)
+    if own > units:
+        refused.append(
+            f"the rebalanced groups' own target sizes hold {own} replicas, over the plan's units {units}"
+        )
+    return dearest * max(most_replicas(weights, units), own), unpriced, refused
 
 
 def rebalanced_budget(
@@ -293,18 +330,21 @@ def rebalanced_budget(
     config: PolicyConfig,
 ) -> tuple[float, int, list[str], set[str]]:
     """The stack's rebalanced group sets together: the most they cost an hour, how many sets,
-    a problem per set the catalog cannot price, and the names of the groups they cover (which
-    the budget then leaves out of its per-group count)."""
+    a problem per set the catalog cannot price or whose plan does not hold (``rebalanced_hourly``),
+    and the names of the groups they cover (which the budget then leaves out of its per-group
+    count)."""
     total, problems, moved = 0.0, [], set()
+    stack_groups = {str(props.get("name")): props for typ, props, _ in items if typ in GCP_GROUPS}
     sets = rebalanced_sets(items)
     for plan in sets:
         region = str(plan["region"]) if plan.get("region") else None
-        worst, unpriced = rebalanced_hourly(plan, templates[0] if templates else {}, config, region)
+        worst, unpriced, refused = rebalanced_hourly(plan, stack_groups, templates, config, region)
         if unpriced:
             problems.append(
-                f"no catalog price for {', '.join(unpriced)} in {region or 'any region'}: cannot show "
-                "the rebalanced groups are within the budget"
+                f"no catalog price for {', '.join(sorted(set(unpriced)))} in {region or 'any region'}: "
+                "cannot show the rebalanced groups are within the budget"
             )
+        problems.extend(f"{r}: the budget cannot trust this rebalancer's plan" for r in refused)
         total += worst
-        moved |= {str(as_map(g).get("name")) for g in as_seq(plan.get("groups"))}
+        moved |= {str(as_map(g).get("name")) for g in as_seq(plan.get("groups"))} & set(stack_groups)
     return total, len(sets), problems, moved

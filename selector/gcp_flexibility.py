@@ -14,7 +14,8 @@ a3-ultragpu, a4 and a4x (``data/gcp_instance_flexibility.yaml``, with its source
   group as a ranked instance selection.
 - ``group``: any other machine type that runs a batch job (any GPU, any size) gets a regional
   MIG of its own, created at size 0; a rebalancer (a Cloud Workflows workflow that Cloud
-  Scheduler runs every few minutes until the deadline, ``providers.gcp.rebalance``) moves the
+  Scheduler runs every 5 minutes until the deadline, when it empties every group and pauses its
+  own schedule, ``providers.gcp.rebalance``) moves the
   VMs the choice's group cannot create for want of capacity to the next group. A served model
   or a fine-tune keeps one group (its launch and load balancer are the choice's).
 """
@@ -111,13 +112,15 @@ def realisation(
 
 
 def describe(realised: str, machine_type: str) -> str:
-    """``instance flexibility (g2-standard confirmed by Google's Cluster Toolkit)`` or
+    """``instance flexibility (g2-standard with the same GPUs: not refused by Google's Cluster Toolkit)`` or
     ``its own MIG, rebalanced``."""
     if realised == "group":
         return "its own MIG at size 0, the rebalancer moves VMs to it"
     ev = evidence(machine_type)
     if realised == "flexibility":
-        return f"instance flexibility ({ev.series} with the same GPUs: Google's Cluster Toolkit emits it)"
+        return (
+            f"instance flexibility ({ev.series} with the same GPUs: not refused by Google's Cluster Toolkit)"
+        )
     return f"instance flexibility (opted in: {ev.series} with other GPU counts is unconfirmed)"
 
 

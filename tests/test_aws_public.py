@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import pytest
@@ -384,8 +384,34 @@ def test_each_public_file_logs_its_content_length(public: PublicAwsServer) -> No
     assert len(region_urls) == len(REGIONS)
     for url in region_urls:
         assert http.sizes[url] == len(public.body(urlsplit(url).path) or b"") > 0
-        assert f"{url}: {http.sizes[url]:,} bytes (Content-Length)" in lines
+        size = http.sizes[url]
+        assert f"{url}: {size:,} bytes (Content-Length), {http.received[url]:,} received" in lines
+        assert http.received[url] == size  # the fake sends what it announces
     assert len(lines) == counter.count == len(http.sizes)  # one line per GET, index and feeds included
+
+
+def test_a_retried_file_logs_its_size_once_after_it_was_read() -> None:
+    """Review i25g nit 9: a file that fails once and then arrives prints one line, with the
+    bytes received beside the announced Content-Length."""
+    import io
+    import urllib.error
+
+    calls: list[str] = []
+
+    class Response(io.BytesIO):
+        headers: ClassVar[dict[str, str]] = {"Content-Length": "12"}
+
+    def opener(request: object, timeout: float) -> Response:
+        calls.append("get")
+        if len(calls) == 1:
+            raise urllib.error.URLError("reset")
+        return Response(b'{"ok": true}')
+
+    lines: list[str] = []
+    http = PublicHttp(CallCounter(), NO_SLEEP, opener=opener, log=lines.append)
+    assert http.json("https://example.com/f.json") == {"ok": True}
+    assert calls == ["get", "get"]
+    assert lines == ["https://example.com/f.json: 12 bytes (Content-Length), 12 received"]
 
 
 def test_a_missing_or_malformed_content_length_is_said_not_guessed() -> None:
@@ -396,6 +422,7 @@ def test_a_missing_or_malformed_content_length_is_said_not_guessed() -> None:
     assert content_length({"Content-Length": "-1"}) is None
     assert size_line("https://h/f", None) == "https://h/f: no Content-Length (streamed)"
     assert size_line("https://h/f", 922078) == "https://h/f: 922,078 bytes (Content-Length)"
+    assert size_line("https://h/f", None, 5) == "https://h/f: no Content-Length (streamed), 5 received"
 
 
 def test_cli_refresh_prints_each_files_size(

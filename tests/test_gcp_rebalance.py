@@ -19,12 +19,15 @@ import yaml
 from policy.gpufit_policies import check_stack_budget
 from policy.resources import PolicyConfig
 from providers.gcp.rebalance import (
+    DEADLINE_MARGIN_SECONDS,
+    GRACE_SECONDS,
     GroupState,
     Move,
     RebalancedGroup,
     capacity_pattern,
     decide,
     plan_variable,
+    still_starved,
     workflow_definition,
     workflow_source,
 )
@@ -36,6 +39,7 @@ from selector.spec import parse_spec
 from tests.machine.unpack import settings
 from tests.pulumi_harness import RecordingMocks, run_program
 from tests.test_gcp_fleet import NOW
+from tests.workflows_interp import HttpError, Refused, Workflow, tokens
 
 CATALOG = load_catalog()
 MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
@@ -127,8 +131,7 @@ GROUPS = (RebalancedGroup("a", 4), RebalancedGroup("b", 8), RebalancedGroup("c",
 
 def test_nothing_moves_without_a_starved_vm() -> None:
     assert decide(GROUPS, [GroupState(2), GroupState(0), GroupState(0)], 8) is None
-    # the last group has nowhere to move to
-    assert decide(GROUPS, [GroupState(0), GroupState(0), GroupState(8, ("vm",))], 8) is None
+    assert decide(GROUPS[:1], [GroupState(2, ("v",))], 8) is None  # one group: nowhere to go
 
 
 def test_starved_vms_move_to_the_next_group_by_the_replicas_they_held() -> None:
@@ -145,10 +148,84 @@ def test_starved_vms_move_to_the_next_group_by_the_replicas_they_held() -> None:
     )
 
 
+def test_the_last_groups_starved_vms_go_back_to_the_first() -> None:
+    """Review i25g #2: the ring. The last group's starved VMs return to the choice's group."""
+    assert decide(GROUPS, [GroupState(0), GroupState(0), GroupState(8, tuple("abcdefgh"))], 8) == Move(
+        "c", tuple("abcdefgh"), "a", 2
+    )
+
+
 def test_a_move_never_shrinks_the_next_group_nor_passes_the_plans_replicas() -> None:
     # c already runs 8 one-replica VMs: b's starved VM adds nothing, c stays at 8
     move = decide(GROUPS, [GroupState(0), GroupState(1, ("w",)), GroupState(8)], 8)
     assert move == Move("b", ("w",), "c", 8)
+
+
+class Cloud:
+    """Groups whose machines have capacity or not, tick by tick: a resize creates VMs that start
+    when their group has capacity, else wait starved (``CREATING`` with a capacity error)."""
+
+    def __init__(self, groups: tuple[RebalancedGroup, ...], targets: list[int]) -> None:
+        self.groups, self.running, self.starved = groups, [0] * len(groups), list(targets)
+        self.serial = 0
+
+    def vms(self, k: int) -> tuple[str, ...]:
+        return tuple(f"{self.groups[k].name}-{n}" for n in range(self.starved[k]))
+
+    def settle(self, has_capacity: list[bool]) -> None:
+        for k, ok in enumerate(has_capacity):
+            if ok:
+                self.running[k] += self.starved[k]
+                self.starved[k] = 0
+
+    def tick(self, first: list[bool], after_grace: list[bool], units: int) -> Move | None:
+        """One run: a list, the grace period (capacity may come back), a second list."""
+        self.settle(first)
+        listed = [self.vms(k) for k in range(len(self.groups))]
+        self.settle(after_grace)
+        states = [
+            GroupState(self.running[k] + self.starved[k], still_starved(listed[k], self.vms(k)))
+            for k in range(len(self.groups))
+        ]
+        move = decide(self.groups, states, units)
+        if move is not None:
+            names = [g.name for g in self.groups]
+            i, j = names.index(move.source), names.index(move.destination)
+            self.starved[j] += move.target - states[j].target
+            self.starved[i] -= len(move.delete)
+        return move
+
+
+def test_a_stockout_shorter_than_the_grace_period_moves_nothing() -> None:
+    cloud = Cloud(GROUPS, [2, 0, 0])
+    dry, wet = [False, True, True], [True, True, True]
+    assert cloud.tick(dry, wet, 8) is None  # a's VMs got capacity during the grace period
+    assert cloud.running == [2, 0, 0]
+
+
+def test_replicas_return_to_the_preferred_group_after_a_shortage() -> None:
+    """Review i25g #2: all groups short for a while, then the choice's group recovers: the
+    starved replicas go round the ring and land back in the choice's group, never more than
+    the budget counts."""
+    cloud = Cloud(GROUPS, [2, 0, 0])
+    none = [False, False, False]
+    seen = []
+    for _ in range(3):  # a family-wide stockout: the VMs go a → b → c
+        move = cloud.tick(none, none, 8)
+        assert move is not None
+        seen.append(move.destination)
+        held = sum((r + st) * g.weight for r, st, g in zip(cloud.running, cloud.starved, GROUPS, strict=True))
+        assert held <= most_replicas([g.weight for g in GROUPS], 8)
+    assert seen == ["b", "c", "a"]  # the last group's starved VMs went back to the first
+    only_a = [True, False, False]
+    assert cloud.tick(only_a, only_a, 8) is None
+    assert cloud.running == [2, 0, 0] and cloud.starved == [0, 0, 0]
+
+
+def test_a_vm_that_got_capacity_is_not_moved_even_with_an_old_error() -> None:
+    # listed starved, then it exists: not in the second list, so not moved
+    assert still_starved(("v1", "v2"), ("v2",)) == ("v2",)
+    assert still_starved(("v1",), ()) == ()
 
 
 def test_no_sequence_of_runs_holds_more_than_the_budget_counts() -> None:
@@ -164,9 +241,9 @@ def test_no_sequence_of_runs_holds_more_than_the_budget_counts() -> None:
             states = [GroupState(t, tuple(f"vm{k}" for k in range(rng.randint(0, t)))) for t in targets]
             move = decide(groups, states, units)
             if move is not None:
-                i = [g.name for g in groups].index(move.source)
-                targets[i] -= len(move.delete)
-                targets[i + 1] = move.target
+                names = [g.name for g in groups]
+                targets[names.index(move.destination)] = move.target
+                targets[names.index(move.source)] -= len(move.delete)
             if rng.random() < 0.1:  # a finished VM leaves its group
                 k = rng.randrange(len(targets))
                 targets[k] = max(targets[k] - 1, 0)
@@ -174,135 +251,88 @@ def test_no_sequence_of_runs_holds_more_than_the_budget_counts() -> None:
             assert held <= most_replicas(weights, units), (weights, units, targets)
 
 
-# --------------------------------------------- the workflow, run by an interpreter of its constructs
+# --------------------------------------------- the workflow, run by an interpreter of its subset
 
-
-class Obj(dict[str, Any]):
-    """A Workflows map: keys read as attributes (``got.body.targetSize``)."""
-
-    def __getattr__(self, key: str) -> Any:
-        return self[key]
-
-
-def _obj(value: Any) -> Any:
-    if isinstance(value, dict):
-        return Obj({k: _obj(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return [_obj(v) for v in value]
-    return value
-
-
-class Ns:
-    def __init__(self, **fns: Any) -> None:
-        self.__dict__.update(fns)
-
-
-def _map_get(m: Any, keys: Any) -> Any:
-    for key in [keys] if isinstance(keys, str) else keys:
-        if not isinstance(m, dict) or key not in m:
-            return None
-        m = m[key]
-    return m
-
-
-class Returned(Exception):
-    def __init__(self, value: Any) -> None:
-        self.value = value
+ERROR = {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "no capacity"}]}
 
 
 class FakeCompute:
-    """The Compute REST calls the workflow makes, on groups held here."""
+    """The Compute and Cloud Scheduler REST calls the workflow makes, on groups held here.
+    ``starved``: a group's VMs that do not exist, ``CREATING`` with a capacity error;
+    ``created``: those that get capacity during the grace period (they then exist, and their
+    record keeps the old error); ``fail``: calls that answer 503 once."""
 
     def __init__(
-        self, project: str, region: str, targets: dict[str, int], starved: dict[str, list[str]]
+        self,
+        project: str,
+        region: str,
+        targets: dict[str, int],
+        starved: dict[str, list[str]],
+        fail: tuple[str, ...] = (),
     ) -> None:
         self.base = f"https://compute.googleapis.com/compute/v1/projects/{project}/regions/{region}/instanceGroupManagers/"
         self.targets, self.starved, self.calls = targets, starved, []
+        self.created: dict[str, list[str]] = {}
+        self.fail, self.paused = set(fail), []
+        self.extra: list[dict[str, Any]] = []
 
     def __call__(self, method: str, args: dict[str, Any]) -> Any:
         assert args["auth"] == {"type": "OAuth2"}
         url = args["url"]
+        if url.startswith("https://cloudscheduler.googleapis.com/v1/projects/"):
+            assert method == "http.post" and url.endswith(":pause")
+            self.paused.append(url)
+            return {"body": {}}
         assert url.startswith(self.base), url
         name, _, action = url[len(self.base) :].partition("/")
+        if action.split("?")[0] in self.fail:
+            self.fail.discard(action.split("?")[0])
+            raise HttpError(503)
         self.calls.append((method, name, action))
         if method == "http.get" and not action:
-            return _obj({"body": {"targetSize": self.targets[name]}})
+            return {"body": {"targetSize": self.targets[name]}}
         if action == "listManagedInstances":
-            error = {"errors": [{"code": "ZONE_RESOURCE_POOL_EXHAUSTED", "message": "no capacity"}]}
             vms = [
-                {"instance": v, "currentAction": "CREATING", "lastAttempt": {"errors": error}}
+                {"instance": v, "currentAction": "CREATING", "lastAttempt": ERROR}
                 for v in self.starved.get(name, [])
             ]
-            vms.append({"instance": "running", "currentAction": "NONE"})
-            return _obj({"body": {"managedInstances": vms}})
+            vms += [  # exists now, its record still carries the earlier failure
+                {
+                    "instance": v,
+                    "currentAction": "CREATING",
+                    "instanceStatus": "STAGING",
+                    "lastAttempt": ERROR,
+                }
+                for v in self.created.get(name, [])
+            ]
+            vms.append({"instance": "running", "currentAction": "NONE", "instanceStatus": "RUNNING"})
+            return {"body": {"managedInstances": vms + self.extra}}
         if action == "deleteInstances":
+            assert set(args["body"]) == {"instances", "skipInstancesOnValidationError"}
+            assert args["body"]["skipInstancesOnValidationError"] is True
             self.targets[name] -= len(args["body"]["instances"])
-            return _obj({"body": {}})
+            return {"body": {}}
         found = re.fullmatch(r"resize\?size=(\d+)", action)
         assert method == "http.post" and found, (method, action)
         self.targets[name] = int(found.group(1))
-        return _obj({"body": {}})
+        return {"body": {}}
 
 
-def _run_workflow(env: dict[str, str], compute: FakeCompute, now: float) -> Any:
-    scope: dict[str, Any] = {}
-    names = {
-        "sys": Ns(get_env=lambda k: env[k], now=lambda: now),
-        "json": Ns(decode=lambda t: _obj(json.loads(t)), encode_to_string=lambda v: json.dumps(v)),
-        "text": Ns(match_regex=lambda s, r: re.search(r, s) is not None),
-        "map": Ns(get=_map_get),
-        "list": Ns(concat=lambda xs, v: [*xs, v]),
-        "default": lambda v, d: d if v is None else v,
-        "len": len,
-        "int": int,
-        "string": str,
-        "true": True,
-        "false": False,
+TICK = "projects/p/locations/europe-north1/jobs/gpufit-rebalance-x-tick"
+
+
+def _env(deadline: int, groups: tuple[RebalancedGroup, ...] = GROUPS) -> dict[str, str]:
+    return {
+        "GPUFIT_REBALANCE": plan_variable("europe-north1", groups, 8, TICK),
+        "GPUFIT_DEADLINE": str(deadline),
+        "GOOGLE_CLOUD_PROJECT_ID": "p",
     }
 
-    def ev(value: Any) -> Any:
-        if isinstance(value, str) and value.startswith("${") and value.endswith("}"):
-            return eval(value[2:-1], {"__builtins__": {}}, {**names, **scope})
-        return value
 
-    def run(steps: list[dict[str, Any]]) -> None:
-        for step in steps:
-            ((_, body),) = step.items()
-            if "assign" in body:
-                for item in body["assign"]:
-                    ((key, value),) = item.items()
-                    scope[key] = ev(value)
-            elif "switch" in body:
-                for case in body["switch"]:
-                    if ev(case["condition"]):
-                        for item in case.get("assign", []):
-                            ((key, value),) = item.items()
-                            scope[key] = ev(value)
-                        run(case.get("steps", []))
-                        if "return" in case:
-                            raise Returned(ev(case["return"]))
-                        break
-            elif "for" in body:
-                loop = body["for"]
-                items = (
-                    ev(loop["in"]) if "in" in loop else range(ev(loop["range"][0]), ev(loop["range"][1]) + 1)
-                )
-                for item in items:
-                    scope[loop["value"]] = item
-                    run(loop["steps"])
-            elif "call" in body:
-                args = {k: ev(v) if k != "auth" else v for k, v in body["args"].items()}
-                scope[body["result"]] = compute(body["call"], args)
-            elif "return" in body:
-                raise Returned(ev(body["return"]))
-            else:
-                raise AssertionError(f"a step the interpreter does not know: {body}")
-
-    try:
-        run(workflow_definition()["main"]["steps"])
-    except Returned as done:
-        return done.value
-    raise AssertionError("the workflow ended without a return")
+def _run(compute: FakeCompute, now: float, deadline: int = 2_000_000_000, on_sleep: Any = None) -> Workflow:
+    flow = Workflow(workflow_definition(), _env(deadline), compute, now, on_sleep or (lambda t: None))
+    flow.result = flow.execute()  # type: ignore[attr-defined]
+    return flow
 
 
 @pytest.mark.parametrize(
@@ -314,12 +344,12 @@ def _run_workflow(env: dict[str, str], compute: FakeCompute, now: float) -> Any:
         ([1, 1, 0], {"b": ["w"]}),
         ([0, 1, 8], {"b": ["w"]}),
         ([2, 1, 0], {"a": ["v1"], "b": ["w"]}),
+        ([0, 0, 8], {"c": list("abcdefgh")}),
     ],
 )
 def test_the_workflow_makes_the_decisions_move(targets: list[int], starved: dict[str, list[str]]) -> None:
-    env = {"GPUFIT_REBALANCE": plan_variable("europe-north1", GROUPS, 8, 2_000_000_000)}
     compute = FakeCompute("p", "europe-north1", dict(zip("abc", targets, strict=True)), starved)
-    _run_workflow({**env, "GOOGLE_CLOUD_PROJECT_ID": "p"}, compute, now=1_900_000_000.0)
+    _run(compute, now=1_900_000_000.0)
     states = [GroupState(t, tuple(starved.get(g.name, []))) for g, t in zip(GROUPS, targets, strict=True)]
     move = decide(GROUPS, states, 8)
     expected = dict(zip("abc", targets, strict=True))
@@ -328,46 +358,148 @@ def test_the_workflow_makes_the_decisions_move(targets: list[int], starved: dict
         expected[move.destination] = move.target
     assert compute.targets == expected
     writes = [c for c in compute.calls if c[2] and c[2] != "listManagedInstances"]
-    assert len(writes) == (2 if move else 0)  # a delete and a resize, or nothing
+    assert [w[2].split("?")[0] for w in writes] == (["resize", "deleteInstances"] if move else [])
 
 
-def test_the_workflow_does_nothing_past_the_deadline() -> None:
-    env = {"GPUFIT_REBALANCE": plan_variable("r", GROUPS, 8, 1000), "GOOGLE_CLOUD_PROJECT_ID": "p"}
-    compute = FakeCompute("p", "r", {"a": 2, "b": 0, "c": 0}, {"a": ["v1"]})
-    assert _run_workflow(env, compute, now=1000.0) == "past the deadline"
-    assert compute.calls == []
+def test_the_workflow_moves_only_vms_starved_in_both_lists() -> None:
+    """Review i25g #3: a VM that got capacity during the grace period (it exists, its record
+    still carries the earlier error) is never deleted; one that exists with an old error from
+    the first list on is not starved at all."""
+    compute = FakeCompute("p", "europe-north1", {"a": 2, "b": 0, "c": 0}, {"a": ["v1", "v2"]})
+
+    def capacity_for_v1(now: float) -> None:
+        compute.starved["a"], compute.created["a"] = ["v2"], ["v1"]
+
+    _run(compute, now=1_900_000_000.0, on_sleep=capacity_for_v1)
+    assert compute.targets == {"a": 1, "b": 1, "c": 0}
+    compute = FakeCompute("p", "europe-north1", {"a": 1, "b": 0, "c": 0}, {})
+    compute.created["a"] = ["v1"]
+    assert _run(compute, now=1_900_000_000.0).result == "no group is short of capacity"  # type: ignore[attr-defined]
+
+
+def test_a_recreating_vm_that_does_not_exist_moves_a_stopping_one_does_not() -> None:
+    compute = FakeCompute("p", "europe-north1", {"a": 1, "b": 0, "c": 0}, {})
+    compute.extra = [{"instance": "pre", "currentAction": "RECREATING", "lastAttempt": ERROR}]
+    _run(compute, now=1_900_000_000.0)
+    assert compute.targets == {"a": 0, "b": 1, "c": 0}
+    compute = FakeCompute("p", "europe-north1", {"a": 1, "b": 0, "c": 0}, {})
+    compute.extra = [
+        {"instance": "x", "currentAction": "RECREATING", "instanceStatus": "STOPPING", "lastAttempt": ERROR},
+        {"instance": "y", "currentAction": "CREATING_WITHOUT_RETRIES", "lastAttempt": ERROR},
+    ]
+    _run(compute, now=1_900_000_000.0)
+    assert compute.targets == {"a": 1, "b": 0, "c": 0}
+
+
+def test_the_workflow_retries_transient_errors_and_never_loses_replicas() -> None:
+    """Review i25g #6: each call is retried on 503 (``http.default_retry``), and the resize
+    comes before the delete."""
+    compute = FakeCompute(
+        "p", "europe-north1", {"a": 2, "b": 0, "c": 0}, {"a": ["v1"]}, fail=("resize", "deleteInstances")
+    )
+    flow = _run(compute, now=1_900_000_000.0)
+    assert flow.retries == 2 and compute.targets == {"a": 1, "b": 1, "c": 0}
+
+
+def test_the_workflow_at_the_deadline_empties_every_group_and_pauses_its_schedule() -> None:
+    """Review i25g #4: at the deadline the workflow makes no move, resizes every group to 0
+    (undoing a resize that raced the deadline jobs) and pauses its own tick."""
+    compute = FakeCompute("p", "r", {"a": 2, "b": 1, "c": 0}, {"a": ["v1"]})
+    compute.base = compute.base.replace("/regions/r/", "/regions/europe-north1/")
+    flow = _run(compute, now=1000.0, deadline=1000)
+    assert flow.result.startswith("past the deadline")  # type: ignore[attr-defined]
+    assert compute.targets == {"a": 0, "b": 0, "c": 0}
+    assert {c[2] for c in compute.calls} == {"resize?size=0"}
+    assert compute.paused == [f"https://cloudscheduler.googleapis.com/v1/{TICK}:pause"]
+
+
+def test_the_workflow_grows_no_group_just_before_the_deadline() -> None:
+    """Review i25g #4: a run that starts before the deadline but would resize within
+    ``DEADLINE_MARGIN_SECONDS`` of it (after its grace period) grows nothing."""
+    deadline = 1_900_000_000
+    start = deadline - GRACE_SECONDS - DEADLINE_MARGIN_SECONDS + 1
+    compute = FakeCompute("p", "europe-north1", {"a": 2, "b": 0, "c": 0}, {"a": ["v1"]})
+    flow = _run(compute, now=start, deadline=deadline)
+    assert flow.result == "too close to the deadline to move"  # type: ignore[attr-defined]
+    assert compute.targets == {"a": 2, "b": 0, "c": 0}
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [
+        '{"instances": starved}',  # a map literal inside ${}: not in the documented syntax
+        "[x for x in starved]",
+        "lambda: 1",
+        "1 if true else 2",
+        "__import__",
+        '"a" + 1',
+        "starved.__class__",
+    ],
+)
+def test_the_interpreter_refuses_what_is_not_workflows_syntax(expression: str) -> None:
+    flow = Workflow({"main": {"steps": []}}, {}, lambda m, a: None, 0.0)
+    flow.scope["starved"] = []
+    with pytest.raises((Refused, KeyError)):
+        flow.ev("${" + expression + "}")
+
+
+def test_the_interpreter_drops_variables_created_in_a_loop() -> None:
+    definition = {
+        "main": {
+            "steps": [
+                {
+                    "loop": {
+                        "for": {"value": "x", "in": "${[1, 2]}", "steps": [{"a": {"assign": [{"inner": 1}]}}]}
+                    }
+                },
+                {"out": {"return": "${inner}"}},
+            ]
+        }
+    }
+    with pytest.raises(Refused, match="does not exist"):
+        Workflow(definition, {}, lambda m, a: None, 0.0).execute()
 
 
 def test_the_workflow_source_keeps_to_the_workflows_syntax() -> None:
     """https://cloud.google.com/workflows/docs/reference/syntax: a ``main`` workflow of named
-    steps, each one of assign/switch/for/call/return; ``for`` takes ``value`` and ``in`` or
-    ``range``; every switch case a ``condition``; expressions in ``${}``; calls only to the
-    HTTP functions, with OAuth2, on the Compute API."""
+    steps, each one of assign/switch/for/call/try/return; ``for`` takes ``value`` and ``in`` or
+    ``range``; every switch case a ``condition``; expressions in ``${}`` with no map literal
+    (maps are YAML in an ``assign``); calls only to the HTTP functions (with OAuth2, each in a
+    ``try`` with ``http.default_retry``) and ``sys.sleep``."""
     doc = yaml.safe_load(workflow_source())
     assert list(doc) == ["main"] and list(doc["main"]) == ["steps"]
-    kinds = {"assign", "switch", "for", "call", "return"}
+    kinds = {"assign", "switch", "for", "call", "return", "try"}
 
-    def walk(steps: list[Any]) -> None:
+    def walk(steps: list[Any], in_try: bool = False) -> None:
         for step in steps:
             assert isinstance(step, dict) and len(step) == 1
             ((name, body),) = step.items()
             assert re.fullmatch(r"[a-z_]+", name)
-            assert set(body) & kinds and set(body) <= kinds | {"args", "result"}
-            if "for" in body:
-                assert "value" in body["for"] and ("in" in body["for"]) != ("range" in body["for"])
-                walk(body["for"]["steps"])
-            if "switch" in body:
-                for case in body["switch"]:
-                    assert case["condition"].startswith("${")
-                    walk(case.get("steps", []))
-            if "call" in body:
-                assert body["call"] in ("http.get", "http.post") and body["args"]["auth"] == {
-                    "type": "OAuth2"
-                }
+            check(body, in_try)
+
+    def check(body: dict[str, Any], in_try: bool = False) -> None:
+        assert len(set(body) & kinds) == 1 and set(body) <= kinds | {"args", "result", "retry"}
+        if "try" in body:
+            assert body["retry"] == "${http.default_retry}"
+            check(body["try"], in_try=True)
+        if "for" in body:
+            assert "value" in body["for"] and ("in" in body["for"]) != ("range" in body["for"])
+            walk(body["for"]["steps"])
+        if "switch" in body:
+            for case in body["switch"]:
+                assert case["condition"].startswith("${")
+                walk(case.get("steps", []))
+        if "call" in body:
+            if body["call"] == "sys.sleep":
+                assert body["args"] == {"seconds": GRACE_SECONDS}
+            else:
+                assert in_try and body["call"] in ("http.get", "http.post")
+                assert body["args"]["auth"] == {"type": "OAuth2"}
 
     walk(doc["main"]["steps"])
-    for expr in re.findall(r"\$\{.*?\}(?=\s*$|\")", workflow_source(), re.MULTILINE):
-        assert expr.count("(") == expr.count(")")
+    for expr in re.findall(r"\$\{(.*?)\}(?=\s*$|\"|')", workflow_source(), re.MULTILINE):
+        assert "{" not in expr, expr
+        tokens(expr)  # every expression tokenises in the subset
     assert len(workflow_source().encode()) < 128 * 1024  # Workflow.sourceContents' limit
     assert "ZONE_RESOURCE_POOL_EXHAUSTED" in capacity_pattern()
 
@@ -410,7 +542,6 @@ def test_the_batch_fleet_realises_its_fallbacks_as_groups_with_a_rebalancer(stac
     jobs = {r.inputs["schedule"]: r.inputs for r in mocks.of_type(JOB)}
     tick = jobs["*/5 * * * *"]
     assert tick["httpTarget"]["uri"].startswith("https://workflowexecutions.googleapis.com/v1/projects/")
-    assert tick["httpTarget"]["oauthToken"]["serviceAccountEmail"] == workflow.inputs["serviceAccount"]
     # the deadline brings every group to 0
     resized = sorted(
         r.inputs["httpTarget"]["uri"]
@@ -422,7 +553,11 @@ def test_the_batch_fleet_realises_its_fallbacks_as_groups_with_a_rebalancer(stac
 
 def test_the_rebalancer_may_only_get_and_resize_the_fleets_groups(stack: Any) -> None:
     mocks, outputs, _ = stack
-    (role,) = mocks.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    (role,) = [
+        r
+        for r in mocks.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+        if r.inputs["roleId"].startswith("gpufitGroup_")
+    ]
     assert sorted(role.inputs["permissions"]) == [
         "compute.instanceGroupManagers.get",
         "compute.instanceGroupManagers.update",
@@ -434,8 +569,54 @@ def test_the_rebalancer_may_only_get_and_resize_the_fleets_groups(stack: Any) ->
         expression = grant["condition"]["expression"]
         assert sorted(re.findall(r'instanceGroupManagers/([^"]+)"', expression)) == sorted(names)
     assert any(m["member"].startswith("serviceAccount:gf-rebal-") for m in on_groups)
-    invoker = [m.inputs for m in members if m.inputs["role"] == "roles/workflows.invoker"]
-    assert len(invoker) == 1 and invoker[0]["member"].startswith("serviceAccount:gf-rebal-")
+    # review i25g #5: no predefined Workflows role; the tick's own account may start executions
+    # only, the workflow's account may pause schedules only (beside the group role)
+    assert not [m for m in members if m.inputs["role"].startswith("roles/workflows")]
+    roles = {
+        r.inputs["roleId"]: r.inputs["permissions"]
+        for r in mocks.of_type("gcp:projects/iAMCustomRole:IAMCustomRole")
+    }
+    unconditioned = {
+        m.inputs["member"].split(":")[1].split("-")[1]: m.inputs["role"]
+        for m in members
+        if not m.inputs.get("condition") and m.inputs["member"].startswith("serviceAccount:gf-")
+    }
+    granted = {who: roles[role.rsplit("/", 1)[-1]] for who, role in unconditioned.items()}
+    assert granted == {"tick": ["workflows.executions.create"], "rebal": ["cloudscheduler.jobs.pause"]}
+    (workflow,) = mocks.of_type(WORKFLOW)
+    tick = next(j.inputs for j in mocks.of_type(JOB) if j.inputs["schedule"].startswith("*/"))
+    assert tick["httpTarget"]["oauthToken"]["serviceAccountEmail"] != workflow.inputs["serviceAccount"]
+    plan_doc = json.loads(workflow.inputs["userEnvVars"]["GPUFIT_REBALANCE"])
+    assert plan_doc["tick"].endswith("/jobs/" + tick["name"])
+
+
+def test_a_later_up_keeps_only_the_deadline_of_the_workflow(stack: Any) -> None:
+    """Review i25g #6: the deadline is a variable of its own and the only one ignored; the
+    plan (groups, weights, replicas) follows the stack on every ``up``."""
+    from providers.gcp.fallback_groups import workflow_ignored
+
+    mocks, _, expected = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    env = workflow.inputs["userEnvVars"]
+    assert set(env) == {"GPUFIT_REBALANCE", "GPUFIT_DEADLINE"}
+    assert "deadline" not in json.loads(env["GPUFIT_REBALANCE"])
+    from deployment.translate import deployment_from_plan
+
+    deployment = deployment_from_plan(expected, stack="dev", project="p", created_at=NOW)
+    assert not deployment.deadline_pinned
+    assert workflow_ignored(deployment) == ['userEnvVars["GPUFIT_DEADLINE"]']
+    assert workflow_ignored(dataclasses.replace(deployment, deadline_pinned=True)) == []
+
+
+def test_the_fallback_groups_follow_the_plans_ranking(stack: Any) -> None:
+    """Review i25g #10: after the choice's group, the groups in the plan's ranking of its
+    fallbacks, by the expected cost of running the job's replicas on each (the Alternatives
+    table ranks each type as a plan of its own, another shape)."""
+    mocks, _, expected = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    doc = json.loads(workflow.inputs["userEnvVars"]["GPUFIT_REBALANCE"])
+    ranked = sorted(expected.fallbacks, key=lambda f: f.cost.expected_usd)
+    assert [g["machine_type"] for g in doc["groups"][1:]] == [f.offer.instance.machine_type for f in ranked]
 
 
 def test_the_budget_counts_the_groups_at_the_most_they_hold_not_their_sum(stack: Any) -> None:
@@ -496,11 +677,19 @@ def test_the_workflows_compute_requests_match_the_discovery_document() -> None:
     schemas = compute["schemas"]
     calls = {}
 
+    bodies: dict[str, Any] = {}
+
     def walk(steps: list[Any]) -> None:
         for step in steps:
             ((_, body),) = step.items()
-            if "call" in body:
+            body = body.get("try", body)
+            for item in body.get("assign", []):
+                bodies.update(item)
+            if "call" in body and body["call"].startswith("http."):
                 url = body["args"]["url"]
+                if "cloudscheduler" in url:
+                    calls["pause"] = (body["call"], url)
+                    continue
                 action = re.search(r'"/(\w+)', url.split("name", 1)[-1])
                 calls[action.group(1) if action else "get"] = (body["call"], body["args"].get("body"))
             for nested in (
@@ -510,8 +699,10 @@ def test_the_workflows_compute_requests_match_the_discovery_document() -> None:
                 walk(nested)
 
     walk(workflow_definition()["main"]["steps"])
-    assert set(calls) == {"get", "listManagedInstances", "deleteInstances", "resize"}
+    assert set(calls) == {"get", "listManagedInstances", "deleteInstances", "resize", "pause"}
     for name, (call, _) in calls.items():
+        if name == "pause":
+            continue
         assert methods[name]["httpMethod"] == call.removeprefix("http.").upper()
         assert methods[name]["flatPath"].endswith(
             "{instanceGroupManager}" + ("" if name == "get" else f"/{name}")
@@ -522,13 +713,22 @@ def test_the_workflows_compute_requests_match_the_discovery_document() -> None:
         "skipInstancesOnValidationError": True,
     }
     assert problems("compute.v1", "RegionInstanceGroupManagersDeleteInstancesRequest", release) == []
-    assert '"skipInstancesOnValidationError": true' in calls["deleteInstances"][1]
+    # the body is a map assigned as YAML, the instances an expression inside it
+    assert calls["deleteInstances"][1] == "${release}"
+    assert bodies["release"] == {"instances": "${starved}", "skipInstancesOnValidationError": True}
     assert "targetSize" in schemas["InstanceGroupManager"]["properties"]
     assert "managedInstances" in schemas["RegionInstanceGroupManagersListInstancesResponse"]["properties"]
     instance = schemas["ManagedInstance"]["properties"]
-    assert {"instance", "currentAction", "lastAttempt"} <= set(instance)
-    assert "CREATING" in instance["currentAction"]["enum"]
+    assert {"instance", "currentAction", "lastAttempt", "instanceStatus"} <= set(instance)
+    assert {"CREATING", "RECREATING"} <= set(instance["currentAction"]["enum"])
     assert "errors" in schemas["ManagedInstanceLastAttempt"]["properties"]
+    # Cloud Scheduler's pause: POST .../{name=projects/*/locations/*/jobs/*}:pause
+    scheduler = document("cloudscheduler.v1")
+    pause = scheduler["resources"]["projects"]["resources"]["locations"]["resources"]["jobs"]["methods"][
+        "pause"
+    ]
+    assert pause["httpMethod"] == "POST" and calls["pause"][0] == "http.post"
+    assert pause["flatPath"].endswith("/jobs/{jobsId}:pause") and calls["pause"][1].endswith(':pause"}')
 
 
 def test_the_workflow_runs_in_the_fleets_region_where_workflows_does() -> None:

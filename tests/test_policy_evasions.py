@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import gzip
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -170,3 +171,65 @@ def test_a_bucket_without_a_public_access_block_is_refused() -> None:
     unnamed = ("aws:s3/bucket:Bucket", {"bucketPrefix": "gpufit-"})
     assert check_bucket_access_blocks([unnamed, (PAB, {**FLAGS})]) == []
     assert check_bucket_access_blocks([unnamed, unnamed, (PAB, {**FLAGS})])
+
+
+# -- issue 25 review, finding 1: a rebalancer's plan must not price groups below their own size --
+
+REBALANCED_MIG = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+SPOT_A3 = {
+    "machineType": "a3-highgpu-4g",
+    "scheduling": {"provisioningModel": "SPOT", "preemptible": True},
+}
+
+
+def _rebalanced_stack(primary_target: int, units: int, names: tuple[str, ...] = ("g", "g-f1")) -> list[Any]:
+    import json
+
+    plan = {
+        "region": "europe-north1",
+        "units": units,
+        "deadline": 2_000_000_000,
+        "groups": [
+            {"name": n, "weight": w, "machine_type": m, "accelerator": None, "gpus": g}
+            for n, (w, m, g) in zip(names, [(4, "a3-highgpu-4g", 4), (1, "a3-highgpu-1g", 1)], strict=False)
+        ],
+    }
+    return [
+        ("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate", SPOT_A3, "europe-north1"),
+        (REBALANCED_MIG, {"name": "g", "targetSize": primary_target}, "europe-north1"),
+        (REBALANCED_MIG, {"name": "g-f1", "targetSize": 0}, "europe-north1"),
+        ("gcp:workflows/workflow:Workflow", {"userEnvVars": {"GPUFIT_REBALANCE": json.dumps(plan)}}, None),
+    ]
+
+
+def _hourly(resources: list[Any]) -> float:
+    from policy.gpufit_policies import check_stack_budget
+
+    (line,) = [
+        p
+        for p in check_stack_budget(resources, PolicyConfig(now=CONFIG.now, max_hourly_usd=0.0))
+        if "over the budget" in p
+    ]
+    return float(line.split("$")[1].split("/h")[0].replace(",", ""))
+
+
+def test_a_rebalancer_plan_does_not_price_a_group_below_its_own_target_size() -> None:
+    from policy.gpufit_policies import check_stack_budget
+
+    honest = _hourly(_rebalanced_stack(1, 4))
+    inflated = _rebalanced_stack(50, 4)
+    # the group's own 50 VMs are priced (50 × 4 replicas at the dearest replica-hour) ...
+    assert _hourly(inflated) >= 50 * honest / (4 + 4 - 1) * 4 - 0.01
+    without_plan = [r for r in inflated if "workflow" not in r[0]]
+    assert _hourly(inflated) >= _hourly(without_plan) - 0.01
+    # ... and the plan is refused outright
+    problems = check_stack_budget(inflated, PolicyConfig(now=CONFIG.now, max_hourly_usd=1e9))
+    assert any("over the plan's units 4" in p for p in problems), problems
+
+
+def test_a_rebalancer_plan_cannot_take_a_group_of_another_name_out_of_the_budget() -> None:
+    from policy.gpufit_policies import check_stack_budget
+
+    stack = _rebalanced_stack(1, 4, names=("g", "not-here"))
+    problems = check_stack_budget(stack, PolicyConfig(now=CONFIG.now, max_hourly_usd=1e9))
+    assert any("'not-here', not a managed instance group of this stack" in p for p in problems), problems

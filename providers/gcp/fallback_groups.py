@@ -8,8 +8,11 @@ offer the type, and a Cloud Scheduler job that resizes it to 0 at the deadline, 
 group has. One Cloud Workflows workflow, run by Cloud Scheduler every ``EVERY_MINUTES``
 minutes, moves the VMs a group cannot create for want of capacity to the next group. Its
 service account holds the fleet's custom role (get and update of a group) on these groups only
-(an IAM condition on their resource names) and may invoke workflows; the VMs' service account
-may leave its own group the same way (``GROUP_PERMISSIONS``).
+(an IAM condition on their resource names) and may pause its own schedule; the schedule starts
+it as an account of its own that may only start executions. The VMs' service account may leave
+a group the same way (``GROUP_PERMISSIONS``); it is one account for all of the fleet's groups, so
+its condition names them all (the same workload's VMs, each leaving only its own group by its
+boot script).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pulumi_gcp as gcp
 from deployment import Deployment, FleetMember, iso_utc
 from providers.gcp.common import CLOUD_PLATFORM_SCOPE
 from providers.gcp.rebalance import (
+    DEADLINE_VARIABLE,
     EVERY_MINUTES,
     PLAN_VARIABLE,
     RebalancedGroup,
@@ -38,10 +42,22 @@ EMPTY_EXECUTION = base64.b64encode(b"{}").decode()
 """An execution with no argument: the workflow reads its plan from its environment (Cloud
 Scheduler's ``httpTarget.body`` is bytes, base64 in JSON: discovery document ``cloudscheduler.v1``)."""
 
-WORKFLOWS_INVOKER = "roles/workflows.invoker"
-"""Create executions of a workflow (https://cloud.google.com/workflows/docs/access-control):
-what Cloud Scheduler's OAuth token needs to start the rebalancer
-(https://cloud.google.com/scheduler/docs/tut-workflows)."""
+TICK_PERMISSIONS = ("workflows.executions.create",)
+"""What Cloud Scheduler's OAuth token needs to start the rebalancer ("Trigger a workflow
+execution": https://cloud.google.com/workflows/docs/access-control;
+https://cloud.google.com/scheduler/docs/tut-workflows). Workflows roles are granted on a project
+at the lowest ("Lowest-level resources where you can grant this role: Project":
+https://cloud.google.com/iam/docs/roles-permissions/workflows), so this one permission goes to an
+account of its own, the tick's, which nothing but the Scheduler job uses: the workflow's own
+account cannot start any workflow."""
+
+PAUSE_PERMISSIONS = ("cloudscheduler.jobs.pause",)
+"""What the workflow needs to pause its own tick at the deadline ("Authorization requires the
+following IAM permission on the specified resource name: cloudscheduler.jobs.pause":
+https://cloud.google.com/scheduler/docs/reference/rest/v1/projects.locations.jobs/pause). Cloud
+Scheduler is not among the services that recognise IAM conditions on a resource name
+(https://cloud.google.com/iam/docs/conditions-resource-attributes), so it holds on the project:
+pausing stops a schedule and runs nothing."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +76,8 @@ def own_groups(d: Deployment, group: str, offered: dict[str, set[str]]) -> tuple
     if d.capacity is not None:
         return ()
     found: list[OwnGroup] = []
+    # in the plan's ranking of its fallbacks: expected cost (total, wait value, failure to
+    # launch) of running the job's replicas on each (``selector.fallbacks``)
     for member in d.members[1:]:
         if member.realised != "group":
             continue
@@ -191,12 +209,22 @@ def create(
         )
         migs.append(mig)
     order = rebalanced(d, fleet.group, groups)
-    account = gcp.serviceaccount.Account(
-        f"{base}-rebalance-sa",
-        account_id=f"gf-rebal-{fleet.digest}",
-        display_name=f"gpufit rebalancer {d.workload} ({d.stack})"[:100],
-        description="gpufit rebalancer: may get and resize its stack's managed instance groups only",
-        opts=opts,
+    account, tick_account = (
+        gcp.serviceaccount.Account(
+            f"{base}-{what}-sa",
+            account_id=f"gf-{short}-{fleet.digest}",
+            display_name=f"gpufit {what} {d.workload} ({d.stack})"[:100],
+            description=description,
+            opts=opts,
+        )
+        for what, short, description in (
+            (
+                "rebalance",
+                "rebal",
+                "gpufit rebalancer: gets and resizes its stack's groups, pauses its schedule",
+            ),
+            ("rebalance-tick", "tick", "gpufit rebalancer's schedule: may start workflow executions only"),
+        )
     )
     granted = gcp.projects.IAMMember(
         f"{base}-rebalance-group",
@@ -206,8 +234,33 @@ def create(
         condition=fleet.condition,
         opts=opts,
     )
+    grants = [granted]
+    for what, permissions, member in (
+        ("Pause", PAUSE_PERMISSIONS, account.member),
+        ("Tick", TICK_PERMISSIONS, tick_account.member),
+    ):
+        role = gcp.projects.IAMCustomRole(
+            f"{base}-rebalance-{what.lower()}-role",
+            project=fleet.project,
+            role_id=f"gpufitRebal{what}_{fleet.digest}",
+            title=f"gpufit {d.workload} ({d.stack}): rebalancer {what.lower()}"[:100],
+            description=f"{', '.join(permissions)} only",
+            permissions=list(permissions),
+            opts=opts,
+        )
+        grants.append(
+            gcp.projects.IAMMember(
+                f"{base}-rebalance-{what.lower()}",
+                project=fleet.project,
+                role=role.name,
+                member=member,
+                opts=opts,
+            )
+        )
     workflow_name = f"gpufit-rebalance-{fleet.digest}"
+    tick_name = f"{workflow_name}-tick"
     location = workflow_location(d.region)
+    tick_job = f"projects/{fleet.project}/locations/{d.region}/jobs/{tick_name}"
     workflow = gcp.workflows.Workflow(
         f"{base}-rebalance",
         name=workflow_name,
@@ -216,29 +269,30 @@ def create(
         service_account=account.email,
         source_contents=workflow_source(),
         user_env_vars={
-            PLAN_VARIABLE: plan_variable(d.region, order, fleet_units(d), int(d.expires_at.timestamp()))
+            PLAN_VARIABLE: plan_variable(d.region, order, fleet_units(d), tick_job),
+            DEADLINE_VARIABLE: str(int(d.expires_at.timestamp())),
         },
         call_log_level="LOG_ERRORS_ONLY",
         deletion_protection=False,
-        # its plan carries the deadline, set when the stack was created (as the labels are)
+        # The deadline was set when the stack was created (as the labels are); a later `up` keeps
+        # it but updates the groups and replicas (Pulumi property paths:
+        # https://www.pulumi.com/docs/iac/concepts/options/ignorechanges/).
         opts=pulumi.ResourceOptions.merge(
             opts,
             pulumi.ResourceOptions(
-                depends_on=migs, ignore_changes=[] if d.deadline_pinned else ["userEnvVars"]
+                depends_on=migs,
+                ignore_changes=workflow_ignored(d),
             ),
         ),
     )
-    invoker = gcp.projects.IAMMember(
-        f"{base}-rebalance-invoker",
-        project=fleet.project,
-        role=WORKFLOWS_INVOKER,
-        member=account.member,
-        opts=opts,
-    )
     gcp.cloudscheduler.Job(
         f"{base}-rebalance-tick",
+        name=tick_name,
         region=d.region,
-        description=f"gpufit: run {d.workload}'s rebalancer every {EVERY_MINUTES} minutes",
+        description=(
+            f"gpufit: run {d.workload}'s rebalancer every {EVERY_MINUTES} minutes "
+            "(it pauses this at the deadline)"
+        ),
         schedule=f"*/{EVERY_MINUTES} * * * *",
         time_zone="Etc/UTC",
         attempt_deadline="180s",
@@ -251,18 +305,23 @@ def create(
             body=EMPTY_EXECUTION,
             headers={"Content-Type": "application/json"},
             oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
-                service_account_email=account.email, scope=CLOUD_PLATFORM_SCOPE
+                service_account_email=tick_account.email, scope=CLOUD_PLATFORM_SCOPE
             ),
         ),
-        opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(depends_on=[invoker, granted, workflow])
-        ),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[*grants, workflow])),
     )
     return {
         "fallback_groups": [g.name for g in groups],
         "rebalancer": workflow.name,
         "rebalancer_account": account.member,
     }
+
+
+def workflow_ignored(d: Deployment) -> list[str]:
+    """What a later ``pulumi up`` leaves as it is on the workflow: its deadline only (set when the
+    stack was created, unless pinned), never the plan (groups, weights, replicas), which must
+    follow the stack's groups (a Pulumi property path: ``userEnvVars["GPUFIT_DEADLINE"]``)."""
+    return [] if d.deadline_pinned else [f'userEnvVars["{DEADLINE_VARIABLE}"]']
 
 
 def replace_surge(

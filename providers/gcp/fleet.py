@@ -27,7 +27,7 @@ template's attached accelerators, boot-disk type and network interface stay. So 
 must attach the same GPUs (N1 + ``guestAccelerators``), or carry its GPUs in its machine type
 like the choice (A2/A3/G2), and take the same boot disk and NIC; others are left out. The
 pages that could be read do not say whether flexibility accepts GPU machine types (every
-example there is general-purpose: c3/n2/c2-standard-8); Google's Cluster Toolkit emits it for
+example there is general-purpose: c3/n2/c2-standard-8); Google's Cluster Toolkit does not refuse it for
 types with the choice's GPU model and count, which the group takes by default
 (``FleetMember.realised``, from ``selector.gcp_flexibility``); other sizes only when the spec
 opts in (``placement.gcp_instance_flexibility``), none when it opts out. Even

@@ -127,8 +127,8 @@ class PlacementSpec(Strict):
     gcp_instance_flexibility: bool | None = Field(
         None,
         description="how a GCP group takes other machine types of the choice's GPU (a regional MIG's "
-        "instanceFlexibilityPolicy): unset, only sizes with the same GPUs of a series Google's "
-        "Cluster Toolkit emits it for (selector/data/gcp_instance_flexibility.yaml); true, any size "
+        "instanceFlexibilityPolicy): unset, only sizes with the same GPUs of a series not refused "
+        "by Google's Cluster Toolkit (selector/data/gcp_instance_flexibility.yaml); true, any size "
         "of the choice's series (unconfirmed); false, none. A batch job's other fallbacks get MIGs "
         "of their own either way",
     )
