@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from policy.blocks import block_backing
 from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
 from policy.ingress import (
     check_ingress_union,
@@ -33,7 +34,6 @@ from policy.ingress import (
     check_plain_http,
 )
 from policy.pricing import (
-    block_hourly,
     describe_instance,
     group_hourly,
     in_block,
@@ -391,18 +391,19 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
     props)`` or ``(type, props, region)`` tuples."""
     if config.max_hourly_usd is None:
         return []
-    total, count, problems = block_hourly(stack_items(resources))  # issue 26: blocks, by their fee
-    for typ, props, region in stack_items(resources):
-        if typ not in GPU_INSTANCES or in_block(typ, props):
-            continue
-        offer = instance_offer(typ, props, config, region)
+    resources = list(resources)
+    total, count, problems, backed = block_backing(resources)  # issue 26: blocks, by their fee
+    for i, (typ, props, region) in enumerate(stack_items(resources)):
+        priced = typ in GPU_INSTANCES and i not in backed
+        offer = instance_offer(typ, props, config, region) if priced else None
         if offer is not None:
-            total += offer.hourly_usd
-            count += 1
+            total, count = total + offer.hourly_usd, count + 1
+        elif priced and in_block(typ, props):
+            problems.append(f"a {props.get('instanceType')} capacity-block instance no block backs: unpriced")
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
     resized = flex_resizes(stack_items(resources))
-    for typ, props, region in stack_items(resources):
-        if typ not in (AWS_GROUP, *GCP_GROUPS) or in_block(typ, props, stack_items(resources)):
+    for i, (typ, props, region) in enumerate(stack_items(resources)):
+        if typ not in (AWS_GROUP, *GCP_GROUPS) or i in backed:
             continue
         extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
         if extra:  # issue 26: a flex-start group's VMs come from its resize request

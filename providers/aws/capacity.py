@@ -42,6 +42,7 @@ from deployment import Deployment
 from deployment.capacity import (
     BLOCK_DEADLINE_LEAD,
     BLOCK_PRICE_TOLERANCE,
+    TAG_BLOCK_OFFERING,
     CapacityTarget,
     block_tags,
     offering_window,
@@ -139,6 +140,27 @@ def capacity_block(
             pulumi.ResourceOptions(retain_on_delete=True, ignore_changes=["capacityBlockOfferingId"]),
         ),
     )
+
+
+def block_bought(offering_id: str, region: str) -> bool:
+    """Whether this stack already bought the locked offering's block: a Capacity Reservation
+    tagged with the offering id (``block_tags``), found with the Resource Groups Tagging API
+    (``GetResources``; ``ResourceTypeFilters`` take ``service:resourceType``, an EC2 Capacity
+    Reservation's ARN is ``arn:aws:ec2:REGION:ACCOUNT:capacity-reservation/ID``,
+    https://docs.aws.amazon.com/resourcegroupstagging/latest/APIReference/API_GetResources.html,
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html).
+    A list, empty when nothing matches: the single-result ``get_capacity_block_reservation``
+    fails the whole program when none does (pulumi's RPC manager keeps a failed invoke)."""
+    found = aws.resourcegroupstaggingapi.get_resources(
+        region=region,
+        resource_type_filters=["ec2:capacity-reservation"],
+        tag_filters=[
+            aws.resourcegroupstaggingapi.GetResourcesTagFilterArgs(
+                key=TAG_BLOCK_OFFERING, values=[offering_id]
+            )
+        ],
+    )
+    return bool(found.resource_tag_mapping_lists)
 
 
 def fleet_zone(
