@@ -239,6 +239,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
             earliest = datetime.fromisoformat(str(args.args["startDateRange"]).replace("Z", "+00:00"))
             self.offered[answer["capacityBlockOfferingId"]] = first_block(earliest, hours)
             return answer
+        if args.token == "aws:index/getAvailabilityZone:getAvailabilityZone":
+            name = str(args.args.get("name") or f"{self.region}a")
+            return {"id": name, "name": name, "zoneId": az_id(self.region, "abcdefg".index(name[-1]) + 1)}
         if args.token == "aws:resourcegroupstaggingapi/getResources:getResources":
             # GetResources by tag: the Capacity Blocks bought with the offering named
             asked = {t.get("key"): list(t.get("values") or []) for t in args.args.get("tagFilters") or []}

@@ -175,13 +175,49 @@ def test_an_aws_reservation_zone_is_an_az_id() -> None:
 
 
 def test_the_fleet_is_confined_to_the_reservations_zone() -> None:
-    mocks, _ = run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW)
-    interfaces = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
-    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-use1-az4"}
+    from tests.pulumi_harness import RecordingMocks
+
+    p5 = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1d", "instanceType": "p5.48xlarge"}})
+    run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW, mocks=p5)
+    interfaces = p5.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-us-east-1d"}
     raw = _serving_group()
     raw["capacity"]["reservation"]["zone"] = "use1-az2"
-    mocks, _ = run_program({"gpufit:workload": raw}, NOW)
-    assert mocks.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use1-az2"]
+    p4d = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1b", "instanceType": "p4d.24xlarge"}})
+    run_program({"gpufit:workload": raw}, NOW, mocks=p4d)
+    assert p4d.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-us-east-1b"]
+
+
+@pytest.mark.parametrize(
+    ("held", "problem"),
+    [
+        (
+            {"availabilityZone": "us-east-1a", "instanceType": "p4d.24xlarge"},
+            r"is in us-east-1a \(use1-az1\), not use1-az2",
+        ),
+        (
+            {"availabilityZone": "us-east-1b", "instanceType": "p5.48xlarge"},
+            r"reserves p5\.48xlarge, not p4d",
+        ),
+        (
+            {
+                "availabilityZone": "us-east-1b",
+                "instanceType": "p4d.24xlarge",
+                "endDate": "2026-12-01T00:00:00Z",
+            },
+            r"ended at 2026-12-01T00:00:00Z",
+        ),
+    ],
+)
+def test_an_odcr_with_its_zone_given_is_still_checked_against_ec2(held: dict[str, Any], problem: str) -> None:
+    """Review i26a #4: with a zone given the ODCR was never read; with overflow a wrong zone,
+    type or an ended reservation ran the whole fleet on-demand while the plan showed it reserved."""
+    from tests.pulumi_harness import RecordingMocks
+
+    raw = _serving_group()
+    raw["capacity"]["reservation"]["zone"] = "use1-az2"
+    with pytest.raises(Exception, match=problem):
+        run_program({"gpufit:workload": raw}, NOW, mocks=RecordingMocks(odcrs={ODCR: held}))
 
 
 def _block_raw() -> dict[str, Any]:
