@@ -459,6 +459,28 @@ def test_a_live_lock_checks_current_and_the_cli_locks_the_live_offering(
     assert read_lock(tmp_path / "test.lock.json")["capacity_block"]["offering_id"].startswith("cb-0aaaa")
 
 
+def test_a_live_lock_whose_every_ask_failed_locks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review i26a #5: no credentials (every ask refused) used to write a lock with no block and
+    exit 0; the program then fell back to the lookup at up."""
+    from cli import capacity_cmd
+    from cli.exit_codes import LIVE_BLOCKS_UNREAD
+    from cli.main import main
+    from tests.fakes.ec2_capacity import clients
+
+    stack_file = tmp_path / "Pulumi.test.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": {"gpufit:workload": _block_raw()}}))
+    monkeypatch.setattr(capacity_cmd, "ec2_clients", lambda: clients())  # every region refuses
+    assert (
+        main(["lock", "test", "--stacks", str(tmp_path), "--capacity-blocks", "live"]) == LIVE_BLOCKS_UNREAD
+    )
+    err = capsys.readouterr().err
+    assert "Capacity Block ask(s) failed; nothing locked" in err
+    assert err.count("UnauthorizedOperation") >= 1
+    assert not (tmp_path / "test.lock.json").exists()
+
+
 # --- 4. the policy pack prices a block's machines from its fee ------------------------------------
 
 
