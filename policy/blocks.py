@@ -86,9 +86,9 @@ def block_backing(resources: Iterable[tuple[Any, ...]]) -> tuple[float, int, lis
         if fee is None or hours is None:
             problems.append(f"a Capacity Block without {TAG_BLOCK_FEE}/{TAG_BLOCK_HOURS}: cannot price it")
             continue
-        for kind, count in machines[b]:
-            quote = reference_quote(kind, str(region)) if region else None
-            if quote is not None:
-                fee = max(fee, quote.rate_usd * count * hours * FEE_FLOOR_SHARE)
-        total += fee / hours
+        rates = [
+            (reference_quote(kind, str(region)) if region else None, count) for kind, count in machines[b]
+        ]
+        floor = sum(q.rate_usd * count * hours * FEE_FLOOR_SHARE for q, count in rates if q is not None)
+        total += max(fee, floor) / hours
     return total, len(blocks), problems, frozenset(backed)

@@ -254,3 +254,24 @@ def test_a_group_is_exempt_only_through_its_own_block_template() -> None:
         {"mixedInstancesPolicy": [_LT_URN]},
     )
     assert any("over the budget" in p for p in _budget([block_lt, own, _block("1")]))  # the floor, not $1
+
+
+def test_the_block_floor_counts_every_machine_it_backs() -> None:
+    """Two groups of 4 on one block: the floor is for all 8 machines, not the larger list."""
+    from selector.capacity import reference_quote
+
+    quote = reference_quote("p5.48xlarge", "us-east-1")
+    assert quote is not None
+    block_lt = (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        _P5,
+        "us-east-1",
+        _LT_URN,
+        {"capacityReservationSpecification": [_BLOCK_URN]},
+    )
+    group = ("aws:autoscaling/group:Group", {"maxSize": 4}, "us-east-1", None, {"launchTemplate": [_LT_URN]})
+    from policy.blocks import block_backing
+
+    hourly, count, problems, backed = block_backing([block_lt, group, group, _block("1")])
+    assert count == 1 and not problems and backed == {1, 2}
+    assert hourly == pytest.approx(quote.rate_usd * 8 * 0.5)
