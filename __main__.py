@@ -106,12 +106,19 @@ def _locked(lock_file: Path, spec: WorkloadSpec, catalog: Catalog) -> Catalog:
     return locked_catalog(lock, catalog.gpus)
 
 
-def _expired_block(config: pulumi.Config, now: datetime) -> str | None:
-    """One line when the lock's Capacity Block offering has started (it cannot be bought)."""
+def _expired_block(config: pulumi.Config, now: datetime, region: str) -> str | None:
+    """One line when the lock's Capacity Block offering has started (it cannot be bought) and
+    the stack has not bought it; a stack that holds it runs on (a later up or preview)."""
     lock_file = lock_path(
         Path(__file__).parent / (config.get("lockDir") or "stacks") / f"Pulumi.{pulumi.get_stack()}.yaml"
     )
-    return expired_offering(read_lock(lock_file), now) if lock_file.exists() else None
+    lock = read_lock(lock_file) if lock_file.exists() else {}
+    refusal = expired_offering(lock, now)
+    if refusal is None:
+        return None
+    from providers.aws.capacity import block_bought
+
+    return None if block_bought(str(lock["capacity_block"]["offering_id"]), region) else refusal
 
 
 def job_secrets() -> dict[str, Any]:
@@ -176,8 +183,8 @@ def main(now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, A
         raise pulumi.RunError(f"gpufit:expiresAt: {err}") from None
     # A Capacity Block is money paid up front, not refundable: bought only when confirmed.
     refusal = purchase_refusal(deployment.capacity, config.get_bool("purchaseCapacityBlock") is True)
-    refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped, deployment.created_at)
-    refusal = refusal or _expired_block(config, created)
+    refusal = refusal or block_wait_refusal(deployment.capacity, deployment.grouped)
+    refusal = refusal or _expired_block(config, created, deployment.region)
     refusal = refusal or calendar_refusal(
         deployment.capacity, config.get_bool("createCalendarReservation") is True, deployment.created_at
     )

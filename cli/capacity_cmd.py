@@ -25,13 +25,21 @@ def ec2_clients() -> Callable[[str], Any]:
 
 def live_quotes(spec: WorkloadSpec, catalog: Catalog, today: date) -> tuple[BlockQuote, ...]:
     """The offerings AWS has for this workload's blocks; a failed ask is reported on stderr."""
+    return live_answers(spec, catalog, today)[0]
+
+
+def live_answers(
+    spec: WorkloadSpec, catalog: Catalog, today: date
+) -> tuple[tuple[BlockQuote, ...], int, int]:
+    """(the offerings, the asks made, the asks that failed); each failure one line on stderr."""
     from catalog.capacity_blocks import block_offerings
     from selector.capacity_plan import block_asks
 
-    quotes, notes = block_offerings(block_asks(spec, catalog), ec2_clients(), today)
+    asks = block_asks(spec, catalog)
+    quotes, notes = block_offerings(asks, ec2_clients(), today)
     for note in notes:
         sys.stderr.write(f"gpufit: capacity blocks: {note}\n")
-    return quotes
+    return quotes, len(asks), len(notes)
 
 
 def add_offers_arguments(o: Any) -> None:

@@ -13,6 +13,7 @@ from cli.exit_codes import (
     BAD_CATALOG as EXIT_BAD_CATALOG,
     INFEASIBLE as EXIT_INFEASIBLE,
     INVALID_SPEC as EXIT_INVALID_SPEC,
+    LIVE_BLOCKS_UNREAD as EXIT_LIVE_BLOCKS_UNREAD,
     LOCK_STALE as EXIT_LOCK_STALE,
     OK as EXIT_OK,
     OVER_BUDGET as EXIT_OVER_BUDGET,
@@ -119,9 +120,15 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
         return EXIT_BAD_CATALOG
     quotes = None
     if getattr(args, "capacity_blocks", "reference") == "live" and spec.capacity.blocks != "no":
-        from cli.capacity_cmd import live_quotes
+        from cli.capacity_cmd import live_answers
 
-        quotes = live_quotes(spec, catalog, (now or datetime.now(UTC)).date())
+        quotes, asked, failed = live_answers(spec, catalog, (now or datetime.now(UTC)).date())
+        if asked and failed == asked:  # nothing read: a lock now would hold no block AWS sells
+            print(
+                f"gpufit: {spec.name}: all {asked} Capacity Block ask(s) failed; nothing locked",
+                file=sys.stderr,
+            )
+            return EXIT_LIVE_BLOCKS_UNREAD
     result = plan(spec, catalog, block_quotes=quotes)
     if result.choice is None:
         print(f"gpufit: {spec.name}: {result.status}; nothing to lock", file=sys.stderr)

@@ -31,8 +31,9 @@ BLOCK_PRICE_TOLERANCE = 0.10
 figure (prices change; the plan's may be a reference estimate): a gpufit choice."""
 TAG_BLOCK_FEE = "gpufit:block-fee-usd"
 TAG_BLOCK_HOURS = "gpufit:block-hours"
+TAG_BLOCK_OFFERING = "gpufit:capacity-block-offering"
 """Tags of a Capacity Block bought: the most its upfront fee can be and its hours, which the
-policy pack prices the block's machines from (``policy.pricing.block_hourly``)."""
+policy pack prices the block's machines from (``policy.blocks.block_backing``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +122,12 @@ def block_fee_ceiling(target: CapacityTarget) -> float:
 
 
 def block_tags(target: CapacityTarget) -> dict[str, str]:
-    return {TAG_BLOCK_FEE: f"{block_fee_ceiling(target):.2f}", TAG_BLOCK_HOURS: str(target.block_hours)}
+    """The block's fee ceiling and hours, and a locked offering's id (how a later run finds the
+    block bought: ``providers.aws.capacity.block_bought``)."""
+    tags = {TAG_BLOCK_FEE: f"{block_fee_ceiling(target):.2f}", TAG_BLOCK_HOURS: str(target.block_hours)}
+    if target.offering_id is not None:
+        tags[TAG_BLOCK_OFFERING] = target.offering_id
+    return tags
 
 
 def calendar_refusal(target: CapacityTarget | None, confirmed: bool, now: datetime) -> str | None:
@@ -175,13 +181,18 @@ def flex_run_seconds(run_hours: float) -> int:
     return int(min(max(seconds, FLEX_MIN_HOURS * 3600), FLEX_MAX_HOURS * 3600))
 
 
-def block_wait_refusal(target: CapacityTarget | None, grouped: bool, created_at: datetime) -> str | None:
-    """One line when a future block would be bought for plain instances (a replica spanning
-    nodes), which cannot wait for it the way a scaling group's scheduled action does."""
-    if target is None or target.block_start is None or grouped or target.block_start <= created_at:
+def block_wait_refusal(target: CapacityTarget | None, grouped: bool) -> str | None:
+    """One line when a Capacity Block would be bought for plain instances (a replica spanning
+    nodes), before anything is bought. EC2 launches into a Capacity Reservation only while it
+    is active ("You can only launch an instance into a Capacity Reservation that ... Is in the
+    active state", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-launch.html),
+    and sells no block that has begun: plain instances, which cannot wait for the start the way
+    a scaling group's scheduled action does, could never run in the block paid for."""
+    if target is None or target.kind != "capacity-block" or grouped:
         return None
+    assert target.block_start is not None
     return (
-        f"capacity block starts {target.block_start:%Y-%m-%d %H:%M} UTC: a multi-node replica runs as plain "
-        "instances, which cannot wait for it; deploy on the block's first day, or leave capacity.start_after "
-        "unset for the earliest block"
+        f"capacity block from {target.block_start:%Y-%m-%d %H:%M} UTC not bought: a multi-node replica runs "
+        "as plain instances, which EC2 launches into a block only once it is active, and an active block "
+        "cannot be bought; plan it with capacity.blocks: no, or a reservation"
     )

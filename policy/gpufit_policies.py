@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from policy.budget import check_hourly_budget, check_stack_budget
 from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
 from policy.ingress import (
     check_ingress_union,
@@ -33,14 +34,8 @@ from policy.ingress import (
     check_plain_http,
 )
 from policy.pricing import (
-    block_hourly,
-    describe_instance,
     group_hourly,
-    in_block,
-    instance_market,
     instance_offer,
-    instance_region,
-    rebalanced_budget,
 )
 from policy.resources import (
     AWS_ACL_TYPES,
@@ -63,7 +58,6 @@ from policy.resources import (
     GPU_INSTANCES,
     LABEL_DEADLINE_LAYER,
     MACHINE_TEMPLATES,
-    PRICE_TOLERANCE_USD,
     PUBLIC_ACCESS_BLOCK_FLAGS,
     PUBLIC_ACLS,
     PUBLIC_MEMBERS,
@@ -334,102 +328,6 @@ def resizes_to_zero(target: Mapping[str, Any], group_type: str, group: Mapping[s
     if group.get("project") and path["project"] != group.get("project"):
         return False
     return parse_qs(url.query, keep_blank_values=True, strict_parsing=False) == {"size": ["0"]}
-
-
-# -- 2. hourly price within the budget ---------------------------------------------------------
-
-
-def check_hourly_budget(
-    resource_type: str, props: Mapping[str, Any], config: PolicyConfig, region: str | None = None
-) -> list[str]:
-    """A GPU instance's catalog hourly price must not exceed ``max_hourly_usd``; passes when no
-    budget is configured. ``region`` is the region of the resource's provider, when known. An
-    instance the catalog cannot price fails: the budget cannot be shown to hold."""
-    if resource_type not in GPU_INSTANCES or config.max_hourly_usd is None or in_block(resource_type, props):
-        return []  # a block's machines are priced from its fee (check_stack_budget)
-    budget = config.max_hourly_usd
-    market = instance_market(resource_type, props)
-    where = region or instance_region(resource_type, props)
-    label = describe_instance(resource_type, props)
-    offer = instance_offer(resource_type, props, config, region)
-    if offer is None:
-        place = f" in {where}" if where else ""
-        return [
-            f"no {market} price in the catalog for {label}{place}: cannot show it is within the "
-            f"budget max_hourly_usd ${budget:,.2f}/h (point the policy's `catalog` config at a "
-            "refreshed catalog)"
-        ]
-    if offer.hourly_usd > budget + PRICE_TOLERANCE_USD:
-        return [
-            f"{label} ({market}, {offer.region}) costs ${offer.hourly_usd:,.4f}/h, over the budget "
-            f"max_hourly_usd ${budget:,.2f}/h (catalog prices as of {offer.as_of})"
-        ]
-    return []
-
-
-GCP_RESIZE_REQUESTS = (
-    "gcp:compute/regionResizeRequest:RegionResizeRequest",
-    "gcp:compute/resizeRequest:ResizeRequest",
-)
-"""A MIG resize request (flex-start) adds ``resizeBy`` VMs to the group it names: the group's
-cost counts them (its own target size stays 0)."""
-
-
-def flex_resizes(items: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[str, int]:
-    """VMs each group name gets from resize requests."""
-    added: dict[str, int] = {}
-    for typ, props, _ in items:
-        if typ in GCP_RESIZE_REQUESTS:
-            group = str(props.get("instanceGroupManager")).rsplit("/", 1)[-1]
-            added[group] = added.get(group, 0) + (as_count(props.get("resizeBy")) or 0)
-    return added
-
-
-def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfig) -> list[str]:
-    """All of the stack's GPU instances together must cost no more than ``max_hourly_usd`` an
-    hour (a multi-node plan's budget is for all of its nodes). Instances the catalog cannot
-    price are left to ``check_hourly_budget``, which reports them. ``resources``: ``(type,
-    props)`` or ``(type, props, region)`` tuples."""
-    if config.max_hourly_usd is None:
-        return []
-    total, count, problems = block_hourly(stack_items(resources))  # issue 26: blocks, by their fee
-    for typ, props, region in stack_items(resources):
-        if typ not in GPU_INSTANCES or in_block(typ, props):
-            continue
-        offer = instance_offer(typ, props, config, region)
-        if offer is not None:
-            total += offer.hourly_usd
-            count += 1
-    templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
-    resized = flex_resizes(stack_items(resources))
-    # issue 25: a batch fleet's groups that a rebalancer moves VMs between count once, together
-    worst, sets, unpriced, moved = rebalanced_budget(stack_items(resources), templates, config)
-    total, count = total + worst, count + sets
-    problems.extend(unpriced)
-    for typ, props, region in stack_items(resources):
-        if (
-            typ not in (AWS_GROUP, *GCP_GROUPS)
-            or in_block(typ, props, stack_items(resources))
-            or (typ in GCP_GROUPS and str(props.get("name")) in moved)
-        ):
-            continue
-        extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
-        if extra:  # issue 26: a flex-start group's VMs come from its resize request
-            props = {**props, "targetSize": (as_count(props.get("targetSize")) or 0) + extra}
-        worst, unpriced = group_hourly(typ, props, templates, config, region)
-        if unpriced:
-            problems.append(
-                f"no catalog price for {', '.join(unpriced)} in {region or 'any region'}: cannot show "
-                f"the group {props.get('name')!r} is within the budget"
-            )
-        total += worst
-        count += 1
-    if total > config.max_hourly_usd + PRICE_TOLERANCE_USD:
-        problems.append(
-            f"the stack's {count} GPU instance(s) and group(s) cost up to ${total:,.4f}/h together, over "
-            f"the budget max_hourly_usd ${config.max_hourly_usd:,.2f}/h"
-        )
-    return problems
 
 
 # -- 3. IMDSv2 -----------------------------------------------------------------------------------

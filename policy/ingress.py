@@ -159,7 +159,7 @@ def _exempted_ports(props: Mapping[str, Any]) -> list[int]:
     return ports
 
 
-def _links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
+def entry_links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
     """(urn, {property: urns it depends on}) of a stack entry ``(type, props, region, urn,
     property dependencies)``; (None, {}) when the engine gave neither."""
     urn = entry[3] if len(entry) > 3 and isinstance(entry[3], str) else None
@@ -167,13 +167,13 @@ def _links(entry: tuple[Any, ...]) -> tuple[str | None, dict[str, set[str]]]:
     return urn, {str(k): {str(u) for u in as_seq(v)} for k, v in deps.items()}
 
 
-def _holds(value: Any, ident: Any) -> bool:
+def holds_value(value: Any, ident: Any) -> bool:
     """Whether ``ident`` appears anywhere in ``value``, through nested maps and lists
     (``networkInterfaces[].securityGroups``, ``launchSpecification.vpcSecurityGroupIds`` ...)."""
     if isinstance(value, Mapping):
-        return any(_holds(v, ident) for v in value.values())
+        return any(holds_value(v, ident) for v in value.values())
     if isinstance(value, list | tuple):
-        return any(_holds(v, ident) for v in value)
+        return any(holds_value(v, ident) for v in value)
     return bool(value == ident)
 
 
@@ -183,7 +183,7 @@ def _refers_to(props: Mapping[str, Any], deps: dict[str, set[str]], urn: str | N
     lookup carries no dependency)."""
     if urn is not None and any(urn in urns for urns in deps.values()):
         return True
-    return bool(ident) and _holds(props, ident)
+    return bool(ident) and holds_value(props, ident)
 
 
 def check_open_endpoint_structure(
@@ -197,7 +197,7 @@ def check_open_endpoint_structure(
     (``PolicyResource.property_dependencies``, https://www.pulumi.com/docs/iac/using-pulumi/crossguard/core-concepts/),
     or from ids where they are known; a group whose relations cannot be read is refused."""
     del config
-    entries = [(str(e[0]), as_map(e[1]), *_links(e)) for e in resources]
+    entries = [(str(e[0]), as_map(e[1]), *entry_links(e)) for e in resources]
     problems: list[str] = []
     for typ, props, urn, _ in entries:
         ports = _exempted_ports(props) if typ == AWS_SECURITY_GROUP else []

@@ -37,18 +37,15 @@ def _catalog(path: str | None) -> Catalog:
     return load_catalog(path)
 
 
-AWS_LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
-AWS_CAPACITY_BLOCK = "aws:ec2/capacityBlockReservation:CapacityBlockReservation"
 CAPACITY_BLOCK = "capacity-block"
-TAG_BLOCK_FEE = "gpufit:block-fee-usd"  # deployment/capacity.py: the most the block's fee can be
-TAG_BLOCK_HOURS = "gpufit:block-hours"
 
 
 def instance_market(resource_type: str, props: Mapping[str, Any]) -> str:
-    """``spot``, ``capacity-block`` or ``on-demand``, as the instance's own settings say."""
+    """``spot`` or ``on-demand``, as the instance's own settings say (a capacity-block machine no
+    block of the stack backs is priced on-demand)."""
     if resource_type == AWS_INSTANCE:
         market = as_map(props.get("instanceMarketOptions")).get("marketType")
-        return str(market) if market in ("spot", CAPACITY_BLOCK) else "on-demand"
+        return "spot" if market == "spot" else "on-demand"
     scheduling = as_map(props.get("scheduling"))
     model = str(scheduling.get("provisioningModel") or "").upper()
     return "spot" if model == "SPOT" or scheduling.get("preemptible") is True else "on-demand"
@@ -202,48 +199,12 @@ def group_hourly(
     return worst, unpriced
 
 
-def in_block(
-    resource_type: str, props: Mapping[str, Any], items: Sequence[tuple[str, Any, Any]] = ()
-) -> bool:
-    """Machines that run in a Capacity Block (an instance of market type ``capacity-block``; an
-    Auto Scaling group of a stack whose launch template has it): paid by the block's upfront
-    fee, not by the hour (``block_hourly``)."""
-    if resource_type == AWS_INSTANCE:
-        return instance_market(resource_type, props) == CAPACITY_BLOCK
-    if resource_type != AWS_GROUP:
-        return False
-    return any(
-        typ == AWS_LAUNCH_TEMPLATE
-        and as_map(as_map(p).get("instanceMarketOptions")).get("marketType") == CAPACITY_BLOCK
-        for typ, p, *_ in items
-    )
-
-
-def _tag(props: Mapping[str, Any], key: str) -> float | None:
-    try:
-        value = float(str(as_map(props.get("tags")).get(key)))
-    except ValueError:
-        return None
-    return value if value > 0 else None
-
-
-def block_hourly(items: Sequence[tuple[str, Any, Any]]) -> tuple[float, int, list[str]]:
-    """The stack's Capacity Blocks as an hourly cost: each block's upfront fee (the most gpufit
-    pays for it, its ``gpufit:block-fee-usd`` tag) over its hours (``gpufit:block-hours``), its
-    whole size, since the fee is paid for every instance and hour of it
-    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html). Also the
-    count of blocks and a problem per block whose fee is not stated."""
-    total, count, problems = 0.0, 0, []
-    for typ, props, *_ in items:
-        if typ != AWS_CAPACITY_BLOCK:
-            continue
-        fee, hours = _tag(as_map(props), TAG_BLOCK_FEE), _tag(as_map(props), TAG_BLOCK_HOURS)
-        if fee is None or hours is None:
-            problems.append(f"a Capacity Block without {TAG_BLOCK_FEE}/{TAG_BLOCK_HOURS}: cannot price it")
-            continue
-        total += fee / hours
-        count += 1
-    return total, count, problems
+def in_block(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """An instance that says it runs in a Capacity Block (market type ``capacity-block``): the
+    stack policy prices it (``policy.blocks``), from the block when one of the stack backs it,
+    else on-demand."""
+    market = as_map(props.get("instanceMarketOptions")).get("marketType")
+    return resource_type == AWS_INSTANCE and market == CAPACITY_BLOCK
 
 
 def rebalanced_sets(items: Sequence[tuple[str, Mapping[str, Any], str | None]]) -> list[dict[str, Any]]:

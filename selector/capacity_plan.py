@@ -25,6 +25,12 @@ from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import WorkloadSpec
 
 Reject = Callable[[Rejection, int, Offer | None], None]
+MULTI_NODE_BLOCK = (
+    "a multi-node replica runs as plain EC2 instances, which cannot wait for a Capacity Block to start "
+    "(EC2 launches into it only once active) and no block is sold once begun: no block for it"
+)
+"""https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-reservations-launch.html ("You can
+only launch an instance into a Capacity Reservation that ... Is in the active state")."""
 MULTI_NODE_GCP = (
     "a multi-node replica runs as plain GCP VMs; gpufit takes {option} through the managed "
     "instance group only"
@@ -85,7 +91,9 @@ class CapacityOptions:
         cap = self.spec.capacity
         extra: list[Offer] = []
         hours = self.inputs.run_hours if self.inputs.run_hours is not None else (shape.job_hours or 0.0)
-        if cap.blocks != "no":
+        if cap.blocks != "no" and shape.nodes_per_replica > 1:
+            reject(Rejection(CAPACITY_FILTER, MULTI_NODE_BLOCK), 0, None)
+        elif cap.blocks != "no":
             found, why = block_offers(
                 self.spec, it, shape, hours, self._regions, self.today, self.live_blocks
             )

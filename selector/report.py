@@ -316,6 +316,8 @@ def failure_summary(plan: Plan, misses: int = 3) -> list[str]:
     verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
     counts = ", ".join(f"{name} {n}" for name, n in sorted(plan.rejections.items(), key=lambda kv: -kv[1]))
     lines = [f"{plan.spec.name}: {verdict} among {plan.considered} offers (rejected: {counts})"]
+    if "capacity" in plan.rejection_examples:  # the capacity section's reason, no offer's
+        lines.append(f"  capacity: {plan.rejection_examples['capacity']}")
     for miss in plan.misses[:misses]:
         o = miss.offer
         lines.append(

@@ -88,6 +88,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     block_fee_factor: float = 1.0  # a Capacity Block offering's fee ÷ the reference rate's (issue 26)
     odcrs: dict[str, dict[str, Any]] | None = None
     offered: dict[str, tuple[datetime, datetime]] = field(default_factory=dict)  # offering id: its block
+    bought: dict[str, str] = field(default_factory=dict)  # offering id: the Capacity Block bought with it
     """DescribeCapacityReservations' inventory by id (issue 26); None: any id is a reservation
     in the region's zone ``a`` whose type is not stated (tests that do not look at the read)."""
 
@@ -238,6 +239,17 @@ class RecordingMocks(pulumi.runtime.Mocks):
             earliest = datetime.fromisoformat(str(args.args["startDateRange"]).replace("Z", "+00:00"))
             self.offered[answer["capacityBlockOfferingId"]] = first_block(earliest, hours)
             return answer
+        if args.token == "aws:index/getAvailabilityZone:getAvailabilityZone":
+            name = str(args.args.get("name") or f"{self.region}a")
+            return {"id": name, "name": name, "zoneId": az_id(self.region, "abcdefg".index(name[-1]) + 1)}
+        if args.token == "aws:resourcegroupstaggingapi/getResources:getResources":
+            # GetResources by tag: the Capacity Blocks bought with the offering named
+            asked = {t.get("key"): list(t.get("values") or []) for t in args.args.get("tagFilters") or []}
+            held = [
+                self.bought[o] for o in asked.get("gpufit:capacity-block-offering", []) if o in self.bought
+            ]
+            arn = f"arn:aws:ec2:{self.region}:123456789012:capacity-reservation/"
+            return {"id": self.region, "resourceTagMappingLists": [{"resourceArn": arn + h} for h in held]}
         if args.token == "aws:ec2/getSubnets:getSubnets":
             zones = filters.get("availability-zone-id", filters.get("availability-zone"))
             if zones is not None:

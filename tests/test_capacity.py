@@ -361,7 +361,7 @@ def test_a_reservation_without_overflow_is_the_only_feasible_offer() -> None:
 
 
 def test_a_reservation_too_small_without_overflow_is_infeasible_and_says_why() -> None:
-    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")  # a 70B full fine-tune: several 8-GPU nodes
+    raw = _spec(FIXTURES / "multinode-70b-full-ft.yaml")  # a 70B full fine-tune: several 8-GPU nodes
     held = {"id": "cr-0123456789abcdef0", "cloud": "aws", "instance_type": "p5.48xlarge", "count": 1}
     raw["capacity"] = {"reservation": {**held, "region": "us-east-1"}}
     result = _plan(raw)

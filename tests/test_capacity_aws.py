@@ -38,7 +38,7 @@ def _plan(raw: dict[str, Any]) -> Plan:
 
 def _multi_node(overflow: bool, zone: str | None = None) -> dict[str, Any]:
     """A 70B full fine-tune (3 × p5.48xlarge, one replica over three nodes) on a 1-machine ODCR."""
-    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
+    raw = _spec(FIXTURES / "multinode-70b-full-ft.yaml")
     held: dict[str, Any] = {"id": ODCR, "cloud": "aws", "instance_type": "p5.48xlarge", "count": 1}
     if zone is not None:
         held["zone"] = zone
@@ -175,13 +175,49 @@ def test_an_aws_reservation_zone_is_an_az_id() -> None:
 
 
 def test_the_fleet_is_confined_to_the_reservations_zone() -> None:
-    mocks, _ = run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW)
-    interfaces = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
-    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-use1-az4"}
+    from tests.pulumi_harness import RecordingMocks
+
+    p5 = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1d", "instanceType": "p5.48xlarge"}})
+    run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW, mocks=p5)
+    interfaces = p5.of_type("aws:ec2/networkInterface:NetworkInterface")
+    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-us-east-1d"}
     raw = _serving_group()
     raw["capacity"]["reservation"]["zone"] = "use1-az2"
-    mocks, _ = run_program({"gpufit:workload": raw}, NOW)
-    assert mocks.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-use1-az2"]
+    p4d = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1b", "instanceType": "p4d.24xlarge"}})
+    run_program({"gpufit:workload": raw}, NOW, mocks=p4d)
+    assert p4d.one(GROUP).inputs["vpcZoneIdentifiers"] == ["subnet-us-east-1b"]
+
+
+@pytest.mark.parametrize(
+    ("held", "problem"),
+    [
+        (
+            {"availabilityZone": "us-east-1a", "instanceType": "p4d.24xlarge"},
+            r"is in us-east-1a \(use1-az1\), not use1-az2",
+        ),
+        (
+            {"availabilityZone": "us-east-1b", "instanceType": "p5.48xlarge"},
+            r"reserves p5\.48xlarge, not p4d",
+        ),
+        (
+            {
+                "availabilityZone": "us-east-1b",
+                "instanceType": "p4d.24xlarge",
+                "endDate": "2026-12-01T00:00:00Z",
+            },
+            r"ended at 2026-12-01T00:00:00Z",
+        ),
+    ],
+)
+def test_an_odcr_with_its_zone_given_is_still_checked_against_ec2(held: dict[str, Any], problem: str) -> None:
+    """Review i26a #4: with a zone given the ODCR was never read; with overflow a wrong zone,
+    type or an ended reservation ran the whole fleet on-demand while the plan showed it reserved."""
+    from tests.pulumi_harness import RecordingMocks
+
+    raw = _serving_group()
+    raw["capacity"]["reservation"]["zone"] = "use1-az2"
+    with pytest.raises(Exception, match=problem):
+        run_program({"gpufit:workload": raw}, NOW, mocks=RecordingMocks(odcrs={ODCR: held}))
 
 
 def _block_raw() -> dict[str, Any]:
@@ -198,13 +234,49 @@ def test_a_block_group_launches_only_in_the_blocks_zone() -> None:
     assert filters["availability-zone"] == [f"{region}a"]
 
 
-def test_a_multi_node_block_launches_in_the_blocks_zone() -> None:
-    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
-    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, NOW)
-    region = mocks.region
-    subnets = {r.inputs.get("subnetId") for r in mocks.of_type("aws:ec2/networkInterface:NetworkInterface")}
-    subnets |= {r.inputs.get("subnetId") for r in mocks.of_type(INSTANCE) if r.inputs.get("subnetId")}
-    assert subnets == {f"subnet-{region}a"}
+@pytest.mark.parametrize(
+    "now",
+    [
+        datetime(2026, 12, 4, 12, 0, tzinfo=UTC),  # days before the earliest block
+        datetime(2026, 12, 9, 11, 29, tzinfo=UTC),  # a minute before the first planned start
+        datetime(2026, 12, 9, 11, 30, tzinfo=UTC),  # at it
+        datetime(2026, 12, 9, 12, 30, tzinfo=UTC),  # an hour into it
+    ],
+)
+def test_a_multi_node_replica_never_buys_a_block(now: datetime) -> None:
+    """Review i26a #1: plain instances cannot wait for a block (EC2 launches into it only once
+    active) and no block is sold once begun. Before, the plan chose a block, the program bought
+    it and launched the instances at once into a block not yet active, which EC2 rejects: the
+    fee paid for nothing. Now the plan refuses blocks for such a replica (with ``require``:
+    infeasible, saying why, nothing created; with ``allow``: on-demand, no block bought)."""
+    from tests.pulumi_harness import RecordingMocks
+
+    raw = _spec(FIXTURES / "multinode-70b-full-ft.yaml")
+    raw["capacity"] = {"blocks": "require"}
+    result = _plan(raw)
+    assert result.choice is None
+    assert "multi-node replica runs as plain EC2 instances" in result.rejection_examples["capacity"]
+    mocks = RecordingMocks()
+    with pytest.raises(Exception, match=r"multi-node replica runs as plain EC2 instances"):
+        run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, now, mocks=mocks)
+    assert mocks.resources == []
+    raw["capacity"] = {"blocks": "allow"}
+    mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, now)
+    assert not mocks.of_type("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
+    assert len(mocks.of_type(INSTANCE)) > 1
+    for r in mocks.of_type(INSTANCE):
+        assert "instanceMarketOptions" not in r.inputs
+
+
+def test_the_program_refuses_a_block_for_plain_instances_at_any_time() -> None:
+    """The program's own guard (a plan made by another gpufit, a hand-edited lock): a block for
+    plain instances is refused before anything is bought, whatever the clock."""
+    from deployment.capacity import CapacityTarget, block_wait_refusal
+
+    start = datetime(2026, 12, 11, 11, 30, tzinfo=UTC)
+    block = CapacityTarget(kind="capacity-block", block_start=start, offering_id="cb-0aaaaaaaaaaaaaaa2")
+    assert block_wait_refusal(block, grouped=False) is not None
+    assert block_wait_refusal(block, grouped=True) is None
 
 
 def test_an_odcr_without_a_zone_is_read_from_ec2_and_confines_the_fleet() -> None:
@@ -344,6 +416,33 @@ def test_a_locked_offering_that_has_started_is_refused_before_anything_is_create
     assert mocks.resources == []
 
 
+def test_a_stack_that_bought_its_locked_block_runs_on_after_the_start(tmp_path: Path) -> None:
+    """Review i26a #2: once the block is bought (tagged with the offering), a later up or
+    preview inside the block is not refused; the group keeps the locked block's dates."""
+    from tests.pulumi_harness import RecordingMocks
+
+    _live_lock(tmp_path)
+    config = {
+        "gpufit:workload": _block_raw(),
+        "gpufit:purchaseCapacityBlock": True,
+        "gpufit:lockDir": str(tmp_path),
+    }
+    first = RecordingMocks()
+    run_program(config, NOW, mocks=first)
+    tags = first.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation").inputs["tags"]
+    assert tags["gpufit:capacity-block-offering"] == "cb-0aaaaaaaaaaaaaaa2"
+    later = datetime(2026, 12, 11, 12, 0, tzinfo=UTC)
+    mocks = RecordingMocks(bought={"cb-0aaaaaaaaaaaaaaa2": "cr-0bbbbbbbbbbbbbbb1"})
+    run_program(config, later, mocks=mocks)
+    asked = [a for t, a in mocks.invokes if t.endswith("getResources")]
+    assert asked and asked[0]["tagFilters"][0]["values"] == ["cb-0aaaaaaaaaaaaaaa2"]
+    assert mocks.one(GROUP).inputs["desiredCapacity"] >= 1  # the block is active: no wait
+    assert "gpufit-block-start" not in _schedules(mocks)
+    assert _schedules(mocks)["gpufit-deadline"]["startTime"] == "2026-12-13T10:50:00Z"
+    block = mocks.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
+    assert block.inputs["capacityBlockOfferingId"] == "cb-0aaaaaaaaaaaaaaa2"
+
+
 def test_a_live_lock_checks_current_and_the_cli_locks_the_live_offering(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -360,6 +459,28 @@ def test_a_live_lock_checks_current_and_the_cli_locks_the_live_offering(
     assert read_lock(tmp_path / "test.lock.json")["capacity_block"]["offering_id"].startswith("cb-0aaaa")
 
 
+def test_a_live_lock_whose_every_ask_failed_locks_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Review i26a #5: no credentials (every ask refused) used to write a lock with no block and
+    exit 0; the program then fell back to the lookup at up."""
+    from cli import capacity_cmd
+    from cli.exit_codes import LIVE_BLOCKS_UNREAD
+    from cli.main import main
+    from tests.fakes.ec2_capacity import clients
+
+    stack_file = tmp_path / "Pulumi.test.yaml"
+    stack_file.write_text(yaml.safe_dump({"config": {"gpufit:workload": _block_raw()}}))
+    monkeypatch.setattr(capacity_cmd, "ec2_clients", lambda: clients())  # every region refuses
+    assert (
+        main(["lock", "test", "--stacks", str(tmp_path), "--capacity-blocks", "live"]) == LIVE_BLOCKS_UNREAD
+    )
+    err = capsys.readouterr().err
+    assert "Capacity Block ask(s) failed; nothing locked" in err
+    assert err.count("UnauthorizedOperation") >= 1
+    assert not (tmp_path / "test.lock.json").exists()
+
+
 # --- 4. the policy pack prices a block's machines from its fee ------------------------------------
 
 
@@ -367,14 +488,15 @@ def test_the_policy_prices_a_block_from_its_fee_not_on_demand() -> None:
     """p5e has no on-demand price: a block of it was refused whenever a budget was set."""
     from policy.gpufit_policies import check_hourly_budget, check_stack_budget
     from policy.resources import PolicyConfig
+    from tests.pulumi_harness import links
 
-    raw = _spec(FIXTURES / "block-70b-full-ft.yaml")
+    raw = _block_raw()
     raw["placement"] = {**raw.get("placement", {}), "instance_types": ["p5e.48xlarge"]}
     chosen = _plan(raw).choice
     assert chosen is not None and chosen.offer.market == "capacity-block"
     assert ("aws", "p5e.48xlarge", chosen.offer.region) not in load_catalog().on_demand_prices
     mocks, _ = run_program({"gpufit:workload": raw, "gpufit:purchaseCapacityBlock": True}, NOW)
-    resources = [(r.typ, r.inputs, chosen.offer.region) for r in mocks.resources]
+    resources = [(r.typ, r.inputs, chosen.offer.region, *links(mocks, r)) for r in mocks.resources]
     block = mocks.one("aws:ec2/capacityBlockReservation:CapacityBlockReservation")
     terms = chosen.offer.capacity
     fee = round(terms.upfront_usd * 1.1, 2)  # type: ignore[union-attr]
@@ -383,7 +505,7 @@ def test_the_policy_prices_a_block_from_its_fee_not_on_demand() -> None:
     hourly = fee / hours
     roomy = PolicyConfig(now=NOW, max_hourly_usd=hourly + 1)
     assert check_stack_budget(resources, roomy) == []
-    for typ, props, region in resources:
+    for typ, props, region, *_ in resources:
         assert check_hourly_budget(typ, props, roomy, region) == []
     tight = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=hourly - 1))
     assert any("over the budget" in p for p in tight), tight

@@ -233,3 +233,107 @@ def test_a_rebalancer_plan_cannot_take_a_group_of_another_name_out_of_the_budget
     stack = _rebalanced_stack(1, 4, names=("g", "not-here"))
     problems = check_stack_budget(stack, PolicyConfig(now=CONFIG.now, max_hourly_usd=1e9))
     assert any("'not-here', not a managed instance group of this stack" in p for p in problems), problems
+
+
+# --- review i26a #3: Capacity-Block machines are free only when a block of the stack backs them --
+
+_P5 = {"instanceType": "p5.48xlarge", "instanceMarketOptions": {"marketType": "capacity-block"}}
+_BLOCK_URN = "urn:pulumi:test::gpufit::aws:ec2/capacityBlockReservation:CapacityBlockReservation::b"
+_LT_URN = "urn:pulumi:test::gpufit::aws:ec2/launchTemplate:LaunchTemplate::lt"
+
+
+def _budget(resources: list[tuple[Any, ...]]) -> list[str]:
+    from policy.gpufit_policies import check_stack_budget
+    from policy.resources import PolicyConfig
+
+    return check_stack_budget(
+        resources, PolicyConfig(now=datetime(2026, 12, 4, 12, tzinfo=UTC), max_hourly_usd=1.0)
+    )
+
+
+def _block(fee: str) -> tuple[Any, ...]:
+    tags = {"gpufit:block-fee-usd": fee, "gpufit:block-hours": "336"}
+    return (
+        "aws:ec2/capacityBlockReservation:CapacityBlockReservation",
+        {"tags": tags},
+        "us-east-1",
+        _BLOCK_URN,
+        {},
+    )
+
+
+def test_capacity_block_instances_no_block_backs_are_priced_on_demand() -> None:
+    inst = ("aws:ec2/instance:Instance", _P5, "us-east-1")
+    assert any("over the budget" in p for p in _budget([inst] * 8))
+
+
+def test_a_block_fee_tag_below_the_reference_floor_is_not_believed() -> None:
+    inst = (
+        "aws:ec2/instance:Instance",
+        _P5,
+        "us-east-1",
+        None,
+        {"capacityReservationSpecification": [_BLOCK_URN]},
+    )
+    assert any("over the budget" in p for p in _budget([*[inst] * 8, _block("1")]))
+
+
+def test_a_group_is_exempt_only_through_its_own_block_template() -> None:
+    block_lt = (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        _P5,
+        "us-east-1",
+        _LT_URN,
+        {"capacityReservationSpecification": [_BLOCK_URN]},
+    )
+    plain_lt = (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        {"instanceType": "p5.48xlarge"},
+        "us-east-1",
+        _LT_URN + "2",
+        {},
+    )
+    group = {
+        "maxSize": 64,
+        "mixedInstancesPolicy": {
+            "instancesDistribution": {"onDemandPercentageAboveBaseCapacity": 100},
+            "launchTemplate": {"overrides": [{"instanceType": "p5.48xlarge"}]},
+        },
+    }
+    on_demand = (
+        "aws:autoscaling/group:Group",
+        group,
+        "us-east-1",
+        None,
+        {"mixedInstancesPolicy": [_LT_URN + "2"]},
+    )
+    assert any("over the budget" in p for p in _budget([block_lt, plain_lt, on_demand, _block("1000000")]))
+    own = (
+        "aws:autoscaling/group:Group",
+        {**group, "maxSize": 1},
+        "us-east-1",
+        None,
+        {"mixedInstancesPolicy": [_LT_URN]},
+    )
+    assert any("over the budget" in p for p in _budget([block_lt, own, _block("1")]))  # the floor, not $1
+
+
+def test_the_block_floor_counts_every_machine_it_backs() -> None:
+    """Two groups of 4 on one block: the floor is for all 8 machines, not the larger list."""
+    from selector.capacity import reference_quote
+
+    quote = reference_quote("p5.48xlarge", "us-east-1")
+    assert quote is not None
+    block_lt = (
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        _P5,
+        "us-east-1",
+        _LT_URN,
+        {"capacityReservationSpecification": [_BLOCK_URN]},
+    )
+    group = ("aws:autoscaling/group:Group", {"maxSize": 4}, "us-east-1", None, {"launchTemplate": [_LT_URN]})
+    from policy.blocks import block_backing
+
+    hourly, count, problems, backed = block_backing([block_lt, group, group, _block("1")])
+    assert count == 1 and not problems and backed == {1, 2}
+    assert hourly == pytest.approx(quote.rate_usd * 8 * 0.5)

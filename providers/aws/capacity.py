@@ -42,6 +42,7 @@ from deployment import Deployment
 from deployment.capacity import (
     BLOCK_DEADLINE_LEAD,
     BLOCK_PRICE_TOLERANCE,
+    TAG_BLOCK_OFFERING,
     CapacityTarget,
     block_tags,
     offering_window,
@@ -141,6 +142,27 @@ def capacity_block(
     )
 
 
+def block_bought(offering_id: str, region: str) -> bool:
+    """Whether this stack already bought the locked offering's block: a Capacity Reservation
+    tagged with the offering id (``block_tags``), found with the Resource Groups Tagging API
+    (``GetResources``; ``ResourceTypeFilters`` take ``service:resourceType``, an EC2 Capacity
+    Reservation's ARN is ``arn:aws:ec2:REGION:ACCOUNT:capacity-reservation/ID``,
+    https://docs.aws.amazon.com/resourcegroupstagging/latest/APIReference/API_GetResources.html,
+    https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html).
+    A list, empty when nothing matches: the single-result ``get_capacity_block_reservation``
+    fails the whole program when none does (pulumi's RPC manager keeps a failed invoke)."""
+    found = aws.resourcegroupstaggingapi.get_resources(
+        region=region,
+        resource_type_filters=["ec2:capacity-reservation"],
+        tag_filters=[
+            aws.resourcegroupstaggingapi.GetResourcesTagFilterArgs(
+                key=TAG_BLOCK_OFFERING, values=[offering_id]
+            )
+        ],
+    )
+    return bool(found.resource_tag_mapping_lists)
+
+
 def fleet_zone(
     name: str, d: Deployment, block: aws.ec2.CapacityBlockReservation | None, parent: pulumi.Resource
 ) -> pulumi.Output[str | None] | None:
@@ -151,31 +173,56 @@ def fleet_zone(
     AZ's (``CapacityReservation.AvailabilityZone``, botocore 1.44.8 ``ec2``; "reserve compute
     capacity in specific Availability Zones",
     https://docs.aws.amazon.com/autoscaling/ec2/userguide/use-ec2-capacity-reservations.html),
-    and a launch elsewhere cannot use them. None when the plan's zone already confines the
-    fleet, or for a resource group (its reservations may lie in several zones)."""
+    and a launch elsewhere cannot use them. The ODCR is read even when the spec gives its zone:
+    with ``overflow`` a group that cannot use it runs every machine on-demand without a word
+    ("If capacity isn't available, instances will run in On-Demand capacity"), so its type, its
+    end and its zone (the AZ ID the spec gives, ``aws.get_availability_zone``) are checked. None
+    for a resource group (its reservations may lie in several zones)."""
 
     if block is not None:
         return block.availability_zone
     c = d.capacity
-    if c is None or c.kind != "reservation" or c.reservation_id is None or c.resource_group or d.zone:
+    if c is None or c.kind != "reservation" or c.reservation_id is None or c.resource_group:
         return None
     held = aws.ec2.CapacityReservation.get(
         f"{name}-reservation", c.reservation_id, opts=pulumi.ResourceOptions(parent=parent)
     )
-    machine = d.machine_type
-    return pulumi.Output.all(held.availability_zone, held.instance_type).apply(
-        lambda v: _same_type(v[0], v[1], machine, str(c.reservation_id))
+    machine, now, reservation = d.machine_type, d.created_at, str(c.reservation_id)
+    zone = pulumi.Output.all(held.availability_zone, held.instance_type, held.end_date).apply(
+        lambda v: _usable(v[0], v[1], v[2], machine, reservation, now)
     )
+    given = d.zone
+    if not given:
+        return zone
+    found = aws.get_availability_zone_output(name=zone, opts=pulumi.InvokeOptions(parent=parent))
+    return pulumi.Output.all(zone, found.zone_id).apply(lambda v: _in_zone(v[0], v[1], given, reservation))
 
 
-def _same_type(zone: str | None, reserved: str | None, machine: str, reservation: str) -> str | None:
-    """The ODCR's zone, after checking it reserves the plan's machine type."""
+def _usable(
+    zone: str | None, reserved: str | None, end: str | None, machine: str, reservation: str, now: datetime
+) -> str | None:
+    """The ODCR's zone, after checking it reserves the plan's machine type and has not ended
+    (``CapacityReservation.end_date``; an expired reservation serves no launch)."""
     if reserved and reserved != machine:
         raise pulumi.RunError(
             f"capacity.reservation {reservation} reserves {reserved}, not {machine}: correct "
             "capacity.reservation.instance_type and re-plan"
         )
+    if end and parse_iso_utc(end) <= now:
+        raise pulumi.RunError(
+            f"capacity.reservation {reservation} ended at {end}: it serves no launch; re-plan"
+        )
     return zone or None
+
+
+def _in_zone(zone: str | None, zone_id: str | None, given: str, reservation: str) -> str | None:
+    """The ODCR's zone when it is the AZ ID the spec gives; a failure otherwise."""
+    if zone_id and zone_id != given:
+        raise pulumi.RunError(
+            f"capacity.reservation {reservation} is in {zone} ({zone_id}), not {given}: correct "
+            "capacity.reservation.zone and re-plan"
+        )
+    return zone
 
 
 def zone_subnets(
