@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
+from policy.group_sizes import group_sizes, resizes_to_zero
 from policy.ingress import (
     check_ingress_union,
     check_no_open_ingress,
@@ -298,41 +299,6 @@ def check_fleet_deadline(
     return problems
 
 
-RESIZE_PATH = re.compile(
-    r"/compute/v1/projects/(?P<project>[^/]+)/(?P<kind>regions|zones)/(?P<where>[^/]+)"
-    r"/instanceGroupManagers/(?P<group>[^/]+)/resize"
-)
-"""``regionInstanceGroupManagers.resize`` / ``instanceGroupManagers.resize``, Compute API v1
-(https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers/resize)."""
-
-
-def resizes_to_zero(target: Mapping[str, Any], group_type: str, group: Mapping[str, Any]) -> bool:
-    """A scheduler job's HTTP target is the Compute API's resize of exactly this group to 0: a
-    POST to ``https://compute.googleapis.com`` (nothing else: no user info, no port), the whole
-    path naming the group (regional groups under ``regions/<its region>``, zonal under
-    ``zones/<its zone>``) and the query ``size=0`` alone. A URL merely ending like one (another
-    host, a path that only ends in the group) is not."""
-    from urllib.parse import parse_qs, urlsplit
-
-    url = urlsplit(str(target.get("uri") or ""))
-    if url.scheme != "https" or url.netloc != "compute.googleapis.com" or url.fragment:
-        return False
-    if str(target.get("httpMethod") or "POST").upper() != "POST":
-        return False
-    path = RESIZE_PATH.fullmatch(url.path)
-    if path is None or path["group"] != group.get("name"):
-        return False
-    regional = group_type == GCP_GROUPS[0]
-    if path["kind"] != ("regions" if regional else "zones"):
-        return False
-    where = group.get("region") if regional else group.get("zone")
-    if where and path["where"] != where:
-        return False
-    if group.get("project") and path["project"] != group.get("project"):
-        return False
-    return parse_qs(url.query, keep_blank_values=True, strict_parsing=False) == {"size": ["0"]}
-
-
 # -- 2. hourly price within the budget ---------------------------------------------------------
 
 
@@ -364,24 +330,6 @@ def check_hourly_budget(
     return []
 
 
-GCP_RESIZE_REQUESTS = (
-    "gcp:compute/regionResizeRequest:RegionResizeRequest",
-    "gcp:compute/resizeRequest:ResizeRequest",
-)
-"""A MIG resize request (flex-start) adds ``resizeBy`` VMs to the group it names: the group's
-cost counts them (its own target size stays 0)."""
-
-
-def flex_resizes(items: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[str, int]:
-    """VMs each group name gets from resize requests."""
-    added: dict[str, int] = {}
-    for typ, props, _ in items:
-        if typ in GCP_RESIZE_REQUESTS:
-            group = str(props.get("instanceGroupManager")).rsplit("/", 1)[-1]
-            added[group] = added.get(group, 0) + (as_count(props.get("resizeBy")) or 0)
-    return added
-
-
 def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfig) -> list[str]:
     """All of the stack's GPU instances together must cost no more than ``max_hourly_usd`` an
     hour (a multi-node plan's budget is for all of its nodes). Instances the catalog cannot
@@ -397,15 +345,15 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
         if offer is not None:
             total += offer.hourly_usd
             count += 1
-    problems: list[str] = []
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
-    resized = flex_resizes(stack_items(resources))
+    # issue 26: a flex-start or calendar group's VMs come from its resize request, a Scheduler
+    # resize or its future reservation, not from its initial target size (policy/group_sizes.py)
+    sizes, problems = group_sizes(stack_items(resources))
     for typ, props, region in stack_items(resources):
         if typ not in (AWS_GROUP, *GCP_GROUPS):
             continue
-        extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
-        if extra:  # issue 26: a flex-start group's VMs come from its resize request
-            props = {**props, "targetSize": (as_count(props.get("targetSize")) or 0) + extra}
+        if typ in GCP_GROUPS and str(props.get("name")) in sizes:
+            props = {**props, "targetSize": sizes[str(props.get("name"))]}
         worst, unpriced = group_hourly(typ, props, templates, config, region)
         if unpriced:
             problems.append(

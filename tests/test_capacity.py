@@ -803,3 +803,20 @@ def test_the_policy_budget_counts_the_vms_a_flex_start_request_adds() -> None:
     assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0  # its VMs come from the resize request
     problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
     assert any("over the budget" in p for p in problems), problems
+
+
+def test_the_policy_budget_counts_the_vms_a_calendar_reservation_brings() -> None:
+    """Review i26g must-fix 1: the calendar group waits at 0 and a Scheduler job resizes it at the
+    reservation's start; the budget counts the reservation's VMs, not the 0."""
+    from policy.gpufit_policies import check_stack_budget
+    from policy.resources import PolicyConfig
+
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
+    mocks, _ = run_program(config, NOW)
+    chosen = _plan(raw).choice
+    assert chosen is not None
+    resources = [(r.typ, r.inputs, chosen.offer.region) for r in mocks.resources]
+    assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0
+    problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
+    assert any("over the budget" in p for p in problems), problems

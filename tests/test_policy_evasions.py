@@ -170,3 +170,30 @@ def test_a_bucket_without_a_public_access_block_is_refused() -> None:
     unnamed = ("aws:s3/bucket:Bucket", {"bucketPrefix": "gpufit-"})
     assert check_bucket_access_blocks([unnamed, (PAB, {**FLAGS})]) == []
     assert check_bucket_access_blocks([unnamed, unnamed, (PAB, {**FLAGS})])
+
+
+def test_a_group_at_zero_resized_by_a_scheduler_job_does_not_escape_the_budget() -> None:
+    """Review i26g must-fix 1: declaring a GPU group at target size 0 and bringing it to 16 VMs
+    with a Cloud Scheduler resize (any host, zonal or regional path) is budgeted at 16."""
+    from policy.gpufit_policies import GCP_SCHEDULER_JOB, check_stack_budget
+
+    budget = PolicyConfig(now=CONFIG.now, max_hourly_usd=10.0)
+    template = (
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        {"machineType": "a3-highgpu-8g"},
+        "us-east4",
+    )
+    group = (
+        "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
+        {"name": "quiet", "targetSize": 0},
+        "us-east4",
+    )
+    assert check_stack_budget([template, group], budget) == []
+    for uri in (
+        "https://compute.googleapis.com/compute/v1/projects/p/regions/us-east4/instanceGroupManagers/quiet/resize?size=16",
+        "https://compute.googleapis.com/compute/v1/projects/p/zones/us-east4-a/instanceGroupManagers/quiet/resize?size=16",
+        "https://compute.googleapis.com:443/compute/v1/projects/p/regions/us-east4/instanceGroupManagers/quiet/resize?size=16",
+    ):
+        job = (GCP_SCHEDULER_JOB, {"httpTarget": {"httpMethod": "POST", "uri": uri}}, "us-east4")
+        problems = check_stack_budget([template, group, job], budget)
+        assert any("over the budget" in p for p in problems), (uri, problems)
