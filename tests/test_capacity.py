@@ -297,15 +297,40 @@ def test_a_calendar_window_covers_the_job_with_the_start_and_deadline_margins() 
 def test_a_calendar_group_waits_at_zero_and_is_resized_at_the_reservations_start() -> None:
     raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
     config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
-    mocks, _ = run_program(config, NOW)
+    mocks, outputs = run_program(config, NOW)
     group = mocks.one(GCP_GROUP).inputs
     jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
     start = jobs["start"]
     assert start["schedule"] == "1 0 10 12 *"  # a minute after 2026-12-10 00:00 UTC
     assert start["httpTarget"]["uri"].endswith(f"/instanceGroupManagers/{group['name']}/resize?size=1")
-    assert start["httpTarget"]["oauthToken"] == jobs["deadline"]["httpTarget"]["oauthToken"]
+    _assert_one_shot(mocks, outputs, start)
     assert mocks.requests[(FUTURE, mocks.one(FUTURE).name)].retainOnDelete is True
     assert not mocks.of_type(RESIZE)
+
+
+def _assert_one_shot(mocks: RecordingMocks, outputs: dict[str, Any], job: dict[str, Any]) -> None:
+    """Review i26g should-fix 3: a one-shot job (the flex cancel, the calendar start) runs as its
+    own account, granted the group role on this group until an hour after the deadline only: its
+    cron fires again on the same date next year, and that call is refused."""
+    account = next(
+        a for a in mocks.of_type("gcp:serviceaccount/account:Account") if a.name.endswith("-once-sa")
+    )
+    assert job["httpTarget"]["oauthToken"]["serviceAccountEmail"].split("@")[0] == account.inputs["accountId"]
+    members = {m.name.rsplit("-", 2)[-2]: m.inputs for m in mocks.of_type("gcp:projects/iAMMember:IAMMember")}
+    group = mocks.one(GCP_GROUP).inputs
+    resource = f"projects/test-project/regions/{group['region']}/instanceGroupManagers/{group['name']}"
+    expires = datetime.fromisoformat(str(outputs["expires_at"]).replace("Z", "+00:00"))
+    until = expires + timedelta(hours=1)
+    assert members["once"]["condition"]["expression"] == (
+        f'resource.name == "{resource}" && request.time < timestamp("{iso_utc(until)}")'
+    )
+    assert members["once"]["role"] == members["deadline"]["role"]
+    assert members["deadline"]["condition"]["expression"] == f'resource.name == "{resource}"'
+    minute, hour, day, month, weekday = job["schedule"].split()
+    assert weekday == "*" and job["timeZone"] == "Etc/UTC"
+    fires = datetime(NOW.year, int(month), int(day), int(hour), int(minute), tzinfo=UTC)
+    fires = fires if fires >= NOW else fires.replace(year=NOW.year + 1)
+    assert NOW <= fires < until <= fires.replace(year=fires.year + 1) - timedelta(days=300)
 
 
 def _block_raw() -> dict[str, Any]:
@@ -483,11 +508,12 @@ def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str |
 
 
 def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_resize() -> None:
-    """The deadline's account cancels the request (``compute.instanceGroupManagers.update`` on
-    this group, which it already holds: no wider role) a minute before resizing to 0; the
-    group is set up as pulumi-gcp's resize-request example (one zone, no repair)."""
+    """The one-shot account cancels the request (``compute.instanceGroupManagers.update`` on
+    this group, the group role's own, until an hour after the deadline) a minute before the
+    deadline's resize to 0; the group is set up as pulumi-gcp's resize-request example (one
+    zone, no repair)."""
     raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
-    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    mocks, outputs = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
     request = mocks.one(RESIZE)
     jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
     cancel, resize = jobs["cancel"], jobs["deadline"]
@@ -498,7 +524,7 @@ def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_res
         f"{group['region']}/instanceGroupManagers/{group['name']}/resizeRequests/"
         f"{request.inputs['name']}/cancel"
     )
-    assert cancel["httpTarget"]["oauthToken"] == resize["httpTarget"]["oauthToken"]
+    _assert_one_shot(mocks, outputs, cancel)
     minute, hour, *_ = resize["schedule"].split()
     c_minute, c_hour, *_ = cancel["schedule"].split()
     assert (int(hour) * 60 + int(minute)) - (int(c_hour) * 60 + int(c_minute)) in (
