@@ -4,8 +4,9 @@ into service, and fail over to the next plan when a region has no capacity (``gi
 Exit codes: 0 the fleet is in service (or ``--dry-run``); 2 invalid spec; 3 nothing feasible;
 5 unusable catalog; 8 the stack's lock is stale; 13 a plan would buy a Capacity Block that the
 stack's ``gpufit:purchaseCapacityBlock`` does not confirm, or request a calendar-mode reservation
-that ``gpufit:createCalendarReservation`` does not confirm (or whose window has begun); 14 every attempt ran out of capacity; 15 the
-fleet is only partly in service at the end of ``--wait`` (it keeps launching); 16 ``pulumi up``
+that ``gpufit:createCalendarReservation`` does not confirm (or whose window has begun); 14 every
+attempt ran out of capacity; 15 the fleet is only partly in service at the end of ``--wait`` (it
+keeps launching); 16 ``pulumi up``
 or the fleet failed for another reason (quota, an error, no Pulumi CLI); 64 bad command line.
 """
 

@@ -69,8 +69,8 @@ in one zone of the plan's region, with the group kept to that zone. Its VMs are
 ``RESERVATION_BOUND`` ("Bound to the lifecycle of the reservation in which it is provisioned",
 compute.v1 ``Scheduling.provisioningModel``) and target the reservation by name; the group
 waits at 0 and a Cloud Scheduler job resizes it to the plan's VMs at the reservation's start
-(the one-shot account, the same permission until an hour after the deadline). The request is committed money once approved:
-``__main__`` refuses it without ``gpufit:createCalendarReservation: true``
+(the one-shot account, the same permission until an hour after the deadline). The request is
+committed money once approved: ``__main__`` refuses it without ``gpufit:createCalendarReservation: true``
 (``deployment.capacity.calendar_refusal``), and a destroy leaves it to run out
 (``retain_on_delete``).
 """
