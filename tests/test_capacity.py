@@ -846,3 +846,21 @@ def test_the_policy_budget_counts_the_vms_a_calendar_reservation_brings() -> Non
     assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0
     problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
     assert any("over the budget" in p for p in problems), problems
+
+
+def test_calendar_prefer_takes_it_first_and_the_plan_says_its_price_is_an_upper_bound() -> None:
+    """Review i26g should-fix 5: priced at its upper bound (on-demand for the whole window) a
+    calendar offer loses to spot under ``allow``; ``prefer`` ranks it first whenever one runs
+    the job, and the Capacity line says the figure is an upper bound."""
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    chosen: dict[str, Any] = {}
+    for use in ("allow", "prefer", "require"):
+        result = _plan({**raw, "capacity": {**raw["capacity"], "calendar": use}})
+        assert result.choice is not None
+        chosen[use] = result.choice
+    assert chosen["allow"].offer.market != "calendar-reservation"
+    assert chosen["allow"].cost.total_usd < chosen["prefer"].cost.total_usd
+    assert chosen["prefer"].offer.market == chosen["require"].offer.market == "calendar-reservation"
+    doc = plan_to_dict(_plan({**raw, "capacity": {**raw["capacity"], "calendar": "prefer"}}))
+    summary = doc["capacity"]["summary"]
+    assert "an upper bound" in summary and "a discount up to 53%" in summary, summary
