@@ -217,6 +217,8 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
                     "values": [held.id],
                 },
             }
+        # a reservation is zonal: the group (its overflow VMs too) stays in the reservation's zone
+        assert mocks.one(GCP_GROUP).inputs["distributionPolicyZones"] == [held.zone]
         if shape.instances > held.count:  # overflow: the rest from a template without the reservation
             assert len(templates) == 2 and len(versions) == 2
             overflow = templates[next(n for n in templates if n.endswith("-overflow"))]
@@ -236,6 +238,10 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
         assert request["specificSkuProperties"]["totalCount"] == str(d.nodes)
         template = mocks.one(GCP_TEMPLATE).inputs
         assert template["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+        # deleted at the reservation's end (review i26g nit 7): no termination time it may refuse
+        assert template["scheduling"]["instanceTerminationAction"] == "DELETE"
+        assert "terminationTime" not in template["scheduling"]
+        assert template["labels"]["gpufit-deadline-layer"] == "scheduler"
         assert template["reservationAffinity"]["specificReservation"]["values"] == [
             request["reservationName"]
         ]
@@ -864,3 +870,33 @@ def test_calendar_prefer_takes_it_first_and_the_plan_says_its_price_is_an_upper_
     doc = plan_to_dict(_plan({**raw, "capacity": {**raw["capacity"], "calendar": "prefer"}}))
     summary = doc["capacity"]["summary"]
     assert "an upper bound" in summary and "a discount up to 53%" in summary, summary
+
+
+def test_a_held_reservations_group_is_kept_to_the_reservations_zone() -> None:
+    """Review i26g nit 4: whatever zones the lookup returns, the group of a held reservation
+    lists only the reservation's zone (a VM elsewhere cannot consume it)."""
+    from providers.gcp.capacity import group_zones
+
+    result = _plan(_spec(FIXTURES / "reservation-gcp-overflow.yaml"))
+    d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
+    assert d.zone == "us-central1-a"
+    assert group_zones(d, ["us-central1-a", "us-central1-b", "us-central1-c"]) == ["us-central1-a"]
+    assert group_zones(d, ["us-central1-b"]) == group_zones(d, []) == ["us-central1-a"]  # never another
+
+
+def test_a_calendar_request_is_made_in_a_zone_offering_the_type_or_refused_in_one_line() -> None:
+    """Review i26g nit 6: the request's zone is the first UP zone that offers the type (the
+    group is kept to it); no such zone is a one-line refusal, not an IndexError."""
+    from providers.gcp.capacity import calendar_zone, group_zones
+
+    result = _plan(_spec(FIXTURES / "calendar-gcp-finetune.yaml"))
+    d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
+    assert d.zone is None
+    offered = ["us-east4-b", "us-east4-c"]
+    assert calendar_zone(d, offered) == "us-east4-b" and group_zones(d, offered) == ["us-east4-b"]
+    with pytest.raises(pulumi.RunError) as err:
+        group_zones(d, [])
+    assert str(err.value) == (
+        f"calendar reservation: no UP zone of {d.region} offers {d.machine_type}; re-plan for another "
+        "region (placement.regions)"
+    )

@@ -113,12 +113,17 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
             ),
         )
     if calendar(d):
+        # "based on the termination action that you specify when creating VMs, Compute Engine
+        # stops or deletes the VM at the end of the reservation period"
+        # (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms): DELETE,
+        # and no termination time, which no Google page confirms a RESERVATION_BOUND VM accepts
+        # (a refusal would surface only when the paid window starts). The template is labelled a
+        # scheduler-layer one (``template.instance_template``); the group's deadline job stays.
         return gcp.compute.RegionInstanceTemplateSchedulingArgs(
             provisioning_model="RESERVATION_BOUND",
             automatic_restart=False,
             on_host_maintenance="TERMINATE",
             instance_termination_action="DELETE",
-            termination_time=termination,
         )
     return gcp.compute.RegionInstanceTemplateSchedulingArgs(
         provisioning_model="SPOT" if d.spot else "STANDARD",
@@ -317,8 +322,31 @@ def initial_size(d: Deployment) -> int:
 
 
 def group_zones(d: Deployment, zones: list[str]) -> list[str]:
-    """A calendar reservation is zonal: its group is kept to the reservation's zone (the first)."""
-    return zones[:1] if calendar(d) else zones
+    """A reservation is zonal ("instances with the same properties are available in a specific
+    zone", https://cloud.google.com/compute/docs/instances/reservations-overview): a VM of a
+    regional group placed in another zone consumes nothing and, with SPECIFIC_RESERVATION, is not
+    created. A held reservation's group is kept to its zone (the plan's pinned zone, the
+    reservation's), with its overflow VMs, whatever the lookup returned (an empty list would
+    mean every zone); a calendar one's to the zone its request is made in (the first)."""
+    c = d.capacity
+    if c is not None and c.kind == "reservation" and d.zone is not None:
+        return [d.zone]
+    return [calendar_zone(d, zones)] if calendar(d) else zones
+
+
+def calendar_zone(d: Deployment, zones: list[str]) -> str:
+    """The zone a calendar request is made in: the plan's pinned zone, else the first of the
+    region's UP zones that offer the machine type (``zones``, from compute.machineTypes in
+    ``fleet.fleet_placement``; Google reserves GPU VMs "only in specific zones" and publishes no
+    per-zone list a plan could read). No such zone: a one-line refusal, before anything is created."""
+    if d.zone is not None:
+        return d.zone
+    if not zones:
+        raise pulumi.RunError(
+            f"calendar reservation: no UP zone of {d.region} offers {d.machine_type}; re-plan for another "
+            "region (placement.regions)"
+        )
+    return zones[0]
 
 
 def calendar_resources(

@@ -379,7 +379,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             (project, role.name, group_resource_name(project, region, group_name), f"gf-once-{_digest(d)}"),
             child,
         )
-        termination = template_termination_time(d)
+        # A calendar VM is deleted at the reservation's end (capacity.scheduling): no termination time.
+        termination = None if capacity.calendar(d) else template_termination_time(d)
         template_inputs = TemplateInputs(
             base=base,
             labels=labels,
@@ -498,7 +499,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             base, d, (project, group_name, once_email), self.flex_request, once_opts
         )
         self.calendar = capacity.calendar_resources(  # issue 26: a calendar-mode reservation
-            base, d, zones[0], (project, group_name, once_email), once_opts
+            base, d, capacity.calendar_zone(d, zones), (project, group_name, once_email), once_opts
         )
 
         self.load_balancer = None
