@@ -3,8 +3,10 @@ into service, and fail over to the next plan when a region has no capacity (``gi
 
 Exit codes: 0 the fleet is in service (or ``--dry-run``); 2 invalid spec; 3 nothing feasible;
 5 unusable catalog; 8 the stack's lock is stale; 13 a plan would buy a Capacity Block that the
-stack's ``gpufit:purchaseCapacityBlock`` does not confirm; 14 every attempt ran out of capacity; 15 the
-fleet is only partly in service at the end of ``--wait`` (it keeps launching); 16 ``pulumi up``
+stack's ``gpufit:purchaseCapacityBlock`` does not confirm, or request a calendar-mode reservation
+that ``gpufit:createCalendarReservation`` does not confirm (or whose window has begun); 14 every
+attempt ran out of capacity; 15 the fleet is only partly in service at the end of ``--wait`` (it
+keeps launching); 16 ``pulumi up``
 or the fleet failed for another reason (quota, an error, no Pulumi CLI); 64 bad command line.
 """
 
@@ -158,6 +160,7 @@ def cmd_up(
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     from cli.catalog_choice import resolved_catalog
+    from deployment.capacity import CALENDAR_KEY
     from gitops.failover import POLL_S, UpReport, UpSettings, attempt_order, run_up
     from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, spec_hash, write_lock
     from selector.catalog import CatalogError
@@ -265,6 +268,7 @@ def cmd_up(
         wait=wait,
         destroy_when_exhausted=args.destroy_when_exhausted,
         purchase_confirmed=str(config.get("gpufit:purchaseCapacityBlock", "")).lower() == "true",
+        calendar_confirmed=str(config.get(CALENDAR_KEY, "")).lower() == "true",
         unconfigured=unconfigured,
     )
     gcp_project = config.get("gcp:project")

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol
 
-from deployment.capacity import capacity_target, purchase_refusal
+from deployment.capacity import calendar_refusal, capacity_target, purchase_refusal
 from gitops.capacity import classify
 from selector.select import Plan
 from selector.spec import ExcludeSpec, WorkloadSpec
@@ -238,6 +238,7 @@ class UpSettings:
     poll_s: float = POLL_S
     destroy_when_exhausted: bool = False
     purchase_confirmed: bool = False  # the stack's gpufit:purchaseCapacityBlock
+    calendar_confirmed: bool = False  # the stack's gpufit:createCalendarReservation
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # cloud → what its config lacks
 
 
@@ -276,7 +277,10 @@ def run_up(
         attempt = _attempt(number, result)
         report.attempts.append(attempt)
         log(attempt.line)
-        refusal = purchase_refusal(capacity_target(result.choice.offer), settings.purchase_confirmed)
+        target = capacity_target(result.choice.offer)
+        refusal = purchase_refusal(target, settings.purchase_confirmed) or calendar_refusal(
+            target, settings.calendar_confirmed, now()
+        )
         if refusal is not None:  # what the Pulumi program would raise, before anything changes
             attempt.outcome, attempt.reason = "refused", refusal
             report.verdict = "refused"

@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from policy.blocks import block_backing
+from policy.group_sizes import group_sizes
 from policy.pricing import (
     describe_instance,
     group_hourly,
@@ -26,7 +27,6 @@ from policy.resources import (
     GPU_INSTANCES,
     PRICE_TOLERANCE_USD,
     PolicyConfig,
-    as_count,
     stack_items,
 )
 
@@ -61,24 +61,6 @@ def check_hourly_budget(
     return []
 
 
-GCP_RESIZE_REQUESTS = (
-    "gcp:compute/regionResizeRequest:RegionResizeRequest",
-    "gcp:compute/resizeRequest:ResizeRequest",
-)
-"""A MIG resize request (flex-start) adds ``resizeBy`` VMs to the group it names: the group's
-cost counts them (its own target size stays 0)."""
-
-
-def flex_resizes(items: Iterable[tuple[str, Mapping[str, Any], str | None]]) -> dict[str, int]:
-    """VMs each group name gets from resize requests."""
-    added: dict[str, int] = {}
-    for typ, props, _ in items:
-        if typ in GCP_RESIZE_REQUESTS:
-            group = str(props.get("instanceGroupManager")).rsplit("/", 1)[-1]
-            added[group] = added.get(group, 0) + (as_count(props.get("resizeBy")) or 0)
-    return added
-
-
 def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfig) -> list[str]:
     """All of the stack's GPU instances together must cost no more than ``max_hourly_usd`` an
     hour (a multi-node plan's budget is for all of its nodes). Instances the catalog cannot
@@ -96,7 +78,10 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
         elif priced and in_block(typ, props):
             problems.append(f"a {props.get('instanceType')} capacity-block instance no block backs: unpriced")
     templates = [props for typ, props, _ in stack_items(resources) if typ in GCP_TEMPLATES]
-    resized = flex_resizes(stack_items(resources))
+    # issue 26: a flex-start or calendar group's VMs come from its resize request, a Scheduler
+    # resize or its future reservation, not from its initial target size (policy/group_sizes.py)
+    sizes, resized_problems = group_sizes(stack_items(resources))
+    problems.extend(resized_problems)
     # issue 25: a batch fleet's groups that a rebalancer moves VMs between count once, together
     worst, sets, unpriced, moved = rebalanced_budget(stack_items(resources), templates, config)
     total, count = total + worst, count + sets
@@ -108,9 +93,8 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
             or (typ in GCP_GROUPS and str(props.get("name")) in moved)
         ):
             continue
-        extra = resized.get(str(props.get("name")), 0) if typ in GCP_GROUPS else 0
-        if extra:  # issue 26: a flex-start group's VMs come from its resize request
-            props = {**props, "targetSize": (as_count(props.get("targetSize")) or 0) + extra}
+        if typ in GCP_GROUPS and str(props.get("name")) in sizes:
+            props = {**props, "targetSize": sizes[str(props.get("name"))]}
         worst, unpriced = group_hourly(typ, props, templates, config, region)
         if unpriced:
             problems.append(

@@ -27,6 +27,7 @@ from typing import Any
 
 from policy.budget import check_hourly_budget, check_stack_budget
 from policy.coverage import check_backend_armor, check_bucket_access_blocks, check_known_compute
+from policy.group_sizes import resizes_to_zero
 from policy.ingress import (
     check_ingress_union,
     check_no_open_ingress,
@@ -295,39 +296,6 @@ def check_fleet_deadline(
     return problems
 
 
-RESIZE_PATH = re.compile(
-    r"/compute/v1/projects/(?P<project>[^/]+)/(?P<kind>regions|zones)/(?P<where>[^/]+)"
-    r"/instanceGroupManagers/(?P<group>[^/]+)/resize"
-)
-"""``regionInstanceGroupManagers.resize`` / ``instanceGroupManagers.resize``, Compute API v1
-(https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagers/resize)."""
-
-
-def resizes_to_zero(target: Mapping[str, Any], group_type: str, group: Mapping[str, Any]) -> bool:
-    """A scheduler job's HTTP target is the Compute API's resize of exactly this group to 0: a
-    POST to ``https://compute.googleapis.com`` (nothing else: no user info, no port), the whole
-    path naming the group (regional groups under ``regions/<its region>``, zonal under
-    ``zones/<its zone>``) and the query ``size=0`` alone. A URL merely ending like one (another
-    host, a path that only ends in the group) is not."""
-    from urllib.parse import parse_qs, urlsplit
-
-    url = urlsplit(str(target.get("uri") or ""))
-    if url.scheme != "https" or url.netloc != "compute.googleapis.com" or url.fragment:
-        return False
-    if str(target.get("httpMethod") or "POST").upper() != "POST":
-        return False
-    path = RESIZE_PATH.fullmatch(url.path)
-    if path is None or path["group"] != group.get("name"):
-        return False
-    regional = group_type == GCP_GROUPS[0]
-    if path["kind"] != ("regions" if regional else "zones"):
-        return False
-    where = group.get("region") if regional else group.get("zone")
-    if where and path["where"] != where:
-        return False
-    if group.get("project") and path["project"] != group.get("project"):
-        return False
-    return parse_qs(url.query, keep_blank_values=True, strict_parsing=False) == {"size": ["0"]}
 
 
 # -- 3. IMDSv2 -----------------------------------------------------------------------------------

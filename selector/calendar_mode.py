@@ -44,7 +44,13 @@ CALENDAR_SLACK_HOURS = 11 / 60
 (``selector.capacity.DEADLINE_MARGIN``): the window covers the job's hours and these."""
 SOURCE = "https://docs.cloud.google.com/ai-hypercomputer/docs/consumption-models"
 AS_OF = "2026-12-04"
-BASIS = "ESTIMATE: on-demand rate for the whole window, the most it can cost (no calendar-mode price found)"
+BASIS = (
+    "ESTIMATE, an upper bound: on-demand rate for the whole window, the most it can cost (no calendar-mode "
+    "price found; Google quotes a discount up to 53%)"
+)
+"""Ranked at this bound, a calendar offer rarely wins on cost under ``calendar: allow``;
+``prefer`` ranks it before the catalog's offers whenever it runs the job
+(``selector.capacity_plan.capacity_preference``)."""
 CONFIRM_KEY = "gpufit:createCalendarReservation"
 
 

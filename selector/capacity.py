@@ -498,9 +498,10 @@ def describe(offer: Offer, instances: int) -> str:
         assert terms.start is not None and terms.end is not None
         return (
             f"calendar reservation {terms.block_instances} × {name} from {terms.start:%Y-%m-%d %H:%M} UTC to "
-            f"{terms.end:%Y-%m-%d %H:%M} UTC ({terms.days} d) at most ${terms.upfront_usd:,.2f} (on-demand "
-            f"rate, ESTIMATE, as of {terms.as_of}; committed once Google approves it; creating it needs "
-            "gpufit:createCalendarReservation: true)"
+            f"{terms.end:%Y-%m-%d %H:%M} UTC ({terms.days} d) at most ${terms.upfront_usd:,.2f} (an upper "
+            "bound: the on-demand rate for the whole window; Google prices calendar mode below on-demand, "
+            f"'a discount up to 53%', with no published rate; ESTIMATE, as of {terms.as_of}; committed once "
+            "Google approves it; creating it needs gpufit:createCalendarReservation: true)"
         )
     if terms.kind == "flex-start":
         return (

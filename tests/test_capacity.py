@@ -217,6 +217,8 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
                     "values": [held.id],
                 },
             }
+        # a reservation is zonal: the group (its overflow VMs too) stays in the reservation's zone
+        assert mocks.one(GCP_GROUP).inputs["distributionPolicyZones"] == [held.zone]
         if shape.instances > held.count:  # overflow: the rest from a template without the reservation
             assert len(templates) == 2 and len(versions) == 2
             overflow = templates[next(n for n in templates if n.endswith("-overflow"))]
@@ -236,6 +238,10 @@ def test_capacity_example_provisions_its_option(path: Path) -> None:
         assert request["specificSkuProperties"]["totalCount"] == str(d.nodes)
         template = mocks.one(GCP_TEMPLATE).inputs
         assert template["scheduling"]["provisioningModel"] == "RESERVATION_BOUND"
+        # deleted at the reservation's end (review i26g nit 7): no termination time it may refuse
+        assert template["scheduling"]["instanceTerminationAction"] == "DELETE"
+        assert "terminationTime" not in template["scheduling"]
+        assert template["labels"]["gpufit-deadline-layer"] == "scheduler"
         assert template["reservationAffinity"]["specificReservation"]["values"] == [
             request["reservationName"]
         ]
@@ -297,15 +303,40 @@ def test_a_calendar_window_covers_the_job_with_the_start_and_deadline_margins() 
 def test_a_calendar_group_waits_at_zero_and_is_resized_at_the_reservations_start() -> None:
     raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
     config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
-    mocks, _ = run_program(config, NOW)
+    mocks, outputs = run_program(config, NOW)
     group = mocks.one(GCP_GROUP).inputs
     jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
     start = jobs["start"]
     assert start["schedule"] == "1 0 10 12 *"  # a minute after 2026-12-10 00:00 UTC
     assert start["httpTarget"]["uri"].endswith(f"/instanceGroupManagers/{group['name']}/resize?size=1")
-    assert start["httpTarget"]["oauthToken"] == jobs["deadline"]["httpTarget"]["oauthToken"]
+    _assert_one_shot(mocks, outputs, start)
     assert mocks.requests[(FUTURE, mocks.one(FUTURE).name)].retainOnDelete is True
     assert not mocks.of_type(RESIZE)
+
+
+def _assert_one_shot(mocks: RecordingMocks, outputs: dict[str, Any], job: dict[str, Any]) -> None:
+    """Review i26g should-fix 3: a one-shot job (the flex cancel, the calendar start) runs as its
+    own account, granted the group role on this group until an hour after the deadline only: its
+    cron fires again on the same date next year, and that call is refused."""
+    account = next(
+        a for a in mocks.of_type("gcp:serviceaccount/account:Account") if a.name.endswith("-once-sa")
+    )
+    assert job["httpTarget"]["oauthToken"]["serviceAccountEmail"].split("@")[0] == account.inputs["accountId"]
+    members = {m.name.rsplit("-", 2)[-2]: m.inputs for m in mocks.of_type("gcp:projects/iAMMember:IAMMember")}
+    group = mocks.one(GCP_GROUP).inputs
+    resource = f"projects/test-project/regions/{group['region']}/instanceGroupManagers/{group['name']}"
+    expires = datetime.fromisoformat(str(outputs["expires_at"]).replace("Z", "+00:00"))
+    until = expires + timedelta(hours=1)
+    assert members["once"]["condition"]["expression"] == (
+        f'resource.name == "{resource}" && request.time < timestamp("{iso_utc(until)}")'
+    )
+    assert members["once"]["role"] == members["deadline"]["role"]
+    assert members["deadline"]["condition"]["expression"] == f'resource.name == "{resource}"'
+    minute, hour, day, month, weekday = job["schedule"].split()
+    assert weekday == "*" and job["timeZone"] == "Etc/UTC"
+    fires = datetime(NOW.year, int(month), int(day), int(hour), int(minute), tzinfo=UTC)
+    fires = fires if fires >= NOW else fires.replace(year=NOW.year + 1)
+    assert NOW <= fires < until <= fires.replace(year=fires.year + 1) - timedelta(days=300)
 
 
 def _block_raw() -> dict[str, Any]:
@@ -465,11 +496,12 @@ def test_a_second_up_an_hour_later_keeps_the_flex_request_as_it_is(pinned: str |
 
 
 def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_resize() -> None:
-    """The deadline's account cancels the request (``compute.instanceGroupManagers.update`` on
-    this group, which it already holds: no wider role) a minute before resizing to 0; the
-    group is set up as pulumi-gcp's resize-request example (one zone, no repair)."""
+    """The one-shot account cancels the request (``compute.instanceGroupManagers.update`` on
+    this group, the group role's own, until an hour after the deadline) a minute before the
+    deadline's resize to 0; the group is set up as pulumi-gcp's resize-request example (one
+    zone, no repair)."""
     raw = _spec(FIXTURES / "flex-gcp-finetune.yaml")
-    mocks, _ = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
+    mocks, outputs = run_program({"gpufit:workload": raw, "gcp:project": "test-project"}, NOW)
     request = mocks.one(RESIZE)
     jobs = {j.name.rsplit("-", 1)[-1]: j.inputs for j in mocks.of_type("gcp:cloudscheduler/job:Job")}
     cancel, resize = jobs["cancel"], jobs["deadline"]
@@ -480,7 +512,7 @@ def test_a_flex_request_still_queued_at_the_deadline_is_cancelled_before_the_res
         f"{group['region']}/instanceGroupManagers/{group['name']}/resizeRequests/"
         f"{request.inputs['name']}/cancel"
     )
-    assert cancel["httpTarget"]["oauthToken"] == resize["httpTarget"]["oauthToken"]
+    _assert_one_shot(mocks, outputs, cancel)
     minute, hour, *_ = resize["schedule"].split()
     c_minute, c_hour, *_ = cancel["schedule"].split()
     assert (int(hour) * 60 + int(minute)) - (int(c_hour) * 60 + int(c_minute)) in (
@@ -785,3 +817,68 @@ def test_the_policy_budget_counts_the_vms_a_flex_start_request_adds() -> None:
     assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0  # its VMs come from the resize request
     problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
     assert any("over the budget" in p for p in problems), problems
+
+
+def test_the_policy_budget_counts_the_vms_a_calendar_reservation_brings() -> None:
+    """Review i26g must-fix 1: the calendar group waits at 0 and a Scheduler job resizes it at the
+    reservation's start; the budget counts the reservation's VMs, not the 0."""
+    from policy.gpufit_policies import check_stack_budget
+    from policy.resources import PolicyConfig
+
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    config = {"gpufit:workload": raw, "gcp:project": "test-project", "gpufit:createCalendarReservation": True}
+    mocks, _ = run_program(config, NOW)
+    chosen = _plan(raw).choice
+    assert chosen is not None
+    resources = [(r.typ, r.inputs, chosen.offer.region) for r in mocks.resources]
+    assert mocks.one(GCP_GROUP).inputs["targetSize"] == 0
+    problems = check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=1.0))
+    assert any("over the budget" in p for p in problems), problems
+
+
+def test_calendar_prefer_takes_it_first_and_the_plan_says_its_price_is_an_upper_bound() -> None:
+    """Review i26g should-fix 5: priced at its upper bound (on-demand for the whole window) a
+    calendar offer loses to spot under ``allow``; ``prefer`` ranks it first whenever one runs
+    the job, and the Capacity line says the figure is an upper bound."""
+    raw = _spec(FIXTURES / "calendar-gcp-finetune.yaml")
+    chosen: dict[str, Any] = {}
+    for use in ("allow", "prefer", "require"):
+        result = _plan({**raw, "capacity": {**raw["capacity"], "calendar": use}})
+        assert result.choice is not None
+        chosen[use] = result.choice
+    assert chosen["allow"].offer.market != "calendar-reservation"
+    assert chosen["allow"].cost.total_usd < chosen["prefer"].cost.total_usd
+    assert chosen["prefer"].offer.market == chosen["require"].offer.market == "calendar-reservation"
+    doc = plan_to_dict(_plan({**raw, "capacity": {**raw["capacity"], "calendar": "prefer"}}))
+    summary = doc["capacity"]["summary"]
+    assert "an upper bound" in summary and "a discount up to 53%" in summary, summary
+
+
+def test_a_held_reservations_group_is_kept_to_the_reservations_zone() -> None:
+    """Review i26g nit 4: whatever zones the lookup returns, the group of a held reservation
+    lists only the reservation's zone (a VM elsewhere cannot consume it)."""
+    from providers.gcp.capacity import group_zones
+
+    result = _plan(_spec(FIXTURES / "reservation-gcp-overflow.yaml"))
+    d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
+    assert d.zone == "us-central1-a"
+    assert group_zones(d, ["us-central1-a", "us-central1-b", "us-central1-c"]) == ["us-central1-a"]
+    assert group_zones(d, ["us-central1-b"]) == group_zones(d, []) == ["us-central1-a"]  # never another
+
+
+def test_a_calendar_request_is_made_in_a_zone_offering_the_type_or_refused_in_one_line() -> None:
+    """Review i26g nit 6: the request's zone is the first UP zone that offers the type (the
+    group is kept to it); no such zone is a one-line refusal, not an IndexError."""
+    from providers.gcp.capacity import calendar_zone, group_zones
+
+    result = _plan(_spec(FIXTURES / "calendar-gcp-finetune.yaml"))
+    d = deployment_from_plan(result, stack="test", project="gpufit", created_at=NOW)
+    assert d.zone is None
+    offered = ["us-east4-b", "us-east4-c"]
+    assert calendar_zone(d, offered) == "us-east4-b" and group_zones(d, offered) == ["us-east4-b"]
+    with pytest.raises(pulumi.RunError) as err:
+        group_zones(d, [])
+    assert str(err.value) == (
+        f"calendar reservation: no UP zone of {d.region} offers {d.machine_type}; re-plan for another "
+        "region (placement.regions)"
+    )

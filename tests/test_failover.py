@@ -661,6 +661,42 @@ def test_a_capacity_block_purchase_is_refused_before_pulumi_up(tmp_path: Path, c
             assert log["attempts"][0]["reason"].startswith("capacity block purchase not confirmed:")
 
 
+def test_an_unconfirmed_calendar_reservation_is_refused_before_pulumi_up(
+    tmp_path: Path, catalog: Catalog
+) -> None:
+    """Review i26g should-fix 2: a plan that requests a calendar-mode reservation without
+    gpufit:createCalendarReservation exits 13 with the program's own line before ``pulumi up``,
+    nothing deployed or recorded; confirmed, it deploys."""
+    spec = yaml.safe_load(
+        (Path(__file__).parent / "fixtures" / "capacity" / "calendar-gcp-finetune.yaml").read_text()
+    )
+    for confirmed in (False, True):
+        project = tmp_path / str(confirmed)
+        (project / "stacks").mkdir(parents=True)
+        config: dict[str, Any] = {"gpufit:workload": spec, "gcp:project": "test-project"}
+        if confirmed:
+            config["gpufit:createCalendarReservation"] = True
+        (project / "stacks" / "Pulumi.cal.yaml").write_text(yaml.safe_dump({"config": config}))
+        workspace = _fake(project, "cal", catalog)
+        assert workspace.clock is not None
+        code = cmd_up(
+            _args("cal", project),
+            workspace,
+            FakeWatcher(workspace),
+            workspace.clock.now,
+            workspace.clock.sleep,
+        )
+        log = json.loads((project / "up.json").read_text())
+        assert log["attempts"][0]["market"] == "calendar-reservation"
+        if confirmed:
+            assert workspace.deployed and log["attempts"][0]["outcome"] != "refused", log
+        else:
+            assert code == PURCHASE_UNCONFIRMED and workspace.deployed == [] and workspace.config == {}
+            assert log["attempts"][0]["outcome"] == "refused"
+            reason = log["attempts"][0]["reason"]
+            assert reason.startswith("calendar reservation not confirmed:") and "\n" not in reason
+
+
 def test_wait_shorter_than_one_read_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["up", "llama70b-chat", "--dry-run", "--wait", "0m", "--project-dir", str(ROOT)]
     assert main(args) == 64

@@ -757,6 +757,60 @@ def test_every_group_is_scaled_to_zero_at_its_deadline() -> None:
     assert check([(MIG, {"name": "m", "region": "r"}), (gp.GCP_SCHEDULER_JOB, resize)]) == []
 
 
+CAL_TEMPLATE = (
+    "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+    {"machineType": "a3-highgpu-8g", "scheduling": {"provisioningModel": "RESERVATION_BOUND"}},
+    "us-east4",
+)
+CAL_GROUP = (MIG, {"name": "g", "targetSize": 0, "distributionPolicyZones": ["us-east4-a"]}, "us-east4")
+CAL_RESIZE = (
+    "https://compute.googleapis.com/compute/v1/projects/p/regions/us-east4/instanceGroupManagers/g/resize"
+)
+
+
+def test_a_calendar_group_is_budgeted_at_the_vms_its_reservation_brings() -> None:
+    """Review i26g must-fix 1: a group at target 0 resized to 8 by a Scheduler job at the
+    reservation's start, or brought up by a future reservation of 8, costs 8 VMs an hour."""
+    budget = PolicyConfig(now=NOW, max_hourly_usd=10.0)
+    eight = (MIG, {**CAL_GROUP[1], "targetSize": 8}, "us-east4")
+    at_eight = one(check_stack_budget([CAL_TEMPLATE, eight], budget), "over the budget")
+    job = (
+        gp.GCP_SCHEDULER_JOB,
+        {"httpTarget": {"httpMethod": "POST", "uri": CAL_RESIZE + "?size=8"}},
+        "us-east4",
+    )
+    assert one(check_stack_budget([CAL_TEMPLATE, CAL_GROUP, job], budget), "over the budget") == at_eight
+    reservation = (
+        "gcp:compute/futureReservation:FutureReservation",
+        {
+            "specificSkuProperties": {
+                "totalCount": "8",
+                "instanceProperties": {"machineType": "a3-highgpu-8g"},
+            }
+        },
+        "us-east4",
+    )
+    assert (
+        one(check_stack_budget([CAL_TEMPLATE, CAL_GROUP, reservation], budget), "over the budget") == at_eight
+    )
+    assert check_stack_budget([CAL_TEMPLATE, CAL_GROUP], budget) == []  # nothing brings VMs
+    # a resize of another group, or the deadline's resize to 0, adds nothing
+    other = (
+        gp.GCP_SCHEDULER_JOB,
+        {"httpTarget": {"uri": CAL_RESIZE.replace("/g/", "/h/") + "?size=8"}},
+        None,
+    )
+    to_zero = (gp.GCP_SCHEDULER_JOB, {"httpTarget": {"uri": CAL_RESIZE + "?size=0"}}, None)
+    assert check_stack_budget([CAL_TEMPLATE, CAL_GROUP, other, to_zero], budget) == []
+
+
+@pytest.mark.parametrize("query", ["", "?size=", "?size=8&size=1", "?size=eight", "?size=-1"])
+def test_a_scheduler_resize_the_pack_cannot_read_is_refused(query: str) -> None:
+    job = (gp.GCP_SCHEDULER_JOB, {"httpTarget": {"uri": CAL_RESIZE + query}}, None)
+    problems = check_stack_budget([CAL_TEMPLATE, CAL_GROUP, job], PolicyConfig(now=NOW, max_hourly_usd=1e6))
+    one(problems, "'g'", "cannot read")
+
+
 def test_a_group_is_budgeted_at_its_dearest_type() -> None:
     # spot in use2-az1, the group's gpufit:zones: g6e.48xlarge $4.6364/h × 1 (weight 8);
     # g6e.xlarge $0.5499/h × 8 = $4.3992/h

@@ -337,3 +337,30 @@ def test_the_block_floor_counts_every_machine_it_backs() -> None:
     hourly, count, problems, backed = block_backing([block_lt, group, group, _block("1")])
     assert count == 1 and not problems and backed == {1, 2}
     assert hourly == pytest.approx(quote.rate_usd * 8 * 0.5)
+
+
+def test_a_group_at_zero_resized_by_a_scheduler_job_does_not_escape_the_budget() -> None:
+    """Review i26g must-fix 1: declaring a GPU group at target size 0 and bringing it to 16 VMs
+    with a Cloud Scheduler resize (any host, zonal or regional path) is budgeted at 16."""
+    from policy.gpufit_policies import GCP_SCHEDULER_JOB, check_stack_budget
+
+    budget = PolicyConfig(now=CONFIG.now, max_hourly_usd=10.0)
+    template = (
+        "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate",
+        {"machineType": "a3-highgpu-8g"},
+        "us-east4",
+    )
+    group = (
+        "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager",
+        {"name": "quiet", "targetSize": 0},
+        "us-east4",
+    )
+    assert check_stack_budget([template, group], budget) == []
+    for uri in (
+        "https://compute.googleapis.com/compute/v1/projects/p/regions/us-east4/instanceGroupManagers/quiet/resize?size=16",
+        "https://compute.googleapis.com/compute/v1/projects/p/zones/us-east4-a/instanceGroupManagers/quiet/resize?size=16",
+        "https://compute.googleapis.com:443/compute/v1/projects/p/regions/us-east4/instanceGroupManagers/quiet/resize?size=16",
+    ):
+        job = (GCP_SCHEDULER_JOB, {"httpTarget": {"httpMethod": "POST", "uri": uri}}, "us-east4")
+        problems = check_stack_budget([template, group, job], budget)
+        assert any("over the budget" in p for p in problems), (uri, problems)

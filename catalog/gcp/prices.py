@@ -49,9 +49,16 @@ _DWS_GPU_SKU = re.compile(
 """Flex-start (Dynamic Workload Scheduler) SKUs, usage type OnDemand: "DWS Defined Duration A2
 Core|Ram running in Americas", "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs
 running in Americas" (the Compute Engine SKUs of the Cloud Billing Catalog, service
-6F81-5844-456A, as the DWS billing names are quoted by public readers of it; Google's SKU
-list, https://cloud.google.com/skus/?filter=DWS, is the authority). Filed under the market
-``flex-start``; "DWS Flex Start" (H4D only) and calendar mode are not read."""
+6F81-5844-456A). The authority is Google's SKU list, https://cloud.google.com/skus/?filter=DWS,
+which could not be read from here. The names are corroborated by public copies of the catalog's
+descriptions found by content search of public GitHub files on 2026-12-04 (the index names no
+repository): a research note of 2026-08-02 quoting a live Billing Catalog pull ("DWS Defined
+Duration A2 Core|Ram", "Nvidia Tesla A100 GPU attached to DWS Defined Duration VMs";
+a2-highgpu-1g flex-start $2.02038/h in us-central1 = $0.20868 + $0.19805 + $1.61365, the rates
+the fake catalog of tests/test_gcp_catalog.py uses, which this parser sums to the same figure),
+a .NET test fixture ("Nvidia Tesla A100 80GB GPU attached to DWS Defined Duration VMs running in
+Americas") and a TPU price fetcher ("DWS Defined Duration V6e running in Columbus"). Filed under
+the market ``flex-start``; "DWS Flex Start" (H4D only) and calendar mode are not read."""
 FLEX_START = "flex-start"
 GPU_WORD_SYNONYMS = {"plus": "mega"}
 """Billing names the A3 Mega GPU "H100 80GB Mega" in some regions and "H100 80GB Plus" in others

@@ -36,11 +36,26 @@ REPAIR "automatically repairs a failed VM by recreating it", compute.v1
 all-at-once request. At the deadline a request still queued is cancelled (``cancel_job``,
 ``regionInstanceGroupManagerResizeRequests.cancel``, "only possible for requests that are in
 accepted state", compute.v1), a minute before the group is resized to 0, so no VMs arrive after
-it; the method needs ``compute.instanceGroupManagers.update`` on the group
+it. The method is compute.v1's (the discovery document rev. 20261106 has it, with
+``cloud-platform`` among its scopes; its v1 reference page is
+https://cloud.google.com/compute/docs/reference/rest/v1/regionInstanceGroupManagerResizeRequests/cancel).
+Discovery documents carry no permissions and no stored copy of the v1 page could be read here,
+so the permission is quoted from the beta page of the same method
 (https://cloud.google.com/compute/docs/reference/rest/beta/regionInstanceGroupManagerResizeRequests/cancel:
 "Authorization requires the following IAM permission on the specified resource
-instanceGroupManager"), which the deadline's account already holds on this group alone: its
-role is not widened.
+instanceGroupManager"), ``compute.instanceGroupManagers.update``: the group role's own permission.
+
+One-shot jobs (the cancel, the calendar start) must not act again a year later: Cloud Scheduler
+has only repeating schedules (a v1 ``Job``'s ``schedule`` is "Crontab" or an
+"English-like schedule", no end time or run count among its fields, cloudscheduler.v1 discovery
+document rev. 20261106; https://cloud.google.com/scheduler/docs/configuring/cron-job-schedules),
+so a job on the day's minute and month fires again on the same date every year. They run as
+their own account (``one_shot_grant``) whose grant of the group role is bounded in time as well
+as to this group: an IAM condition ``request.time < timestamp(...)`` an hour after the deadline
+("Date/time attributes are recognized by all Google Cloud services",
+https://cloud.google.com/iam/docs/configuring-temporary-access). A year later the call is
+refused (403): the group is not resized and nothing is cancelled. The deadline job's own resize
+to 0 keeps its perpetual grant: repeated, it resizes an empty group to 0.
 
 A calendar-mode future reservation (``capacity.calendar``, ``selector.calendar_mode``):
 ``gcp.compute.FutureReservation`` (pulumi-gcp 10.2.0) with ``reservation_mode CALENDAR``
@@ -54,8 +69,8 @@ in one zone of the plan's region, with the group kept to that zone. Its VMs are
 ``RESERVATION_BOUND`` ("Bound to the lifecycle of the reservation in which it is provisioned",
 compute.v1 ``Scheduling.provisioningModel``) and target the reservation by name; the group
 waits at 0 and a Cloud Scheduler job resizes it to the plan's VMs at the reservation's start
-(the deadline's account, the same permission). The request is committed money once approved:
-``__main__`` refuses it without ``gpufit:createCalendarReservation: true``
+(the one-shot account, the same permission until an hour after the deadline). The request is
+committed money once approved: ``__main__`` refuses it without ``gpufit:createCalendarReservation: true``
 (``deployment.capacity.calendar_refusal``), and a destroy leaves it to run out
 (``retain_on_delete``).
 """
@@ -98,12 +113,17 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
             ),
         )
     if calendar(d):
+        # "based on the termination action that you specify when creating VMs, Compute Engine
+        # stops or deletes the VM at the end of the reservation period"
+        # (https://cloud.google.com/compute/docs/instances/about-reservation-bound-vms): DELETE,
+        # and no termination time, which no Google page confirms a RESERVATION_BOUND VM accepts
+        # (a refusal would surface only when the paid window starts). The template is labelled a
+        # scheduler-layer one (``template.instance_template``); the group's deadline job stays.
         return gcp.compute.RegionInstanceTemplateSchedulingArgs(
             provisioning_model="RESERVATION_BOUND",
             automatic_restart=False,
             on_host_maintenance="TERMINATE",
             instance_termination_action="DELETE",
-            termination_time=termination,
         )
     return gcp.compute.RegionInstanceTemplateSchedulingArgs(
         provisioning_model="SPOT" if d.spot else "STANDARD",
@@ -180,6 +200,50 @@ CANCEL_LEAD = timedelta(minutes=1)
 """The cancel fires this much before the group's resize to 0 (a gpufit choice): a request that
 succeeded in between would otherwise add VMs after the resize."""
 CANCEL_RETRIES = 2  # a request no longer ACCEPTED refuses the cancel: nothing to retry for long
+ONE_SHOT_GRACE = timedelta(hours=1)
+"""How long after the deadline the one-shot account may still update the group: the cancel
+fires a minute before it, the calendar start at the window's start, and their retries end within
+minutes (a gpufit choice)."""
+
+
+def one_shot_until(d: Deployment) -> str:
+    """When the one-shot account's grant ends (RFC 3339, as CEL's ``timestamp()`` reads it)."""
+    return iso_utc(d.expires_at + ONE_SHOT_GRACE)
+
+
+def one_shot_grant(
+    base: str,
+    d: Deployment,
+    scope: tuple[str, pulumi.Input[str], str, str],
+    opts: pulumi.ResourceOptions,
+) -> tuple[pulumi.Output[str], gcp.projects.IAMMember] | None:
+    """The account the one-shot jobs run as and its grant of the group role on this group until
+    ``one_shot_until``; ``scope``: (project, the group role's name, the group's resource name,
+    the account id). None without a one-shot job (neither flex-start nor calendar mode)."""
+    if not (flex_start(d) or calendar(d)):
+        return None
+    project, role, group_resource, account_id = scope
+    account = gcp.serviceaccount.Account(
+        f"{base}-once-sa",
+        account_id=account_id,
+        display_name=f"gpufit one-shot {d.workload} ({d.stack})"[:100],
+        description=f"gpufit: may resize its stack's group until {one_shot_until(d)} only"[:256],
+        opts=opts,
+    )
+    member = gcp.projects.IAMMember(
+        f"{base}-once-group",
+        project=project,
+        role=role,
+        member=account.member,
+        condition=gcp.projects.IAMMemberConditionArgs(
+            title=f"until {one_shot_until(d)}"[:100],
+            expression=(
+                f'resource.name == "{group_resource}" && request.time < timestamp("{one_shot_until(d)}")'
+            ),
+        ),
+        opts=opts,
+    )
+    return account.email, member
 
 
 def target_shape(d: Deployment, fleet_shape: str) -> str:
@@ -225,7 +289,7 @@ def cancel_job(
     opts: pulumi.ResourceOptions,
 ) -> gcp.cloudscheduler.Job | None:
     """The Cloud Scheduler job that cancels a flex-start request still queued at the deadline;
-    ``caller``: (project, the group's name, the deadline account's email)."""
+    ``caller``: (project, the group's name, the one-shot account's email)."""
     if request is None:
         return None
     project, group_name, account_email = caller
@@ -258,8 +322,31 @@ def initial_size(d: Deployment) -> int:
 
 
 def group_zones(d: Deployment, zones: list[str]) -> list[str]:
-    """A calendar reservation is zonal: its group is kept to the reservation's zone (the first)."""
-    return zones[:1] if calendar(d) else zones
+    """A reservation is zonal ("instances with the same properties are available in a specific
+    zone", https://cloud.google.com/compute/docs/instances/reservations-overview): a VM of a
+    regional group placed in another zone consumes nothing and, with SPECIFIC_RESERVATION, is not
+    created. A held reservation's group is kept to its zone (the plan's pinned zone, the
+    reservation's), with its overflow VMs, whatever the lookup returned (an empty list would
+    mean every zone); a calendar one's to the zone its request is made in (the first)."""
+    c = d.capacity
+    if c is not None and c.kind == "reservation" and d.zone is not None:
+        return [d.zone]
+    return [calendar_zone(d, zones)] if calendar(d) else zones
+
+
+def calendar_zone(d: Deployment, zones: list[str]) -> str:
+    """The zone a calendar request is made in: the plan's pinned zone, else the first of the
+    region's UP zones that offer the machine type (``zones``, from compute.machineTypes in
+    ``fleet.fleet_placement``; Google reserves GPU VMs "only in specific zones" and publishes no
+    per-zone list a plan could read). No such zone: a one-line refusal, before anything is created."""
+    if d.zone is not None:
+        return d.zone
+    if not zones:
+        raise pulumi.RunError(
+            f"calendar reservation: no UP zone of {d.region} offers {d.machine_type}; re-plan for another "
+            "region (placement.regions)"
+        )
+    return zones[0]
 
 
 def calendar_resources(
@@ -270,7 +357,7 @@ def calendar_resources(
     opts: pulumi.ResourceOptions,
 ) -> tuple[gcp.compute.FutureReservation, gcp.cloudscheduler.Job] | None:
     """The calendar-mode request and the job that resizes the group to the plan's VMs at its
-    start; ``caller``: (project, the group's name, the deadline account's email)."""
+    start; ``caller``: (project, the group's name, the one-shot account's email)."""
     c = d.capacity
     if c is None or c.kind != "calendar-reservation":
         return None

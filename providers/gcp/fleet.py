@@ -47,7 +47,8 @@ bounded: ``machine.boot``), and every VM carries a ``shutdown-script`` for its f
 Cloud Scheduler runs cron schedules only (https://cloud.google.com/scheduler/docs/creating:
 "intended for repeated jobs"): the job fires on the deadline's minute, day and month, so it
 would fire again a year later, harmlessly (a resize of a group that is already 0, or gone with
-its stack).
+its stack). The one-shot jobs of issue 26 (a flex request's cancel, a calendar start) would not
+be harmless: their account's grant ends an hour after the deadline (``capacity.one_shot_grant``).
 """
 
 from __future__ import annotations
@@ -235,7 +236,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
             for who, account in (("sa", self.service_account), ("deadline", self.deadline_account))
         )
 
-        termination = template_termination_time(d)
+        once = capacity.one_shot_grant(  # issue 26: the cancel and calendar start, bounded in time
+            base,
+            d,
+            (project, role.name, group_resource_name(project, region, group_name), f"gf-once-{_digest(d)}"),
+            child,
+        )
+        # A calendar VM is deleted at the reservation's end (capacity.scheduling): no termination time.
+        termination = None if capacity.calendar(d) else template_termination_time(d)
         template_inputs = TemplateInputs(
             base=base,
             labels=labels,
@@ -342,24 +350,19 @@ class GcpGpuFleet(pulumi.ComponentResource):
             ),
         )
 
-        self.flex_cancel = capacity.cancel_job(  # issue 26: a request still queued at the deadline
-            base,
-            d,
-            (project, group_name, self.deadline_account.email),
-            self.flex_request,
-            pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
-            ),
+        once_email, once_opts = (
+            (
+                once[0],
+                pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[once[1], self.group])),
+            )
+            if once is not None
+            else (self.deadline_account.email, child)
         )
-
+        self.flex_cancel = capacity.cancel_job(  # issue 26: a request still queued at the deadline
+            base, d, (project, group_name, once_email), self.flex_request, once_opts
+        )
         self.calendar = capacity.calendar_resources(  # issue 26: a calendar-mode reservation
-            base,
-            d,
-            zones[0],
-            (project, group_name, self.deadline_account.email),
-            pulumi.ResourceOptions.merge(
-                child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
-            ),
+            base, d, capacity.calendar_zone(d, zones), (project, group_name, once_email), once_opts
         )
 
         # issue 25: a batch's fallbacks in groups of their own, and the rebalancer between them

@@ -104,8 +104,9 @@ class CapacitySpec(Strict):
     calendar: Use = Field(
         "no",
         description="GCP future reservation in calendar mode, from capacity.start_after for whole days "
-        "(1-90): held for the whole window and billed for it; its creation needs "
-        "gpufit:createCalendarReservation: true",
+        "(1-90): held for the whole window and billed for it; allow (ranked by cost at an upper bound, "
+        "the on-demand rate for the whole window, so it rarely wins), prefer (first when one runs the "
+        "job), require (only calendar); its creation needs gpufit:createCalendarReservation: true",
     )
     start_after: date | None = Field(
         None, description="a block or calendar reservation starts on or after this date (UTC)"
