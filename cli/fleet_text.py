@@ -35,7 +35,7 @@ def _fleet_members(plan: Plan) -> str:
             return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
         if plan.spec.placement.instance_types is not None:
             return "fallbacks: none among placement.instance_types"
-        if choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS and plan.spec.task != "batch":
+        if choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS and not _resumes(plan):
             return f"fallbacks: none ({GCP_ONE_TYPE_NOTE})"
         if choice is not None and choice.offer.zone is not None:
             return (
@@ -46,7 +46,7 @@ def _fleet_members(plan: Plan) -> str:
     parts = [
         f"{f.offer.instance.name} {where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)})"
+        + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)}{_expected(f)})"
         for f in plan.fallbacks
     ]
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
@@ -59,7 +59,25 @@ def _fleet_members(plan: Plan) -> str:
             "each running the replicas its GPUs hold; "
         )
     rebalanced = any(f.realised == "group" for f in plan.fallbacks)
-    return f"{units}fallbacks: " + ", ".join(parts) + (f"; {REBALANCER_NOTE}" if rebalanced else "")
+    note = f"; {REBALANCER_NOTE}" if rebalanced else ""
+    if rebalanced and plan.spec.task != "batch":
+        note += f"; {RESUME_NOTE}"
+    return f"{units}fallbacks: " + ", ".join(parts) + note
+
+
+def _resumes(plan: Plan) -> bool:
+    """Whether a GCP plan's other types may run in groups of their own: a batch job, or a
+    single-node checkpointed job (``selector.gcp_flexibility.realisation``)."""
+    return plan.spec.task == "batch" or (
+        plan.spec.task != "serve" and plan.spec.fault_tolerance == "checkpointed"
+    )
+
+
+RESUME_NOTE = (
+    "a checkpointed job's VM moved to another group runs the same launch (the choice's GPUs per "
+    "machine, TP and command, on GPUs with at least its memory) and resumes from the bucket's "
+    "checkpoint; a multi-node replica stays on plain VMs of one type"
+)
 
 
 REBALANCER_NOTE = (
@@ -79,6 +97,14 @@ def _realised(fallback: Fallback) -> str:
     if not fallback.realised:
         return ""
     return f"; {describe(fallback.realised, fallback.offer.instance.machine_type)}"
+
+
+def _expected(fallback: Fallback) -> str:
+    """``; $150.42 expected on it alone`` for a fallback in a group of its own: what the job
+    costs if every VM runs there (``selector.fallbacks``: its rank among the groups)."""
+    if fallback.realised != "group":
+        return ""
+    return f"; {money(fallback.cost.expected_usd)} expected on it alone"
 
 
 def _idle(plan: Plan, fallback: Fallback) -> str:

@@ -34,7 +34,9 @@ order. A fallback is an offer
     choice's VM count of it (``vm_fleet_shape``: each VM runs the replicas its own GPUs hold),
     or a served model's launch on a bigger VM with GPUs idle (``idle_gpu_shape``, opted in);
     or, for a batch job, any type that runs it gets a group of its own (at most
-    ``MAX_FALLBACK_GROUPS``), costed like a weighted fleet of it alone (``fleet_shape``);
+    ``MAX_FALLBACK_GROUPS``), costed like a weighted fleet of it alone (``fleet_shape``), and
+    so does, for a single-node checkpointed job (a fine-tune), a type with the choice's GPU
+    count, at least its GPU memory and the choice's GPUs and TP per replica in its own fit;
 - that still meets the TTL and the budget when it runs the whole fleet.
 
 Each type is listed once. Its cost is the workload's
@@ -245,6 +247,7 @@ def fallbacks(
     limit: int = MAX_FALLBACKS,
     vm_flexibility: bool | None = None,
     max_cost_ratio: float | None = None,
+    checkpointed: bool = False,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -255,7 +258,8 @@ def fallbacks(
     choice's tensor parallelism when its own fit chose another: the rendered launch fixes TP.
     ``vm_flexibility``: ``placement.gcp_instance_flexibility`` (None: the sourced allowlist,
     True: any size of the choice's series, False: none), see ``selector.gcp_flexibility``; a
-    batch job's other GCP fallbacks each get a group of their own.
+    batch job's other GCP fallbacks each get a group of their own, and so do a single-node
+    ``checkpointed`` job's that run its launch unchanged (``gcp_flexibility.realisation``).
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
     not taken (an unbudgeted on-demand service: nothing moves the group back to the choice)."""
     ceiling = (
@@ -273,7 +277,13 @@ def fallbacks(
         if it.cloud != cloud or it.name == choice_offer.instance.name:
             continue
         realised = (
-            realisation(choice_offer.instance, it, vm_flexibility, weighted)
+            realisation(
+                choice_offer.instance,
+                it,
+                vm_flexibility,
+                weighted,
+                checkpointed and choice_shape.nodes_per_replica == 1,
+            )
             if cloud in VM_COUNTED_CLOUDS
             else ""
         )

@@ -16,8 +16,11 @@ a3-ultragpu, a4 and a4x (``data/gcp_instance_flexibility.yaml``, with its source
   MIG of its own, created at size 0; a rebalancer (a Cloud Workflows workflow that Cloud
   Scheduler runs every 5 minutes until the deadline, when it empties every group and pauses its
   own schedule, ``providers.gcp.rebalance``) moves the
-  VMs the choice's group cannot create for want of capacity to the next group. A served model
-  or a fine-tune keeps one group (its launch and load balancer are the choice's).
+  VMs the choice's group cannot create for want of capacity to the next group. So does a
+  single-node checkpointed job (a fine-tune) for a type with the choice's GPU count and at least
+  its GPU memory, where its launch (GPUs, TP, command) runs unchanged and resumes from the
+  bucket's checkpoint. A served model keeps one group (its launch and load balancer are the
+  choice's); a multi-node replica runs on plain VMs of one type.
 """
 
 from __future__ import annotations
@@ -100,15 +103,32 @@ def flexible(choice: InstanceType, other: InstanceType, opted_in: bool | None) -
     return "opted-in flexibility" if opted_in else None
 
 
+def same_launch_machine(choice: InstanceType, other: InstanceType) -> bool:
+    """Whether a checkpointed job's launch runs unchanged on ``other``: as many GPUs per
+    machine as the choice (the command, its GPUs and TP are the choice's) and at least its GPU
+    memory; whether the GPU runs the job's precision is the fit's (``selector.sizing``)."""
+    return other.gpu_count == choice.gpu_count and other.gpu.memory_mib >= choice.gpu.memory_mib
+
+
 def realisation(
-    choice: InstanceType, other: InstanceType, opted_in: bool | None, batch: bool
+    choice: InstanceType,
+    other: InstanceType,
+    opted_in: bool | None,
+    batch: bool,
+    checkpointed: bool = False,
 ) -> Realisation | None:
     """How the fleet realises ``other`` as a fallback of ``choice``: ``flexibility`` in the
-    choice's group, ``group`` of its own (a batch job only), or None (not taken)."""
+    choice's group, ``group`` of its own, or None (not taken). A group of its own takes any
+    type for a batch job (each VM derives its replicas from its GPUs), and for a single-node
+    checkpointed job (a fine-tune) a type on which its launch runs unchanged
+    (``same_launch_machine``): a VM the rebalancer moves there resumes from the bucket's
+    checkpoint."""
     joined = flexible(choice, other, opted_in)
     if joined is not None:
         return joined
-    return "group" if batch else None
+    if batch or (checkpointed and same_launch_machine(choice, other)):
+        return "group"
+    return None
 
 
 def describe(realised: str, machine_type: str) -> str:

@@ -132,13 +132,16 @@ class Plan:
             return "a multi-node replica runs on instances of one type"
         offer = choice.offer
         n = len(self.fallbacks)
-        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch":
+        resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
+        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes:
             return GCP_ONE_TYPE_NOTE
         if offer.cloud in VM_COUNTED_CLOUDS:
             vms = choice.shape.instances
             each = (
                 "each VM running the replicas its GPUs hold"
                 if self.spec.task == "batch"
+                else "each VM of the choice's GPU count and at least its GPU memory, in a group of its own"
+                if resumes
                 else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
             )
             return (
@@ -193,7 +196,7 @@ GCP_ONE_TYPE_NOTE = (
     "a gcp managed instance group keeps one instance template: it takes other machine types by "
     "instance flexibility only with the choice's GPUs in a series Google's code confirms "
     "(selector/data/gcp_instance_flexibility.yaml; placement.gcp_instance_flexibility: true takes "
-    "any size of the series, unconfirmed), and only a batch job runs in several groups"
+    "any size of the series, unconfirmed), and only a batch or checkpointed job runs in several groups"
 )
 """Why a served or trained GCP plan has no fallbacks (``selector.gcp_flexibility``)."""
 
@@ -509,6 +512,7 @@ def plan(
             vm_flexibility=placement.gcp_instance_flexibility,
             max_cost_ratio=ratio if offer.market == "on-demand" else None,
             limit=limit,
+            checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
         )
 
     def same_build(it: InstanceType) -> Shape | Rejection:

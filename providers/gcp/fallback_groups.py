@@ -1,5 +1,5 @@
-"""A GCP batch fleet's fallbacks in groups of their own, and the rebalancer that moves VMs to
-them (``providers.gcp.rebalance`` says why and how).
+"""A GCP batch or single-node checkpointed fleet's fallbacks in groups of their own, and the
+rebalancer that moves VMs to them (``providers.gcp.rebalance`` says why and how).
 
 Each fallback the plan realises as a ``group`` (``selector.gcp_flexibility``) gets a regional
 instance template of its machine type (the fleet's one boot script: a VM looks its replicas up
