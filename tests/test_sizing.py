@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from selector.catalog import InstanceType, load_gpus
@@ -20,11 +22,18 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import fit_serving_at
+from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
 from selector.sizing.speed import (
     ALLREDUCE_LATENCY_S,
+    FP8_W8A8_BANDWIDTH_EFFICIENCY,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
+    PRECISION_BANDWIDTH_EFFICIENCY,
+    PREFILL_MFU,
     STEP_OVERHEAD_S,
+    decode_speed,
+    engine_generation,
+    weight_bandwidth_efficiency,
 )
 from selector.sizing.training import LOSS_BYTES_PER_LOGIT
 from selector.spec import parse_spec
@@ -287,6 +296,50 @@ def test_mean_context_and_prefill_interference_need_the_prompt_length() -> None:
     assert unknown.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 1.0, rel=0.01)
     assert known.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 128 / 2048, rel=0.01)
     assert known.kv_bytes == unknown.kv_bytes  # memory still holds the full context
+
+
+def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
+    """vLLM V1 schedules decode tokens first and a prompt chunk in the rest of the token budget, in
+    one forward pass: a step carrying a chunk costs max(memory, decode + chunk compute), not memory
+    + chunk compute. The model is faster than the additive first fit, slower than no prefill."""
+    serving = {"context_tokens": 5500, "prompt_tokens": 5000, "concurrency": 50}
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-70b"}, precision="fp8", serving=serving)
+    req = requirements(spec)
+    h100 = load_gpus()["H100"]
+    step, _ = decode_speed(req, h100, 2)
+    none, _ = decode_speed(dataclasses.replace(req, prefill_flops_per_step=0.0), h100, 2)
+    additive = none + req.prefill_flops_per_step / (2 * 1979e12 * PREFILL_MFU)
+    assert none < step < additive
+    assert req.prefill_chunk_tokens == 5000 and req.prefill_tokens_per_step == pytest.approx(500)
+    # one step in ten carries a 5,000-token chunk: the saving is that step's weight and KV read
+    memory = step - (additive - none)
+    assert 0 < additive - step < none and memory < step
+
+
+def test_prefill_chunk_is_bounded_by_the_token_budget() -> None:
+    assert prefill_chunk_tokens(32768, 30000, 64) == PREFILL_CHUNK_TOKENS - 64
+    assert prefill_chunk_tokens(2176, 128, 64) == 128
+    assert prefill_chunk_tokens(4096, None, 8) == 2048  # half the context when the prompt is unknown
+    unknown = requirements(spec_of(SERVE_70B, serving={"context_tokens": 4096, "concurrency": 8}))
+    assert unknown.prefill_chunk_tokens == 0  # no chunk credit without the prompt: additive, errs slow
+
+
+def test_fp8_runs_w8a8_only_on_gpus_with_fp8_tensor_cores() -> None:
+    gpus = load_gpus()
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, precision="fp8")
+    req = requirements(spec)
+    assert weight_bandwidth_efficiency(req, gpus["H100"]) == FP8_W8A8_BANDWIDTH_EFFICIENCY
+    assert weight_bandwidth_efficiency(req, gpus["L40S"]) == FP8_W8A8_BANDWIDTH_EFFICIENCY
+    assert weight_bandwidth_efficiency(req, gpus["A100-80GB"]) == PRECISION_BANDWIDTH_EFFICIENCY["fp8"]
+    tuned = requirements(spec_of(SERVE_70B, precision="fp8", tuning={"bandwidth_efficiency": 0.3}))
+    assert weight_bandwidth_efficiency(tuned, gpus["H100"]) == 0.3
+
+
+def test_engine_generation_by_release() -> None:
+    assert engine_generation("tgi", "1.0.3") == "no-cuda-graphs"
+    assert engine_generation("tgi", "1.4.5") == "no-cuda-graphs"
+    assert engine_generation("tgi", "2.0.0") == "current"
+    assert engine_generation("vllm", "0.6.3") == "current"
 
 
 def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:

@@ -19,9 +19,11 @@ from selector.sizing.engine_memory import online_fp8_load_bytes
 from selector.sizing.memory import decode_weight_bytes, image_kv_bytes, kv_bytes_per_token, kv_cache_bytes
 from selector.sizing.speed import (
     EAGER_LAYER_LATENCY_S,
+    FP8_W8A8_BANDWIDTH_EFFICIENCY,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
     MOE_EXPERT_LATENCY_S,
+    PREFILL_MFU,
     STEP_OVERHEAD_S,
 )
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
@@ -186,6 +188,7 @@ def serving_requirements(
     step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch + attention_flops
     prefill_tokens = prefill_tokens_per_step(serving.context_tokens, serving.prompt_tokens, batch)
     prefill_flops = 2.0 * (arch.params_active - arch.vision_params) * prefill_tokens
+    prefill_chunk = prefill_chunk_tokens(serving.context_tokens, serving.prompt_tokens, batch)
     rate = serving.tokens_per_s_per_stream
     min_bw = step_bytes * rate / eff / 1e9 if rate else 0.0
     if arch.vision_params:
@@ -270,6 +273,13 @@ def serving_requirements(
                 else f"prompt length unknown: {UNKNOWN_PROMPT_SHARE:g} of the context taken as prompt "
                 "(estimate, errs slow; set serving.prompt_tokens)"
             )
+            + (
+                f"; in chunks of {prefill_chunk:g} tokens = min(prompt, {PREFILL_CHUNK_TOKENS} budget − "
+                f"{batch} decodes) sharing the step's weight read (vLLM V1 scheduler)"
+                if serving.prompt_tokens
+                else "; added to every step in full (the chunk size is unknown)"
+            )
+            + f", at {PREFILL_MFU:g} MFU"
             if prefill_tokens
             else "none at concurrency 1",
         ),
@@ -302,6 +312,8 @@ def serving_requirements(
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
         prefill_flops_per_step=prefill_flops,
+        prefill_tokens_per_step=prefill_tokens,
+        prefill_chunk_tokens=prefill_chunk if prefill_tokens and serving.prompt_tokens else 0.0,
         kv_bytes_per_decode_step=kv_read + state,
         runtime_reserve_bytes=RUNTIME_RESERVE_GIB * GIB,
         runtime_reserve_tp_bytes=RUNTIME_RESERVE_TP_GIB * GIB,
@@ -347,7 +359,13 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; "
             f"fitted with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
-            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
+            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else "")
+            + (
+                f"; on GPUs with fp8 tensor cores (Ada, Hopper, Blackwell) fp8 runs as W8A8 at "
+                f"{FP8_W8A8_BANDWIDTH_EFFICIENCY:g} (vLLM FP8 W8A8 docs), weight-only {eff:g} elsewhere"
+                if spec.precision == "fp8" and not tuned
+                else ""
+            ),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
         Term(
@@ -379,6 +397,15 @@ err slow. Chat traffic is less prompt-heavy (ShareGPT: 161 prompt / 338 output t
 Kwon et al. 2023, arXiv 2309.06180, §6.1); without any prefill term NIM's 5,000-in / 500-out rows
 at concurrency 25-50 (docs/calibration.yaml, fitted) were over-promised by up to 15 %, at 0.5 by
 at most 6 % (review of branch i24m, finding 2)."""
+
+
+def prefill_chunk_tokens(context: int, prompt: int | None, concurrency: int) -> float:
+    """Prompt tokens one prefilling step carries: the prompt (``UNKNOWN_PROMPT_SHARE`` of the
+    context when unknown) up to what the step's token budget (``PREFILL_CHUNK_TOKENS``, vLLM's
+    ``max_num_batched_tokens``) leaves after the running sequences' decode tokens, which vLLM's V1
+    scheduler takes first (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``)."""
+    whole = UNKNOWN_PROMPT_SHARE * context if prompt is None else float(min(prompt, context))
+    return max(1.0, min(whole, float(PREFILL_CHUNK_TOKENS - concurrency)))
 
 
 def prefill_tokens_per_step(context: int, prompt: int | None, concurrency: int) -> float:

@@ -61,6 +61,37 @@ transformers Qwen2.5-7B at 40.4 tok/s against vLLM's 84.3 on the same A100, ~0.4
 over 28 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3). gpufit cannot see what a
 custom server does, so it assumes the slow regime."""
 
+NO_CUDA_GRAPH_LAYER_LATENCY_S = 80e-6
+"""Per-layer latency of a serving engine release that decodes without CUDA graphs (every kernel
+launched from Python each step) but with fused serving kernels: Hugging Face TGI before 2.0.0,
+which made CUDA graphs its default only then (huggingface/text-generation-inference PR #1703 'Add
+cuda graphs sizes and make it default', 2024-04-04; PR #1428 had added them as experimental).
+Fitted to the fitted TGI 1.0.3 rows (philschmid/text-generation-inference-tests
+results/sagemaker.csv: Llama-2-7B fp16 and GPTQ, Llama-2-13B GPTQ on A10G, Llama-2-7B fp16 and
+70B GPTQ at TP 4 on 4×A10G, and the fp16 concurrency-20 row). Applies only to calibration rows
+that state such a release (``engine_generation``); the engines gpufit launches are pinned to
+current releases (selector/engines.py)."""
+
+ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
+    "tgi": ("2.0.0", "no-cuda-graphs"),
+}
+"""Per engine: (the first release with today's decode path, the generation of releases before
+it). TGI: CUDA graphs by default from 2.0.0 (PR #1703)."""
+
+
+def engine_generation(name: str, release: str) -> str:
+    """``current``, or the older generation (``ENGINE_GENERATIONS``) of ``name``'s ``release``
+    (dotted numbers compared as such)."""
+    first, older = ENGINE_GENERATIONS.get(name, ("", "current"))
+    if not first:
+        return "current"
+
+    def key(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+    return older if key(release) < key(first) else "current"
+
+
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
 token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes.
@@ -139,10 +170,65 @@ stream; NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d). One row: an es
 slow, flagged in ``--explain``."""
 
 PREFILL_MFU = 0.40
-"""FLOPs utilisation of the chunked prefill that arriving prompts add to decode steps. vLLM
-0.13 prefills Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens);
-0.40 errs slow. Fitted with the NIM Llama-3.3-70B rows at concurrency 5-50 (5,000-token prompts,
-docs.nvidia.com NIM benchmarking 1.0.0)."""
+"""FLOPs utilisation of the prompt tokens a chunked-prefill step carries. vLLM 0.13 prefills
+Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens); NIM 1.8.0's
+Llama-3.3-70B fp8 TP 2 on H100 reached its first token of a 5,000-token prompt in 546.7 ms at
+concurrency 5 (docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance), 0.33 MFU of the dense fp8
+TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefill schedule
+(``prefill_step_s``) now stops the double counting the first fit had, so the MFU itself needs no
+stretching."""
+
+FP8_W8A8_BANDWIDTH_EFFICIENCY = DEFAULT_BANDWIDTH_EFFICIENCY
+"""Bandwidth efficiency of fp8 weights on a GPU with fp8 tensor cores (a sourced fp8 TFLOPS in
+selector/data/gpus.yaml: Ada, Hopper, Blackwell). There the serving engines run fp8 as W8A8,
+activations quantised per token and the GEMM in fp8 with no dequantising as weights stream in:
+vLLM docs/features/quantization/fp8.md ("Ada Lovelace, Hopper, and Blackwell GPUs are supported
+for W8A8. Turing/Ampere GPUs are supported for W8A16 (weight-only FP8) utilizing Marlin
+kernels"; https://docs.vllm.ai/en/stable/features/quantization/fp8/), TensorRT-LLM's fp8 GEMMs
+likewise. Taken at the 16-bit GEMV's share; the weight-only 0.55 of
+``PRECISION_BANDWIDTH_EFFICIENCY`` stays for GPUs without fp8 (A100, A10G: Marlin W8A16). Fitted
+rows it moves: NIM 1.8.0 Llama-3.3-70B fp8 TP 2 on H100 at concurrency 1 (0.73 and 0.75 at the
+weight-only 0.55) and vLLM 0.13 Llama-3.1-8B fp8 at concurrency 128 (0.96)."""
+
+
+def weight_bandwidth_efficiency(req: Requirements, gpu: GpuSpec) -> float:
+    """The share of ``gpu``'s bandwidth the weights stream at: ``FP8_W8A8_BANDWIDTH_EFFICIENCY``
+    for fp8 weights on a GPU with fp8 tensor cores (unless ``tuning.bandwidth_efficiency`` is
+    set), else the precision's (``PRECISION_BANDWIDTH_EFFICIENCY``)."""
+    if req.precision == "fp8" and req.fp8_w8a8 and gpu.tflops_at("fp8") is not None:
+        return FP8_W8A8_BANDWIDTH_EFFICIENCY
+    return req.bandwidth_efficiency
+
+
+def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_per_s: float) -> float:
+    """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
+    (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``): the running sequences'
+    decode tokens are scheduled first, then waiting prompts take what is left of the step's token
+    budget (``max_num_batched_tokens``, ``inference.PREFILL_CHUNK_TOKENS``), and all of it runs as
+    one forward pass, so the weights are read once for both. A prompt is prefilled in chunks of
+    min(prompt, budget − concurrency) tokens; at steady state a fraction f = tokens per step ÷
+    chunk of the steps carry one (every step when the prompts arrive faster). A carrying step takes
+    max(memory, decode compute + chunk compute at ``PREFILL_MFU``), the others max(memory, decode
+    compute); the mean over steps less the plain step is what prefill adds. SGLang's scheduler
+    mixes a chunk with the decode batch the same way (``--chunked-prefill-size``: 2,048 below
+    35 GiB, 8,192 on A100/H100/H200, 16,384 on B200; sgl-project/sglang
+    python/sglang/srt/server_args.py). Replaces the first fit's memory + every step's share of
+    prefill compute, which counted the weight read twice. With the prompt length unknown (no
+    chunk size, ``prefill_chunk_tokens`` 0) that additive bound, the slow extreme of the schedule,
+    is kept: a NIM 5,000-in row stated without its prompt would otherwise be over-promised
+    (tests/test_calibration.py)."""
+    tokens = req.prefill_tokens_per_step
+    if not tokens or not req.prefill_flops_per_step:
+        return 0.0
+    per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    if not req.prefill_chunk_tokens:
+        return tokens * per_token_s
+    chunk = req.prefill_chunk_tokens
+    share = min(1.0, tokens / chunk)
+    carried = chunk if share < 1.0 else tokens
+    plain = max(memory_s, compute_s)
+    carrying = max(memory_s, compute_s + carried * per_token_s)
+    return share * (carrying - plain)
 
 
 def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
@@ -169,18 +255,20 @@ def layer_latency_s(req: Requirements) -> float:
     without a CUDA-graph engine), plus ``MOE_EXPERT_LATENCY_S`` per routed expert of a
     mixture-of-experts layer."""
     base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
+    if req.engine_generation == "no-cuda-graphs":
+        base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
     return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
 def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
     """Decode step time = bytes read ÷ (bandwidth × efficiency) and the batch's FLOPs ÷ (TFLOPS ×
     ``DECODE_MFU``), whichever is larger, over the GPUs that share one replica's weights
-    (memory-bound decode: gpu-cloud-facts.md §6); plus the prefill of arriving prompts
-    (``PREFILL_MFU``), layers × ``layer_latency_s`` and, over more than one GPU, two all-reduces
-    per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
+    (memory-bound decode: gpu-cloud-facts.md §6); plus what the chunked prefill of arriving
+    prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than one GPU,
+    two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
-    memory_s = weight_bytes / (bandwidth * req.bandwidth_efficiency)
+    memory_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req, gpu))
     memory_s += req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
@@ -196,9 +284,12 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
         return memory_s + fixed_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
     mfu = decode_mfu(req.concurrency)
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
-    prefill_s = req.prefill_flops_per_step / (gpus * tflops * 1e12 * PREFILL_MFU)
+    prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12)
     if prefill_s:
-        extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms"
+        extra += (
+            f" + chunked prefill {prefill_s * 1e3:.2f} ms (chunks of {req.prefill_chunk_tokens:g} tokens "
+            f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"
+        )
     if compute_s > memory_s:
         return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"
     return memory_s + prefill_s + fixed_s + comm_s, f"memory-bound{extra}"
