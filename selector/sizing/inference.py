@@ -19,7 +19,6 @@ from selector.sizing.engine_memory import online_fp8_load_bytes
 from selector.sizing.memory import decode_weight_bytes, image_kv_bytes, kv_bytes_per_token, kv_cache_bytes
 from selector.sizing.speed import (
     EAGER_LAYER_LATENCY_S,
-    FP8_W8A8_BANDWIDTH_EFFICIENCY,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
     MOE_EXPERT_LATENCY_S,
@@ -356,16 +355,11 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "of peak GB/s",
             "tuning.bandwidth_efficiency"
             if tuned
-            else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; "
-            f"fitted with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
+            else f"{spec.precision} weights (16-bit: current vLLM reads 71-77% at batch 1, fitted 0.65; "
+            "weight-only kernels less, torchao H100 GB/s: int8 45%, fp8 40%, int4 30%, fitted with 16-bit "
+            f"embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
-            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else "")
-            + (
-                f"; on GPUs with fp8 tensor cores (Ada, Hopper, Blackwell) fp8 runs as W8A8 at "
-                f"{FP8_W8A8_BANDWIDTH_EFFICIENCY:g} (vLLM FP8 W8A8 docs), weight-only {eff:g} elsewhere"
-                if spec.precision == "fp8" and not tuned
-                else ""
-            ),
+            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
         Term(

@@ -59,7 +59,6 @@ def requirements(spec: WorkloadSpec) -> Requirements:
         needs_fp8=needs_fp8,
         needs_bf16=needs_bf16,
         bandwidth_efficiency=eff,
-        fp8_w8a8=spec.tuning.bandwidth_efficiency is None,
         mfu=mfu,
         mfu_tuned=spec.tuning.mfu is not None,
         deadline_hours=spec.teardown.ttl if spec.teardown else None,

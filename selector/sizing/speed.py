@@ -10,12 +10,18 @@ from __future__ import annotations
 from selector.catalog import GpuSpec
 from selector.sizing.terms import Requirements
 
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.65
 """Share of peak memory bandwidth a serving engine reaches while decoding 16-bit weights (model
 bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices'
 (2023) reports about 60% MBU on A100/H100; torchao's bf16 runs reach 1,419 GB/s of the A100's
 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
-@c452495, 2025-09-08). Override with ``tuning.bandwidth_efficiency``."""
+@c452495, 2025-09-08). Current vLLM releases read faster: vLLM 0.23.0 decodes Llama-3.1-8B on an
+A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
+(johnmusgrave.com/p/vllm-throughput-latency-sweep-on), and Qwen2.5-0.5B on an L4 at 5.13 ms a
+token, ~71% after the step overhead (ai.wmx.dev/benchmarks, fitted rows
+vllm023-l4-qwen25-05b-256in128out-c1/c4/c8/c32). Raised from the first fit's 0.6 to 0.65 on the
+fitted rows: the highest, vLLM 0.23's L4 row at concurrency 32, comes to 1.07 (0.7 would
+over-promise it by 12%). Override with ``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp32": DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -178,27 +184,6 @@ TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefi
 (``prefill_step_s``) now stops the double counting the first fit had, so the MFU itself needs no
 stretching."""
 
-FP8_W8A8_BANDWIDTH_EFFICIENCY = DEFAULT_BANDWIDTH_EFFICIENCY
-"""Bandwidth efficiency of fp8 weights on a GPU with fp8 tensor cores (a sourced fp8 TFLOPS in
-selector/data/gpus.yaml: Ada, Hopper, Blackwell). There the serving engines run fp8 as W8A8,
-activations quantised per token and the GEMM in fp8 with no dequantising as weights stream in:
-vLLM docs/features/quantization/fp8.md ("Ada Lovelace, Hopper, and Blackwell GPUs are supported
-for W8A8. Turing/Ampere GPUs are supported for W8A16 (weight-only FP8) utilizing Marlin
-kernels"; https://docs.vllm.ai/en/stable/features/quantization/fp8/), TensorRT-LLM's fp8 GEMMs
-likewise. Taken at the 16-bit GEMV's share; the weight-only 0.55 of
-``PRECISION_BANDWIDTH_EFFICIENCY`` stays for GPUs without fp8 (A100, A10G: Marlin W8A16). Fitted
-rows it moves: NIM 1.8.0 Llama-3.3-70B fp8 TP 2 on H100 at concurrency 1 (0.73 and 0.75 at the
-weight-only 0.55) and vLLM 0.13 Llama-3.1-8B fp8 at concurrency 128 (0.96)."""
-
-
-def weight_bandwidth_efficiency(req: Requirements, gpu: GpuSpec) -> float:
-    """The share of ``gpu``'s bandwidth the weights stream at: ``FP8_W8A8_BANDWIDTH_EFFICIENCY``
-    for fp8 weights on a GPU with fp8 tensor cores (unless ``tuning.bandwidth_efficiency`` is
-    set), else the precision's (``PRECISION_BANDWIDTH_EFFICIENCY``)."""
-    if req.precision == "fp8" and req.fp8_w8a8 and gpu.tflops_at("fp8") is not None:
-        return FP8_W8A8_BANDWIDTH_EFFICIENCY
-    return req.bandwidth_efficiency
-
 
 def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_per_s: float) -> float:
     """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
@@ -268,7 +253,7 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
-    memory_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req, gpu))
+    memory_s = weight_bytes / (bandwidth * req.bandwidth_efficiency)
     memory_s += req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
@@ -285,10 +270,14 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     mfu = decode_mfu(req.concurrency)
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
     prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12)
-    if prefill_s:
+    if prefill_s and req.prefill_chunk_tokens:
         extra += (
             f" + chunked prefill {prefill_s * 1e3:.2f} ms (chunks of {req.prefill_chunk_tokens:g} tokens "
             f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"
+        )
+    elif prefill_s:
+        extra += (
+            f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms (prompt length unknown: added in full)"
         )
     if compute_s > memory_s:
         return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"

@@ -90,7 +90,6 @@ class Requirements:
     prefill_flops_per_step: float = 0.0  # arriving prompts' prefill carried by each decode step
     prefill_chunk_tokens: float = 0.0  # prompt tokens one prefilling step carries (chunked prefill)
     prefill_tokens_per_step: float = 0.0  # mean prompt tokens per decode step (0: none)
-    fp8_w8a8: bool = True  # fp8 weights multiply in fp8 where the GPU has fp8 tensor cores
     engine_generation: str = "current"  # the release era whose fixed latencies apply (speed.py)
     runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)
     runtime_reserve_tp_bytes: float = 0.0  # per GPU, added at tensor parallelism ≥ 2 (NCCL buffers)
