@@ -313,6 +313,24 @@ def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
     assert 0 < additive - step < none and memory < step
 
 
+def test_explain_names_the_chunked_prefill_schedule() -> None:
+    """--explain states the chunk a prefilling step carries and that it shares the weight read; with
+    the prompt unknown it says the prefill is added in full."""
+    known = {"context_tokens": 4096, "prompt_tokens": 3072, "concurrency": 32}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=known))
+    term = next(t for t in req.terms if t.name == "prefill interference")
+    assert "chunks of 3072 tokens" in term.formula and "weight read" in term.formula
+    step = next(t for t in shape(fit(req, instance("H100"))).terms if t.name == "decode step")
+    assert "chunked prefill" in step.formula and "chunks of 3072 tokens" in step.formula
+    unknown = requirements(
+        spec_of(
+            SERVE_70B, model={"preset": "llama-3.1-8b"}, serving={"context_tokens": 4096, "concurrency": 32}
+        )
+    )
+    step = next(t for t in shape(fit(unknown, instance("H100"))).terms if t.name == "decode step")
+    assert "prompt unknown: added in full" in step.formula
+
+
 def test_prefill_chunk_is_bounded_by_the_token_budget() -> None:
     assert prefill_chunk_tokens(32768, 30000, 64) == PREFILL_CHUNK_TOKENS - 64
     assert prefill_chunk_tokens(2176, 128, 64) == 128

@@ -276,9 +276,7 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
             f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"
         )
     elif prefill_s:
-        extra += (
-            f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms (prompt length unknown: added in full)"
-        )
+        extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms (prompt unknown: added in full)"
     if compute_s > memory_s:
         return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"
     return memory_s + prefill_s + fixed_s + comm_s, f"memory-bound{extra}"
