@@ -117,9 +117,12 @@ def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
 
 
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
-    ("serving_speed_at_concurrency", "held-out"): "0.76 (0.60-1.03, 5 rows): TensorRT-LLM static batches "
-    "0.65-0.66 and NIM c100 past saturation 0.60 (TensorRT-LLM reads KV and weights faster than the vLLM "
-    "rows the KV efficiency is fitted to); vLLM B200 c128 1.03 and L4 c16 0.95; slow side",
+    ("serving_speed_at_concurrency", "fitted"): "0.785 (0.62-1.03, 11 rows) after the chunked-prefill "
+    "schedule: NIM c5-c50 0.65-0.69, TensorRT-LLM L40S batch 64 0.65, TGI 1.0.3 c20 0.62, against vLLM "
+    "0.80-1.03; the 16-bit efficiency is kept at 0.6 (0.65 would bring 0.80); slow side, no "
+    "under-provisioning",
+    ("serving_speed_at_concurrency", "held-out"): "0.745 (0.60-1.00, 5 rows): TensorRT-LLM static batches "
+    "0.65 and NIM c100 past saturation 0.60, against vLLM B200 c128 1.00 and L4 c16 0.89; slow side",
     ("batch1_decode_h100_b200", "held-out"): "0.76 (0.75-0.76, 2 rows: torchao int8wo 0.76, int4wo 0.75"
     "): slow side",
     ("finetune_memory", "held-out"): "1.38 (1.03-2.28, 4 rows): torchtune QLoRA 2.28 with CPU "
@@ -132,10 +135,10 @@ its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, roun
 
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], str] = {
     ("batch1_decode", "held-out"): "4 rows over-promise: gptfast-mixtral-int8-tp1 1.15, "
-    "qwen25-3b-vllm-bf16-in1 1.32 (vLLM 0.6.3's ~2 ms V0 step, no sourced term), "
-    "llamacpp-a100sxm-llama3-8b-f16 1.40 (llama.cpp, release not stated), "
-    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.52 (TGI 1.0.3's NCCL all-reduce latency at TP 8 has no "
-    "sourced figure)",
+    "qwen25-3b-vllm-bf16-in1 1.24 (vLLM 0.6.3's ~2 ms V0 step, no sourced term), "
+    "llamacpp-a100sxm-llama3-8b-f16 1.31 (llama.cpp, release not stated), "
+    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.44 (1.73 before TGI 1.0.3's no-CUDA-graph term; its NCCL "
+    "all-reduce latency at TP 8 has no sourced figure)",
     ("diffusion_seconds_per_image", "held-out"): "difftao-h100-flux-int8wo-bs1 0.81: weight-only int8 "
     "Flux is slower than bf16 (8.551 vs 6.573 s, dequantisation); gpufit times it as bf16",
 }

@@ -234,7 +234,7 @@ def test_bf16_requires_ampere() -> None:
 
 
 def test_decode_speed_is_bandwidth_bound() -> None:
-    """Llama-2-7B bf16, one stream on an A100-80GB: 13.48 GB ÷ (2039 GB/s × 0.65) + KV ÷ (2039 GB/s
+    """Llama-2-7B bf16, one stream on an A100-80GB: 13.48 GB ÷ (2039 GB/s × 0.6) + KV ÷ (2039 GB/s
     × 0.5) + 0.5 ms per step + 32 layers × 20 µs."""
     spec = spec_of(
         SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024, "concurrency": 1}
@@ -242,7 +242,7 @@ def test_decode_speed_is_bandwidth_bound() -> None:
     req = requirements(spec)
     weights = 6.74e9 * 2
     kv = 2 * 32 * 32 * 128 * 2 * 1024
-    step = weights / (2039e9 * 0.65) + kv / (2039e9 * KV_BANDWIDTH_EFFICIENCY) + 32 * LAYER_LATENCY_S
+    step = weights / (2039e9 * 0.6) + kv / (2039e9 * KV_BANDWIDTH_EFFICIENCY) + 32 * LAYER_LATENCY_S
     step += STEP_OVERHEAD_S
     assert shape(fit(req, instance("A100-80GB"))).tokens_per_s_per_stream == pytest.approx(1 / step)
 
@@ -354,7 +354,7 @@ def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:
     )
     req = requirements(spec)
     step_bytes = 8.03e9 * 2 + 128 * 1024 * 4096 * 8
-    assert req.min_bandwidth_gbps == pytest.approx(step_bytes * 60 / 0.65 / 1e9)
+    assert req.min_bandwidth_gbps == pytest.approx(step_bytes * 60 / 0.6 / 1e9)
     slow = rejection(fit(req, instance("L40S")))
     assert slow.filter == "speed" and slow.gap > 0
     assert shape(fit(req, instance("H100"))).tokens_per_s_per_stream > 60

@@ -355,7 +355,7 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "of peak GB/s",
             "tuning.bandwidth_efficiency"
             if tuned
-            else f"{spec.precision} weights (16-bit: current vLLM reads 71-77% at batch 1, fitted 0.65; "
+            else f"{spec.precision} weights (16-bit 0.6, errs slow: current vLLM reads 71-77% at batch 1; "
             "weight-only kernels less, torchao H100 GB/s: int8 45%, fp8 40%, int4 30%, fitted with 16-bit "
             f"embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"

@@ -10,18 +10,20 @@ from __future__ import annotations
 from selector.catalog import GpuSpec
 from selector.sizing.terms import Requirements
 
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.65
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
 """Share of peak memory bandwidth a serving engine reaches while decoding 16-bit weights (model
 bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices'
 (2023) reports about 60% MBU on A100/H100; torchao's bf16 runs reach 1,419 GB/s of the A100's
 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
-@c452495, 2025-09-08). Current vLLM releases read faster: vLLM 0.23.0 decodes Llama-3.1-8B on an
-A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
+@c452495, 2025-09-08). Current vLLM releases read faster at batch 1: vLLM 0.23.0 decodes
+Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
 (johnmusgrave.com/p/vllm-throughput-latency-sweep-on), and Qwen2.5-0.5B on an L4 at 5.13 ms a
-token, ~71% after the step overhead (ai.wmx.dev/benchmarks, fitted rows
-vllm023-l4-qwen25-05b-256in128out-c1/c4/c8/c32). Raised from the first fit's 0.6 to 0.65 on the
-fitted rows: the highest, vLLM 0.23's L4 row at concurrency 32, comes to 1.07 (0.7 would
-over-promise it by 12%). Override with ``tuning.bandwidth_efficiency``."""
+token, ~71% after the step overhead (ai.wmx.dev/benchmarks, the fitted rows
+vllm023-l4-qwen25-05b-256in128out-*). 0.65 would fit the fitted rows (highest: that L4 row at
+concurrency 32, 1.07) but is not taken: it moves the plans of jobs scaled to just under their TTL
+past it once setup is added (``fit``'s TTL scale-out counts only the work), and it makes the
+old-engine rows that already over-promise worse; 0.6 errs slow. Override with
+``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp32": DEFAULT_BANDWIDTH_EFFICIENCY,
