@@ -543,6 +543,8 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
         "sources state them, 2 held out) and re-fitted training utilisation on fitted rows, knowing held-out "
         "H100 rows were pessimistic. Round 3 added diffusion time; its 16-bit compute rule for weight-only "
         "int8 was written after seeing the held-out int8wo Flux row (0.40 before, 0.81 after: still ⚠). "
+        "Round 4 timed rows stating TGI < 2.0 without CUDA graphs after the held-out TGI TP 8 row had been "
+        "seen; the per-layer latency is vLLM PR #1440's measured eager gap (67 µs), not fitted (still ⚠). "
         "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
         "| Kind | Split | Rows | Geometric mean | Range | Under-provisioning rows |",

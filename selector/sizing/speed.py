@@ -69,23 +69,37 @@ transformers Qwen2.5-7B at 40.4 tok/s against vLLM's 84.3 on the same A100, ~0.4
 over 28 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3). gpufit cannot see what a
 custom server does, so it assumes the slow regime."""
 
-NO_CUDA_GRAPH_LAYER_LATENCY_S = 80e-6
-"""Per-layer latency of a serving engine release that decodes without CUDA graphs (every kernel
-launched from Python each step) but with fused serving kernels: Hugging Face TGI before 2.0.0,
-which made CUDA graphs its default only then (huggingface/text-generation-inference PR #1703 'Add
-cuda graphs sizes and make it default', 2024-04-04; PR #1428 had added them as experimental).
-Fitted to the fitted TGI 1.0.3 rows (philschmid/text-generation-inference-tests
-results/sagemaker.csv: Llama-2-7B fp16 and GPTQ, Llama-2-13B GPTQ on A10G, Llama-2-7B fp16 and
-70B GPTQ at TP 4 on 4×A10G, and the fp16 concurrency-20 row): at the CUDA-graph 20 µs their
-batch-1 rows came out 0.77-1.06, at 80 µs 0.73-0.97 (geometric mean 0.86). Applies only to rows
-that state such a release (``engine_generation``); the engines gpufit launches are pinned to
-current releases (selector/engines.py)."""
+EAGER_GAP_LAYERS = 32
+EAGER_GAP_TOKENS = 100
+EAGER_GAP_S = (1.05, 1.2)
+"""vLLM PR #1440 'CUDA graph for Llama' (yunfeng-scale, 2023-10-20): Llama-2-7B (32 layers), no
+tensor parallelism, batch 1, 5 input and 100 output tokens: "about 1.05s ... with CUDA graph ...
+vs about 1.2s without CUDA graph" (GPU not stated). A serving engine of TGI 1.0.3's era (fused
+attention and norm kernels, every kernel launched from Python each step), measured with and
+without graphs on the same model: the independent source of ``NO_CUDA_GRAPH_LAYER_LATENCY_S``."""
+
+NO_CUDA_GRAPH_LAYER_LATENCY_S = LAYER_LATENCY_S + (EAGER_GAP_S[1] - EAGER_GAP_S[0]) / (
+    EAGER_GAP_TOKENS * EAGER_GAP_LAYERS
+)
+"""Per-layer latency of a serving engine release that decodes without CUDA graphs: the CUDA-graph
+``LAYER_LATENCY_S`` plus the eager launch gap of ``EAGER_GAP_S`` (0.15 s over 100 tokens of 32
+layers: 47 µs a layer), 67 µs. Hugging Face TGI before 2.0.0 decodes so: CUDA graphs became its
+default only then (huggingface/text-generation-inference PR #1703 'Add cuda graphs sizes and make
+it default', 2024-04-04; PR #1428 had added them as experimental). Sourced, not fitted: the fitted
+TGI 1.0.3 rows (philschmid/text-generation-inference-tests results/sagemaker.csv; 6 fitted, 1 held
+out) do not need it (0.77-1.06 at 20 µs), and the held-out TP 8 row (1.73 at 20 µs) had been seen
+before any value was chosen, so it proves nothing for this term. Applies only to rows that state
+such a release (``engine_generation``); the engines gpufit launches are pinned to current releases
+(selector/engines.py)."""
 
 ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
     "tgi": ("2.0.0", "no-cuda-graphs"),
 }
 """Per engine: (the first release with today's decode path, the generation of releases before
-it). TGI: CUDA graphs by default from 2.0.0 (PR #1703)."""
+it). TGI: CUDA graphs by default from 2.0.0 (PR #1703). An entry needs a source for its release
+boundary and a sourced term for its generation in ``layer_latency_s`` (never a value fitted to
+the rows that state the release): the ``engine`` field of a calibration row is not a per-row
+correction."""
 
 
 def engine_generation(name: str, release: str) -> str:
