@@ -290,9 +290,28 @@ def test_mean_context_and_prefill_interference_need_the_prompt_length() -> None:
     per_token = 2 * 32 * 32 * 128 * 2
     assert unknown.kv_bytes_per_decode_step == pytest.approx(per_token * 2176 * 64)
     assert known.kv_bytes_per_decode_step == pytest.approx(per_token * (128 + 2048 / 2) * 64)
-    assert unknown.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 1.0, rel=0.01)
-    assert known.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 128 / 2048, rel=0.01)
+    attention = 2 * 32 * 32 * 128  # causal prefill attention per prompt token, × prompt length
+    unknown_per_token = 2 * 6.74e9 + attention * 1088  # prompt unknown: half the context
+    assert unknown.prefill_flops_per_step == pytest.approx(unknown_per_token * 64 * 1.0, rel=0.01)
+    known_per_token = 2 * 6.74e9 + attention * 128
+    assert known.prefill_flops_per_step == pytest.approx(known_per_token * 64 * 128 / 2048, rel=0.01)
     assert known.kv_bytes == unknown.kv_bytes  # memory still holds the full context
+
+
+def test_a_long_prompts_prefill_counts_its_attention_to_the_prefix() -> None:
+    """Each prompt token attends to the tokens before it: per token, 2 × active params plus causal
+    attention 2 × layers × heads × head_dim × prompt (FlashAttention-2's count, halved for causal).
+    A 30k prompt of Llama-3.1-8B costs ~1.5× the matmuls per token, so it cannot be promised at
+    the linear rate; a 3k prompt ~1.05×."""
+    def per_prompt_token(prompt: int) -> float:
+        serving = {"context_tokens": prompt + 1024, "prompt_tokens": prompt, "concurrency": 16}
+        req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
+        return req.prefill_flops_per_step / req.prefill_tokens_per_step
+
+    linear = 2 * 8.03e9
+    assert per_prompt_token(30_000) == pytest.approx(linear + 2 * 32 * 32 * 128 * 30_000, rel=0.01)
+    assert per_prompt_token(30_000) / linear > 1.45
+    assert 1.02 < per_prompt_token(3_000) / linear < 1.06
 
 
 def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
