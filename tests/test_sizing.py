@@ -31,6 +31,7 @@ from selector.sizing.speed import (
     STEP_OVERHEAD_S,
     decode_speed,
     engine_generation,
+    prefill_step_s,
 )
 from selector.sizing.training import LOSS_BYTES_PER_LOGIT
 from selector.spec import parse_spec
@@ -312,6 +313,19 @@ def test_a_long_prompts_prefill_counts_its_attention_to_the_prefix() -> None:
     assert per_prompt_token(30_000) == pytest.approx(linear + 2 * 32 * 32 * 128 * 30_000, rel=0.01)
     assert per_prompt_token(30_000) / linear > 1.45
     assert 1.02 < per_prompt_token(3_000) / linear < 1.06
+
+
+def test_a_short_prompts_prefill_attention_is_not_hidden_under_the_weight_read() -> None:
+    """Only the chunk's GEMMs share the step's weight read; its attention to the prefix runs as a
+    kernel of its own. With the step memory-bound, chunked prefill still adds that attention."""
+    serving = {"context_tokens": 640, "prompt_tokens": 512, "concurrency": 8}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
+    flops = load_gpus()["H100"].tflops_at("bf16") * 1e12  # type: ignore[operator]
+    assert 0 < req.prefill_attention_flops_per_step < req.prefill_flops_per_step
+    added = prefill_step_s(req, memory_s=1.0, compute_s=1e-6, flops_per_s=flops)  # read-bound
+    share = req.prefill_tokens_per_step / req.prefill_chunk_tokens
+    attention = share * req.prefill_chunk_tokens * 2 * 32 * 32 * 128 * 512 / (flops * PREFILL_MFU)
+    assert added == pytest.approx(attention)
 
 
 def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:

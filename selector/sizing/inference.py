@@ -313,6 +313,7 @@ def serving_requirements(
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
         prefill_flops_per_step=prefill_flops,
+        prefill_attention_flops_per_step=prefill_attention_flops_per_token(arch, prompt_len) * prefill_tokens,
         prefill_tokens_per_step=prefill_tokens,
         prefill_chunk_tokens=prefill_chunk if prefill_tokens and serving.prompt_tokens else 0.0,
         kv_bytes_per_decode_step=kv_read + state,
@@ -408,8 +409,12 @@ def prefill_flops_per_token(arch: ModelArch, prompt: float) -> float:
     averages 2 × layers × heads × head_dim × prompt per token (FlashAttention-2's FLOP count,
     4 · seqlen² · head_dim · heads, halved for causal: Dao 2023, arXiv 2307.08691, §4.1). Llama-3.1-8B
     at a 30k prompt: +49 % over the matmuls; at 2k, +3 %."""
-    attention = 2.0 * arch.kv_layers * arch.heads * arch.head_dim * prompt
-    return 2.0 * (arch.params_active - arch.vision_params) + attention
+    return 2.0 * (arch.params_active - arch.vision_params) + prefill_attention_flops_per_token(arch, prompt)
+
+
+def prefill_attention_flops_per_token(arch: ModelArch, prompt: float) -> float:
+    """The causal-attention part of ``prefill_flops_per_token``."""
+    return 2.0 * arch.kv_layers * arch.heads * arch.head_dim * prompt
 
 
 def prefill_chunk_tokens(context: int, prompt: int | None, concurrency: int) -> float:

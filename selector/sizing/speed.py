@@ -218,18 +218,22 @@ def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_p
     prefill compute, which counted the weight read twice. With the prompt length unknown (no
     chunk size, ``prefill_chunk_tokens`` 0) that additive bound, the slow extreme of the schedule,
     is kept: a NIM 5,000-in row stated without its prompt would otherwise be over-promised
-    (tests/test_calibration.py)."""
+    (tests/test_calibration.py). Only the chunk's GEMMs share the weight read: its attention to
+    the prompt's prefix is a kernel of its own (vLLM's FlashAttention varlen pass over the chunk),
+    run after the GEMMs, so a carrying step is at least the plain step plus that attention."""
     tokens = req.prefill_tokens_per_step
     if not tokens or not req.prefill_flops_per_step:
         return 0.0
     per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
     if not req.prefill_chunk_tokens:
         return tokens * per_token_s
+    attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    gemm_token_s = per_token_s - attention_token_s
     chunk = req.prefill_chunk_tokens
     share = min(1.0, tokens / chunk)
     carried = chunk if share < 1.0 else tokens
     plain = max(memory_s, compute_s)
-    carrying = max(memory_s, compute_s + carried * per_token_s)
+    carrying = max(memory_s, compute_s + carried * gemm_token_s) + carried * attention_token_s
     return share * (carrying - plain)
 
 
