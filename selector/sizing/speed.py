@@ -17,12 +17,15 @@ bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best
 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
 @c452495, 2025-09-08). Current vLLM releases read faster at batch 1: vLLM 0.23.0 decodes
 Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
-(johnmusgrave.com/p/vllm-throughput-latency-sweep-on), and Qwen2.5-0.5B on an L4 at 5.13 ms a
-token, ~71% after the step overhead (ai.wmx.dev/benchmarks, the fitted rows
-vllm023-l4-qwen25-05b-256in128out-*). 0.65 would fit the fitted rows (highest: that L4 row at
-concurrency 32, 1.07) but is not taken: it moves the plans of jobs scaled to just under their TTL
-past it once setup is added (``fit``'s TTL scale-out counts only the work), and it makes the
-old-engine rows that already over-promise worse; 0.6 errs slow. Override with
+(johnmusgrave.com/p/vllm-throughput-latency-sweep-on). The fitted L4 rows
+(vllm023-l4-qwen25-05b-256in128out-*, ai.wmx.dev/benchmarks) are consistent with ~71 %, but that
+figure depends on the fixed per-step and per-layer latencies assumed for a 0.5B model (a fifth of
+its step), so it is not a bandwidth measurement. 0.65 would raise the fitted concurrency kind from
+0.78 to 0.80 and fit the fitted rows (highest: that L4 row at concurrency 32, 1.07), and since
+``sizing.fit.within_ttl`` counts each machine's setup it no longer pushes TTL-bound batch plans
+past their TTL; it is still not taken: the held-out kind stays out of band (0.76) and the four
+held-out rows that already over-promise (gpt-fast int8 Mixtral, vLLM 0.6.3 Qwen2.5-3B, llama.cpp
+F16 and TGI 1.0.3 TP 8 on A100) move further over (to 1.58). 0.6 errs slow. Override with
 ``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
