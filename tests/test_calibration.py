@@ -129,8 +129,9 @@ ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
     "0.80 but push the 4 over-promising held-out rows further); slow side, no under-provisioning",
     ("serving_speed_at_concurrency", "held-out"): "0.741 (0.59-1.00, 5 rows): TensorRT-LLM static batches "
     "0.65 and NIM c100 past saturation 0.59, against vLLM B200 c128 1.00 and L4 c16 0.89; slow side",
-    ("batch1_decode_h100_b200", "held-out"): "0.76 (0.75-0.76, 2 rows: torchao int8wo 0.76, int4wo 0.75"
-    "): slow side",
+    ("batch1_decode_h100_b200", "held-out"): "0.74 (0.70-0.76, 3 rows: torchao int8wo 0.76, int4wo 0.75, "
+    "InferenceBench vLLM 0.21 fp16 0.70): slow side; current vLLM reads ~75 % of peak at batch 1, gpufit "
+    "0.6 (see DEFAULT_BANDWIDTH_EFFICIENCY)",
     ("finetune_memory", "held-out"): "1.38 (1.03-2.28, 4 rows): torchtune QLoRA 2.28 with CPU "
     "activation offloading no field states; over-reserves (safe side)",
     ("diffusion_seconds_per_image", "fitted"): "1.57 (1.51-1.64, 2 rows): both fitted rows are "
