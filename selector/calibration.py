@@ -60,6 +60,7 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib
+from selector.sizing.speed import engine_generation
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -123,6 +124,7 @@ class Case:
     oom: bool = False
     excluded: str = ""  # why a case is shown but left out of the summaries (empty: it counts)
     split_reason: str = ""  # why a case the hash holds out is fitted (a term was taken from it)
+    engine: tuple[str, str] | None = None  # (name, release) the source ran, as it states them
 
     @property
     def split(self) -> Split:
@@ -230,6 +232,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         raise CalibrationError(
             f"{where}: split: fitted (the only override) needs split_reason, the term taken"
         )
+    engine = _engine(entry.get("engine"), where)
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -269,7 +272,22 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         oom=oom,
         excluded=excluded,
         split_reason=split_reason,
+        engine=engine,
     )
+
+
+def _engine(value: Any, where: str) -> tuple[str, str] | None:
+    """A case's optional ``engine: {name, release}``: the serving engine and release the source
+    states it ran (a decode case's speed then follows that release's generation,
+    ``speed.engine_generation``)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"name", "release"}:
+        raise CalibrationError(f"{where}: engine must be {{name, release}} as the source states them")
+    name, release = value["name"], value["release"]
+    if not isinstance(name, str) or not isinstance(release, str) or not name or not release:
+        raise CalibrationError(f"{where}: engine name and release must be non-empty strings")
+    return name, release
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -395,6 +413,8 @@ def compute_row(case: Case) -> Row:
     """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
     spec = parse_spec(case.spec, source=f"calibration case {case.id}")
     req = requirements(spec)
+    if case.engine is not None:
+        req = replace(req, engine_generation=engine_generation(*case.engine))
     tokens = spec.training.tokens if spec.training else 0.0
     gpu = load_gpus()[case.gpu] if case.gpu else None
     detail = ""

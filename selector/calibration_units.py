@@ -81,6 +81,9 @@ ROUND4_NOTE = (
     "one straight line in VRAM "
     "(404.75 tokens per GB between every pair of sizes): only its 80 GB rows count, the rest are "
     "excluded as derived. "
+    "Round 4 (speed) timed rows stating TGI < 2.0 without CUDA graphs after the held-out TGI TP 8 row "
+    "had been seen; the per-layer latency is vLLM PR #1440's measured eager gap (67 µs), not fitted "
+    "(still ⚠). "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

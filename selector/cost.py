@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from selector.catalog import Offer
+from selector.catalog import InstanceType, Offer
 from selector.obtainability import Obtainability, expected_wait_hours, failure_usd, launch_failure, wait_usd
 from selector.rates import HOURS_PER_MONTH, CloudRates
 from selector.setup_time import SetupTime, setup_time
@@ -193,17 +193,29 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
 def job_setup(offer: Offer, inputs: CostInputs) -> SetupTime | None:
     """A job's setup on ``offer`` (``selector.setup_time``), billed before its first step; None
     for a service, whose duration is what it is billed for."""
+    return instance_setup(offer.instance, inputs)
+
+
+def instance_setup(it: InstanceType, inputs: CostInputs) -> SetupTime | None:
+    """``job_setup`` on every offer of instance type ``it`` (it depends on the cloud and machine
+    type, not on the region or market): what ``sizing.fit`` leaves out of the ttl for the work."""
     if inputs.run_hours is not None:
         return None
     return setup_time(
-        offer.cloud,
+        it.cloud,
         inputs.setup_weights_bytes,
         inputs.setup_engine,
         inputs.setup_engine,
         inputs.setup_dataset_gb,
         inputs.disk_gb,
-        offer.instance.machine_type,
+        it.machine_type,
     )
+
+
+def instance_setup_hours(it: InstanceType, inputs: CostInputs) -> float:
+    """Hours of ``instance_setup``; 0 for a service."""
+    setup = instance_setup(it, inputs)
+    return setup.hours if setup is not None else 0.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import date
+from functools import partial
 from operator import attrgetter
 from typing import Literal
 
@@ -23,7 +24,7 @@ from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_regio
 from selector.capacity import BlockQuote
 from selector.capacity_plan import CapacityOptions, capacity_preference
 from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, InstanceType, Offer
-from selector.cost import Cost, CostInputs, cost_inputs, cost_key, offer_cost, with_wait
+from selector.cost import Cost, CostInputs, cost_inputs, cost_key, instance_setup_hours, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
 from selector.fallbacks import (
     MAX_FALLBACKS,
@@ -336,10 +337,13 @@ def plan(
             why = engine_rejection(spec, req, it, builds)
             if why is not None:
                 shape = why
-            elif by_concurrency is not None:
-                shape = best_concurrency_fit(by_concurrency, it)
             else:
-                shape = fit(req, it)
+                # A job's setup runs inside the ttl, before its work (sizing.fit.within_ttl).
+                fit_one = partial(fit, setup_hours=instance_setup_hours(it, inputs))
+                if by_concurrency is None:
+                    shape = fit_one(req, it)
+                else:
+                    shape = best_concurrency_fit(by_concurrency, it, fit_one)
             unbootable = unsupported_reason(it.cloud, it.machine_type)
             if isinstance(shape, Shape) and unbootable is not None:
                 shape = Rejection("image", unbootable)

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from selector.catalog import INTERRUPTION_BUCKETS, Catalog, Offer, catalog_from_doc, load_gpus
-from selector.cost import Cost, cost_inputs, offer_cost, with_wait
+from selector.cost import Cost, cost_inputs, job_setup, offer_cost, with_wait
 from selector.images import unsupported_reason
 from selector.markets import market_preference, on_demand_base
 from selector.obtainability import obtainability
@@ -132,7 +132,9 @@ def brute_force(spec: WorkloadSpec, catalog: Catalog) -> Candidate | None:
             continue
         if engine_rejection(spec, req, it, {}) is not None:  # no pinned engine build runs there
             continue
-        shape = fit(req, it)
+        # a job's setup on this offer runs inside the ttl before its work: the work fits the rest
+        setup = job_setup(offer, inputs)
+        shape = fit(req, it, setup_hours=setup.hours if setup is not None else 0.0)
         if not isinstance(shape, Shape) or unsupported_reason(it.cloud, it.machine_type):
             continue
         base = on_demand_base(spec, offer, shape, catalog)
@@ -316,7 +318,7 @@ def test_spot_rework_past_the_ttl_is_rejected(mini_catalog: Catalog) -> None:
     """A job that fits the TTL on demand but not with its expected spot rework loses the spot offer."""
     base = plan(spec_of(QLORA_65B), mini_catalog)
     assert base.choice is not None and base.choice.shape.job_hours is not None
-    hours = base.choice.shape.job_hours
+    hours = base.choice.shape.job_hours + base.choice.cost.setup_hours  # setup runs inside the ttl
     tight = spec_of(
         QLORA_65B,
         teardown={"ttl": f"{hours * 1.0001 * 3600:.0f}s"},

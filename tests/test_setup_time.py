@@ -10,11 +10,13 @@ from urllib.parse import urlparse
 import pytest
 
 from selector.catalog import Catalog
-from selector.cost import cost_inputs, job_setup, offer_cost
+from selector.cost import cost_inputs, instance_setup_hours, job_setup, offer_cost
 from selector.datafile import load_yaml
 from selector.rates import load_rates
+from selector.select import plan
 from selector.setup_time import GIB, SETUP_FILE, download_gib_per_s, setup_figures, setup_time
-from selector.sizing import Shape, fit, requirements
+from selector.sizing import Rejection, Shape, fit, requirements
+from selector.sizing.fit import within_ttl
 from tests.conftest import QLORA_65B, SERVE_70B, spec_of
 
 RATES = load_rates()
@@ -156,3 +158,49 @@ def test_a_token_batch_sets_up_its_jobs_engine_too() -> None:
         }
     )
     assert cost_inputs(batch, requirements(batch)).setup_engine
+
+
+def _sdxl_batch(ttl_s: int) -> dict[str, object]:
+    return {
+        **SERVE_70B,
+        "task": "batch",
+        "serving": None,
+        "model": {"preset": "sdxl-base-1.0"},
+        "precision": "fp16",
+        "work": {"items": "2e5", "tflop_per_item": 100},
+        "duration": None,
+        "fault_tolerance": "none",
+        "placement": {"instance_types": ["g6e.12xlarge"]},
+        "teardown": {"ttl": f"{ttl_s}s"},
+    }
+
+
+def test_the_ttl_scale_out_leaves_room_for_each_machines_setup(mini_catalog: Catalog) -> None:
+    """The work alone (9.59 h on one g6e.12xlarge) fits a 9.64 h ttl, but setup (6 min) comes
+    first: the fit splits the work over 2 machines so setup + work ends within the ttl, where
+    counting the work alone kept one machine that the plan then rejected past its ttl."""
+    spec = spec_of(_sdxl_batch(34_700))
+    req = requirements(spec)
+    it = next(o.instance for o in mini_catalog.offers if o.instance.name == "g6e.12xlarge")
+    alone = fit(req, it)
+    assert isinstance(alone, Shape) and alone.instances == 1 and alone.job_hours is not None
+    setup = instance_setup_hours(it, cost_inputs(spec, req))
+    assert alone.job_hours < 34_700 / 3600 < alone.job_hours + setup  # the case this test is about
+    result = plan(spec, mini_catalog)
+    assert result.choice is not None, result.rejection_examples
+    assert result.choice.shape.instances == 2
+    assert result.choice.cost.hours <= 34_700 / 3600
+    assert result.choice.cost.setup_hours == pytest.approx(setup)
+
+
+def test_a_ttl_the_setup_alone_fills_is_rejected_with_both_figures(mini_catalog: Catalog) -> None:
+    spec = spec_of(_sdxl_batch(300))
+    req = requirements(spec)
+    it = next(o.instance for o in mini_catalog.offers if o.instance.name == "g6e.12xlarge")
+    setup = instance_setup_hours(it, cost_inputs(spec, req))
+    assert setup > 300 / 3600
+    shape = fit(req, it, setup_hours=setup)
+    assert isinstance(shape, Rejection) and shape.filter == "deadline"
+    assert f"+ {setup:.1f} h setup, over the" in shape.reason
+    assert within_ttl(9.0, 1.0, 10.0) == 1 and within_ttl(9.5, 1.0, 10.0) == 2
+    assert within_ttl(1.0, 10.0, 10.0) is None

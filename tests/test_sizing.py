@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from selector.catalog import InstanceType, load_gpus
@@ -20,11 +22,16 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import fit_serving_at
+from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
 from selector.sizing.speed import (
     ALLREDUCE_LATENCY_S,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
+    PREFILL_MFU,
     STEP_OVERHEAD_S,
+    decode_speed,
+    engine_generation,
+    prefill_step_s,
 )
 from selector.sizing.training import LOSS_BYTES_PER_LOGIT
 from selector.spec import parse_spec
@@ -285,9 +292,93 @@ def test_mean_context_and_prefill_interference_need_the_prompt_length() -> None:
     per_token = 2 * 32 * 32 * 128 * 2
     assert unknown.kv_bytes_per_decode_step == pytest.approx(per_token * 2176 * 64)
     assert known.kv_bytes_per_decode_step == pytest.approx(per_token * (128 + 2048 / 2) * 64)
-    assert unknown.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 1.0, rel=0.01)
-    assert known.prefill_flops_per_step == pytest.approx(2 * 6.74e9 * 64 * 128 / 2048, rel=0.01)
+    attention = 2 * 32 * 32 * 128  # causal prefill attention per prompt token, × prompt length
+    unknown_per_token = 2 * 6.74e9 + attention * 1088  # prompt unknown: half the context
+    assert unknown.prefill_flops_per_step == pytest.approx(unknown_per_token * 64 * 1.0, rel=0.01)
+    known_per_token = 2 * 6.74e9 + attention * 128
+    assert known.prefill_flops_per_step == pytest.approx(known_per_token * 64 * 128 / 2048, rel=0.01)
     assert known.kv_bytes == unknown.kv_bytes  # memory still holds the full context
+
+
+def test_a_long_prompts_prefill_counts_its_attention_to_the_prefix() -> None:
+    """Each prompt token attends to the tokens before it: per token, 2 × active params plus causal
+    attention 2 × layers × heads × head_dim × prompt (FlashAttention-2's count, halved for causal).
+    A 30k prompt of Llama-3.1-8B costs ~1.5× the matmuls per token, so it cannot be promised at
+    the linear rate; a 3k prompt ~1.05×."""
+    def per_prompt_token(prompt: int) -> float:
+        serving = {"context_tokens": prompt + 1024, "prompt_tokens": prompt, "concurrency": 16}
+        req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
+        return req.prefill_flops_per_step / req.prefill_tokens_per_step
+
+    linear = 2 * 8.03e9
+    assert per_prompt_token(30_000) == pytest.approx(linear + 2 * 32 * 32 * 128 * 30_000, rel=0.01)
+    assert per_prompt_token(30_000) / linear > 1.45
+    assert 1.02 < per_prompt_token(3_000) / linear < 1.06
+
+
+def test_a_short_prompts_prefill_attention_is_not_hidden_under_the_weight_read() -> None:
+    """Only the chunk's GEMMs share the step's weight read; its attention to the prefix runs as a
+    kernel of its own. With the step memory-bound, chunked prefill still adds that attention."""
+    serving = {"context_tokens": 640, "prompt_tokens": 512, "concurrency": 8}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
+    flops = load_gpus()["H100"].tflops_at("bf16") * 1e12  # type: ignore[operator]
+    assert 0 < req.prefill_attention_flops_per_step < req.prefill_flops_per_step
+    added = prefill_step_s(req, memory_s=1.0, compute_s=1e-6, flops_per_s=flops)  # read-bound
+    share = req.prefill_tokens_per_step / req.prefill_chunk_tokens
+    attention = share * req.prefill_chunk_tokens * 2 * 32 * 32 * 128 * 512 / (flops * PREFILL_MFU)
+    assert added == pytest.approx(attention)
+
+
+def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
+    """vLLM V1 schedules decode tokens first and a prompt chunk in the rest of the token budget, in
+    one forward pass: a step carrying a chunk costs max(memory, decode + chunk compute), not memory
+    + chunk compute. The model is faster than the additive first fit, slower than no prefill."""
+    serving = {"context_tokens": 5500, "prompt_tokens": 5000, "concurrency": 50}
+    spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-70b"}, precision="fp8", serving=serving)
+    req = requirements(spec)
+    h100 = load_gpus()["H100"]
+    step, _ = decode_speed(req, h100, 2)
+    none, _ = decode_speed(dataclasses.replace(req, prefill_flops_per_step=0.0), h100, 2)
+    fp8_flops = h100.tflops_at("fp8") * 1e12  # type: ignore[operator]
+    additive = none + req.prefill_flops_per_step / (2 * fp8_flops * PREFILL_MFU)
+    assert none < step < additive
+    assert req.prefill_chunk_tokens == 5000 and req.prefill_tokens_per_step == pytest.approx(500)
+    # one step in ten carries a 5,000-token chunk: the saving is that step's weight and KV read
+    memory = step - (additive - none)
+    assert 0 < additive - step < none and memory < step
+
+
+def test_explain_names_the_chunked_prefill_schedule() -> None:
+    """--explain states the chunk a prefilling step carries and that it shares the weight read; with
+    the prompt unknown it says the prefill is added in full."""
+    known = {"context_tokens": 4096, "prompt_tokens": 3072, "concurrency": 32}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=known))
+    term = next(t for t in req.terms if t.name == "prefill interference")
+    assert "chunks of 3072 tokens" in term.formula and "weight read" in term.formula
+    step = next(t for t in shape(fit(req, instance("H100"))).terms if t.name == "decode step")
+    assert "chunked prefill" in step.formula and "chunks of 3072 tokens" in step.formula
+    unknown = requirements(
+        spec_of(
+            SERVE_70B, model={"preset": "llama-3.1-8b"}, serving={"context_tokens": 4096, "concurrency": 32}
+        )
+    )
+    step = next(t for t in shape(fit(unknown, instance("H100"))).terms if t.name == "decode step")
+    assert "prompt unknown: added in full" in step.formula
+
+
+def test_prefill_chunk_is_bounded_by_the_token_budget() -> None:
+    assert prefill_chunk_tokens(32768, 30000, 64) == PREFILL_CHUNK_TOKENS - 64
+    assert prefill_chunk_tokens(2176, 128, 64) == 128
+    assert prefill_chunk_tokens(4096, None, 8) == 2048  # half the context when the prompt is unknown
+    unknown = requirements(spec_of(SERVE_70B, serving={"context_tokens": 4096, "concurrency": 8}))
+    assert unknown.prefill_chunk_tokens == 0  # no chunk credit without the prompt: additive, errs slow
+
+
+def test_engine_generation_by_release() -> None:
+    assert engine_generation("tgi", "1.0.3") == "no-cuda-graphs"
+    assert engine_generation("tgi", "1.4.5") == "no-cuda-graphs"
+    assert engine_generation("tgi", "2.0.0") == "current"
+    assert engine_generation("vllm", "0.6.3") == "current"
 
 
 def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:

@@ -233,9 +233,32 @@ def _precision_rejection(req: Requirements, gpu: GpuSpec) -> Rejection | None:
     return None
 
 
-def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
+def within_ttl(work_hours: float, setup_hours: float, ttl_hours: float) -> int | None:
+    """How many machines the work must be split over for setup + work to end within the ttl:
+    every machine sets itself up (boot, image, weights: ``selector.setup_time``) before its
+    share of the work starts, so the work fits into ``ttl − setup``, not into the ttl. None
+    when the setup alone takes the whole ttl. ``select.plan`` then checks the offer's hours
+    (setup + work, spot rework included) against the ttl again."""
+    if work_hours + setup_hours <= ttl_hours:
+        return 1
+    room = ttl_hours - setup_hours
+    return math.ceil(work_hours / room) if room > 0 else None
+
+
+def _over_ttl(needs: str, setup_hours: float, ttl_hours: float, work_hours: float) -> Rejection:
+    setup = f" + {setup_hours:.1f} h setup" if setup_hours else ""
+    return Rejection(
+        "deadline",
+        f"{needs}{setup}, over the {ttl_hours:g} h ttl",
+        gap=(work_hours + setup_hours) / ttl_hours - 1.0,
+    )
+
+
+def fit(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
     """Decide how the workload runs on instance type ``it``, or why it cannot. With
-    ``require_sourced``, a GPU's estimated throughputs count as unknown."""
+    ``require_sourced``, a GPU's estimated throughputs count as unknown. ``setup_hours``: a
+    job's setup on ``it`` (``selector.cost.instance_setup_hours``), which runs inside the ttl
+    before the first step, so the ttl scale-out (``within_ttl``) fits the work into what is left."""
     if req.require_sourced and it.gpu.estimated:
         it = replace(it, gpu=sourced_only(it.gpu))
     gpu = it.gpu
@@ -243,8 +266,8 @@ def fit(req: Requirements, it: InstanceType) -> Shape | Rejection:
     if rejection:
         return rejection
     if req.is_training:
-        return _fit_training(req, it)
-    return _fit_serving(req, it)
+        return _fit_training(req, it, setup_hours)
+    return _fit_serving(req, it, setup_hours)
 
 
 def fit_serving_at(req: Requirements, it: InstanceType, tp: int) -> Shape | Rejection:
@@ -296,7 +319,7 @@ def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
-def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
+def _fit_serving(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     heads = req.arch.heads
     if req.arch.kind in ONE_GPU_KINDS:
@@ -313,7 +336,7 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 f"needs tensor parallelism over {t} GPUs with NVLink/NVSwitch; {it.name} has "
                 f"{n}×{gpu.name} over PCIe (set placement.allow_pcie_tensor_parallel to accept it)",
             )
-        shape_or_slow = serving_shape(req, it, t, 1)
+        shape_or_slow = serving_shape(req, it, t, 1, setup_hours)
         if isinstance(shape_or_slow, Shape):
             return shape_or_slow
         slow = shape_or_slow
@@ -333,11 +356,13 @@ def _fit_serving(req: Requirements, it: InstanceType) -> Shape | Rejection:
                 return _vram_rejection(req, it, _unjoined(nodes, it))
             if top > 1 and not it.nvlink and not req.allow_pcie_parallel:
                 return Rejection("nvlink", f"needs NVLink inside each node; {it.name} is PCIe only")
-            return serving_shape(req, it, top, nodes)
+            return serving_shape(req, it, top, nodes, setup_hours)
     return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")
 
 
-def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> Shape | Rejection:
+def serving_shape(
+    req: Requirements, it: InstanceType, tp: int, nodes: int, setup_hours: float = 0.0
+) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     gpus = tp * nodes
     note = usable_note(gpu, req)
@@ -440,14 +465,10 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
                 f"work ÷ ({n * instances} GPUs × {tflops:g} TFLOPS × {req.mfu:g} MFU){estimate_note(gpu)}",
             )
         )
-    if job_hours is not None and req.deadline_hours is not None and job_hours > req.deadline_hours:
-        scale = math.ceil(job_hours / req.deadline_hours)
-        if instances * scale > req.max_nodes:
-            return Rejection(
-                "deadline",
-                f"needs {job_hours:.1f} h, over the {req.deadline_hours:g} h ttl",
-                gap=job_hours / req.deadline_hours - 1.0,
-            )
+    if job_hours is not None and req.deadline_hours is not None:
+        scale = within_ttl(job_hours, setup_hours, req.deadline_hours)
+        if scale is None or instances * scale > req.max_nodes:
+            return _over_ttl(f"needs {job_hours:.1f} h", setup_hours, req.deadline_hours, job_hours)
         instances *= scale
         job_hours /= scale
     return Shape(
@@ -468,7 +489,7 @@ def serving_shape(req: Requirements, it: InstanceType, tp: int, nodes: int) -> S
     )
 
 
-def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
+def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     usable = usable_gib(gpu, req)
     tflops = gpu.tflops_at(req.precision)
@@ -501,13 +522,10 @@ def _fit_training(req: Requirements, it: InstanceType) -> Shape | Rejection:
         mfu = training_mfu(req, gpu)
         hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
         hours *= EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0
-        if req.deadline_hours is not None and hours > req.deadline_hours:
+        if req.deadline_hours is not None and within_ttl(hours, setup_hours, req.deadline_hours) != 1:
             if not joins_nodes(it) or nodes == req.max_nodes:
-                return Rejection(
-                    "deadline",
-                    f"needs {hours:.1f} h on {gpus}×{gpu.name}, over the {req.deadline_hours:g} h ttl",
-                    gap=hours / req.deadline_hours - 1.0,
-                )
+                needs = f"needs {hours:.1f} h on {gpus}×{gpu.name}"
+                return _over_ttl(needs, setup_hours, req.deadline_hours, hours)
             continue
         terms = (
             Term("shards", shards, "GPUs", "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs"),

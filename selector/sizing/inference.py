@@ -22,6 +22,7 @@ from selector.sizing.speed import (
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
     MOE_EXPERT_LATENCY_S,
+    PREFILL_MFU,
     STEP_OVERHEAD_S,
 )
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
@@ -185,7 +186,9 @@ def serving_requirements(
     attention_flops = 4.0 * arch.kv_layers * arch.heads * arch.head_dim * mean_context * batch
     step_flops = 2.0 * (arch.params_active - arch.vision_params) * batch + attention_flops
     prefill_tokens = prefill_tokens_per_step(serving.context_tokens, serving.prompt_tokens, batch)
-    prefill_flops = 2.0 * (arch.params_active - arch.vision_params) * prefill_tokens
+    prompt_len = prefill_prompt_tokens(serving.context_tokens, serving.prompt_tokens)
+    prefill_flops = prefill_flops_per_token(arch, prompt_len) * prefill_tokens
+    prefill_chunk = prefill_chunk_tokens(serving.context_tokens, serving.prompt_tokens, batch)
     rate = serving.tokens_per_s_per_stream
     min_bw = step_bytes * rate / eff / 1e9 if rate else 0.0
     if arch.vision_params:
@@ -270,6 +273,14 @@ def serving_requirements(
                 else f"prompt length unknown: {UNKNOWN_PROMPT_SHARE:g} of the context taken as prompt "
                 "(estimate, errs slow; set serving.prompt_tokens)"
             )
+            + (
+                f"; in chunks of {prefill_chunk:g} tokens = min(prompt, {PREFILL_CHUNK_TOKENS} budget − "
+                f"{batch} decodes) sharing the step's weight read (vLLM V1 scheduler)"
+                if serving.prompt_tokens
+                else "; added to every step in full (the chunk size is unknown)"
+            )
+            + f", at {PREFILL_MFU:g} MFU; each 2 × active params + causal attention 2 × "
+            f"{arch.kv_layers} layers × {arch.heads} heads × {arch.head_dim} × {prompt_len:g} prompt"
             if prefill_tokens
             else "none at concurrency 1",
         ),
@@ -302,6 +313,9 @@ def serving_requirements(
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
         prefill_flops_per_step=prefill_flops,
+        prefill_attention_flops_per_step=prefill_attention_flops_per_token(arch, prompt_len) * prefill_tokens,
+        prefill_tokens_per_step=prefill_tokens,
+        prefill_chunk_tokens=prefill_chunk if prefill_tokens and serving.prompt_tokens else 0.0,
         kv_bytes_per_decode_step=kv_read + state,
         runtime_reserve_bytes=RUNTIME_RESERVE_GIB * GIB,
         runtime_reserve_tp_bytes=RUNTIME_RESERVE_TP_GIB * GIB,
@@ -344,8 +358,9 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "of peak GB/s",
             "tuning.bandwidth_efficiency"
             if tuned
-            else f"{spec.precision} weights (torchao H100 GB/s: bf16 57%, int8 45%, fp8 40%, int4 30%; "
-            f"fitted with 16-bit embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
+            else f"{spec.precision} weights (16-bit 0.6, errs slow: current vLLM reads 71-77% at batch 1; "
+            "weight-only kernels less, torchao H100 GB/s: int8 45%, fp8 40%, int4 30%, fitted with 16-bit "
+            f"embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
             + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
         ),
@@ -379,6 +394,36 @@ err slow. Chat traffic is less prompt-heavy (ShareGPT: 161 prompt / 338 output t
 Kwon et al. 2023, arXiv 2309.06180, §6.1); without any prefill term NIM's 5,000-in / 500-out rows
 at concurrency 25-50 (docs/calibration.yaml, fitted) were over-promised by up to 15 %, at 0.5 by
 at most 6 % (review of branch i24m, finding 2)."""
+
+
+def prefill_prompt_tokens(context: int, prompt: int | None) -> float:
+    """The length of an arriving prompt: ``serving.prompt_tokens``, else ``UNKNOWN_PROMPT_SHARE`` of
+    the context."""
+    return UNKNOWN_PROMPT_SHARE * context if prompt is None else float(min(prompt, context))
+
+
+def prefill_flops_per_token(arch: ModelArch, prompt: float) -> float:
+    """FLOPs of one prompt token, averaged over a prompt of ``prompt`` tokens: 2 × active params
+    for the matmuls, plus its attention to the prefix before it. A token at position p takes
+    4 × layers × heads × head_dim × p (QKᵀ and AV, 2 FLOPs a multiply-add), so causal attention
+    averages 2 × layers × heads × head_dim × prompt per token (FlashAttention-2's FLOP count,
+    4 · seqlen² · head_dim · heads, halved for causal: Dao 2023, arXiv 2307.08691, §4.1). Llama-3.1-8B
+    at a 30k prompt: +49 % over the matmuls; at 2k, +3 %."""
+    return 2.0 * (arch.params_active - arch.vision_params) + prefill_attention_flops_per_token(arch, prompt)
+
+
+def prefill_attention_flops_per_token(arch: ModelArch, prompt: float) -> float:
+    """The causal-attention part of ``prefill_flops_per_token``."""
+    return 2.0 * arch.kv_layers * arch.heads * arch.head_dim * prompt
+
+
+def prefill_chunk_tokens(context: int, prompt: int | None, concurrency: int) -> float:
+    """Prompt tokens one prefilling step carries: the prompt (``UNKNOWN_PROMPT_SHARE`` of the
+    context when unknown) up to what the step's token budget (``PREFILL_CHUNK_TOKENS``, vLLM's
+    ``max_num_batched_tokens``) leaves after the running sequences' decode tokens, which vLLM's V1
+    scheduler takes first (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``)."""
+    whole = prefill_prompt_tokens(context, prompt)
+    return max(1.0, min(whole, float(PREFILL_CHUNK_TOKENS - concurrency)))
 
 
 def prefill_tokens_per_step(context: int, prompt: int | None, concurrency: int) -> float:

@@ -15,7 +15,18 @@ DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
 bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices'
 (2023) reports about 60% MBU on A100/H100; torchao's bf16 runs reach 1,419 GB/s of the A100's
 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
-@c452495, 2025-09-08). Override with ``tuning.bandwidth_efficiency``."""
+@c452495, 2025-09-08). Current vLLM releases read faster at batch 1: vLLM 0.23.0 decodes
+Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
+(johnmusgrave.com/p/vllm-throughput-latency-sweep-on). The fitted L4 rows
+(vllm023-l4-qwen25-05b-256in128out-*, ai.wmx.dev/benchmarks) are consistent with ~71 %, but that
+figure depends on the fixed per-step and per-layer latencies assumed for a 0.5B model (a fifth of
+its step), so it is not a bandwidth measurement. 0.65 would raise the fitted concurrency kind from
+0.78 to 0.80 and fit the fitted rows (highest: that L4 row at concurrency 32, 1.07), and since
+``sizing.fit.within_ttl`` counts each machine's setup it no longer pushes TTL-bound batch plans
+past their TTL; it is still not taken: the held-out kind stays out of band (0.76) and the four
+held-out rows that already over-promise (gpt-fast int8 Mixtral, vLLM 0.6.3 Qwen2.5-3B, llama.cpp
+F16 and TGI 1.0.3 TP 8 on A100) move further over (to 1.58). 0.6 errs slow. Override with
+``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp32": DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -60,6 +71,52 @@ EAGER_LAYER_LATENCY_S = 450e-6
 transformers Qwen2.5-7B at 40.4 tok/s against vLLM's 84.3 on the same A100, ~0.45 ms per layer
 over 28 layers (QwenLM/Qwen2.5 docs speed_benchmark.rst @2abc0f3). gpufit cannot see what a
 custom server does, so it assumes the slow regime."""
+
+EAGER_GAP_LAYERS = 32
+EAGER_GAP_TOKENS = 100
+EAGER_GAP_S = (1.05, 1.2)
+"""vLLM PR #1440 'CUDA graph for Llama' (yunfeng-scale, 2023-10-20): Llama-2-7B (32 layers), no
+tensor parallelism, batch 1, 5 input and 100 output tokens: "about 1.05s ... with CUDA graph ...
+vs about 1.2s without CUDA graph" (GPU not stated). A serving engine of TGI 1.0.3's era (fused
+attention and norm kernels, every kernel launched from Python each step), measured with and
+without graphs on the same model: the independent source of ``NO_CUDA_GRAPH_LAYER_LATENCY_S``."""
+
+NO_CUDA_GRAPH_LAYER_LATENCY_S = LAYER_LATENCY_S + (EAGER_GAP_S[1] - EAGER_GAP_S[0]) / (
+    EAGER_GAP_TOKENS * EAGER_GAP_LAYERS
+)
+"""Per-layer latency of a serving engine release that decodes without CUDA graphs: the CUDA-graph
+``LAYER_LATENCY_S`` plus the eager launch gap of ``EAGER_GAP_S`` (0.15 s over 100 tokens of 32
+layers: 47 µs a layer), 67 µs. Hugging Face TGI before 2.0.0 decodes so: CUDA graphs became its
+default only then (huggingface/text-generation-inference PR #1703 'Add cuda graphs sizes and make
+it default', 2024-04-04; PR #1428 had added them as experimental). Sourced, not fitted: the fitted
+TGI 1.0.3 rows (philschmid/text-generation-inference-tests results/sagemaker.csv; 6 fitted, 1 held
+out) do not need it (0.77-1.06 at 20 µs), and the held-out TP 8 row (1.73 at 20 µs) had been seen
+before any value was chosen, so it proves nothing for this term. Applies only to rows that state
+such a release (``engine_generation``); the engines gpufit launches are pinned to current releases
+(selector/engines.py)."""
+
+ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
+    "tgi": ("2.0.0", "no-cuda-graphs"),
+}
+"""Per engine: (the first release with today's decode path, the generation of releases before
+it). TGI: CUDA graphs by default from 2.0.0 (PR #1703). An entry needs a source for its release
+boundary and a sourced term for its generation in ``layer_latency_s`` (never a value fitted to
+the rows that state the release): the ``engine`` field of a calibration row is not a per-row
+correction."""
+
+
+def engine_generation(name: str, release: str) -> str:
+    """``current``, or the older generation (``ENGINE_GENERATIONS``) of ``name``'s ``release``
+    (dotted numbers compared as such)."""
+    first, older = ENGINE_GENERATIONS.get(name, ("", "current"))
+    if not first:
+        return "current"
+
+    def key(text: str) -> tuple[int, ...]:
+        return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+    return older if key(release) < key(first) else "current"
+
 
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
@@ -139,10 +196,48 @@ stream; NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d). One row: an es
 slow, flagged in ``--explain``."""
 
 PREFILL_MFU = 0.40
-"""FLOPs utilisation of the chunked prefill that arriving prompts add to decode steps. vLLM
-0.13 prefills Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens);
-0.40 errs slow. Fitted with the NIM Llama-3.3-70B rows at concurrency 5-50 (5,000-token prompts,
-docs.nvidia.com NIM benchmarking 1.0.0)."""
+"""FLOPs utilisation of the prompt tokens a chunked-prefill step carries. vLLM 0.13 prefills
+Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens); NIM 1.8.0's
+Llama-3.3-70B fp8 TP 2 on H100 reached its first token of a 5,000-token prompt in 546.7 ms at
+concurrency 5 (docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance), 0.33 MFU of the dense fp8
+TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefill schedule
+(``prefill_step_s``) now stops the double counting the first fit had, so the MFU itself needs no
+stretching."""
+
+
+def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_per_s: float) -> float:
+    """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
+    (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``): the running sequences'
+    decode tokens are scheduled first, then waiting prompts take what is left of the step's token
+    budget (``max_num_batched_tokens``, ``inference.PREFILL_CHUNK_TOKENS``), and all of it runs as
+    one forward pass, so the weights are read once for both. A prompt is prefilled in chunks of
+    min(prompt, budget − concurrency) tokens; at steady state a fraction f = tokens per step ÷
+    chunk of the steps carry one (every step when the prompts arrive faster). A carrying step takes
+    max(memory, decode compute + chunk compute at ``PREFILL_MFU``), the others max(memory, decode
+    compute); the mean over steps less the plain step is what prefill adds. SGLang's scheduler
+    mixes a chunk with the decode batch the same way (``--chunked-prefill-size``: 2,048 below
+    35 GiB, 8,192 on A100/H100/H200, 16,384 on B200; sgl-project/sglang
+    python/sglang/srt/server_args.py). Replaces the first fit's memory + every step's share of
+    prefill compute, which counted the weight read twice. With the prompt length unknown (no
+    chunk size, ``prefill_chunk_tokens`` 0) that additive bound, the slow extreme of the schedule,
+    is kept: a NIM 5,000-in row stated without its prompt would otherwise be over-promised
+    (tests/test_calibration.py). Only the chunk's GEMMs share the weight read: its attention to
+    the prompt's prefix is a kernel of its own (vLLM's FlashAttention varlen pass over the chunk),
+    run after the GEMMs, so a carrying step is at least the plain step plus that attention."""
+    tokens = req.prefill_tokens_per_step
+    if not tokens or not req.prefill_flops_per_step:
+        return 0.0
+    per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    if not req.prefill_chunk_tokens:
+        return tokens * per_token_s
+    attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    gemm_token_s = per_token_s - attention_token_s
+    chunk = req.prefill_chunk_tokens
+    share = min(1.0, tokens / chunk)
+    carried = chunk if share < 1.0 else tokens
+    plain = max(memory_s, compute_s)
+    carrying = max(memory_s, compute_s + carried * gemm_token_s) + carried * attention_token_s
+    return share * (carrying - plain)
 
 
 def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
@@ -169,15 +264,17 @@ def layer_latency_s(req: Requirements) -> float:
     without a CUDA-graph engine), plus ``MOE_EXPERT_LATENCY_S`` per routed expert of a
     mixture-of-experts layer."""
     base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
+    if req.engine_generation == "no-cuda-graphs":
+        base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
     return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
 def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
     """Decode step time = bytes read ÷ (bandwidth × efficiency) and the batch's FLOPs ÷ (TFLOPS ×
     ``DECODE_MFU``), whichever is larger, over the GPUs that share one replica's weights
-    (memory-bound decode: gpu-cloud-facts.md §6); plus the prefill of arriving prompts
-    (``PREFILL_MFU``), layers × ``layer_latency_s`` and, over more than one GPU, two all-reduces
-    per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
+    (memory-bound decode: gpu-cloud-facts.md §6); plus what the chunked prefill of arriving
+    prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than one GPU,
+    two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
     memory_s = weight_bytes / (bandwidth * req.bandwidth_efficiency)
@@ -196,9 +293,14 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
         return memory_s + fixed_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
     mfu = decode_mfu(req.concurrency)
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
-    prefill_s = req.prefill_flops_per_step / (gpus * tflops * 1e12 * PREFILL_MFU)
-    if prefill_s:
-        extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms"
+    prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12)
+    if prefill_s and req.prefill_chunk_tokens:
+        extra += (
+            f" + chunked prefill {prefill_s * 1e3:.2f} ms (chunks of {req.prefill_chunk_tokens:g} tokens "
+            f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"
+        )
+    elif prefill_s:
+        extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms (prompt unknown: added in full)"
     if compute_s > memory_s:
         return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"
     return memory_s + prefill_s + fixed_s + comm_s, f"memory-bound{extra}"

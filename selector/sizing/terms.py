@@ -90,6 +90,10 @@ class Requirements:
     mfu_tuned: bool = False  # tuning.mfu was set: it wins over the per-GPU-generation figure
     kv_bytes_per_decode_step: float = 0.0  # the KV-cache part of bytes_per_decode_step
     prefill_flops_per_step: float = 0.0  # arriving prompts' prefill carried by each decode step
+    prefill_attention_flops_per_step: float = 0.0  # its attention to the prompts' prefixes (inside)
+    prefill_chunk_tokens: float = 0.0  # prompt tokens one prefilling step carries (chunked prefill)
+    prefill_tokens_per_step: float = 0.0  # mean prompt tokens per decode step (0: none)
+    engine_generation: str = "current"  # the release era whose fixed latencies apply (speed.py)
     runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)
     runtime_reserve_tp_bytes: float = 0.0  # per GPU, added at tensor parallelism ≥ 2 (NCCL buffers)
 
