@@ -91,6 +91,8 @@ PREFIX_MATCHES = {
     ("selector/units.py", "_COUNT_RE"): "a count with surrounding whitespace, parsed to a number",
     ("catalog/gcp/prices.py", "_GPU_SKU"): "reads the start of a SKU's free-text description",
     ("catalog/gcp/prices.py", "_VM_SKU"): "reads the start of a SKU's free-text description",
+    ("catalog/gcp/prices.py", "_DWS_GPU_SKU"): "reads the start of a DWS SKU's free-text description",
+    ("catalog/gcp/prices.py", "_DWS_VM_SKU"): "reads the start of a DWS SKU's free-text description",
 }
 """The product's prefix matches, none of them guarding an identifier."""
 

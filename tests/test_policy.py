@@ -124,7 +124,8 @@ def test_every_validator_is_listed_and_wired_into_the_pack() -> None:
     defined = {
         name
         for name, fn in inspect.getmembers(gp, inspect.isfunction)
-        if name.startswith("check_") and fn.__module__ in (gp.__name__, "policy.ingress", "policy.coverage")
+        if name.startswith("check_")
+        and fn.__module__ in (gp.__name__, "policy.ingress", "policy.coverage", "policy.budget")
     }
     listed = {fn.__name__ for fn in (*RESOURCE_VALIDATORS, *STACK_VALIDATORS)}
     assert defined == listed

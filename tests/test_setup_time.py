@@ -74,7 +74,7 @@ def test_a_minutes_long_job_on_eight_b200_no_longer_beats_hours_on_one_l40s(mini
     """The issue's case: a 3.7-minute LoRA on a $19/h 8×B200 against a 3-hour $1.68/h L40S run.
     Without setup the B200s cost $1.17 against $5.04; with the 130 GB checkpoint downloaded and
     loaded on both, the L40S is cheaper."""
-    spec = spec_of(QLORA_65B, fault_tolerance="none", storage={"dataset_gb": 0})
+    spec = spec_of(QLORA_65B, fault_tolerance="none", storage={"dataset_gb": 0}, teardown={"ttl": "96h"})
     req = requirements(spec)
     inputs = cost_inputs(spec, req)
     offer = next(
