@@ -83,7 +83,14 @@ def check_stack_budget(resources: Iterable[tuple[Any, ...]], config: PolicyConfi
     sizes, resized_problems = group_sizes(stack_items(resources))
     problems.extend(resized_problems)
     # issue 25: a batch fleet's groups that a rebalancer moves VMs between count once, together
-    worst, sets, unpriced, moved = rebalanced_budget(stack_items(resources), templates, config)
+    # ... each at the most VMs anything in the stack brings it to (a Scheduler resize included)
+    sized = [
+        (typ, {**props, "targetSize": sizes[str(props.get("name"))]}, region)
+        if typ in GCP_GROUPS and str(props.get("name")) in sizes
+        else (typ, props, region)
+        for typ, props, region in stack_items(resources)
+    ]
+    worst, sets, unpriced, moved = rebalanced_budget(sized, templates, config)
     total, count = total + worst, count + sets
     problems.extend(unpriced)
     for i, (typ, props, region) in enumerate(stack_items(resources)):

@@ -178,25 +178,35 @@ def group_hourly(
                 hourly += on_demand.hourly_usd * base_instances
             worst = max(worst, hourly)
         return worst, unpriced
-    template = templates[0] if templates else {}
     raw = as_map(props.get("instanceFlexibilityPolicy")).get("instanceSelections")
     # Pulumi passes the selections as a list; the Compute API writes them as a map by name.
     selections = list(raw.values()) if isinstance(raw, Mapping) else list(as_seq(raw))
-    types = [t for sel in selections for t in as_seq(as_map(sel).get("machineTypes"))]
-    if not types:
-        types = [last_segment(template.get("machineType"))]
-    for machine_type in types:
-        shape = {
-            "machineType": machine_type,
-            "guestAccelerators": template.get("guestAccelerators"),
-            "scheduling": template.get("scheduling"),
-        }
-        offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], props))
-        if offer is None:
-            unpriced.append(f"gcp {machine_type}")
-            continue
-        worst = max(worst, offer.hourly_usd * (as_count(props.get("targetSize")) or 0))
+    flexible = [t for sel in selections for t in as_seq(as_map(sel).get("machineTypes"))]
+    for template in group_templates(props, templates):
+        for machine_type in flexible or [last_segment(template.get("machineType"))]:
+            shape = {
+                "machineType": machine_type,
+                "guestAccelerators": template.get("guestAccelerators"),
+                "scheduling": template.get("scheduling"),
+            }
+            offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], props))
+            if offer is None:
+                unpriced.append(f"gcp {machine_type}")
+                continue
+            worst = max(worst, offer.hourly_usd * (as_count(props.get("targetSize")) or 0))
     return worst, unpriced
+
+
+def group_templates(
+    group: Mapping[str, Any], templates: Sequence[Mapping[str, Any]]
+) -> list[Mapping[str, Any]]:
+    """The instance templates a MIG's versions name (by their last path segment, against a
+    template's name or id); every template of the stack when a version names none of them (the
+    dearest then prices the group), so a cheap template listed first cannot price a dear group."""
+    wanted = {last_segment(as_map(v).get("instanceTemplate")) for v in as_seq(group.get("versions"))}
+    wanted.discard("")
+    own = [t for t in templates if wanted & {str(t.get("name")), str(t.get("id"))}]
+    return own or list(templates) or [{}]
 
 
 def in_block(resource_type: str, props: Mapping[str, Any]) -> bool:

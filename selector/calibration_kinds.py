@@ -26,9 +26,9 @@ from selector.calibration import (
     Row,
     Split,
     geometric_mean,
-    render_markdown,
     split_of,
 )
+from selector.calibration_report import render_markdown
 from selector.spec import TRAINING_TASKS
 
 IssueKind = Literal[
@@ -139,6 +139,6 @@ def render_split_overrides(rows: list[Row]) -> list[str]:
 
 
 def render_document(rows: list[Row]) -> str:
-    """docs/calibration.md in full: ``selector.calibration.render_markdown`` with the split overrides
+    """docs/calibration.md in full: ``selector.calibration_report.render_markdown`` with the split overrides
     and the issue-kind table after the split summary (what scripts/calibration.py writes)."""
     return render_markdown(rows, tuple(render_split_overrides(rows) + render_issue_kinds(rows, SPLITS)))

@@ -364,3 +364,72 @@ def test_a_group_at_zero_resized_by_a_scheduler_job_does_not_escape_the_budget()
         job = (GCP_SCHEDULER_JOB, {"httpTarget": {"httpMethod": "POST", "uri": uri}}, "us-east4")
         problems = check_stack_budget([template, group, job], budget)
         assert any("over the budget" in p for p in problems), (uri, problems)
+
+
+# -- second review of issue 26 (review2-26): the budget where the rebalancer and resizes meet --
+
+_T = "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate"
+_G = "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager"
+
+
+def _a3_region() -> str:
+    from selector.catalog import load_catalog
+
+    regions = {
+        o.region
+        for o in load_catalog().offers
+        if o.instance.name == "a3-highgpu-8g" and o.market == "on-demand"
+    } & {o.region for o in load_catalog().offers if o.instance.name == "g2-standard-4" and o.market == "spot"}
+    return sorted(regions)[0]
+
+
+def _a3_stack(region: str) -> list[Any]:
+    a3 = (
+        _T,
+        {"name": "t-a3", "machineType": "a3-highgpu-8g", "scheduling": {"provisioningModel": "STANDARD"}},
+        region,
+    )
+    return [a3, (_G, {"name": "g", "targetSize": 0, "versions": [{"instanceTemplate": "t-a3"}]}, region)]
+
+
+def test_a_rebalancer_plan_cannot_hide_a_group_a_scheduler_resizes() -> None:
+    """A group at 0 that a Cloud Scheduler job resizes to 8 counts at 8 even when a rebalancer's
+    plan names it (with 0 units): the plan is refused and the 8 VMs priced over the budget."""
+    import json
+
+    from policy.gpufit_policies import check_stack_budget
+
+    region = _a3_region()
+    uri = f"https://compute.googleapis.com/compute/v1/projects/p/regions/{region}/instanceGroupManagers/g/resize?size=8"
+    job = ("gcp:cloudscheduler/job:Job", {"httpTarget": {"httpMethod": "POST", "uri": uri}}, region)
+    plan = {
+        "region": region,
+        "units": 0,
+        "groups": [{"name": "g", "machine_type": "a3-highgpu-8g", "weight": 1}],
+    }
+    flow = (
+        "gcp:workflows/workflow:Workflow",
+        {"userEnvVars": {"GPUFIT_REBALANCE": json.dumps(plan)}},
+        region,
+    )
+    budget = PolicyConfig(now=CONFIG.now, max_hourly_usd=10.0)
+    problems = check_stack_budget([*_a3_stack(region), job, flow], budget)
+    assert any("over the plan's units 0" in p for p in problems), problems
+    assert any("over the budget" in p for p in problems), problems
+
+
+def test_a_gcp_group_is_priced_by_its_own_template_not_the_first_one() -> None:
+    """A cheap L4 spot template listed first does not price 8 × a3-highgpu-8g on demand."""
+    from policy.gpufit_policies import check_stack_budget
+
+    region = _a3_region()
+    l4 = (
+        _T,
+        {"name": "t-l4", "machineType": "g2-standard-4", "scheduling": {"provisioningModel": "SPOT"}},
+        region,
+    )
+    a3, _ = _a3_stack(region)
+    small = (_G, {"name": "s", "targetSize": 1, "versions": [{"instanceTemplate": "t-l4"}]}, region)
+    big = (_G, {"name": "b", "targetSize": 8, "versions": [{"instanceTemplate": "t-a3"}]}, region)
+    budget = PolicyConfig(now=CONFIG.now, max_hourly_usd=10.0)
+    assert any("over the budget" in p for p in check_stack_budget([l4, a3, small, big], budget))
