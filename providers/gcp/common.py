@@ -16,6 +16,8 @@ from deployment import Deployment, fitted_name, iso_utc, parse_gcp_label_time
 from deployment.images import DLVM_IMAGE as DLVM_IMAGE  # the boot image component and fleet use
 
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+SCHEDULER_ATTEMPT_DEADLINE = "320s"
+SCHEDULER_RETRIES = 5
 """The scope Google recommends for service-account VMs: IAM, not OAuth scopes, does the limiting."""
 
 BUCKET_ROLE = "roles/storage.objectUser"
@@ -258,3 +260,37 @@ def vm_identity(
         opts=child,
     )
     return account, access
+
+
+def resize_to_zero_job(
+    name: str,
+    region: str,
+    group: str,
+    deadline: str,
+    schedule: str,
+    uri: str,
+    account_email: pulumi.Input[str],
+    opts: pulumi.ResourceOptions,
+) -> gcp.cloudscheduler.Job:
+    """The Cloud Scheduler job that resizes a MIG to 0 at its deadline (``schedule``, a cron of
+    the deadline's minute), through the Compute API's resize (``uri``) with an OAuth token of the
+    deadline's service account; retried 5 times, 30 s to 10 min apart."""
+    return gcp.cloudscheduler.Job(
+        name,
+        region=region,
+        description=f"gpufit: resize {group} to 0 at its deadline {deadline}",
+        schedule=schedule,
+        time_zone="Etc/UTC",
+        attempt_deadline=SCHEDULER_ATTEMPT_DEADLINE,
+        retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
+            retry_count=SCHEDULER_RETRIES, min_backoff_duration="30s", max_backoff_duration="600s"
+        ),
+        http_target=gcp.cloudscheduler.JobHttpTargetArgs(
+            http_method="POST",
+            uri=uri,
+            oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
+                service_account_email=account_email, scope=CLOUD_PLATFORM_SCOPE
+            ),
+        ),
+        opts=opts,
+    )

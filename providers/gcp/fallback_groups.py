@@ -26,7 +26,7 @@ import pulumi
 import pulumi_gcp as gcp
 
 from deployment import Deployment, FleetMember, iso_utc
-from providers.gcp.common import CLOUD_PLATFORM_SCOPE
+from providers.gcp.common import CLOUD_PLATFORM_SCOPE, resize_to_zero_job
 from providers.gcp.rebalance import (
     DEADLINE_VARIABLE,
     EVERY_MINUTES,
@@ -117,10 +117,6 @@ def fleet_units(d: Deployment) -> int:
     return d.fleet_units or d.nodes * d.members[0].weighted_capacity
 
 
-SCHEDULER_ATTEMPT_DEADLINE = "320s"
-SCHEDULER_RETRIES = 5  # the choice's deadline job's (``providers.gcp.fleet``)
-
-
 @dataclass(frozen=True)
 class FleetParts:
     """What the fallback groups share with the choice's group: its name, template inputs and
@@ -188,24 +184,15 @@ def create(
                 opts, pulumi.ResourceOptions(ignore_changes=["targetSize", "distributionPolicyZones"])
             ),
         )
-        gcp.cloudscheduler.Job(
+        resize_to_zero_job(
             f"{base}-f{n}-deadline",
-            region=d.region,
-            description=f"gpufit: resize {own.name} to 0 at its deadline {iso_utc(d.expires_at)}",
-            schedule=deadline.cron,
-            time_zone="Etc/UTC",
-            attempt_deadline=SCHEDULER_ATTEMPT_DEADLINE,
-            retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
-                retry_count=SCHEDULER_RETRIES, min_backoff_duration="30s", max_backoff_duration="600s"
-            ),
-            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
-                http_method="POST",
-                uri=deadline.uri(own.name),
-                oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
-                    service_account_email=deadline.account_email, scope=CLOUD_PLATFORM_SCOPE
-                ),
-            ),
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[deadline.grant, mig])),
+            d.region,
+            own.name,
+            iso_utc(d.expires_at),
+            deadline.cron,
+            deadline.uri(own.name),
+            deadline.account_email,
+            pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[deadline.grant, mig])),
         )
         migs.append(mig)
     order = rebalanced(d, fleet.group, groups)

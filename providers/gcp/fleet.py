@@ -69,7 +69,6 @@ from machine.boot import gce_group_name
 from providers.base import SecretInputs, deadline_ignore_changes
 from providers.gcp import capacity, fallback_groups
 from providers.gcp.common import (
-    CLOUD_PLATFORM_SCOPE,
     checkpoint_bucket,
     enabled_apis,
     firewalls,
@@ -77,6 +76,7 @@ from providers.gcp.common import (
     label_expiry,
     network,
     network_tag,
+    resize_to_zero_job,
     vm_identity,
 )
 from providers.gcp.endpoint import (
@@ -93,9 +93,6 @@ from providers.gcp.template import TemplateInputs, boot_script, instance_templat
 GROUP_PERMISSIONS = ("compute.instanceGroupManagers.get", "compute.instanceGroupManagers.update")
 """What ``regionInstanceGroupManagers.resize`` and ``deleteInstances`` need (Compute API
 reference: "Authorization requires the following IAM permission ... update")."""
-
-SCHEDULER_ATTEMPT_DEADLINE = "320s"
-SCHEDULER_RETRIES = 5
 
 
 def target_shape(d: Deployment) -> str:
@@ -330,24 +327,15 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
         self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
 
-        self.deadline = gcp.cloudscheduler.Job(
+        self.deadline = resize_to_zero_job(
             f"{base}-deadline",
-            region=region,
-            description=f"gpufit: resize {group_name} to 0 at its deadline {iso_utc(d.expires_at)}",
-            schedule=cron_at(d),
-            time_zone="Etc/UTC",
-            attempt_deadline=SCHEDULER_ATTEMPT_DEADLINE,
-            retry_config=gcp.cloudscheduler.JobRetryConfigArgs(
-                retry_count=SCHEDULER_RETRIES, min_backoff_duration="30s", max_backoff_duration="600s"
-            ),
-            http_target=gcp.cloudscheduler.JobHttpTargetArgs(
-                http_method="POST",
-                uri=resize_uri(project, region, group_name),
-                oauth_token=gcp.cloudscheduler.JobHttpTargetOauthTokenArgs(
-                    service_account_email=self.deadline_account.email, scope=CLOUD_PLATFORM_SCOPE
-                ),
-            ),
-            opts=pulumi.ResourceOptions.merge(
+            region,
+            group_name,
+            iso_utc(d.expires_at),
+            cron_at(d),
+            resize_uri(project, region, group_name),
+            self.deadline_account.email,
+            pulumi.ResourceOptions.merge(
                 child, pulumi.ResourceOptions(depends_on=[deadline_group, self.group])
             ),
         )
