@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
+from pathlib import Path
 
 from catalog.store import resolve
-from selector.catalog import Catalog
+from cli.exit_codes import BAD_CATALOG, INVALID_SPEC
+from selector.catalog import Catalog, CatalogError
+from selector.spec import SpecError, WorkloadSpec, load_spec
 
 
 def resolved_catalog(choice: str | None, now: datetime | None = None) -> Catalog:
@@ -16,3 +19,19 @@ def resolved_catalog(choice: str | None, now: datetime | None = None) -> Catalog
     if resolved.warning:
         sys.stderr.write(resolved.warning + "\n")
     return resolved.catalog
+
+
+def spec_and_catalog(spec_file: Path, choice: str | None) -> tuple[WorkloadSpec, Catalog] | int:
+    """The spec a command plans and the catalog it plans on, or its exit code (``INVALID_SPEC``,
+    ``BAD_CATALOG``) after one stderr line per problem."""
+    try:
+        spec = load_spec(spec_file)
+    except SpecError as err:
+        for problem in err.problems:
+            print(f"{err.source}: {problem}", file=sys.stderr)
+        return INVALID_SPEC
+    try:
+        return spec, resolved_catalog(choice)
+    except CatalogError as err:
+        print(f"gpufit: catalog: {err}", file=sys.stderr)
+        return BAD_CATALOG

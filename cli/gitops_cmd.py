@@ -75,7 +75,7 @@ def _checked(spec_file: Path) -> LockStatus:
 
 def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     from gitops.lock import lock_path, make_lock, write_lock
-    from selector.spec import SpecError, load_spec
+    from selector.spec import SpecError
 
     if args.check:
         files = (
@@ -102,22 +102,14 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
     if not args.target:
         print("gpufit: lock needs a stack name or spec file (or --check)", file=sys.stderr)
         return EXIT_USAGE
-    from cli.catalog_choice import resolved_catalog
-    from selector.catalog import CatalogError
+    from cli.catalog_choice import spec_and_catalog
     from selector.select import plan
 
     spec_file = _spec_file(args.target, args.stacks)
-    try:
-        spec = load_spec(spec_file)
-    except SpecError as err:
-        for problem in err.problems:
-            print(f"{err.source}: {problem}", file=sys.stderr)
-        return EXIT_INVALID_SPEC
-    try:
-        catalog = resolved_catalog(args.catalog)
-    except CatalogError as err:
-        print(f"gpufit: catalog: {err}", file=sys.stderr)
-        return EXIT_BAD_CATALOG
+    inputs = spec_and_catalog(spec_file, args.catalog)
+    if isinstance(inputs, int):
+        return inputs
+    spec, catalog = inputs
     quotes = None
     if getattr(args, "capacity_blocks", "reference") == "live" and spec.capacity.blocks != "no":
         from cli.capacity_cmd import live_answers

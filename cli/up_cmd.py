@@ -22,11 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cli.exit_codes import (
-    BAD_CATALOG,
     CAPACITY_EXHAUSTED,
     FLEET_PARTIAL,
     INFEASIBLE,
-    INVALID_SPEC,
     LOCK_STALE,
     OK,
     PURCHASE_UNCONFIRMED,
@@ -159,13 +157,11 @@ def cmd_up(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    from cli.catalog_choice import resolved_catalog
+    from cli.catalog_choice import spec_and_catalog
     from deployment.capacity import CALENDAR_KEY
     from gitops.failover import POLL_S, UpReport, UpSettings, attempt_order, run_up
     from gitops.lock import lock_path, locked_catalog, make_lock, read_lock, spec_hash, write_lock
-    from selector.catalog import CatalogError
     from selector.select import plan
-    from selector.spec import SpecError, load_spec
     from selector.units import parse_duration_hours
 
     if args.attempts < 1:
@@ -184,17 +180,10 @@ def cmd_up(
         return USAGE
     project = Path(args.project_dir)
     spec_file = project / "stacks" / f"Pulumi.{args.stack}.yaml"
-    try:
-        spec = load_spec(spec_file)
-    except SpecError as err:
-        for problem in err.problems:
-            print(f"{err.source}: {problem}", file=sys.stderr)
-        return INVALID_SPEC
-    try:
-        catalog = resolved_catalog(args.catalog)
-    except CatalogError as err:
-        print(f"gpufit: catalog: {err}", file=sys.stderr)
-        return BAD_CATALOG
+    inputs = spec_and_catalog(spec_file, args.catalog)
+    if isinstance(inputs, int):
+        return inputs
+    spec, catalog = inputs
     lock_file = lock_path(spec_file)
     lock = None
     if lock_file.exists():
