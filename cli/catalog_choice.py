@@ -7,11 +7,14 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from catalog.store import resolve
 from cli.exit_codes import BAD_CATALOG, INVALID_SPEC
 from selector.catalog import Catalog, CatalogError
-from selector.spec import SpecError, WorkloadSpec, load_spec
+
+if TYPE_CHECKING:
+    from selector.spec import WorkloadSpec
 
 
 def resolved_catalog(choice: str | None, now: datetime | None = None) -> Catalog:
@@ -23,7 +26,10 @@ def resolved_catalog(choice: str | None, now: datetime | None = None) -> Catalog
 
 def spec_and_catalog(spec_file: Path, choice: str | None) -> tuple[WorkloadSpec, Catalog] | int:
     """The spec a command plans and the catalog it plans on, or its exit code (``INVALID_SPEC``,
-    ``BAD_CATALOG``) after one stderr line per problem."""
+    ``BAD_CATALOG``) after one stderr line per problem. The spec models load here, not at import,
+    so ``gpufit offers`` does not pay for them."""
+    from selector.spec import SpecError, load_spec
+
     try:
         spec = load_spec(spec_file)
     except SpecError as err:
