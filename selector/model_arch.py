@@ -26,6 +26,8 @@ class WorkItem:
     steps: int | None = None  # denoising steps of that run (diffusion), where the source states them
     item_memory_mb: float | None = None  # GPU memory each further item of a batch adds (diffusion)
     item_memory_source: str = ""  # the sources key of that figure
+    compile_speedup: float | None = None  # torch.compile's measured gain on this pipeline (diffusion)
+    compile_source: str = ""  # where that gain was measured (eager and compiled by the same script)
 
 
 @dataclass(frozen=True, slots=True)

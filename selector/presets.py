@@ -73,6 +73,8 @@ def _work_item(entry: dict[str, Any]) -> WorkItem | None:
         steps=int(item["steps"]) if item.get("steps") is not None else None,
         item_memory_mb=float(item["item_memory_mb"]) if item.get("item_memory_mb") is not None else None,
         item_memory_source=str(item.get("item_memory_source", "")),
+        compile_speedup=float(item["compile_speedup"]) if item.get("compile_speedup") is not None else None,
+        compile_source=str(item.get("compile_source", "")),
     )
 
 

@@ -175,20 +175,28 @@ def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
     return min(usable, fraction * gpu.memory_gib + req.activation_bytes / tp / GIB)
 
 
+DIFFUSION_SPEEDUP_EXPONENT = math.log(3.704 / 2.496) / math.log(989.0 / 312.0)
+"""How far a faster GPU's extra compute speeds a diffusion pipeline: the promised speed-up is at
+most (target ÷ reference dense 16-bit TFLOPS) to this power, 0.34. Read off the one published pair
+of stock runs of a preset on two GPUs by one script: SDXL 1.0 base, 30 steps at 1024², 'Baseline
+(non-optimized)', A100 3,704 ms and H100 2,496 ms, 1.48× where the TFLOPS say 3.17×
+(stabilityai/stable-diffusion-xl-1.0-tensorrt model card @0b077d8). Batch-1 UNet steps are short
+and launch- and memory-bound, so compute alone buys little. CogVideoX-5B (a video transformer, much
+longer steps) gained more from the same pair, 2.16× (sayakpaul/diffusers-torchao README); taking
+SDXL's smaller gain errs slow for the transformer pipelines."""
+
+
 def diffusion_gpu_scale(compute_ratio: float, bandwidth_ratio: float) -> float:
     """ESTIMATE. A diffusion pipeline's time on another GPU relative to its measured reference, from
     the reference ÷ target dense 16-bit TFLOPS (``compute_ratio``) and memory bandwidth ratios: the
-    geometric mean of the two, not the TFLOPS alone. Its attention, normalisation, VAE convolutions
-    and text encoders are partly memory-bound: issue 24 reports H100 ~2.2× an A100 measured where
-    the TFLOPS ratio says 3.2× (989 ÷ 312); √(3.17 × 1.64) = 2.28. Checked against one model measured
-    on both GPUs by the same script: CogVideoX-5B bf16 (fused QKV) 242.519 s on an A100 80GB and
-    112.398 s on an H100, 2.16× (2.42× compiled; sayakpaul/diffusers-torchao README @9b9f238,
-    CogVideoX Benchmarks). On a GPU with at least the reference's compute the time never drops
-    below the compute-bound ratio: extra bandwidth alone (an H200 against an H100, equal TFLOPS)
-    buys no promised speed, as no diffusion measurement shows it. On a slower GPU the blend stays,
-    slower than the TFLOPS alone say where bandwidth falls faster (L40S, L4)."""
+    geometric mean of the two, never faster than the measured speed-up per TFLOPS allows
+    (``DIFFUSION_SPEEDUP_EXPONENT``: SDXL A100 → H100 measured 1.48×, where the blend said 2.28×
+    and the TFLOPS 3.2×) nor than the TFLOPS alone. On a GPU with at least the reference's compute
+    extra bandwidth alone buys nothing (an H200 against an H100, equal TFLOPS: same time). On a
+    slower GPU the blend stays, slower than the TFLOPS alone say where bandwidth falls faster (L40S,
+    L4); the SDXL card's A10 at 9,399 ms (2.54× the A100) sits under that blend."""
     blend = math.sqrt(compute_ratio * bandwidth_ratio)
-    return max(blend, compute_ratio) if compute_ratio <= 1.0 else blend
+    return max(blend, compute_ratio**DIFFUSION_SPEEDUP_EXPONENT) if compute_ratio <= 1.0 else blend
 
 
 def host_memory_cause(req: Requirements) -> str:
@@ -438,7 +446,16 @@ def serving_shape(
                 f"√({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS × {req.work_ref_bandwidth_gbps:g} ÷ "
                 f"{gpu.bandwidth_gbps:g} GB/s)"
             )
-            if gpu_scale > math.sqrt(compute_ratio * bandwidth_ratio):
+            if (
+                gpu_scale > max(compute_ratio, math.sqrt(compute_ratio * bandwidth_ratio))
+                and compute_ratio < 1
+            ):
+                blend = (
+                    f"{gpu_scale:.3g} = ({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS)^"
+                    f"{DIFFUSION_SPEEDUP_EXPONENT:.2f} (not {blend}: SDXL measured A100 → H100 1.48×, "
+                    "Stability's SDXL TensorRT card)"
+                )
+            elif gpu_scale > math.sqrt(compute_ratio * bandwidth_ratio):
                 blend = f"{gpu_scale:.3g}, the TFLOPS ratio (not {blend}: no faster than compute allows)"
             how = f"{blend} (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0

@@ -52,12 +52,25 @@ slower, diffusers-torchao README @9b9f238), compiled 3.243 s against 4.209 s. Wi
 gpufit times fp8 as a weight-only model (``WEIGHT_ONLY_SLOWDOWN``)."""
 
 COMPILE_SPEEDUP = 3.31 / 2.54
-"""torch.compile's speed-up of a whole diffusion pipeline (``work.compile``): SDXL on an 80 GB
-A100, bf16 + SDPA, UNet and VAE compiled, 3.31 s → 2.54 s, 1.30× (huggingface/diffusers
-docs/source/en/tutorials/fast_diffusion.md @06d6b30). Flux.1-Dev on H100 gains more (6.573 →
-4.209 s, 1.56×, diffusers-torchao README @9b9f238); gpufit takes the smaller (errs slow for
-images). Video gains less: CogVideoX-5B bf16 on an A100 1.15× (243.3 → 212.0 s, same README); no
-video preset exists."""
+"""torch.compile's speed-up of a whole diffusion pipeline (``work.compile``) for a preset with no
+measured gain of its own (``WorkItem.compile_speedup``): the smallest gain published for a preset,
+SDXL on an 80 GB A100, bf16 + SDPA, UNet and VAE compiled, 3.31 s → 2.54 s, 1.30× (huggingface/
+diffusers docs/source/en/tutorials/fast_diffusion.md @06d6b30). Errs slow for the transformer
+pipelines, which gain more (Flux.1-Dev 12.339 → 8.198 s, 1.51×, onnxruntime PR #22986). Video gains
+less: CogVideoX-5B bf16 on an A100 1.15× (243.3 → 212.0 s, diffusers-torchao README); no video
+preset exists."""
+
+
+def compile_speedup(arch: ModelArch) -> tuple[float, str]:
+    """torch.compile's gain on ``arch``'s pipeline and where it was measured: the preset's own gain,
+    eager and compiled timed by the same script on the same GPU (Flux.1-Dev 12.339 / 8.198 s on an
+    H100, onnxruntime PR #22986; SDXL 3.31 / 2.54 s on an A100, diffusers fast_diffusion tutorial),
+    else ``COMPILE_SPEEDUP``, the smallest of those (errs slow). A whole-pipeline gain: the denoiser
+    compiled (and SDXL's VAE); no split by component is published."""
+    item = arch.item
+    if item is not None and item.compile_speedup:
+        return item.compile_speedup, f"measured for this pipeline ({item.compile_source})"
+    return COMPILE_SPEEDUP, "no gain measured for this pipeline: SDXL's 3.31 → 2.54 s, the smallest published"
 
 
 def requirements(spec: WorkloadSpec) -> Requirements:
@@ -213,8 +226,9 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         per_item *= WEIGHT_ONLY_SLOWDOWN
         note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})"
     if arch.kind == "diffusion" and work.compile:
-        per_item /= COMPILE_SPEEDUP
-        note += f" ÷ {COMPILE_SPEEDUP:.2f} torch.compile (diffusers fast_diffusion SDXL)"
+        gain, why = compile_speedup(arch)
+        per_item /= gain
+        note += f" ÷ {gain:.2f} torch.compile ({why})"
     if arch.kind == "diffusion" and work.batch > 1:
         note += (
             f"; work.batch {work.batch} sizes memory only: time per image taken as at batch 1 "
