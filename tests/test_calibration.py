@@ -399,8 +399,9 @@ def test_weight_only_diffusion_is_slower_than_bf16() -> None:
 
 def test_compile_speeds_each_diffusion_pipeline_by_its_own_measured_gain() -> None:
     """`work.compile` divides the time by the preset's own gain, eager and compiled timed by one
-    script on one GPU (Flux.1-Dev 12.339 -> 8.198 s, onnxruntime PR #22986); a preset with none
-    (SD 3.5 Large) takes the smallest published gain, SDXL's 3.31 -> 2.54 s (errs slow)."""
+    script on one GPU (Flux.1-Dev 12.339 -> 8.198 s, onnxruntime PR #22986; SDXL the smaller of its
+    two, fal-ai's 5.933 -> 5.246 s, not the tutorial's 3.31 -> 2.54 s); a preset with none (SD 3.5
+    Large) takes the smallest published gain (errs slow)."""
     from selector.calibration import calibration_instance
     from selector.catalog import load_gpus
     from selector.sizing import fit, requirements
@@ -417,10 +418,10 @@ def test_compile_speeds_each_diffusion_pipeline_by_its_own_measured_gain() -> No
         12.339 / 8.198, rel=1e-4
     )
     assert seconds("sd3.5-large", False) / seconds("sd3.5-large", True) == pytest.approx(
-        3.31 / 2.54, rel=1e-4
+        5.933 / 5.246, rel=1e-4
     )
     assert seconds("sdxl-base-1.0", False) / seconds("sdxl-base-1.0", True) == pytest.approx(
-        3.31 / 2.54, rel=1e-4
+        5.933 / 5.246, rel=1e-4
     )
 
 
@@ -583,15 +584,27 @@ def test_unmeasured_diffusion_batch_memory_errs_heavy() -> None:
 
 def test_a_row_a_term_was_read_off_is_fitted(rows: list[Row]) -> None:
     """Each diffusion term taken as the ratio of two published figures: the row whose figure is
-    the term's numerator reproduces it against its 16-bit eager twin, and it is fitted (with its
-    reason), whatever its hash; docs/calibration.md lists it under the split overrides."""
-    from selector.sizing.requirements import COMPILE_SPEEDUP, WEIGHT_ONLY_SLOWDOWN
+    the term's numerator reproduces it against its eager (or reference-GPU) twin, and it is fitted,
+    by its hash or by an override with its reason; docs/calibration.md lists the overrides. The
+    preset-own compile gains are read off rows fitted by hash (Flux: ORT compile / eager; SDXL:
+    fal-ai compiled / SDPA)."""
+    from selector.presets import arch_from_preset
+    from selector.sizing.fit import DIFFUSION_SPEEDUP_EXPONENT
+    from selector.sizing.requirements import COMPILE_SPEEDUP, WEIGHT_ONLY_SLOWDOWN, compile_speedup
 
     by_id = {r.case.id: r for r in rows}
-    from selector.sizing.fit import DIFFUSION_SPEEDUP_EXPONENT
-
     for term, taken, base in (
-        (1 / COMPILE_SPEEDUP, "diffusers-a100-sdxl-bf16-compile", "diffusers-a100-sdxl-bf16-sdpa"),
+        (1 / COMPILE_SPEEDUP, "fal-a100-sdxl-fp16-sdpa-compile-50", "fal-a100-sdxl-fp16-sdpa-50"),
+        (
+            1 / compile_speedup(arch_from_preset("sdxl-base-1.0"))[0],
+            "fal-a100-sdxl-fp16-sdpa-compile-50",
+            "fal-a100-sdxl-fp16-sdpa-50",
+        ),
+        (
+            1 / compile_speedup(arch_from_preset("flux.1-dev"))[0],
+            "ort-h100-flux-dev-bf16-compile-50",
+            "ort-h100-flux-dev-bf16-eager-50",
+        ),
         (WEIGHT_ONLY_SLOWDOWN, "difftao-h100-flux-int8wo-bs1", "difftao-h100-flux-bf16-bs1"),
         (
             (312.0 / 989.0) ** DIFFUSION_SPEEDUP_EXPONENT,
@@ -600,8 +613,9 @@ def test_a_row_a_term_was_read_off_is_fitted(rows: list[Row]) -> None:
         ),
     ):
         row = by_id[taken]
-        assert row.case.value / by_id[base].case.value == pytest.approx(term)
-        assert split_of(taken) == "held-out" and row.case.split == "fitted" and row.case.split_reason
+        assert row.case.value / by_id[base].case.value == pytest.approx(term, rel=1e-4)
+        assert row.case.split == "fitted"
+        assert split_of(taken) == "fitted" or row.case.split_reason
     assert by_id["torchtune-a100-llama32-3b-qlora-mem"].case.split == "fitted"
     table = TABLE.read_text(encoding="utf-8")
     for row in rows:
