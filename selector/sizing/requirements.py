@@ -18,7 +18,7 @@ from selector.sizing.speed import (
     precision_bandwidth_efficiency,
 )
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
-from selector.sizing.training import FP8_TRAINING_SPEEDUP, training_requirements
+from selector.sizing.training import training_requirements
 from selector.spec import TRAINING_TASKS, WorkloadSpec
 
 INFERENCE_OVERHEAD_FACTOR = 1.2
@@ -44,6 +44,21 @@ WEIGHT_ONLY_SLOWDOWN = 8.551 / 6.573
 per step: diffusers-torchao README (sayakpaul/diffusers-torchao @9b9f238, Flux.1-Dev on H100,
 batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30×. Taken for int4/nf4 too, with no
 measurement of theirs (ESTIMATE). Written after the held-out int8wo row was seen (its source)."""
+
+WEIGHT_ONLY_COMPILED_SLOWDOWN = 4.615 / 4.209
+"""Under torch.compile the weight-only dequantisation fuses into the matmuls and costs little:
+Flux.1-Dev int8wo compiled 4.615 s against bf16 compiled 4.209 s at batch 1 (1.10×), 16.08 vs
+15.948 s at batch 4 (1.01×) and 31.159 vs 31.685 s at batch 8 (0.98×) on one H100 (diffusers-torchao
+README @9b9f238, Additional Results): the largest, batch 1's, is taken (errs slow). Taken for
+int4/nf4 too, with no measurement of theirs (ESTIMATE)."""
+
+FP8_COMPILED_SPEEDUP = 4.209 / 3.243
+"""Compiled fp8 (dynamic activation + weight quantisation fused into the matmuls) over compiled
+bf16 for a diffusion transformer: Flux.1-Dev fp8dq 3.243 s against 4.209 s at batch 1 (1.30×),
+11.919 vs 15.948 s at batch 4 (1.34×), 23.393 vs 31.685 s at batch 8 (1.35×) on one H100
+(diffusers-torchao README @9b9f238): the smallest, batch 1's, is taken (errs slow). Replaces the
+training figure (NeMo's 1.2×) that diffusion borrowed before a diffusion measurement was read."""
+
 
 FP8_EAGER_NOTE = "dynamic quantisation unfused: Flux fp8dq 8.622 s vs bf16 6.573 s eager, diffusers-torchao"
 """FP8 (dynamic, activations too) gains only under torch.compile, which fuses the quantisation
@@ -197,6 +212,32 @@ def _batch_memory(batch: int, arch: ModelArch, terms: list[Term]) -> float:
     return extra
 
 
+def _format_factor(precision: str, compiled: bool) -> tuple[float, str]:
+    """A diffusion pipeline's time in ``precision`` relative to its 16-bit run, eager or compiled
+    (diffusers-torchao's Flux.1-Dev measurements on one H100), and the ``--explain`` note."""
+    if precision in WEIGHT_ONLY and compiled:
+        f = WEIGHT_ONLY_COMPILED_SLOWDOWN
+        return (
+            f,
+            f" × {f:.2f} weight-only under torch.compile (dequantisation fused; Flux int8wo, torchao)",
+        )
+    if precision in WEIGHT_ONLY:
+        f = WEIGHT_ONLY_SLOWDOWN
+        return f, f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo)"
+    if precision == "fp8" and compiled:
+        f = FP8_COMPILED_SPEEDUP
+        return (
+            1 / f,
+            f" ÷ {f:.2f} fp8 under torch.compile (Flux fp8dq vs bf16, both compiled, diffusers-torchao)",
+        )
+    if precision == "fp8":
+        return (
+            WEIGHT_ONLY_SLOWDOWN,
+            f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})",
+        )
+    return 1.0, ""
+
+
 def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, Any]:
     """The batch work of a non-token job: TFLOP per item as stated, else the preset's measured
     seconds per item on its reference GPU (scaled to each GPU in ``fit``)."""
@@ -217,18 +258,10 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     if work.steps is not None and item.steps:
         per_item = item.seconds * work.steps / item.steps
         note += f" × {work.steps} ÷ {item.steps} denoising steps (time per step taken as fixed, {STEPS_NOTE})"
-    if arch.kind == "diffusion" and spec.precision in WEIGHT_ONLY:
-        per_item *= WEIGHT_ONLY_SLOWDOWN
-        note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} weight-only dequantisation (diffusers-torchao int8wo)"
-    if arch.kind == "diffusion" and spec.precision == "fp8" and work.compile:
-        per_item /= FP8_TRAINING_SPEEDUP
-        note += (
-            f" ÷ {FP8_TRAINING_SPEEDUP:g} fp8 compute (a whole model's FP8 speed-up over bf16, NeMo's "
-            "'over 1.2x' for training; estimate for diffusion)"
-        )
-    elif arch.kind == "diffusion" and spec.precision == "fp8":
-        per_item *= WEIGHT_ONLY_SLOWDOWN
-        note += f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})"
+    if arch.kind == "diffusion":
+        factor, why = _format_factor(spec.precision, work.compile)
+        per_item *= factor
+        note += why
     if arch.kind == "diffusion" and work.compile:
         gain, why = compile_speedup(arch)
         per_item /= gain
