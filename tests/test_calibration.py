@@ -322,7 +322,7 @@ def test_bad_case_is_named(tmp_path: Path) -> None:
 
 
 def test_framework_training_options_size_what_torchtune_states() -> None:
-    """`training.loss: chunked` (3 B/logit compiled, not 16) and `optimizer: adamw-bf16` (2 + 2 + 4 B/param,
+    """`training.loss: chunked` (4 B/logit compiled, not 16) and `optimizer: adamw-bf16` (2 + 2 + 4 B/param,
     not 16) bring torchtune's Llama-3.2-3B rows to their published peaks (8.5 GiB LoRA, 24.9 GiB
     full + AC) from 2.96x and 2.64x; a row without them keeps the stock, larger (safe) figure."""
     cases = {c.id: c for c in load_cases(CASES)}

@@ -36,19 +36,19 @@ Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked
 (torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
 ``training.loss: chunked`` (errs safe)."""
 
-CHUNKED_LOSS_BYTES_PER_LOGIT = 3
+CHUNKED_LOSS_BYTES_PER_LOGIT = 4
 """Bytes per logit with a chunked cross-entropy (``training.loss: chunked``) whose per-chunk
 upcast and cross-entropy are compiled together (``training.compile: true``): the 16-bit logits
-of every chunk saved for the backward pass (2), plus one chunk (1/8 by default) upcast to fp32
-with its fp32 gradient at a time (2 × 4 B ÷ 8 = 1) (torchtune CEWithChunkedOutputLoss: "upcasting
-only one chunk at a time"; "The CE and upcasting have to be compiled together", torchtune/modules/
-loss/ce_chunked_output_loss.py @1814feb, pytorch/torchtune PR #1390). The logits and their 16-bit
-gradient never coexist in full: the recipes drop their own reference ("# free logits otherwise it
-peaks backward memory / del logits", recipes/lora_finetune_single_device.py and
-full_finetune_single_device.py @1814feb), so each chunk's saved logits are freed as autograd makes
-its gradient. Measured: torchtune's Llama 3.1 8B LoRA on a 24 GB RTX 4090 (batch 2 × 2,048, compile,
-chunked CE) peaks at 16.2 GiB, 1.2 GiB above its bf16 weights, where 4 B/logit alone planned 2.0 GiB
-of logits (README @0031bfb)."""
+of every chunk kept for the backward pass (2) and their 16-bit gradient (2); only one chunk (1/8
+by default) is upcast to fp32 at a time (torchtune CEWithChunkedOutputLoss: "upcasting only one
+chunk at a time"; "The CE and upcasting have to be compiled together", torchtune/modules/loss/
+ce_chunked_output_loss.py @1814feb, pytorch/torchtune PR #1390). Kept at 4 B (errs heavy): the
+recipes ``del logits`` (recipes/lora_finetune_single_device.py @1814feb), but no source pins when
+autograd frees each chunk's saved logits against when their gradient is made, and counting one
+chunk's fp32 upcast and fp32 gradient as well (2 × 4 B ÷ 8) with the chunk's bf16 gradient
+(2 B ÷ 8) gives 3.25 B on top of the saved logits alone; the whole-tensor 2 + 2 B bounds both.
+torchtune's Llama 3.1 8B LoRA row on an RTX 4090 (16.2 GiB, README @0031bfb) sits below gpufit's
+terms without any logits (16.6 GiB) and cannot pin this figure (docs/calibration.yaml note)."""
 
 EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6
 """The same chunked loss run eagerly (``training.compile: false``): autograd keeps each chunk's fp32
