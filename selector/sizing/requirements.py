@@ -9,6 +9,7 @@ from typing import Any
 
 from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
+from selector.sizing.diffusion_terms import diffusion_terms, term_ratio
 from selector.sizing.inference import audio_state_bytes, serving_requirements
 from selector.sizing.prefill import embed_requirements
 from selector.sizing.speed import (
@@ -39,33 +40,39 @@ from the GPU's int8 tensor throughput (diffusers-torchao README, Flux-dev H100: 
 bf16 6.573 s without compile). The work is timed at the measured run's 16-bit throughput."""
 
 
-WEIGHT_ONLY_SLOWDOWN = 8.551 / 6.573
+WEIGHT_ONLY_SLOWDOWN = term_ratio("weight_only_slowdown")
 """A weight-only quantised diffusion transformer runs slower than bf16, dequantising every weight
 per step: diffusers-torchao README (sayakpaul/diffusers-torchao @9b9f238, Flux.1-Dev on H100,
-batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30×. Taken for int4/nf4 too, with no
-measurement of theirs (ESTIMATE). Written after the held-out int8wo row was seen (its source)."""
+batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30× (data/diffusion_terms.yaml).
+Taken for int4/nf4 too, with no measurement of theirs, and for other pipelines (ESTIMATE; on a
+UNet it errs slow: torchao quantises only ``nn.Linear``, so its convolutions are not dequantised).
+Written after the held-out int8wo row was seen (its source)."""
 
-WEIGHT_ONLY_COMPILED_SLOWDOWN = 4.615 / 4.209
+WEIGHT_ONLY_COMPILED_SLOWDOWN = term_ratio("weight_only_compiled_slowdown")
 """Under torch.compile the weight-only dequantisation fuses into the matmuls and costs little:
 Flux.1-Dev int8wo compiled 4.615 s against bf16 compiled 4.209 s at batch 1 (1.10×), 16.08 vs
 15.948 s at batch 4 (1.01×) and 31.159 vs 31.685 s at batch 8 (0.98×) on one H100 (diffusers-torchao
 README @9b9f238, Additional Results): the largest, batch 1's, is taken (errs slow). Taken for
-int4/nf4 too, with no measurement of theirs (ESTIMATE)."""
+int4/nf4 and other transformer pipelines (ESTIMATE); a UNet pipeline keeps the eager
+``WEIGHT_ONLY_SLOWDOWN`` (the fusion gain was measured on a transformer only)."""
 
-FP8_COMPILED_SPEEDUP = 4.209 / 3.243
+FP8_COMPILED_SPEEDUP = term_ratio("fp8_compiled_speedup")
 """Compiled fp8 (dynamic activation + weight quantisation fused into the matmuls) over compiled
 bf16 for a diffusion transformer: Flux.1-Dev fp8dq 3.243 s against 4.209 s at batch 1 (1.30×),
 11.919 vs 15.948 s at batch 4 (1.34×), 23.393 vs 31.685 s at batch 8 (1.35×) on one H100
-(diffusers-torchao README @9b9f238): the smallest, batch 1's, is taken (errs slow). Replaces the
-training figure (NeMo's 1.2×) that diffusion borrowed before a diffusion measurement was read."""
+(diffusers-torchao README @9b9f238): the smallest, batch 1's, is taken (errs slow). Other
+transformer pipelines take it as an ESTIMATE; a UNet pipeline gains nothing (no measurement, and
+torchao's ``quantize_`` converts only ``nn.Linear`` by default, ``filter_fn = _is_linear``,
+pytorch/ao torchao/quantization/quant_api.py, so its convolutions stay 16-bit)."""
 
 
-BATCHED_IMAGE_TIME = (15.948 / 4) / 4.209
+BATCHED_IMAGE_TIME = term_ratio("batched_image_time")
 """Time per image at ``work.batch`` ≥ 4 relative to batch 1: the denoiser's matmuls fill the GPU
 better. Flux.1-Dev bf16 on one H100 (diffusers-torchao README @9b9f238, Additional Results) per
 image: compiled batch 4 15.948 / 4 s against 4.209 s (0.947), batch 8 0.941; eager batch 4 0.944,
 8 0.940, 16 0.928: the smallest gain, compiled batch 4's, is taken for every batch of 4 or more
-and every preset (errs slow). Batches of 2-3 keep batch 1's time (no measurement)."""
+(errs slow for Flux). Other transformer pipelines take it as an ESTIMATE; a UNet pipeline keeps
+batch 1's time (no measurement). Batches of 2-3 keep batch 1's time (no measurement)."""
 BATCHED_FROM = 4
 
 
@@ -75,15 +82,29 @@ into the matmuls: eager Flux.1-Dev fp8dq took 8.622 s against bf16's 6.573 s on 
 slower, diffusers-torchao README @9b9f238), compiled 3.243 s against 4.209 s. Without ``work.compile``
 gpufit times fp8 as a weight-only model (``WEIGHT_ONLY_SLOWDOWN``)."""
 
-COMPILE_SPEEDUP = 5.933 / 5.246
+COMPILE_SPEEDUP = term_ratio("compile_speedup")
 """torch.compile's speed-up of a whole diffusion pipeline (``work.compile``) for a preset with no
-measured gain of its own (``WorkItem.compile_speedup``): the smallest gain published for any
-preset, SDXL on an A100 80G SXM, fp16 + SDPA, 50 steps, 5.933 s → 5.246 s compiled, 1.13×
+measured gain of its own (``WorkItem.compile_speedup``): the smallest gain published for SDXL or
+Flux, SDXL on an A100 80G SXM, fp16 + SDPA, 50 steps, 5.933 s → 5.246 s compiled, 1.13×
 (fal-ai/stable-diffusion-benchmarks README @0490f69, torch 2.1). The same pipeline gained 1.30×
 in the diffusers tutorial (3.31 → 2.54 s, UNet and VAE compiled, A100 at max clock) and Flux.1-Dev
-1.51× (12.339 → 8.198 s, onnxruntime PR #22986): taking the smallest errs slow. Video gains about
-as little: CogVideoX-5B bf16 on an A100 1.15× (243.3 → 212.0 s, diffusers-torchao README); no
-video preset exists."""
+1.51× (12.339 → 8.198 s, onnxruntime PR #22986): taking the smallest errs slow. SD 3.5 Large's own
+ORT gain (1.56×) is held out as a check of this figure. Video gains about as little: CogVideoX-5B
+bf16 on an A100 1.15× (243.3 → 212.0 s, diffusers-torchao README); no video preset exists."""
+
+
+def carries_over(term: str, arch: ModelArch) -> str | None:
+    """How a measured diffusion term (data/diffusion_terms.yaml) applies to ``arch``'s pipeline:
+    "" on a preset it was measured on, "ESTIMATE" on another pipeline with the same denoiser
+    (a transformer: Flux → SD 3.5 Large), None where no measurement carries (a UNet for a term
+    measured on a transformer): no gain is then taken."""
+    entry = diffusion_terms()[term]
+    if arch.name in entry.measured_on:
+        return ""
+    item = arch.item
+    if item is not None and item.denoiser and item.denoiser == entry.denoiser:
+        return "ESTIMATE"
+    return None
 
 
 def compile_speedup(arch: ModelArch) -> tuple[float, str]:
@@ -95,10 +116,10 @@ def compile_speedup(arch: ModelArch) -> tuple[float, str]:
     item = arch.item
     if item is not None and item.compile_speedup:
         return item.compile_speedup, f"measured for this pipeline ({item.compile_source})"
-    return (
-        COMPILE_SPEEDUP,
-        "no gain measured for this pipeline: SDXL's 5.933 → 5.246 s (fal-ai), the smallest published",
-    )
+    smallest = "the smallest published gain, SDXL's 5.933 → 5.246 s (fal-ai), is used (errs slow)"
+    if item is not None and item.compile_held_out:
+        return COMPILE_SPEEDUP, f"{item.compile_held_out}; {smallest}"
+    return COMPILE_SPEEDUP, f"no gain measured for this pipeline: {smallest}"
 
 
 def requirements(spec: WorkloadSpec) -> Requirements:
@@ -221,30 +242,52 @@ def _batch_memory(batch: int, arch: ModelArch, terms: list[Term]) -> float:
     return extra
 
 
-def _format_factor(precision: str, compiled: bool) -> tuple[float, str]:
+def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[float, str]:
     """A diffusion pipeline's time in ``precision`` relative to its 16-bit run, eager or compiled
-    (diffusers-torchao's Flux.1-Dev measurements on one H100), and the ``--explain`` note."""
+    (diffusers-torchao's Flux.1-Dev measurements on one H100), and the ``--explain`` note. A gain
+    measured on a transformer is not carried to a UNet (``carries_over``)."""
     if precision in WEIGHT_ONLY and compiled:
+        carry = carries_over("weight_only_compiled_slowdown", arch)
+        if carry is None:
+            f = WEIGHT_ONLY_SLOWDOWN
+            return (
+                f,
+                f" × {f:.2f} weight-only under torch.compile (ESTIMATE: the eager slowdown, Flux int8wo; "
+                "the compiled fusion gain was measured on a transformer only, not carried to this pipeline)",
+            )
         f = WEIGHT_ONLY_COMPILED_SLOWDOWN
         return (
             f,
-            f" × {f:.2f} weight-only under torch.compile (dequantisation fused; Flux int8wo, torchao)",
+            f" × {f:.2f} weight-only under torch.compile (dequantisation fused; Flux int8wo, "
+            f"torchao{_est(carry)})",
         )
-    if precision in WEIGHT_ONLY:
+    if precision in WEIGHT_ONLY or (precision == "fp8" and not compiled):
         f = WEIGHT_ONLY_SLOWDOWN
-        return f, f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo)"
-    if precision == "fp8" and compiled:
+        carry = carries_over("weight_only_slowdown", arch)
+        label = _est(carry) if carry is not None else "; ESTIMATE: Flux's, errs slow on a UNet"
+        if precision == "fp8":
+            return f, f" × {f:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE}{label})"
+        return f, f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo{label})"
+    if precision == "fp8":
+        carry = carries_over("fp8_compiled_speedup", arch)
+        if carry is None:
+            return (
+                1.0,
+                " × 1.00 fp8 under torch.compile (ESTIMATE: no gain taken; only a transformer's was "
+                "measured, Flux fp8dq ÷ 1.30, and torchao quantises only nn.Linear, so this pipeline's "
+                "convolutions stay 16-bit)",
+            )
         f = FP8_COMPILED_SPEEDUP
         return (
             1 / f,
-            f" ÷ {f:.2f} fp8 under torch.compile (Flux fp8dq vs bf16, both compiled, diffusers-torchao)",
-        )
-    if precision == "fp8":
-        return (
-            WEIGHT_ONLY_SLOWDOWN,
-            f" × {WEIGHT_ONLY_SLOWDOWN:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE})",
+            f" ÷ {f:.2f} fp8 under torch.compile (Flux fp8dq vs bf16, both compiled, "
+            f"diffusers-torchao{_est(carry)})",
         )
     return 1.0, ""
+
+
+def _est(carry: str) -> str:
+    return "; ESTIMATE: measured on Flux, a transformer too, not on this pipeline" if carry else ""
 
 
 def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, Any]:
@@ -268,18 +311,24 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         per_item = item.seconds * work.steps / item.steps
         note += f" × {work.steps} ÷ {item.steps} denoising steps (time per step taken as fixed, {STEPS_NOTE})"
     if arch.kind == "diffusion":
-        factor, why = _format_factor(spec.precision, work.compile)
+        factor, why = _format_factor(spec.precision, work.compile, arch)
         per_item *= factor
         note += why
     if arch.kind == "diffusion" and work.compile:
         gain, why = compile_speedup(arch)
         per_item /= gain
         note += f" ÷ {gain:.2f} torch.compile ({why})"
-    if arch.kind == "diffusion" and work.batch >= BATCHED_FROM:
+    batching = carries_over("batched_image_time", arch) if arch.kind == "diffusion" else None
+    if arch.kind == "diffusion" and work.batch >= BATCHED_FROM and batching is not None:
         per_item *= BATCHED_IMAGE_TIME
         note += (
             f" × {BATCHED_IMAGE_TIME:.3f} per image at work.batch {work.batch} (Flux batch 4 compiled, "
-            "diffusers-torchao: the smallest measured batching gain)"
+            f"diffusers-torchao: the smallest measured batching gain{_est(batching)})"
+        )
+    elif arch.kind == "diffusion" and work.batch >= BATCHED_FROM:
+        note += (
+            f"; work.batch {work.batch}: time per image taken as at batch 1 (no batching gain measured for "
+            "this pipeline; Flux's, a transformer's, is not carried over)"
         )
     elif arch.kind == "diffusion" and work.batch > 1:
         note += f"; work.batch {work.batch}: time per image taken as at batch 1 (no gain measured below 4)"
