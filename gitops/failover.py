@@ -16,6 +16,7 @@ from typing import Any, Literal, Protocol
 
 from deployment.capacity import calendar_refusal, capacity_target, purchase_refusal
 from gitops.capacity import classify
+from selector.fallbacks import ATTEMPT
 from selector.select import Plan
 from selector.spec import ExcludeSpec, WorkloadSpec
 from selector.spec.exclusion import REASON_MAX, clean_reason
@@ -116,7 +117,11 @@ def _attempt(number: int, plan: Plan) -> Attempt:
         cloud=offer.cloud,
         region=offer.region,
         instance_type=offer.instance.name,
-        fleet_types=[offer.instance.name, *(f.offer.instance.name for f in plan.fallbacks)],
+        # A multi-node replica's fallbacks are attempts of their own, not members of its fleet.
+        fleet_types=[
+            offer.instance.name,
+            *(f.offer.instance.name for f in plan.fallbacks if f.realised != ATTEMPT),
+        ],
         market=offer.market,
         instances=choice.shape.instances,
         hourly_usd=round(choice.cost.hourly_usd, 4),

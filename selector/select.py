@@ -32,6 +32,7 @@ from selector.fallbacks import (
     Fallback,
     fallbacks,
     fleet_units,
+    multinode_note,
     spanning_offer,
 )
 from selector.freshness import PriceAges, price_ages_counted
@@ -129,10 +130,10 @@ class Plan:
             return "placement.instance_types pins the types"
         if choice.offer.market in CAPACITY_MARKETS:
             return f"a {choice.offer.market} holds machines of one type"
-        if choice.shape.nodes_per_replica > 1:
-            return "a multi-node replica runs on instances of one type"
         offer = choice.offer
         n = len(self.fallbacks)
+        if choice.shape.nodes_per_replica > 1:
+            return multinode_note(offer, n) + self._broader_text()
         resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
         if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes:
             return GCP_ONE_TYPE_NOTE

@@ -1,0 +1,242 @@
+"""Issue 25: a multi-node replica (an AWS job spanning several EFA nodes) gets fallbacks like any
+stateless or checkpointed plan: the other types in its region and market that run the replica
+when the selector plans them alone, each realised as a ``gpufit up`` attempt of its own (plain
+instances of one type, as the choice's are), never as members of a fleet the program does not
+build."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cli.main import main
+from deployment.translate import deployment_from_plan
+from gitops.failover import UpSettings, attempt_order, run_up
+from providers.aws.efa import efa_layout
+from selector.catalog import Catalog, load_catalog
+from selector.fallbacks import ATTEMPT, attempt_shape
+from selector.select import Plan, plan
+from selector.sizing import Shape
+from selector.spec import WorkloadSpec, parse_spec
+from tests.fakes.failover import FakeClock, FakeWatcher, FakeWorkspace
+from tests.pulumi_harness import run_program
+
+FIXTURES = Path(__file__).parent / "fixtures" / "realistic"
+MULTINODE = {
+    "15-llama70b-full-ft": ("p5.48xlarge", "us-east-1"),
+    "26-llama8b-pretrain-small": ("p4d.24xlarge", "ap-south-1"),
+}
+NOW = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return load_catalog()
+
+
+def _doc(fixture: str, **placement: Any) -> dict[str, Any]:
+    doc = dict(yaml.safe_load((FIXTURES / f"{fixture}.yaml").read_text()))
+    if placement:
+        doc["placement"] = {**doc.get("placement", {}), **placement}
+    return doc
+
+
+def _plan(catalog: Catalog, fixture: str, **placement: Any) -> Plan:
+    return plan(parse_spec(_doc(fixture, **placement)), catalog)
+
+
+@pytest.mark.parametrize("fixture", sorted(MULTINODE))
+def test_a_multinode_replica_gets_fallbacks_each_planned_alone(
+    catalog: Catalog, fixture: str
+) -> None:
+    """Fixtures 15 and 26 had none ("a multi-node replica runs on instances of one type"):
+    each fallback is another type of the choice's region and market whose own plan (the type
+    pinned, the region pinned) is the shape the fallback carries, within the budget and ttl."""
+    result = _plan(catalog, fixture)
+    choice = result.choice
+    assert choice is not None
+    assert (choice.offer.instance.name, choice.offer.region) == MULTINODE[fixture]
+    assert choice.shape.nodes_per_replica > 1
+    assert len(result.fallbacks) >= 2, [f.offer.instance.name for f in result.fallbacks]
+    assert result.breadth_note is None
+    spec = parse_spec(_doc(fixture))
+    ttl_hours = spec.teardown.ttl
+    for f in result.fallbacks:
+        name = f.offer.instance.name
+        assert f.realised == ATTEMPT
+        assert name != choice.offer.instance.name
+        assert (f.offer.cloud, f.offer.region, f.offer.market) == (
+            choice.offer.cloud,
+            choice.offer.region,
+            choice.offer.market,
+        )
+        assert not f.offer.unpriced
+        alone = _plan(catalog, fixture, instance_types=[name], regions=[f.offer.region])
+        assert alone.choice is not None
+        for field in ("nodes_per_replica", "gpus_per_replica", "tensor_parallel", "instances"):
+            assert getattr(f.shape, field) == getattr(alone.choice.shape, field), (name, field)
+        # memory: the replica fits in the type's own GPUs
+        assert f.shape.vram_gib_per_replica <= f.offer.instance.gpu.memory_gib * f.shape.gpus_per_replica
+        if f.shape.nodes_per_replica > 1:
+            # the nodes are joined by EFA, and the AWS program knows the type's card layout
+            assert f.offer.instance.node_interconnect == "efa"
+            assert len(efa_layout(f.offer.instance.machine_type)) >= 1
+        assert f.cost.hours <= ttl_hours
+
+
+def test_the_breadth_note_says_how_a_multinode_replica_falls_back(catalog: Catalog) -> None:
+    """Fewer than two: the note names the region, the market and the realisation (a `gpufit up`
+    attempt each), not the retired "instances of one type"."""
+    full = _plan(catalog, "26-llama8b-pretrain-small")
+    assert len(full.fallbacks) >= 2
+    # a budget below the dearest fallback's total keeps fewer of them
+    cap = min(f.cost.total_usd for f in full.fallbacks)
+    doc = _doc("26-llama8b-pretrain-small")
+    doc["budget"] = {**doc.get("budget", {}), "max_total_usd": round(cap + 1, 2)}
+    tight = plan(parse_spec(doc), catalog)
+    assert tight.choice is not None and tight.choice.shape.nodes_per_replica > 1
+    assert len(tight.fallbacks) == 1
+    note = tight.breadth_note
+    assert note is not None and "runs on instances of one type" not in note
+    assert note.startswith("only 1 other type(s) run the multi-node replica in ap-south-1, spot")
+    assert "`gpufit up`" in note
+
+
+def _shape(nodes: int, interconnect: bool = True) -> Shape:
+    return Shape(
+        tensor_parallel=8,
+        gpus_per_replica=8 * nodes,
+        nodes_per_replica=nodes,
+        replicas_per_instance=1,
+        replicas=1,
+        instances=nodes,
+        vram_gib_per_gpu=60.0,
+        vram_gib_per_replica=60.0 * 8 * nodes,
+        needs_nvlink=True,
+        needs_node_interconnect=interconnect and nodes > 1,
+        tokens_per_s_per_stream=None,
+        tokens_per_s_per_replica=None,
+        job_hours=10.0,
+    )
+
+
+def test_attempt_shape_takes_only_a_multinode_choice_on_aws() -> None:
+    assert attempt_shape(_shape(3), _shape(2), "aws") == _shape(2)
+    assert attempt_shape(_shape(3), _shape(1), "aws") == _shape(1)  # one bigger node holds it
+    assert attempt_shape(_shape(1), _shape(1), "aws") is None  # a single-node fleet: overrides
+    assert attempt_shape(_shape(3), _shape(2), "gcp") is None  # not realised on GCP
+    assert attempt_shape(_shape(3), _shape(2, interconnect=False), "aws") is None
+
+
+def test_the_program_builds_the_choice_alone(catalog: Catalog) -> None:
+    """The deployment of a multi-node plan holds the choice only: its boot script and the AWS
+    program's instances are the choice's; a fallback is deployed by its own attempt."""
+    result = _plan(catalog, "15-llama70b-full-ft")
+    assert result.fallbacks
+    d = deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW)
+    assert [m.instance_type for m in d.members] == ["p5.48xlarge"]
+
+
+def test_gpufit_up_excludes_only_the_type_it_tried(catalog: Catalog) -> None:
+    """Before issue 25's realisation a multi-node attempt's "fleet" would have listed every
+    fallback, so one capacity failure excluded them all untried: each attempt names its one
+    type, and, kept to the choice's region, the next attempts are the plan's fallback types."""
+    spec = parse_spec(_doc("15-llama70b-full-ft", regions=["us-east-1"]))
+    first = plan(spec, catalog)
+    order = attempt_order(spec, lambda s: plan(s, catalog), 1 + len(first.fallbacks))
+    assert order[0].fleet_types == ["p5.48xlarge"]
+    assert all(len(a.fleet_types) == 1 for a in order if a.instances > 1)
+    tried = [a.instance_type for a in order if a.market == first.choice.offer.market]  # type: ignore[union-attr]
+    assert tried[0] == "p5.48xlarge"
+    assert tried[1] == first.fallbacks[0].offer.instance.name
+    # every later attempt in the market is one of the plan's fallbacks (the replan re-weighs
+    # waiting at the cheapest remaining plan's rate, so their order past the first may differ)
+    assert set(tried[1:]) <= {f.offer.instance.name for f in first.fallbacks}
+    assert len(tried) >= 3
+
+
+def test_a_capacity_failure_deploys_the_next_type(catalog: Catalog) -> None:
+    """Through ``run_up``: the first ``pulumi up`` fails with EC2's InsufficientInstanceCapacity
+    (plain instances are created by RunInstances), the exclusion recorded names p5.48xlarge
+    only, and the second attempt deploys the first fallback."""
+    doc = _doc("15-llama70b-full-ft", regions=["us-east-1"])
+    spec = parse_spec(doc)
+    planner: Callable[[WorkloadSpec], Plan] = lambda s: plan(s, catalog)  # noqa: E731
+    expected = planner(spec).fallbacks[0].offer.instance.name
+    clock = FakeClock()
+    workspace = FakeWorkspace(doc, planner, by_attempt=["deploy-capacity", "ok"], clock=clock)
+    report = run_up(
+        "s",
+        spec,
+        planner,
+        workspace,
+        FakeWatcher(workspace),
+        UpSettings(wait=timedelta(minutes=5)),
+        clock.now,
+        clock.sleep,
+    )
+    assert report.verdict == "up"
+    first, second = report.attempts
+    assert first.outcome == "capacity" and first.fleet_types == ["p5.48xlarge"]
+    assert [e["instance_type"] for e in report.exclusions] == ["p5.48xlarge"]
+    assert second.instance_type == expected and second.outcome == "in-service"
+
+
+def test_plan_shows_the_attempts(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GPUFIT_TODAY", "2026-12-04")
+    path = str(FIXTURES / "15-llama70b-full-ft.yaml")
+    assert main(["plan", path]) == 0
+    text = capsys.readouterr().out
+    fleet = next(line for line in text.splitlines() if line.startswith("Fleet"))
+    assert "p5en.48xlarge" in fleet and "a `gpufit up` attempt of its own: 2 nodes" in fleet
+    assert "runs on instances of one type" not in text
+    assert main(["plan", path, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    fallbacks = doc["choice"]["fallbacks"]
+    assert len(fallbacks) >= 2
+    assert {f["realised"] for f in fallbacks} == {"attempt"}
+    assert all(f["nodes_per_replica"] >= 1 and f["realised_how"] for f in fallbacks)
+
+
+def _attempt_config(exclude: list[dict[str, str]]) -> dict[str, Any]:
+    doc = _doc("15-llama70b-full-ft", regions=["us-east-1"])
+    doc["placement"]["exclude"] = exclude
+    doc["job"] = {"command": "train.py --fsdp full_shard --output_dir outputs"}
+    return {"gpufit:workload": doc}
+
+
+def test_the_next_attempt_is_a_real_program_of_the_fallback_type(catalog: Catalog) -> None:
+    """What the second ``pulumi up`` creates after p5.48xlarge had no capacity: the program run
+    with the exclusion ``gpufit up`` records (every registration checked by the AWS contract
+    rules) builds the first fallback's nodes, each with the EFA layout of its own type, and
+    every node is replaced, not modified, when the type changes."""
+    first = _plan(catalog, "15-llama70b-full-ft", regions=["us-east-1"])
+    fallback = first.fallbacks[0]
+    for config, machine_type, nodes in (
+        (_attempt_config([]), "p5.48xlarge", first.choice.shape.nodes_per_replica),  # type: ignore[union-attr]
+        (
+            _attempt_config(
+                [{"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge", "market": "spot"}]
+            ),
+            fallback.offer.instance.machine_type,
+            fallback.shape.nodes_per_replica,
+        ),
+    ):
+        mocks, outputs = run_program(config, NOW, stack="dev")
+        assert outputs["instance_type"] == machine_type and outputs["nodes"] == nodes
+        instances = mocks.of_type("aws:ec2/instance:Instance")
+        assert len(instances) == nodes
+        assert {r.inputs["instanceType"] for r in instances} == {machine_type}
+        for r in instances:
+            request = mocks.requests[(r.typ, r.name)]
+            assert "instanceType" in request.replaceOnChanges and request.deleteBeforeReplace
+        templates = mocks.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+        assert len(templates) == nodes
+        for t in templates:
+            assert len(t.inputs["networkInterfaces"]) == len(efa_layout(machine_type))
