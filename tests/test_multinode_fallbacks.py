@@ -18,6 +18,7 @@ import yaml
 from cli.main import main
 from deployment.translate import deployment_from_plan
 from gitops.failover import UpSettings, attempt_order, run_up
+from policy.gpufit_policies import PolicyConfig, instance_offer
 from providers.aws.efa import efa_layout
 from selector.catalog import Catalog, load_catalog
 from selector.fallbacks import ATTEMPT, attempt_shape
@@ -26,6 +27,7 @@ from selector.sizing import Shape
 from selector.spec import WorkloadSpec, parse_spec
 from tests.fakes.failover import FakeClock, FakeWatcher, FakeWorkspace
 from tests.pulumi_harness import run_program
+from tests.test_policy import _all_violations
 
 FIXTURES = Path(__file__).parent / "fixtures" / "realistic"
 MULTINODE = {
@@ -240,3 +242,17 @@ def test_the_next_attempt_is_a_real_program_of_the_fallback_type(catalog: Catalo
         assert len(templates) == nodes
         for t in templates:
             assert len(t.inputs["networkInterfaces"]) == len(efa_layout(machine_type))
+        # the deadline terminates this attempt's nodes, all of them
+        target = json.loads(mocks.one("aws:scheduler/schedule:Schedule").inputs["target"]["input"])
+        assert sorted(target["InstanceIds"]) == sorted(outputs["instance_ids"])
+        # the policy pack prices each node at the attempt's own offer and holds it to its hour
+        attempt = plan(parse_spec(config["gpufit:workload"]), catalog)
+        assert attempt.choice is not None
+        assert attempt.choice.offer.instance.machine_type == machine_type
+        hourly = attempt.choice.cost.hourly_usd
+        assert _all_violations(mocks, PolicyConfig(now=NOW, max_hourly_usd=hourly)) == []
+        for r in instances:
+            offer = instance_offer(r.typ, r.inputs, PolicyConfig(now=NOW), region="us-east-1")
+            assert offer is not None and offer.hourly_usd == attempt.choice.offer.hourly_usd
+        under = _all_violations(mocks, PolicyConfig(now=NOW, max_hourly_usd=hourly - 0.01))
+        assert any(v.startswith("check_stack_budget") for v in under), under
