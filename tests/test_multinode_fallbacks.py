@@ -238,6 +238,10 @@ def test_the_next_attempt_is_a_real_program_of_the_fallback_type(catalog: Catalo
         for r in instances:
             request = mocks.requests[(r.typ, r.name)]
             assert "instanceType" in request.replaceOnChanges and request.deleteBeforeReplace
+            # an interrupted node still stops and comes back (persistent request, valid until the deadline)
+            spot = r.inputs["instanceMarketOptions"]["spotOptions"]
+            assert (spot["spotInstanceType"], spot["instanceInterruptionBehavior"]) == ("persistent", "stop")
+            assert spot["validUntil"]
         templates = mocks.of_type("aws:ec2/launchTemplate:LaunchTemplate")
         assert len(templates) == nodes
         for t in templates:
