@@ -19,6 +19,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Literal
 
+from selector.attempt_pin import held, pinned_catalog
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
 from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
 from selector.capacity import BlockQuote
@@ -327,6 +328,7 @@ def plan(
     tally = _Tally()
     full_catalog = catalog
     catalog = _without_excluded(catalog, placement.exclude, tally)
+    catalog = pinned_catalog(catalog, placement.attempt, tally.reject)
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
     builds: dict[tuple[str, str], EngineBuild | None] = {}
@@ -383,7 +385,7 @@ def plan(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
         if not isinstance(shape, Rejection):
-            allowed = options.offers_for(it, shape, allowed, tally.reject)
+            allowed = held(placement.attempt, options.offers_for(it, shape, allowed, tally.reject))
         considered.update(map(_AS_OF, allowed))
         if isinstance(shape, Rejection):
             if allowed:

@@ -54,9 +54,7 @@ def _plan(catalog: Catalog, fixture: str, **placement: Any) -> Plan:
 
 
 @pytest.mark.parametrize("fixture", sorted(MULTINODE))
-def test_a_multinode_replica_gets_fallbacks_each_planned_alone(
-    catalog: Catalog, fixture: str
-) -> None:
+def test_a_multinode_replica_gets_fallbacks_each_planned_alone(catalog: Catalog, fixture: str) -> None:
     """Fixtures 15 and 26 had none ("a multi-node replica runs on instances of one type"):
     each fallback is another type of the choice's region and market whose own plan (the type
     pinned, the region pinned) is the shape the fallback carries, within the budget and ttl."""
@@ -145,49 +143,143 @@ def test_the_program_builds_the_choice_alone(catalog: Catalog) -> None:
     assert [m.instance_type for m in d.members] == ["p5.48xlarge"]
 
 
-def test_gpufit_up_excludes_only_the_type_it_tried(catalog: Catalog) -> None:
-    """Before issue 25's realisation a multi-node attempt's "fleet" would have listed every
-    fallback, so one capacity failure excluded them all untried: each attempt names its one
-    type, and, kept to the choice's region, the next attempts are the plan's fallback types."""
-    spec = parse_spec(_doc("15-llama70b-full-ft", regions=["us-east-1"]))
+def _listed(result: Plan) -> list[tuple[object, ...]]:
+    """The plan's fallbacks as ``gpufit up`` must deploy them: type, nodes, market, region,
+    zone and hourly price."""
+    return [
+        (
+            f.offer.instance.name,
+            f.shape.instances,
+            f.offer.market,
+            f.offer.region,
+            f.offer.zone,
+            round(f.cost.hourly_usd, 4),
+        )
+        for f in result.fallbacks
+    ]
+
+
+def _tried(attempts: list[Any]) -> list[tuple[object, ...]]:
+    return [(a.instance_type, a.instances, a.market, a.region, a.zone, a.hourly_usd) for a in attempts]
+
+
+@pytest.mark.parametrize("fixture", sorted(MULTINODE))
+def test_gpufit_up_tries_the_listed_fallbacks_in_the_listed_order(catalog: Catalog, fixture: str) -> None:
+    """The fixtures as given (no region pinned): attempts 2..k of ``gpufit up --dry-run`` are
+    exactly the fallbacks the plan lists, in its order, each with the type, nodes, market,
+    region, zone and price the plan shows; the default ``--attempts`` reaches every one. Before
+    the review fix a capacity failure re-planned: fixture 15 went to p5en in us-east-2, fixture
+    26 to p4d in us-east-1, neither listed."""
+    spec = parse_spec(_doc(fixture))
     first = plan(spec, catalog)
-    order = attempt_order(spec, lambda s: plan(s, catalog), 1 + len(first.fallbacks))
-    assert order[0].fleet_types == ["p5.48xlarge"]
-    assert all(len(a.fleet_types) == 1 for a in order if a.instances > 1)
-    tried = [a.instance_type for a in order if a.market == first.choice.offer.market]  # type: ignore[union-attr]
-    assert tried[0] == "p5.48xlarge"
-    assert tried[1] == first.fallbacks[0].offer.instance.name
-    # every later attempt in the market is one of the plan's fallbacks (the replan re-weighs
-    # waiting at the cheapest remaining plan's rate, so their order past the first may differ)
-    assert set(tried[1:]) <= {f.offer.instance.name for f in first.fallbacks}
-    assert len(tried) >= 3
+    assert first.choice is not None and len(first.fallbacks) >= 2
+    order = attempt_order(spec, lambda s: plan(s, catalog), None)
+    assert len(order) == 1 + len(first.fallbacks)  # the default --attempts
+    assert _tried(order)[0][:3] == (first.choice.offer.instance.name, first.choice.shape.instances, "spot")
+    assert _tried(order[1:]) == _listed(first)
+    assert [a.listed for a in order] == list(range(len(order)))
+    assert all(a.fleet_types == [a.instance_type] for a in order)
+    # past the list, a re-plan as before (its own listed attempts after it)
+    longer = attempt_order(spec, lambda s: plan(s, catalog), len(order) + 1)
+    assert _tried(longer[: len(order)]) == _tried(order) and longer[-1].listed == 0
 
 
-def test_a_capacity_failure_deploys_the_next_type(catalog: Catalog) -> None:
-    """Through ``run_up``: the first ``pulumi up`` fails with EC2's InsufficientInstanceCapacity
-    (plain instances are created by RunInstances), the exclusion recorded names p5.48xlarge
-    only, and the second attempt deploys the first fallback."""
-    doc = _doc("15-llama70b-full-ft", regions=["us-east-1"])
+def test_an_explicit_attempts_limit_cuts_the_list(catalog: Catalog) -> None:
+    spec = parse_spec(_doc("15-llama70b-full-ft"))
+    first = plan(spec, catalog)
+    order = attempt_order(spec, lambda s: plan(s, catalog), 2)
+    assert _tried(order[1:]) == _listed(first)[:1]
+
+
+def test_up_dry_run_prints_the_listed_order(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``gpufit up --dry-run`` with the default ``--attempts``: one line per listed fallback,
+    each named as the plan's fallback i, with its zone and price."""
+    (tmp_path / "stacks").mkdir()
+    doc = {"config": {"gpufit:workload": _doc("15-llama70b-full-ft")}}
+    (tmp_path / "stacks" / "Pulumi.s.yaml").write_text(yaml.safe_dump(doc))
+    assert main(["up", "s", "--dry-run", "--project-dir", str(tmp_path)]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("attempt ")]
+    first = _plan(load_catalog(), "15-llama70b-full-ft")
+    assert len(lines) == 1 + len(first.fallbacks)
+    for number, (line, f) in enumerate(zip(lines[1:], first.fallbacks, strict=True), start=1):
+        where = f"{f.offer.region} {f.offer.zone}" if f.offer.zone else f.offer.region
+        assert f"{f.offer.instance.name} × {f.shape.instances} in {where} (spot;" in line, line
+        assert f"the plan's fallback {number})" in line and f"${f.cost.hourly_usd:,.2f}/h" in line
+
+
+def _run(
+    catalog: Catalog, doc: dict[str, Any], by_attempt: list[str], attempts: int | None = None
+) -> tuple[Any, FakeWorkspace]:
     spec = parse_spec(doc)
     planner: Callable[[WorkloadSpec], Plan] = lambda s: plan(s, catalog)  # noqa: E731
-    expected = planner(spec).fallbacks[0].offer.instance.name
     clock = FakeClock()
-    workspace = FakeWorkspace(doc, planner, by_attempt=["deploy-capacity", "ok"], clock=clock)
+    workspace = FakeWorkspace(doc, planner, by_attempt=by_attempt, clock=clock)
     report = run_up(
         "s",
         spec,
         planner,
         workspace,
         FakeWatcher(workspace),
-        UpSettings(wait=timedelta(minutes=5)),
+        UpSettings(attempts=attempts, wait=timedelta(minutes=5), destroy_when_exhausted=True),
         clock.now,
         clock.sleep,
     )
+    return report, workspace
+
+
+@pytest.mark.parametrize("fixture", sorted(MULTINODE))
+def test_run_up_deploys_each_listed_fallback_as_listed(catalog: Catalog, fixture: str) -> None:
+    """Through ``run_up`` and the fake program (which plans the stack's recorded config): every
+    ``pulumi up`` fails with EC2's InsufficientInstanceCapacity; the deployments are the choice,
+    then each listed fallback in order (the pin ``placement.attempt`` recorded for each), each
+    exclusion names only the type tried, and the stack is destroyed at the end."""
+    doc = _doc(fixture)
+    first = plan(parse_spec(doc), catalog)
+    report, workspace = _run(catalog, doc, ["deploy-capacity"] * 12)
+    assert report.verdict == "exhausted" and workspace.destroyed == 1
+    deployed = [(d["instance_type"], d["region"], d["market"]) for d in workspace.deployed]
+    assert deployed[1:] == [(t, r, m) for t, _, m, r, _, _ in _listed(first)]
+    assert _tried(report.attempts[1:]) == _listed(first)
+    assert [e["instance_type"] for e in report.exclusions + report.not_recorded] == [d[0] for d in deployed]
+
+
+def test_the_pin_goes_when_the_list_is_spent(catalog: Catalog) -> None:
+    """Past the listed fallbacks ``gpufit up`` re-plans: the pin is removed from the stack's
+    config, so the program plans the spec with its exclusions (the next cheapest plan)."""
+    doc = _doc("26-llama8b-pretrain-small")
+    first = plan(parse_spec(doc), catalog)
+    n = len(first.fallbacks)
+    report, workspace = _run(catalog, doc, ["deploy-capacity"] * (1 + n) + ["ok"], attempts=n + 2)
+    assert report.verdict == "up"
+    assert workspace.attempt_keys == {} and workspace.attempt_recorded
+    last = report.attempts[-1]
+    assert last.listed == 0 and (last.instance_type, last.region) == (
+        workspace.deployed[-1]["instance_type"],
+        workspace.deployed[-1]["region"],
+    )
+    earlier = [(a.instance_type, a.region) for a in report.attempts[:-1]]
+    assert (last.instance_type, last.region) not in earlier
+
+
+def test_a_capacity_failure_deploys_the_next_type(catalog: Catalog) -> None:
+    """The second attempt comes into service on the first listed fallback, pinned in the
+    stack's config as the plan listed it."""
+    doc = _doc("15-llama70b-full-ft")
+    expected = plan(parse_spec(doc), catalog).fallbacks[0]
+    report, workspace = _run(catalog, doc, ["deploy-capacity", "ok"])
     assert report.verdict == "up"
     first, second = report.attempts
     assert first.outcome == "capacity" and first.fleet_types == ["p5.48xlarge"]
     assert [e["instance_type"] for e in report.exclusions] == ["p5.48xlarge"]
-    assert second.instance_type == expected and second.outcome == "in-service"
+    assert second.instance_type == expected.offer.instance.name and second.outcome == "in-service"
+    pin = {k.rsplit(".", 1)[1]: v for k, v in workspace.attempt_keys.items()}
+    assert pin == {
+        "cloud": "aws",
+        "region": expected.offer.region,
+        **({"zone": expected.offer.zone} if expected.offer.zone else {}),
+        "instance_type": expected.offer.instance.name,
+        "market": "spot",
+    }
 
 
 def test_plan_shows_the_attempts(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gitops.automation import exclusion_config
+from gitops.automation import ATTEMPT_KEY, attempt_config, exclusion_config
 from gitops.failover import DeployError, FleetState
 from selector.select import Plan
 from selector.spec import WorkloadSpec, parse_spec
@@ -83,6 +83,8 @@ class FakeWorkspace:
     by_attempt: list[str] = field(default_factory=list)
     by_region: dict[str, str] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict)  # the --path keys recorded
+    attempt_keys: dict[str, str] = field(default_factory=dict)  # placement.attempt's --path keys
+    attempt_recorded: bool = False
     deployed: list[dict[str, Any]] = field(default_factory=list)
     destroyed: int = 0
     clock: FakeClock | None = None
@@ -97,6 +99,11 @@ class FakeWorkspace:
             exclude.setdefault(int(index), {})[name] = value
         if exclude:
             raw.setdefault("placement", {})["exclude"] = [exclude[i] for i in sorted(exclude)]
+        attempt = {k.removeprefix(f"{ATTEMPT_KEY}."): v for k, v in self.attempt_keys.items()}
+        if attempt:
+            raw.setdefault("placement", {})["attempt"] = attempt
+        elif self.attempt_recorded:
+            raw.setdefault("placement", {}).pop("attempt", None)
         return parse_spec(raw, source="fake stack config", prefix="gpufit:workload")
 
     def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
@@ -126,6 +133,10 @@ class FakeWorkspace:
 
     def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
         self.config = dict(exclusion_config(exclusions))
+
+    def record_attempt(self, stack: str, attempt: dict[str, str] | None) -> None:
+        self.attempt_keys = dict(attempt_config(attempt))
+        self.attempt_recorded = True
 
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         self.destroyed += 1
