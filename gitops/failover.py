@@ -71,6 +71,7 @@ class Attempt:
     hourly_usd: float
     total_usd: float
     zone: str | None = None
+    nodes: int = 1  # nodes per replica: > 1, plain instances a multi-node job spans
     listed: int = 0  # the number of the first plan's fallback it is (0: a plan of its own)
     outcome: Outcome = "planned"
     reason: str = ""
@@ -139,6 +140,7 @@ def _attempt(number: int, plan: Plan, listed: int = 0) -> Attempt:
         hourly_usd=round(choice.cost.hourly_usd, 4),
         total_usd=round(choice.cost.total_usd, 2),
         zone=offer.zone,
+        nodes=choice.shape.nodes_per_replica,
         listed=listed,
     )
 
@@ -340,6 +342,26 @@ def _one_line(err: BaseException) -> str:
     return text[:REASON_MAX]
 
 
+def left_deployed(last: Attempt) -> str:
+    """What the last attempt left running when ``gpufit up`` gives up without destroying it."""
+    where = f"{last.cloud} {last.region} {last.instance_type}"
+    if last.nodes > 1:  # plain instances: `pulumi up` failed after starting some nodes, or none
+        what = (
+            f"the nodes of the last attempt ({where}) that started stay deployed until the stack's "
+            "deadline: they do not launch the missing ones, their leader gives up after its "
+            "rendezvous wait and powers off, and a stopped node's disks still bill"
+        )
+    else:
+        what = (
+            f"the last attempt's fleet ({where}) is still deployed and keeps launching until the "
+            "stack's deadline"
+        )
+    return (
+        f"{what}; run with --destroy-when-exhausted or `pulumi destroy` to stop it; its exclusion "
+        "is not recorded in the stack (see not_recorded)"
+    )
+
+
 def run_up(
     stack: str,
     spec: WorkloadSpec,
@@ -458,17 +480,5 @@ def run_up(
         workspace.destroy(stack, log)
         report.note = "; ".join(filter(None, [report.note, "destroyed after the last attempt"]))
     elif report.attempts:
-        last = report.attempts[-1]
-        report.note = "; ".join(
-            filter(
-                None,
-                [
-                    report.note,
-                    f"the last attempt's fleet ({last.cloud} {last.region} {last.instance_type}) is still "
-                    "deployed and keeps launching until the stack's deadline; run with "
-                    "--destroy-when-exhausted or `pulumi destroy` to stop it; its exclusion is not "
-                    "recorded in the stack (see not_recorded)",
-                ],
-            )
-        )
+        report.note = "; ".join(filter(None, [report.note, left_deployed(report.attempts[-1])]))
     return report

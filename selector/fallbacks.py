@@ -270,9 +270,12 @@ def realised_text(fallback: Fallback) -> str:
     if fallback.realised == ATTEMPT:
         shape = fallback.shape
         nodes = shape.nodes_per_replica
+        cost = fallback.cost
         return (
             f"a `gpufit up` attempt of its own: {nodes} node{'s' if nodes != 1 else ''}, "
-            f"{shape.gpus_per_replica} GPUs per replica"
+            f"{shape.gpus_per_replica} GPUs per replica; launched as {shape.instances} × "
+            f"{fallback.offer.instance.name} in {fallback.offer.zone or fallback.offer.region} at "
+            f"${cost.hourly_usd:,.2f}/h, est. ${cost.total_usd:,.2f} in all"
         )
     if not fallback.realised:
         return ""

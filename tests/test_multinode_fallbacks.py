@@ -6,6 +6,7 @@ build."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -289,6 +290,15 @@ def test_plan_shows_the_attempts(capsys: pytest.CaptureFixture[str], monkeypatch
     text = capsys.readouterr().out
     fleet = next(line for line in text.splitlines() if line.startswith("Fleet"))
     assert "p5en.48xlarge" in fleet and "a `gpufit up` attempt of its own: 2 nodes" in fleet
+    # each fallback shows what `gpufit up` launches for it: instances, zone, price for all of them
+    spec = parse_spec(_doc("15-llama70b-full-ft"))
+    catalog = load_catalog()
+    for attempt in attempt_order(spec, lambda s: plan(s, catalog), None)[1:]:
+        shown = (
+            f"launched as {attempt.instances} × {attempt.instance_type} in {attempt.zone or attempt.region} "
+            f"at ${attempt.hourly_usd:,.2f}/h, est. ${attempt.total_usd:,.2f} in all"
+        )
+        assert shown in fleet, shown
     assert "runs on instances of one type" not in text
     assert main(["plan", path, "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -298,32 +308,64 @@ def test_plan_shows_the_attempts(capsys: pytest.CaptureFixture[str], monkeypatch
     assert all(f["nodes_per_replica"] >= 1 and f["realised_how"] for f in fallbacks)
 
 
-def _attempt_config(exclude: list[dict[str, str]]) -> dict[str, Any]:
-    doc = _doc("15-llama70b-full-ft", regions=["us-east-1"])
-    doc["placement"]["exclude"] = exclude
+def _attempt_config(pin: dict[str, str] | None) -> dict[str, Any]:
+    """The stack's config as ``gpufit up`` leaves it for an attempt: fixture 15 as given, with
+    the attempt's pin (``placement.attempt``) and the exclusion of the type tried before."""
+    doc = _doc("15-llama70b-full-ft")
     doc["job"] = {"command": "train.py --fsdp full_shard --output_dir outputs"}
+    if pin is not None:
+        doc["placement"] = {
+            **doc.get("placement", {}),
+            "attempt": pin,
+            "exclude": [
+                {"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge", "market": "spot"}
+            ],
+        }
     return {"gpufit:workload": doc}
 
 
-def test_the_next_attempt_is_a_real_program_of_the_fallback_type(catalog: Catalog) -> None:
+MOTO_TYPES = Path(__import__("moto").__file__).parent / "ec2" / "resources" / "instance_types.json.gz"
+"""EC2's DescribeInstanceTypes records (moto 5.2.5): ``NetworkInfo.MaximumNetworkCards`` per type,
+https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_NetworkInfo.html"""
+
+
+def _network_cards(machine_type: str) -> int:
+    with gzip.open(MOTO_TYPES) as handle:
+        return int(json.loads(handle.read())[machine_type]["NetworkInfo"]["MaximumNetworkCards"])
+
+
+def test_the_next_attempt_is_a_real_program_of_the_listed_fallback(catalog: Catalog) -> None:
     """What the second ``pulumi up`` creates after p5.48xlarge had no capacity: the program run
-    with the exclusion ``gpufit up`` records (every registration checked by the AWS contract
-    rules) builds the first fallback's nodes, each with the EFA layout of its own type, and
-    every node is replaced, not modified, when the type changes."""
-    first = _plan(catalog, "15-llama70b-full-ft", regions=["us-east-1"])
+    with the config ``gpufit up`` records (the pin and the exclusion; every registration checked
+    by the AWS contract rules) builds the first listed fallback's nodes in its own zone, at its
+    listed price. The zone-bound resources move with it: each node's primary EFA interface (and
+    so its Elastic IP, which names the interface) sits in the new zone's subnet under the same
+    resource name, so the next ``pulumi up`` must replace it: an interface's subnet is set only
+    at creation (CreateNetworkInterface requires ``SubnetId``; ModifyNetworkInterfaceAttribute
+    has no member that moves it, only ``AssociatedSubnetIds``: botocore 1.43.11's ec2
+    2016-11-15 model). The diff itself needs the Pulumi CLI and the provider, not run here.
+    Each node is replaced, not modified, when the type changes; its launch template has one
+    EFA interface per network card of the type, as EC2's DescribeInstanceTypes records it."""
+    first = _plan(catalog, "15-llama70b-full-ft")
     fallback = first.fallbacks[0]
-    for config, machine_type, nodes in (
-        (_attempt_config([]), "p5.48xlarge", first.choice.shape.nodes_per_replica),  # type: ignore[union-attr]
-        (
-            _attempt_config(
-                [{"cloud": "aws", "region": "us-east-1", "instance_type": "p5.48xlarge", "market": "spot"}]
-            ),
-            fallback.offer.instance.machine_type,
-            fallback.shape.nodes_per_replica,
-        ),
+    assert first.choice is not None and fallback.offer.zone != first.choice.offer.zone
+    pin = {
+        "cloud": "aws",
+        "region": fallback.offer.region,
+        "zone": str(fallback.offer.zone),
+        "instance_type": fallback.offer.instance.name,
+        "market": "spot",
+    }
+    runs = {}
+    for config, offer, shape in (
+        (_attempt_config(None), first.choice.offer, first.choice.shape),
+        (_attempt_config(pin), fallback.offer, fallback.shape),
     ):
+        machine_type, nodes = offer.instance.machine_type, shape.nodes_per_replica
         mocks, outputs = run_program(config, NOW, stack="dev")
+        runs[machine_type] = mocks
         assert outputs["instance_type"] == machine_type and outputs["nodes"] == nodes
+        assert outputs["zone"] == offer.zone
         instances = mocks.of_type("aws:ec2/instance:Instance")
         assert len(instances) == nodes
         assert {r.inputs["instanceType"] for r in instances} == {machine_type}
@@ -334,21 +376,69 @@ def test_the_next_attempt_is_a_real_program_of_the_fallback_type(catalog: Catalo
             spot = r.inputs["instanceMarketOptions"]["spotOptions"]
             assert (spot["spotInstanceType"], spot["instanceInterruptionBehavior"]) == ("persistent", "stop")
             assert spot["validUntil"]
+        enis = mocks.of_type("aws:ec2/networkInterface:NetworkInterface")
+        assert len(enis) == nodes and {e.inputs["subnetId"] for e in enis} == {f"subnet-{offer.zone}"}
+        eips = mocks.of_type("aws:ec2/eip:Eip")
+        assert sorted(e.name for e in eips) == sorted(f"{e.name.removesuffix('-efa')}-eip" for e in enis)
         templates = mocks.of_type("aws:ec2/launchTemplate:LaunchTemplate")
         assert len(templates) == nodes
         for t in templates:
-            assert len(t.inputs["networkInterfaces"]) == len(efa_layout(machine_type))
+            cards = [i["networkCardIndex"] for i in t.inputs["networkInterfaces"]]
+            assert sorted(cards) == list(range(_network_cards(machine_type)))
         # the deadline terminates this attempt's nodes, all of them
         target = json.loads(mocks.one("aws:scheduler/schedule:Schedule").inputs["target"]["input"])
         assert sorted(target["InstanceIds"]) == sorted(outputs["instance_ids"])
         # the policy pack prices each node at the attempt's own offer and holds it to its hour
         attempt = plan(parse_spec(config["gpufit:workload"]), catalog)
-        assert attempt.choice is not None
-        assert attempt.choice.offer.instance.machine_type == machine_type
+        assert attempt.choice is not None and attempt.choice.offer == offer
         hourly = attempt.choice.cost.hourly_usd
         assert _all_violations(mocks, PolicyConfig(now=NOW, max_hourly_usd=hourly)) == []
         for r in instances:
-            offer = instance_offer(r.typ, r.inputs, PolicyConfig(now=NOW), region="us-east-1")
-            assert offer is not None and offer.hourly_usd == attempt.choice.offer.hourly_usd
+            found = instance_offer(r.typ, r.inputs, PolicyConfig(now=NOW), region=offer.region)
+            assert found is not None and found.hourly_usd == offer.hourly_usd
         under = _all_violations(mocks, PolicyConfig(now=NOW, max_hourly_usd=hourly - 0.01))
         assert any(v.startswith("check_stack_budget") for v in under), under
+    assert round(attempt.choice.cost.hourly_usd, 4) == round(fallback.cost.hourly_usd, 4)
+    # the same names in both programs: Pulumi diffs them (replace), and the nodes the fallback
+    # has fewer of are deleted
+    before, after = (runs[t] for t in (first.choice.offer.instance.name, fallback.offer.instance.name))
+    kinds = ("aws:ec2/instance:Instance", "aws:ec2/networkInterface:NetworkInterface", "aws:ec2/eip:Eip")
+    for kind in kinds:
+        assert {r.name for r in after.of_type(kind)} < {r.name for r in before.of_type(kind)}
+
+
+def test_a_partly_started_attempt_leaves_no_node_behind(catalog: Catalog) -> None:
+    """Attempt 1 starts some of its p5 nodes before RunInstances refuses the rest (``pulumi up``
+    fails for capacity): the next attempt's ``pulumi up`` declares only the fallback's nodes, so
+    no p5 node stays (the fake keeps the stack's nodes by Pulumi's rule: undeclared deleted,
+    changed replaced); when every attempt fails so, ``--destroy-when-exhausted`` removes the
+    started nodes of the last one."""
+    doc = _doc("15-llama70b-full-ft")
+    fallback = plan(parse_spec(doc), catalog).fallbacks[0]
+    report, workspace = _run(catalog, doc, ["deploy-partial", "ok"])
+    assert report.verdict == "up" and report.attempts[0].outcome == "capacity"
+    where = f"{fallback.offer.instance.name}@{fallback.offer.zone}"
+    assert list(workspace.live.values()) == [where] * fallback.shape.instances
+
+    report, workspace = _run(catalog, doc, ["deploy-partial"] * 12)
+    assert report.verdict == "exhausted" and workspace.destroyed == 1 and workspace.live == {}
+
+
+def test_gpufit_up_says_what_a_partly_started_last_attempt_leaves(catalog: Catalog) -> None:
+    """Without ``--destroy-when-exhausted`` the note says what the started nodes of a multi-node
+    attempt do (plain instances launch nothing more: the old note said the fleet "keeps
+    launching", which only an Auto Scaling group or a MIG does)."""
+    doc = _doc("26-llama8b-pretrain-small")
+    spec = parse_spec(doc)
+    planner: Callable[[WorkloadSpec], Plan] = lambda s: plan(s, catalog)  # noqa: E731
+    clock = FakeClock()
+    workspace = FakeWorkspace(doc, planner, by_attempt=["deploy-partial"] * 12, clock=clock)
+    settings = UpSettings(attempts=1, wait=timedelta(minutes=5))
+    report = run_up("s", spec, planner, workspace, FakeWatcher(workspace), settings, clock.now, clock.sleep)
+    assert report.verdict == "exhausted" and workspace.destroyed == 0 and workspace.live
+    assert "keeps launching" not in report.note
+    assert (
+        "the nodes of the last attempt (aws ap-south-1 p4d.24xlarge) that started stay deployed"
+        in report.note
+    )
+    assert "--destroy-when-exhausted" in report.note

@@ -8,7 +8,8 @@ orchestrator that forgot to record an exclusion deploys the same region again.
 
 ``FakeWatcher`` answers for each deployment what the cloud would: a behaviour per attempt or
 per ``cloud/region`` (``ok``, ``capacity``, ``quota``, ``partial``, ``silent``, ``slow`` or
-``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail), with the clouds'
+``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail, ``deploy-partial``
+after starting half the nodes), with the clouds'
 real messages. ``FakeClock`` is the injected clock; its ``sleep`` advances it.
 """
 
@@ -89,6 +90,7 @@ class FakeWorkspace:
     destroyed: int = 0
     clock: FakeClock | None = None
     deployed_at: list[datetime] = field(default_factory=list)
+    live: dict[str, str] = field(default_factory=dict)  # the stack's nodes: name → type@zone
 
     def _spec(self) -> WorkloadSpec:
         """The spec the program reads: the stack's, with the recorded exclusions."""
@@ -124,6 +126,18 @@ class FakeWorkspace:
         }
         self.deployed.append(outputs)
         kind = behaviour_of(outputs, len(self.deployed), self.by_attempt, self.by_region)
+        # Pulumi's own rule for a stack's resources: a node the new program does not declare is
+        # deleted, one whose type or zone changed is replaced, before the new ones are created.
+        program = {
+            f"node-{i}": f"{choice.offer.instance.name}@{choice.offer.zone or choice.offer.region}"
+            for i in range(choice.shape.instances)
+        }
+        self.live = {name: what for name, what in self.live.items() if program.get(name) == what}
+        started = list(program)[: max(len(program) // 2, 1)] if kind == "deploy-partial" else list(program)
+        if not kind.startswith("deploy-") or kind == "deploy-partial":
+            self.live.update((name, program[name]) for name in started)
+        if kind == "deploy-partial":  # some nodes run, RunInstances refused the others
+            kind = "deploy-capacity"
         if kind.startswith("deploy-"):
             key = (outputs["cloud"], kind)
             text = MESSAGES.get(key, "error: creating resource: AccessDenied: not authorized")
@@ -140,6 +154,7 @@ class FakeWorkspace:
 
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         self.destroyed += 1
+        self.live = {}
 
 
 @dataclass
