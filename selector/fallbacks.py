@@ -235,16 +235,16 @@ def attempt_shape(choice: Shape, own: Shape, cloud: str) -> Shape | None:
     requires: ``sizing.fit`` takes more than one node only on a type with EFA), or None when
     the choice is single-node or its cloud's fleet counts VMs (GCP is not realised so).
 
-    Not an EC2 Fleet: an instant fleet is the only kind that launches all N nodes of one type
+    Not an EC2 Fleet: an instant fleet is the one kind that launches all N nodes of one type
     in one zone or none (``SingleInstanceType``, ``SingleAvailabilityZone``, ``MinTargetCapacity``:
-    "Supported only for fleets of type instant", botocore's ec2 ``SpotOptionsRequest``), but
-    its Spot Instances cannot stop on interruption ("For EC2 Fleet or Spot Fleet, the request
-    type must be maintain", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/interruption-behavior.html),
-    so an interrupted node would not come back as today's persistent spot node does, and a
-    launch template shared by N nodes cannot name each node's pre-made EFA interface with its
-    Elastic IP (an instance with several interfaces gets no public IPv4 address). Each fallback
-    is instead a plan of its own that ``gpufit up`` deploys when the type before it had no
-    capacity."""
+    "Supported only for fleets of type instant", botocore 1.43.11's
+    ``botocore/data/ec2/2016-11-15/service-2.json``). For on-demand it would lose nothing (a
+    follow-up). For spot it loses stop-on-interruption ("For EC2 Fleet or Spot Fleet, the request
+    type must be maintain", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/interruption-behavior.html).
+    And gpufit gives each node a pre-made EFA interface with an Elastic IP (its own choice: the
+    default VPC has no NAT), which a launch template shared by N nodes cannot name. Each
+    fallback is instead a plan of its own that ``gpufit up`` deploys, pinned as listed
+    (``placement.attempt``), when the type before it had no capacity."""
     if choice.nodes_per_replica <= 1 or cloud in VM_COUNTED_CLOUDS:
         return None
     if own.nodes_per_replica > 1 and not own.needs_node_interconnect:
