@@ -10,9 +10,8 @@ from cli.figures import money, where
 from selector.capacity import CapacityTerms, describe as describe_capacity
 from selector.catalog import Offer
 from selector.consumption import third_party_note
-from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback
+from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, multinode_note, realised_text
 from selector.freshness import age_text
-from selector.gcp_flexibility import describe
 from selector.obtainability import obtainability
 from selector.select import GCP_ONE_TYPE_NOTE, Plan
 from selector.units import format_hours
@@ -32,7 +31,7 @@ def _fleet_members(plan: Plan) -> str:
     if not plan.fallbacks:
         choice = plan.choice
         if choice is not None and choice.shape.nodes_per_replica > 1:
-            return "fallbacks: none (a multi-node replica runs on instances of one type, kept as instances)"
+            return f"fallbacks: none ({multinode_note(choice.offer, 0)})"
         if plan.spec.placement.instance_types is not None:
             return "fallbacks: none among placement.instance_types"
         if choice is not None and choice.offer.cloud in VM_COUNTED_CLOUDS and not _resumes(plan):
@@ -46,7 +45,7 @@ def _fleet_members(plan: Plan) -> str:
     parts = [
         f"{f.offer.instance.name} {where(f.offer)} {f.offer.market} {money(f.offer.hourly_usd)}/h"
         + (f" ×{f.weighted_capacity}" if f.weighted_capacity != plan.choice_weight else "")
-        + f" ({obtainability(f.offer).level}{_idle(plan, f)}{_realised(f)}{_expected(f)})"
+        + f" ({_level(f)}{_idle(plan, f)}{_realised(f)}{_expected(f)})"
         for f in plan.fallbacks
     ]
     weights = plan.choice_weight != 1 or any(f.weighted_capacity != 1 for f in plan.fallbacks)
@@ -92,11 +91,16 @@ REBALANCER_NOTE = (
 )
 
 
+def _level(fallback: Fallback) -> str:
+    """The fallback's obtainability, all the nodes of a multi-node replica at once."""
+    return obtainability(fallback.offer, fallback.shape.nodes_per_replica).level
+
+
 def _realised(fallback: Fallback) -> str:
-    """``; instance flexibility (...)`` or ``; its own MIG ...`` for a GCP fallback."""
-    if not fallback.realised:
-        return ""
-    return f"; {describe(fallback.realised, fallback.offer.instance.machine_type)}"
+    """``; instance flexibility (...)`` or ``; its own MIG ...`` for a GCP fallback, ``; `gpufit
+    up`'s next attempt ...`` for a multi-node replica's."""
+    text = realised_text(fallback)
+    return f"; {text}" if text else ""
 
 
 def _expected(fallback: Fallback) -> str:

@@ -53,10 +53,18 @@ def add_parser(sub: Any) -> None:
         help="deploy a stack, watch its fleet come up, fail over to the next region when capacity runs out",
         description="Run `pulumi up` on the stack (Automation API, this project's __main__.py), watch "
         "the fleet for --wait; when it stays empty because the cloud has no capacity, exclude that "
-        "cloud/region/type in the stack's spec (and lock), re-plan and try again, up to --attempts.",
+        "cloud/region/type in the stack's spec (and lock) and try the next plan, up to --attempts: "
+        "first each fallback the plan lists as an attempt of its own (a multi-node replica's other "
+        "types), as listed and in the listed order, then a re-plan.",
     )
     p.add_argument("stack", help="a stack of this project (stacks/Pulumi.<stack>.yaml)")
-    p.add_argument("--attempts", type=int, default=3, help="plans to try at most (default 3)")
+    p.add_argument(
+        "--attempts",
+        type=int,
+        default=None,
+        help="plans to try at most (default: 1 + the fallbacks the plan lists as attempts of their "
+        "own, at least 3, at most 10)",
+    )
     p.add_argument(
         "--wait", default="15m", help="how long each attempt's fleet may take to come up (default 15m)"
     )
@@ -164,7 +172,7 @@ def cmd_up(
     from selector.select import plan
     from selector.units import parse_duration_hours
 
-    if args.attempts < 1:
+    if args.attempts is not None and args.attempts < 1:
         print("gpufit: --attempts must be at least 1", file=sys.stderr)
         return USAGE
     try:
@@ -201,9 +209,13 @@ def cmd_up(
     pinned = locked_catalog(lock, catalog.gpus) if lock is not None else None
 
     def planner(candidate: WorkloadSpec) -> Plan:
-        """The reviewed lock's plan while the spec is the locked one; the catalog's after."""
-        same = pinned is not None and candidate is spec
-        return plan(candidate, pinned if same and pinned is not None else catalog, today=now().date())
+        """The reviewed lock's plan while the spec is the locked one, and a listed fallback at
+        its locked price (the lock holds the fallbacks' offers); the catalog's after."""
+        if pinned is not None and (candidate is spec or candidate.placement.attempt is not None):
+            result = plan(candidate, pinned, today=now().date())
+            if candidate is spec or result.choice is not None:
+                return result
+        return plan(candidate, catalog, today=now().date())
 
     config = _stack_config(spec_file)
     unconfigured = unconfigured_clouds(config)

@@ -22,6 +22,7 @@ from selector.engines import (
     rope_style,
     trust_remote_code,
 )
+from selector.fallbacks import ATTEMPT
 from selector.select import Plan
 from selector.sizing import USABLE_MEMORY_FRACTION, Shape
 from selector.sizing.engine_memory import sglang_static_fraction
@@ -287,6 +288,7 @@ def deployment_from_plan(
                     f.realised,
                 )
                 for f in plan.fallbacks
+                if f.realised != ATTEMPT  # a multi-node replica's: a `gpufit up` attempt of its own
             ),
         ),
         tensor_parallel=shape.tensor_parallel,

@@ -15,6 +15,13 @@ from gitops.pulumi_cli import PulumiProject
 EXCLUDE_KEY = "gpufit:workload.placement.exclude"
 """Where the exclusions live in the stack's config (a ``--path`` key): the stack file under
 ``stacks/`` shows them, and the spec hash a lock checks covers them."""
+ATTEMPT_KEY = "gpufit:workload.placement.attempt"
+"""Where ``gpufit up`` pins the listed fallback it is trying (``placement.attempt``)."""
+
+
+def attempt_config(attempt: dict[str, str] | None) -> list[tuple[str, str]]:
+    """The ``--path`` keys and values that write the pinned attempt (none: no keys)."""
+    return [(f"{ATTEMPT_KEY}.{key}", str(value)) for key, value in (attempt or {}).items()]
 
 
 def exclusion_config(exclusions: list[dict[str, str]]) -> list[tuple[str, str]]:
@@ -44,6 +51,14 @@ class AutomationWorkspace(PulumiProject):
             handle.remove_config(EXCLUDE_KEY, path=True)
         # One `pulumi config set-all --path` (Stack.set_all_config): no half-written list.
         values = {key: self._auto.ConfigValue(value=value) for key, value in exclusion_config(exclusions)}
+        if values:
+            handle.set_all_config(values, path=True)
+
+    def record_attempt(self, stack: str, attempt: dict[str, str] | None) -> None:
+        handle = self._stack(stack)
+        with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
+            handle.remove_config(ATTEMPT_KEY, path=True)
+        values = {key: self._auto.ConfigValue(value=value) for key, value in attempt_config(attempt)}
         if values:
             handle.set_all_config(values, path=True)
 

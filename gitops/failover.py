@@ -1,6 +1,9 @@
 """``gpufit up``: deploy a stack's plan, watch its fleet come into service for a bounded time,
 and when the fleet stays empty for lack of capacity, exclude that (cloud, region, types), record
-the exclusion in the stack's spec (and its lock), re-plan and try the next plan.
+the exclusion in the stack's spec (and its lock) and try the next plan: first the fallbacks the
+first plan listed as attempts of their own (a multi-node replica's other types), each exactly as
+listed (``placement.attempt`` pins its type, zone and market), in the listed order; then a
+re-plan of the spec with its exclusions.
 
 Cloud-neutral: the stack is driven through ``StackWorkspace`` (``gitops.automation`` is the
 Pulumi Automation API one) and the fleet read through ``FleetWatcher`` (the clouds' halves
@@ -16,12 +19,16 @@ from typing import Any, Literal, Protocol
 
 from deployment.capacity import calendar_refusal, capacity_target, purchase_refusal
 from gitops.capacity import classify
+from selector.fallbacks import ATTEMPT, MAX_FALLBACKS, Fallback
 from selector.select import Plan
-from selector.spec import ExcludeSpec, WorkloadSpec
+from selector.spec import AttemptSpec, ExcludeSpec, WorkloadSpec
 from selector.spec.exclusion import REASON_MAX, clean_reason
 
 Outcome = Literal["in-service", "capacity", "quota", "failed", "partial", "infeasible", "planned", "refused"]
 Verdict = Literal["up", "exhausted", "stopped", "partial", "infeasible", "dry-run", "refused"]
+DEFAULT_ATTEMPTS = 3
+"""``--attempts`` when the first plan lists no attempt of its own (one plan and two re-plans);
+with listed attempts the default is one more than them, at most ``1 + MAX_FALLBACKS``."""
 POLL_S = 30.0
 """Seconds between two reads of the fleet: DescribeScalingActivities and the MIG's listErrors
 are cheap reads, and a launch takes minutes."""
@@ -43,6 +50,8 @@ class StackWorkspace(Protocol):
 
     def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None: ...
 
+    def record_attempt(self, stack: str, attempt: dict[str, str] | None) -> None: ...
+
     def destroy(self, stack: str, log: Callable[[str], None]) -> None: ...
 
 
@@ -61,6 +70,9 @@ class Attempt:
     instances: int
     hourly_usd: float
     total_usd: float
+    zone: str | None = None
+    nodes: int = 1  # nodes per replica: > 1, plain instances a multi-node job spans
+    listed: int = 0  # the number of the first plan's fallback it is (0: a plan of its own)
     outcome: Outcome = "planned"
     reason: str = ""
     source: str = ""  # the rule that classified the reason (its doc)
@@ -71,9 +83,11 @@ class Attempt:
 
     @property
     def line(self) -> str:
+        where = f"{self.region} {self.zone}" if self.zone else self.region
+        which = f"; the plan's fallback {self.listed}" if self.listed else ""
         head = (
-            f"attempt {self.number}: {self.cloud} {self.instance_type} × {self.instances} in {self.region} "
-            f"({self.market}; fleet {', '.join(self.fleet_types)}), ${self.hourly_usd:,.2f}/h, "
+            f"attempt {self.number}: {self.cloud} {self.instance_type} × {self.instances} in {where} "
+            f"({self.market}; fleet {', '.join(self.fleet_types)}{which}), ${self.hourly_usd:,.2f}/h, "
             f"estimated ${self.total_usd:,.2f} in all"
         )
         return head + (f" — {self.outcome}: {self.reason}" if self.outcome != "planned" else "")
@@ -107,7 +121,7 @@ def _iso(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _attempt(number: int, plan: Plan) -> Attempt:
+def _attempt(number: int, plan: Plan, listed: int = 0) -> Attempt:
     choice = plan.choice
     assert choice is not None
     offer = choice.offer
@@ -116,11 +130,18 @@ def _attempt(number: int, plan: Plan) -> Attempt:
         cloud=offer.cloud,
         region=offer.region,
         instance_type=offer.instance.name,
-        fleet_types=[offer.instance.name, *(f.offer.instance.name for f in plan.fallbacks)],
+        # A multi-node replica's fallbacks are attempts of their own, not members of its fleet.
+        fleet_types=[
+            offer.instance.name,
+            *(f.offer.instance.name for f in plan.fallbacks if f.realised != ATTEMPT),
+        ],
         market=offer.market,
         instances=choice.shape.instances,
         hourly_usd=round(choice.cost.hourly_usd, 4),
         total_usd=round(choice.cost.total_usd, 2),
+        zone=offer.zone,
+        nodes=choice.shape.nodes_per_replica,
+        listed=listed,
     )
 
 
@@ -182,24 +203,98 @@ def deployable_plan(
     return spec, result
 
 
+def listed_attempts(plan: Plan) -> tuple[Fallback, ...]:
+    """The fallbacks ``plan`` lists as attempts of their own, in the listed order."""
+    return tuple(f for f in plan.fallbacks if f.realised == ATTEMPT)
+
+
+def attempt_limit(requested: int | None, first: Plan) -> int:
+    """``--attempts``, or by default one more than the first plan's listed attempts (so each is
+    tried), at least ``DEFAULT_ATTEMPTS`` and at most ``1 + MAX_FALLBACKS``."""
+    if requested is not None:
+        return requested
+    return max(DEFAULT_ATTEMPTS, 1 + min(len(listed_attempts(first)), MAX_FALLBACKS))
+
+
+def with_attempt(spec: WorkloadSpec, pin: AttemptSpec | None) -> WorkloadSpec:
+    """``spec`` whose plan may use only the pinned offer (None: any)."""
+    if spec.placement.attempt == pin:
+        return spec
+    placement = spec.placement.model_copy(update={"attempt": pin})
+    return spec.model_copy(update={"placement": placement})
+
+
+def pin_of(fallback: Fallback) -> AttemptSpec:
+    offer = fallback.offer
+    market = offer.market
+    assert market in ("on-demand", "spot"), market  # attempts are listed only in these markets
+    return AttemptSpec(
+        cloud=offer.cloud,
+        region=offer.region,
+        zone=offer.zone,
+        instance_type=offer.instance.name,
+        market=market,
+    )
+
+
+@dataclass
+class AttemptWalk:
+    """The plans ``gpufit up`` deploys, in order: the spec's plan; after a capacity failure, the
+    next fallback that plan listed as an attempt of its own, pinned (``placement.attempt``) so
+    it is deployed as listed; when the list is spent, a re-plan of the spec with its exclusions
+    (whose own listed attempts come next)."""
+
+    planner: Callable[[WorkloadSpec], Plan]
+    unconfigured: Mapping[str, str]
+    skipped: list[str]
+    listed: tuple[Fallback, ...] = ()
+    taken: int = 0
+
+    def next(self, current: WorkloadSpec, first: bool) -> tuple[WorkloadSpec, WorkloadSpec, Plan, int]:
+        """(``current`` as re-planned, unpinned; the spec to deploy; its plan; the number of the
+        listed fallback it is, 0 for a plan of its own)."""
+        while not first and self.taken < len(self.listed):
+            fallback = self.listed[self.taken]
+            self.taken += 1
+            pin = pin_of(fallback)
+            deployed = with_attempt(current, pin)
+            result = self.planner(deployed)
+            if result.choice is not None:
+                return current, deployed, result, self.taken
+            self.skipped.append(
+                f"the plan's fallback {self.taken} ({pin.label}) no longer plans: {result.status}"
+            )
+        if not first:
+            current = with_attempt(current, None)
+        current, result = deployable_plan(current, self.planner, self.unconfigured, self.skipped)
+        self.listed, self.taken = (listed_attempts(result), 0) if result.choice is not None else ((), 0)
+        return current, current, result, 0
+
+
 def attempt_order(
     spec: WorkloadSpec,
     planner: Callable[[WorkloadSpec], Plan],
-    attempts: int,
+    attempts: int | None,
     unconfigured: Mapping[str, str] | None = None,
     skipped: list[str] | None = None,
 ) -> list[Attempt]:
     """The plans ``gpufit up`` would try, in order, if each fleet stayed empty for capacity
     (``--dry-run``): nothing is deployed, recorded or read from a cloud. Plans on a cloud the
-    stack cannot deploy to are skipped the way ``run_up`` skips them (listed in ``skipped``)."""
+    stack cannot deploy to are skipped the way ``run_up`` skips them (listed in ``skipped``).
+    ``attempts``: None for ``attempt_limit``'s default."""
     order: list[Attempt] = []
     current = spec
-    skips = skipped if skipped is not None else []
-    for number in range(1, attempts + 1):
-        current, result = deployable_plan(current, planner, unconfigured or {}, skips)
+    walk = AttemptWalk(planner, unconfigured or {}, skipped if skipped is not None else [])
+    limit = attempts or 1
+    number = 0
+    while number < limit:
+        number += 1
+        current, _, result, listed = walk.next(current, first=number == 1)
         if result.choice is None:
             break
-        attempt = _attempt(number, result)
+        if number == 1:
+            limit = attempt_limit(attempts, result)
+        attempt = _attempt(number, result, listed)
         order.append(attempt)
         current = excluding(current, attempt, "dry run: assumed out of capacity", None)
     return order
@@ -233,7 +328,7 @@ def watch(
 
 @dataclass(frozen=True)
 class UpSettings:
-    attempts: int = 3
+    attempts: int | None = None  # None: ``attempt_limit``'s default
     wait: timedelta = timedelta(minutes=15)
     poll_s: float = POLL_S
     destroy_when_exhausted: bool = False
@@ -245,6 +340,26 @@ class UpSettings:
 def _one_line(err: BaseException) -> str:
     text = " ".join(f"{type(err).__name__}: {err}".split())
     return text[:REASON_MAX]
+
+
+def left_deployed(last: Attempt) -> str:
+    """What the last attempt left running when ``gpufit up`` gives up without destroying it."""
+    where = f"{last.cloud} {last.region} {last.instance_type}"
+    if last.nodes > 1:  # plain instances: `pulumi up` failed after starting some nodes, or none
+        what = (
+            f"the nodes of the last attempt ({where}) that started stay deployed until the stack's "
+            "deadline: they do not launch the missing ones, their leader gives up after its "
+            "rendezvous wait and powers off, and a stopped node's disks still bill"
+        )
+    else:
+        what = (
+            f"the last attempt's fleet ({where}) is still deployed and keeps launching until the "
+            "stack's deadline"
+        )
+    return (
+        f"{what}; run with --destroy-when-exhausted or `pulumi destroy` to stop it; its exclusion "
+        "is not recorded in the stack (see not_recorded)"
+    )
 
 
 def run_up(
@@ -268,13 +383,19 @@ def run_up(
     report = report if report is not None else UpReport(stack, "exhausted", [], [])
     report.exclusions = exclusions_of(spec)
     current = spec
-    for number in range(1, settings.attempts + 1):
-        current, result = deployable_plan(current, planner, settings.unconfigured, report.skipped)
+    walk = AttemptWalk(planner, settings.unconfigured, report.skipped)
+    limit, number = settings.attempts or 1, 0
+    recorded = spec.placement.attempt  # the pin in the stack's config
+    while number < limit:
+        number += 1
+        current, deployed_spec, result, listed = walk.next(current, first=number == 1)
         if result.choice is None:
             report.verdict = "infeasible" if number == 1 else "exhausted"
             report.note = f"no plan left ({result.status})"
             break
-        attempt = _attempt(number, result)
+        if number == 1:
+            limit = attempt_limit(settings.attempts, result)
+        attempt = _attempt(number, result, listed)
         report.attempts.append(attempt)
         log(attempt.line)
         target = capacity_target(result.choice.offer)
@@ -287,8 +408,12 @@ def run_up(
             report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
             log(attempt.line)
             return report
-        if current is not spec:
+        if deployed_spec is not spec:
             workspace.record_exclusions(stack, exclusions_of(current))
+            pin = deployed_spec.placement.attempt
+            if pin != recorded:
+                workspace.record_attempt(stack, pin.model_dump(exclude_none=True) if pin else None)
+                recorded = pin
             if relock is not None:
                 relock(result)
             report.exclusions = exclusions_of(current)
@@ -355,17 +480,5 @@ def run_up(
         workspace.destroy(stack, log)
         report.note = "; ".join(filter(None, [report.note, "destroyed after the last attempt"]))
     elif report.attempts:
-        last = report.attempts[-1]
-        report.note = "; ".join(
-            filter(
-                None,
-                [
-                    report.note,
-                    f"the last attempt's fleet ({last.cloud} {last.region} {last.instance_type}) is still "
-                    "deployed and keeps launching until the stack's deadline; run with "
-                    "--destroy-when-exhausted or `pulumi destroy` to stop it; its exclusion is not "
-                    "recorded in the stack (see not_recorded)",
-                ],
-            )
-        )
+        report.note = "; ".join(filter(None, [report.note, left_deployed(report.attempts[-1])]))
     return report

@@ -268,6 +268,9 @@ def settings(
         ("STACK", d.stack),
         ("BUCKET", bucket),
         ("DEPLOYMENT", deployment_id(d)),
+        # which `gpufit up` attempt a multi-node job's nodes belong to (each attempt another type
+        # or region): a node of a failed attempt, replaced by the next one, stops none of it
+        ("ATTEMPT", f"{d.region}/{d.machine_type}/{role.nodes}"),
         ("NODE_PREFIX", "fleet" if group else f"machine-{role.machine}"),
         ("WORKDIR", paths.at(d.workdir)),
         ("KIND", job_kind),

@@ -54,7 +54,7 @@ from dataclasses import dataclass, replace
 
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, offer_cost, with_wait
-from selector.gcp_flexibility import FLEXIBLE, MAX_FALLBACK_GROUPS, realisation
+from selector.gcp_flexibility import FLEXIBLE, MAX_FALLBACK_GROUPS, describe, realisation
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
 from selector.sizing import Rejection, Shape
@@ -146,7 +146,7 @@ class Fallback:
     shape: Shape
     cost: Cost
     weighted_capacity: int
-    realised: str = ""  # GCP: "flexibility" (the choice's group) or "group" (a MIG of its own)
+    realised: str = ""  # GCP: "flexibility" (the choice's group), "group" (a MIG of its own); ATTEMPT
 
     @property
     def idle_gpus(self) -> int:
@@ -224,6 +224,64 @@ def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> in
     return own.replicas_per_instance
 
 
+ATTEMPT = "attempt"
+"""``Fallback.realised`` of a multi-node replica's fallback: ``gpufit up`` tries it as an attempt
+of its own (``gitops.failover``), its nodes plain instances of its one type as the choice's are."""
+
+
+def attempt_shape(choice: Shape, own: Shape, cloud: str) -> Shape | None:
+    """A multi-node replica's fallback: ``own``, the type's shape as the selector plans it alone
+    (its nodes, GPUs and TP per replica, each node reached by the node interconnect its fit
+    requires: ``sizing.fit`` takes more than one node only on a type with EFA), or None when
+    the choice is single-node or its cloud's fleet counts VMs (GCP is not realised so).
+
+    Not an EC2 Fleet: an instant fleet is the one kind that launches all N nodes of one type
+    in one zone or none (``SingleInstanceType``, ``SingleAvailabilityZone``, ``MinTargetCapacity``:
+    "Supported only for fleets of type instant", botocore 1.43.11's
+    ``botocore/data/ec2/2016-11-15/service-2.json``). For on-demand it would lose nothing (a
+    follow-up). For spot it loses stop-on-interruption ("For EC2 Fleet or Spot Fleet, the request
+    type must be maintain", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/interruption-behavior.html).
+    And gpufit gives each node a pre-made EFA interface with an Elastic IP (its own choice: the
+    default VPC has no NAT), which a launch template shared by N nodes cannot name. Each
+    fallback is instead a plan of its own that ``gpufit up`` deploys, pinned as listed
+    (``placement.attempt``), when the type before it had no capacity."""
+    if choice.nodes_per_replica <= 1 or cloud in VM_COUNTED_CLOUDS:
+        return None
+    if own.nodes_per_replica > 1 and not own.needs_node_interconnect:
+        return None
+    return own
+
+
+def multinode_note(choice: Offer, found: int) -> str:
+    """Why a multi-node replica has fewer than two fallbacks: the types in its region and
+    market that run it alone (``attempt_shape``) within the budget and ttl."""
+    if choice.cloud in VM_COUNTED_CLOUDS:
+        return f"a multi-node replica runs on plain {choice.cloud} VMs of one type"
+    return (
+        f"only {found} other type(s) run the multi-node replica in {choice.region}, {choice.market}, "
+        "each as `gpufit up`'s next attempt, within the budget and ttl"
+    )
+
+
+def realised_text(fallback: Fallback) -> str:
+    """How the cloud realises a fallback, for the plan: a multi-node replica's attempt of its
+    own, or a GCP fallback's instance flexibility or group (``gcp_flexibility.describe``);
+    "" for a member of an AWS group's overrides."""
+    if fallback.realised == ATTEMPT:
+        shape = fallback.shape
+        nodes = shape.nodes_per_replica
+        cost = fallback.cost
+        return (
+            f"a `gpufit up` attempt of its own: {nodes} node{'s' if nodes != 1 else ''}, "
+            f"{shape.gpus_per_replica} GPUs per replica; launched as {shape.instances} × "
+            f"{fallback.offer.instance.name} in {fallback.offer.zone or fallback.offer.region} at "
+            f"${cost.hourly_usd:,.2f}/h, est. ${cost.total_usd:,.2f} in all"
+        )
+    if not fallback.realised:
+        return ""
+    return describe(fallback.realised, fallback.offer.instance.machine_type)
+
+
 def same_shape(choice: Shape, own: Shape, units: int) -> bool:
     """Whether ``own`` can join the choice's fleet holding as many replicas per instance."""
     return weight_in_fleet(choice, own, units, weighted=False) is not None
@@ -272,6 +330,8 @@ def fallbacks(
     cloud, region, market = choice_offer.cloud, choice_offer.region, choice_offer.market
     pinned = choice_offer.zone
     allowed = (pinned,) if pinned is not None else choice_offer.zones
+    # A multi-node replica's fallback is an attempt of its own: placed in its own offer's zone.
+    attempts = choice_shape.nodes_per_replica > 1 and cloud not in VM_COUNTED_CLOUDS
     found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
     for it, offers in catalog.by_instance_type:
         if it.cloud != cloud or it.name == choice_offer.instance.name:
@@ -302,15 +362,18 @@ def fallbacks(
             if o.region == region
             and o.market == market
             and (
-                not allowed
+                attempts
+                or not allowed
                 or any(offered_in(o, zone) for zone in allowed)
                 or (pinned is None and o.zone is None and not o.zones)
             )
+            and not o.unpriced
         ]
         if not here:
             continue
-        # The group may launch this type in any zone it is allowed: cost it where it is dearest.
-        here = [max(here, key=lambda o: o.hourly_usd)]
+        if not attempts:
+            # The group may launch this type in any zone it is allowed: cost it where it is dearest.
+            here = [max(here, key=lambda o: o.hourly_usd)]
         own = fit_of(it)
         if (
             fit_at is not None
@@ -326,7 +389,11 @@ def fallbacks(
             if realised in FLEXIBLE and weight is None and same_series(choice_offer.instance, it)
             else None
         )
-        if padded is not None:
+        alone = attempt_shape(choice_shape, own, cloud)
+        how: str = realised
+        if alone is not None:
+            shape, weight, how = alone, alone.replicas_per_instance, ATTEMPT
+        elif padded is not None:
             shape, weight = padded, choice_shape.replicas_per_instance
         elif weight is None:
             continue
@@ -339,7 +406,8 @@ def fallbacks(
             if ceiling is not None and billed.total_usd > ceiling * (1 + 1e-9):
                 continue
             window = deadline_hours if inputs.run_hours is None else None
-            cost = with_wait(billed, obtainability(offer), wait_value, window, rerun_usd)
+            odds = obtainability(offer, shape.nodes_per_replica)
+            cost = with_wait(billed, odds, wait_value, window, rerun_usd)
             if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
                 continue
             if not within_budget(cost.hourly_usd, cost.total_usd):
@@ -347,7 +415,7 @@ def fallbacks(
             key = (cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
             best = found.get(it.name)
             if best is None or key < best[0]:
-                found[it.name] = (key, Fallback(offer, shape, cost, weight, realised))
+                found[it.name] = (key, Fallback(offer, shape, cost, weight, how))
     ranked = [fallback for _, fallback in sorted(found.values(), key=lambda entry: entry[0])]
     groups = [f for f in ranked if f.realised == "group"][:MAX_FALLBACK_GROUPS]
     return tuple(f for f in ranked if f.realised != "group" or f in groups)[:limit]

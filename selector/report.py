@@ -9,9 +9,8 @@ from selector.capacity import capacity_to_dict
 from selector.catalog import Offer
 from selector.consumption import status as consumption_status, third_party_note
 from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup, outputs_note
-from selector.fallbacks import Fallback
+from selector.fallbacks import Fallback, realised_text
 from selector.freshness import age_text, as_of_date
-from selector.gcp_flexibility import describe
 from selector.obtainability import Obtainability, obtainability
 from selector.select import Candidate, Plan
 from selector.setup_time import SetupTime
@@ -167,14 +166,14 @@ def fallback_to_dict(fallback: Fallback) -> dict[str, Any]:
         "tensor_parallel": fallback.shape.tensor_parallel,
         "instances": fallback.shape.instances,
         "idle_gpus_per_instance": fallback.idle_gpus,
-        # GCP: how the fleet realises it ("flexibility": the choice's MIG; "group": a MIG of its own)
+        # GCP: "flexibility" (the choice's MIG), "group" (a MIG of its own); "attempt": a multi-node
+        # replica's type, which `gpufit up` deploys on its own
         "realised": fallback.realised or None,
-        "realised_how": describe(fallback.realised, offer.instance.machine_type)
-        if fallback.realised
-        else None,
+        "realised_how": realised_text(fallback) or None,
+        "nodes_per_replica": fallback.shape.nodes_per_replica,
         "total_usd": _r(fallback.cost.total_usd, 2),
         "expected_usd": _r(fallback.cost.expected_usd, 2),
-        "obtainability": obtainability_to_dict(obtainability(offer)),
+        "obtainability": obtainability_to_dict(obtainability(offer, fallback.shape.nodes_per_replica)),
         "source": offer.source,
         "as_of": offer.as_of,
     }

@@ -19,6 +19,7 @@ from functools import partial
 from operator import attrgetter
 from typing import Literal
 
+from selector.attempt_pin import held, pinned_catalog
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
 from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
 from selector.capacity import BlockQuote
@@ -32,6 +33,7 @@ from selector.fallbacks import (
     Fallback,
     fallbacks,
     fleet_units,
+    multinode_note,
     spanning_offer,
 )
 from selector.freshness import PriceAges, price_ages_counted
@@ -129,10 +131,10 @@ class Plan:
             return "placement.instance_types pins the types"
         if choice.offer.market in CAPACITY_MARKETS:
             return f"a {choice.offer.market} holds machines of one type"
-        if choice.shape.nodes_per_replica > 1:
-            return "a multi-node replica runs on instances of one type"
         offer = choice.offer
         n = len(self.fallbacks)
+        if choice.shape.nodes_per_replica > 1:
+            return multinode_note(offer, n) + self._broader_text()
         resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
         if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes:
             return GCP_ONE_TYPE_NOTE
@@ -326,6 +328,7 @@ def plan(
     tally = _Tally()
     full_catalog = catalog
     catalog = _without_excluded(catalog, placement.exclude, tally)
+    catalog = pinned_catalog(catalog, placement.attempt, tally.reject)
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
     builds: dict[tuple[str, str], EngineBuild | None] = {}
@@ -382,7 +385,7 @@ def plan(
                     Rejection("placement", "region not in placement.regions"), len(offers) - len(allowed)
                 )
         if not isinstance(shape, Rejection):
-            allowed = options.offers_for(it, shape, allowed, tally.reject)
+            allowed = held(placement.attempt, options.offers_for(it, shape, allowed, tally.reject))
         considered.update(map(_AS_OF, allowed))
         if isinstance(shape, Rejection):
             if allowed:

@@ -292,8 +292,8 @@ machine_failure() {  # REASON [EXIT-CODE] [final: no replacement would do better
   finish leave
 }
 abort_peers() {  # REASON: tell every node of the job to stop
-  printf '{"machine":"%s","node_rank":%s,"reason":"%s","at":%s}\n' "$(clean "$(machine_id)")" "$NODE_RANK" \
-    "$(clean "$1")" "$(now)" > "$RUN/abort.json"
+  printf '{"machine":"%s","node_rank":%s,"attempt":"%s","reason":"%s","at":%s}\n' "$(clean "$(machine_id)")" \
+    "$NODE_RANK" "$(clean "$ATTEMPT")" "$(clean "$1")" "$(now)" > "$RUN/abort.json"
   put_object "$RUN/abort.json" status/abort.json || log "could not tell the other nodes to stop"
 }
 
@@ -352,6 +352,8 @@ watch_peers() {  # multi-node: a node that gave up since this boot stops the oth
   while sleep "$T_ABORT_POLL"; do
     abort=$(read_object status/abort.json 2>/dev/null) || continue
     case $abort in *"\"machine\":\"$(machine_id)\""*) continue ;; esac
+    # a node of another `gpufit up` attempt (its nodes are being replaced) stops none of this one's
+    case $abort in *'"attempt":"'*) case $abort in *"\"attempt\":\"$ATTEMPT\""*) ;; *) continue ;; esac ;; esac
     at=$(printf '%s' "$abort" | sed -n 's/.*"at":\([0-9]*\).*/\1/p')
     if [ "${at:-0}" -ge "$started" ]; then
       why=$(printf '%s' "$abort" | sed -n 's/.*"reason":"\([^"]*\)".*/\1/p')
@@ -513,7 +515,7 @@ job_succeeded() {
 }
 job_failed() {  # EXIT-CODE ATTEMPTS
   local what="the command exited $1"
-  [ "$NNODES" -gt 1 ] && what="torchrun exited $1 (a node was lost for longer than the $T_JOIN s rendezvous wait, or the job failed)"
+  [ "$NNODES" -gt 1 ] && what="torchrun exited $1 (a node was lost, or never joined, for longer than the $T_JOIN s rendezvous wait, or the job failed)"
   planned_stop "the job failed" 0 0 "$T_FINAL_SYNC"
   case $1 in  # the shell's own codes: the same image fails the same way on any machine
     127) machine_failure "$what: a command was not found in the image's environment; not retried" "$1" final ;;

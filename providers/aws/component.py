@@ -240,8 +240,17 @@ class AwsGpuInstance(pulumi.ComponentResource):
             network = {"launch_template": template}
         # A node of a multi-node job owns its pre-made primary EFA interface: a replacement must
         # let go of it first (EC2 refuses to attach an interface in use to a second instance).
+        # Another type (`gpufit up`'s next attempt, issue 25) replaces a spot instance or an EFA
+        # node rather than modifying it: a Spot Instance's type cannot be changed ("While a Spot
+        # Instance is stopped, you can modify some of its instance attributes, but not the
+        # instance type", https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/interruption-behavior.html),
+        # and an EFA node's interfaces are laid out per network card of its type (efa_cards.yaml).
         opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(delete_before_replace=d.needs_node_interconnect)
+            opts,
+            pulumi.ResourceOptions(
+                delete_before_replace=d.needs_node_interconnect,
+                replace_on_changes=["instanceType"] if d.spot or d.needs_node_interconnect else None,
+            ),
         )
         return aws.ec2.Instance(
             resource_name,

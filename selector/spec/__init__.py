@@ -9,7 +9,7 @@ section and its resolution to a ``ModelArch``), ``serving`` (the ``serving`` sec
 ``workload`` (the other sections and ``WorkloadSpec``), ``loading`` (problems, parsing, loading, schemas).
 """
 
-from selector.spec.exclusion import ExcludeSpec
+from selector.spec.exclusion import AttemptSpec, ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -69,6 +69,7 @@ __all__ = [
     "STACK_KEY",
     "TRAINING_TASKS",
     "AccessSpec",
+    "AttemptSpec",
     "BudgetSpec",
     "Cloud",
     "Count",

@@ -97,3 +97,35 @@ class ExcludeSpec(Strict):
     @property
     def label(self) -> str:
         return f"{self.cloud} {self.region} {self.instance_type}" + (f" {self.market}" if self.market else "")
+
+
+class AttemptSpec(Strict):
+    """The one offer a plan may use while ``gpufit up`` tries a fallback its first plan listed
+    (a multi-node replica's next type): written to the stack's config with that attempt, so the
+    Pulumi program plans exactly it, and removed when ``gpufit up`` re-plans."""
+
+    cloud: Cloud
+    region: str
+    zone: str | None = Field(None, description="the offer's zone (AWS AZ ID); none: a region-level offer")
+    instance_type: str
+    market: Literal["on-demand", "spot"]
+
+    @field_validator("region", "zone", "instance_type")
+    @classmethod
+    def _plain_name(cls, value: str | None) -> str | None:
+        if value is not None and (not _PLACE_RE.fullmatch(value) or set(value) & set("*?")):
+            raise ValueError(f"{value!r}: expected a name of a-z 0-9 . - (at most 63), no glob")
+        return value
+
+    def holds(self, cloud: str, region: str, zone: str | None, instance_type: str, market: str) -> bool:
+        return (cloud, region, zone, instance_type, market) == (
+            self.cloud,
+            self.region,
+            self.zone,
+            self.instance_type,
+            self.market,
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.cloud} {self.instance_type} {self.market} in {self.zone or self.region}"

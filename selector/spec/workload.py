@@ -12,7 +12,7 @@ from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
 from selector.spec.capacity import CapacitySpec, capacity_problems
 from selector.spec.embed import EmbedSpec
-from selector.spec.exclusion import ExcludeSpec
+from selector.spec.exclusion import AttemptSpec, ExcludeSpec
 from selector.spec.fields import (
     ALL_CLOUDS,
     SERVING_TASKS,
@@ -123,6 +123,11 @@ class PlacementSpec(Strict):
         default_factory=list,
         description="(cloud, region, instance type) the plan must not use, e.g. where capacity ran out",
         max_length=200,
+    )
+    attempt: AttemptSpec | None = Field(
+        None,
+        description="set by `gpufit up` while it tries a fallback the plan listed (a multi-node "
+        "replica's next type): the plan uses only this offer",
     )
     gcp_instance_flexibility: bool | None = Field(
         None,

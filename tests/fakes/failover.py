@@ -8,7 +8,8 @@ orchestrator that forgot to record an exclusion deploys the same region again.
 
 ``FakeWatcher`` answers for each deployment what the cloud would: a behaviour per attempt or
 per ``cloud/region`` (``ok``, ``capacity``, ``quota``, ``partial``, ``silent``, ``slow`` or
-``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail), with the clouds'
+``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail, ``deploy-partial``
+after starting half the nodes), with the clouds'
 real messages. ``FakeClock`` is the injected clock; its ``sleep`` advances it.
 """
 
@@ -20,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gitops.automation import exclusion_config
+from gitops.automation import ATTEMPT_KEY, attempt_config, exclusion_config
 from gitops.failover import DeployError, FleetState
 from selector.select import Plan
 from selector.spec import WorkloadSpec, parse_spec
@@ -83,10 +84,13 @@ class FakeWorkspace:
     by_attempt: list[str] = field(default_factory=list)
     by_region: dict[str, str] = field(default_factory=dict)
     config: dict[str, str] = field(default_factory=dict)  # the --path keys recorded
+    attempt_keys: dict[str, str] = field(default_factory=dict)  # placement.attempt's --path keys
+    attempt_recorded: bool = False
     deployed: list[dict[str, Any]] = field(default_factory=list)
     destroyed: int = 0
     clock: FakeClock | None = None
     deployed_at: list[datetime] = field(default_factory=list)
+    live: dict[str, str] = field(default_factory=dict)  # the stack's nodes: name → type@zone
 
     def _spec(self) -> WorkloadSpec:
         """The spec the program reads: the stack's, with the recorded exclusions."""
@@ -97,6 +101,11 @@ class FakeWorkspace:
             exclude.setdefault(int(index), {})[name] = value
         if exclude:
             raw.setdefault("placement", {})["exclude"] = [exclude[i] for i in sorted(exclude)]
+        attempt = {k.removeprefix(f"{ATTEMPT_KEY}."): v for k, v in self.attempt_keys.items()}
+        if attempt:
+            raw.setdefault("placement", {})["attempt"] = attempt
+        elif self.attempt_recorded:
+            raw.setdefault("placement", {}).pop("attempt", None)
         return parse_spec(raw, source="fake stack config", prefix="gpufit:workload")
 
     def up(self, stack: str, log: Callable[[str], None]) -> dict[str, Any]:
@@ -117,6 +126,18 @@ class FakeWorkspace:
         }
         self.deployed.append(outputs)
         kind = behaviour_of(outputs, len(self.deployed), self.by_attempt, self.by_region)
+        # Pulumi's own rule for a stack's resources: a node the new program does not declare is
+        # deleted, one whose type or zone changed is replaced, before the new ones are created.
+        program = {
+            f"node-{i}": f"{choice.offer.instance.name}@{choice.offer.zone or choice.offer.region}"
+            for i in range(choice.shape.instances)
+        }
+        self.live = {name: what for name, what in self.live.items() if program.get(name) == what}
+        started = list(program)[: max(len(program) // 2, 1)] if kind == "deploy-partial" else list(program)
+        if not kind.startswith("deploy-") or kind == "deploy-partial":
+            self.live.update((name, program[name]) for name in started)
+        if kind == "deploy-partial":  # some nodes run, RunInstances refused the others
+            kind = "deploy-capacity"
         if kind.startswith("deploy-"):
             key = (outputs["cloud"], kind)
             text = MESSAGES.get(key, "error: creating resource: AccessDenied: not authorized")
@@ -127,8 +148,13 @@ class FakeWorkspace:
     def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
         self.config = dict(exclusion_config(exclusions))
 
+    def record_attempt(self, stack: str, attempt: dict[str, str] | None) -> None:
+        self.attempt_keys = dict(attempt_config(attempt))
+        self.attempt_recorded = True
+
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         self.destroyed += 1
+        self.live = {}
 
 
 @dataclass
