@@ -134,7 +134,8 @@ class Plan:
         offer = choice.offer
         n = len(self.fallbacks)
         resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
-        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes:
+        served = self.spec.task == "serve"
+        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes and not served:
             return GCP_ONE_TYPE_NOTE
         if offer.cloud in VM_COUNTED_CLOUDS:
             vms = choice.shape.instances
@@ -143,6 +144,9 @@ class Plan:
                 if self.spec.task == "batch"
                 else "each VM of the choice's GPU count and at least its GPU memory, in a group of its own"
                 if resumes
+                else "each VM of at least the choice's GPU memory running its replicas (GPUs beyond them "
+                "idle), in a group of its own behind the one backend service"
+                if served
                 else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
             )
             return (
@@ -517,6 +521,7 @@ def plan(
             max_cost_ratio=ratio if offer.market == "on-demand" else None,
             limit=limit,
             checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
+            served=spec.task == "serve" and spec.fault_tolerance != "none",
         )
 
     def same_build(it: InstanceType) -> Shape | Rejection:

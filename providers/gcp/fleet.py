@@ -288,6 +288,20 @@ class GcpGpuFleet(pulumi.ComponentResource):
             max_surge_fixed=0,
             max_unavailable_fixed=len(zones),
         )
+        named_ports = [
+            gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
+            for i, p in enumerate(d.server.ports() if d.server else [])
+        ]
+        # A VM whose readiness responder stops answering (a hung machine, a server past its load
+        # bound or failed) is recreated; the responder is up minutes after boot, so the initial
+        # delay need not cover the weights' load (which may outlast the API's 3600 s).
+        autohealing = (
+            gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
+                health_check=self.readiness_check.id, initial_delay_sec=lifecycle.READINESS_BOOT_S
+            )
+            if self.readiness_check is not None
+            else None
+        )
         group_opts = pulumi.ResourceOptions(
             parent=self, depends_on=[bucket_access, vm_group, *apis], ignore_changes=ignored
         )
@@ -309,20 +323,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             instance_flexibility_policy=flexibility,
             update_policy=update_policy,
             wait_for_instances=False,
-            named_ports=[
-                gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
-                for i, p in enumerate(d.server.ports() if d.server else [])
-            ],
-            # A VM whose readiness responder stops answering (a hung machine, a server past its
-            # load bound or failed) is recreated; the responder is up minutes after boot, so the
-            # initial delay need not cover the weights' load (which may outlast the API's 3600 s).
-            auto_healing_policies=(
-                gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
-                    health_check=self.readiness_check.id, initial_delay_sec=lifecycle.READINESS_BOOT_S
-                )
-                if self.readiness_check is not None
-                else None
-            ),
+            named_ports=named_ports,
+            auto_healing_policies=autohealing,
             opts=group_opts,
         )
         self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
@@ -356,7 +358,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         # issue 25: a batch's fallbacks in groups of their own, and the rebalancer between them
-        fallback_outputs = fallback_groups.create(
+        fallback_outputs, fallback_migs = fallback_groups.create(
             base,
             d,
             placement.groups,
@@ -369,6 +371,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 role.name,
                 condition,
                 _digest(d),
+                named_ports,
+                autohealing,
             ),
             fallback_groups.Deadline(
                 cron_at(d),
@@ -391,7 +395,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 base,
                 d,
                 network_link,
-                self.group.instance_group,
+                [self.group.instance_group, *(mig.instance_group for mig in fallback_migs)],
                 self.health_check,
                 make_proxy_subnet=not d.subnet_id,
                 labels=labels,
