@@ -68,11 +68,12 @@ def _fleet_members(plan: Plan) -> str:
 
 
 def _resumes(plan: Plan) -> bool:
-    """Whether a GCP plan's other types may run in groups of their own: a batch job, or a
-    single-node checkpointed job (``selector.gcp_flexibility.realisation``)."""
-    return plan.spec.task == "batch" or (
-        plan.spec.task != "serve" and plan.spec.fault_tolerance == "checkpointed"
-    )
+    """Whether a GCP plan's other types may run in groups of their own: a batch job, a
+    single-node checkpointed job or a stateless served model
+    (``selector.gcp_flexibility.realisation``)."""
+    if plan.spec.task == "serve":
+        return plan.spec.fault_tolerance != "none"
+    return plan.spec.task == "batch" or plan.spec.fault_tolerance == "checkpointed"
 
 
 RESUME_NOTE = (

@@ -134,8 +134,8 @@ class Plan:
         offer = choice.offer
         n = len(self.fallbacks)
         resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
-        served = self.spec.task == "serve"
-        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and self.spec.task != "batch" and not resumes and not served:
+        grouped = self.spec.task in ("batch", "serve") or resumes  # fallbacks in MIGs of their own
+        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and not grouped:
             return GCP_ONE_TYPE_NOTE
         if offer.cloud in VM_COUNTED_CLOUDS:
             vms = choice.shape.instances
@@ -146,7 +146,7 @@ class Plan:
                 if resumes
                 else "each VM of at least the choice's GPU memory running its replicas (GPUs beyond them "
                 "idle), in a group of its own behind the one backend service"
-                if served
+                if self.spec.task == "serve"
                 else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
             )
             return (

@@ -198,7 +198,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                         "statefuls": [],
                         "versionTargets": [{"isReached": False}],
                     }
-                ]
+                ],
             )
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.update(name=state.get("name") or f"{args.name}-abc", url=f"gs://{args.name}")

@@ -121,7 +121,9 @@ def test_the_405b_endpoint_says_its_region_has_no_other_type() -> None:
 
 
 def test_an_endpoint_pinned_to_one_type_or_not_stateless_gets_no_groups() -> None:
-    pinned = plan(parse_spec({**PHI4, "placement": {**PHI4["placement"], "instance_types": ["a3-highgpu-1g"]}}), CATALOG)
+    pinned = plan(
+        parse_spec({**PHI4, "placement": {**PHI4["placement"], "instance_types": ["a3-highgpu-1g"]}}), CATALOG
+    )
     assert pinned.fallbacks == () and pinned.breadth_note == "placement.instance_types pins the types"
     fragile = plan(parse_spec({**PHI4, "fault_tolerance": "none"}), CATALOG)
     assert all(f.realised != "group" for f in fragile.fallbacks)
@@ -158,7 +160,7 @@ def test_every_group_is_a_backend_of_the_one_backend_service(stack: Any) -> None
 
 
 def test_every_groups_template_runs_the_same_engine_command(stack: Any) -> None:
-    mocks, outputs, expected = stack
+    mocks, outputs, _ = stack
     templates = mocks.of_type(TEMPLATE)
     machine_types = sorted(t.inputs["machineType"] for t in templates)
     assert machine_types == ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g"]
@@ -188,13 +190,19 @@ def test_the_endpoint_keeps_its_security_model(stack: Any) -> None:
     allowed = set(HEALTH_CHECK_RANGES) | {PROXY_SUBNET_CIDR}
     assert walls and all(set(w["sourceRanges"]) <= allowed for w in walls if w.get("allows")), walls
     tags = {tuple(t.inputs["tags"]) for t in mocks.of_type(TEMPLATE)}
-    assert len(tags) == 1 and all(set(w["targetTags"]) <= set(next(iter(tags))) for w in walls if w.get("allows"))
+    assert len(tags) == 1 and all(
+        set(w["targetTags"]) <= set(next(iter(tags))) for w in walls if w.get("allows")
+    )
 
 
 def test_the_workflow_moves_a_starved_replica_to_the_next_group(stack: Any) -> None:
     mocks, _, _ = stack
     (workflow,) = mocks.of_type(WORKFLOW)
-    env = {**workflow.inputs["userEnvVars"], "GOOGLE_CLOUD_PROJECT_ID": "my-project", "GPUFIT_DEADLINE": "2000000000"}
+    env = {
+        **workflow.inputs["userEnvVars"],
+        "GOOGLE_CLOUD_PROJECT_ID": "my-project",
+        "GPUFIT_DEADLINE": "2000000000",
+    }
     doc = json.loads(env["GPUFIT_REBALANCE"])
     assert doc["units"] == 1 and {g["weight"] for g in doc["groups"]} == {1}
     names = [g["name"] for g in doc["groups"]]

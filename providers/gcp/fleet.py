@@ -18,8 +18,10 @@ one group, one template, the plan's VMs whatever type each gets. A batch VM may 
 and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
 or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
 (``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
-A batch's other fallbacks, and a single-node checkpointed job's with its GPU count and at least
-its GPU memory (its launch unchanged, resumed from the bucket), run in MIGs of their own at
+A batch's other fallbacks, a single-node checkpointed job's with its GPU count and at least
+its GPU memory (its launch unchanged, resumed from the bucket), and a stateless served model's
+with at least its GPU memory (its launch unchanged, each group a backend of the one backend
+service: ``providers.gcp.endpoint.load_balancer``), run in MIGs of their own at
 size 0, between which a Cloud Workflows rebalancer moves the VMs a group cannot create
 (``fallback_groups``, ``rebalance``).
 
