@@ -32,6 +32,8 @@ RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
 SERVICE = "gcp:projects/service:Service"
 WORKFLOW = "gcp:workflows/workflow:Workflow"
 ADDRESS = "gcp:compute/address:Address"
+BACKEND = "gcp:compute/regionBackendService:RegionBackendService"
+GROUP_URL = "https://www.googleapis.com/compute/v1/projects/p/regions/europe-north1/instanceGroups/"
 
 RFC1035 = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 """Compute resource names: "1-63 characters long and match the regular expression
@@ -381,6 +383,25 @@ def check_armor(r: Resource, s: Stack) -> Iterator[str]:
         for rule in rules
     ):
         yield "no default rule (priority 2147483647 matching *)"
+
+
+def check_backends(r: Resource, s: Stack) -> Iterator[str]:
+    """compute.v1 ``Backend``: ``group`` "must use the *fully-qualified* URL (starting with
+    https://www.googleapis.com/) ... Partial URLs are not supported"; ``capacityScaler``: "The
+    valid ranges are 0.0 and [0.1,1.0] ... You cannot configure a setting of 0 when there is only
+    one backend attached to the backend service"."""
+    backends = r.get("backends") or []
+    for n, backend in enumerate(backends):
+        group = backend.get("group")
+        if isinstance(group, str) and not group.startswith("https://www.googleapis.com/"):
+            yield f"backend {n}: group {group!r} is not a fully-qualified URL"
+        scaler = backend.get("capacityScaler")
+        if scaler is None:
+            continue
+        if scaler != 0 and not 0.1 <= scaler <= 1.0:
+            yield f"backend {n}: capacityScaler {scaler} is neither 0 nor in [0.1, 1.0]"
+        if scaler == 0 and len(backends) == 1:
+            yield "capacityScaler 0 on the only backend"
 
 
 SERVICE_OF = {
@@ -836,6 +857,31 @@ RULES: tuple[Rule, ...] = (
         [R(RESIZE, "rr", instanceGroupManager="m")],
         [R(RESIZE, "rr", instanceGroupManager="b"), R(RESIZE, "rr", instanceGroupManager="r")],
         context=_flex_groups,
+    ),
+    _rule(
+        "gcp.backends",
+        "a backend's group is a fully-qualified URL; its capacityScaler is 0 or in [0.1, 1.0], and not 0 "
+        "on the only backend",
+        source("compute.v1"),
+        (BACKEND,),
+        check_backends,
+        [
+            R(BACKEND, "b", backends=[{"group": GROUP_URL + "g", "capacityScaler": 1.0}]),
+            R(
+                BACKEND,
+                "b",
+                backends=[{"group": GROUP_URL + "g"}, {"group": GROUP_URL + "f", "capacityScaler": 0}],
+            ),
+        ],
+        [
+            R(BACKEND, "b", backends=[{"group": "projects/p/regions/r/instanceGroups/g"}]),
+            R(
+                BACKEND,
+                "b",
+                backends=[{"group": GROUP_URL + "g", "capacityScaler": 0.05}, {"group": GROUP_URL}],
+            ),
+            R(BACKEND, "b", backends=[{"group": GROUP_URL + "g", "capacityScaler": 0}]),
+        ],
     ),
     _rule(
         "gcp.armor",
