@@ -254,7 +254,10 @@ def backend_of(group: pulumi.Input[str]) -> gcp.compute.RegionBackendServiceBack
     there (its account may get and resize groups only); ``balancingMode``: "Backends of a
     backend service may use different balancing modes" (Compute discovery document
     ``compute.v1`` rev. 20261106, schema ``Backend``). The ``group`` is the MIG's
-    ``instanceGroup``, a fully-qualified URL as the field requires, present at target size 0."""
+    ``instanceGroup``, a fully-qualified URL as the field requires, which a MIG has at target
+    size 0. That Compute accepts a group with no VM as a backend is UNCONFIRMED: the discovery
+    document and the pages read (https://cloud.google.com/compute/docs/instance-groups/adding-an-instance-group-to-a-load-balancer)
+    state no minimum size; if a project refused it, `pulumi up` would fail at the backend service."""
     return gcp.compute.RegionBackendServiceBackendArgs(
         group=group, balancing_mode="UTILIZATION", capacity_scaler=1.0
     )
