@@ -243,3 +243,15 @@ def test_the_plan_says_how_the_served_groups_run(stack: Any) -> None:
     fleet = next(line for line in render_plan(expected, NOW.date()).splitlines() if line.startswith("Fleet"))
     assert "backend of the one regional backend service" in fleet and "resumes from the bucket" not in fleet
     assert "7 GPUs idle" in fleet
+
+
+def test_a_four_gpu_endpoints_fallback_group_spreads_its_replicas_like_the_choices() -> None:
+    """Fixture 04 (a3-highgpu-4g, its a3-highgpu-8g group): a served group is BALANCED over the
+    zones, as the choice's is (``fleet.target_shape``), not kept in one zone like a multi-GPU job."""
+    import yaml
+
+    workload = yaml.safe_load((REALISTIC / "04-llama70b-fp8-spot.yaml").read_text())
+    mocks, outputs = run_program({"gcp:project": "my-project", "gpufit:workload": workload}, NOW, stack="dev")
+    migs = {r.inputs["name"]: r.inputs for r in mocks.of_type(MIG)}
+    assert len(outputs["fallback_groups"]) == 1 and len(migs) == 2
+    assert {m["distributionPolicyTargetShape"] for m in migs.values()} == {"BALANCED"}

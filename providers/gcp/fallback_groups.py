@@ -137,6 +137,7 @@ class FleetParts:
     # group) and the readiness responder's autohealing, as the choice's group has them
     named_ports: Sequence[gcp.compute.RegionInstanceGroupManagerNamedPortArgs] = ()
     autohealing: gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs | None = None
+    target_shape: str = "BALANCED"  # the choice's group's (``fleet.target_shape``)
 
 
 @dataclass(frozen=True)
@@ -184,7 +185,7 @@ def create(
             ],
             target_size=0,
             distribution_policy_zones=list(own.zones),
-            distribution_policy_target_shape="ANY_SINGLE_ZONE" if d.gpu_count * d.nodes > 1 else "BALANCED",
+            distribution_policy_target_shape=fleet.target_shape,
             update_policy=replace_surge(fleet.update_policy, len(own.zones)),
             wait_for_instances=False,
             named_ports=list(fleet.named_ports) or None,

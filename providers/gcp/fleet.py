@@ -375,6 +375,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 _digest(d),
                 named_ports,
                 autohealing,
+                target_shape(d),
             ),
             fallback_groups.Deadline(
                 cron_at(d),
