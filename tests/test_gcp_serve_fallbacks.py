@@ -255,3 +255,35 @@ def test_a_four_gpu_endpoints_fallback_group_spreads_its_replicas_like_the_choic
     migs = {r.inputs["name"]: r.inputs for r in mocks.of_type(MIG)}
     assert len(outputs["fallback_groups"]) == 1 and len(migs) == 2
     assert {m["distributionPolicyTargetShape"] for m in migs.values()} == {"BALANCED"}
+
+
+def test_the_private_endpoints_tunnel_finds_its_vm_in_a_fallback_group(tmp_path: Path) -> None:
+    """The ``port_forward`` output, run by bash with a fake ``gcloud``: the replica the
+    rebalancer moved to the first fallback group is the one the IAP tunnel reaches."""
+    import os
+    import subprocess
+
+    private = {**PHI4, "serving": {k: v for k, v in PHI4["serving"].items() if k not in ("expose", "domain")}}
+    private.pop("access")
+    _, outputs = run_program({"gcp:project": "my-project", "gpufit:workload": private}, NOW, stack="dev")
+    moved_to = outputs["fallback_groups"][0]
+    log = tmp_path / "calls"
+    fake = tmp_path / "gcloud"
+    fake.write_text(
+        "#!/bin/bash\n"
+        f'echo "$*" >> {log}\n'
+        f'if [ "$4" = list-instances ] && [ "$5" = {moved_to} ]; then\n'
+        '  printf "vm-f1\\teurope-north1-c\\n"  # value(): fields separated by a TAB\n'
+        "fi\n"
+    )
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
+    subprocess.run(["bash", "-c", outputs["port_forward"]], env=env, check=True, timeout=30)
+    calls = log.read_text().splitlines()
+    assert (
+        calls[-1]
+        == "compute start-iap-tunnel vm-f1 8000 --local-host-port=localhost:8000 --zone europe-north1-c"
+    )
+    listed = [c.split()[4] for c in calls if "list-instances" in c]
+    assert listed[0] == outputs["group"] and moved_to in listed
+    assert all(g in outputs["connect"] for g in [outputs["group"], *outputs["fallback_groups"]])

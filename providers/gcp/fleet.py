@@ -106,6 +106,21 @@ def target_shape(d: Deployment) -> str:
     return "BALANCED"
 
 
+def first_vm(groups: list[str], region: str, fields: str) -> str:
+    """A shell command printing ``fields`` of the first VM of the first group that has one (a
+    served or batch fleet's VMs may sit in a fallback group the rebalancer moved them to).
+    Group names are Compute names (``[a-z0-9-]``), safe unquoted."""
+    def listing(group: str) -> str:
+        return (
+            f"gcloud compute instance-groups managed list-instances {group} --region {region} "
+            f"--format='value({fields})' --limit 1"
+        )
+
+    if len(groups) == 1:
+        return listing(groups[0])
+    return f"for g in {' '.join(groups)}; do {listing('$g')}; done | head -n 1"
+
+
 TERMINATION_TIME_LIMIT = timedelta(days=120)
 """Compute Engine: "The maximum time limit is 120 days" for a VM's run time, a termination
 time included (https://cloud.google.com/compute/docs/instances/limit-vm-runtime)."""
@@ -422,11 +437,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             "expires_at": self.template.labels.apply(lambda found: label_expiry(found, d)),
             "bucket": self.bucket.name,
             "status": self.bucket.name.apply(lambda b: f"gpufit status --bucket gs://{b}"),
-            "connect": (
-                f"gcloud compute ssh $(gcloud compute instance-groups managed list-instances {group_name} "
-                f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
-            ),
-            **self._endpoint_outputs(d, group_name),
+            "connect": f"gcloud compute ssh $({first_vm(all_groups, region, 'name')}) --tunnel-through-iap",
+            **self._endpoint_outputs(d, all_groups),
             # Why the group has fewer VMs than asked (no capacity, quota, a machine type not sold
             # in a zone): its errors, and its status as Compute reports it.
             "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
@@ -437,7 +449,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         }
         self.register_outputs(self.outputs)
 
-    def _endpoint_outputs(self, d: Deployment, group: str) -> dict[str, Any]:
+    def _endpoint_outputs(self, d: Deployment, groups: list[str]) -> dict[str, Any]:
         """``endpoint``, ``api_key`` (secret) and, privately, ``port_forward`` (an IAP tunnel)."""
         if d.server is None or self.secrets.api_key_value is None:
             return {}
@@ -456,9 +468,10 @@ class GcpGpuFleet(pulumi.ComponentResource):
             return outputs
         outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
         outputs["port_forward"] = (
-            f"vm=$(gcloud compute instance-groups managed list-instances {group} --region {d.region} "
-            "--format='value(name,zone.basename())' --limit 1); "
-            f"gcloud compute start-iap-tunnel ${{vm%% *}} {port} --local-host-port=localhost:{port} "
-            "--zone ${vm##* }"
+            f"vm=$({first_vm(groups, d.region, 'name,zone.basename()')}); "
+            # gcloud's ``value()`` format separates fields by a TAB ("CSV with no heading and <TAB>
+            # separator": https://cloud.google.com/sdk/gcloud/reference/topic/formats)
+            f"gcloud compute start-iap-tunnel ${{vm%%[[:space:]]*}} {port} "
+            f"--local-host-port=localhost:{port} --zone ${{vm##*[[:space:]]}}"
         )
         return outputs
