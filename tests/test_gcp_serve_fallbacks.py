@@ -257,33 +257,54 @@ def test_a_four_gpu_endpoints_fallback_group_spreads_its_replicas_like_the_choic
     assert {m["distributionPolicyTargetShape"] for m in migs.values()} == {"BALANCED"}
 
 
-def test_the_private_endpoints_tunnel_finds_its_vm_in_a_fallback_group(tmp_path: Path) -> None:
-    """The ``port_forward`` output, run by bash with a fake ``gcloud``: the replica the
-    rebalancer moved to the first fallback group is the one the IAP tunnel reaches."""
+def _managed(name: str, zone: str, status: str | None) -> dict[str, Any]:
+    """A compute.v1 ``ManagedInstance`` as ``listManagedInstances`` returns it; one the group is
+    still creating (no capacity) has a name and URL but no ``instanceStatus``."""
+    record: dict[str, Any] = {
+        "name": name,
+        "instance": f"https://www.googleapis.com/compute/v1/projects/my-project/zones/{zone}/instances/{name}",
+        "currentAction": "NONE" if status else "CREATING",
+    }
+    if status:
+        record |= {"instanceStatus": status, "id": "4242"}
+    return record
+
+
+@pytest.mark.parametrize("output", ["port_forward", "connect"])
+def test_the_tunnel_and_ssh_reach_the_running_vm_not_a_starved_one(tmp_path: Path, output: str) -> None:
+    """The ``port_forward`` and ``connect`` outputs, run by bash with a fake ``gcloud``
+    (tests/fake_gcloud.py) answering from compute.v1 ``ManagedInstance`` records: the choice's
+    group lists first an instance it cannot create (no ``instanceStatus``), the first fallback
+    group the replica the rebalancer moved there. The tunnel/ssh reach the running VM in its zone,
+    and no group after it is listed."""
     import os
     import subprocess
+
+    from tests.contracts.gcp_discovery import problems
+    from tests.fake_gcloud import install
 
     private = {**PHI4, "serving": {k: v for k, v in PHI4["serving"].items() if k not in ("expose", "domain")}}
     private.pop("access")
     _, outputs = run_program({"gcp:project": "my-project", "gpufit:workload": private}, NOW, stack="dev")
-    moved_to = outputs["fallback_groups"][0]
-    log = tmp_path / "calls"
-    fake = tmp_path / "gcloud"
-    fake.write_text(
-        "#!/bin/bash\n"
-        f'echo "$*" >> {log}\n'
-        f'if [ "$4" = list-instances ] && [ "$5" = {moved_to} ]; then\n'
-        '  printf "vm-f1\\teurope-north1-c\\n"  # value(): fields separated by a TAB\n'
-        "fi\n"
-    )
-    fake.chmod(0o755)
+    choice, (moved_to, later, *_) = outputs["group"], outputs["fallback_groups"]
+    records = {
+        choice: [_managed(f"{choice}-abcd", "europe-north1-a", None)],
+        moved_to: [_managed("vm-f1", "europe-north1-c", "RUNNING")],
+        later: [_managed("vm-f2", "europe-north1-b", "RUNNING")],
+    }
+    refused = [p for rs in records.values() for r in rs for p in problems("compute.v1", "ManagedInstance", r)]
+    assert refused == []
+    log = install(tmp_path, records)
     env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"}
-    subprocess.run(["bash", "-c", outputs["port_forward"]], env=env, check=True, timeout=30)
+    subprocess.run(["bash", "-c", outputs[output]], env=env, check=True, timeout=30)
     calls = log.read_text().splitlines()
     assert (
         calls[-1]
-        == "compute start-iap-tunnel vm-f1 8000 --local-host-port=localhost:8000 --zone europe-north1-c"
+        == {
+            "port_forward": "compute start-iap-tunnel vm-f1 8000 --local-host-port=localhost:8000"
+            " --zone europe-north1-c",
+            "connect": "compute ssh vm-f1 --tunnel-through-iap",
+        }[output]
     )
     listed = [c.split()[4] for c in calls if "list-instances" in c]
-    assert listed[0] == outputs["group"] and moved_to in listed
-    assert all(g in outputs["connect"] for g in [outputs["group"], *outputs["fallback_groups"]])
+    assert listed == [choice, moved_to]  # stops at the first group with a running VM

@@ -107,18 +107,26 @@ def target_shape(d: Deployment) -> str:
 
 
 def first_vm(groups: list[str], region: str, fields: str) -> str:
-    """A shell command printing ``fields`` of the first VM of the first group that has one (a
-    served or batch fleet's VMs may sit in a fallback group the rebalancer moved them to).
-    Group names are Compute names (``[a-z0-9-]``), safe unquoted."""
+    """A shell command printing ``fields`` of the first RUNNING VM of the first group that has
+    one (a served or batch fleet's VMs may sit in a fallback group the rebalancer moved them to).
+    A managed instance the group is still trying to create (a starved one) has a name but no
+    ``instanceStatus`` (compute.v1 ``ManagedInstance.instanceStatus``: "empty when the instance
+    does not exist"), so the listing keeps RUNNING ones; gcloud applies ``--filter`` before
+    ``--limit`` (https://cloud.google.com/sdk/gcloud/reference/topic/filters). The loop stops
+    at the first group with one. Group names are Compute names (``[a-z0-9-]``), safe unquoted."""
+
     def listing(group: str) -> str:
         return (
             f"gcloud compute instance-groups managed list-instances {group} --region {region} "
-            f"--format='value({fields})' --limit 1"
+            f"--filter=instanceStatus=RUNNING --format='value({fields})' --limit 1"
         )
 
     if len(groups) == 1:
         return listing(groups[0])
-    return f"for g in {' '.join(groups)}; do {listing('$g')}; done | head -n 1"
+    return (
+        f"for g in {' '.join(groups)}; do v=$({listing('$g')}); "
+        'if [ -n "$v" ]; then echo "$v"; break; fi; done'
+    )
 
 
 TERMINATION_TIME_LIMIT = timedelta(days=120)
@@ -467,8 +475,11 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 outputs["dns_authorization_record"] = lb.dns_authorization.dns_resource_records
             return outputs
         outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
+        # compute.v1 ``ManagedInstance`` has no zone field (``zone.basename()`` printed nothing);
+        # the zone is in its ``instance`` URL, as gcloud's own list-instances table reads it
+        # (googlecloudsdk surface/compute/instance_groups/managed/list_instances.py, ZONE column).
         outputs["port_forward"] = (
-            f"vm=$({first_vm(groups, d.region, 'name,zone.basename()')}); "
+            f"vm=$({first_vm(groups, d.region, 'name,instance.scope().segment(0)')}); "
             # gcloud's ``value()`` format separates fields by a TAB ("CSV with no heading and <TAB>
             # separator": https://cloud.google.com/sdk/gcloud/reference/topic/formats)
             f"gcloud compute start-iap-tunnel ${{vm%%[[:space:]]*}} {port} "
