@@ -159,6 +159,31 @@ def test_every_group_is_a_backend_of_the_one_backend_service(stack: Any) -> None
         assert mig["autoHealingPolicies"]["healthCheck"]
 
 
+def test_the_backend_contract_refuses_the_stack_when_a_group_lacks_the_named_port(stack: Any) -> None:
+    """``gcp.backends`` on the stack as registered holds; with one fallback MIG registered
+    without ``serve0`` (compute.v1 ``BackendService.portName``: "The named port must be defined
+    on each backend instance group"), or the backend service moved to another region, it fails."""
+    from dataclasses import replace
+
+    from tests.contracts.gcp_rules import check_backends
+    from tests.contracts.model import Stack
+
+    mocks, outputs, _ = stack
+    registered = mocks.contracts.stack
+    (backend,) = registered.of_type(BACKEND)
+    assert list(check_backends(backend, registered)) == []
+
+    bare = outputs["fallback_groups"][-1]
+    mutated = Stack(region=registered.region)
+    for n, r in enumerate(registered.resources):
+        if r.typ == MIG and r.inputs["name"] == bare:
+            r = replace(r, inputs={k: v for k, v in r.inputs.items() if k != "namedPorts"})
+        mutated.add(r, f"{n}-id")
+    assert list(check_backends(backend, mutated)) == [f"backend 3: group {bare} has no named port 'serve0'"]
+    elsewhere = replace(backend, inputs={**backend.inputs, "region": "us-east4"})
+    assert len(list(check_backends(elsewhere, registered))) == 4  # every group in another region
+
+
 def test_every_groups_template_runs_the_same_engine_command(stack: Any) -> None:
     mocks, outputs, _ = stack
     templates = mocks.of_type(TEMPLATE)
