@@ -255,9 +255,15 @@ def backend_of(group: pulumi.Input[str]) -> gcp.compute.RegionBackendServiceBack
     backend service may use different balancing modes" (Compute discovery document
     ``compute.v1`` rev. 20261106, schema ``Backend``). The ``group`` is the MIG's
     ``instanceGroup``, a fully-qualified URL as the field requires, which a MIG has at target
-    size 0. That Compute accepts a group with no VM as a backend is UNCONFIRMED: the discovery
-    document and the pages read (https://cloud.google.com/compute/docs/instance-groups/adding-an-instance-group-to-a-load-balancer)
-    state no minimum size; if a project refused it, `pulumi up` would fail at the backend service."""
+    size 0. That Compute accepts a group with no VM as a backend is UNCONFIRMED. For: compute.v1
+    ``Backend`` and pulumi-gcp 10.2 ``RegionBackendServiceBackend.group`` state no minimum size;
+    ``AutoscalingPolicy.minNumReplicas`` "cannot be less than 0" and an autoscaled MIG may be a
+    load balancer's backend (https://cloud.google.com/compute/docs/autoscaler/scaling-load-balancing).
+    Against: in 2017 Terraform's regional backend service page said "Instance groups must
+    contain at least one instance" (hashicorp/terraform#15097, after #15027: an empty unmanaged
+    group behind an INTERNAL TCP service was refused); the current provider page no longer does.
+    A refusal would fail `pulumi up` at this backend service (Compute error 400 on
+    ``backends[n].group``) after the groups exist, before the URL map and forwarding rule."""
     return gcp.compute.RegionBackendServiceBackendArgs(
         group=group, balancing_mode="UTILIZATION", capacity_scaler=1.0
     )

@@ -404,8 +404,12 @@ def check_backends(r: Resource, s: Stack) -> Iterator[str]:
     Balancer's backend service has regional scope in the table of
     https://cloud.google.com/load-balancing/docs/backend-service): each group must be the
     instance group of a regional group manager of the stack in the service's region, so its
-    named ports can be read."""
+    named ports can be read. pulumi-gcp 10.2 ``RegionBackendServiceBackend.group``: "No two
+    backends in a backend service are allowed to use same Instance Group resource"."""
     backends = r.get("backends") or []
+    groups = [b.get("group") for b in backends]
+    for group in sorted({g for g in groups if isinstance(g, str) and groups.count(g) > 1}):
+        yield f"group {group!r} is the group of {groups.count(group)} backends"
     region = r.get("region") or s.region
     port_name = r.get("portName") or "http"
     managers = {api.name_of(m): m for m in s.of_type(MIG)}
@@ -902,7 +906,7 @@ RULES: tuple[Rule, ...] = (
         "gcp.backends",
         "a backend's group is the fully-qualified URL of a regional group manager's group in the backend "
         "service's region that defines its named port; its capacityScaler is 0 or in [0.1, 1.0], and not 0 "
-        "on the only backend",
+        "on the only backend; no group backs it twice",
         source("compute.v1"),
         (BACKEND,),
         check_backends,
@@ -948,6 +952,12 @@ RULES: tuple[Rule, ...] = (
                 ],
             ),
             R(BACKEND, "b", portName="serve0", backends=[{"group": GROUP_URL + "elsewhere"}]),
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL + "g"}, {"group": GROUP_URL + "g"}],
+            ),
         ],
         context=_backend_groups,
     ),
