@@ -59,23 +59,33 @@ def _fleet_members(plan: Plan) -> str:
         )
     rebalanced = any(f.realised == "group" for f in plan.fallbacks)
     note = f"; {REBALANCER_NOTE}" if rebalanced else ""
-    if rebalanced and plan.spec.task != "batch":
+    if rebalanced and plan.spec.task == "serve":
+        note += f"; {SERVED_GROUPS_NOTE}"
+    elif rebalanced and plan.spec.task != "batch":
         note += f"; {RESUME_NOTE}"
     return f"{units}fallbacks: " + ", ".join(parts) + note
 
 
 def _resumes(plan: Plan) -> bool:
-    """Whether a GCP plan's other types may run in groups of their own: a batch job, or a
-    single-node checkpointed job (``selector.gcp_flexibility.realisation``)."""
-    return plan.spec.task == "batch" or (
-        plan.spec.task != "serve" and plan.spec.fault_tolerance == "checkpointed"
-    )
+    """Whether a GCP plan's other types may run in groups of their own: a batch job, a
+    single-node checkpointed job or a stateless served model
+    (``selector.gcp_flexibility.realisation``)."""
+    if plan.spec.task == "serve":
+        return plan.spec.fault_tolerance != "none"
+    return plan.spec.task == "batch" or plan.spec.fault_tolerance == "checkpointed"
 
 
 RESUME_NOTE = (
     "a checkpointed job's VM moved to another group runs the same launch (the choice's GPUs per "
     "machine, TP and command, on GPUs with at least its memory) and resumes from the bucket's "
     "checkpoint; a multi-node replica stays on plain VMs of one type"
+)
+
+
+SERVED_GROUPS_NOTE = (
+    "every group is a backend of the one regional backend service; a VM moved to another group "
+    "runs the choice's launch (its replicas, ports, GPUs and TP, on GPUs with at least its "
+    "memory; a bigger VM's other GPUs idle, since the backend reaches one port per VM)"
 )
 
 

@@ -36,7 +36,10 @@ order. A fallback is an offer
     or, for a batch job, any type that runs it gets a group of its own (at most
     ``MAX_FALLBACK_GROUPS``), costed like a weighted fleet of it alone (``fleet_shape``), and
     so does, for a single-node checkpointed job (a fine-tune), a type with the choice's GPU
-    count, at least its GPU memory and the choice's GPUs and TP per replica in its own fit;
+    count, at least its GPU memory and the choice's GPUs and TP per replica in its own fit, and,
+    for a stateless served model, a type with at least its GPU memory whose fit at the choice's
+    TP runs a replica on the choice's GPUs, each VM running the choice's launch with its other
+    GPUs idle (``served_group_shape``), costed as the choice's VM count of it;
 - that still meets the TTL and the budget when it runs the whole fleet.
 
 Each type is listed once. Its cost is the workload's
@@ -206,6 +209,32 @@ def idle_gpu_shape(choice: Shape, own: Shape) -> Shape | None:
     )
 
 
+def served_group_shape(choice: Shape, own: Shape, gpus: int) -> Shape | None:
+    """A stateless served model's choice shape on a VM of ``gpus`` GPUs in a group of its own
+    (GCP): the choice's replicas per VM, each at the choice's GPUs and TP (its rendered launch:
+    ports, GPU ranges, TP), as many VMs as the choice, the VM's other GPUs idle and paid for.
+    One replica set per VM, not as many as its GPUs hold: the regional load balancer's backend
+    service reaches one named port per group (``providers.gcp.endpoint``), so a replica on a
+    second port would get no traffic. None when ``own`` (the type's fit at the choice's TP)
+    runs a replica on other GPUs or TP, serves it slower (the token rate was met with the
+    choice's replicas), or the VM lacks the GPUs the choice's replicas use."""
+    if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1 or choice.job_hours is not None:
+        return None
+    if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
+        return None
+    if gpus < choice.replicas_per_instance * choice.gpus_per_replica:
+        return None
+    mine, theirs = own.tokens_per_s_per_replica, choice.tokens_per_s_per_replica
+    if mine is None or theirs is None or mine < theirs:
+        return None
+    return replace(
+        own,
+        replicas_per_instance=choice.replicas_per_instance,
+        instances=choice.instances,
+        replicas=choice.replicas,
+    )
+
+
 def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
     """How many capacity units (replicas) one instance of a type whose fit is ``own`` counts
     for in the choice's fleet, or None when it cannot join it (see the module doc).
@@ -306,6 +335,7 @@ def fallbacks(
     vm_flexibility: bool | None = None,
     max_cost_ratio: float | None = None,
     checkpointed: bool = False,
+    served: bool = False,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -318,6 +348,8 @@ def fallbacks(
     True: any size of the choice's series, False: none), see ``selector.gcp_flexibility``; a
     batch job's other GCP fallbacks each get a group of their own, and so do a single-node
     ``checkpointed`` job's that run its launch unchanged (``gcp_flexibility.realisation``).
+    A stateless ``served`` model's other GCP fallbacks with at least its GPU memory get groups
+    of their own too, each VM running the choice's launch (``served_group_shape``).
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
     not taken (an unbudgeted on-demand service: nothing moves the group back to the choice)."""
     ceiling = (
@@ -343,6 +375,7 @@ def fallbacks(
                 vm_flexibility,
                 weighted,
                 checkpointed and choice_shape.nodes_per_replica == 1,
+                served and choice_shape.nodes_per_replica == 1,
             )
             if cloud in VM_COUNTED_CLOUDS
             else ""
@@ -384,6 +417,11 @@ def fallbacks(
         if isinstance(own, Rejection):
             continue
         weight = weight_in_fleet(choice_shape, own, units, weighted)
+        if served and realised == "group":
+            own_group = served_group_shape(choice_shape, own, it.gpu_count)
+            if own_group is None:
+                continue
+            own, weight = own_group, choice_shape.replicas_per_instance
         padded = (
             idle_gpu_shape(choice_shape, own)
             if realised in FLEXIBLE and weight is None and same_series(choice_offer.instance, it)

@@ -19,8 +19,10 @@ a3-ultragpu, a4 and a4x (``data/gcp_instance_flexibility.yaml``, with its source
   VMs the choice's group cannot create for want of capacity to the next group. So does a
   single-node checkpointed job (a fine-tune) for a type with the choice's GPU count and at least
   its GPU memory, where its launch (GPUs, TP, command) runs unchanged and resumes from the
-  bucket's checkpoint. A served model keeps one group (its launch and load balancer are the
-  choice's); a multi-node replica runs on plain VMs of one type.
+  bucket's checkpoint. So does a stateless served model for a type with at least the choice's
+  GPU memory that runs its replicas at its TP: each VM runs the choice's launch (its replicas,
+  ports and GPU ranges; a bigger VM's other GPUs idle), and every group is a backend of the one
+  regional backend service. A multi-node replica runs on plain VMs of one type.
 """
 
 from __future__ import annotations
@@ -110,23 +112,36 @@ def same_launch_machine(choice: InstanceType, other: InstanceType) -> bool:
     return other.gpu_count == choice.gpu_count and other.gpu.memory_mib >= choice.gpu.memory_mib
 
 
+def serves_launch_machine(choice: InstanceType, other: InstanceType) -> bool:
+    """Whether a served model's launch may run unchanged on ``other``: at least the choice's
+    GPU memory per GPU (its replicas' GPU ranges, ports and TP are the choice's, the machine's
+    other GPUs idle); whether ``other`` has the GPUs the replicas use and runs the precision at
+    the choice's TP is the fit's (``selector.fallbacks.served_group_shape``)."""
+    return other.gpu.memory_mib >= choice.gpu.memory_mib
+
+
 def realisation(
     choice: InstanceType,
     other: InstanceType,
     opted_in: bool | None,
     batch: bool,
     checkpointed: bool = False,
+    served: bool = False,
 ) -> Realisation | None:
     """How the fleet realises ``other`` as a fallback of ``choice``: ``flexibility`` in the
     choice's group, ``group`` of its own, or None (not taken). A group of its own takes any
-    type for a batch job (each VM derives its replicas from its GPUs), and for a single-node
+    type for a batch job (each VM derives its replicas from its GPUs), for a single-node
     checkpointed job (a fine-tune) a type on which its launch runs unchanged
     (``same_launch_machine``): a VM the rebalancer moves there resumes from the bucket's
-    checkpoint."""
+    checkpoint, and for a stateless served model (``served``) a type with at least the
+    choice's GPU memory (``serves_launch_machine``): its VMs run the choice's launch, backends
+    of the one regional backend service (``providers.gcp.endpoint``)."""
     joined = flexible(choice, other, opted_in)
     if joined is not None:
         return joined
     if batch or (checkpointed and same_launch_machine(choice, other)):
+        return "group"
+    if served and serves_launch_machine(choice, other):
         return "group"
     return None
 

@@ -185,8 +185,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
         elif args.typ == "gcp:compute/regionInstanceTemplate:RegionInstanceTemplate":
             state.update(selfLink=f"projects/test-project/regions/r/instanceTemplates/{args.name}")
         elif args.typ == "gcp:compute/regionInstanceGroupManager:RegionInstanceGroupManager":
-            # a new group, still creating its VMs (or failing to: its errors say why)
+            # a new group, still creating its VMs (or failing to: its errors say why); its
+            # instance group's URL, fully qualified as a backend service's ``group`` requires
+            region = state.get("region", "r")
+            group_url = f"https://www.googleapis.com/compute/v1/projects/test-project/regions/{region}"
             state.update(
+                instanceGroup=f"{group_url}/instanceGroups/{state.get('name', args.name)}",
                 statuses=[
                     {
                         "isStable": False,
@@ -194,7 +198,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
                         "statefuls": [],
                         "versionTargets": [{"isReached": False}],
                     }
-                ]
+                ],
             )
         elif args.typ == "gcp:storage/bucket:Bucket":
             state.update(name=state.get("name") or f"{args.name}-abc", url=f"gs://{args.name}")

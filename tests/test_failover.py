@@ -529,9 +529,13 @@ def test_mig_watcher_reads_the_regional_mig_from_a_local_compute_api() -> None:
         watcher = MigWatcher("p", endpoint=server.url)
         state = watcher.state({"group": "gpufit-x", "region": "us-east5"}, SINCE)
         both = watcher.state({"group": ["gpufit-x", "gpufit-y"], "region": "us-east5"}, SINCE)
+        # issue 25: a fleet with fallback MIGs of its own (a batch, fine-tune or endpoint)
+        rebalanced = watcher.state(
+            {"group": "gpufit-x", "fallback_groups": ["gpufit-y"], "region": "us-east5"}, SINCE
+        )
     assert state == FleetState(2, 1, (f"ZONE_RESOURCE_POOL_EXHAUSTED: {exhausted}",))
-    assert both == FleetState(3, 1, state.messages)
-    assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 9
+    assert both == FleetState(3, 1, state.messages) == rebalanced
+    assert {k[0] for k in seen} == {"GET", "POST"} and len(seen) == 15
     assert ("GET", base + "/listErrors") in seen and ("POST", base + "/listManagedInstances") in seen
     assert classify("gcp", state.messages).verdict == "capacity"
 

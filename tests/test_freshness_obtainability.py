@@ -242,8 +242,10 @@ def test_stateless_and_checkpointed_fleets_have_several_fallbacks_or_say_why(spe
     spec = load_spec(spec_file)
     result = plan(spec, CATALOG)
     gcp = result.choice is not None and result.choice.offer.cloud == "gcp"
-    if gcp and spec.task != "batch" and not result.fallbacks:
-        # a served or trained GCP group: flexibility only with the choice's GPUs in a confirmed series
+    grouped = spec.task == "serve" and spec.fault_tolerance != "none"  # issue 25: served MIGs of their own
+    if gcp and spec.task != "batch" and not grouped and not result.fallbacks:
+        # a GCP group of one endpoint that may go down, or a trained one: flexibility only with
+        # the choice's GPUs in a confirmed series
         assert f"fallbacks: none ({GCP_ONE_TYPE_NOTE})" in fleet_line(result)
     if spec.fault_tolerance == "none" or result.choice is None:
         assert result.breadth_note is None

@@ -1,5 +1,7 @@
-"""A GCP batch or single-node checkpointed fleet's fallbacks in groups of their own, and the
-rebalancer that moves VMs to them (``providers.gcp.rebalance`` says why and how).
+"""A GCP batch, single-node checkpointed or stateless served fleet's fallbacks in groups of their
+own, and the rebalancer that moves VMs to them (``providers.gcp.rebalance`` says why and how).
+A served model's groups carry the choice's named ports and autohealing, and each is a backend
+of the endpoint's one regional backend service (``providers.gcp.endpoint.load_balancer``).
 
 Each fallback the plan realises as a ``group`` (``selector.gcp_flexibility``) gets a regional
 instance template of its machine type (the fleet's one boot script: a VM looks its replicas up
@@ -131,6 +133,11 @@ class FleetParts:
     role: Any
     condition: gcp.projects.IAMMemberConditionArgs
     digest: str
+    # a served model's: the replicas' named ports (the backend service reaches ``serve0`` in every
+    # group) and the readiness responder's autohealing, as the choice's group has them
+    named_ports: Sequence[gcp.compute.RegionInstanceGroupManagerNamedPortArgs] = ()
+    autohealing: gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs | None = None
+    target_shape: str = "BALANCED"  # the choice's group's (``fleet.target_shape``)
 
 
 @dataclass(frozen=True)
@@ -151,11 +158,12 @@ def create(
     fleet: FleetParts,
     deadline: Deadline,
     opts: pulumi.ResourceOptions,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], list[gcp.compute.RegionInstanceGroupManager]]:
     """The fallback groups, each with its deadline job as the choice's group has it, and the
-    rebalancer between the groups. Returns the stack outputs that name them."""
+    rebalancer between the groups. Returns the stack outputs that name them, and the groups (a
+    served model's load balancer takes each as a backend)."""
     if not groups:
-        return {}
+        return {}, []
     migs = []
     for n, own in enumerate(groups, start=1):
         dv = member_deployment(d, own.member)
@@ -177,9 +185,11 @@ def create(
             ],
             target_size=0,
             distribution_policy_zones=list(own.zones),
-            distribution_policy_target_shape="ANY_SINGLE_ZONE" if d.gpu_count * d.nodes > 1 else "BALANCED",
+            distribution_policy_target_shape=fleet.target_shape,
             update_policy=replace_surge(fleet.update_policy, len(own.zones)),
             wait_for_instances=False,
+            named_ports=list(fleet.named_ports) or None,
+            auto_healing_policies=fleet.autohealing,
             opts=pulumi.ResourceOptions.merge(
                 opts, pulumi.ResourceOptions(ignore_changes=["targetSize", "distributionPolicyZones"])
             ),
@@ -301,7 +311,7 @@ def create(
         "fallback_groups": [g.name for g in groups],
         "rebalancer": workflow.name,
         "rebalancer_account": account.member,
-    }
+    }, migs
 
 
 def workflow_ignored(d: Deployment) -> list[str]:

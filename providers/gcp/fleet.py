@@ -18,8 +18,10 @@ one group, one template, the plan's VMs whatever type each gets. A batch VM may 
 and runs the replicas its GPUs hold (``selector.fallbacks.vm_fleet_shape``); a served model's
 or fine-tune's VM runs the choice's replicas, a bigger one with GPUs idle
 (``selector.fallbacks.idle_gpu_shape``), and a member holding another count is left out.
-A batch's other fallbacks, and a single-node checkpointed job's with its GPU count and at least
-its GPU memory (its launch unchanged, resumed from the bucket), run in MIGs of their own at
+A batch's other fallbacks, a single-node checkpointed job's with its GPU count and at least
+its GPU memory (its launch unchanged, resumed from the bucket), and a stateless served model's
+with at least its GPU memory (its launch unchanged, each group a backend of the one backend
+service: ``providers.gcp.endpoint.load_balancer``), run in MIGs of their own at
 size 0, between which a Cloud Workflows rebalancer moves the VMs a group cannot create
 (``fallback_groups``, ``rebalance``).
 
@@ -102,6 +104,29 @@ def target_shape(d: Deployment) -> str:
     if d.task != "serve" and d.gpu_count * d.nodes > 1:
         return "ANY_SINGLE_ZONE"
     return "BALANCED"
+
+
+def first_vm(groups: list[str], region: str, fields: str) -> str:
+    """A shell command printing ``fields`` of the first RUNNING VM of the first group that has
+    one (a served or batch fleet's VMs may sit in a fallback group the rebalancer moved them to).
+    A managed instance the group is still trying to create (a starved one) has a name but no
+    ``instanceStatus`` (compute.v1 ``ManagedInstance.instanceStatus``: "empty when the instance
+    does not exist"), so the listing keeps RUNNING ones; gcloud applies ``--filter`` before
+    ``--limit`` (https://cloud.google.com/sdk/gcloud/reference/topic/filters). The loop stops
+    at the first group with one. Group names are Compute names (``[a-z0-9-]``), safe unquoted."""
+
+    def listing(group: str) -> str:
+        return (
+            f"gcloud compute instance-groups managed list-instances {group} --region {region} "
+            f"--filter=instanceStatus=RUNNING --format='value({fields})' --limit 1"
+        )
+
+    if len(groups) == 1:
+        return listing(groups[0])
+    return (
+        f"for g in {' '.join(groups)}; do v=$({listing('$g')}); "
+        'if [ -n "$v" ]; then echo "$v"; break; fi; done'
+    )
 
 
 TERMINATION_TIME_LIMIT = timedelta(days=120)
@@ -288,6 +313,20 @@ class GcpGpuFleet(pulumi.ComponentResource):
             max_surge_fixed=0,
             max_unavailable_fixed=len(zones),
         )
+        named_ports = [
+            gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
+            for i, p in enumerate(d.server.ports() if d.server else [])
+        ]
+        # A VM whose readiness responder stops answering (a hung machine, a server past its load
+        # bound or failed) is recreated; the responder is up minutes after boot, so the initial
+        # delay need not cover the weights' load (which may outlast the API's 3600 s).
+        autohealing = (
+            gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
+                health_check=self.readiness_check.id, initial_delay_sec=lifecycle.READINESS_BOOT_S
+            )
+            if self.readiness_check is not None
+            else None
+        )
         group_opts = pulumi.ResourceOptions(
             parent=self, depends_on=[bucket_access, vm_group, *apis], ignore_changes=ignored
         )
@@ -309,20 +348,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             instance_flexibility_policy=flexibility,
             update_policy=update_policy,
             wait_for_instances=False,
-            named_ports=[
-                gcp.compute.RegionInstanceGroupManagerNamedPortArgs(name=f"serve{i}", port=p)
-                for i, p in enumerate(d.server.ports() if d.server else [])
-            ],
-            # A VM whose readiness responder stops answering (a hung machine, a server past its
-            # load bound or failed) is recreated; the responder is up minutes after boot, so the
-            # initial delay need not cover the weights' load (which may outlast the API's 3600 s).
-            auto_healing_policies=(
-                gcp.compute.RegionInstanceGroupManagerAutoHealingPoliciesArgs(
-                    health_check=self.readiness_check.id, initial_delay_sec=lifecycle.READINESS_BOOT_S
-                )
-                if self.readiness_check is not None
-                else None
-            ),
+            named_ports=named_ports,
+            auto_healing_policies=autohealing,
             opts=group_opts,
         )
         self.flex_request = capacity.resize_request(base, d, self.group, child)  # issue 26
@@ -356,7 +383,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         )
 
         # issue 25: a batch's fallbacks in groups of their own, and the rebalancer between them
-        fallback_outputs = fallback_groups.create(
+        fallback_outputs, fallback_migs = fallback_groups.create(
             base,
             d,
             placement.groups,
@@ -369,6 +396,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 role.name,
                 condition,
                 _digest(d),
+                named_ports,
+                autohealing,
+                target_shape(d),
             ),
             fallback_groups.Deadline(
                 cron_at(d),
@@ -391,7 +421,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 base,
                 d,
                 network_link,
-                self.group.instance_group,
+                [self.group.instance_group, *(mig.instance_group for mig in fallback_migs)],
                 self.health_check,
                 make_proxy_subnet=not d.subnet_id,
                 labels=labels,
@@ -415,11 +445,8 @@ class GcpGpuFleet(pulumi.ComponentResource):
             "expires_at": self.template.labels.apply(lambda found: label_expiry(found, d)),
             "bucket": self.bucket.name,
             "status": self.bucket.name.apply(lambda b: f"gpufit status --bucket gs://{b}"),
-            "connect": (
-                f"gcloud compute ssh $(gcloud compute instance-groups managed list-instances {group_name} "
-                f"--region {region} --format='value(name)' --limit 1) --tunnel-through-iap"
-            ),
-            **self._endpoint_outputs(d, group_name),
+            "connect": f"gcloud compute ssh $({first_vm(all_groups, region, 'name')}) --tunnel-through-iap",
+            **self._endpoint_outputs(d, all_groups),
             # Why the group has fewer VMs than asked (no capacity, quota, a machine type not sold
             # in a zone): its errors, and its status as Compute reports it.
             "activity": f"gcloud compute instance-groups managed list-errors {group_name} --region {region}",
@@ -430,7 +457,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
         }
         self.register_outputs(self.outputs)
 
-    def _endpoint_outputs(self, d: Deployment, group: str) -> dict[str, Any]:
+    def _endpoint_outputs(self, d: Deployment, groups: list[str]) -> dict[str, Any]:
         """``endpoint``, ``api_key`` (secret) and, privately, ``port_forward`` (an IAP tunnel)."""
         if d.server is None or self.secrets.api_key_value is None:
             return {}
@@ -448,10 +475,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 outputs["dns_authorization_record"] = lb.dns_authorization.dns_resource_records
             return outputs
         outputs["endpoint"] = f"http://127.0.0.1:{port}/v1"
+        # compute.v1 ``ManagedInstance`` has no zone field (``zone.basename()`` printed nothing);
+        # the zone is in its ``instance`` URL, as gcloud's own list-instances table reads it
+        # (googlecloudsdk surface/compute/instance_groups/managed/list_instances.py, ZONE column).
         outputs["port_forward"] = (
-            f"vm=$(gcloud compute instance-groups managed list-instances {group} --region {d.region} "
-            "--format='value(name,zone.basename())' --limit 1); "
-            f"gcloud compute start-iap-tunnel ${{vm%% *}} {port} --local-host-port=localhost:{port} "
-            "--zone ${vm##* }"
+            f"vm=$({first_vm(groups, d.region, 'name,instance.scope().segment(0)')}); "
+            # gcloud's ``value()`` format separates fields by a TAB ("CSV with no heading and <TAB>
+            # separator": https://cloud.google.com/sdk/gcloud/reference/topic/formats)
+            f"gcloud compute start-iap-tunnel ${{vm%%[[:space:]]*}} {port} "
+            f"--local-host-port=localhost:{port} --zone ${{vm##*[[:space:]]}}"
         )
         return outputs

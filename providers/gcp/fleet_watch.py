@@ -43,8 +43,10 @@ class MigWatcher:
 
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
         """The fleet's MIGs together (``group`` is one name, or a list with one MIG per
-        machine size)."""
+        machine size, and ``fallback_groups`` the MIGs of its own the rebalancer moves VMs to:
+        the fleet is in service, or starved, across all of them)."""
         names = outputs["group"] if isinstance(outputs["group"], list) else [outputs["group"]]
+        names = [*names, *(outputs.get("fallback_groups") or [])]
         cutoff = since if since.tzinfo else since.replace(tzinfo=UTC)
         client = self._migs()
         target, running, messages = 0, 0, []

@@ -1,12 +1,16 @@
-"""The rebalancer of a GCP batch or checkpointed fleet in several groups: which VMs move, decided in one pure
-function (``decide``), and the Cloud Workflows source that runs the same decision in the cloud
-(``workflow_source``), built here as data so that its structure is tested, not hand-written.
+"""The rebalancer of a GCP batch, checkpointed or stateless served fleet in several groups:
+which VMs move, decided in one pure function (``decide``), and the Cloud Workflows source that
+runs the same decision in the cloud (``workflow_source``), built here as data so that its
+structure is tested, not hand-written.
 
 Why a workflow. A regional MIG counts VMs of its own template, and its instance flexibility is
 not refused by Google's Cluster Toolkit only for machine types with the choice's GPUs
 (``selector.gcp_flexibility``): a batch fleet's other sizes and GPUs, and a single-node
-checkpointed job's types with its GPU count and memory, each get a MIG of their own, created at
-size 0 (``providers.gcp.fallback_groups``). Nothing in Compute Engine moves a
+checkpointed job's types with its GPU count and memory, and a stateless served model's types
+with at least its GPU memory (each VM running the choice's launch, every group a backend of the
+endpoint's one backend service), each get a MIG of their own, created at size 0
+(``providers.gcp.fallback_groups``). A served VM holds the choice's replicas in every group, so
+its weight is the same everywhere and a move trades VM for VM. Nothing in Compute Engine moves a
 target from a MIG that cannot get capacity to another, and gpufit runs no controller. Cloud
 Scheduler runs a workflow "automatically ... on a particular schedule, in this case every 5
 minutes" (https://cloud.google.com/scheduler/docs/tut-workflows), so the decision runs in the

@@ -32,6 +32,8 @@ RESIZE = "gcp:compute/regionResizeRequest:RegionResizeRequest"
 SERVICE = "gcp:projects/service:Service"
 WORKFLOW = "gcp:workflows/workflow:Workflow"
 ADDRESS = "gcp:compute/address:Address"
+BACKEND = "gcp:compute/regionBackendService:RegionBackendService"
+GROUP_URL = "https://www.googleapis.com/compute/v1/projects/p/regions/europe-north1/instanceGroups/"
 
 RFC1035 = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"
 """Compute resource names: "1-63 characters long and match the regular expression
@@ -381,6 +383,69 @@ def check_armor(r: Resource, s: Stack) -> Iterator[str]:
         for rule in rules
     ):
         yield "no default rule (priority 2147483647 matching *)"
+
+
+GROUP_URL_PATTERN = re.compile(
+    r"https://www\.googleapis\.com/compute/v1/projects/[^/]+/regions/(?P<region>[^/]+)/instanceGroups/(?P<name>[^/]+)"
+)
+"""A regional instance group's URL, as ``RegionInstanceGroupManager.instance_group`` gives it
+("The full URL of the instance group created by the manager", pulumi-gcp); the group carries
+the manager's name."""
+
+
+def check_backends(r: Resource, s: Stack) -> Iterator[str]:
+    """compute.v1 ``Backend``: ``group`` "must use the *fully-qualified* URL (starting with
+    https://www.googleapis.com/) ... Partial URLs are not supported"; ``capacityScaler``: "The
+    valid ranges are 0.0 and [0.1,1.0] ... You cannot configure a setting of 0 when there is only
+    one backend attached to the backend service". ``BackendService.portName``: "The named port
+    must be defined on each backend instance group" (pulumi-gcp: "API sets a default of "http"
+    if not given"). A regional backend service "defines a regionally-scoped group of virtual
+    machines" (pulumi-gcp ``RegionBackendService``; the regional external Application Load
+    Balancer's backend service has regional scope in the table of
+    https://cloud.google.com/load-balancing/docs/backend-service): each group must be the
+    instance group of a regional group manager of the stack in the service's region, so its
+    named ports can be read. pulumi-gcp 10.2 ``RegionBackendServiceBackend.group``: "No two
+    backends in a backend service are allowed to use same Instance Group resource"."""
+    backends = r.get("backends") or []
+    groups = [b.get("group") for b in backends]
+    for group in sorted({g for g in groups if isinstance(g, str) and groups.count(g) > 1}):
+        yield f"group {group!r} is the group of {groups.count(group)} backends"
+    region = r.get("region") or s.region
+    port_name = r.get("portName") or "http"
+    managers = {api.name_of(m): m for m in s.of_type(MIG)}
+    for n, backend in enumerate(backends):
+        group = backend.get("group")
+        if isinstance(group, str) and not group.startswith("https://www.googleapis.com/"):
+            yield f"backend {n}: group {group!r} is not a fully-qualified URL"
+        elif isinstance(group, str):
+            found = GROUP_URL_PATTERN.fullmatch(group)
+            manager = managers.get(found.group("name")) if found else None
+            if found is None or manager is None:
+                yield f"backend {n}: group {group!r} is not the instance group of a regional group manager"
+            elif found.group("region") != region or (manager.get("region") or s.region) != region:
+                yield f"backend {n}: group {group!r} is not in the backend service's region {region}"
+            elif port_name not in {p.get("name") for p in manager.get("namedPorts") or []}:
+                yield f"backend {n}: group {found.group('name')} has no named port {port_name!r}"
+        scaler = backend.get("capacityScaler")
+        if scaler is None:
+            continue
+        if scaler != 0 and not 0.1 <= scaler <= 1.0:
+            yield f"backend {n}: capacityScaler {scaler} is neither 0 nor in [0.1, 1.0]"
+        if scaler == 0 and len(backends) == 1:
+            yield "capacityScaler 0 on the only backend"
+
+
+def _backend_groups() -> Stack:
+    s = Stack(region="europe-north1")
+    serve0 = [{"name": "serve0", "port": 8000}]
+    for name, region, ports in [
+        ("g", "europe-north1", serve0),
+        ("f", "europe-north1", serve0),
+        ("bare", "europe-north1", []),
+        ("east", "us-east4", serve0),
+    ]:
+        s.add(Resource(MIG, name, {"name": name, "region": region, "namedPorts": ports}), f"{name}-id")
+    return s
 
 
 SERVICE_OF = {
@@ -836,6 +901,65 @@ RULES: tuple[Rule, ...] = (
         [R(RESIZE, "rr", instanceGroupManager="m")],
         [R(RESIZE, "rr", instanceGroupManager="b"), R(RESIZE, "rr", instanceGroupManager="r")],
         context=_flex_groups,
+    ),
+    _rule(
+        "gcp.backends",
+        "a backend's group is the fully-qualified URL of a regional group manager's group in the backend "
+        "service's region that defines its named port; its capacityScaler is 0 or in [0.1, 1.0], and not 0 "
+        "on the only backend; no group backs it twice",
+        source("compute.v1"),
+        (BACKEND,),
+        check_backends,
+        [
+            R(BACKEND, "b", portName="serve0", backends=[{"group": GROUP_URL + "g", "capacityScaler": 1.0}]),
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL + "g"}, {"group": GROUP_URL + "f", "capacityScaler": 0}],
+            ),
+        ],
+        [
+            R(BACKEND, "b", portName="serve0", backends=[{"group": "projects/p/regions/r/instanceGroups/g"}]),
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL + "g", "capacityScaler": 0.05}, {"group": GROUP_URL + "f"}],
+            ),
+            R(BACKEND, "b", portName="serve0", backends=[{"group": GROUP_URL + "g", "capacityScaler": 0}]),
+            # a group without the service's named port; the API's default "http" on one with serve0
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL + "g"}, {"group": GROUP_URL + "bare"}],
+            ),
+            R(BACKEND, "b", backends=[{"group": GROUP_URL + "g"}]),
+            # another region's group; a zonal group; a group no manager of the stack made
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL.replace("europe-north1", "us-east4") + "east"}],
+            ),
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[
+                    {"group": GROUP_URL.replace("regions/europe-north1", "zones/europe-north1-a") + "g"}
+                ],
+            ),
+            R(BACKEND, "b", portName="serve0", backends=[{"group": GROUP_URL + "elsewhere"}]),
+            R(
+                BACKEND,
+                "b",
+                portName="serve0",
+                backends=[{"group": GROUP_URL + "g"}, {"group": GROUP_URL + "g"}],
+            ),
+        ],
+        context=_backend_groups,
     ),
     _rule(
         "gcp.armor",
