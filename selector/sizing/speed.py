@@ -10,22 +10,19 @@ from __future__ import annotations
 from selector.catalog import GpuSpec
 from selector.sizing.terms import Requirements
 
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.6
-"""Share of peak memory bandwidth a serving engine reaches while decoding 16-bit weights (model
-bandwidth utilisation). Databricks, 'LLM Inference Performance Engineering: Best Practices'
-(2023) reports about 60% MBU on A100/H100; torchao's bf16 runs reach 1,419 GB/s of the A100's
-2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao torchao/quantization/README.md
-@c452495, 2025-09-08). Current vLLM releases read faster at batch 1: vLLM 0.23.0 decodes
-Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth ceiling"
-(johnmusgrave.com/p/vllm-throughput-latency-sweep-on). The fitted L4 rows
-(vllm023-l4-qwen25-05b-256in128out-*, ai.wmx.dev/benchmarks) are consistent with ~71 %, but that
-figure depends on the fixed per-step and per-layer latencies assumed for a 0.5B model (a fifth of
-its step), so it is not a bandwidth measurement. 0.65 would raise the fitted concurrency kind from
-0.78 to 0.80 and fit the fitted rows (highest: that L4 row at concurrency 32, 1.07), and since
-``sizing.fit.within_ttl`` counts each machine's setup it no longer pushes TTL-bound batch plans
-past their TTL; it is still not taken: the held-out kind stays out of band (0.76) and the four
-held-out rows that already over-promise (gpt-fast int8 Mixtral, vLLM 0.6.3 Qwen2.5-3B, llama.cpp
-F16 and TGI 1.0.3 TP 8 on A100) move further over (to 1.58). 0.6 errs slow. Override with
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.68
+"""Share of peak memory bandwidth a current serving engine reaches while decoding 16-bit weights
+(model bandwidth utilisation). Today's engines read ~0.7-0.77 of peak at batch 1: vLLM 0.23.0
+decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth
+ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on); torchao's bf16 runs reach 1,419
+GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao
+torchao/quantization/README.md @c452495, 2025-09-08). Re-fitted in round 5 on the fitted rows once
+the older engines had terms of their own (vLLM V0 ``V0_STEP_OVERHEAD_S``, TGI < 2.0
+``TGI_V1_16BIT_EFFICIENCY``, llama.cpp ``LLAMA_CPP_16BIT_EFFICIENCY``): 0.68 is the highest value at
+which no fitted row over-promises by more than 10% (the binding row is vLLM 0.23.0 on an L4 at
+concurrency 32, ``vllm023-l4-qwen25-05b-256in128out-c32``, 1.10; at 0.70 it reads 1.11). Below the
+~0.72 the current vLLM rows read at batch 1, so it still errs slow there. Before round 5 it was
+0.6 (Databricks 2023, now ``TGI_V1_16BIT_EFFICIENCY``). Override with
 ``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
@@ -95,11 +92,74 @@ before any value was chosen, so it proves nothing for this term. Applies only to
 such a release (``engine_generation``); the engines gpufit launches are pinned to current releases
 (selector/engines.py)."""
 
+V0_ROW_TOKENS_PER_S = 311.55
+V0_ROW_BYTES = 0.98e9 + 0.025e9
+V0_ROW_LAYERS = 24
+V0_ROW_PEAK_BYTES_PER_S = 2039e9
+"""vLLM 0.6.3 (V0 engine, CUDA graphs, ``enforce_eager=False``) decoding Qwen2.5-0.5B-Instruct in
+bf16 at batch 1, 1 input and 2,048 output tokens, on one A100 80GB: 311.55 tokens/s (QwenLM/Qwen2.5
+docs/source/benchmark/speed_benchmark.rst @010c37c, '0.5B (vLLM)' table; calibration row
+``qwen25-05b-vllm-bf16-in1``). Its step reads 0.98 GB of weights (tied embeddings) and 0.025 GB of
+KV cache (gpufit's own count at the mean context), over 24 layers, on the A100-80GB's 2,039 GB/s
+(gpus.yaml)."""
+
+V0_STEP_OVERHEAD_S = (
+    1.0 / V0_ROW_TOKENS_PER_S - V0_ROW_BYTES / V0_ROW_PEAK_BYTES_PER_S - V0_ROW_LAYERS * LAYER_LATENCY_S
+)
+"""Fixed time per decode step of vLLM's V0 engine (releases before 0.8.0) outside the layers: the
+scheduler, input preparation and output processing run on the CPU between forward passes and the
+GPU waits for them. vLLM's own account: RFC #6854 'Multi-Step Scheduling' (2024-07-26) measured
+'about 4ms of GPU bubble' incurred on every decode step (5-13 ms under load) before 0.6.0, and the
+V1 blog (blog.vllm.ai/2025/01/27/v1-alpha-release.html) names the same CPU overhead as what V1
+removed. The figure is read off the smallest model a V0 release was measured on (``V0_ROW_*``):
+3.21 ms a token, less its bytes at the GPU's full peak bandwidth (0.49 ms) and 24 layers of
+``LAYER_LATENCY_S`` (0.48 ms): 2.24 ms. Reading the bytes at peak rather than at any efficiency
+leaves the most time to the overhead: the slow side for a V0 row. Only calibration rows that state
+a release before 0.8.0 take it (``engine_generation``); gpufit launches current releases
+(selector/engines.py), which keep ``STEP_OVERHEAD_S``."""
+
+LLAMA_CPP_ROW_TOKENS_PER_S = 74.77
+LLAMA_CPP_ROW_BYTES = 12.55 * 2**30
+LLAMA_CPP_ROW_LAYERS = 32
+LLAMA_CPP_ROW_PEAK_BYTES_PER_S = 1935e9
+"""llama.cpp's own batch-1 decode figure for a 16-bit model on an A100: ``llama-bench`` on an
+NVIDIA A100 80GB PCIe, 'llama 7B F16 | 12.55 GiB | 6.74 B | CUDA | 99 | 8192 | tg 128 |
+74.77 ± 0.10' (ggml-org/llama.cpp PR #6017 'llama : add pipeline parallelism support',
+ggerganov, 2024-03); the A100 80GB PCIe's 1,935 GB/s (NVIDIA A100 datasheet)."""
+
+LLAMA_CPP_16BIT_EFFICIENCY = LLAMA_CPP_ROW_BYTES / (
+    LLAMA_CPP_ROW_PEAK_BYTES_PER_S
+    * (1.0 / LLAMA_CPP_ROW_TOKENS_PER_S - STEP_OVERHEAD_S - LLAMA_CPP_ROW_LAYERS * LAYER_LATENCY_S)
+)
+"""Share of peak bandwidth llama.cpp's CUDA backend reaches decoding 16-bit weights at batch 1: the
+``LLAMA_CPP_ROW_*`` figure read through gpufit's own step (its bytes over 13.37 ms less
+``STEP_OVERHEAD_S`` and 32 × ``LAYER_LATENCY_S``): 0.57. A cap, never a raise: quantised weights
+keep their lower ``PRECISION_BANDWIDTH_EFFICIENCY``."""
+
+TGI_V1_16BIT_EFFICIENCY = 0.6
+"""Share of peak bandwidth the 2023 serving engines reached at batch 1 with 16-bit weights:
+Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023-10-12), about 60% model
+bandwidth utilisation on A100/H100, measured in the era of TGI 1.0. It caps Hugging Face TGI
+releases before 2.0 (the figure gpufit used for every engine until round 5)."""
+
+GENERATION_BANDWIDTH_CAP: dict[str, float] = {
+    "no-cuda-graphs": TGI_V1_16BIT_EFFICIENCY,
+    "llama.cpp": LLAMA_CPP_16BIT_EFFICIENCY,
+}
+"""Highest share of peak bandwidth an older engine generation reaches (applied as a cap on the
+precision's efficiency; a generation absent here reads as today's engines do)."""
+
 ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
     "tgi": ("2.0.0", "no-cuda-graphs"),
+    "vllm": ("0.8.0", "v0-engine"),
+    "llama.cpp": ("", "llama.cpp"),
 }
 """Per engine: (the first release with today's decode path, the generation of releases before
-it). TGI: CUDA graphs by default from 2.0.0 (PR #1703). An entry needs a source for its release
+it). TGI: CUDA graphs by default from 2.0.0 (PR #1703); its older generation takes
+``NO_CUDA_GRAPH_LAYER_LATENCY_S``. vLLM: the V1 engine is the default from 0.8.0 (vllm-project/vllm
+PR #13726 'enable V1 by default', in the v0.8.0 release notes); its V0 generation takes
+``V0_STEP_OVERHEAD_S``. llama.cpp: every release (an empty first release) takes its own
+``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. An entry needs a source for its release
 boundary and a sourced term for its generation in ``layer_latency_s`` (never a value fitted to
 the rows that state the release): the ``engine`` field of a calibration row is not a per-row
 correction."""
@@ -110,7 +170,7 @@ def engine_generation(name: str, release: str) -> str:
     (dotted numbers compared as such)."""
     first, older = ENGINE_GENERATIONS.get(name, ("", "current"))
     if not first:
-        return "current"
+        return older
 
     def key(text: str) -> tuple[int, ...]:
         return tuple(int(part) for part in text.split(".") if part.isdigit())
@@ -269,6 +329,18 @@ def layer_latency_s(req: Requirements) -> float:
     return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
+def weight_bandwidth_efficiency(req: Requirements) -> float:
+    """The weights' bandwidth efficiency: the precision's (``req.bandwidth_efficiency``), capped by
+    an older engine generation's (``GENERATION_BANDWIDTH_CAP``)."""
+    return min(req.bandwidth_efficiency, GENERATION_BANDWIDTH_CAP.get(req.engine_generation, 1.0))
+
+
+def step_overhead_s(req: Requirements) -> float:
+    """Fixed time per decode step outside the layers: ``V0_STEP_OVERHEAD_S`` for a vLLM release
+    before the V1 engine, else ``STEP_OVERHEAD_S``."""
+    return V0_STEP_OVERHEAD_S if req.engine_generation == "v0-engine" else STEP_OVERHEAD_S
+
+
 def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
     """Decode step time = bytes read ÷ (bandwidth × efficiency) and the batch's FLOPs ÷ (TFLOPS ×
     ``DECODE_MFU``), whichever is larger, over the GPUs that share one replica's weights
@@ -277,15 +349,14 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
-    memory_s = weight_bytes / (bandwidth * req.bandwidth_efficiency)
+    memory_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
     memory_s += req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
-    fixed_s = STEP_OVERHEAD_S + req.arch.layers * layer_latency_s(req)
-    extra = (
-        f" + {STEP_OVERHEAD_S * 1e3:g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
-    )
+    fixed_s = step_overhead_s(req) + req.arch.layers * layer_latency_s(req)
+    step_ms = step_overhead_s(req) * 1e3
+    extra = f" + {step_ms:.3g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
