@@ -149,17 +149,48 @@ GENERATION_BANDWIDTH_CAP: dict[str, float] = {
 """Highest share of peak bandwidth an older engine generation reaches (applied as a cap on the
 precision's efficiency; a generation absent here reads as today's engines do)."""
 
+TRTLLM_FP8_EFFICIENCY = 0.83
+"""Share of peak bandwidth TensorRT-LLM reaches reading FP8 weights (FP8 GEMMs on FP8 activations,
+no dequantising kernel, unlike the weight-only kernels ``PRECISION_BANDWIDTH_EFFICIENCY`` holds).
+Read off NIM 1.8.0's own concurrency-1 figure (docs.nvidia.com/nim/benchmarking/llm/1.0.0/
+performance: Llama-3.3-70b-instruct, 2 x H100 80G, fp8 TP2, 5000 in / 500 out, ITL 18.58 ms; the
+fitted row ``nim-llama33-70b-fp8-h100-tp2``), solved together with ``TRTLLM_KV_EFFICIENCY`` so both
+rows come out at 1.00 through gpufit's own step: 0.839, taken at 0.83."""
+
+TRTLLM_KV_EFFICIENCY = 0.78
+"""Share of peak bandwidth TensorRT-LLM's generation-phase attention reaches reading the KV cache.
+Read off TensorRT-LLM v0.5's L40S FP8 static batch (NVIDIA/TensorRT-LLM docs/source/performance.md
+@138f96d: LLaMA 7B, batch 64, 128 in / 2048 out, 1,622 tok/s, engines built with
+``--enable_fp8 --fp8_kv_cache``; the fitted row ``trtllm05-llama2-7b-l40s-fp8-b64``), whose step
+is mostly the KV read: 0.7805, taken at 0.78. The held-out TensorRT-LLM v0.6.1 static batches
+(H100 FP8 batch 112, A100 FP16 batch 60, same page) test both figures."""
+
+GENERATION_PRECISION_EFFICIENCY: dict[str, dict[str, float]] = {
+    "tensorrt-llm": {"fp8": TRTLLM_FP8_EFFICIENCY},
+}
+"""Weight bandwidth efficiency an engine generation reaches for a precision in place of
+``PRECISION_BANDWIDTH_EFFICIENCY`` (each value read off a fitted row, named in its docstring)."""
+
+GENERATION_KV_EFFICIENCY: dict[str, float] = {"tensorrt-llm": TRTLLM_KV_EFFICIENCY}
+"""KV-cache read efficiency of an engine generation in place of ``KV_BANDWIDTH_EFFICIENCY``."""
+
 ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
     "tgi": ("2.0.0", "no-cuda-graphs"),
     "vllm": ("0.8.0", "v0-engine"),
     "llama.cpp": ("", "llama.cpp"),
+    "tensorrt-llm": ("", "tensorrt-llm"),
+    "nim": ("", "tensorrt-llm"),
 }
 """Per engine: (the first release with today's decode path, the generation of releases before
 it). TGI: CUDA graphs by default from 2.0.0 (PR #1703); its older generation takes
 ``NO_CUDA_GRAPH_LAYER_LATENCY_S``. vLLM: the V1 engine is the default from 0.8.0 (vllm-project/vllm
 PR #13726 'enable V1 by default', in the v0.8.0 release notes); its V0 generation takes
 ``V0_STEP_OVERHEAD_S``. llama.cpp: every release (an empty first release) takes its own
-``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. An entry needs a source for its release
+``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. TensorRT-LLM, and NIM whose
+LLM profiles run it ('The NVIDIA TensorRT-LLM accelerated NIM backend', docs.nvidia.com/nim/
+large-language-models/1.0.0/optimization.html), every release: ``TRTLLM_FP8_EFFICIENCY``,
+``TRTLLM_KV_EFFICIENCY``, ``TRTLLM_PREFILL_MFU``. gpufit launches neither: these time the rows that
+state them. An entry needs a source for its release
 boundary and a sourced term for its generation in ``layer_latency_s`` (never a value fitted to
 the rows that state the release): the ``engine`` field of a calibration row is not a per-row
 correction."""
@@ -265,6 +296,23 @@ TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefi
 stretching."""
 
 
+TRTLLM_PREFILL_MFU = 0.45
+"""FLOPs utilisation of TensorRT-LLM's prefill, read off NIM 1.8.0's own concurrency-1 figure
+(docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance, Llama-3.3-70b-instruct, 2 x H100 80G,
+fp8 TP2, 5000 input tokens: TTFT 406.77 ms): 5,000 × 1.4766e11 FLOPs (2 × 70.55e9 parameters +
+the prompt's causal attention, gpufit's own count) in 0.40677 s over 2 × 1,979 dense fp8 TFLOPS
+is 0.459; the TTFT also holds a request's queueing and first decode step, so 0.45 is the slow
+side of what the prefill itself reaches."""
+
+GENERATION_PREFILL_MFU: dict[str, float] = {"tensorrt-llm": TRTLLM_PREFILL_MFU}
+"""Prefill FLOPs utilisation of an engine generation in place of ``PREFILL_MFU``."""
+
+
+def prefill_mfu(req: Requirements) -> float:
+    """``PREFILL_MFU``, or the engine generation's own (``GENERATION_PREFILL_MFU``)."""
+    return GENERATION_PREFILL_MFU.get(req.engine_generation, PREFILL_MFU)
+
+
 def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_per_s: float) -> float:
     """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
     (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``): the running sequences'
@@ -287,10 +335,11 @@ def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_p
     tokens = req.prefill_tokens_per_step
     if not tokens or not req.prefill_flops_per_step:
         return 0.0
-    per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    mfu = prefill_mfu(req)
+    per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * mfu)
     if not req.prefill_chunk_tokens:
         return tokens * per_token_s
-    attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * PREFILL_MFU)
+    attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * mfu)
     gemm_token_s = per_token_s - attention_token_s
     chunk = req.prefill_chunk_tokens
     share = min(1.0, tokens / chunk)
@@ -330,9 +379,17 @@ def layer_latency_s(req: Requirements) -> float:
 
 
 def weight_bandwidth_efficiency(req: Requirements) -> float:
-    """The weights' bandwidth efficiency: the precision's (``req.bandwidth_efficiency``), capped by
-    an older engine generation's (``GENERATION_BANDWIDTH_CAP``)."""
-    return min(req.bandwidth_efficiency, GENERATION_BANDWIDTH_CAP.get(req.engine_generation, 1.0))
+    """The weights' bandwidth efficiency: the precision's (``req.bandwidth_efficiency``, or an
+    engine generation's own figure for it, ``GENERATION_PRECISION_EFFICIENCY``), capped by an older
+    generation's (``GENERATION_BANDWIDTH_CAP``)."""
+    own = GENERATION_PRECISION_EFFICIENCY.get(req.engine_generation, {}).get(req.precision)
+    eff = req.bandwidth_efficiency if own is None else own
+    return min(eff, GENERATION_BANDWIDTH_CAP.get(req.engine_generation, 1.0))
+
+
+def kv_bandwidth_efficiency(req: Requirements) -> float:
+    """``KV_BANDWIDTH_EFFICIENCY``, or an engine generation's own (``GENERATION_KV_EFFICIENCY``)."""
+    return GENERATION_KV_EFFICIENCY.get(req.engine_generation, KV_BANDWIDTH_EFFICIENCY)
 
 
 def step_overhead_s(req: Requirements) -> float:
@@ -350,7 +407,7 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
     memory_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
-    memory_s += req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
+    memory_s += req.kv_bytes_per_decode_step / (bandwidth * kv_bandwidth_efficiency(req))
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
