@@ -125,6 +125,7 @@ class Case:
     excluded: str = ""  # why a case is shown but left out of the summaries (empty: it counts)
     split_reason: str = ""  # why a case the hash holds out is fitted (a term was taken from it)
     engine: tuple[str, str] | None = None  # (name, release) the source ran, as it states them
+    peak_bandwidth_gbps: float | None = None  # the source's own measured peak of its (capped) GPU
 
     @property
     def split(self) -> Split:
@@ -233,6 +234,11 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
             f"{where}: split: fitted (the only override) needs split_reason, the term taken"
         )
     engine = _engine(entry.get("engine"), where)
+    peak = entry.get("peak_bandwidth_gbps")
+    if peak is not None and (kind != "decode_tokens_per_s" or not isinstance(peak, int | float) or peak <= 0):
+        raise CalibrationError(
+            f"{where}: peak_bandwidth_gbps (the source's measured GB/s) is for decode cases"
+        )
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -273,6 +279,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         excluded=excluded,
         split_reason=split_reason,
         engine=engine,
+        peak_bandwidth_gbps=None if peak is None else float(peak),
     )
 
 
@@ -421,6 +428,8 @@ def compute_row(case: Case) -> Row:
     accepted = True
     if case.kind == "decode_tokens_per_s":
         assert gpu is not None
+        if case.peak_bandwidth_gbps is not None:
+            gpu = replace(gpu, bandwidth_gbps=case.peak_bandwidth_gbps)
         canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus, case.interconnect))
         shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
     elif case.kind == "memory_gib":

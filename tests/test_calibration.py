@@ -138,19 +138,16 @@ def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
 
 
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
-    ("batch1_decode_h100_b200", "held-out"): "0.76 (0.75-0.78, 3 rows: torchao int8wo 0.78, int4wo 0.75, "
-    "InferenceBench vLLM 0.21 fp16 0.76): slow side; the weight-only kernels' efficiencies are torchao's "
-    "own lower H100 figures and 16-bit 0.68 is bound by the fitted L4 c32 row",
     ("diffusion_seconds_per_image", "held-out"): DIFFUSION_HELD_OUT,
 }
 """Issue kinds outside the issue's 0.8-1.25 band, with the figure (strict: an entry must go once
 its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, round 3."""
 
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], str] = {
-    ("batch1_decode", "held-out"): "3 rows over-promise: gptfast-mixtral-int8-tp1 1.15, "
-    "llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's own A100 figure, PR #6017, gives 0.57 of peak; this "
-    "RunPod row reads 0.42), tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs a layer "
-    "is vLLM PR #1440's measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no sourced figure)",
+    ("batch1_decode", "held-out"): "2 rows over-promise: llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's "
+    "own A100 figure, PR #6017, gives 0.57 of peak; this RunPod row reads 0.42), "
+    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs a layer is vLLM PR #1440's "
+    "measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no sourced figure)",
 }
 """Issue kinds with under-provisioning rows (strict xfail naming them; the bar is zero)."""
 
@@ -658,6 +655,39 @@ def test_every_older_engine_generation_changes_the_step() -> None:
         assert engine_generation(name, first) == ("current" if first else older)
         old = dataclasses.replace(req, engine_generation=older)
         assert decode_speed(old, a100, 1)[0] != decode_speed(req, a100, 1)[0], name
+
+
+def test_gpt_fast_rows_run_at_the_bandwidth_their_capped_a100s_measured(
+    rows: list[Row], tmp_path: Path
+) -> None:
+    """gpt-fast's README: 'Running on an A100 80GB, albeit power-limited to 330 watts. Empirically,
+    seems like peak bandwidth is about 1700 GB/s.' Every gpt-fast row states the cap and is timed at
+    1,700 GB/s; the int8 Mixtral row on one GPU no longer over-promises (1.15 at 2,039 GB/s)."""
+    gptfast = [r for r in rows if r.case.id.startswith("gptfast-")]
+    assert len(gptfast) == 20
+    assert all(r.case.peak_bandwidth_gbps == 1700 and "330 W cap" in r.case.setting for r in gptfast)
+    assert not [r.case.id for r in gptfast if r.under_provisions]
+    (case,) = [r.case for r in gptfast if r.case.id == "gptfast-llama2-7b-bf16"]
+    uncapped = compute_row(dataclasses.replace(case, peak_bandwidth_gbps=None))
+    capped = compute_row(case)
+    assert 1.1 < uncapped.ratio / capped.ratio < 2039 / 1700
+    with pytest.raises(CalibrationError, match="peak_bandwidth_gbps"):
+        load_cases(
+            _one_case(
+                tmp_path,
+                """  - id: bad-peak
+    kind: memory_gib
+    measure: weights
+    model: {preset: llama-2-7b}
+    task: serve
+    precision: bf16
+    peak_bandwidth_gbps: 1700
+    setting: s
+    published: {value: 12.5, unit: GiB}
+"""
+                + SOURCE,
+            )
+        )
 
 
 def test_tensorrt_llm_terms_are_read_off_two_fitted_rows(rows: list[Row]) -> None:
