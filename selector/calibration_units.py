@@ -87,11 +87,13 @@ ROUND4_NOTE = (
     "Round 5 (speed) knew every held-out ratio: each new term is read off a fitted row or a source's own "
     "figure (vLLM V0's 2.24 ms step off the fitted Qwen2.5-0.5B row, llama.cpp's 0.57 off its PR #6017 "
     "llama-bench, TensorRT-LLM's FP8 and KV efficiencies solved from the fitted NIM c1 and L40S batch-64 "
-    "rows, its prefill MFU from NIM's c1 TTFT, gpt-fast's 1,700 GB/s from its README's note on its 330 W "
+    "rows, NIM's prefill MFU from its c1 TTFT and TensorRT-LLM v0.5's from its own Low Latency table, "
+    "gpt-fast's 1,700 GB/s from its README's note on its 330 W "
     "A100s), and the 16-bit efficiency (0.68) is the highest no fitted row over-promises at; int8 0.55 "
     "and int4 0.42 are the batch-1 fit the efficiency's docstring had stated, int8 not raised further "
     "because the held-out gpt-fast int8 Mixtral row would then over-promise; the held-out TensorRT-LLM "
-    "v0.6.1 batches (0.65-0.67 before, 0.92-0.99 after) were not used. "
+    "v0.6.1 batches (0.65-0.67 before, 0.92-0.99 after) were not used; 5 more rows from that page were "
+    "added before their ratios were computed (one over-promises: Llama-2-70B TP 2 at 2,048/2,048). "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

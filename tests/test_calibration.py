@@ -38,6 +38,7 @@ from selector.sizing.speed import (
     ENGINE_GENERATIONS,
     LAYER_LATENCY_S,
     LLAMA_CPP_16BIT_EFFICIENCY,
+    NIM_PREFILL_MFU,
     NO_CUDA_GRAPH_LAYER_LATENCY_S,
     TGI_V1_16BIT_EFFICIENCY,
     TRTLLM_PREFILL_MFU,
@@ -144,6 +145,11 @@ ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
 its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, round 3."""
 
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], str] = {
+    ("serving_speed_at_concurrency", "held-out"): "1 row over-promises: "
+    "trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out 1.91 (added in round 5 before its ratio was "
+    "computed; TensorRT-LLM v0.6.1 decoding Llama-2-70B at 2048 in / 2048 out took ~53 ms a step where "
+    "weights and fp8 KV read ~20 ms; the same page says its GQA generation kernels were experimental and "
+    "enabled only 'where our tests displayed performance benefits': no sourced term for that yet)",
     ("batch1_decode", "held-out"): "2 rows over-promise: llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's "
     "own A100 figure, PR #6017, gives 0.57 of peak; this RunPod row reads 0.42), "
     "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs a layer is vLLM PR #1440's "
@@ -699,14 +705,19 @@ def test_tensorrt_llm_terms_are_read_off_two_fitted_rows(rows: list[Row]) -> Non
     for source in ("nim-llama33-70b-fp8-h100-tp2", "trtllm05-llama2-7b-l40s-fp8-b64"):
         assert by_id[source].case.split == "fitted"
         assert 0.97 < by_id[source].ratio <= 1.0, source
-    assert engine_generation("nim", "1.8.0") == engine_generation("tensorrt-llm", "0.6.1") == "tensorrt-llm"
+    assert engine_generation("nim", "1.8.0") == "nim"
+    assert engine_generation("tensorrt-llm", "0.6.1") == "tensorrt-llm"
     trt = [r for r in rows if r.case.engine is not None and r.case.engine[0] in ("nim", "tensorrt-llm")]
-    assert len(trt) == 10 and not [r.case.id for r in trt if r.under_provisions]
-    held = [r.ratio for r in trt if r.case.split == "held-out" and "trtllm" in r.case.id]
-    assert len(held) == 2 and all(0.9 < ratio < 1.0 for ratio in held)
-    flops = 5000 * 1.4766e11
+    assert len(trt) == 15
+    over = {r.case.id for r in trt if r.under_provisions}
+    assert over == {"trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"}  # listed in ISSUE_KIND_UNDER
+    first = ("trtllm061-llama2-7b-h100-fp8-b112", "trtllm061-llama2-7b-a100-fp16-b60")
+    assert all(0.9 < r.ratio < 1.0 for r in trt if r.case.id in first)
+    flops = 5000 * 1.4766e11  # NIM c1 TTFT 406.77 ms over 2 H100s
     assert flops / (0.40677 * 2 * 1979e12) == pytest.approx(0.459, abs=1e-3)
-    assert TRTLLM_PREFILL_MFU <= 0.459
+    assert NIM_PREFILL_MFU <= 0.459
+    # TensorRT-LLM v0.5's own Low Latency table: LLaMA 70B TP 4 first token at input 2048 in 109 ms
+    assert pytest.approx(TRTLLM_PREFILL_MFU, abs=0.005) == 2048 * 140684354560.0 / 0.109 / (4 * 1979e12)
 
 
 def test_older_generations_cap_the_weights_bandwidth_never_raise_it() -> None:

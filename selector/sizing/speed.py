@@ -171,11 +171,15 @@ is mostly the KV read: 0.7805, taken at 0.78. The held-out TensorRT-LLM v0.6.1 s
 
 GENERATION_PRECISION_EFFICIENCY: dict[str, dict[str, float]] = {
     "tensorrt-llm": {"fp8": TRTLLM_FP8_EFFICIENCY},
+    "nim": {"fp8": TRTLLM_FP8_EFFICIENCY},
 }
 """Weight bandwidth efficiency an engine generation reaches for a precision in place of
 ``PRECISION_BANDWIDTH_EFFICIENCY`` (each value read off a fitted row, named in its docstring)."""
 
-GENERATION_KV_EFFICIENCY: dict[str, float] = {"tensorrt-llm": TRTLLM_KV_EFFICIENCY}
+GENERATION_KV_EFFICIENCY: dict[str, float] = {
+    "tensorrt-llm": TRTLLM_KV_EFFICIENCY,
+    "nim": TRTLLM_KV_EFFICIENCY,
+}
 """KV-cache read efficiency of an engine generation in place of ``KV_BANDWIDTH_EFFICIENCY``."""
 
 ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
@@ -183,7 +187,7 @@ ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
     "vllm": ("0.8.0", "v0-engine"),
     "llama.cpp": ("", "llama.cpp"),
     "tensorrt-llm": ("", "tensorrt-llm"),
-    "nim": ("", "tensorrt-llm"),
+    "nim": ("", "nim"),
 }
 """Per engine: (the first release with today's decode path, the generation of releases before
 it). TGI: CUDA graphs by default from 2.0.0 (PR #1703); its older generation takes
@@ -193,11 +197,11 @@ PR #13726 'enable V1 by default', in the v0.8.0 release notes); its V0 generatio
 ``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. TensorRT-LLM, and NIM whose
 LLM profiles run it ('The NVIDIA TensorRT-LLM accelerated NIM backend', docs.nvidia.com/nim/
 large-language-models/1.0.0/optimization.html), every release: ``TRTLLM_FP8_EFFICIENCY``,
-``TRTLLM_KV_EFFICIENCY``, ``TRTLLM_PREFILL_MFU``. gpufit launches neither: these time the rows that
-state them. An entry needs a source for its release
-boundary and a sourced term for its generation in ``layer_latency_s`` (never a value fitted to
-the rows that state the release): the ``engine`` field of a calibration row is not a per-row
-correction."""
+``TRTLLM_KV_EFFICIENCY``; prefill ``TRTLLM_PREFILL_MFU`` (its 2023 releases) or
+``NIM_PREFILL_MFU``. gpufit launches neither: these time the rows that state them. An entry
+needs a source for its release boundary and a sourced term for its generation (a figure a source
+publishes, or one read off a fitted row, never tuned to the rows' ratios): the ``engine`` field
+of a calibration row is not a per-row correction."""
 
 
 def engine_generation(name: str, release: str) -> str:
@@ -300,15 +304,22 @@ TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefi
 stretching."""
 
 
-TRTLLM_PREFILL_MFU = 0.45
-"""FLOPs utilisation of TensorRT-LLM's prefill, read off NIM 1.8.0's own concurrency-1 figure
+TRTLLM_PREFILL_MFU = 0.33
+"""FLOPs utilisation of TensorRT-LLM v0.5-v0.6.1's prefill (the releases whose static-batch tables
+the calibration rows quote), read off the same document's Low Latency table (NVIDIA/TensorRT-LLM
+docs/source/performance.md @138f96d, v0.5, H100 FP8, batch 1, input 2048): LLaMA 7B TP 1 first
+token in 36 ms (0.40 of 1,979 dense fp8 TFLOPS with gpufit's FLOP count) and LLaMA 70B TP 4 in
+109 ms (0.33, its all-reduces included); the lower figure is taken, the slow side."""
+
+NIM_PREFILL_MFU = 0.45
+"""FLOPs utilisation of NIM 1.8.0's (TensorRT-LLM) prefill, read off NIM's own concurrency-1 figure
 (docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance, Llama-3.3-70b-instruct, 2 x H100 80G,
 fp8 TP2, 5000 input tokens: TTFT 406.77 ms): 5,000 × 1.4766e11 FLOPs (2 × 70.55e9 parameters +
 the prompt's causal attention, gpufit's own count) in 0.40677 s over 2 × 1,979 dense fp8 TFLOPS
 is 0.459; the TTFT also holds a request's queueing and first decode step, so 0.45 is the slow
 side of what the prefill itself reaches."""
 
-GENERATION_PREFILL_MFU: dict[str, float] = {"tensorrt-llm": TRTLLM_PREFILL_MFU}
+GENERATION_PREFILL_MFU: dict[str, float] = {"tensorrt-llm": TRTLLM_PREFILL_MFU, "nim": NIM_PREFILL_MFU}
 """Prefill FLOPs utilisation of an engine generation in place of ``PREFILL_MFU``."""
 
 
