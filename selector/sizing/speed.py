@@ -142,7 +142,7 @@ keep their lower ``PRECISION_BANDWIDTH_EFFICIENCY``."""
 
 TGI_V1_16BIT_EFFICIENCY = 0.6
 """Share of peak bandwidth the 2023 serving engines reached at batch 1 with 16-bit weights:
-Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023-10-12), about 60% model
+Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023), about 60% model
 bandwidth utilisation on A100/H100, measured in the era of TGI 1.0. It caps Hugging Face TGI
 releases before 2.0 (the figure gpufit used for every engine until round 5)."""
 
@@ -192,7 +192,7 @@ ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
 """Per engine: (the first release with today's decode path, the generation of releases before
 it). TGI: CUDA graphs by default from 2.0.0 (PR #1703); its older generation takes
 ``NO_CUDA_GRAPH_LAYER_LATENCY_S``. vLLM: the V1 engine is the default from 0.8.0 (vllm-project/vllm
-PR #13726 'enable V1 by default', in the v0.8.0 release notes); its V0 generation takes
+PR #13726, listed in the v0.8.0 release notes as turning V1 on by default); its V0 generation takes
 ``V0_STEP_OVERHEAD_S``. llama.cpp: every release (an empty first release) takes its own
 ``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. TensorRT-LLM, and NIM whose
 LLM profiles run it ('The NVIDIA TensorRT-LLM accelerated NIM backend', docs.nvidia.com/nim/
