@@ -60,7 +60,7 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib
-from selector.sizing.speed import engine_generation
+from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation, engine_release_key
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -294,7 +294,18 @@ def _engine(value: Any, where: str) -> tuple[str, str] | None:
     name, release = value["name"], value["release"]
     if not isinstance(name, str) or not isinstance(release, str) or not name or not release:
         raise CalibrationError(f"{where}: engine name and release must be non-empty strings")
-    return name, release
+    known = name.casefold()
+    if known not in KNOWN_ENGINES:
+        expected = ", ".join(KNOWN_ENGINES)
+        raise CalibrationError(
+            f"{where}: engine.name {name!r} is not a known engine (expected one of {expected})"
+        )
+    first = UNTIMED_BEFORE.get(known)
+    if first and engine_release_key(release) < engine_release_key(first):
+        raise CalibrationError(
+            f"{where}: engine.release {release!r}: {known} before {first} has no sourced decode term"
+        )
+    return known, release
 
 
 def load_cases(path: Path) -> list[Case]:

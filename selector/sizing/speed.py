@@ -10,27 +10,35 @@ from __future__ import annotations
 from selector.catalog import GpuSpec
 from selector.sizing.terms import Requirements
 
-DEFAULT_BANDWIDTH_EFFICIENCY = 0.68
+EFFICIENCY_MARGIN_RATIO = 1.05
+"""The rule the bandwidth efficiencies are chosen by, stated before choosing them (round 5's
+review): per precision, the highest value (two decimals) at which no fitted row of a current
+engine (no ``engine`` stated, or a release ``engine_generation`` reads as ``current``) reads above
+1.05 (gpufit ÷ published), half the 10 % over-promise tolerance kept as margin for measurements the
+model was not fitted to (tests/test_calibration.py checks each value against it)."""
+
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.62
 """Share of peak memory bandwidth a current serving engine reaches while decoding 16-bit weights
-(model bandwidth utilisation). Today's engines read ~0.7-0.77 of peak at batch 1: vLLM 0.23.0
-decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77% of the GPU's memory-bandwidth
-ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on); torchao's bf16 runs reach 1,419
-GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350 (57%) (pytorch/ao
-torchao/quantization/README.md @c452495, 2025-09-08). Re-fitted in round 5 on the fitted rows once
-the older engines had terms of their own (vLLM V0 ``V0_STEP_OVERHEAD_S``, TGI < 2.0
-``TGI_V1_16BIT_EFFICIENCY``, llama.cpp ``LLAMA_CPP_16BIT_EFFICIENCY``): 0.68 is the highest value at
-which no fitted row over-promises by more than 10% (the binding row is vLLM 0.23.0 on an L4 at
-concurrency 32, ``vllm023-l4-qwen25-05b-256in128out-c32``, 1.10; at 0.70 it reads 1.11). Below the
-~0.72 the current vLLM rows read at batch 1, so it still errs slow there. Before round 5 it was
-0.6 (Databricks 2023, now ``TGI_V1_16BIT_EFFICIENCY``). Override with
+(model bandwidth utilisation): an ESTIMATE on the fast side of the 0.6 gpufit used before round 5,
+chosen by ``EFFICIENCY_MARGIN_RATIO``'s rule and bound by one row, vLLM 0.23.0 decoding
+Qwen2.5-0.5B on an L4 at concurrency 32 (``vllm023-l4-qwen25-05b-256in128out-c32``: 1.04 at 0.62,
+1.05 at 0.63; a small model whose step is a fifth fixed time, so a thin bound). Today's engines
+read more at batch 1: vLLM 0.23.0 decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77%
+of the GPU's memory-bandwidth ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on);
+torchao's bf16 runs reach 1,419 GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350
+(57%) (pytorch/ao torchao/quantization/README.md @c452495, 2025-09-08). The older engines have
+terms of their own (vLLM V0 ``V0_STEP_OVERHEAD_S``, TGI < 2.0 ``TGI_V1_16BIT_EFFICIENCY``,
+llama.cpp ``LLAMA_CPP_16BIT_EFFICIENCY``), which only calibration rows naming them take:
+``gpufit plan`` launches current vLLM/SGLang releases. Round 5 first took 0.68, the highest value
+at which no fitted row read above 1.10 (the same L4 row at 1.098, no margin). Override with
 ``tuning.bandwidth_efficiency``."""
 
 PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp32": DEFAULT_BANDWIDTH_EFFICIENCY,
     "bf16": DEFAULT_BANDWIDTH_EFFICIENCY,
     "fp16": DEFAULT_BANDWIDTH_EFFICIENCY,
-    "int8": 0.55,
-    "fp8": 0.55,
+    "int8": 0.53,
+    "fp8": 0.54,
     "int4": 0.42,
     "nf4": 0.35,
 }
@@ -39,14 +47,18 @@ and reach a lower share of peak than 16-bit GEMVs. torchao's achieved GB/s at ba
 torchao/quantization/README.md @c452495, 2025-09-08): H100 int8 weight-only 1,495 GB/s (45%),
 fp8 weight-only 1,340 (40%), int4 (tinygemm, group 64) 1,019 (30%); A100 int8 1,131-1,151 (56%),
 int4 751-763 (37%). Those shares hold the fixed per-step time; with the 16-bit embeddings and
-the per-layer latency counted apart, the batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit
-weights, taken in round 5 (0.50 and 0.38 before, torchao's lower H100 shares, which double-counted
-the fixed time gpufit adds apart): int4 is bound by the fitted TGI 1.0.3 GPTQ row on an A10G
-(0.45 would read 1.13); no fitted row binds int8 below 0.6, where the held-out gpt-fast int8
-Mixtral row on one GPU reads 1.15, a row seen before this choice, so 0.55 is the fit and not
-more. gpt-fast rows are timed at the 1,700 GB/s its README measured on its 330 W A100s
-(``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35 (bitsandbytes kernels are no
-faster than int4; no row measures them: an estimate that errs slow)."""
+the per-layer latency counted apart the batch-1 rows fit about 0.55 for 8-bit and 0.42 for 4-bit
+weights (0.50 and 0.38 before round 5). ``EFFICIENCY_MARGIN_RATIO``'s rule binds both 8-bit
+values below that fit (ESTIMATES, each bound by one row): int8 0.53, bound by gpt-fast's int8
+Mixtral-8x7B on one A100 (``gptfast-mixtral-int8-tp1``, 1.04 at 0.53; fitted since it stopped
+round 5's int8 at 0.55, where it read 1.07), fp8 0.54, bound by torchao's fp8 dynamic-quant
+Llama-3.1-8B on an H100 (``torchao-h100-llama31-8b-fp8dq-row``, 1.05 at 0.54, 1.06 at 0.55). The
+rule does not bind int4 (its current-engine fitted rows read at most 0.96, gpt-fast Llama-2-70B
+int4 TP 8): 0.42 is kept, the batch-1 fit, below the 0.45 at which the fitted TGI 1.0.3 GPTQ row
+on an A10G (an older engine) would read 1.13. gpt-fast rows are timed at the 1,700 GB/s its README
+measured on its 330 W A100s (``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35
+(bitsandbytes kernels are no faster than int4; no row measures them: an estimate that errs
+slow)."""
 
 STEP_OVERHEAD_S = 0.5e-3
 """Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the
@@ -129,7 +141,9 @@ LLAMA_CPP_ROW_PEAK_BYTES_PER_S = 1935e9
 """llama.cpp's own batch-1 decode figure for a 16-bit model on an A100: ``llama-bench`` on an
 NVIDIA A100 80GB PCIe, 'llama 7B F16 | 12.55 GiB | 6.74 B | CUDA | 99 | 8192 | tg 128 |
 74.77 ± 0.10' (ggml-org/llama.cpp PR #6017 'llama : add pipeline parallelism support',
-ggerganov, 2024-03); the A100 80GB PCIe's 1,935 GB/s (NVIDIA A100 datasheet)."""
+ggerganov, 2024-03: his one-device llama-bench table, 'found 1 CUDA devices: NVIDIA A100 80GB
+PCIe', row 'tg 128'; confirmed in the PR thread via the search tool, 2026-12-04); the A100 80GB
+PCIe's 1,935 GB/s (NVIDIA A100 datasheet)."""
 
 LLAMA_CPP_16BIT_EFFICIENCY = LLAMA_CPP_ROW_BYTES / (
     LLAMA_CPP_ROW_PEAK_BYTES_PER_S
@@ -193,7 +207,9 @@ ENGINE_GENERATIONS: dict[str, tuple[str, str]] = {
 it). TGI: CUDA graphs by default from 2.0.0 (PR #1703); its older generation takes
 ``NO_CUDA_GRAPH_LAYER_LATENCY_S``. vLLM: the V1 engine is the default from 0.8.0 (vllm-project/vllm
 PR #13726, listed in the v0.8.0 release notes as turning V1 on by default); its V0 generation takes
-``V0_STEP_OVERHEAD_S``. llama.cpp: every release (an empty first release) takes its own
+``V0_STEP_OVERHEAD_S`` (0.8.x still fell back to V0 for features V1 lacked: a row stating such a
+feature on 0.8.x would need its own term; none here does). SGLang: no older generation it can
+time (``UNTIMED_BEFORE``). llama.cpp: every release (an empty first release) takes its own
 ``LLAMA_CPP_16BIT_EFFICIENCY``; the sources here do not state a build. TensorRT-LLM, and NIM whose
 LLM profiles run it ('The NVIDIA TensorRT-LLM accelerated NIM backend', docs.nvidia.com/nim/
 large-language-models/1.0.0/optimization.html), every release: ``TRTLLM_FP8_EFFICIENCY``,
@@ -204,17 +220,31 @@ publishes, or one read off a fitted row, never tuned to the rows' ratios): the `
 of a calibration row is not a per-row correction."""
 
 
+KNOWN_ENGINES: tuple[str, ...] = ("vllm", "sglang", "tgi", "llama.cpp", "tensorrt-llm", "nim")
+"""Engine names a calibration row may state (matched case-insensitively); any other name is an
+error, never read as today's engine."""
+
+UNTIMED_BEFORE: dict[str, str] = {"sglang": "0.4.0"}
+"""Per engine, the first release gpufit can time: SGLang before 0.4.0 ran its batch scheduler on
+the CPU between GPU steps; 0.4.0 overlapped it with the GPU ('Zero-Overhead Batch Scheduler',
+lmsys.org/blog/2024-12-04-sglang-v0-4/). No source states that older generation's per-step time,
+so it has no ``ENGINE_GENERATIONS`` entry (a term would be invented): a calibration row naming an
+SGLang release before 0.4.0 is an error rather than timed as today's engine. SGLang from 0.4.0,
+which gpufit launches (selector/engines.py), takes the current terms."""
+
+
+def engine_release_key(text: str) -> tuple[int, ...]:
+    """A release's dotted numbers, compared as numbers ("0.10.0" after "0.8.0")."""
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
+
+
 def engine_generation(name: str, release: str) -> str:
     """``current``, or the older generation (``ENGINE_GENERATIONS``) of ``name``'s ``release``
     (dotted numbers compared as such)."""
     first, older = ENGINE_GENERATIONS.get(name, ("", "current"))
     if not first:
         return older
-
-    def key(text: str) -> tuple[int, ...]:
-        return tuple(int(part) for part in text.split(".") if part.isdigit())
-
-    return older if key(release) < key(first) else "current"
+    return older if engine_release_key(release) < engine_release_key(first) else "current"
 
 
 MOE_EXPERT_LATENCY_S = 25e-6
