@@ -60,7 +60,7 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib
-from selector.sizing.speed import engine_generation
+from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation, engine_release_key
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -125,6 +125,7 @@ class Case:
     excluded: str = ""  # why a case is shown but left out of the summaries (empty: it counts)
     split_reason: str = ""  # why a case the hash holds out is fitted (a term was taken from it)
     engine: tuple[str, str] | None = None  # (name, release) the source ran, as it states them
+    peak_bandwidth_gbps: float | None = None  # the source's own measured peak of its (capped) GPU
 
     @property
     def split(self) -> Split:
@@ -233,6 +234,11 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
             f"{where}: split: fitted (the only override) needs split_reason, the term taken"
         )
     engine = _engine(entry.get("engine"), where)
+    peak = entry.get("peak_bandwidth_gbps")
+    if peak is not None and (kind != "decode_tokens_per_s" or not isinstance(peak, int | float) or peak <= 0):
+        raise CalibrationError(
+            f"{where}: peak_bandwidth_gbps (the source's measured GB/s) is for decode cases"
+        )
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
@@ -273,6 +279,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         excluded=excluded,
         split_reason=split_reason,
         engine=engine,
+        peak_bandwidth_gbps=None if peak is None else float(peak),
     )
 
 
@@ -287,7 +294,18 @@ def _engine(value: Any, where: str) -> tuple[str, str] | None:
     name, release = value["name"], value["release"]
     if not isinstance(name, str) or not isinstance(release, str) or not name or not release:
         raise CalibrationError(f"{where}: engine name and release must be non-empty strings")
-    return name, release
+    known = name.casefold()
+    if known not in KNOWN_ENGINES:
+        expected = ", ".join(KNOWN_ENGINES)
+        raise CalibrationError(
+            f"{where}: engine.name {name!r} is not a known engine (expected one of {expected})"
+        )
+    first = UNTIMED_BEFORE.get(known)
+    if first and engine_release_key(release) < engine_release_key(first):
+        raise CalibrationError(
+            f"{where}: engine.release {release!r}: {known} before {first} has no sourced decode term"
+        )
+    return known, release
 
 
 def load_cases(path: Path) -> list[Case]:
@@ -421,6 +439,8 @@ def compute_row(case: Case) -> Row:
     accepted = True
     if case.kind == "decode_tokens_per_s":
         assert gpu is not None
+        if case.peak_bandwidth_gbps is not None:
+            gpu = replace(gpu, bandwidth_gbps=case.peak_bandwidth_gbps)
         canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus, case.interconnect))
         shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
     elif case.kind == "memory_gib":

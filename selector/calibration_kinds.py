@@ -17,7 +17,7 @@ its ratio, so a hidden set in the same format is grouped the same way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 from selector.calibration import (
@@ -25,10 +25,12 @@ from selector.calibration import (
     SPLITS,
     Row,
     Split,
+    compute_row,
     geometric_mean,
     split_of,
 )
 from selector.calibration_report import render_markdown
+from selector.sizing.speed import engine_generation
 from selector.spec import TRAINING_TASKS
 
 IssueKind = Literal[
@@ -138,7 +140,41 @@ def render_split_overrides(rows: list[Row]) -> list[str]:
     return lines + [f"- `{c.id}` (hash split {split_of(c.id)}): {c.split_reason}" for c in moved]
 
 
+def old_engine_rows(rows: list[Row]) -> list[tuple[Row, Row]]:
+    """Each row naming an older engine generation, with the same case timed as ``gpufit plan``
+    times it (current-engine terms: the ``engine`` field dropped, nothing else changed)."""
+    return [
+        (r, compute_row(replace(r.case, engine=None)))
+        for r in rows
+        if r.case.engine is not None
+        and not r.case.excluded
+        and engine_generation(*r.case.engine) != "current"
+    ]
+
+
+def render_old_engine_rows(rows: list[Row]) -> list[str]:
+    """The markdown lines of ``old_engine_rows``: what the engine terms change."""
+    lines = [
+        "",
+        "### Older-engine rows under current-engine terms",
+        "",
+        "`gpufit plan` launches current engines only (vLLM and SGLang current releases), so it never "
+        "applies the older-engine terms; these rows name an older engine, and here is each one's ratio "
+        "under its engine's terms and under the current-engine terms a plan uses (> 1.10 there means "
+        "the old engine was slower than today's model, not that a plan over-promises).",
+        "",
+        "| Case | Engine | Split | Ratio (its engine's terms) | Ratio (current-engine terms) |",
+        "|---|---|---|---|---|",
+    ]
+    for own, current in old_engine_rows(rows):
+        name, release = own.case.engine or ("", "")
+        ratios = f"{own.ratio:.2f} | {current.ratio:.2f}"
+        lines.append(f"| `{own.case.id}` | {name} {release} | {own.case.split} | {ratios} |")
+    return lines
+
+
 def render_document(rows: list[Row]) -> str:
     """docs/calibration.md in full: ``selector.calibration_report.render_markdown`` with the split overrides
     and the issue-kind table after the split summary (what scripts/calibration.py writes)."""
-    return render_markdown(rows, tuple(render_split_overrides(rows) + render_issue_kinds(rows, SPLITS)))
+    extra = render_split_overrides(rows) + render_issue_kinds(rows, SPLITS) + render_old_engine_rows(rows)
+    return render_markdown(rows, tuple(extra))

@@ -15,6 +15,7 @@ from selector.calibration import (
     KINDS,
     RATIO_BAND,
     CalibrationError,
+    Case,
     Kind,
     Row,
     compute_row,
@@ -28,16 +29,33 @@ from selector.calibration_kinds import (
     ISSUE_KINDS,
     IssueKind,
     issue_kinds_of,
+    old_engine_rows,
     render_document,
     summarize_issue_kinds,
 )
-from selector.sizing import Rejection, requirements
+from selector.catalog import load_gpus
+from selector.sizing import Rejection, Requirements, requirements
+from selector.sizing.inference import prefill_flops_per_token
 from selector.sizing.speed import (
+    DEFAULT_BANDWIDTH_EFFICIENCY,
+    EFFICIENCY_MARGIN_RATIO,
     ENGINE_GENERATIONS,
+    KNOWN_ENGINES,
     LAYER_LATENCY_S,
+    LLAMA_CPP_16BIT_EFFICIENCY,
+    NIM_PREFILL_MFU,
     NO_CUDA_GRAPH_LAYER_LATENCY_S,
+    PRECISION_BANDWIDTH_EFFICIENCY,
+    STEP_OVERHEAD_S,
+    TGI_V1_16BIT_EFFICIENCY,
+    TRTLLM_PREFILL_MFU,
+    UNTIMED_BEFORE,
+    V0_STEP_OVERHEAD_S,
+    decode_speed,
     engine_generation,
     layer_latency_s,
+    step_overhead_s,
+    weight_bandwidth_efficiency,
 )
 from tests.conftest import ROOT, SERVE_70B, spec_of
 
@@ -142,29 +160,40 @@ def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
     assert under == []
 
 
+MARGIN_RULE_SLOW = (
+    "after the margin rule (EFFICIENCY_MARGIN_RATIO: 16-bit 0.62, int8 0.53, fp8 0.54, each the highest "
+    "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
+)
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
-    ("serving_speed_at_concurrency", "fitted"): "0.781 (0.62-1.03, 11 rows) after the chunked-prefill "
-    "schedule and the prompt's causal attention: NIM c5-c50 0.64-0.68, TensorRT-LLM L40S batch 64 0.65, "
-    "TGI 1.0.3 c20 0.62, against vLLM 0.81-1.03; the 16-bit efficiency is kept at 0.6 (0.65 would bring "
-    "0.80 but push the 4 over-promising held-out rows further); slow side, no under-provisioning",
-    ("serving_speed_at_concurrency", "held-out"): "0.741 (0.59-1.00, 5 rows): TensorRT-LLM static batches "
-    "0.65 and NIM c100 past saturation 0.59, against vLLM B200 c128 1.00 and L4 c16 0.89; slow side",
-    ("batch1_decode_h100_b200", "held-out"): "0.74 (0.70-0.76, 3 rows: torchao int8wo 0.76, int4wo 0.75, "
-    "InferenceBench vLLM 0.21 fp16 0.70): slow side; current vLLM reads ~75 % of peak at batch 1, gpufit "
-    "0.6 (see DEFAULT_BANDWIDTH_EFFICIENCY)",
+    ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
+    ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
 }
 """Issue kinds outside the issue's 0.8-1.25 band, with the figure (strict: an entry must go once
 its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, round 3."""
 
-ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], str] = {
-    ("batch1_decode", "held-out"): "4 rows over-promise: gptfast-mixtral-int8-tp1 1.15, "
-    "qwen25-3b-vllm-bf16-in1 1.24 (vLLM 0.6.3's ~2 ms V0 step, no sourced term), "
-    "llamacpp-a100sxm-llama3-8b-f16 1.31 (llama.cpp, release not stated), "
-    "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (1.73 at the CUDA-graph 20 µs; TGI 1.0.3's eager 67 µs "
-    "a layer is vLLM PR #1440's measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no "
-    "sourced figure)",
+ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
+    ("serving_speed_at_concurrency", "held-out"): (
+        frozenset({"trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"}),
+        "trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out 1.91 (added in round 5 before its ratio was "
+        "computed; TensorRT-LLM v0.6.1 decoding Llama-2-70B at 2048 in / 2048 out took ~53 ms a step where "
+        "weights and fp8 KV read ~20 ms; the same page says its GQA generation kernels were experimental and "
+        "enabled only 'where our tests displayed performance benefits': no sourced term for that yet)",
+    ),
+    ("batch1_decode", "held-out"): (
+        frozenset({"llamacpp-a100sxm-llama3-8b-f16", "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1"}),
+        "llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's own A100 figure, PR #6017, gives 0.57 of peak; "
+        "this RunPod row reads 0.42), tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs "
+        "a layer is vLLM PR #1440's measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no "
+        "sourced figure)",
+    ),
 }
-"""Issue kinds with under-provisioning rows (strict xfail naming them; the bar is zero)."""
+"""Per issue kind and split, the rows known to over-promise, named, with why (the bar is zero). The
+test fails if any other row over-promises (a new one is never 'expected') or if a named one stops
+(the entry must then change); it xfails, strictly, only on exactly the named set."""
+
+
+class KnownUnderProvisioning(Exception):
+    """Exactly the rows ``ISSUE_KIND_UNDER`` names over-promise (the only expected failure)."""
 
 
 def _per_issue_kind(table: dict[tuple[IssueKind, str], str]) -> list[object]:
@@ -187,14 +216,59 @@ def test_issue_kind_geomean_within_issue_band(rows: list[Row], kind: IssueKind, 
     assert low <= summary.geomean <= high, f"{kind} {split}: {summary.geomean:.2f}"
 
 
-@pytest.mark.parametrize(("kind", "split"), _per_issue_kind(ISSUE_KIND_UNDER))
-def test_issue_kind_never_under_provisions(rows: list[Row], kind: IssueKind, split: str) -> None:
-    under = [
-        f"{r.case.id} {r.ratio:.2f}"
+def _per_issue_kind_rows() -> list[object]:
+    return [
+        pytest.param(
+            kind,
+            split,
+            marks=pytest.mark.xfail(
+                reason="over-promising: " + ISSUE_KIND_UNDER[(kind, split)][1],
+                raises=KnownUnderProvisioning,
+                strict=True,
+            ),
+        )
+        if (kind, split) in ISSUE_KIND_UNDER
+        else pytest.param(kind, split)
+        for split in ("fitted", "held-out")
+        for kind in ISSUE_KINDS
+    ]
+
+
+def over_promising(rows: list[Row], kind: IssueKind, split: str) -> dict[str, float]:
+    return {
+        r.case.id: r.ratio
         for r in rows
         if r.case.split == split and kind in issue_kinds_of(r) and r.under_provisions
-    ]
-    assert under == []
+    }
+
+
+@pytest.mark.parametrize(("kind", "split"), _per_issue_kind_rows())
+def test_issue_kind_never_under_provisions(rows: list[Row], kind: IssueKind, split: str) -> None:
+    under = over_promising(rows, kind, split)
+    known = ISSUE_KIND_UNDER.get((kind, split), (frozenset(), ""))[0]
+    assert set(under) == known, f"{kind} {split}: {under}, known {sorted(known)}"
+    if under:
+        raise KnownUnderProvisioning(", ".join(f"{k} {v:.2f}" for k, v in sorted(under.items())))
+
+
+def test_a_new_over_promising_row_fails_rather_than_xfails(rows: list[Row]) -> None:
+    """The per-row xfail is no blanket: one more over-promising held-out row in a kind that already
+    has named ones raises an AssertionError, which ``raises=KnownUnderProvisioning`` does not catch."""
+    known = next(r for r in rows if r.case.id == "llamacpp-a100sxm-llama3-8b-f16")
+    fine = next(
+        r
+        for r in rows
+        if r.case.split == "held-out" and "batch1_decode" in issue_kinds_of(r) and not r.under_provisions
+    )
+    worse = [*rows, dataclasses.replace(fine, ratio=1.2)]
+    worse.remove(fine)
+    with pytest.raises(AssertionError, match=fine.case.id):
+        test_issue_kind_never_under_provisions(worse, "batch1_decode", "held-out")
+    fixed = [r for r in rows if r is not known]
+    with pytest.raises(AssertionError, match="known"):
+        test_issue_kind_never_under_provisions(fixed, "batch1_decode", "held-out")
+    with pytest.raises(KnownUnderProvisioning):
+        test_issue_kind_never_under_provisions(rows, "batch1_decode", "held-out")
 
 
 def test_issue_kinds_follow_what_the_case_states(rows: list[Row]) -> None:
@@ -372,13 +446,21 @@ def test_activation_recomputation_costs_a_forward_pass() -> None:
 def test_old_format_row_without_prompt_length_does_not_over_promise() -> None:
     """A serving row that states only context and concurrency (the old format) still pays prefill
     interference: NIM's 5,000-in / 500-out Llama-3.3-70B at concurrency 50 without its
-    ``prompt_tokens`` was over-promised 1.15x when an unknown prompt meant no prefill at all."""
+    ``prompt_tokens`` was over-promised 1.15x when an unknown prompt meant no prefill at all.
+    Timed as a plan times it (the engines gpufit launches, no stated engine): 0.95 and 1.06. With
+    TensorRT-LLM's own faster terms the same default reads 1.34-1.52: half the context as prompt
+    and half as output under-counts a 10:1 prompt's prefill ten-fold (closing note: its own issue);
+    every row that states TensorRT-LLM or NIM states its prompt."""
     cases = {c.id: c for c in load_cases(CASES)}
     for cid in ("nim-llama33-70b-h100x2-fp8-c25", "nim-llama33-70b-h100x2-fp8-c50"):
         case = cases[cid]
         serving = {k: v for k, v in case.spec["serving"].items() if k != "prompt_tokens"}
-        row = compute_row(dataclasses.replace(case, spec={**case.spec, "serving": serving}))
+        row = compute_row(dataclasses.replace(case, spec={**case.spec, "serving": serving}, engine=None))
         assert not row.under_provisions, (cid, row.ratio)
+    stated = [c for c in cases.values() if c.engine and c.engine[0] in ("nim", "tensorrt-llm")]
+    assert all(
+        c.spec["serving"].get("prompt_tokens") for c in stated if c.spec["serving"].get("concurrency", 1) > 1
+    )
 
 
 def _flux(precision: str, steps: int | None) -> float:
@@ -822,7 +904,11 @@ def test_engine_release_the_source_states_sets_its_generation(tmp_path: Path) ->
     assert old.case.engine == ("tgi", "1.0.3")
     assert new.ratio == plain.ratio
     step_gap = 1 / (30 * old.ratio) - 1 / (30 * new.ratio)  # published 30 tok/s
-    assert step_gap == pytest.approx(32 * (NO_CUDA_GRAPH_LAYER_LATENCY_S - LAYER_LATENCY_S))
+    weights_s = 6.74e9 * 2 / 600e9  # Llama-2-7B fp16 on an A10G's 600 GB/s
+    capped = weights_s / TGI_V1_16BIT_EFFICIENCY - weights_s / DEFAULT_BANDWIDTH_EFFICIENCY
+    assert step_gap == pytest.approx(
+        32 * (NO_CUDA_GRAPH_LAYER_LATENCY_S - LAYER_LATENCY_S) + capped, rel=1e-3
+    )
 
 
 def test_no_cuda_graph_latency_is_the_published_eager_gap_not_a_fit() -> None:
@@ -840,9 +926,126 @@ def test_every_older_engine_generation_changes_the_step() -> None:
         SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024, "concurrency": 1}
     )
     req = requirements(spec)
+    a100 = load_gpus()["A100-80GB"]
     for name, (first, older) in ENGINE_GENERATIONS.items():
-        assert engine_generation(name, first) == "current"
-        assert layer_latency_s(dataclasses.replace(req, engine_generation=older)) > layer_latency_s(req), name
+        assert engine_generation(name, first) == ("current" if first else older)
+        old = dataclasses.replace(req, engine_generation=older)
+        assert decode_speed(old, a100, 1)[0] != decode_speed(req, a100, 1)[0], name
+
+
+def test_gpt_fast_rows_run_at_the_bandwidth_their_capped_a100s_measured(
+    rows: list[Row], tmp_path: Path
+) -> None:
+    """gpt-fast's README: 'Running on an A100 80GB, albeit power-limited to 330 watts. Empirically,
+    seems like peak bandwidth is about 1700 GB/s.' Every gpt-fast row states the cap and is timed at
+    1,700 GB/s; the int8 Mixtral row on one GPU no longer over-promises (1.15 at 2,039 GB/s)."""
+    gptfast = [r for r in rows if r.case.id.startswith("gptfast-")]
+    assert len(gptfast) == 20
+    assert all(r.case.peak_bandwidth_gbps == 1700 and "330 W cap" in r.case.setting for r in gptfast)
+    assert not [r.case.id for r in gptfast if r.under_provisions]
+    (case,) = [r.case for r in gptfast if r.case.id == "gptfast-llama2-7b-bf16"]
+    uncapped = compute_row(dataclasses.replace(case, peak_bandwidth_gbps=None))
+    capped = compute_row(case)
+    assert 1.1 < uncapped.ratio / capped.ratio < 2039 / 1700
+    with pytest.raises(CalibrationError, match="peak_bandwidth_gbps"):
+        load_cases(
+            _one_case(
+                tmp_path,
+                """  - id: bad-peak
+    kind: memory_gib
+    measure: weights
+    model: {preset: llama-2-7b}
+    task: serve
+    precision: bf16
+    peak_bandwidth_gbps: 1700
+    setting: s
+    published: {value: 12.5, unit: GiB}
+"""
+                + SOURCE,
+            )
+        )
+
+
+def test_tensorrt_llm_terms_are_read_off_two_fitted_rows(rows: list[Row]) -> None:
+    """TensorRT-LLM's FP8 weight and KV read efficiencies are solved from NIM 1.8.0's
+    concurrency-1 row and TensorRT-LLM v0.5's L40S batch-64 row (both fitted), rounded down, so both
+    read just under 1; its prefill MFU is the same NIM page's concurrency-1 TTFT. The held-out
+    TensorRT-LLM v0.6.1 static batches test them and none over-promises."""
+    by_id = {r.case.id: r for r in rows}
+    for source in ("nim-llama33-70b-fp8-h100-tp2", "trtllm05-llama2-7b-l40s-fp8-b64"):
+        assert by_id[source].case.split == "fitted"
+        assert 0.97 < by_id[source].ratio <= 1.0, source
+    assert engine_generation("nim", "1.8.0") == "nim"
+    assert engine_generation("tensorrt-llm", "0.6.1") == "tensorrt-llm"
+    trt = [r for r in rows if r.case.engine is not None and r.case.engine[0] in ("nim", "tensorrt-llm")]
+    assert len(trt) == 15
+    over = {r.case.id for r in trt if r.under_provisions}
+    assert over == {"trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"}  # listed in ISSUE_KIND_UNDER
+    first = ("trtllm061-llama2-7b-h100-fp8-b112", "trtllm061-llama2-7b-a100-fp16-b60")
+    assert all(0.85 < r.ratio < 1.0 for r in trt if r.case.id in first)  # fp16 takes the 16-bit 0.62
+    fp8_flops_per_s = load_gpus()["H100"].tflops_at("fp8") * 1e12
+    nim = by_id["nim-llama33-70b-fp8-h100-tp2"].case
+    nim_arch = requirements(spec_of(nim.spec)).arch
+    # NIM 1.8.0 c1: TTFT 406.77 ms for 5,000 prompt tokens over 2 H100s, FLOPs by gpufit's own count
+    reached = 5000 * prefill_flops_per_token(nim_arch, 5000) / (0.40677 * 2 * fp8_flops_per_s)
+    assert reached - 0.015 <= NIM_PREFILL_MFU <= reached
+    # TensorRT-LLM v0.5's own Low Latency table: LLaMA 70B TP 4 first token at input 2048 in 109 ms
+    llama2_70b = requirements(
+        spec_of(SERVE_70B, model={"preset": "llama-2-70b"}, serving={"context_tokens": 4096}, precision="fp8")
+    ).arch
+    low_latency = 2048 * prefill_flops_per_token(llama2_70b, 2048) / (0.109 * 4 * fp8_flops_per_s)
+    assert low_latency - 0.01 <= TRTLLM_PREFILL_MFU <= low_latency
+
+
+def test_older_generations_cap_the_weights_bandwidth_never_raise_it() -> None:
+    """TGI < 2.0 reads 16-bit weights at Databricks' 2023 0.6 and llama.cpp at its own A100 figure
+    (PR #6017: 74.77 tok/s for 12.55 GiB on an A100 PCIe, 0.57 through gpufit's step); a quantised
+    precision's lower efficiency is kept."""
+    assert 0.56 < LLAMA_CPP_16BIT_EFFICIENCY < 0.58
+    spec = spec_of(
+        SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024, "concurrency": 1}
+    )
+    req = requirements(spec)
+    assert weight_bandwidth_efficiency(req) == DEFAULT_BANDWIDTH_EFFICIENCY
+    tgi = dataclasses.replace(req, engine_generation="no-cuda-graphs")
+    assert weight_bandwidth_efficiency(tgi) == TGI_V1_16BIT_EFFICIENCY
+    cpp = dataclasses.replace(req, engine_generation="llama.cpp")
+    assert weight_bandwidth_efficiency(cpp) == LLAMA_CPP_16BIT_EFFICIENCY
+    int4 = requirements(
+        spec_of(SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024}, precision="int4")
+    )
+    assert weight_bandwidth_efficiency(dataclasses.replace(int4, engine_generation="llama.cpp")) == (
+        int4.bandwidth_efficiency
+    )
+    assert engine_generation("llama.cpp", "b3000") == "llama.cpp"
+
+
+def fixed_step_s(req: Requirements) -> float:
+    return step_overhead_s(req) + req.arch.layers * layer_latency_s(req)
+
+
+def test_v0_step_overhead_is_read_off_the_qwen_half_billion_row(rows: list[Row]) -> None:
+    """``V0_STEP_OVERHEAD_S`` is the Qwen2.5-0.5B vLLM 0.6.3 row's time per token less its bytes at
+    peak bandwidth and its layers' CUDA-graph latency (2.24 ms), and that row is fitted; every row
+    stating a vLLM release before 0.8.0 takes it, and none of them over-promises."""
+    assert 2.2e-3 < V0_STEP_OVERHEAD_S < 2.3e-3
+    by_id = {r.case.id: r for r in rows}
+    source = by_id["qwen25-05b-vllm-bf16-in1"]
+    assert source.case.split == "fitted" and source.case.value == 311.55
+    # the row through gpufit's own step, all its bytes (weights and KV) read at the full peak, as the
+    # overhead was read off it: the published figure comes back
+    req = requirements(spec_of(source.case.spec))
+    at_peak = dataclasses.replace(
+        req, engine_generation="v0-engine", bandwidth_efficiency=1.0, kv_bytes_per_decode_step=0.0
+    )
+    step_s, _ = decode_speed(at_peak, load_gpus()["A100-80GB"], 1)
+    assert 1 / step_s == pytest.approx(311.55, rel=0.01)
+    v0 = [r for r in rows if r.case.engine is not None and engine_generation(*r.case.engine) == "v0-engine"]
+    assert len(v0) >= 11
+    assert all(r.case.engine == ("vllm", "0.6.3") for r in v0)
+    assert not [r.case.id for r in v0 if r.under_provisions]
+    qwen_vllm = [r for r in rows if r.case.id.startswith("qwen25-") and "-vllm-" in r.case.id]
+    assert all(r in v0 for r in qwen_vllm)
 
 
 @pytest.mark.parametrize(
@@ -859,3 +1062,115 @@ def test_tgi_rows_state_their_release(rows: list[Row]) -> None:
     (fitted and held out alike), never chosen by ratio."""
     tgi = [r for r in rows if "TGI 1.0.3" in r.case.setting]
     assert len(tgi) >= 7 and all(r.case.engine == ("tgi", "1.0.3") for r in tgi)
+
+
+MARGIN_BOUND: dict[str, tuple[tuple[str, ...], float, str | None]] = {
+    "16-bit": (("bf16", "fp16", "fp32"), 0.62, "vllm023-l4-qwen25-05b-256in128out-c32"),
+    "int8": (("int8",), 0.53, "gptfast-mixtral-int8-tp1"),
+    "fp8": (("fp8",), 0.54, "torchao-h100-llama31-8b-fp8dq-row"),
+    "int4": (("int4",), 0.42, None),
+}
+"""Per precision group: its keys, the value ``EFFICIENCY_MARGIN_RATIO``'s rule gives and the fitted
+row that binds it (None: the rule does not bind; the value is the batch-1 fit, below the rule)."""
+
+
+def _current_engine_fitted(precisions: tuple[str, ...]) -> list[Case]:
+    return [
+        c
+        for c in load_cases(CASES)
+        if c.kind == "decode_tokens_per_s"
+        and not c.excluded
+        and c.split == "fitted"
+        and c.spec.get("precision", "bf16") in precisions
+        and (c.engine is None or engine_generation(*c.engine) == "current")
+    ]
+
+
+def _highest_at(
+    cases: list[Case], precisions: tuple[str, ...], value: float, monkeypatch: pytest.MonkeyPatch
+) -> Row:
+    for key in precisions:
+        monkeypatch.setitem(PRECISION_BANDWIDTH_EFFICIENCY, key, value)
+    return max((compute_row(c) for c in cases), key=lambda r: r.ratio)
+
+
+@pytest.mark.parametrize("group", list(MARGIN_BOUND))
+def test_bandwidth_efficiency_follows_the_margin_rule(group: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each weight bandwidth efficiency is the highest value (two decimals) at which no fitted
+    current-engine row reads above ``EFFICIENCY_MARGIN_RATIO`` (1.05: half the 10 % tolerance kept
+    as margin), bound by the row its docstring names; int4's batch-1 fit sits below the rule."""
+    precisions, value, binding = MARGIN_BOUND[group]
+    assert EFFICIENCY_MARGIN_RATIO == 1.05
+    assert all(PRECISION_BANDWIDTH_EFFICIENCY[p] == value for p in precisions)
+    if group == "16-bit":
+        assert value == DEFAULT_BANDWIDTH_EFFICIENCY
+    cases = _current_engine_fitted(precisions)
+    assert len(cases) >= 3
+    at_value = _highest_at(cases, precisions, value, monkeypatch)
+    assert at_value.ratio <= EFFICIENCY_MARGIN_RATIO, f"{at_value.case.id} {at_value.ratio:.3f}"
+    above = _highest_at(cases, precisions, round(value + 0.01, 2), monkeypatch)
+    if binding is None:
+        assert above.ratio <= EFFICIENCY_MARGIN_RATIO
+    else:
+        assert above.ratio > EFFICIENCY_MARGIN_RATIO and above.case.id == binding
+        assert at_value.case.id == binding
+
+
+def test_row_that_stopped_int8_is_fitted(rows: list[Row]) -> None:
+    """The gpt-fast int8 Mixtral row on one GPU chose int8's efficiency (round 5 stopped at 0.55
+    because of it): it is a fitted row with its reason, whatever its hash."""
+    (row,) = [r for r in rows if r.case.id == "gptfast-mixtral-int8-tp1"]
+    assert split_of(row.case.id) == "held-out"
+    assert row.case.split == "fitted" and "int8" in (row.case.split_reason or "")
+
+
+@pytest.mark.parametrize(
+    ("name", "release", "expected"),
+    [
+        ("vLLM", "0.6.3", "v0-engine"),
+        ("TGI", "1.0.3", "no-cuda-graphs"),
+        ("TensorRT-LLM", "0.6.1", "tensorrt-llm"),
+        ("NIM", "1.8.0", "nim"),
+        ("SGLang", "0.4.0", "current"),
+    ],
+)
+def test_engine_names_match_case_insensitively(
+    tmp_path: Path, name: str, release: str, expected: str
+) -> None:
+    row = _tgi_row(tmp_path, f'    engine: {{name: {name}, release: "{release}"}}\n')
+    assert row.case.engine == (name.casefold(), release)
+    assert engine_generation(*row.case.engine) == expected
+
+
+@pytest.mark.parametrize("name", ["trtllm", "text-generation-inference", "vllm-v1", "lmdeploy"])
+def test_unknown_engine_name_is_an_error_naming_the_known_ones(tmp_path: Path, name: str) -> None:
+    with pytest.raises(CalibrationError, match=r"engine\.name") as err:
+        _tgi_row(tmp_path, f'    engine: {{name: {name}, release: "1.0.0"}}\n')
+    assert all(known in str(err.value) for known in KNOWN_ENGINES)
+
+
+def test_sglang_before_its_overlap_scheduler_is_refused(tmp_path: Path) -> None:
+    """SGLang 0.4.0 overlapped its CPU scheduler with the GPU (lmsys.org/blog/2024-12-04-sglang-v0-4/);
+    no source gives the older per-step time, so a row naming an older release is an error rather
+    than timed as today's engine."""
+    assert UNTIMED_BEFORE == {"sglang": "0.4.0"}
+    with pytest.raises(CalibrationError, match=r"engine\.release '0\.3\.6'"):
+        _tgi_row(tmp_path, '    engine: {name: sglang, release: "0.3.6"}\n')
+    assert _tgi_row(tmp_path, '    engine: {name: sglang, release: "0.5.2"}\n').case.engine == (
+        "sglang",
+        "0.5.2",
+    )
+
+
+def test_old_engine_rows_are_listed_under_current_terms(rows: list[Row]) -> None:
+    """docs/calibration.md shows each older-engine row's ratio as a plan would time it (the engine
+    dropped): the V0 overhead makes the 0.5B row slower by its 2.24 ms a step."""
+    listed = {own.case.id: current for own, current in old_engine_rows(rows)}
+    assert "qwen25-05b-vllm-bf16-in1" in listed and "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1" in listed
+    own = next(r for r in rows if r.case.id == "qwen25-05b-vllm-bf16-in1")
+    gap = 1 / (own.case.value * own.ratio) - 1 / (own.case.value * listed[own.case.id].ratio)
+    assert gap == pytest.approx(V0_STEP_OVERHEAD_S - STEP_OVERHEAD_S, rel=1e-3)
+    assert all(
+        r.case.engine is not None and engine_generation(*r.case.engine) != "current"
+        for r in [o for o, _ in old_engine_rows(rows)]
+    )

@@ -453,8 +453,9 @@ def test_a_gcp_batch_group_counts_vms_and_each_vm_runs_the_replicas_its_gpus_hol
         gpus = f.offer.instance.gpu_count
         assert f.shape.job_hours == pytest.approx(choice.shape.job_hours * 4 / gpus, rel=0.02)
         assert f.cost.hours <= result.requirements.deadline_hours
-    # the realistic fixture's 48 h ttl: the merged model (issue 24's decode, i24p's setup) plans
-    # 9 one-GPU VMs, the least setup per GPU; every fallback is bigger and ends within the ttl
+    # the realistic fixture's 48 h ttl: the merged model (issue 24's decode at the margin rule's
+    # 16-bit efficiency 0.62, i24p's setup) plans 9 one-GPU VMs (46.8 h), the least setup per GPU;
+    # every fallback is bigger and ends within the ttl
     short = plan(flexible("29-qwen14b-gcp-spot-batch"), CATALOG)
     assert short.choice is not None and short.choice.offer.instance.name == "a3-highgpu-1g"
     assert short.choice.shape.instances == 9 and short.fallbacks

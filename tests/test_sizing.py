@@ -25,6 +25,7 @@ from selector.sizing.fit import fit_serving_at
 from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
 from selector.sizing.speed import (
     ALLREDUCE_LATENCY_S,
+    DEFAULT_BANDWIDTH_EFFICIENCY,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
     PREFILL_MFU,
@@ -236,7 +237,7 @@ def test_bf16_requires_ampere() -> None:
 
 
 def test_decode_speed_is_bandwidth_bound() -> None:
-    """Llama-2-7B bf16, one stream on an A100-80GB: 13.48 GB ÷ (2039 GB/s × 0.6) + KV ÷ (2039 GB/s
+    """Llama-2-7B bf16, one stream on an A100-80GB: 13.48 GB ÷ (2039 GB/s × 0.62) + KV ÷ (2039 GB/s
     × 0.5) + 0.5 ms per step + 32 layers × 20 µs."""
     spec = spec_of(
         SERVE_70B, model={"preset": "llama-2-7b"}, serving={"context_tokens": 1024, "concurrency": 1}
@@ -244,7 +245,8 @@ def test_decode_speed_is_bandwidth_bound() -> None:
     req = requirements(spec)
     weights = 6.74e9 * 2
     kv = 2 * 32 * 32 * 128 * 2 * 1024
-    step = weights / (2039e9 * 0.6) + kv / (2039e9 * KV_BANDWIDTH_EFFICIENCY) + 32 * LAYER_LATENCY_S
+    assert DEFAULT_BANDWIDTH_EFFICIENCY == 0.62
+    step = weights / (2039e9 * 0.62) + kv / (2039e9 * KV_BANDWIDTH_EFFICIENCY) + 32 * LAYER_LATENCY_S
     step += STEP_OVERHEAD_S
     assert shape(fit(req, instance("A100-80GB"))).tokens_per_s_per_stream == pytest.approx(1 / step)
 
@@ -305,6 +307,7 @@ def test_a_long_prompts_prefill_counts_its_attention_to_the_prefix() -> None:
     attention 2 × layers × heads × head_dim × prompt (FlashAttention-2's count, halved for causal).
     A 30k prompt of Llama-3.1-8B costs ~1.5× the matmuls per token, so it cannot be promised at
     the linear rate; a 3k prompt ~1.05×."""
+
     def per_prompt_token(prompt: int) -> float:
         serving = {"context_tokens": prompt + 1024, "prompt_tokens": prompt, "concurrency": 16}
         req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
@@ -378,7 +381,11 @@ def test_engine_generation_by_release() -> None:
     assert engine_generation("tgi", "1.0.3") == "no-cuda-graphs"
     assert engine_generation("tgi", "1.4.5") == "no-cuda-graphs"
     assert engine_generation("tgi", "2.0.0") == "current"
-    assert engine_generation("vllm", "0.6.3") == "current"
+    assert engine_generation("vllm", "0.6.3") == "v0-engine"
+    assert engine_generation("vllm", "0.7.3") == "v0-engine"
+    assert engine_generation("vllm", "0.8.0") == "current"
+    assert engine_generation("vllm", "0.23.0") == "current"
+    assert engine_generation("sglang", "0.4.0") == "current"
 
 
 def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:
@@ -389,7 +396,7 @@ def test_token_rate_target_rejects_slow_gpus_and_sets_bandwidth_need() -> None:
     )
     req = requirements(spec)
     step_bytes = 8.03e9 * 2 + 128 * 1024 * 4096 * 8
-    assert req.min_bandwidth_gbps == pytest.approx(step_bytes * 60 / 0.6 / 1e9)
+    assert req.min_bandwidth_gbps == pytest.approx(step_bytes * 60 / DEFAULT_BANDWIDTH_EFFICIENCY / 1e9)
     slow = rejection(fit(req, instance("L40S")))
     assert slow.filter == "speed" and slow.gap > 0
     assert shape(fit(req, instance("H100"))).tokens_per_s_per_stream > 60

@@ -358,9 +358,12 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "of peak GB/s",
             "tuning.bandwidth_efficiency"
             if tuned
-            else f"{spec.precision} weights (16-bit 0.6, errs slow: current vLLM reads 71-77% at batch 1; "
-            "weight-only kernels less, torchao H100 GB/s: int8 45%, fp8 40%, int4 30%, fitted with 16-bit "
-            f"embeddings apart); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
+            else f"{spec.precision} weights (an ESTIMATE, each value the highest at which no fitted "
+            "current-engine row reads over 1.05: 16-bit 0.62, on the fast side of the 0.6 used before, "
+            "bound by one row, vLLM 0.23 Qwen2.5-0.5B on an L4 at concurrency 32; int8 0.53 bound by "
+            "gpt-fast Mixtral int8 on one A100, fp8 0.54 by torchao fp8 Llama-3.1-8B on H100; int4 0.42 "
+            "the batch-1 fit; for the current vLLM/SGLang gpufit launches, older engines' terms time only "
+            f"calibration rows); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
             + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
         ),
@@ -369,8 +372,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
             "per-step overhead",
             STEP_OVERHEAD_S * 1e3,
             "ms",
-            "scheduling and sampling outside the layers (vLLM 0.6.3 measured ~2 ms; "
-            "estimate for today's releases)",
+            "scheduling and sampling outside the layers, for today's releases (an estimate; vLLM's V0 "
+            "engine before 0.8.0 took 2.24 ms, read off its Qwen2.5-0.5B A100 row)",
         ),
     ]
 
