@@ -21,6 +21,20 @@ BROADER_REGIONS_TRIED = 3
 looks at for one where the fleet has several fallbacks."""
 
 
+GCP_ONE_TYPE_NOTE = (
+    "a gcp managed instance group keeps one instance template: it takes other machine types by "
+    "instance flexibility only with the choice's GPUs in a series Google's code confirms "
+    "(selector/data/gcp_instance_flexibility.yaml; placement.gcp_instance_flexibility: true takes "
+    "any size of the series, unconfirmed), and only a batch, served or checkpointed job runs in "
+    "several groups"
+)
+"""Why a served or trained GCP plan has no fallbacks (``selector.gcp_flexibility``)."""
+
+MIN_FALLBACKS = 2
+"""A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
+zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BroaderRegion:
     """The offer there (region-level when several zones price it), the fallbacks found (at
@@ -37,17 +51,19 @@ def broader_region(
     catalog: Catalog,
     in_region: Callable[[Offer], tuple[Offer, float, int] | None],
     wanted: int,
+    allowed: Callable[[str], bool] = lambda region: True,
 ) -> BroaderRegion | None:
     """The first of the ``BROADER_REGIONS_TRIED`` cheapest other regions pricing ``choice``'s
     type in its market where ``in_region`` (the plan's own fit, budget, TTL and fallback rules)
-    finds ``wanted`` fallbacks; ``in_region`` answers (the offer planned there, its expected
+    finds ``wanted`` fallbacks, among the regions ``allowed`` (``placement.regions``);
+    ``in_region`` answers (the offer planned there, its expected
     cost, the fallbacks) or None."""
     it, market = choice.instance, choice.market
     cheapest: dict[str, Offer] = {}
     for o in catalog.offers:
         if o.instance.name != it.name or o.instance.cloud != it.cloud or o.market != market or o.unpriced:
             continue
-        if o.region == choice.region:
+        if o.region == choice.region or not allowed(o.region):
             continue
         if o.region not in cheapest or o.hourly_usd < cheapest[o.region].hourly_usd:
             cheapest[o.region] = o

@@ -21,7 +21,13 @@ from typing import Literal
 
 from selector.attempt_pin import held, pinned_catalog
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
-from selector.breadth import BROADER_REGIONS_TRIED, BroaderRegion, broader_region
+from selector.breadth import (
+    BROADER_REGIONS_TRIED,
+    GCP_ONE_TYPE_NOTE,
+    MIN_FALLBACKS,
+    BroaderRegion,
+    broader_region,
+)
 from selector.capacity import BlockQuote
 from selector.capacity_plan import CapacityOptions, capacity_preference
 from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, InstanceType, Offer
@@ -197,19 +203,6 @@ class Plan:
         if self.choice is not None:
             return "ok"
         return "over-budget" if self.rejections.get("budget") else "infeasible"
-
-
-GCP_ONE_TYPE_NOTE = (
-    "a gcp managed instance group keeps one instance template: it takes other machine types by "
-    "instance flexibility only with the choice's GPUs in a series Google's code confirms "
-    "(selector/data/gcp_instance_flexibility.yaml; placement.gcp_instance_flexibility: true takes "
-    "any size of the series, unconfirmed), and only a batch or checkpointed job runs in several groups"
-)
-"""Why a served or trained GCP plan has no fallbacks (``selector.gcp_flexibility``)."""
-
-MIN_FALLBACKS = 2
-"""A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
-zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
 
 
 def _matches(patterns: list[str] | None, value: str) -> bool:
@@ -573,7 +566,10 @@ def plan(
             found = fleet_of(wide, there.shape, same_build, base, MIN_FALLBACKS)
             return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
 
-        broader = broader_region(first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS)
+        allowed = partial(_matches, placement.regions)
+        broader = broader_region(
+            first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS, allowed
+        )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from policy.gpufit_policies import RESOURCE_VALIDATORS, STACK_VALIDATORS, check_stack_budget
 from policy.resources import PolicyConfig
@@ -21,6 +22,7 @@ from selector.fallbacks import served_group_shape
 from selector.gcp_flexibility import realisation
 from selector.select import GCP_ONE_TYPE_NOTE, plan
 from selector.spec import load_spec, parse_spec
+from tests.conftest import ROOT
 from tests.machine.unpack import file_named, settings
 from tests.pulumi_harness import RecordingMocks, run_program
 from tests.test_gcp_fleet import NOW
@@ -342,3 +344,23 @@ def test_the_tunnel_and_ssh_reach_the_running_vm_not_a_starved_one(tmp_path: Pat
     )
     listed = [c.split()[4] for c in calls if "list-instances" in c]
     assert listed == [choice, moved_to]  # stops at the first group with a running VM
+
+
+@pytest.mark.parametrize(
+    ("regions", "named"),
+    [(["europe-north1", "europe-west4"], "europe-west4"), (["europe-north1"], None), (None, "us-east4")],
+)
+def test_the_broader_region_named_is_one_placement_regions_allows(
+    regions: list[str] | None, named: str | None
+) -> None:
+    """A narrow fleet's plan names a broader region only among ``placement.regions``: naming one the
+    spec rules out would tell the user to choose what they already refused."""
+    doc = yaml.safe_load(
+        (ROOT / "tests" / "fixtures" / "realistic" / "04-llama70b-fp8-spot.yaml").read_text()
+    )
+    if regions is not None:
+        doc["placement"] = {"regions": regions}
+    result = plan(parse_spec(doc), CATALOG)
+    assert result.choice is not None and result.choice.offer.region == "europe-north1"
+    broader = result.broader_region
+    assert (broader.offer.region if broader is not None else None) == named
