@@ -566,9 +566,9 @@ def plan(
             found = fleet_of(wide, there.shape, same_build, base, MIN_FALLBACKS)
             return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
 
-        allowed = partial(_matches, placement.regions)
+        regions_allowed = partial(_matches, placement.regions)
         broader = broader_region(
-            first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS, allowed
+            first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS, regions_allowed
         )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
