@@ -7,13 +7,14 @@ import math
 from datetime import date
 
 from cli.figures import money, where
+from selector.breadth import GCP_ONE_TYPE_NOTE
 from selector.capacity import CapacityTerms, describe as describe_capacity
 from selector.catalog import Offer
 from selector.consumption import third_party_note
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, multinode_note, realised_text
 from selector.freshness import age_text
 from selector.obtainability import obtainability
-from selector.select import GCP_ONE_TYPE_NOTE, Plan
+from selector.select import Plan
 from selector.units import format_hours
 
 

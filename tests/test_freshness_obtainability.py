@@ -17,6 +17,7 @@ from catalog.aws_scores import request_groups
 from catalog.store import resolve
 from cli.main import main
 from cli.render import capacity_line, fleet_line
+from selector.breadth import GCP_ONE_TYPE_NOTE
 from selector.catalog import SNAPSHOT_FILE, Catalog, Offer, catalog_from_doc, load_catalog
 from selector.consumption import status
 from selector.cost import with_wait
@@ -24,7 +25,7 @@ from selector.fallbacks import spanning_offer
 from selector.freshness import STALE_AFTER_DAYS, age_text, price_ages
 from selector.markets import on_demand_base
 from selector.obtainability import failure_usd, launch_failure, obtainability
-from selector.select import GCP_ONE_TYPE_NOTE, plan
+from selector.select import plan
 from selector.sizing import Rejection, Shape, fit, requirements
 from selector.spec import load_spec
 from tests.conftest import ROOT

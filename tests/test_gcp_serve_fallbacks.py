@@ -18,9 +18,10 @@ from policy.gpufit_policies import RESOURCE_VALIDATORS, STACK_VALIDATORS, check_
 from policy.resources import PolicyConfig
 from providers.gcp.endpoint import HEALTH_CHECK_RANGES, PROXY_SUBNET_CIDR
 from providers.gcp.rebalance import workflow_definition
+from selector.breadth import GCP_ONE_TYPE_NOTE
 from selector.fallbacks import served_group_shape
 from selector.gcp_flexibility import realisation
-from selector.select import GCP_ONE_TYPE_NOTE, plan
+from selector.select import plan
 from selector.spec import load_spec, parse_spec
 from tests.conftest import ROOT
 from tests.machine.unpack import file_named, settings
