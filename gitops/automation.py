@@ -46,19 +46,18 @@ class AutomationWorkspace(PulumiProject):
         return {key: item.value for key, item in result.outputs.items()}
 
     def record_exclusions(self, stack: str, exclusions: list[dict[str, str]]) -> None:
-        handle = self._stack(stack)
-        with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
-            handle.remove_config(EXCLUDE_KEY, path=True)
-        # One `pulumi config set-all --path` (Stack.set_all_config): no half-written list.
-        values = {key: self._auto.ConfigValue(value=value) for key, value in exclusion_config(exclusions)}
-        if values:
-            handle.set_all_config(values, path=True)
+        self._replace_config(stack, EXCLUDE_KEY, exclusion_config(exclusions))
 
     def record_attempt(self, stack: str, attempt: dict[str, str] | None) -> None:
+        self._replace_config(stack, ATTEMPT_KEY, attempt_config(attempt))
+
+    def _replace_config(self, stack: str, key: str, pairs: list[tuple[str, str]]) -> None:
+        """Remove ``key`` from the stack's config, then write ``pairs`` in one `pulumi config
+        set-all --path` (Stack.set_all_config): no half-written value."""
         handle = self._stack(stack)
         with contextlib.suppress(self._auto.errors.CommandError):  # none recorded yet
-            handle.remove_config(ATTEMPT_KEY, path=True)
-        values = {key: self._auto.ConfigValue(value=value) for key, value in attempt_config(attempt)}
+            handle.remove_config(key, path=True)
+        values = {k: self._auto.ConfigValue(value=v) for k, v in pairs}
         if values:
             handle.set_all_config(values, path=True)
 

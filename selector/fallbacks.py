@@ -185,18 +185,13 @@ def vm_fleet_shape(own: Shape, vms: int) -> Shape:
     return replace(own, instances=vms, replicas=vms * own.replicas_per_instance, job_hours=hours)
 
 
-def idle_gpu_shape(choice: Shape, own: Shape) -> Shape | None:
-    """A served model's choice shape on a bigger machine of a group that counts VMs (a GCP
-    MIG): the same replicas per VM, each at the choice's GPUs and TP, the machine's other GPUs
-    idle, and as many VMs as the choice. The launch rendered for the choice (ports, GPU ranges,
-    TP) runs there unchanged, so one instance template serves both; the VM is costed at its
-    own price. None when ``own`` does not hold more replicas than the choice at the same GPUs
-    and TP, or serves a replica slower (the token rate was met with the choice's replicas)."""
+def _choice_launch_on(choice: Shape, own: Shape) -> Shape | None:
+    """The choice's replicas (per VM, VMs, GPUs and TP each) run unchanged on a machine whose
+    fit is ``own``; None when either is multi-node or a job, ``own`` runs a replica on other
+    GPUs or TP, or serves it slower (the token rate was met with the choice's replicas)."""
     if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1 or choice.job_hours is not None:
         return None
     if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
-        return None
-    if own.replicas_per_instance <= choice.replicas_per_instance:
         return None
     mine, theirs = own.tokens_per_s_per_replica, choice.tokens_per_s_per_replica
     if mine is None or theirs is None or mine < theirs:
@@ -207,6 +202,18 @@ def idle_gpu_shape(choice: Shape, own: Shape) -> Shape | None:
         instances=choice.instances,
         replicas=choice.replicas,
     )
+
+
+def idle_gpu_shape(choice: Shape, own: Shape) -> Shape | None:
+    """A served model's choice shape on a bigger machine of a group that counts VMs (a GCP
+    MIG): the same replicas per VM, each at the choice's GPUs and TP, the machine's other GPUs
+    idle, and as many VMs as the choice. The launch rendered for the choice (ports, GPU ranges,
+    TP) runs there unchanged, so one instance template serves both; the VM is costed at its
+    own price. None when ``own`` does not hold more replicas than the choice at the same GPUs
+    and TP, or serves a replica slower (the token rate was met with the choice's replicas)."""
+    if own.replicas_per_instance <= choice.replicas_per_instance:
+        return None
+    return _choice_launch_on(choice, own)
 
 
 def served_group_shape(choice: Shape, own: Shape, gpus: int) -> Shape | None:
@@ -218,21 +225,9 @@ def served_group_shape(choice: Shape, own: Shape, gpus: int) -> Shape | None:
     second port would get no traffic. None when ``own`` (the type's fit at the choice's TP)
     runs a replica on other GPUs or TP, serves it slower (the token rate was met with the
     choice's replicas), or the VM lacks the GPUs the choice's replicas use."""
-    if choice.nodes_per_replica != 1 or own.nodes_per_replica != 1 or choice.job_hours is not None:
-        return None
-    if own.gpus_per_replica != choice.gpus_per_replica or own.tensor_parallel != choice.tensor_parallel:
-        return None
     if gpus < choice.replicas_per_instance * choice.gpus_per_replica:
         return None
-    mine, theirs = own.tokens_per_s_per_replica, choice.tokens_per_s_per_replica
-    if mine is None or theirs is None or mine < theirs:
-        return None
-    return replace(
-        own,
-        replicas_per_instance=choice.replicas_per_instance,
-        instances=choice.instances,
-        replicas=choice.replicas,
-    )
+    return _choice_launch_on(choice, own)
 
 
 def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
