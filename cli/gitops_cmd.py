@@ -122,6 +122,11 @@ def cmd_lock(args: argparse.Namespace, now: datetime | None = None) -> int:
             )
             return EXIT_LIVE_BLOCKS_UNREAD
     result = plan(spec, catalog, block_quotes=quotes)
+    from selector.attempt_pin import pin_note
+
+    pinned = pin_note(spec.placement.attempt)
+    if pinned:
+        print(f"gpufit: {spec.name}: {pinned}", file=sys.stderr)
     if result.choice is None:
         print(f"gpufit: {spec.name}: {result.status}; nothing to lock", file=sys.stderr)
         return EXIT_INFEASIBLE if result.status == "infeasible" else EXIT_OVER_BUDGET

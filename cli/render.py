@@ -13,6 +13,7 @@ from cli.fleet_text import (
 )
 from cli.serve_text import serve_lines
 from cli.setup_text import setup_line, setup_terms
+from selector.attempt_pin import pin_note
 from selector.batch_concurrency import CALIBRATED_DECODE_CONCURRENCY, is_estimate
 from selector.catalog import Catalog, Offer
 from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
@@ -114,6 +115,9 @@ def render_plan(plan: Plan, today: date) -> str:
     if warning:
         lines.append(f"WARNING: {warning}")
     lines += [f"Excluded  {e}" for e in excluded_lines(plan)]
+    pinned = pin_note(plan.spec.placement.attempt)
+    if pinned:
+        lines.append(f"Pinned    {pinned}")
     lines.append("")
     choice = plan.choice
     serving = spec.task == "serve"
@@ -454,6 +458,9 @@ def render_markdown(plan: Plan, today: date) -> str:
             f"> **Excluded** (placement.exclude): {'; '.join(md_text(e) for e in excluded_lines(plan))}",
             "",
         ]
+    pinned = pin_note(plan.spec.placement.attempt)
+    if pinned:
+        lines += [f"> **Pinned:** {md_text(pinned)}", ""]
     choice = plan.choice
     if choice is None:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"

@@ -38,6 +38,32 @@ if TYPE_CHECKING:
     from selector.select import Plan
     from selector.spec import WorkloadSpec
 
+DEFAULT_WAIT = timedelta(minutes=15)
+"""``--wait`` for a fleet of one group: a GPU VM's launch and boot take minutes."""
+
+
+def default_wait(result: Plan) -> timedelta:
+    """``--wait``'s default for an attempt: ``DEFAULT_WAIT``, and for a GCP fleet with fallback
+    groups (MIGs of their own the rebalancer moves starved VMs to) the time the rebalancer may
+    take to reach the last of them (``providers.gcp.rebalance.ring_wait``)."""
+    from providers.gcp.rebalance import ring_wait
+
+    groups = sum(1 for f in result.fallbacks if f.realised == "group" and f.offer.cloud == "gcp")
+    return ring_wait(groups, DEFAULT_WAIT) if groups else DEFAULT_WAIT
+
+
+def _wait_help() -> str:
+    from providers.gcp.rebalance import EVERY_MINUTES, GRACE_SECONDS
+
+    per = EVERY_MINUTES + GRACE_SECONDS / 60
+    return (
+        "how long each attempt's fleet may take to come up (default 15m; for a GCP fleet with "
+        f"fallback groups 15m plus {per:g}m per group: the rebalancer runs every {EVERY_MINUTES} "
+        f"min and moves a VM after {GRACE_SECONDS} s of starvation, one group per move; "
+        "--dry-run prints each attempt's wait)"
+    )
+
+
 EXIT_OF = {
     "up": OK,
     "dry-run": OK,
@@ -65,9 +91,7 @@ def add_parser(sub: Any) -> None:
         help="plans to try at most (default: 1 + the fallbacks the plan lists as attempts of their "
         "own, at least 3, at most 10)",
     )
-    p.add_argument(
-        "--wait", default="15m", help="how long each attempt's fleet may take to come up (default 15m)"
-    )
+    p.add_argument("--wait", default=None, help=_wait_help())
     p.add_argument(
         "--dry-run", action="store_true", help="print the order of plans it would try; touch nothing"
     )
@@ -176,10 +200,11 @@ def cmd_up(
         print("gpufit: --attempts must be at least 1", file=sys.stderr)
         return USAGE
     try:
-        wait = timedelta(hours=parse_duration_hours(args.wait))
+        wait = timedelta(hours=parse_duration_hours(args.wait)) if args.wait else DEFAULT_WAIT
     except ValueError as err:
         print(f"gpufit: --wait {args.wait!r}: {err}", file=sys.stderr)
         return USAGE
+    wait_of = None if args.wait else default_wait
     if wait.total_seconds() < POLL_S:
         print(
             f"gpufit: --wait {args.wait!r}: expected at least {POLL_S:.0f}s (one read of the fleet)",
@@ -221,7 +246,9 @@ def cmd_up(
     unconfigured = unconfigured_clouds(config)
     if args.dry_run:
         skipped: list[str] = []
-        order = attempt_order(spec, planner, args.attempts, unconfigured, skipped)
+        order = attempt_order(
+            spec, planner, args.attempts, unconfigured, skipped, wait_of or (lambda _: wait)
+        )
         if not order:
             print(f"gpufit: {spec.name}: nothing feasible to try", file=sys.stderr)
             return INFEASIBLE
@@ -242,7 +269,9 @@ def cmd_up(
                 f"{args.stack}: the order `gpufit up` would try, "
                 "each next one if the fleet stays empty for capacity:"
             )
-            print("\n".join(a.line for a in order))
+            for a in order:
+                print(a.line)
+                print(f"  its fleet is watched for {_minutes(a.wait_s)}" + _wait_why(a.wait_s, wait_of))
             for why in dict.fromkeys(skipped):
                 print(f"skipped: {why}")
         return OK
@@ -271,6 +300,7 @@ def cmd_up(
         purchase_confirmed=str(config.get("gpufit:purchaseCapacityBlock", "")).lower() == "true",
         calendar_confirmed=str(config.get(CALENDAR_KEY, "")).lower() == "true",
         unconfigured=unconfigured,
+        wait_of=wait_of,
     )
     gcp_project = config.get("gcp:project")
     report = UpReport(args.stack, "exhausted", [], [])
@@ -301,6 +331,25 @@ def cmd_up(
     if report.verdict == "infeasible":
         return INFEASIBLE
     return EXIT_OF.get(report.verdict, UP_FAILED)
+
+
+def _minutes(seconds: float | None) -> str:
+    return f"{(seconds or 0) / 60:g} min"
+
+
+def _wait_why(seconds: float | None, wait_of: object) -> str:
+    """Why an attempt's default wait is longer than ``DEFAULT_WAIT`` (nothing for ``--wait``)."""
+    from providers.gcp.rebalance import EVERY_MINUTES, GRACE_SECONDS
+
+    extra = (seconds or 0) - DEFAULT_WAIT.total_seconds()
+    if wait_of is None or extra <= 0:
+        return ""
+    groups = round(extra / (EVERY_MINUTES * 60 + GRACE_SECONDS))
+    return (
+        f" ({_minutes(DEFAULT_WAIT.total_seconds())} + {groups} GCP fallback group(s) × "
+        f"({EVERY_MINUTES} min rebalancer schedule + {GRACE_SECONDS} s starvation grace): "
+        "the rebalancer moves starved VMs one group per run)"
+    )
 
 
 def _write_log(report: UpReport, path: str) -> None:

@@ -80,6 +80,7 @@ class Attempt:
     ended: str | None = None
     in_service: int | None = None
     desired: int | None = None
+    wait_s: float | None = None  # how long its fleet was (or would be) watched
 
     @property
     def line(self) -> str:
@@ -242,7 +243,8 @@ class AttemptWalk:
     """The plans ``gpufit up`` deploys, in order: the spec's plan; after a capacity failure, the
     next fallback that plan listed as an attempt of its own, pinned (``placement.attempt``) so
     it is deployed as listed; when the list is spent, a re-plan of the spec with its exclusions
-    (whose own listed attempts come next)."""
+    (whose own listed attempts come next). The first plan is the spec's without its pin: a pin
+    a finished ``gpufit up`` left (its attempt in service) names that run's attempt, not this one's."""
 
     planner: Callable[[WorkloadSpec], Plan]
     unconfigured: Mapping[str, str]
@@ -264,8 +266,7 @@ class AttemptWalk:
             self.skipped.append(
                 f"the plan's fallback {self.taken} ({pin.label}) no longer plans: {result.status}"
             )
-        if not first:
-            current = with_attempt(current, None)
+        current = with_attempt(current, None)  # a pin is one attempt's; a new run starts unpinned
         current, result = deployable_plan(current, self.planner, self.unconfigured, self.skipped)
         self.listed, self.taken = (listed_attempts(result), 0) if result.choice is not None else ((), 0)
         return current, current, result, 0
@@ -277,6 +278,7 @@ def attempt_order(
     attempts: int | None,
     unconfigured: Mapping[str, str] | None = None,
     skipped: list[str] | None = None,
+    wait_of: Callable[[Plan], timedelta] | None = None,
 ) -> list[Attempt]:
     """The plans ``gpufit up`` would try, in order, if each fleet stayed empty for capacity
     (``--dry-run``): nothing is deployed, recorded or read from a cloud. Plans on a cloud the
@@ -295,6 +297,7 @@ def attempt_order(
         if number == 1:
             limit = attempt_limit(attempts, result)
         attempt = _attempt(number, result, listed)
+        attempt.wait_s = wait_of(result).total_seconds() if wait_of is not None else None
         order.append(attempt)
         current = excluding(current, attempt, "dry run: assumed out of capacity", None)
     return order
@@ -335,6 +338,7 @@ class UpSettings:
     purchase_confirmed: bool = False  # the stack's gpufit:purchaseCapacityBlock
     calendar_confirmed: bool = False  # the stack's gpufit:createCalendarReservation
     unconfigured: Mapping[str, str] = field(default_factory=dict)  # cloud → what its config lacks
+    wait_of: Callable[[Plan], timedelta] | None = None  # an attempt's wait from its plan (None: wait)
 
 
 def _one_line(err: BaseException) -> str:
@@ -396,6 +400,8 @@ def run_up(
         if number == 1:
             limit = attempt_limit(settings.attempts, result)
         attempt = _attempt(number, result, listed)
+        wait = settings.wait_of(result) if settings.wait_of is not None else settings.wait
+        attempt.wait_s = wait.total_seconds()
         report.attempts.append(attempt)
         log(attempt.line)
         target = capacity_target(result.choice.offer)
@@ -423,7 +429,7 @@ def run_up(
         try:
             outputs = workspace.up(stack, log)
             deployed = True
-            state = watch(watcher, outputs, settings.wait, now, sleep, settings.poll_s, since=started)
+            state = watch(watcher, outputs, wait, now, sleep, settings.poll_s, since=started)
         except DeployError as err:
             messages: tuple[str, ...] = (str(err),)
         except Exception as err:  # a cloud read that failed (credentials, permissions)
@@ -454,7 +460,7 @@ def run_up(
         if state is not None and state.in_service > 0:
             attempt.outcome = "partial"
             attempt.reason = (
-                f"{state.in_service} of {state.desired} in service after {settings.wait}; "
+                f"{state.in_service} of {state.desired} in service after {wait}; "
                 "the group keeps launching the rest"
             )
             report.verdict = "partial"
@@ -464,9 +470,7 @@ def run_up(
         attempt.source = verdict.rule.source if verdict.rule else ""
         if verdict.verdict != "capacity":
             attempt.outcome = "quota" if verdict.verdict == "quota" else "failed"
-            attempt.reason = (
-                verdict.message or f"no instance in service after {settings.wait}, no error reported"
-            )
+            attempt.reason = verdict.message or f"no instance in service after {wait}, no error reported"
             report.verdict = "stopped"
             log(attempt.line)
             return report

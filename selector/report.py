@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
+from selector.attempt_pin import pin_note
 from selector.capacity import capacity_to_dict
 from selector.catalog import Offer
 from selector.consumption import status as consumption_status, third_party_note
@@ -201,6 +202,11 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
     excluded = [e.model_dump(exclude_none=True) for e in spec.placement.exclude]
     return {
         **({"excluded": excluded} if excluded else {}),
+        **(
+            {"pinned": {**pin.model_dump(exclude_none=True), "note": pin_note(pin)}}
+            if (pin := spec.placement.attempt)
+            else {}
+        ),
         "status": plan.status,
         "workload": {
             "name": spec.name,

@@ -365,3 +365,54 @@ def test_the_broader_region_named_is_one_placement_regions_allows(
     assert result.choice is not None and result.choice.offer.region == "europe-north1"
     broader = result.broader_region
     assert (broader.offer.region if broader is not None else None) == named
+
+
+def _phi4_up(wait: Any) -> Any:
+    """``run_up`` of fixture 25 through the fake program and watcher: the replica comes up only
+    in the last fallback group (a3-highgpu-8g), moved there by the rebalancer, 10 min after."""
+    from gitops.failover import UpSettings, run_up
+    from tests.fakes.failover import FakeClock, FakeWatcher, FakeWorkspace
+
+    doc = dict(yaml.safe_load((REALISTIC / "25-phi4-spot-endpoint.yaml").read_text()))
+    planner = lambda s: plan(s, CATALOG)  # noqa: E731
+    clock = FakeClock()
+    workspace = FakeWorkspace(doc, planner, by_attempt=["ring"], clock=clock)
+    settings = UpSettings(attempts=1, **wait)
+    report = run_up(
+        "s", parse_spec(doc), planner, workspace, FakeWatcher(workspace), settings, clock.now, clock.sleep
+    )
+    return report, workspace
+
+
+def test_gpufit_ups_default_wait_covers_the_rebalancer_reaching_the_last_group() -> None:
+    """Review of the integrated tree (issue 25, should-fix 3): fixture 25's replica reaches its
+    third fallback group after three rebalancer moves (each up to a Cloud Scheduler period plus
+    the starvation grace) and boots there: the old fixed 15 min declared the fleet out of
+    capacity first; the default wait is 15 min plus 7 min per fallback group (36 min)."""
+    from cli.up_cmd import DEFAULT_WAIT, default_wait
+    from providers.gcp.rebalance import EVERY_MINUTES, GRACE_SECONDS
+
+    planned = _fixture("25-phi4-spot-endpoint")
+    per_group = EVERY_MINUTES * 60 + GRACE_SECONDS
+    assert default_wait(planned).total_seconds() == DEFAULT_WAIT.total_seconds() + 3 * per_group == 36 * 60
+    assert default_wait(_fixture("15-llama70b-full-ft")) == DEFAULT_WAIT  # AWS: no rebalancer
+    report, workspace = _phi4_up({"wait": DEFAULT_WAIT})
+    assert report.attempts[0].outcome == "capacity"  # what a flat 15 min did
+    report, workspace = _phi4_up({"wait_of": default_wait})
+    assert workspace.deployed[0]["fallback_groups"] and report.verdict == "up", report.attempts[0].line
+    assert report.attempts[0].wait_s == 36 * 60
+
+
+def test_up_dry_run_prints_each_attempts_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from cli.main import main
+
+    (tmp_path / "stacks").mkdir()
+    doc = yaml.safe_load((REALISTIC / "25-phi4-spot-endpoint.yaml").read_text())
+    stack = {"config": {"gcp:project": "p", "gpufit:workload": doc}}
+    (tmp_path / "stacks" / "Pulumi.s.yaml").write_text(yaml.safe_dump(stack))
+    assert main(["up", "s", "--dry-run", "--project-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "attempt 1: gcp a3-highgpu-1g" in out
+    assert "its fleet is watched for 36 min (15 min + 3 GCP fallback group(s) × (5 min" in out, out
+    assert main(["up", "s", "--dry-run", "--wait", "20m", "--project-dir", str(tmp_path)]) == 0
+    assert "its fleet is watched for 20 min\n" in capsys.readouterr().out

@@ -6,6 +6,7 @@ build."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 from collections.abc import Callable
@@ -442,3 +443,49 @@ def test_gpufit_up_says_what_a_partly_started_last_attempt_leaves(catalog: Catal
         in report.note
     )
     assert "--destroy-when-exhausted" in report.note
+
+
+def test_a_pin_stays_with_its_running_attempt_and_a_new_up_starts_unpinned(catalog: Catalog) -> None:
+    """Review of the integrated tree (issue 25, must-fix 1), fixture 15: attempt 1 fails for
+    capacity, the listed p5en fallback comes into service pinned (``placement.attempt``).
+    The pin stays (a plain ``pulumi up`` keeps the running nodes) and every plan of the stack
+    says whose pin it is and how it goes; the next ``gpufit up`` clears it first, so a catalog
+    refresh that dropped the pinned offer never ends it "infeasible" without an attempt."""
+    from cli.render import render_markdown, render_plan
+    from selector.report import plan_to_dict
+
+    doc = _doc("15-llama70b-full-ft")
+    report, workspace = _run(catalog, doc, ["deploy-capacity", "ok"])
+    assert report.verdict == "up" and report.attempts[-1].listed == 1
+    pin = {k.rsplit(".", 1)[1]: v for k, v in workspace.attempt_keys.items()}
+    assert pin["instance_type"] == report.attempts[-1].instance_type  # kept: the running nodes stay
+    pinned_doc = {**doc, "placement": {**doc.get("placement", {}), "attempt": pin}}
+    pinned = plan(parse_spec(pinned_doc), catalog)
+    assert pinned.choice is not None and pinned.choice.offer.instance.name == pin["instance_type"]
+    assert not pinned.fallbacks
+    text = render_plan(pinned, NOW.date())
+    said = next(line for line in text.splitlines() if line.startswith("Pinned"))
+    assert pin["instance_type"] in said and "next `gpufit up` clears the pin" in said
+    assert "pulumi config rm --path gpufit:workload.placement.attempt" in said
+    assert "Pinned" in render_markdown(pinned, NOW.date())
+    assert plan_to_dict(pinned, NOW.date())["pinned"]["instance_type"] == pin["instance_type"]
+    assert "`gpufit up` is trying" not in text
+    # A refreshed catalog without the pinned offer: the next `gpufit up` plans the spec unpinned.
+    refreshed = dataclasses.replace(
+        catalog,
+        offers=tuple(
+            o for o in catalog.offers if (o.instance.name, o.region) != (pin["instance_type"], pin["region"])
+        ),
+    )
+    again, workspace = _run(refreshed, pinned_doc, ["ok"])
+    assert again.verdict == "up", again.note
+    unpinned = plan(parse_spec(doc), refreshed)
+    assert unpinned.choice is not None and again.attempts[0].listed == 0
+    assert again.attempts[0].instance_type == unpinned.choice.offer.instance.name
+    assert workspace.attempt_keys == {} and workspace.attempt_recorded  # the stale pin removed
+    # Even while the pinned offer is still sold, a new run's first plan is the full one.
+    rerun, workspace = _run(catalog, pinned_doc, ["ok"])
+    first = plan(parse_spec(doc), catalog)
+    assert first.choice is not None and rerun.attempts[0].instance_type == first.choice.offer.instance.name
+    assert rerun.attempts[0].instance_type != pin["instance_type"]
+    assert workspace.attempt_keys == {} and workspace.attempt_recorded

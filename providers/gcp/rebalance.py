@@ -39,6 +39,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 import yaml
@@ -109,6 +110,17 @@ GRACE_SECONDS = 120
 VM is starved waits this long (``sys.sleep``) and lists it again; a VM moves only if both lists
 show it starved. A stockout shorter than this moves nothing. Less than ``EVERY_MINUTES`` so that
 one run ends before the next starts."""
+
+
+def ring_wait(groups: int, boot: timedelta) -> timedelta:
+    """How long a fleet with ``groups`` fallback groups may take to run a VM in its last group:
+    each move waits at worst a whole Cloud Scheduler period (``EVERY_MINUTES``: the starvation
+    began just after a run listed the group) plus ``GRACE_SECONDS`` of confirmed starvation, and
+    the last group's VM then takes ``boot`` (``gpufit up``'s wait for one group). A create
+    refused for capacity fails within seconds (``ZONE_RESOURCE_POOL_EXHAUSTED``), inside the
+    ``EVERY_MINUTES`` - ``GRACE_SECONDS`` a moved VM has before the next run lists its group."""
+    return boot + groups * timedelta(minutes=EVERY_MINUTES, seconds=GRACE_SECONDS)
+
 
 DEADLINE_MARGIN_SECONDS = 60
 """The workflow grows no group from this long before the deadline on (checked right before each

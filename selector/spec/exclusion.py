@@ -102,7 +102,9 @@ class ExcludeSpec(Strict):
 class AttemptSpec(Strict):
     """The one offer a plan may use while ``gpufit up`` tries a fallback its first plan listed
     (a multi-node replica's next type): written to the stack's config with that attempt, so the
-    Pulumi program plans exactly it, and removed when ``gpufit up`` re-plans."""
+    Pulumi program plans exactly it; kept after that attempt came into service (a plain
+    ``pulumi up`` keeps its nodes), removed when ``gpufit up`` re-plans and when a new
+    ``gpufit up`` run starts."""
 
     cloud: Cloud
     region: str

@@ -10,7 +10,9 @@ orchestrator that forgot to record an exclusion deploys the same region again.
 per ``cloud/region`` (``ok``, ``capacity``, ``quota``, ``partial``, ``silent``, ``slow`` or
 ``deploy-capacity``/``deploy-error``, which make ``pulumi up`` itself fail, ``deploy-partial``
 after starting half the nodes), with the clouds'
-real messages. ``FakeClock`` is the injected clock; its ``sleep`` advances it.
+real messages; ``ring``: a GCP fleet whose replica
+comes up only in its last fallback group, moved there by the rebalancer. ``FakeClock`` is the
+injected clock; its ``sleep`` advances it.
 """
 
 from __future__ import annotations
@@ -124,6 +126,9 @@ class FakeWorkspace:
             "desired_capacity": choice.shape.instances,
             "nodes": choice.shape.nodes_per_replica,
         }
+        groups = [f for f in result.fallbacks if f.realised == "group"]
+        if choice.offer.cloud == "gcp" and groups:  # the provider's own MIGs, created at size 0
+            outputs["fallback_groups"] = [f"gpufit-{stack}-f{i}" for i in range(1, len(groups) + 1)]
         self.deployed.append(outputs)
         kind = behaviour_of(outputs, len(self.deployed), self.by_attempt, self.by_region)
         # Pulumi's own rule for a stack's resources: a node the new program does not declare is
@@ -161,6 +166,19 @@ class FakeWorkspace:
 class FakeWatcher:
     workspace: FakeWorkspace
     reads: int = 0
+    boot: timedelta = timedelta(minutes=10)  # ``ring``: the last group's VM, from its move to serving
+
+    def _ring_in_service(self, outputs: Mapping[str, Any]) -> bool:
+        """``ring``: the choice's group and every fallback group but the last are out of
+        capacity; the rebalancer (a Cloud Scheduler run every ``EVERY_MINUTES``, the first just
+        before the VM starved) moves it one group per run after ``GRACE_SECONDS``."""
+        from providers.gcp.rebalance import EVERY_MINUTES, GRACE_SECONDS
+
+        ws = self.workspace
+        assert ws.clock is not None and ws.deployed_at, "a ring needs the clock"
+        moves = len(outputs.get("fallback_groups") or ())
+        last_move = ws.deployed_at[-1] + timedelta(minutes=moves * EVERY_MINUTES, seconds=GRACE_SECONDS)
+        return ws.clock.now() >= last_move + self.boot
 
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState:
         self.reads += 1
@@ -178,6 +196,10 @@ class FakeWatcher:
             return FleetState(desired + 1, 1)
         if kind == "silent":
             return FleetState(desired, 0)
+        if kind == "ring":
+            if self._ring_in_service(outputs):
+                return FleetState(desired, desired)
+            kind = "capacity"
         if kind == "capacity" and outputs.get("market") == "spot" and (cloud, "capacity-spot") in MESSAGES:
             kind = "capacity-spot"  # the cloud says it in Spot's own words
         text = MESSAGES[(cloud, kind)].format(type=name, region=region)
