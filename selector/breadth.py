@@ -11,8 +11,9 @@ chooses it with ``placement.regions``.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from selector.catalog import Catalog, Offer
 
@@ -33,6 +34,41 @@ GCP_ONE_TYPE_NOTE = (
 MIN_FALLBACKS = 2
 """A stateless or checkpointed fleet should have several fallbacks (issue 25): below this, a
 zone-specific spot choice is widened to its region's zones (``fallbacks.spanning_offer``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Late:
+    """A fallback the deadline alone turned away: ``instances`` of ``instance_type`` in
+    ``region`` that run the job in ``hours`` (its expected wait for capacity included)."""
+
+    instance_type: str
+    region: str
+    instances: int
+    hours: float
+
+
+def late_of(late: Sequence[Late], region: str, fallbacks: Sequence[Any]) -> tuple[Late, ...]:
+    """The types of ``region`` only the deadline kept out of the fleet (not among the
+    ``fallbacks``, ``selector.fallbacks.Fallback``), the fastest offer of each, fastest first."""
+    kept = {f.offer.instance.name for f in fallbacks}
+    fastest: dict[str, Late] = {}
+    for entry in late:
+        best = fastest.get(entry.instance_type)
+        if (
+            entry.region == region
+            and entry.instance_type not in kept
+            and (best is None or entry.hours < best.hours)
+        ):
+            fastest[entry.instance_type] = entry
+    return tuple(sorted(fastest.values(), key=lambda e: e.hours))
+
+
+def deadline_text(late: Sequence[Late]) -> str:
+    """``; the deadline limits it: p5en.48xlarge (2 instance(s)) takes 52.3 h, past the stack's deadline``."""
+    if not late:
+        return ""
+    named = ", ".join(f"{e.instance_type} ({e.instances} instance(s)) takes {e.hours:,.1f} h" for e in late)
+    return f"; the deadline limits it: {named}, past the stack's deadline"
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,3 +109,17 @@ def broader_region(
             there, expected, n = found
             return BroaderRegion(there, n, expected - choice_expected_usd)
     return None
+
+
+def broader_text(broader: BroaderRegion | None) -> str:
+    """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``"""
+    if broader is None:
+        return (
+            f"; none of the {BROADER_REGIONS_TRIED} next-cheapest regions pricing it gives 2 "
+            "within the budget and ttl"
+        )
+    return (
+        f"; in {broader.offer.region} it has {broader.fallbacks}+ fallbacks at "
+        f"${broader.premium_usd:,.2f} more (expected), not taken: a fleet is one regional group "
+        "and the plan ranks by expected cost (set placement.regions to choose it)"
+    )

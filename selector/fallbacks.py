@@ -55,6 +55,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from selector.breadth import Late
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, offer_cost, with_wait
 from selector.gcp_flexibility import FLEXIBLE, MAX_FALLBACK_GROUPS, describe, realisation
@@ -331,6 +332,7 @@ def fallbacks(
     max_cost_ratio: float | None = None,
     checkpointed: bool = False,
     served: bool = False,
+    late: list[Late] | None = None,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -346,7 +348,8 @@ def fallbacks(
     A stateless ``served`` model's other GCP fallbacks with at least its GPU memory get groups
     of their own too, each VM running the choice's launch (``served_group_shape``).
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
-    not taken (an unbudgeted on-demand service: nothing moves the group back to the choice)."""
+    not taken (an unbudgeted on-demand service: nothing moves the group back to the choice).
+    ``late`` collects the offers that ran the job within the budget but past the deadline."""
     ceiling = (
         max_cost_ratio * offer_cost(choice_offer, choice_shape, inputs, rates, on_demand_base).total_usd
         if max_cost_ratio is not None
@@ -442,6 +445,8 @@ def fallbacks(
             odds = obtainability(offer, shape.nodes_per_replica)
             cost = with_wait(billed, odds, wait_value, window, rerun_usd)
             if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
+                if late is not None:  # the breadth note names what the deadline cost
+                    late.append(Late(it.name, offer.region, shape.instances, cost.hours))
                 continue
             if not within_budget(cost.hourly_usd, cost.total_usd):
                 continue

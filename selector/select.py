@@ -22,11 +22,14 @@ from typing import Literal
 from selector.attempt_pin import held, pinned_catalog
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
 from selector.breadth import (
-    BROADER_REGIONS_TRIED,
     GCP_ONE_TYPE_NOTE,
     MIN_FALLBACKS,
     BroaderRegion,
+    Late,
     broader_region,
+    broader_text,
+    deadline_text,
+    late_of,
 )
 from selector.capacity import BlockQuote
 from selector.capacity_plan import CapacityOptions, capacity_preference
@@ -108,6 +111,7 @@ class Plan:
     fallbacks: tuple[Fallback, ...] = ()
     broader_region: BroaderRegion | None = None
     """Where a fleet with fewer than two fallbacks would have several (``broader_region``)."""
+    late: tuple[Late, ...] = ()  # fallbacks of the choice's region only the deadline turned away
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
     wait_value_per_hour: float = 0.0
@@ -139,8 +143,9 @@ class Plan:
             return f"a {choice.offer.market} holds machines of one type"
         offer = choice.offer
         n = len(self.fallbacks)
+        tail = deadline_text(self.late) + broader_text(self.broader_region)
         if choice.shape.nodes_per_replica > 1:
-            return multinode_note(offer, n) + self._broader_text()
+            return multinode_note(offer, n) + tail
         resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
         grouped = self.spec.task in ("batch", "serve") or resumes  # fallbacks in MIGs of their own
         if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and not grouped:
@@ -161,26 +166,12 @@ class Plan:
                 f"a {offer.cloud} managed instance group keeps one instance template and counts VMs: "
                 f"only {n} other type(s) run it in {offer.region}, "
                 f"{offer.market}, as {vms} VM(s), {each}, within the budget and ttl"
-            ) + self._broader_text()
+            ) + tail
         where = offer.region
         if offer.zone is not None:
             where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
         note = f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
-        return note + self._broader_text()
-
-    def _broader_text(self) -> str:
-        """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``"""
-        broader = self.broader_region
-        if broader is None:
-            return (
-                f"; none of the {BROADER_REGIONS_TRIED} next-cheapest regions pricing it gives 2 "
-                "within the budget and ttl"
-            )
-        return (
-            f"; in {broader.offer.region} it has {broader.fallbacks}+ fallbacks at "
-            f"${broader.premium_usd:,.2f} more (expected), not taken: a fleet is one regional group "
-            "and the plan ranks by expected cost (set placement.regions to choose it)"
-        )
+        return note + tail
 
     @property
     def weighted_leave_note(self) -> str | None:
@@ -487,6 +478,7 @@ def plan(
     if feasible_out is not None and everything is not None:
         feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
+    late: list[Late] = []
     # An unbudgeted on-demand service never moves back to its choice: cap what a fallback costs.
     unbudgeted = inputs.budget_hourly is None and inputs.budget_total is None
     ratio = placement.max_fallback_cost_ratio if spec.task == "serve" and unbudgeted else None
@@ -518,6 +510,7 @@ def plan(
             limit=limit,
             checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
             served=spec.task == "serve" and spec.fault_tolerance != "none",
+            late=late,
         )
 
     def same_build(it: InstanceType) -> Shape | Rejection:
@@ -588,6 +581,7 @@ def plan(
         catalog=full_catalog,
         fallbacks=backups,
         broader_region=broader,
+        late=late_of(late, candidates[0].offer.region if candidates else "", backups),
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )

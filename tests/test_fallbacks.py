@@ -493,3 +493,38 @@ def test_a_gcp_endpoint_falls_back_to_bigger_vms_of_its_series_with_gpus_idle() 
     assert on_demand.fallbacks and all(
         f.offer.instance.machine_type.startswith(series + "-") for f in on_demand.fallbacks
     )
+
+
+def test_the_breadth_note_names_a_fallback_only_the_deadline_turned_away() -> None:
+    """Review of the integrated tree (issue 25, nit 4), fixture 27: 8 p4d.24xlarge spot in
+    aps1-az1 run the job in 47.9 h of its 48 h ttl; the p5en.48xlarge fallback, sized by
+    weighted capacity to 2 instances, takes 52.3 h, past it: the note says the deadline is
+    what limits the fleet (a ttl of 200 h brings p5en back as a fallback)."""
+    doc = yaml.safe_load((ROOT / "tests/fixtures/realistic/27-qwen3-30b-moe-batch.yaml").read_text())
+    planned = plan(parse_spec(doc), CATALOG)
+    assert [f.offer.instance.name for f in planned.fallbacks] == ["p5.48xlarge"]
+    assert [(e.instance_type, e.instances) for e in planned.late] == [("p5en.48xlarge", 2)]
+    assert planned.late[0].hours > 48
+    note = planned.breadth_note or ""
+    assert (
+        "; the deadline limits it: p5en.48xlarge (2 instance(s)) takes 52.3 h, past the stack's deadline"
+        in note
+    )
+    longer = plan(parse_spec({**doc, "teardown": {"ttl": "200h"}}), CATALOG)
+    assert "p5en.48xlarge" in {f.offer.instance.name for f in longer.fallbacks}
+
+
+def test_late_of_keeps_the_choices_region_the_fastest_offer_and_no_kept_type() -> None:
+    from types import SimpleNamespace
+
+    from selector.breadth import Late, deadline_text, late_of
+
+    late = [
+        Late("p5en.48xlarge", "ap-south-1", 2, 60.0),
+        Late("p5en.48xlarge", "ap-south-1", 2, 52.0),
+        Late("p5.48xlarge", "ap-south-1", 1, 50.0),  # another zone's offer made the fleet
+        Late("p4de.24xlarge", "us-east-1", 8, 49.0),  # another region (broader_region's search)
+    ]
+    kept = [SimpleNamespace(offer=SimpleNamespace(instance=SimpleNamespace(name="p5.48xlarge")))]
+    assert late_of(late, "ap-south-1", kept) == (Late("p5en.48xlarge", "ap-south-1", 2, 52.0),)
+    assert deadline_text(()) == ""

@@ -489,3 +489,17 @@ def test_a_pin_stays_with_its_running_attempt_and_a_new_up_starts_unpinned(catal
     assert first.choice is not None and rerun.attempts[0].instance_type == first.choice.offer.instance.name
     assert rerun.attempts[0].instance_type != pin["instance_type"]
     assert workspace.attempt_keys == {} and workspace.attempt_recorded
+
+
+def test_lock_says_the_stack_is_pinned(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    first = _plan(load_catalog(), "15-llama70b-full-ft").fallbacks[0].offer
+    pin = {"cloud": "aws", "region": first.region, "zone": first.zone, "instance_type": first.instance.name}
+    spec = tmp_path / "pinned.yaml"
+    spec.write_text(yaml.safe_dump(_doc("15-llama70b-full-ft", attempt={**pin, "market": "spot"})))
+    assert main(["lock", str(spec)]) == 0
+    err = capsys.readouterr().err
+    assert f"placement.attempt pins this stack to aws {first.instance.name} spot in {first.zone}" in err
+    assert "pulumi config rm --path gpufit:workload.placement.attempt" in err
