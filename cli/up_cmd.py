@@ -33,7 +33,7 @@ from cli.exit_codes import (
 )
 
 if TYPE_CHECKING:
-    from gitops.failover import FleetState, FleetWatcher, StackWorkspace, UpReport
+    from gitops.failover import Attempt, FleetState, FleetWatcher, StackWorkspace, UpReport
     from selector.catalog import Catalog
     from selector.select import Plan
     from selector.spec import WorkloadSpec
@@ -146,6 +146,20 @@ class CloudWatcher:
         return self._watchers[cloud].state(outputs, since)
 
 
+def release_spot_requests(stack: str, attempt: Attempt, canceller: Any = None) -> list[str]:
+    """Before Pulumi deletes an attempt's nodes: an AWS multi-node spot attempt's nodes are plain
+    instances whose persistent requests deleting them leaves open (``providers.aws.spot_requests``);
+    a group's spot instances come from one-time requests, and GCP has no requests."""
+    if attempt.cloud != "aws" or attempt.market != "spot" or attempt.nodes < 2:
+        return []
+    if canceller is None:
+        from providers.aws.spot_requests import SpotRequestCanceller
+
+        canceller = SpotRequestCanceller()
+    notes: list[str] = canceller.release(stack, attempt.region)
+    return notes
+
+
 def _stack_config(spec_file: Path) -> dict[str, Any]:
     from selector.datafile import load_yaml
 
@@ -164,6 +178,7 @@ def cmd_up(
     watcher: FleetWatcher | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
+    release: Callable[[str, Attempt], list[str]] = release_spot_requests,
 ) -> int:
     from cli.catalog_choice import spec_and_catalog
     from deployment.capacity import CALENDAR_KEY
@@ -289,6 +304,7 @@ def cmd_up(
             alternatives=_alternatives(catalog, planner),
             log=log,
             report=report,
+            release=release,
         )
     except Exception as err:  # recording or re-locking failed: one line, and the log of what ran
         report.verdict = "stopped"

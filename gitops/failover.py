@@ -59,6 +59,13 @@ class FleetWatcher(Protocol):
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState: ...
 
 
+Release = Callable[[str, "Attempt"], list[str]]
+"""Release what would outlive an attempt's nodes once Pulumi deletes them (stack, attempt →
+notes): on AWS, a spot node's persistent request, which deleting the instance leaves open and
+which then launches a new instance outside the stack (``providers.aws.spot_requests``). Raises
+when it could not: the nodes are then left to the stack rather than deleted."""
+
+
 @dataclass
 class Attempt:
     number: int
@@ -362,6 +369,26 @@ def left_deployed(last: Attempt) -> str:
     )
 
 
+def _released(
+    stack: str, attempt: Attempt, release: Release, report: UpReport, log: Callable[[str], None]
+) -> bool:
+    """``release`` on ``attempt``, its notes logged; False (and why in the report) if it raised."""
+    try:
+        for note in release(stack, attempt):
+            log(note)
+    except Exception as err:
+        where = f"{attempt.cloud} {attempt.region} {attempt.instance_type}"
+        report.note = (
+            f"the spot requests of attempt {attempt.number} ({where}) could not be cancelled "
+            f"({_one_line(err)}); its nodes stay in the stack (deleting them would let the requests "
+            "launch others outside it); allow the deploy identity to describe and cancel spot "
+            "requests, then run `gpufit up` again"
+        )
+        log(report.note)
+        return False
+    return True
+
+
 def run_up(
     stack: str,
     spec: WorkloadSpec,
@@ -375,11 +402,14 @@ def run_up(
     alternatives: Callable[[WorkloadSpec], list[str]] = lambda _: [],
     log: Callable[[str], None] = lambda _: None,
     report: UpReport | None = None,
+    release: Release = lambda _stack, _attempt: [],
 ) -> UpReport:
     """Try the stack's plans in order until one's fleet is in service (see the module doc).
     The exclusions of a failed attempt are recorded (stack config, then lock) before the next
     ``pulumi up``, so what runs is always what the spec and lock say. ``report`` (filled as the
-    attempts go) lets a caller keep what happened when something raises."""
+    attempts go) lets a caller keep what happened when something raises. ``release`` runs on
+    the last deployed attempt before the next attempt's ``pulumi up`` replaces its nodes and
+    before the stack is destroyed."""
     report = report if report is not None else UpReport(stack, "exhausted", [], [])
     report.exclusions = exclusions_of(spec)
     current = spec
@@ -407,6 +437,11 @@ def run_up(
             report.verdict = "refused"
             report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
             log(attempt.line)
+            return report
+        previous = report.attempts[-2] if len(report.attempts) > 1 else None
+        if previous is not None and not _released(stack, previous, release, report, log):
+            attempt.outcome, attempt.reason = "failed", "not deployed: " + report.note
+            report.verdict = "stopped"
             return report
         if deployed_spec is not spec:
             workspace.record_exclusions(stack, exclusions_of(current))
@@ -476,6 +511,9 @@ def run_up(
     report.alternatives = alternatives(current)
     report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
     if report.attempts and settings.destroy_when_exhausted:
+        if not _released(stack, report.attempts[-1], release, report, log):
+            report.verdict = "stopped"
+            return report
         log(f"destroying {stack}: no attempt came into service")
         workspace.destroy(stack, log)
         report.note = "; ".join(filter(None, [report.note, "destroyed after the last attempt"]))

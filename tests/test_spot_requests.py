@@ -1,0 +1,310 @@
+"""A stack's persistent Spot requests are cancelled before its nodes are replaced or destroyed
+(deleting an ``aws.ec2.Instance`` leaves its persistent request open, which then launches another
+instance: hashicorp/terraform-provider-aws#38142; "the Spot Instance request transitions to the
+open state so that a new Spot Instance can be launched",
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-requests.html).
+
+The EC2 calls run against botocore's Stubber (moto 5.2.5 reports no ``SpotInstanceRequestId`` on
+an instance, see test_sweep), each request checked against the installed ec2 service model
+(``tests.contracts.aws_model``: types, required, max, enums, patterns) and its filter names
+against those the model documents for the operation."""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from gitops.failover import Attempt, UpSettings, run_up
+from providers.aws.spot_requests import IDS_PER_CALL, SpotRequestCanceller
+from tests.contracts.aws_model import problems, service_model
+
+STACK = "ft-prod"
+REGION = "us-east-1"
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+
+def documented_filters(operation: str) -> set[str]:
+    """The filter names the model's documentation of ``operation``'s ``Filters`` lists."""
+    doc = service_model("ec2").operation_model(operation).input_shape.members["Filters"].documentation
+    return {html.unescape(n) for n in re.findall(r"<code>([a-z][a-z0-9.:&;-]*)</code> - ", doc)}
+
+
+class Recorder:
+    """The stubbed client's calls, each checked against the model as the service checks it."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        method = getattr(self.client, name)
+        operation = self.client.meta.method_to_api_mapping[name]
+
+        def call(**params: Any) -> Any:
+            assert problems("ec2", operation, params) == [], (operation, params)
+            allowed = documented_filters(operation) if "Filters" in params else set()
+            for entry in params.get("Filters", []):
+                key = "tag:<key>" if entry["Name"].startswith("tag:") else entry["Name"]
+                assert key in allowed, f"{operation}: filter {entry['Name']!r} is not documented"
+            if "MaxResults" in params:  # both operations: "5 to 1000" (API references)
+                assert 5 <= params["MaxResults"] <= 1000
+            self.calls.append((operation, params))
+            return method(**params)
+
+        return call
+
+
+def _client() -> tuple[Any, Any]:
+    import boto3
+    from botocore.stub import Stubber
+
+    client = boto3.client("ec2", region_name=REGION, aws_access_key_id="a", aws_secret_access_key="b")
+    return client, Stubber(client)
+
+
+def _tags(stack: str = STACK) -> list[dict[str, str]]:
+    return [{"Key": "gpufit:managed", "Value": "true"}, {"Key": "gpufit:stack", "Value": stack}]
+
+
+def _instance(iid: str, request: str | None, stack: str = STACK) -> dict[str, Any]:
+    row: dict[str, Any] = {"InstanceId": iid, "InstanceLifecycle": "spot", "Tags": _tags(stack)}
+    if request:
+        row["SpotInstanceRequestId"] = request
+    return row
+
+
+def _request(rid: str, kind: str, state: str, tags: bool = False) -> dict[str, Any]:
+    return {"SpotInstanceRequestId": rid, "Type": kind, "State": state, **({"Tags": _tags()} if tags else {})}
+
+
+def test_the_stacks_persistent_requests_are_cancelled_and_nothing_else() -> None:
+    client, stub = _client()
+    stub.add_response(
+        "describe_instances",
+        {
+            "Reservations": [{"Instances": [_instance("i-0a", "sir-aaaa0001"), _instance("i-0b", None)]}],
+            "NextToken": "page2",
+        },
+    )
+    stub.add_response(
+        "describe_instances",
+        {
+            "Reservations": [
+                {
+                    "Instances": [
+                        _instance("i-0c", "sir-aaaa0002"),
+                        _instance("i-0d", "sir-aaaa0003"),
+                        _instance(
+                            "i-0e", "sir-other001", stack="other"
+                        ),  # a filter EC2 did not apply: checked here
+                    ]
+                }
+            ]
+        },
+    )
+    # a request whose instance is gone, found by its own tags (the EFA launch template tags it)
+    stub.add_response(
+        "describe_spot_instance_requests",
+        {"SpotInstanceRequests": [_request("sir-aaaa0004", "persistent", "open", tags=True)]},
+    )
+    stub.add_response(
+        "describe_spot_instance_requests",
+        {
+            "SpotInstanceRequests": [
+                _request("sir-aaaa0001", "persistent", "active"),
+                _request("sir-aaaa0002", "one-time", "active"),  # closes with its instance
+                _request("sir-aaaa0003", "persistent", "disabled"),  # its instance stopped
+                _request("sir-aaaa0004", "persistent", "open"),
+            ]
+        },
+        {"SpotInstanceRequestIds": ["sir-aaaa0001", "sir-aaaa0002", "sir-aaaa0003", "sir-aaaa0004"]},
+    )
+    stub.add_response(
+        "cancel_spot_instance_requests",
+        {
+            "CancelledSpotInstanceRequests": [
+                {"SpotInstanceRequestId": r, "State": "cancelled"}
+                for r in ("sir-aaaa0001", "sir-aaaa0003", "sir-aaaa0004")
+            ]
+        },
+        {"SpotInstanceRequestIds": ["sir-aaaa0001", "sir-aaaa0003", "sir-aaaa0004"]},
+    )
+    recorder = Recorder(client)
+    with stub:
+        notes = SpotRequestCanceller(lambda region: recorder).release(STACK, REGION)
+        stub.assert_no_pending_responses()
+    assert notes == [
+        f"cancelled the persistent spot requests of {STACK} in {REGION}: "
+        "sir-aaaa0001, sir-aaaa0003, sir-aaaa0004"
+    ]
+    first = recorder.calls[0][1]["Filters"]
+    assert {"Name": "tag:gpufit:stack", "Values": [STACK]} in first
+    assert {"Name": "instance-lifecycle", "Values": ["spot"]} in first
+    assert recorder.calls[1][1]["NextToken"] == "page2"
+
+
+def test_many_requests_are_cancelled_in_batches() -> None:
+    client, stub = _client()
+    ids = [f"sir-{i:08x}" for i in range(IDS_PER_CALL + 5)]
+    stub.add_response(
+        "describe_instances",
+        {"Reservations": [{"Instances": [_instance(f"i-{i:08x}", r) for i, r in enumerate(ids)]}]},
+    )
+    stub.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": []})
+    for batch in (ids[:IDS_PER_CALL], ids[IDS_PER_CALL:]):
+        stub.add_response(
+            "describe_spot_instance_requests",
+            {"SpotInstanceRequests": [_request(r, "persistent", "active") for r in batch]},
+            {"SpotInstanceRequestIds": batch},
+        )
+    for batch in (ids[:IDS_PER_CALL], ids[IDS_PER_CALL:]):
+        stub.add_response(
+            "cancel_spot_instance_requests",
+            {"CancelledSpotInstanceRequests": [{"SpotInstanceRequestId": r} for r in batch]},
+            {"SpotInstanceRequestIds": batch},
+        )
+    recorder = Recorder(client)
+    with stub:
+        notes = SpotRequestCanceller(lambda region: recorder).release(STACK, REGION)
+        stub.assert_no_pending_responses()
+    assert len(notes) == 2
+
+
+def test_nothing_to_cancel_makes_no_cancel_call() -> None:
+    client, stub = _client()
+    stub.add_response("describe_instances", {"Reservations": []})
+    stub.add_response("describe_spot_instance_requests", {"SpotInstanceRequests": []})
+    with stub:
+        assert SpotRequestCanceller(lambda region: Recorder(client)).release(STACK, REGION) == []
+        stub.assert_no_pending_responses()
+
+
+# ---------------------------------------------------------------------------- gpufit up
+
+
+def _attempt(number: int, **changes: Any) -> Attempt:
+    base: dict[str, Any] = {
+        "number": number,
+        "cloud": "aws",
+        "region": REGION,
+        "instance_type": "p5.48xlarge",
+        "fleet_types": ["p5.48xlarge"],
+        "market": "spot",
+        "instances": 2,
+        "hourly_usd": 1.0,
+        "total_usd": 1.0,
+        "nodes": 2,
+    }
+    return Attempt(**{**base, **changes})
+
+
+def test_only_an_aws_multinode_spot_attempt_asks_aws() -> None:
+    from cli.up_cmd import release_spot_requests
+
+    asked: list[tuple[str, str]] = []
+
+    class Canceller:
+        def release(self, stack: str, region: str) -> list[str]:
+            asked.append((stack, region))
+            return ["cancelled"]
+
+    assert release_spot_requests(STACK, _attempt(1), Canceller()) == ["cancelled"]
+    for other in (
+        _attempt(1, market="on-demand"),
+        _attempt(1, nodes=1),
+        _attempt(1, cloud="gcp", region="us-central1"),
+    ):
+        assert release_spot_requests(STACK, other, Canceller()) == []
+    assert asked == [(STACK, REGION)]
+
+
+@pytest.fixture
+def fixture15() -> tuple[Any, Any, Any]:
+    from selector.catalog import load_catalog
+    from selector.select import plan
+    from selector.spec import parse_spec
+    from tests.test_multinode_fallbacks import _doc
+
+    catalog = load_catalog()
+    doc = _doc("15-llama70b-full-ft")
+    return doc, parse_spec(doc), lambda s: plan(s, catalog)
+
+
+def _up(
+    fixture15: tuple[Any, Any, Any],
+    by_attempt: list[str],
+    release_for: Callable[[Any], Callable[[str, Attempt], list[str]]],
+    attempts: int | None = None,
+) -> Any:
+    from tests.fakes.failover import FakeClock, FakeWatcher, FakeWorkspace
+
+    doc, spec, planner = fixture15
+    clock = FakeClock()
+    workspace = FakeWorkspace(doc, planner, by_attempt=by_attempt, clock=clock)
+    settings = UpSettings(attempts=attempts, wait=timedelta(minutes=5), destroy_when_exhausted=True)
+    report = run_up(
+        STACK,
+        spec,
+        planner,
+        workspace,
+        FakeWatcher(workspace),
+        settings,
+        clock.now,
+        clock.sleep,
+        release=release_for(workspace),
+    )
+    return report, workspace
+
+
+def test_gpufit_up_releases_the_nodes_it_replaces_before_replacing_them(fixture15: Any) -> None:
+    """Attempt 1 starts some p5 nodes and fails for capacity: the release of attempt 1 runs while
+    those nodes are still the stack's (before attempt 2's ``pulumi up`` deletes them); when every
+    attempt fails, each attempt's release runs before the next, the last one's before the destroy."""
+    seen: list[tuple[int, dict[str, str], int]] = []
+
+    def release_for(workspace: Any) -> Callable[[str, Attempt], list[str]]:
+        def release(stack: str, attempt: Attempt) -> list[str]:
+            assert stack == STACK
+            seen.append((attempt.number, dict(workspace.live), workspace.destroyed))
+            return [f"released attempt {attempt.number}"]
+
+        return release
+
+    report, workspace = _up(fixture15, ["deploy-partial", "ok"], release_for)
+    assert report.verdict == "up"
+    assert [n for n, _, _ in seen] == [1]
+    assert seen[0][1] and all(v.startswith("p5.48xlarge@") for v in seen[0][1].values())
+
+    seen.clear()
+    report, workspace = _up(fixture15, ["deploy-partial"] * 12, release_for)
+    assert report.verdict == "exhausted" and workspace.destroyed == 1 and workspace.live == {}
+    assert len(report.attempts) > 2
+    assert [n for n, _, _ in seen] == [a.number for a in report.attempts]
+    assert all(live and destroyed == 0 for _, live, destroyed in seen)
+
+
+def _refuse(workspace: Any) -> Callable[[str, Attempt], list[str]]:
+    def release(stack: str, attempt: Attempt) -> list[str]:
+        raise PermissionError("UnauthorizedOperation: ec2:CancelSpotInstanceRequests")
+
+    return release
+
+
+def test_a_failed_release_replaces_nothing(fixture15: Any) -> None:
+    report, workspace = _up(fixture15, ["deploy-partial"] * 12, _refuse)
+    assert report.verdict == "stopped" and len(report.attempts) == 2
+    assert len(workspace.deployed_at) == 1 and workspace.destroyed == 0
+    assert workspace.live and all(v.startswith("p5.48xlarge@") for v in workspace.live.values())
+    assert "could not be cancelled" in report.note and "ec2:CancelSpotInstanceRequests" in report.note
+    assert report.attempts[-1].outcome == "failed"
+
+
+def test_a_failed_release_destroys_nothing(fixture15: Any) -> None:
+    report, workspace = _up(fixture15, ["deploy-partial"], _refuse, attempts=1)
+    assert report.verdict == "stopped" and workspace.destroyed == 0 and workspace.live
+    assert "could not be cancelled" in report.note
