@@ -308,3 +308,57 @@ def test_a_failed_release_destroys_nothing(fixture15: Any) -> None:
     report, workspace = _up(fixture15, ["deploy-partial"], _refuse, attempts=1)
     assert report.verdict == "stopped" and workspace.destroyed == 0 and workspace.live
     assert "could not be cancelled" in report.note
+
+
+# ---------------------------------------------------------------------------- the program
+
+
+def test_a_spot_nodes_launch_template_tags_its_request() -> None:
+    """Fixture 15 (checkpointed, spot, p5 × 3 nodes) under the Pulumi mocks: each node opens a
+    persistent request (``stop``, valid until the deadline) and its launch template tags that
+    request with the stack's tags, so ``gpufit up`` finds a request whose instance is gone. The
+    resource type is one the model's enum holds and one a launch template takes (the documented
+    list of LaunchTemplateTagSpecificationRequest.ResourceType)."""
+    from tests.pulumi_harness import run_program
+    from tests.test_multinode_fallbacks import NOW, _attempt_config
+
+    mocks, outputs = run_program(_attempt_config(None), NOW, stack="dev")
+    assert outputs["market"] == "spot" and outputs["nodes"] > 1
+    templates = mocks.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    instances = mocks.of_type("aws:ec2/instance:Instance")
+    assert len(templates) == len(instances) == outputs["nodes"]
+    shape = service_model("ec2").shape_for("LaunchTemplateTagSpecificationRequest").members["ResourceType"]
+    allowed = re.search(r"resource types only: (.*?)\. If", shape.documentation)
+    assert allowed is not None
+    template_types = set(re.findall(r"<code>([a-z-]+)</code>", allowed.group(1)))
+    assert "spot-instances-request" in template_types
+    for instance in instances:
+        spot = instance.inputs["instanceMarketOptions"]["spotOptions"]
+        assert (spot["spotInstanceType"], spot["instanceInterruptionBehavior"]) == ("persistent", "stop")
+    for template in templates:
+        specs = {s["resourceType"]: s["tags"] for s in template.inputs["tagSpecifications"]}
+        assert set(specs) <= template_types and set(specs) <= set(shape.enum)
+        request = specs["spot-instances-request"]
+        assert request["gpufit:stack"] == "dev" and request["gpufit:managed"] == "true"
+
+
+def test_an_on_demand_nodes_template_names_no_request() -> None:
+    """ "If the instance does not include the resource type that you specify, the instance launch
+    fails": an on-demand node makes no spot request."""
+    import dataclasses
+
+    from deployment.translate import deployment_from_plan
+    from providers.aws.component import template_tagged
+    from selector.catalog import load_catalog
+    from selector.select import plan
+    from selector.spec import parse_spec
+    from tests.test_multinode_fallbacks import NOW, _doc
+
+    result = plan(parse_spec(_doc("15-llama70b-full-ft")), load_catalog())
+    d = deployment_from_plan(result, stack="dev", project="gpufit", created_at=NOW)
+    assert d.spot and "spot-instances-request" in template_tagged(d)
+    assert template_tagged(dataclasses.replace(d, market="on-demand")) == (
+        "instance",
+        "volume",
+        "network-interface",
+    )
