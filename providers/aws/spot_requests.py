@@ -48,11 +48,10 @@ def _chunks(items: list[str], size: int) -> Iterator[list[str]]:
         yield items[i : i + size]
 
 
-def stack_filters(stack: str) -> list[dict[str, Any]]:
-    return [
-        {"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]},
-        {"Name": f"tag:{TAG_STACK}", "Values": [stack]},
-    ]
+def stack_filters(stack: str | None) -> list[dict[str, Any]]:
+    """gpufit's resources (of ``stack`` when given) by their tags."""
+    managed = [{"Name": f"tag:{TAG_MANAGED}", "Values": ["true"]}]
+    return managed if stack is None else [*managed, {"Name": f"tag:{TAG_STACK}", "Values": [stack]}]
 
 
 class SpotRequestCanceller:
@@ -124,3 +123,45 @@ class SpotRequestCanceller:
             token = page.get("NextToken")
             if not token:
                 return found
+
+
+def request_launched(
+    describe_requests: Callable[..., Any], describe_instances: Callable[..., Any], known: set[str]
+) -> list[tuple[dict[str, Any], str]]:
+    """For ``gpufit sweep``: the live instances that gpufit-tagged Spot requests (any state: one
+    past its ``ValidUntil`` is closed, and its instance keeps running) launched and that are not
+    in ``known``, each with its request id, its tags those of its request under its own. A
+    persistent request relaunching after Pulumi deleted its instance makes such an instance, and
+    "the instances and volumes that are launched by the Spot Instance request are not
+    automatically tagged" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/concepts-spot-instances-request-tags.html):
+    the request's tags are what name its stack and deadline. ``describe_*`` take the API's
+    keyword arguments (retried by the caller)."""
+    requests: dict[str, dict[str, Any]] = {}
+    token: str | None = None
+    while True:
+        args: dict[str, Any] = {"Filters": stack_filters(None), "MaxResults": PAGE_SIZE}
+        if token:
+            args["NextToken"] = token
+        page = describe_requests(**args)
+        for request in page.get("SpotInstanceRequests", []):
+            instance_id = request.get("InstanceId")
+            if instance_id and str(instance_id) not in known:
+                requests[str(instance_id)] = request
+        token = page.get("NextToken")
+        if not token:
+            break
+    found = []
+    for batch in _chunks(sorted(requests), IDS_PER_CALL):
+        filters = [
+            {"Name": "instance-id", "Values": batch},
+            {"Name": "instance-state-name", "Values": list(LIVE_INSTANCE_STATES)},
+        ]
+        page = describe_instances(Filters=filters, MaxResults=PAGE_SIZE)
+        for reservation in page.get("Reservations", []):
+            for instance in reservation.get("Instances", []):
+                request = requests[str(instance["InstanceId"])]
+                tags = {t["Key"]: t.get("Value", "") for t in request.get("Tags") or []}
+                tags.update({t["Key"]: t.get("Value", "") for t in instance.get("Tags") or []})
+                merged = {**instance, "Tags": [{"Key": k, "Value": v} for k, v in tags.items()]}
+                found.append((merged, str(request["SpotInstanceRequestId"])))
+    return found
