@@ -1263,3 +1263,18 @@ def test_aws_an_untagged_instance_a_tagged_request_launched_is_swept(aws: Any, p
     }
     assert request not in left and made["ahead"][1] in left
     client.cancel_spot_instance_requests(SpotInstanceRequestIds=[made["ahead"][1]])
+
+
+def test_aws_a_refused_spot_request_lookup_still_sweeps_the_tagged(aws: Any, prices: Pricer) -> None:
+    """A teardown role without ``ec2:DescribeSpotInstanceRequests`` still sweeps the tagged
+    orphans; the note says what was not looked for."""
+    region = "us-east-1"
+    (iid,) = launch(region, [managed(PAST, "no-requests")])
+    denied = Faults()
+    denied.fail(
+        lambda r: operation(r) == "DescribeSpotInstanceRequests",
+        lambda r: error_response(r, 403, "UnauthorizedOperation"),
+    )
+    result = aws_sweeper(aws, denied).sweep([region], NOW, act=True, price=prices)
+    assert result.actions[iid] == "terminating" and not result.auth_error and not result.regions_failed
+    assert any("spot requests not looked for" in n and "UnauthorizedOperation" in n for n in result.notes)

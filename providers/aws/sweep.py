@@ -246,7 +246,7 @@ class AwsSweeper:
         try:
             groups = self._find_groups(region, now, price, zones, origins)
             step = "DescribeInstances"
-            found, spot_requests = self._find(region, now, price, zones, origins)
+            found, spot_requests = self._find(region, now, price, zones, origins, out.notes)
             step = "the candidates' launch templates and instance profiles"
             groups, found = (
                 self._proven(region, groups, origins, out),
@@ -387,6 +387,7 @@ class AwsSweeper:
         price: PriceFn,
         zones: _ZoneIds,
         origins: dict[str, tuple[str | None, str | None]],
+        notes: list[str],
     ) -> tuple[list[Candidate], dict[str, str]]:
         """The region's orphans, and the spot request id of each that has one; each one's launch
         template id and instance profile name in ``origins``."""
@@ -418,13 +419,18 @@ class AwsSweeper:
             token = page.get("NextToken")
             if not token:
                 break
-        launched = request_launched(
-            lambda **kw: self._call(
-                "DescribeSpotInstanceRequests", functools.partial(ec2.describe_spot_instance_requests, **kw)
-            ),
-            lambda **kw: self._call("DescribeInstances", functools.partial(ec2.describe_instances, **kw)),
-            seen,
-        )
+        try:
+            launched = request_launched(
+                lambda **kw: self._call(
+                    "DescribeSpotInstanceRequests",
+                    functools.partial(ec2.describe_spot_instance_requests, **kw),
+                ),
+                lambda **kw: self._call("DescribeInstances", functools.partial(ec2.describe_instances, **kw)),
+                seen,
+            )
+        except AuthError as error:  # the tagged instances are still swept
+            notes.append(f"instances launched by gpufit's spot requests not looked for: {error}")
+            launched = []
         for instance, request_id in launched:  # untagged, launched by a tagged request: its tags
             candidate = self._candidate(region, instance, now, price, zones)
             if candidate is not None:
