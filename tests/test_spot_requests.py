@@ -362,3 +362,76 @@ def test_an_on_demand_nodes_template_names_no_request() -> None:
         "volume",
         "network-interface",
     )
+
+
+def test_cmd_up_cancels_through_aws_before_the_next_attempt_and_the_destroy(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``gpufit up --destroy-when-exhausted`` on fixture 15 with every attempt partly started:
+    the CLI's release asks AWS (``SpotRequestCanceller``, here over a recording client factory)
+    for the stack's requests in each attempt's region before the next ``pulumi up`` and before the
+    destroy, while the attempt's nodes are still the stack's."""
+    import argparse
+
+    import yaml
+
+    from cli.up_cmd import cmd_up
+    from selector.catalog import load_catalog
+    from selector.select import plan
+    from selector.spec import WorkloadSpec
+    from tests.fakes.failover import FakeClock, FakeWatcher, FakeWorkspace
+    from tests.test_multinode_fallbacks import _doc
+
+    doc = _doc("15-llama70b-full-ft")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / f"Pulumi.{STACK}.yaml").write_text(
+        yaml.safe_dump({"config": {"gpufit:workload": doc}})
+    )
+    catalog = load_catalog()
+
+    def planner(spec: WorkloadSpec) -> Any:
+        return plan(spec, catalog)
+
+    clock = FakeClock()
+    workspace = FakeWorkspace(doc, planner, by_attempt=["deploy-partial"] * 12, clock=clock)
+    asked: list[tuple[str, str, int, int]] = []
+
+    class Ec2:
+        def describe_instances(self, **params: Any) -> dict[str, Any]:
+            asked.append((STACK, "DescribeInstances", len(workspace.live), workspace.destroyed))
+            assert problems("ec2", "DescribeInstances", params) == []
+            return {"Reservations": []}
+
+        def describe_spot_instance_requests(self, **params: Any) -> dict[str, Any]:
+            assert problems("ec2", "DescribeSpotInstanceRequests", params) == []
+            return {"SpotInstanceRequests": []}
+
+    regions: list[str] = []
+
+    def client_for(region: str) -> Ec2:
+        regions.append(region)
+        return Ec2()
+
+    import providers.aws.spot_requests as module
+
+    monkeypatch.setattr(module, "_client", client_for)
+    args = argparse.Namespace(
+        stack=STACK,
+        attempts=None,
+        wait="15m",
+        dry_run=False,
+        json=True,
+        log=str(tmp_path / "up.json"),
+        destroy_when_exhausted=True,
+        project_dir=str(tmp_path),
+        catalog=None,
+    )
+    cmd_up(args, workspace, FakeWatcher(workspace), clock.now, clock.sleep)
+    import json
+
+    log = json.loads((tmp_path / "up.json").read_text())
+    attempts = log["attempts"]
+    assert log["verdict"] == "exhausted" and workspace.destroyed == 1
+    spot_multinode = [a for a in attempts if a["market"] == "spot" and a["nodes"] > 1]
+    assert spot_multinode and regions == [a["region"] for a in spot_multinode]
+    assert all(live > 0 and destroyed == 0 for _, _, live, destroyed in asked)

@@ -59,8 +59,8 @@ class SpotRequestCanceller:
     the stack's nodes in a region. Raises what the API raises (a caller stops rather than let
     Pulumi delete instances whose requests would relaunch them)."""
 
-    def __init__(self, client_for: Callable[[str], Any] = _client) -> None:
-        self._client_for = client_for
+    def __init__(self, client_for: Callable[[str], Any] | None = None) -> None:
+        self._client_for = client_for or _client
 
     def release(self, stack: str, region: str) -> list[str]:
         """Cancel them; one note per call that changed something."""
