@@ -54,6 +54,8 @@ class StackWorkspace(Protocol):
 
     def destroy(self, stack: str, log: Callable[[str], None]) -> None: ...
 
+    def outputs(self, stack: str) -> dict[str, Any]: ...
+
 
 class FleetWatcher(Protocol):
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState: ...
@@ -87,6 +89,7 @@ class Attempt:
     ended: str | None = None
     in_service: int | None = None
     desired: int | None = None
+    instance_ids: list[str] = field(default_factory=list)  # only these of its nodes go (none: all)
 
     @property
     def line(self) -> str:
@@ -369,6 +372,43 @@ def left_deployed(last: Attempt) -> str:
     )
 
 
+def held_replaced(held: Mapping[str, Any], attempt: Attempt) -> Attempt | None:
+    """The nodes the stack already holds (its outputs, from an earlier run) that ``attempt``'s
+    ``pulumi up`` replaces or deletes, as an attempt: all of them for another cloud or region
+    (another provider), type (``replace_on_changes=["instanceType"]``), zone (an AZ ID: another
+    subnet), market, or plain instances for a group or the other way; the nodes past the new
+    count (``<name>-node<index>``) when only the count shrinks. None when it keeps them all: a
+    kept node keeps its persistent request, and with it stop-and-resume."""
+    if not held.get("cloud") or not held.get("instance_type"):
+        return None
+    zone, grouped = held.get("zone"), "group" in held
+    total = int(held.get("nodes") or 1)  # machines in all
+    ids = [str(i) for i in held.get("instance_ids") or []]
+    same = (held["cloud"], held.get("region"), held["instance_type"], held.get("market"), grouped) == (
+        attempt.cloud,
+        attempt.region,
+        attempt.instance_type,
+        attempt.market,
+        attempt.nodes == 1,
+    ) and (zone is None or attempt.zone is None or zone == attempt.zone)
+    if same and total <= attempt.instances:
+        return None
+    return Attempt(
+        number=0,
+        cloud=str(held["cloud"]),
+        region=str(held.get("region")),
+        instance_type=str(held["instance_type"]),
+        fleet_types=[str(held["instance_type"])],
+        market=str(held.get("market")),
+        instances=total,
+        hourly_usd=0.0,
+        total_usd=0.0,
+        zone=str(zone) if zone else None,
+        nodes=1 if grouped else total,  # plain instances: a multi-node job's (its layout is not an output)
+        instance_ids=ids[attempt.instances :] if same else [],
+    )
+
+
 def _released(
     stack: str, attempt: Attempt, release: Release, report: UpReport, log: Callable[[str], None]
 ) -> bool:
@@ -438,7 +478,11 @@ def run_up(
             report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
             log(attempt.line)
             return report
-        previous = report.attempts[-2] if len(report.attempts) > 1 else None
+        previous = (  # the first attempt replaces what an earlier run left in the stack
+            report.attempts[-2]
+            if len(report.attempts) > 1
+            else held_replaced(workspace.outputs(stack), attempt)
+        )
         if previous is not None and not _released(stack, previous, release, report, log):
             attempt.outcome, attempt.reason = "failed", "not deployed: " + report.note
             report.verdict = "stopped"

@@ -27,6 +27,7 @@ import pulumi_aws as aws
 
 from deployment import (
     TAG_EXPIRES_AT,
+    TAG_PROJECT,
     Deployment,
     iso_utc,
 )
@@ -175,7 +176,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                     profile=profile.name,
                     user_data=user_data,
                     placement=placement,
-                    tags={**tags, "Name": f"gpufit-{d.name}-{index}"},
+                    tags={**tags, TAG_PROJECT: d.project, "Name": f"gpufit-{d.name}-{index}"},
                     opts=child,
                     capacity=instance_capacity(d, target, index),
                 )
