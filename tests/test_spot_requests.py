@@ -643,3 +643,27 @@ def test_cmd_up_cancels_through_aws_before_the_next_attempt_and_the_destroy(
     spot_multinode = [a for a in attempts if a["market"] == "spot" and a["nodes"] > 1]
     assert spot_multinode and regions == [a["region"] for a in spot_multinode]
     assert all(live > 0 and destroyed == 0 for _, _, live, destroyed in asked)
+
+
+def test_the_sweeps_lookup_reads_every_page_of_the_launched_instances() -> None:
+    """EC2 may answer a page with a ``NextToken`` below ``MaxResults``: every page is read."""
+    from providers.aws.spot_requests import request_launched
+
+    requests = [
+        {**_request(f"sir-{n:08x}", "persistent", "closed", tags=True), "InstanceId": f"i-{n:08x}"}
+        for n in (1, 2)
+    ]
+    pages = [
+        {"Reservations": [{"Instances": [{"InstanceId": "i-00000001"}]}], "NextToken": "p2"},
+        {"Reservations": [{"Instances": [{"InstanceId": "i-00000002"}]}]},
+    ]
+    asked: list[dict[str, Any]] = []
+
+    def describe_instances(**params: Any) -> dict[str, Any]:
+        assert problems("ec2", "DescribeInstances", params) == []
+        asked.append(params)
+        return pages[len(asked) - 1]
+
+    found = request_launched(lambda **_: {"SpotInstanceRequests": requests}, describe_instances, set())
+    assert sorted(r for _, r in found) == ["sir-00000001", "sir-00000002"]
+    assert asked[1]["NextToken"] == "p2"
