@@ -33,7 +33,7 @@ from cli.exit_codes import (
 )
 
 if TYPE_CHECKING:
-    from gitops.failover import FleetState, FleetWatcher, StackWorkspace, UpReport
+    from gitops.failover import Attempt, FleetState, FleetWatcher, StackWorkspace, UpReport
     from selector.catalog import Catalog
     from selector.select import Plan
     from selector.spec import WorkloadSpec
@@ -170,6 +170,35 @@ class CloudWatcher:
         return self._watchers[cloud].state(outputs, since)
 
 
+def release_spot_requests(
+    stack: str, attempt: Attempt, canceller: Any = None, *, project: str, workload: str
+) -> list[str]:
+    """Before Pulumi deletes an attempt's nodes: an AWS multi-node spot attempt's nodes are plain
+    instances whose persistent requests deleting them leaves open (``providers.aws.spot_requests``);
+    a group's spot instances come from one-time requests, and GCP has no requests. Only the
+    requests that carry all of the stack's identifying tags (``project``: the Pulumi project) and
+    are of the attempt's type (and of its ``instance_ids`` when it names some) are cancelled."""
+    if attempt.cloud != "aws" or attempt.market != "spot" or attempt.nodes < 2:
+        return []
+    from providers.aws.spot_requests import owner_tags
+
+    if canceller is None:
+        from providers.aws.spot_requests import SpotRequestCanceller
+
+        canceller = SpotRequestCanceller()
+    owner = owner_tags(project, stack, workload)
+    notes: list[str] = canceller.release(owner, attempt.region, attempt.instance_type, attempt.instance_ids)
+    return notes
+
+
+def pulumi_project_name(project_dir: Path) -> str:
+    """The ``name`` of the Pulumi project in ``project_dir`` (``Pulumi.yaml``): what the program's
+    ``pulumi.get_project()`` returns, and so its nodes' ``gpufit:project`` tag."""
+    from selector.datafile import load_yaml
+
+    return str(load_yaml(project_dir / "Pulumi.yaml")["name"])
+
+
 def _stack_config(spec_file: Path) -> dict[str, Any]:
     from selector.datafile import load_yaml
 
@@ -188,6 +217,7 @@ def cmd_up(
     watcher: FleetWatcher | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
     sleep: Callable[[float], None] = time.sleep,
+    release: Callable[[str, Attempt], list[str]] | None = None,
 ) -> int:
     from cli.catalog_choice import spec_and_catalog
     from deployment.capacity import CALENDAR_KEY
@@ -217,6 +247,17 @@ def cmd_up(
     if isinstance(inputs, int):
         return inputs
     spec, catalog = inputs
+    if release is None:
+        workload = spec.name
+
+        def release_aws(stack: str, attempt: Attempt) -> list[str]:  # the project read only when needed
+            if attempt.cloud != "aws" or attempt.market != "spot" or attempt.nodes < 2:
+                return []
+            return release_spot_requests(
+                stack, attempt, project=pulumi_project_name(project), workload=workload
+            )
+
+        release = release_aws
     lock_file = lock_path(spec_file)
     lock = None
     if lock_file.exists():
@@ -319,6 +360,7 @@ def cmd_up(
             alternatives=_alternatives(catalog, planner),
             log=log,
             report=report,
+            release=release,
         )
     except Exception as err:  # recording or re-locking failed: one line, and the log of what ran
         report.verdict = "stopped"

@@ -11,6 +11,10 @@ TAG_MANAGED = "gpufit:managed"
 TAG_STACK = "gpufit:stack"
 TAG_WORKLOAD = "gpufit:workload"
 TAG_EXPIRES_AT = "gpufit:expires-at"
+TAG_PROJECT = "gpufit:project"
+"""AWS: the Pulumi project of a multi-node job's nodes (on the instances and, through their
+launch template, on their Spot requests): a stack's name is unique only inside its project, so
+``gpufit up`` cancels only the requests that carry all of managed, project, stack and workload."""
 TAG_ZONES = "gpufit:zones"
 r"""AWS: the AZ IDs the machines may launch in, separated by spaces (``use1-az1 use1-az2``), so
 that a policy prices them in those zones: AWS spot is priced per zone and a group's subnets do

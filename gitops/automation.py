@@ -61,6 +61,10 @@ class AutomationWorkspace(PulumiProject):
         if values:
             handle.set_all_config(values, path=True)
 
+    def outputs(self, stack: str) -> dict[str, Any]:
+        """The stack's outputs now (none before its first ``pulumi up``)."""
+        return {key: item.value for key, item in self._stack(stack).outputs().items()}
+
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         try:
             self._stack(stack).destroy(on_output=log, color="never")

@@ -54,9 +54,18 @@ class StackWorkspace(Protocol):
 
     def destroy(self, stack: str, log: Callable[[str], None]) -> None: ...
 
+    def outputs(self, stack: str) -> dict[str, Any]: ...
+
 
 class FleetWatcher(Protocol):
     def state(self, outputs: Mapping[str, Any], since: datetime) -> FleetState: ...
+
+
+Release = Callable[[str, "Attempt"], list[str]]
+"""Release what would outlive an attempt's nodes once Pulumi deletes them (stack, attempt →
+notes): on AWS, a spot node's persistent request, which deleting the instance leaves open and
+which then launches a new instance outside the stack (``providers.aws.spot_requests``). Raises
+when it could not: the nodes are then left to the stack rather than deleted."""
 
 
 @dataclass
@@ -81,6 +90,7 @@ class Attempt:
     in_service: int | None = None
     desired: int | None = None
     wait_s: float | None = None  # how long its fleet was (or would be) watched
+    instance_ids: list[str] = field(default_factory=list)  # only these of its nodes go (none: all)
 
     @property
     def line(self) -> str:
@@ -366,6 +376,63 @@ def left_deployed(last: Attempt) -> str:
     )
 
 
+def held_replaced(held: Mapping[str, Any], attempt: Attempt) -> Attempt | None:
+    """The nodes the stack already holds (its outputs, from an earlier run) that ``attempt``'s
+    ``pulumi up`` replaces or deletes, as an attempt: all of them for another cloud or region
+    (another provider), type (``replace_on_changes=["instanceType"]``), zone (an AZ ID: another
+    subnet), market, or plain instances for a group or the other way; the nodes past the new
+    count (``<name>-node<index>``) when only the count shrinks. None when it keeps them all: a
+    kept node keeps its persistent request, and with it stop-and-resume."""
+    if not held.get("cloud") or not held.get("instance_type"):
+        return None
+    zone, grouped = held.get("zone"), "group" in held
+    total = int(held.get("nodes") or 1)  # machines in all
+    ids = [str(i) for i in held.get("instance_ids") or []]
+    same = (held["cloud"], held.get("region"), held["instance_type"], held.get("market"), grouped) == (
+        attempt.cloud,
+        attempt.region,
+        attempt.instance_type,
+        attempt.market,
+        attempt.nodes == 1,
+    ) and (zone is None or attempt.zone is None or zone == attempt.zone)
+    if same and total <= attempt.instances:
+        return None
+    return Attempt(
+        number=0,
+        cloud=str(held["cloud"]),
+        region=str(held.get("region")),
+        instance_type=str(held["instance_type"]),
+        fleet_types=[str(held["instance_type"])],
+        market=str(held.get("market")),
+        instances=total,
+        hourly_usd=0.0,
+        total_usd=0.0,
+        zone=str(zone) if zone else None,
+        nodes=1 if grouped else total,  # plain instances: a multi-node job's (its layout is not an output)
+        instance_ids=ids[attempt.instances :] if same else [],
+    )
+
+
+def _released(
+    stack: str, attempt: Attempt, release: Release, report: UpReport, log: Callable[[str], None]
+) -> bool:
+    """``release`` on ``attempt``, its notes logged; False (and why in the report) if it raised."""
+    try:
+        for note in release(stack, attempt):
+            log(note)
+    except Exception as err:
+        where = f"{attempt.cloud} {attempt.region} {attempt.instance_type}"
+        report.note = (
+            f"the spot requests of attempt {attempt.number} ({where}) could not be cancelled "
+            f"({_one_line(err)}); its nodes stay in the stack (deleting them would let the requests "
+            "launch others outside it); allow the deploy identity to describe and cancel spot "
+            "requests, then run `gpufit up` again"
+        )
+        log(report.note)
+        return False
+    return True
+
+
 def run_up(
     stack: str,
     spec: WorkloadSpec,
@@ -379,11 +446,14 @@ def run_up(
     alternatives: Callable[[WorkloadSpec], list[str]] = lambda _: [],
     log: Callable[[str], None] = lambda _: None,
     report: UpReport | None = None,
+    release: Release = lambda _stack, _attempt: [],
 ) -> UpReport:
     """Try the stack's plans in order until one's fleet is in service (see the module doc).
     The exclusions of a failed attempt are recorded (stack config, then lock) before the next
     ``pulumi up``, so what runs is always what the spec and lock say. ``report`` (filled as the
-    attempts go) lets a caller keep what happened when something raises."""
+    attempts go) lets a caller keep what happened when something raises. ``release`` runs on
+    the last deployed attempt before the next attempt's ``pulumi up`` replaces its nodes and
+    before the stack is destroyed."""
     report = report if report is not None else UpReport(stack, "exhausted", [], [])
     report.exclusions = exclusions_of(spec)
     current = spec
@@ -413,6 +483,15 @@ def run_up(
             report.verdict = "refused"
             report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
             log(attempt.line)
+            return report
+        previous = (  # the first attempt replaces what an earlier run left in the stack
+            report.attempts[-2]
+            if len(report.attempts) > 1
+            else held_replaced(workspace.outputs(stack), attempt)
+        )
+        if previous is not None and not _released(stack, previous, release, report, log):
+            attempt.outcome, attempt.reason = "failed", "not deployed: " + report.note
+            report.verdict = "stopped"
             return report
         if deployed_spec is not spec:
             workspace.record_exclusions(stack, exclusions_of(current))
@@ -480,6 +559,9 @@ def run_up(
     report.alternatives = alternatives(current)
     report.not_recorded = exclusions_of(current)[len(report.exclusions) :]
     if report.attempts and settings.destroy_when_exhausted:
+        if not _released(stack, report.attempts[-1], release, report, log):
+            report.verdict = "stopped"
+            return report
         log(f"destroying {stack}: no attempt came into service")
         workspace.destroy(stack, log)
         report.note = "; ".join(filter(None, [report.note, "destroyed after the last attempt"]))

@@ -1219,3 +1219,62 @@ def test_aws_principal_spellings_of_one_role_agree() -> None:
     assert role != principal("arn:aws:sts::123456789012:assumed-role/gpufit-teardown/s")
     assert role != principal("arn:aws:sts::999999999999:assumed-role/gpufit-apply/s")
     assert principal("arn:aws:iam::123456789012:user/alice") == "arn:aws:iam::123456789012:user/alice"
+
+
+def test_aws_an_untagged_instance_a_tagged_request_launched_is_swept(aws: Any, prices: Pricer) -> None:
+    """A persistent request whose instance Pulumi deleted launches another one, untagged ("the
+    instances and volumes that are launched by the Spot Instance request are not automatically
+    tagged": concepts-spot-instances-request-tags.html); the node's launch template tagged the
+    request (providers.aws.component.template_tagged). Past the request's deadline tag the sweep
+    finds the instance through its request, cancels the request, then terminates it; an instance
+    of a request whose deadline is ahead is left."""
+    client = ec2("us-east-1")
+    made = {}
+    for workload, expiry in (("relaunched", "2026-11-30T00:00:00Z"), ("ahead", "2027-06-01T00:00:00Z")):
+        answer = client.request_spot_instances(
+            SpotPrice="1",
+            InstanceCount=1,
+            Type="persistent",
+            LaunchSpecification={"ImageId": ami("us-east-1"), "InstanceType": "g5.xlarge"},
+            TagSpecifications=[
+                {
+                    "ResourceType": "spot-instances-request",
+                    "Tags": [{"Key": k, "Value": v} for k, v in managed(expiry, workload).items()],
+                }
+            ],
+        )["SpotInstanceRequests"][0]
+        iid = answer["InstanceId"]
+        assert not client.describe_instances(InstanceIds=[iid])["Reservations"][0]["Instances"][0].get("Tags")
+        client.associate_iam_instance_profile(
+            IamInstanceProfile={"Name": gpufit_profile("dev", workload)}, InstanceId=iid
+        )
+        made[workload] = (iid, answer["SpotInstanceRequestId"])
+    calls = Calls()
+    result = aws_sweeper(aws, calls).sweep(["us-east-1"], NOW, act=True, price=prices)
+    iid, request = made["relaunched"]
+    assert result.actions[iid] == "terminating" and made["ahead"][0] not in result.actions
+    swept = [c for c in result.candidates if c.instance_id == iid]
+    assert len(swept) == 1 and (swept[0].stack, swept[0].workload) == ("dev", "relaunched")
+    order = [op for op, _ in calls.seen if op in ("CancelSpotInstanceRequests", "TerminateInstances")]
+    assert order == ["CancelSpotInstanceRequests", "TerminateInstances"]
+    assert any(request in note for note in result.notes)
+    left = {
+        r["SpotInstanceRequestId"] for r in client.describe_spot_instance_requests()["SpotInstanceRequests"]
+    }
+    assert request not in left and made["ahead"][1] in left
+    client.cancel_spot_instance_requests(SpotInstanceRequestIds=[made["ahead"][1]])
+
+
+def test_aws_a_refused_spot_request_lookup_still_sweeps_the_tagged(aws: Any, prices: Pricer) -> None:
+    """A teardown role without ``ec2:DescribeSpotInstanceRequests`` still sweeps the tagged
+    orphans; the note says what was not looked for."""
+    region = "us-east-1"
+    (iid,) = launch(region, [managed(PAST, "no-requests")])
+    denied = Faults()
+    denied.fail(
+        lambda r: operation(r) == "DescribeSpotInstanceRequests",
+        lambda r: error_response(r, 403, "UnauthorizedOperation"),
+    )
+    result = aws_sweeper(aws, denied).sweep([region], NOW, act=True, price=prices)
+    assert result.actions[iid] == "terminating" and not result.auth_error and not result.regions_failed
+    assert any("spot requests not looked for" in n and "UnauthorizedOperation" in n for n in result.notes)

@@ -27,6 +27,7 @@ import pulumi_aws as aws
 
 from deployment import (
     TAG_EXPIRES_AT,
+    TAG_PROJECT,
     Deployment,
     iso_utc,
 )
@@ -175,7 +176,7 @@ class AwsGpuInstance(pulumi.ComponentResource):
                     profile=profile.name,
                     user_data=user_data,
                     placement=placement,
-                    tags={**tags, "Name": f"gpufit-{d.name}-{index}"},
+                    tags={**tags, TAG_PROJECT: d.project, "Name": f"gpufit-{d.name}-{index}"},
                     opts=child,
                     capacity=instance_capacity(d, target, index),
                 )
@@ -369,7 +370,7 @@ def _efa_template(
         block_device_mappings=template_root_volume(d, image),
         tag_specifications=[
             aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
-            for kind in ("instance", "volume", "network-interface")
+            for kind in template_tagged(d)
         ],
         network_interfaces=[
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(
@@ -391,6 +392,19 @@ def _efa_template(
         opts=opts,
     )
     return aws.ec2.InstanceLaunchTemplateArgs(id=template.id, version="$Latest")
+
+
+def template_tagged(d: Deployment) -> tuple[str, ...]:
+    """The resource types a node's launch template tags. A spot node's request too: the
+    instance's own ``tags`` "apply to the instance" only (pulumi-aws ``ec2.Instance``), and a
+    request's tags do not reach the instances it launches nor the other way round
+    (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/concepts-spot-instances-request-tags.html),
+    so this is what lets ``gpufit up`` and ``gpufit sweep`` find a request whose instance Pulumi
+    deleted (its persistent request stays open: terraform-provider-aws#38142). A launch template
+    takes "instance | volume | network-interface | spot-instances-request"; a type the launch
+    does not make fails it, so an on-demand node's template names no request
+    (LaunchTemplateTagSpecificationRequest, botocore's ec2 model)."""
+    return ("instance", "volume", "network-interface", *(("spot-instances-request",) if d.spot else ()))
 
 
 class AwsProvider:

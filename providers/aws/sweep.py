@@ -15,14 +15,16 @@ terminating one would only make a live group launch another.
 
 Per region, concurrently: ``DescribeInstances`` filtered server-side on the tag
 ``gpufit:managed=true`` and the states pending/running/stopping/stopped, one retried call per
-page; each instance is checked again here (managed tag exactly ``"true"``, state) before
-``gitops.sweep.decide`` reads its expiry. Acting, the spot requests of the chosen instances
-are cancelled first (AWS relaunches the instance of a persistent request that is still open
-when its instance is terminated), then the instances are terminated in batches; a batch that
-one instance spoils (gone, termination protection) is retried one instance at a time so the
-others still go. Calls go through ``cloudapi.retry`` (botocore's own retries off); credential
-and permission errors raise ``AuthError`` at once, naming the permission. Endpoints come from
-the standard AWS configuration (``AWS_ENDPOINT_URL_EC2``): a local server needs no code path.
+page, then the live instances that gpufit-tagged Spot requests launched untagged, read with
+their requests' tags (``spot_requests.request_launched``); each instance is checked again here
+(managed tag exactly ``"true"``, state) before ``gitops.sweep.decide`` reads its expiry.
+Acting, the spot requests of the chosen instances are cancelled first (AWS relaunches the
+instance of a persistent request that is still open when its instance is terminated), then the
+instances are terminated in batches; a batch that one instance spoils (gone, termination
+protection) is retried one instance at a time so the others still go. Calls go through
+``cloudapi.retry`` (botocore's own retries off); credential and permission errors raise
+``AuthError`` at once, naming the permission. Endpoints come from the standard AWS
+configuration (``AWS_ENDPOINT_URL_EC2``): a local server needs no code path.
 
 Prices come from the catalog, whose AWS zones are availability-zone IDs (``use1-az6``, the same
 physical zone in every account), while EC2 places a machine by zone name (``us-east-1a``,
@@ -51,6 +53,7 @@ from deployment import TAG_MANAGED
 from gitops.sweep import Candidate, PriceFn, SweepResult, decide, read_expiry, stack_and_workload
 from providers.aws.origins import OriginLookups
 from providers.aws.provenance import group_template, instance_origin, prove
+from providers.aws.spot_requests import request_launched
 
 GROUP_TAG = "aws:autoscaling:groupName"
 """The tag EC2 Auto Scaling puts on the instances it launches."""
@@ -243,7 +246,7 @@ class AwsSweeper:
         try:
             groups = self._find_groups(region, now, price, zones, origins)
             step = "DescribeInstances"
-            found, spot_requests = self._find(region, now, price, zones, origins)
+            found, spot_requests = self._find(region, now, price, zones, origins, out.notes)
             step = "the candidates' launch templates and instance profiles"
             groups, found = (
                 self._proven(region, groups, origins, out),
@@ -384,6 +387,7 @@ class AwsSweeper:
         price: PriceFn,
         zones: _ZoneIds,
         origins: dict[str, tuple[str | None, str | None]],
+        notes: list[str],
     ) -> tuple[list[Candidate], dict[str, str]]:
         """The region's orphans, and the spot request id of each that has one; each one's launch
         template id and instance profile name in ``origins``."""
@@ -394,25 +398,45 @@ class AwsSweeper:
         ]
         found: dict[str, Candidate] = {}
         spot_requests: dict[str, str] = {}
+        seen: set[str] = set()
         token: str | None = None
         while True:
             args: dict[str, Any] = {"Filters": filters, "MaxResults": self._page_size}
             if token:
                 args["NextToken"] = token
             page = self._call("DescribeInstances", functools.partial(ec2.describe_instances, **args))
-            for reservation in page.get("Reservations", []):
-                for instance in reservation.get("Instances", []):
-                    candidate = self._candidate(region, instance, now, price, zones)
-                    if candidate is None:
-                        continue
-                    found[candidate.instance_id] = candidate
-                    origins[candidate.instance_id] = instance_origin(instance)
-                    request = instance.get("SpotInstanceRequestId")
-                    if request:
-                        spot_requests[candidate.instance_id] = str(request)
+            rows = [i for r in page.get("Reservations", []) for i in r.get("Instances", [])]
+            seen.update(str(i["InstanceId"]) for i in rows)
+            for instance in rows:
+                candidate = self._candidate(region, instance, now, price, zones)
+                if candidate is None:
+                    continue
+                found[candidate.instance_id] = candidate
+                origins[candidate.instance_id] = instance_origin(instance)
+                request = instance.get("SpotInstanceRequestId")
+                if request:
+                    spot_requests[candidate.instance_id] = str(request)
             token = page.get("NextToken")
             if not token:
                 break
+        try:
+            launched = request_launched(
+                lambda **kw: self._call(
+                    "DescribeSpotInstanceRequests",
+                    functools.partial(ec2.describe_spot_instance_requests, **kw),
+                ),
+                lambda **kw: self._call("DescribeInstances", functools.partial(ec2.describe_instances, **kw)),
+                seen,
+            )
+        except AuthError as error:  # the tagged instances are still swept
+            notes.append(f"instances launched by gpufit's spot requests not looked for: {error}")
+            launched = []
+        for instance, request_id in launched:  # untagged, launched by a tagged request: its tags
+            candidate = self._candidate(region, instance, now, price, zones)
+            if candidate is not None:
+                found[candidate.instance_id] = candidate
+                origins[candidate.instance_id] = instance_origin(instance)
+                spot_requests[candidate.instance_id] = request_id
         return list(found.values()), spot_requests
 
     @staticmethod

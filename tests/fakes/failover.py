@@ -93,6 +93,7 @@ class FakeWorkspace:
     clock: FakeClock | None = None
     deployed_at: list[datetime] = field(default_factory=list)
     live: dict[str, str] = field(default_factory=dict)  # the stack's nodes: name → type@zone
+    held: dict[str, Any] = field(default_factory=dict)  # the outputs an earlier run left
 
     def _spec(self) -> WorkloadSpec:
         """The spec the program reads: the stack's, with the recorded exclusions."""
@@ -160,6 +161,10 @@ class FakeWorkspace:
     def destroy(self, stack: str, log: Callable[[str], None]) -> None:
         self.destroyed += 1
         self.live = {}
+        self.held = {}
+
+    def outputs(self, stack: str) -> dict[str, Any]:
+        return dict(self.deployed[-1]) if self.deployed else dict(self.held)
 
 
 @dataclass
