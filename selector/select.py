@@ -12,8 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from functools import partial
 from operator import attrgetter
@@ -21,20 +20,19 @@ from typing import Literal
 
 from selector.attempt_pin import held, pinned_catalog
 from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
-from selector.breadth import (
-    GCP_ONE_TYPE_NOTE,
-    MIN_FALLBACKS,
-    BroaderRegion,
-    Late,
-    broader_region,
-    broader_text,
-    deadline_text,
-    late_of,
+from selector.breadth import BroaderRegion, Late, broader_region, late_of
+from selector.breadth_choice import (
+    BREADTH_CANDIDATES_TRIED,
+    BreadthChoice,
+    breadth_note,
+    broadest_first,
+    fallbacks_wanted,
+    wants_breadth,
 )
 from selector.capacity import BlockQuote
 from selector.capacity_plan import CapacityOptions, capacity_preference
-from selector.catalog import CAPACITY_MARKETS, MARKETS, Catalog, InstanceType, Offer
-from selector.cost import Cost, CostInputs, cost_inputs, cost_key, instance_setup_hours, offer_cost, with_wait
+from selector.catalog import MARKETS, Catalog, InstanceType, Offer
+from selector.cost import Cost, cost_inputs, cost_key, instance_setup_hours, offer_cost, with_wait
 from selector.engines import EngineBuild, choose_build
 from selector.fallbacks import (
     MAX_FALLBACKS,
@@ -42,7 +40,6 @@ from selector.fallbacks import (
     Fallback,
     fallbacks,
     fleet_units,
-    multinode_note,
     spanning_offer,
 )
 from selector.freshness import PriceAges, price_ages_counted
@@ -50,28 +47,15 @@ from selector.images import boot_image, unsupported_reason
 from selector.markets import NO_BASE, market_preference, on_demand_base
 from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
+from selector.rejections import Miss, Tally, budget_rejection, without_excluded
 from selector.sizing import Rejection, Requirements, Shape, fit, fit_serving_at, requirements
-from selector.spec import ExcludeSpec, WorkloadSpec
+from selector.spec import WorkloadSpec
 
 PlanStatus = Literal["ok", "infeasible", "over-budget"]
 _Entry = tuple[Offer, Shape, int, float, float, float, int, tuple[int, float]]
 """A feasible offer: offer, shape, preference, billed total, hours, interruptions/h, GPUs, base."""
-
-FIT_FILTERS = (
-    "engine",
-    "fp8",
-    "precision",
-    "bandwidth",
-    "vram",
-    "nvlink",
-    "interconnect",
-    "speed",
-    "deadline",
-    "host-memory",
-    "image",
-)
-"""Filters that say the machine cannot do the job (as opposed to placement, market, budget);
-``image``: no machine image gpufit boots supports it (``selector.images``)."""
+_Based = tuple["Candidate", tuple[int, float]]
+"""A candidate and its on-demand base (instances, $/h)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,14 +70,6 @@ class Candidate:
     @property
     def total_gpus(self) -> int:
         return self.offer.instance.gpu_count * self.shape.instances
-
-
-@dataclass(frozen=True, slots=True)
-class Miss:
-    """An offer that almost made it: the cheapest offer of its instance type, and why not."""
-
-    offer: Offer
-    rejection: Rejection
 
 
 @dataclass(frozen=True)
@@ -111,6 +87,8 @@ class Plan:
     fallbacks: tuple[Fallback, ...] = ()
     broader_region: BroaderRegion | None = None
     """Where a fleet with fewer than two fallbacks would have several (``broader_region``)."""
+    breadth_choice: BreadthChoice | None = None
+    """The cheapest offer, passed over for a broader fleet (``selector.breadth_choice``)."""
     late: tuple[Late, ...] = ()  # fallbacks of the choice's region only the deadline turned away
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
@@ -132,46 +110,12 @@ class Plan:
     def breadth_note(self) -> str | None:
         """Why a stateless or checkpointed fleet has fewer than two fallbacks (issue 25: "several
         fallbacks unless the user pinned a type"), or None when it has them or needs none."""
-        choice = self.choice
-        if choice is None:
+        if self.choice is None:
             return None
-        if self.spec.fault_tolerance == "none" or len(self.fallbacks) >= MIN_FALLBACKS:
-            return None
-        if self.spec.placement.instance_types is not None:
-            return "placement.instance_types pins the types"
-        if choice.offer.market in CAPACITY_MARKETS:
-            return f"a {choice.offer.market} holds machines of one type"
-        offer = choice.offer
-        n = len(self.fallbacks)
-        tail = deadline_text(self.late) + broader_text(self.broader_region)
-        if choice.shape.nodes_per_replica > 1:
-            return multinode_note(offer, n) + tail
-        resumes = self.spec.task != "serve" and self.spec.fault_tolerance == "checkpointed"
-        grouped = self.spec.task in ("batch", "serve") or resumes  # fallbacks in MIGs of their own
-        if offer.cloud in VM_COUNTED_CLOUDS and n == 0 and not grouped:
-            return GCP_ONE_TYPE_NOTE
-        if offer.cloud in VM_COUNTED_CLOUDS:
-            vms = choice.shape.instances
-            each = (
-                "each VM running the replicas its GPUs hold"
-                if self.spec.task == "batch"
-                else "each VM of the choice's GPU count and at least its GPU memory, in a group of its own"
-                if resumes
-                else "each VM of at least the choice's GPU memory running its replicas (GPUs beyond them "
-                "idle), in a group of its own behind the one backend service"
-                if self.spec.task == "serve"
-                else "each VM running the choice's replicas, a bigger one of its series with GPUs idle"
-            )
-            return (
-                f"a {offer.cloud} managed instance group keeps one instance template and counts VMs: "
-                f"only {n} other type(s) run it in {offer.region}, "
-                f"{offer.market}, as {vms} VM(s), {each}, within the budget and ttl"
-            ) + tail
-        where = offer.region
-        if offer.zone is not None:
-            where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
-        note = f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
-        return note + tail
+        offer, shape = self.choice.offer, self.choice.shape
+        return breadth_note(
+            self.spec, offer, shape, len(self.fallbacks), self.late, self.broader_region, self.breadth_choice
+        )
 
     @property
     def weighted_leave_note(self) -> str | None:
@@ -216,25 +160,6 @@ def rank_key(pref: int, total: float, gpus: int, offer: Offer) -> tuple[object, 
     )
 
 
-class _Tally:
-    """Rejection counts, one example reason per filter, the closest miss per instance type."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self.examples: dict[str, str] = {}
-        self.misses: dict[tuple[str, str], Miss] = {}
-
-    def reject(self, rejection: Rejection, offers: int = 1, offer: Offer | None = None) -> None:
-        self.counts[rejection.filter] += offers
-        self.examples.setdefault(rejection.filter, rejection.reason)
-        if offer is None or rejection.filter not in (*FIT_FILTERS, "budget"):
-            return
-        key = (offer.instance.cloud, offer.instance.name)
-        best = self.misses.get(key)
-        if best is None or (rejection.gap, offer.hourly_usd) < (best.rejection.gap, best.offer.hourly_usd):
-            self.misses[key] = Miss(offer, rejection)
-
-
 def engine_rejection(
     spec: WorkloadSpec,
     req: Requirements,
@@ -258,41 +183,6 @@ def engine_rejection(
     return None
 
 
-def _budget(inputs: CostInputs, hourly: float, total: float) -> Rejection | None:
-    if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
-        over = hourly - inputs.budget_hourly
-        return Rejection(
-            "budget",
-            f"${hourly:,.2f}/h is ${over:,.2f}/h over max_hourly_usd ${inputs.budget_hourly:,.2f}",
-            gap=over / inputs.budget_hourly,
-        )
-    if inputs.budget_total is not None and total > inputs.budget_total:
-        over = total - inputs.budget_total
-        return Rejection(
-            "budget",
-            f"${total:,.2f} in all is ${over:,.2f} over max_total_usd ${inputs.budget_total:,.2f}",
-            gap=over / inputs.budget_total,
-        )
-    return None
-
-
-def _without_excluded(catalog: Catalog, exclude: list[ExcludeSpec], tally: _Tally) -> Catalog:
-    """``catalog`` less the offers ``placement.exclude`` names (choice, alternatives and fleet
-    fallbacks alike), each counted as a placement rejection."""
-    if not exclude:
-        return catalog
-    kept: list[Offer] = []
-    for offer in catalog.offers:
-        where = (offer.cloud, offer.region, offer.instance.name, offer.market)
-        rule = next((e for e in exclude if e.matches(*where)), None)
-        if rule is None:
-            kept.append(offer)
-            continue
-        why = f" ({rule.reason})" if rule.reason else ""
-        tally.reject(Rejection("placement", f"{rule.label} is in placement.exclude{why}"))
-    return replace(catalog, offers=tuple(kept)) if len(kept) < len(catalog.offers) else catalog
-
-
 def plan(
     spec: WorkloadSpec,
     catalog: Catalog,
@@ -313,9 +203,9 @@ def plan(
     # Batch generation without a stated concurrency: the best one per instance type.
     by_concurrency = concurrency_requirements(spec) if chooses_concurrency(spec) else None
     placement = spec.placement
-    tally = _Tally()
+    tally = Tally()
     full_catalog = catalog
-    catalog = _without_excluded(catalog, placement.exclude, tally)
+    catalog = without_excluded(catalog, placement.exclude, tally)
     catalog = pinned_catalog(catalog, placement.attempt, tally.reject)
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
@@ -426,7 +316,7 @@ def plan(
             if (budget_hourly is not None and hourly > budget_hourly) or (
                 budget_total is not None and total > budget_total
             ):
-                over = _budget(inputs, hourly, total)
+                over = budget_rejection(inputs, hourly, total)
                 assert over is not None
                 tally.reject(over, 1, offer)
                 continue
@@ -473,8 +363,8 @@ def plan(
             o, s, with_wait(cost, obtainability(o, s.nodes_per_replica), value, deadline, rerun), build
         )
 
-    ranked = sorted(best.values(), key=lambda entry: entry[0])[: top + 1]
-    candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked)
+    ranked = sorted(best.values(), key=lambda entry: entry[0])
+    candidates = tuple(candidate(o, s, base_of[id(o)]) for _, o, s in ranked[: top + 1])
     if feasible_out is not None and everything is not None:
         feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
@@ -482,24 +372,33 @@ def plan(
     # An unbudgeted on-demand service never moves back to its choice: cap what a fallback costs.
     unbudgeted = inputs.budget_hourly is None and inputs.budget_total is None
     ratio = placement.max_fallback_cost_ratio if spec.task == "serve" and unbudgeted else None
+    wanted = fallbacks_wanted(spec)
 
     def fleet_of(
         offer: Offer,
         shape: Shape,
-        fit: Callable[[InstanceType], Shape | Rejection],
+        engine: EngineBuild | None,
         base: tuple[int, float],
         limit: int = MAX_FALLBACKS,
+        late_out: list[Late] = late,
     ) -> tuple[Fallback, ...]:
+        def same_build(it: InstanceType) -> Shape | Rejection:
+            """A fleet runs one boot script: a fallback must take its choice's engine build."""
+            own = fit_of(it)
+            if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != engine:
+                return Rejection("engine", "needs another engine build than the choice")
+            return own
+
         return fallbacks(
             offer,
             shape,
             catalog,
-            fit,
+            same_build,
             inputs,
             rates,
             placement.instance_types,
             deadline,
-            lambda hourly, total: _budget(inputs, hourly, total) is None,
+            lambda hourly, total: budget_rejection(inputs, hourly, total) is None,
             base,
             weighted=spec.task in ("batch", "embed"),
             wait_value=value,
@@ -510,34 +409,40 @@ def plan(
             limit=limit,
             checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
             served=spec.task == "serve" and spec.fault_tolerance != "none",
-            late=late,
+            late=late_out,
         )
 
-    def same_build(it: InstanceType) -> Shape | Rejection:
-        """A fleet runs one boot script: a fallback must take the choice's engine build."""
-        own = fit_of(it)
-        if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != candidates[0].engine:
-            return Rejection("engine", "needs another engine build than the choice")
-        return own
+    def in_plan(c: Candidate) -> bool:
+        """Within the budget and the TTL."""
+        within = budget_rejection(inputs, c.cost.hourly_usd, c.cost.total_usd) is None
+        return within and (deadline is None or c.cost.hours <= deadline)
 
+    def widest(
+        c: Candidate, base: tuple[int, float], limit: int = MAX_FALLBACKS, late_out: list[Late] = late
+    ) -> tuple[Candidate, tuple[Fallback, ...]]:
+        """``c`` and its fleet; a zone's spot offer with fewer than ``wanted`` fallbacks widened
+        to its region's zones when that finds more within the budget and TTL."""
+        found = fleet_of(c.offer, c.shape, c.engine, base, limit, late_out)
+        single = c.shape.nodes_per_replica == 1
+        if len(found) >= min(wanted, limit) or spec.fault_tolerance == "none" or not single:
+            return c, found
+        wide = spanning_offer(c.offer, catalog)
+        if wide is None:
+            return c, found
+        widened = candidate(wide, c.shape, base)
+        more = fleet_of(wide, widened.shape, c.engine, base, limit, late_out)
+        return (widened, more) if len(more) > len(found) and in_plan(widened) else (c, found)
+
+    first_base = NO_BASE
     if candidates:
-        first = candidates[0]
-        backups = fleet_of(first.offer, first.shape, same_build, base_of.get(id(first.offer), NO_BASE))
-    if candidates and len(backups) < MIN_FALLBACKS and spec.fault_tolerance != "none":
-        first = candidates[0]
-        wide = spanning_offer(first.offer, catalog) if first.shape.nodes_per_replica == 1 else None
-        if wide is not None:
-            widened = candidate(wide, first.shape, base_of.get(id(first.offer), NO_BASE))
-            more = fleet_of(wide, widened.shape, same_build, base_of.get(id(first.offer), NO_BASE))
-            fits_budget = _budget(inputs, widened.cost.hourly_usd, widened.cost.total_usd) is None
-            in_time = deadline is None or widened.cost.hours <= deadline
-            if len(more) > len(backups) and fits_budget and in_time:
-                candidates = (widened, *candidates[1:])
-                backups = more
+        first_base = base_of.get(id(candidates[0].offer), NO_BASE)
+        first, backups = widest(candidates[0], first_base)
+        candidates = (first, *candidates[1:])
     broader: BroaderRegion | None = None
+    broad_there: dict[int, tuple[Candidate, tuple[int, float]]] = {}
     if (
         candidates
-        and len(backups) < MIN_FALLBACKS
+        and len(backups) < wanted
         and spec.fault_tolerance != "none"
         and placement.instance_types is None
         and candidates[0].shape.nodes_per_replica == 1
@@ -547,22 +452,65 @@ def plan(
         )
     ):
         first = candidates[0]
-        base = base_of.get(id(first.offer), NO_BASE)
 
         def in_region(offer: Offer) -> tuple[Offer, float, int] | None:
             wide = spanning_offer(offer, catalog) or offer
+            # A spot endpoint's on-demand base is priced in the region it runs in.
+            base = on_demand_base(spec, wide, first.shape, catalog) if wide.market == "spot" else first_base
+            if isinstance(base, Rejection):
+                return None
             there = candidate(wide, first.shape, base)
-            if _budget(inputs, there.cost.hourly_usd, there.cost.total_usd) is not None:
+            if not in_plan(there):
                 return None
-            if deadline is not None and there.cost.hours > deadline:
+            found = fleet_of(wide, there.shape, there.engine, base, wanted)
+            if len(found) < wanted:
                 return None
-            found = fleet_of(wide, there.shape, same_build, base, MIN_FALLBACKS)
-            return (wide, there.cost.expected_usd, len(found)) if len(found) >= MIN_FALLBACKS else None
+            broad_there[id(wide)] = (there, base)
+            return (wide, there.cost.expected_usd, len(found))
 
         regions_allowed = partial(_matches, placement.regions)
         broader = broader_region(
-            first.offer, first.cost.expected_usd, catalog, in_region, MIN_FALLBACKS, regions_allowed
+            first.offer, first.cost.expected_usd, catalog, in_region, wanted, regions_allowed
         )
+    chosen_for_breadth: BreadthChoice | None = None
+    if candidates and wants_breadth(spec, candidates[0].offer.market, len(backups)):
+        first, need = candidates[0], placement.min_fallbacks
+        made = {id(c.offer): c for c in candidates}
+        walked = (
+            (made.get(id(o)) or candidate(o, s, base_of[id(o)]), base_of[id(o)])
+            for _, o, s in ranked[1 : 1 + BREADTH_CANDIDATES_TRIED]
+            if pref_of[o.market] == pref_of[first.offer.market]
+        )
+
+        def searched(item: _Based) -> tuple[_Based, int]:
+            planned, found = widest(item[0], item[1], need, [])  # counted up to the minimum
+            return (planned, item[1]), len(found)
+
+        there = broad_there.get(id(broader.offer)) if broader is not None else None
+        taken = broadest_first(
+            walked,
+            lambda item: (float(pref_of[item[0].offer.market] or 0), item[0].cost.expected_usd),
+            searched,
+            need,
+            (there, broader.fallbacks) if there is not None and broader is not None else None,
+        )
+        if taken is not None:
+            (planned, base), _ = taken
+            late_taken: list[Late] = []
+            chosen, fleet = widest(planned, base, late_out=late_taken)
+            if len(fleet) >= need:
+                chosen_for_breadth = BreadthChoice(
+                    first.offer,
+                    first.shape.instances,
+                    len(backups),
+                    len(fleet),
+                    chosen.cost.expected_usd - first.cost.expected_usd,
+                    need,
+                )
+                kind = attrgetter("offer.instance.cloud", "offer.instance.name", "offer.market")
+                others = (first, *(c for c in candidates[1:] if kind(c) != kind(chosen)))
+                candidates = (chosen, *others)[: top + 1]
+                backups, late, broader = fleet, late_taken, None
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),
@@ -581,6 +529,7 @@ def plan(
         catalog=full_catalog,
         fallbacks=backups,
         broader_region=broader,
+        breadth_choice=chosen_for_breadth,
         late=late_of(late, candidates[0].offer.region if candidates else "", backups),
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from selector.breadth import MIN_FALLBACKS
 from selector.model_arch import ModelArch
 from selector.served import ServedModel, context_problem, served_model, yarn_for
 from selector.spec.capacity import CapacitySpec, capacity_problems
@@ -142,6 +143,14 @@ class PlacementSpec(Strict):
         ge=1,
         description="an on-demand served model with no budget falls back only to types whose cost "
         "for the plan is at most this many times the choice's (nothing moves a group back to it)",
+    )
+    min_fallbacks: int = Field(
+        MIN_FALLBACKS,
+        ge=0,
+        le=9,  # selector.fallbacks.MAX_FALLBACKS: the most a fleet lists
+        description="a stateless or checkpointed plan with no pinned type takes the cheapest offer "
+        "whose fleet has at least this many fallbacks (at most 9) when the cheapest has fewer (the "
+        "premium shown); 0 ranks by expected cost alone",
     )
 
 
