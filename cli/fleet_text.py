@@ -8,6 +8,7 @@ from datetime import date
 
 from cli.figures import money, where
 from selector.breadth import GCP_ONE_TYPE_NOTE
+from selector.breadth_choice import fallbacks_wanted
 from selector.capacity import CapacityTerms, describe as describe_capacity
 from selector.catalog import Offer
 from selector.consumption import third_party_note
@@ -23,9 +24,28 @@ def fleet_line(plan: Plan) -> str:
     why there are fewer than two (``Plan.breadth_note``)."""
     line = _fleet_members(plan)
     note = plan.breadth_note
-    line = f"{line}; fewer than 2: {note}" if note is not None and note not in line else line
+    wanted = fallbacks_wanted(plan.spec)
+    line = f"{line}; fewer than {wanted}: {note}" if note is not None and note not in line else line
     leave = plan.weighted_leave_note
     return f"{line}; {leave}" if leave is not None else line
+
+
+def breadth_line(plan: Plan) -> str | None:
+    """``chose aws p5.48xlarge spot us-east-1 (2 fallbacks) over the cheapest gcp a3-highgpu-8g
+    spot europe-north1 (0 fallbacks) at $107.70 more (expected); ...`` when the plan passed over
+    the cheapest offer for a broader fleet (``selector.breadth_choice``), else None."""
+    taken, choice = plan.breadth_choice, plan.choice
+    if taken is None or choice is None:
+        return None
+    o, cheapest = choice.offer, taken.passed_over
+    return (
+        f"chose {o.instance.cloud} {o.instance.name} {o.market} {where(o)} ({taken.fallbacks} "
+        f"fallback{'s' if taken.fallbacks != 1 else ''}) over the cheapest {cheapest.instance.cloud} "
+        f"{cheapest.instance.name} {cheapest.market} {where(cheapest)} ({taken.passed_over_fallbacks} "
+        f"fallback{'s' if taken.passed_over_fallbacks != 1 else ''}) at {money(taken.premium_usd)} more "
+        f"(expected), for placement.min_fallbacks {taken.min_fallbacks}; placement.min_fallbacks: 0 "
+        "ranks by expected cost alone"
+    )
 
 
 def _fleet_members(plan: Plan) -> str:

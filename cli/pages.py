@@ -314,7 +314,7 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate], today: date) -> str:
     """The plan report: the choice, its cost as a stacked bar, the requirements arithmetic, the
     rejections by filter, and every feasible offer's total cost against job hours (tokens/s per
     stream when serving), the Pareto frontier drawn and the choice highlighted."""
-    from cli.render import capacity_line, fleet_line, money, prices_line
+    from cli.render import breadth_line, capacity_line, fleet_line, money, prices_line
     from cli.serve_text import serve_lines
     from selector.units import format_hours
 
@@ -350,6 +350,7 @@ def plan_page(plan: Plan, feasible: Sequence[Candidate], today: date) -> str:
             ("capacity", capacity_line(plan, today)),
             ("price", f"{o.source}, as of {o.as_of}"),
             ("fleet", fleet_line(plan)),
+            *([("breadth", breadth)] if (breadth := breadth_line(plan)) is not None else []),
             *[("serve", line) for line in serve_lines(plan)],
         ]
         rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in facts)

@@ -7,6 +7,7 @@ from datetime import date
 
 from cli.figures import money as money, number as number, table as table, where
 from cli.fleet_text import (
+    breadth_line as breadth_line,
     capacity_line as capacity_line,
     fleet_line as fleet_line,
     prices_line as prices_line,
@@ -186,6 +187,8 @@ def render_plan(plan: Plan, today: date) -> str:
         lines.append(f"Capacity  {capacity_line(plan, today)}")
         lines.append(f"Price     {plan.catalog.describe_source(offer.source)}; as of {offer.as_of}")
         lines.append(f"Fleet     {fleet_line(plan)}")
+        if (breadth := breadth_line(plan)) is not None:
+            lines.append(f"Breadth   {breadth}")
         lines += [f"{'Serve' if i == 0 else '':<10}{line}" for i, line in enumerate(serve_lines(plan))]
     else:
         verdict = "over budget" if plan.status == "over-budget" else "nothing feasible"
@@ -505,6 +508,7 @@ def render_markdown(plan: Plan, today: date) -> str:
             ["capacity", capacity_line(plan, today)],
             ["price source", f"{o.source}, as of {o.as_of}"],
             ["fleet", fleet_line(plan)],
+            *([["breadth", breadth]] if (breadth := breadth_line(plan)) is not None else []),
         ]
         serve = serve_lines(plan)
         if serve:

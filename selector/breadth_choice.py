@@ -83,19 +83,21 @@ def broadest_first(
     wanted: int,
     broader: tuple[T, int] | None = None,
 ) -> tuple[T, int] | None:
-    """The first of ``ranked`` (the candidates after the cheapest, in rank order) whose fleet
-    (``fleet_size``: the candidate as planned, widened or not, and its fallbacks, counted up to
-    ``wanted``) has ``wanted`` fallbacks, unless ``broader`` (the broader region's offer and its
-    fallbacks, at least ``wanted``) ranks before it by ``key`` (preference, expected cost);
-    ``broader`` when no candidate before it has them; None when neither. The walk stops at
-    ``broader``'s key: nothing after it can be cheaper."""
+    """The cheapest by ``key`` (preference, expected cost) of ``ranked`` (the candidates after
+    the cheapest, in rank order) and ``broader`` (the broader region's offer and its fallbacks,
+    at least ``wanted``) whose fleet has ``wanted`` fallbacks; None when none has them.
+    ``fleet_size`` plans a candidate's fleet: the candidate as planned (a zone's offer widened
+    to its region costs the dearest zone's price, so more) and its fallbacks, counted up to
+    ``wanted``. The walk stops at the first candidate ranked at or after the best found: widening
+    never makes an offer cheaper, so nothing after it can be."""
+    best = broader
     for candidate in ranked:
-        if broader is not None and key(candidate) >= key(broader[0]):
+        if best is not None and key(candidate) >= key(best[0]):
             break
         planned, found = fleet_size(candidate)
-        if found >= wanted:
-            return planned, found
-    return broader
+        if found >= wanted and (best is None or key(planned) < key(best[0])):
+            best = (planned, found)
+    return best
 
 
 def breadth_note(

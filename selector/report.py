@@ -237,6 +237,20 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                     if plan.broader_region is not None
                     else None
                 ),
+                "breadth_choice": (
+                    {
+                        "passed_over": {
+                            **offer_to_dict(taken.passed_over, today),
+                            "instances": taken.passed_over_instances,
+                        },
+                        "passed_over_fallbacks": taken.passed_over_fallbacks,
+                        "fallbacks": taken.fallbacks,
+                        "premium_usd": _r(taken.premium_usd, 2),
+                        "min_fallbacks": taken.min_fallbacks,
+                    }
+                    if (taken := plan.breadth_choice) is not None
+                    else None
+                ),
             }
             if choice
             else None

@@ -499,8 +499,10 @@ def test_the_breadth_note_names_a_fallback_only_the_deadline_turned_away() -> No
     """Review of the integrated tree (issue 25, nit 4), fixture 27: 8 p4d.24xlarge spot in
     aps1-az1 run the job in 47.9 h of its 48 h ttl; the p5en.48xlarge fallback, sized by
     weighted capacity to 2 instances, takes 52.3 h, past it: the note says the deadline is
-    what limits the fleet (a ttl of 200 h brings p5en back as a fallback)."""
+    what limits the fleet (a ttl of 200 h brings p5en back as a fallback). Ranked by expected
+    cost alone (``placement.min_fallbacks: 0``): by default the plan takes a broader fleet."""
     doc = yaml.safe_load((ROOT / "tests/fixtures/realistic/27-qwen3-30b-moe-batch.yaml").read_text())
+    doc["placement"] = {**doc.get("placement", {}), "min_fallbacks": 0}
     planned = plan(parse_spec(doc), CATALOG)
     assert [f.offer.instance.name for f in planned.fallbacks] == ["p5.48xlarge"]
     assert [(e.instance_type, e.instances) for e in planned.late] == [("p5en.48xlarge", 2)]

@@ -55,7 +55,11 @@ PHI4 = {
 
 
 def _fixture(name: str) -> Any:
-    return plan(load_spec(REALISTIC / f"{name}.yaml"), CATALOG)
+    """The fixture's plan ranked by expected cost alone (``placement.min_fallbacks: 0``): by
+    default 04, 05 and 23 take a broader offer (tests/test_breadth_choice.py)."""
+    doc = yaml.safe_load((REALISTIC / f"{name}.yaml").read_text())
+    doc["placement"] = {**doc.get("placement", {}), "min_fallbacks": 0}
+    return plan(parse_spec(doc), CATALOG)
 
 
 def test_a_served_model_takes_a_group_of_a_type_with_at_least_its_gpu_memory() -> None:
@@ -288,6 +292,7 @@ def test_a_four_gpu_endpoints_fallback_group_spreads_its_replicas_like_the_choic
     import yaml
 
     workload = yaml.safe_load((REALISTIC / "04-llama70b-fp8-spot.yaml").read_text())
+    workload["placement"] = {**workload.get("placement", {}), "min_fallbacks": 0}  # its narrow plan
     mocks, outputs = run_program({"gcp:project": "my-project", "gpufit:workload": workload}, NOW, stack="dev")
     migs = {r.inputs["name"]: r.inputs for r in mocks.of_type(MIG)}
     assert len(outputs["fallback_groups"]) == 1 and len(migs) == 2
@@ -359,8 +364,7 @@ def test_the_broader_region_named_is_one_placement_regions_allows(
     doc = yaml.safe_load(
         (ROOT / "tests" / "fixtures" / "realistic" / "04-llama70b-fp8-spot.yaml").read_text()
     )
-    if regions is not None:
-        doc["placement"] = {"regions": regions}
+    doc["placement"] = {"min_fallbacks": 0, **({"regions": regions} if regions is not None else {})}
     result = plan(parse_spec(doc), CATALOG)
     assert result.choice is not None and result.choice.offer.region == "europe-north1"
     broader = result.broader_region

@@ -101,6 +101,7 @@ def test_the_breadth_note_says_how_a_multinode_replica_falls_back(catalog: Catal
     cap = min(f.cost.total_usd for f in full.fallbacks)
     doc = _doc("26-llama8b-pretrain-small")
     doc["budget"] = {**doc.get("budget", {}), "max_total_usd": round(cap + 1, 2)}
+    doc["placement"] = {**doc.get("placement", {}), "min_fallbacks": 0}  # ranked by cost alone
     tight = plan(parse_spec(doc), catalog)
     assert tight.choice is not None and tight.choice.shape.nodes_per_replica > 1
     assert len(tight.fallbacks) == 1

@@ -302,6 +302,9 @@ def specs(draw: Any) -> WorkloadSpec:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(catalogs(), specs())
 def test_choice_equals_brute_force_minimum(catalog: Catalog, spec: WorkloadSpec) -> None:
+    """Ranked by expected cost alone (``placement.min_fallbacks: 0``; the breadth rule is
+    tested in tests/test_breadth_choice.py)."""
+    spec = spec.model_copy(update={"placement": spec.placement.model_copy(update={"min_fallbacks": 0})})
     expected = brute_force(spec, catalog)
     result = plan(spec, catalog)
     if expected is None:
