@@ -22,7 +22,7 @@ from selector.breadth import GCP_ONE_TYPE_NOTE
 from selector.fallbacks import served_group_shape
 from selector.gcp_flexibility import realisation
 from selector.select import plan
-from selector.spec import load_spec, parse_spec
+from selector.spec import parse_spec
 from tests.conftest import ROOT
 from tests.machine.unpack import file_named, settings
 from tests.pulumi_harness import RecordingMocks, run_program
