@@ -122,6 +122,15 @@ def main() -> None:
     for spec in specs:
         t = median_seconds(lambda s=spec: plan(s, embedded), args.runs)
         print(f"selection, embedded catalog ({len(embedded.offers)} offers), {spec.name}: {t * 1e3:7.2f} ms")
+    realistic = sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.yaml"))
+    each = {
+        path.stem: median_seconds(lambda s=load_spec(path): plan(s, embedded), args.runs) for path in realistic
+    }
+    slowest = max(each, key=lambda name: each[name])
+    print(
+        f"selection, embedded catalog, {len(each)} realistic fixtures: median "
+        f"{statistics.median(each.values()) * 1e3:7.2f} ms, slowest {each[slowest] * 1e3:7.2f} ms ({slowest})"
+    )
     start = time.perf_counter()
     big = synthetic_catalog(args.offers)
     build = time.perf_counter() - start
