@@ -122,10 +122,8 @@ def main() -> None:
     for spec in specs:
         t = median_seconds(lambda s=spec: plan(s, embedded), args.runs)
         print(f"selection, embedded catalog ({len(embedded.offers)} offers), {spec.name}: {t * 1e3:7.2f} ms")
-    realistic = sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.yaml"))
-    each = {
-        path.stem: median_seconds(lambda s=load_spec(path): plan(s, embedded), args.runs) for path in realistic
-    }
+    realistic = {p.stem: load_spec(p) for p in sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.yaml"))}
+    each = {name: median_seconds(lambda s=spec: plan(s, embedded), args.runs) for name, spec in realistic.items()}
     slowest = max(each, key=lambda name: each[name])
     print(
         f"selection, embedded catalog, {len(each)} realistic fixtures: median "

@@ -88,8 +88,8 @@ def broadest_first(
     at least ``wanted``) whose fleet has ``wanted`` fallbacks; None when none has them.
     ``fleet_size`` plans a candidate's fleet: the candidate as planned (a zone's offer widened
     to its region costs the dearest zone's price, so more) and its fallbacks, counted up to
-    ``wanted``. The walk stops at the first candidate ranked at or after the best found: widening
-    never makes an offer cheaper, so nothing after it can be."""
+    ``wanted``. The walk stops at the first candidate ranked at or after the best found: a
+    candidate's planned cost is its ranked one or, widened, at its region's dearest zone's price."""
     best = broader
     for candidate in ranked:
         if best is not None and key(candidate) >= key(best[0]):
