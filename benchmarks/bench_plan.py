@@ -122,8 +122,9 @@ def main() -> None:
     for spec in specs:
         t = median_seconds(lambda s=spec: plan(s, embedded), args.runs)
         print(f"selection, embedded catalog ({len(embedded.offers)} offers), {spec.name}: {t * 1e3:7.2f} ms")
-    realistic = {p.stem: load_spec(p) for p in sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.yaml"))}
-    each = {name: median_seconds(lambda s=spec: plan(s, embedded), args.runs) for name, spec in realistic.items()}
+    fixtures = sorted((ROOT / "tests" / "fixtures" / "realistic").glob("*.yaml"))
+    realistic = {p.stem: load_spec(p) for p in fixtures}
+    each = {n: median_seconds(lambda s=spec: plan(s, embedded), args.runs) for n, spec in realistic.items()}
     slowest = max(each, key=lambda name: each[name])
     print(
         f"selection, embedded catalog, {len(each)} realistic fixtures: median "
