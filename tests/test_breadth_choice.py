@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 import json
-from datetime import date
 from contextlib import redirect_stderr, redirect_stdout
+from datetime import date
 from typing import Any
 
 import pytest
