@@ -31,21 +31,35 @@ def fleet_line(plan: Plan) -> str:
 
 
 def breadth_line(plan: Plan) -> str | None:
-    """``chose aws p5.48xlarge spot us-east-1 (2 fallbacks) over the cheapest gcp a3-highgpu-8g
-    spot europe-north1 (0 fallbacks) at $107.70 more (expected); ...`` when the plan passed over
-    the cheapest offer for a broader fleet (``selector.breadth_choice``), else None."""
+    """``chose aws p5en.48xlarge spot use2-az3 (2 fallbacks, obtainability low) over the cheapest
+    aws p4d.24xlarge spot aps1-az1 (1 fallback, obtainability medium) at $209.98 more (expected,
+    incl. estimated wait); ...`` when the choice is not the cheapest offer as ranked (a widened
+    zone offer included; ``selector.breadth_choice``), else None."""
     taken, choice = plan.breadth_choice, plan.choice
     if taken is None or choice is None:
         return None
     o, cheapest = choice.offer, taken.passed_over
-    return (
-        f"chose {o.instance.cloud} {o.instance.name} {o.market} {where(o)} ({taken.fallbacks} "
-        f"fallback{'s' if taken.fallbacks != 1 else ''}) over the cheapest {cheapest.instance.cloud} "
-        f"{cheapest.instance.name} {cheapest.market} {where(cheapest)} ({taken.passed_over_fallbacks} "
-        f"fallback{'s' if taken.passed_over_fallbacks != 1 else ''}) at {money(taken.premium_usd)} more "
-        f"(expected), for placement.min_fallbacks {taken.min_fallbacks}; placement.min_fallbacks: 0 "
-        "ranks by expected cost alone"
+    why = (
+        f"for placement.min_fallbacks {taken.min_fallbacks}"
+        if taken.reached
+        else "the most fallbacks of the offers tried, fewer than placement.min_fallbacks "
+        f"{taken.min_fallbacks}"
     )
+    return (
+        f"chose {o.instance.cloud} {o.instance.name} {o.market} {where(o)} ({_count(taken.fallbacks)}"
+        f"{_level_of(taken.obtainability)}) over the cheapest {cheapest.instance.cloud} "
+        f"{cheapest.instance.name} {cheapest.market} {where(cheapest)} ({_count(taken.passed_over_fallbacks)}"
+        f"{_level_of(taken.passed_over_obtainability)}) at {money(taken.premium_usd)} more "
+        f"(expected, incl. estimated wait), {why}; placement.min_fallbacks: 0 ranks by expected cost alone"
+    )
+
+
+def _count(n: int) -> str:
+    return f"{n} fallback{'s' if n != 1 else ''}"
+
+
+def _level_of(level: str | None) -> str:
+    return f", obtainability {level}" if level is not None else ""
 
 
 def _fleet_members(plan: Plan) -> str:

@@ -1,16 +1,27 @@
 """A choice broad enough to find machines (issue 25: "every stateless or checkpointed plan should
 have several fallbacks unless the user pinned a type").
 
-The plan ranks offers by expected cost. When the cheapest one's fleet (its zone widened to the
-region, ``fallbacks.spanning_offer``) has fewer than ``placement.min_fallbacks`` fallbacks, the
-plan takes the cheapest other offer whose own fleet has them: the next ranked candidates in
-order, and the broader region ``breadth.broader_region`` finds for the cheapest one's type, each
-planned with its own engine build, base, budget, TTL and market rules. An on-demand or spot
-fleet is one group; its fallbacks are the types the group may launch when the first has no
-capacity (AWS "Auto Scaling groups with multiple instance types and purchase options":
+The plan ranks offers by expected cost. A plan is narrow when the cheapest offer's own fleet (in
+its zone, for a zone's spot price) has fewer than ``placement.min_fallbacks`` fallbacks. The one
+rule for a narrow plan: among the cheapest offer, its zone widened to its region
+(``fallbacks.spanning_offer``, priced at the region's dearest zone), the next ranked candidates
+(at most ``BREADTH_CANDIDATES_TRIED``, of the cheapest's market preference, each planned with its
+own engine build, base, budget, TTL and market rules, and widened the same way) and the broader
+region ``breadth.broader_region`` finds for the cheapest one's type, the plan takes the cheapest
+by (market preference, expected cost) whose fleet reaches ``placement.min_fallbacks``; when none
+does, the cheapest among those of the cheapest's own market with the most fallbacks found (a
+fleet still short of the minimum is not worth another market: spot work stays on spot). A
+candidate whose obtainability is "very low" (the plan itself expects launching it to fail: an
+unconfirmed spot sale, a capacity-block type; ``selector.obtainability.LEVELS``) is never taken
+for breadth unless the cheapest offer is "very low" too: breadth must not trade a machine that
+can be had for one that cannot. An on-demand or spot fleet is one group; its fallbacks are the
+types the group may launch when the first has no capacity (AWS "Auto Scaling groups with
+multiple instance types and purchase options":
 https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-mixed-instances-groups.html),
-so a fleet of one type waits for that one pool. The premium paid for the breadth is stated in
-``gpufit plan`` and its JSON; ``placement.min_fallbacks: 0`` ranks by expected cost alone.
+so a fleet of one type waits for that one pool. Whenever the choice is not the cheapest offer as
+ranked (a widened zone offer included), ``gpufit plan`` and its JSON say so with both offers'
+fallbacks and obtainability and the premium (expected, incl. estimated wait);
+``placement.min_fallbacks: 0`` ranks by expected cost alone.
 """
 
 from __future__ import annotations
@@ -29,6 +40,7 @@ from selector.breadth import (
 )
 from selector.catalog import CAPACITY_MARKETS, Offer
 from selector.fallbacks import VM_COUNTED_CLOUDS, multinode_note
+from selector.obtainability import LEVELS
 from selector.sizing import Shape
 from selector.spec import WorkloadSpec
 
@@ -39,11 +51,21 @@ plan's time (each try plans a fleet, stopping at the minimum)."""
 
 T = TypeVar("T")
 
+UNOBTAINABLE = LEVELS[-1]
+"""The obtainability level at which the plan itself expects a launch to fail ("very low")."""
+
+
+def breadth_allows(level: str | None, cheapest_level: str | None) -> bool:
+    """Whether a candidate of obtainability ``level`` may be taken for breadth over a cheapest
+    offer of ``cheapest_level``: not a "very low" one unless the cheapest is "very low" too."""
+    return level != UNOBTAINABLE or cheapest_level == UNOBTAINABLE
+
 
 @dataclass(frozen=True, slots=True)
 class BreadthChoice:
-    """The cheapest offer, passed over for the choice because its fleet has fewer than
-    ``min_fallbacks`` fallbacks; ``premium_usd``: what the choice costs more (expected)."""
+    """The cheapest offer as ranked (unwidened), passed over for the choice because its fleet
+    has fewer than ``min_fallbacks`` fallbacks; ``premium_usd``: what the choice costs more
+    (expected, incl. the estimated wait); both offers' obtainability levels."""
 
     passed_over: Offer
     passed_over_instances: int
@@ -51,6 +73,13 @@ class BreadthChoice:
     fallbacks: int
     premium_usd: float
     min_fallbacks: int
+    passed_over_obtainability: str | None = None
+    obtainability: str | None = None
+
+    @property
+    def reached(self) -> bool:
+        """Whether the choice's fleet has ``min_fallbacks`` (else it has the most found)."""
+        return self.fallbacks >= self.min_fallbacks
 
 
 def wants_breadth(spec: WorkloadSpec, choice_market: str, fallbacks: int) -> bool:
@@ -81,23 +110,32 @@ def broadest_first(
     key: Callable[[T], tuple[float, float]],
     fleet_size: Callable[[T], tuple[T, int]],
     wanted: int,
-    broader: tuple[T, int] | None = None,
+    known: Iterable[tuple[T, int]] = (),
+    short_ok: Callable[[T], bool] = lambda planned: True,
 ) -> tuple[T, int] | None:
-    """The cheapest by ``key`` (preference, expected cost) of ``ranked`` (the candidates after
-    the cheapest, in rank order) and ``broader`` (the broader region's offer and its fallbacks,
-    at least ``wanted``) whose fleet has ``wanted`` fallbacks; None when none has them.
+    """The module's rule over ``known`` (planned offers and their fallbacks: the cheapest, its
+    widening, the broader region) and ``ranked`` (the candidates after the cheapest, in rank
+    order): the cheapest by ``key`` (preference, expected cost) whose fleet has ``wanted``
+    fallbacks, else the cheapest of those ``short_ok`` admits (the cheapest's market) with the
+    most; None when there are none.
     ``fleet_size`` plans a candidate's fleet: the candidate as planned (a zone's offer widened
     to its region costs the dearest zone's price, so more) and its fallbacks, counted up to
-    ``wanted``. The walk stops at the first candidate ranked at or after the best found: a
-    candidate's planned cost is its ranked one or, widened, at its region's dearest zone's price."""
-    best = broader
+    ``wanted``. Once one has ``wanted``, the walk stops at the first candidate ranked at or after
+    it: a candidate's planned cost is at least its ranked one."""
+    pool = list(known)
     for candidate in ranked:
-        if best is not None and key(candidate) >= key(best[0]):
+        found = [key(p) for p, n in pool if n >= wanted]
+        if found and key(candidate) >= min(found):
             break
-        planned, found = fleet_size(candidate)
-        if found >= wanted and (best is None or key(planned) < key(best[0])):
-            best = (planned, found)
-    return best
+        pool.append(fleet_size(candidate))
+    enough = [item for item in pool if item[1] >= wanted]
+    if enough:
+        return min(enough, key=lambda item: key(item[0]))
+    short = [item for item in pool if short_ok(item[0])]
+    if not short:
+        return None
+    most = max(n for _, n in short)
+    return min((item for item in short if item[1] == most), key=lambda item: key(item[0]))
 
 
 def breadth_note(
@@ -120,7 +158,10 @@ def breadth_note(
     n = fallbacks
     tail = deadline_text(late)
     if chosen_for_breadth is not None:
-        tail += f"; taken for placement.min_fallbacks {chosen_for_breadth.min_fallbacks}"
+        tail += (
+            f"; taken for placement.min_fallbacks {chosen_for_breadth.min_fallbacks}: no offer tried "
+            "has that many, this is the cheapest with the most found"
+        )
     else:
         tail += broader_text(broader)
     if shape.nodes_per_replica > 1:
@@ -146,7 +187,9 @@ def breadth_note(
             f"{offer.market}, as {shape.instances} VM(s), {each}, within the budget and ttl"
         ) + tail
     where = offer.region
-    if offer.zone is not None:
+    if offer.zone is not None and spec.placement.min_fallbacks == 0:
+        where = f"{offer.zone} (placement.min_fallbacks 0: not widened to {offer.region}'s zones)"
+    elif offer.zone is not None:
         where = f"{offer.zone} (widening to {offer.region}'s zones found no more)"
     note = f"only {n} other type(s) run it in {where}, {offer.market}, within the budget and ttl"
     return note + tail

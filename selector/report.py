@@ -244,7 +244,10 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                             "instances": taken.passed_over_instances,
                         },
                         "passed_over_fallbacks": taken.passed_over_fallbacks,
+                        "passed_over_obtainability": taken.passed_over_obtainability,
                         "fallbacks": taken.fallbacks,
+                        "obtainability": taken.obtainability,
+                        "min_fallbacks_reached": taken.reached,
                         "premium_usd": _r(taken.premium_usd, 2),
                         "min_fallbacks": taken.min_fallbacks,
                     }

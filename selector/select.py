@@ -24,6 +24,7 @@ from selector.breadth import BroaderRegion, Late, broader_region, late_of
 from selector.breadth_choice import (
     BREADTH_CANDIDATES_TRIED,
     BreadthChoice,
+    breadth_allows,
     breadth_note,
     broadest_first,
     fallbacks_wanted,
@@ -424,7 +425,8 @@ def plan(
         to its region's zones when that finds more within the budget and TTL."""
         found = fleet_of(c.offer, c.shape, c.engine, base, limit, late_out)
         single = c.shape.nodes_per_replica == 1
-        if len(found) >= min(wanted, limit) or spec.fault_tolerance == "none" or not single:
+        cost_only = placement.min_fallbacks == 0  # ranks by expected cost alone: never widened
+        if len(found) >= min(wanted, limit) or spec.fault_tolerance == "none" or not single or cost_only:
             return c, found
         wide = spanning_offer(c.offer, catalog)
         if wide is None:
@@ -434,9 +436,18 @@ def plan(
         return (widened, more) if len(more) > len(found) and in_plan(widened) else (c, found)
 
     first_base = NO_BASE
+    cheapest: Candidate | None = None
+    narrow: tuple[Fallback, ...] = ()
+    narrow_late: list[Late] = []
     if candidates:
-        first_base = base_of.get(id(candidates[0].offer), NO_BASE)
-        first, backups = widest(candidates[0], first_base)
+        cheapest = candidates[0]
+        first_base = base_of.get(id(cheapest.offer), NO_BASE)
+        first, backups = widest(cheapest, first_base)
+        narrow = backups
+        if first is not cheapest:  # widened: the cheapest's own fleet, in its zone
+            narrow = fleet_of(
+                cheapest.offer, cheapest.shape, cheapest.engine, first_base, late_out=narrow_late
+            )
         candidates = (first, *candidates[1:])
     broader: BroaderRegion | None = None
     broad_there: dict[int, tuple[Candidate, tuple[int, float]]] = {}
@@ -473,44 +484,72 @@ def plan(
             first.offer, first.cost.expected_usd, catalog, in_region, wanted, regions_allowed
         )
     chosen_for_breadth: BreadthChoice | None = None
-    if candidates and wants_breadth(spec, candidates[0].offer.market, len(backups)):
-        first, need = candidates[0], placement.min_fallbacks
+    need = placement.min_fallbacks
+
+    def level_of(c: Candidate) -> str | None:
+        return c.cost.obtainability.level if c.cost.obtainability is not None else None
+
+    if cheapest is not None and wants_breadth(spec, cheapest.offer.market, len(narrow)):
+        first = candidates[0]
+        unwidened = narrow_late if first is not cheapest else late
+
+        def takeable(c: Candidate, floor: str | None = level_of(cheapest)) -> bool:
+            return breadth_allows(level_of(c), floor)
+
         made = {id(c.offer): c for c in candidates}
         walked = (
-            (made.get(id(o)) or candidate(o, s, base_of[id(o)]), base_of[id(o)])
+            (c, base_of[id(o)])
             for _, o, s in ranked[1 : 1 + BREADTH_CANDIDATES_TRIED]
-            if pref_of[o.market] == pref_of[first.offer.market]
+            if pref_of[o.market] == pref_of[cheapest.offer.market]
+            for c in (made.get(id(o)) or candidate(o, s, base_of[id(o)]),)
+            if takeable(c)
         )
 
         def searched(item: _Based) -> tuple[_Based, int]:
             planned, found = widest(item[0], item[1], need, [])  # counted up to the minimum
             return (planned, item[1]), len(found)
 
+        known: list[tuple[_Based, int]] = [((cheapest, first_base), len(narrow))]
+        if first is not cheapest and takeable(first):
+            known.append(((first, first_base), len(backups)))
         there = broad_there.get(id(broader.offer)) if broader is not None else None
+        if there is not None and broader is not None and takeable(there[0]):
+            known.append((there, broader.fallbacks))
         taken = broadest_first(
             walked,
             lambda item: (float(pref_of[item[0].offer.market] or 0), item[0].cost.expected_usd),
             searched,
             need,
-            (there, broader.fallbacks) if there is not None and broader is not None else None,
+            known,
+            lambda item: item[0].offer.market == cheapest.offer.market,
         )
-        if taken is not None:
+        if taken is not None and taken[0][0] is cheapest:
+            candidates, backups, late = (cheapest, *candidates[1:]), narrow, unwidened
+        elif taken is not None and taken[0][0] is first:
+            pass  # the widening, already planned in full
+        elif taken is not None:
             (planned, base), _ = taken
             late_taken: list[Late] = []
             chosen, fleet = widest(planned, base, late_out=late_taken)
-            if len(fleet) >= need:
-                chosen_for_breadth = BreadthChoice(
-                    first.offer,
-                    first.shape.instances,
-                    len(backups),
-                    len(fleet),
-                    chosen.cost.expected_usd - first.cost.expected_usd,
-                    need,
-                )
+            if len(fleet) > len(narrow):
                 kind = attrgetter("offer.instance.cloud", "offer.instance.name", "offer.market")
-                others = (first, *(c for c in candidates[1:] if kind(c) != kind(chosen)))
+                others = (cheapest, *(c for c in candidates[1:] if kind(c) != kind(chosen)))
                 candidates = (chosen, *others)[: top + 1]
                 backups, late, broader = fleet, late_taken, None
+            else:
+                candidates, backups, late = (cheapest, *candidates[1:]), narrow, unwidened
+    if cheapest is not None and candidates[0] is not cheapest:  # a walked, broader or widened offer
+        chosen = candidates[0]
+        chosen_for_breadth = BreadthChoice(
+            cheapest.offer,
+            cheapest.shape.instances,
+            len(narrow),
+            len(backups),
+            chosen.cost.expected_usd - cheapest.cost.expected_usd,
+            need,
+            level_of(cheapest),
+            level_of(chosen),
+        )
     # Offers that only cost too much come first: they would run the job as it stands.
     misses = sorted(
         tally.misses.values(),

@@ -7,17 +7,20 @@ from __future__ import annotations
 import io
 import json
 from contextlib import redirect_stderr, redirect_stdout
+from dataclasses import replace
 from datetime import date
 from typing import Any
 
 import pytest
 import yaml
 
+import selector.select as select_module
 from cli.main import main
 from cli.render import render_plan
-from selector.breadth_choice import BREADTH_CANDIDATES_TRIED, broadest_first
-from selector.catalog import load_catalog
-from selector.select import Plan, plan
+from selector.breadth_choice import BREADTH_CANDIDATES_TRIED, UNOBTAINABLE, breadth_allows, broadest_first
+from selector.catalog import GpuSpec, load_catalog
+from selector.engines import EngineBuild
+from selector.select import Candidate, Plan, plan
 from selector.spec import SpecError, parse_spec
 from tests.conftest import ROOT
 
@@ -71,19 +74,161 @@ def test_a_narrow_cheapest_offer_gives_way_to_the_cheapest_broad_one(name: str) 
     assert broad.choice.offer.instance.cloud in broad.spec.placement.clouds
 
 
-def test_the_choice_is_the_cheapest_of_the_broad_ones() -> None:
-    """No cheaper ranked alternative of fixture 05 has two fallbacks of its own: each one pinned
-    (its type and region) plans a narrower fleet or costs more."""
-    broad = _plan("05-llama405b-endpoint")
-    assert broad.choice is not None
-    expected = broad.choice.cost.expected_usd
-    for alt in broad.alternatives:
-        if alt.cost.expected_usd >= expected or alt.offer.market != "spot":
-            continue
+def _level(c: Candidate) -> str | None:
+    return c.cost.obtainability.level if c.cost.obtainability is not None else None
+
+
+@pytest.mark.parametrize("name", NARROW)
+def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
+    """Brute-force oracle: every ranked candidate of the cost-only plan (one per instance type
+    and market, the list the walk reads) that the walk may take (the cheapest one's market, not
+    "very low" unless the cheapest is) and that costs less (expected) than the choice is planned
+    alone: ``placement.clouds``/``placement.regions`` narrowed to its cloud and region, the
+    default ``min_fallbacks`` (so its zone is widened as the walk widens it). Where that plan's
+    choice is the candidate's type and market, its fleet has fewer than the minimum, or, widened
+    to the region's zones (priced at the dearest), it costs at least the choice: billed there
+    plus the ranked offer's wait and failure estimate (the alone plan values an hour of waiting
+    at its own cheapest rate, so its expected cost is not the walk's). Pinning cannot reproduce
+    a candidate when another type of its region wins there (pinning its type with
+    ``placement.instance_types`` would also limit its fallbacks to that list); those are
+    counted. 04 and 23 have no cheaper candidate (the broader region is cheaper than every other
+    type), 27 only p6-b200 ("very low"); 05 has several."""
+    broad = _plan(name)
+    ranked = plan(parse_spec(_doc(name, min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED)
+    assert broad.choice is not None and ranked.choice is not None
+    cheapest, need = ranked.choice, broad.spec.placement.min_fallbacks
+    chosen = broad.choice.cost.expected_usd
+    eligible = reproduced = 0
+    for alt in ranked.alternatives:
         o = alt.offer
-        there = _plan("05-llama405b-endpoint", regions=[o.region], min_fallbacks=0)
-        if there.choice is not None and there.choice.offer.instance.name == o.instance.name:
-            assert len(there.fallbacks) < 2 or there.choice.cost.expected_usd >= expected
+        if alt.cost.expected_usd >= chosen or o.market != cheapest.offer.market:
+            continue
+        if not breadth_allows(_level(alt), _level(cheapest)):
+            continue
+        eligible += 1
+        alone = _plan(name, clouds=[o.cloud], regions=[o.region])
+        c = alone.choice
+        if c is None or (c.offer.instance.name, c.offer.market) != (o.instance.name, o.market):
+            continue
+        reproduced += 1
+        if c.offer.zone == o.zone:
+            assert len(alone.fallbacks) < need, (o.key, len(alone.fallbacks))
+        else:  # widened to the region
+            estimate = c.cost.total_usd + alt.cost.expected_usd - alt.cost.total_usd
+            assert len(alone.fallbacks) < need or estimate >= chosen, (o.key, len(alone.fallbacks), estimate)
+    assert eligible == 0 or reproduced >= 1, (eligible, reproduced)
+    assert eligible == {
+        "04-llama70b-fp8-spot": 0,
+        "23-qwen3-235b-endpoint": 0,
+        "27-qwen3-30b-moe-batch": 0,
+    }.get(name, eligible)
+
+
+def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch() -> None:
+    """Fixture 27: the cheapest, p4d.24xlarge spot aps1-az1 (obtainability medium, 1 fallback),
+    gives way to p5en.48xlarge spot use2-az3 (low, 2 fallbacks: p5e, p5 in use2-az3), not to
+    p6-b200.48xlarge spot us-east-1 ($7.69 cheaper, expected), whose obtainability is "very low"
+    (spot sale unconfirmed, a capacity-block type): the plan itself expects it not to launch."""
+    broad = _plan("27-qwen3-30b-moe-batch")
+    assert broad.choice is not None
+    assert _where(broad) == ("aws", "p5en.48xlarge", "us-east-2", "use2-az3", "spot")
+    assert _level(broad.choice) == "low"
+    taken = broad.breadth_choice
+    assert taken is not None and taken.reached and taken.fallbacks == len(broad.fallbacks) >= 2
+    assert (taken.passed_over.instance.name, taken.passed_over.zone) == ("p4d.24xlarge", "aps1-az1")
+    assert (taken.passed_over_obtainability, taken.obtainability) == ("medium", "low")
+    b200 = next(a for a in broad.alternatives if a.offer.instance.name == "p6-b200.48xlarge")
+    assert _level(b200) == UNOBTAINABLE and b200.cost.expected_usd < broad.choice.cost.expected_usd
+    assert breadth_allows(UNOBTAINABLE, UNOBTAINABLE) and not breadth_allows(UNOBTAINABLE, "low")
+
+
+EU_QLORA = {
+    "name": "aws-eu-qlora",
+    "task": "finetune-qlora",
+    "model": {"preset": "llama-3.1-70b"},
+    "precision": "nf4",
+    "training": {
+        "tokens": 1e8,
+        "sequence_tokens": 2048,
+        "micro_batch": 1,
+        "activation_checkpointing": True,
+        "lora_rank": 16,
+    },
+    "fault_tolerance": "checkpointed",
+    "teardown": {"ttl": "72h"},
+    "placement": {"clouds": ["aws"], "regions": ["eu-*"]},
+    "job": {"command": "python train.py --resume"},
+}
+"""The review's spec (/tmp/rev-i25b/specs/b-aws-eu-qlora.yaml): no offer in eu-* reaches two."""
+
+
+def test_when_none_reaches_the_minimum_the_cheapest_with_the_most_fallbacks_is_taken() -> None:
+    """The cheapest, p4d.24xlarge spot euc1-az3 (0 fallbacks), widened to eu-central-1 has 1 at
+    its dearest zone's price ($27.43/h, ~$307 expected); p5.48xlarge spot eu-north-1 has 1 for
+    ~$114: the plan takes the cheapest of those with the most fallbacks found, and says so."""
+    narrow = plan(parse_spec(EU_QLORA), CATALOG)
+    cost_only = plan(
+        parse_spec({**EU_QLORA, "placement": {**EU_QLORA["placement"], "min_fallbacks": 0}}), CATALOG
+    )
+    assert narrow.choice is not None and cost_only.choice is not None
+    assert cost_only.choice.offer.zone == "euc1-az3"
+    most = len(narrow.fallbacks)
+    assert most == 1 and narrow.choice.offer.instance.name == "p5.48xlarge"
+    assert narrow.choice.cost.expected_usd < 150.0
+    for alt in [*narrow.alternatives]:  # none cheaper (expected) has as many
+        if alt.cost.expected_usd < narrow.choice.cost.expected_usd and alt.offer.market == "spot":
+            o = alt.offer
+            alone = plan(
+                parse_spec(
+                    {**EU_QLORA, "placement": {"clouds": ["aws"], "regions": [o.region], "min_fallbacks": 0}}
+                ),
+                CATALOG,
+            )
+            assert alone.choice is not None
+            if alone.choice.offer.instance.name == o.instance.name:
+                assert len(alone.fallbacks) < most
+    taken = narrow.breadth_choice
+    assert taken is not None and not taken.reached and taken.fallbacks == 1
+    assert taken.passed_over.key == cost_only.choice.offer.key and taken.passed_over_fallbacks == 0
+    assert taken.premium_usd == pytest.approx(
+        narrow.choice.cost.expected_usd - cost_only.choice.cost.expected_usd
+    )
+    text = render_plan(narrow, CATALOG_DAY)
+    line = next(x for x in text.splitlines() if x.startswith("Breadth   "))
+    assert "over the cheapest aws p4d.24xlarge spot euc1-az3 (0 fallbacks, obtainability low)" in line
+    assert "the most fallbacks of the offers tried, fewer than placement.min_fallbacks 2" in line
+
+
+def test_a_walked_candidate_plans_its_fleet_with_its_own_engine_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fixture 05 in a world where H100s get another vLLM build (a CUDA 12.9 image, as the
+    0.3x releases shipped beside their CUDA 13 ones) than H200s and B200s: the cheapest, GCP
+    a3-highgpu-8g (H100), launches the H100 build; the walked p5en.48xlarge (H200) launches the
+    other one, and its fleet (one boot script) takes only types of its own build: p5e (H200),
+    p6-b200 (B200), never p5.48xlarge (H100). Comparing with the cheapest's build would give it
+    the H100 types instead."""
+    real = select_module.choose_build
+
+    def by_generation(engine: str, family: str, gpu: GpuSpec, driver: int, image: str) -> EngineBuild | str:
+        build = real(engine, family, gpu, driver, image)
+        if isinstance(build, EngineBuild) and gpu.name == "H100":
+            return replace(build, tag=f"{build.tag}-cu129", cuda="12.9", min_driver=525)
+        return build
+
+    monkeypatch.setattr(select_module, "choose_build", by_generation)
+    broad = _plan("05-llama405b-endpoint")
+    assert broad.choice is not None and broad.choice.engine is not None
+    taken = broad.breadth_choice
+    assert taken is not None and taken.passed_over.instance.gpu.name == "H100"
+    assert broad.choice.offer.instance.gpu.name != "H100"
+    assert broad.choice.engine.tag == "vllm/vllm-openai:v0.34.0"
+    assert len(broad.fallbacks) >= 2
+    for f in broad.fallbacks:
+        gpu = f.offer.instance.gpu
+        assert gpu.name != "H100", f.offer.key
+        own = by_generation("vllm", broad.requirements.arch.family, gpu, 580, "image")
+        assert own == broad.choice.engine, f.offer.key
 
 
 @pytest.mark.parametrize("name", NARROW)
@@ -172,9 +317,28 @@ def test_the_walk_takes_the_cheapest_that_qualifies_and_stops() -> None:
     assert broadest_first(iter("abcd"), key, size, 2) == ("c", 3)
     assert tried == ["a", "b", "c"]  # d ranks after c: not planned
     tried.clear()
-    assert broadest_first(iter("abd"), key, size, 2, ("r", 2)) == ("r", 2)  # b-wide dearer than r
+    assert broadest_first(iter("abd"), key, size, 2, [("r", 2)]) == ("r", 2)  # b-wide dearer than r
     assert tried == ["a", "b"]
-    assert broadest_first(iter("a"), key, size, 2) is None
+    assert broadest_first(iter(""), key, size, 2) is None
+
+
+def test_when_none_reaches_the_minimum_the_cheapest_with_the_most_wins() -> None:
+    """Pure: the cheapest (0 fallbacks) widened to its region has 1 at key 50; the next ranked
+    candidate has 1 too at key 12: it wins, and every candidate is tried (none reaches 2)."""
+    keys = {"z": 10.0, "z-wide": 50.0, "x": 12.0, "y": 13.0, "w": 60.0}
+    fleets = {"x": ("x", 1), "y": ("y", 0), "w": ("w", 1)}
+    tried: list[str] = []
+
+    def size(c: str) -> tuple[str, int]:
+        tried.append(c)
+        return fleets[c]
+
+    key = lambda c: (0.0, keys[c])  # noqa: E731
+    known = [("z", 0), ("z-wide", 1)]
+    assert broadest_first(iter("xyw"), key, size, 2, known) == ("x", 1)
+    assert tried == ["x", "y", "w"]
+    assert broadest_first(iter("y"), key, size, 2, known) == ("z-wide", 1)
+    assert broadest_first(iter("y"), key, size, 2, [("z", 0)]) == ("z", 0)  # ties keep the cheapest
     assert BREADTH_CANDIDATES_TRIED >= 5
 
 
@@ -191,10 +355,12 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("Breadth   "))
     assert line.startswith(
-        "Breadth   chose aws p5en.48xlarge spot us-east-2 (2 fallbacks) over the cheapest gcp "
+        "Breadth   chose aws p5en.48xlarge spot us-east-2 (2 fallbacks, obtainability low) over the "
+        "cheapest gcp "
     )
-    assert "a3-highgpu-8g spot europe-north1 (0 fallbacks) at $" in line
-    assert "more (expected)" in line and "placement.min_fallbacks: 0 ranks by expected cost alone" in line
+    assert "a3-highgpu-8g spot europe-north1 (0 fallbacks, obtainability low) at $" in line
+    assert "more (expected, incl. estimated wait), for placement.min_fallbacks 2;" in line
+    assert "placement.min_fallbacks: 0 ranks by expected cost alone" in line
     code, out, _ = _run("plan", path, "--json")
     choice = json.loads(out)["choice"]
     taken = choice["breadth_choice"]
@@ -202,6 +368,23 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
     assert taken["passed_over"]["region"] == "europe-north1" and taken["passed_over_fallbacks"] == 0
     assert taken["fallbacks"] == len(choice["fallbacks"]) >= 2 and taken["premium_usd"] > 0
     assert taken["min_fallbacks"] == 2 and choice["broader_region"] is None
+    assert taken["obtainability"] == "low" and taken["passed_over_obtainability"] == "low"
+    assert taken["min_fallbacks_reached"] is True
+
+
+def test_gpufit_plan_names_both_obtainability_levels() -> None:
+    """Fixture 27: the Breadth line and JSON say the passed-over offer was "medium", the choice "low"."""
+    path = str(REALISTIC / "27-qwen3-30b-moe-batch.yaml")
+    code, out, _ = _run("plan", path)
+    assert code == 0
+    line = next(x for x in out.splitlines() if x.startswith("Breadth   "))
+    assert line.startswith(
+        "Breadth   chose aws p5en.48xlarge spot use2-az3 (2 fallbacks, obtainability low) over the "
+        "cheapest aws p4d.24xlarge spot aps1-az1 (1 fallback, obtainability medium) at $"
+    )
+    code, out, _ = _run("plan", path, "--json")
+    taken = json.loads(out)["choice"]["breadth_choice"]
+    assert (taken["passed_over_obtainability"], taken["obtainability"]) == ("medium", "low")
 
 
 def test_gpufit_plan_of_a_cost_only_spec_has_no_breadth_line(tmp_path: Any) -> None:
