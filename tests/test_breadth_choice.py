@@ -92,7 +92,9 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
     a candidate when another type of its region wins there (pinning its type with
     ``placement.instance_types`` would also limit its fallbacks to that list); those are
     counted. 04 and 23 have no cheaper candidate (the broader region is cheaper than every other
-    type), 27 only p6-b200 ("very low"); 05 has several."""
+    type), 27 only p6-b200 ("very low"); 05 has two: p5.48xlarge us-east-1 (reproduced: widened,
+    2 fallbacks, priced at the dearest zone above the choice) and p5en.48xlarge use2-az3 (not
+    reproducible: p5.48xlarge wins us-east-2)."""
     broad = _plan(name)
     ranked = plan(parse_spec(_doc(name, min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED)
     assert broad.choice is not None and ranked.choice is not None
@@ -197,6 +199,29 @@ def test_when_none_reaches_the_minimum_the_cheapest_with_the_most_fallbacks_is_t
     line = next(x for x in text.splitlines() if x.startswith("Breadth   "))
     assert "over the cheapest aws p4d.24xlarge spot euc1-az3 (0 fallbacks, obtainability low)" in line
     assert "the most fallbacks of the offers tried, fewer than placement.min_fallbacks 2" in line
+
+
+def test_a_widened_zone_offer_is_stated_on_the_breadth_line() -> None:
+    """Fixture 12 pinned to p4d/p4de in us-east-1: the cheapest, p4d.24xlarge spot use1-az1, has
+    no fallback in its zone; widened to us-east-1's zones (priced at the dearest) it has p4de. The
+    choice is then not the cheapest offer as ranked, and the Breadth line says so with the
+    premium; ``min_fallbacks: 0`` keeps the zone offer (expected cost alone)."""
+    pins = {"regions": ["us-east-1"], "instance_types": ["p4d.24xlarge", "p4de.24xlarge"]}
+    wide, zone = _plan("12-guanaco-65b-qlora", **pins), _plan("12-guanaco-65b-qlora", **pins, min_fallbacks=0)
+    assert (
+        _where(zone) == ("aws", "p4d.24xlarge", "us-east-1", "use1-az1", "spot")
+        and zone.breadth_choice is None
+    )
+    assert _where(wide) == ("aws", "p4d.24xlarge", "us-east-1", None, "spot") and len(wide.fallbacks) == 1
+    assert wide.choice is not None and zone.choice is not None
+    taken = wide.breadth_choice
+    assert taken is not None and taken.passed_over.key == zone.choice.offer.key and not taken.reached
+    assert taken.premium_usd == pytest.approx(wide.choice.cost.expected_usd - zone.choice.cost.expected_usd)
+    line = next(x for x in render_plan(wide, CATALOG_DAY).splitlines() if x.startswith("Breadth   "))
+    assert (
+        line.startswith("Breadth   chose aws p4d.24xlarge spot us-east-1 (1 fallback, obtainability ")
+        and "over the cheapest aws p4d.24xlarge spot use1-az1 (0 fallbacks, obtainability " in line
+    )
 
 
 def test_a_walked_candidate_plans_its_fleet_with_its_own_engine_build(
