@@ -167,11 +167,15 @@ def test_a_gcp_job_reads_its_token_and_an_existing_secret(tmp_path: Any) -> None
     assert existing["role"] == "roles/secretmanager.secretAccessor"
     assert existing["member"].startswith("serviceAccount:gf-guanaco-65b-test-")
     assert readers["guanaco-65b-test-hf-token-reader"]["member"] == existing["member"]
-    (template,) = mocks.of_type("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
-    found = settings(template.inputs["metadata"]["startup-script"])
-    assert found["SECRET_VARS"] == ["HF_TOKEN", "DB_PASSWORD"]
-    assert found["SECRET_REFS"] == ["guanaco-65b-test-hf-token", "projects/team-project/secrets/db-password"]
-    assert template.inputs["metadata"]["shutdown-script"].endswith("gpufit-machine shutdown\n")
+    # The choice's template and every fallback group's (a checkpointed GCP plan keeps groups of
+    # its own for its fallbacks): each machine reads the same secrets by reference.
+    templates = mocks.of_type("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate")
+    assert templates
+    for template in templates:
+        found = settings(template.inputs["metadata"]["startup-script"])
+        assert found["SECRET_VARS"] == ["HF_TOKEN", "DB_PASSWORD"]
+        assert found["SECRET_REFS"] == ["guanaco-65b-test-hf-token", "projects/team-project/secrets/db-password"]
+        assert template.inputs["metadata"]["shutdown-script"].endswith("gpufit-machine shutdown\n")
 
 
 # ------------------------------------------------------------------------- spec rules
