@@ -45,9 +45,9 @@ from selector.sizing import Shape
 from selector.spec import WorkloadSpec
 
 BREADTH_CANDIDATES_TRIED = 12
-"""How many ranked candidates after the cheapest (one per instance type and market, cheapest
-first) a narrow plan tries for a fleet with ``placement.min_fallbacks`` fallbacks: a bound on the
-plan's time (each try plans a fleet, stopping at the minimum)."""
+"""How many ranked candidates after the cheapest (the best offer of each instance type and market
+in each region, cheapest first) a narrow plan tries for a fleet with ``placement.min_fallbacks``
+fallbacks: a bound on the plan's time (each try plans a fleet, stopping at the minimum)."""
 
 T = TypeVar("T")
 

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import date
 from functools import partial
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Literal
 
 from selector.attempt_pin import held, pinned_catalog
@@ -209,6 +209,8 @@ def plan(
     catalog = without_excluded(catalog, placement.exclude, tally)
     catalog = pinned_catalog(catalog, placement.attempt, tally.reject)
     best: dict[tuple[str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
+    # The breadth walk's candidates: the best offer of each type and market in each region.
+    best_there: dict[tuple[str, str, str, str], tuple[tuple[object, ...], Offer, Shape]] = {}
     fits: dict[tuple[object, ...], Shape | Rejection] = {}
     builds: dict[tuple[str, str], EngineBuild | None] = {}
 
@@ -355,6 +357,9 @@ def plan(
         top_of_type = best.get(key)
         if top_of_type is None or rk < top_of_type[0]:
             best[key] = (rk, offer, shape)
+        top_there = best_there.get((*key, offer.region))
+        if top_there is None or rk < top_there[0]:
+            best_there[(*key, offer.region)] = (rk, offer, shape)
     base_of = {id(e[0]): e[7] for e in entries}
 
     def candidate(o: Offer, s: Shape, base: tuple[int, float]) -> Candidate:
@@ -497,9 +502,10 @@ def plan(
             return breadth_allows(level_of(c), floor)
 
         made = {id(c.offer): c for c in candidates}
+        walk_order = [e for e in sorted(best_there.values(), key=itemgetter(0)) if e[1] is not cheapest.offer]
         walked = (
             (c, base_of[id(o)])
-            for _, o, s in ranked[1 : 1 + BREADTH_CANDIDATES_TRIED]
+            for _, o, s in walk_order[:BREADTH_CANDIDATES_TRIED]
             if pref_of[o.market] == pref_of[cheapest.offer.market]
             for c in (made.get(id(o)) or candidate(o, s, base_of[id(o)]),)
             if takeable(c)

@@ -80,20 +80,19 @@ def _level(c: Candidate) -> str | None:
 
 @pytest.mark.parametrize("name", NARROW)
 def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
-    """Brute-force oracle: every ranked candidate of the cost-only plan (one per instance type
-    and market, the list the walk reads) that the walk may take (the cheapest one's market, not
-    "very low" unless the cheapest is) and that costs less (expected) than the choice is planned
-    alone: ``placement.clouds``/``placement.regions`` narrowed to its cloud and region, the
-    default ``min_fallbacks`` (so its zone is widened as the walk widens it). Where that plan's
-    choice is the candidate's type and market, its fleet has fewer than the minimum, or, widened
-    to the region's zones (priced at the dearest), it costs at least the choice: billed there
-    plus the ranked offer's wait and failure estimate (the alone plan values an hour of waiting
-    at its own cheapest rate, so its expected cost is not the walk's). Pinning cannot reproduce
-    a candidate when another type of its region wins there (pinning its type with
-    ``placement.instance_types`` would also limit its fallbacks to that list); those are
-    counted. 04 and 23 have no cheaper candidate (the broader region is cheaper than every other
-    type), 27 only p6-b200 ("very low"); 05 has two: p5.48xlarge us-east-1 (reproduced: widened,
-    2 fallbacks, priced at the dearest zone above the choice) and p5en.48xlarge use2-az3 (not
+    """Brute-force oracle: every ranked candidate of the cost-only plan (one per instance type and market;
+    the walk reads the best of each in each region, a superset) that the walk may take (the cheapest one's
+    market, not "very low" unless the cheapest is) and that costs less (expected) than the choice is
+    planned alone: ``placement.clouds``/``placement.regions`` narrowed to its cloud and region, the
+    default ``min_fallbacks`` (so its zone is widened as the walk widens it). Where that plan's choice is
+    the candidate's type and market, its fleet has fewer than the minimum, or, widened to the region's
+    zones (priced at the dearest), it costs at least the choice: billed there plus the ranked offer's wait
+    and failure estimate (the alone plan values an hour of waiting at its own cheapest rate, so its
+    expected cost is not the walk's). Pinning cannot reproduce a candidate when another type of its region
+    wins there (pinning its type with ``placement.instance_types`` would also limit its fallbacks to that
+    list); those are counted. 04 and 23 have no cheaper candidate (the broader region is cheaper than
+    every other type), 27 only p6-b200 ("very low"); 05 has two: p5.48xlarge us-east-1 (reproduced:
+    widened, 2 fallbacks, priced at the dearest zone above the choice) and p5en.48xlarge use2-az3 (not
     reproducible: p5.48xlarge wins us-east-2)."""
     broad = _plan(name)
     ranked = plan(parse_spec(_doc(name, min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED)
@@ -124,6 +123,24 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
         "23-qwen3-235b-endpoint": 0,
         "27-qwen3-30b-moe-batch": 0,
     }.get(name, eligible)
+
+
+def test_the_walk_tries_a_type_in_each_region() -> None:
+    """Fixture 05: the best p5.48xlarge spot offer (use1-az5) has fewer than 2 fallbacks in its
+    zone and, widened to us-east-1, is priced at its dearest zone (a spot row at the on-demand
+    price); p5.48xlarge spot in use2-az3 has p5en and p5e beside it and costs less (expected)
+    than p5en.48xlarge there, the choice when the walk read one offer per type and market."""
+    broad = _plan("05-llama405b-endpoint")
+    assert broad.choice is not None
+    assert _where(broad) == ("aws", "p5.48xlarge", "us-east-2", "use2-az3", "spot")
+    assert {f.offer.instance.name for f in broad.fallbacks} >= {"p5en.48xlarge"}
+    p5en = _plan("05-llama405b-endpoint", clouds=["aws"], regions=["us-east-2"])
+    assert p5en.choice is not None and p5en.choice.offer.instance.name == "p5.48xlarge"
+    ranked = plan(
+        parse_spec(_doc("05-llama405b-endpoint", min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED
+    )
+    first_p5en = next(a for a in ranked.alternatives if a.offer.instance.name == "p5en.48xlarge")
+    assert broad.choice.cost.expected_usd < first_p5en.cost.expected_usd
 
 
 def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch() -> None:
@@ -380,7 +397,7 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("Breadth   "))
     assert line.startswith(
-        "Breadth   chose aws p5en.48xlarge spot us-east-2 (2 fallbacks, obtainability low) over the "
+        "Breadth   chose aws p5.48xlarge spot use2-az3 (2 fallbacks, obtainability low) over the "
         "cheapest gcp "
     )
     assert "a3-highgpu-8g spot europe-north1 (0 fallbacks, obtainability low) at $" in line

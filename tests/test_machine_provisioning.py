@@ -174,7 +174,8 @@ def test_a_gcp_job_reads_its_token_and_an_existing_secret(tmp_path: Any) -> None
     for template in templates:
         found = settings(template.inputs["metadata"]["startup-script"])
         assert found["SECRET_VARS"] == ["HF_TOKEN", "DB_PASSWORD"]
-        assert found["SECRET_REFS"] == ["guanaco-65b-test-hf-token", "projects/team-project/secrets/db-password"]
+        refs = ["guanaco-65b-test-hf-token", "projects/team-project/secrets/db-password"]
+        assert found["SECRET_REFS"] == refs
         assert template.inputs["metadata"]["shutdown-script"].endswith("gpufit-machine shutdown\n")
 
 
