@@ -91,9 +91,11 @@ def own_groups(d: Deployment, group: str, offered: dict[str, set[str]]) -> tuple
 
 
 def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
-    """The deployment as a VM of ``member`` sees it: its machine type, GPUs and price."""
+    """The deployment as a VM of ``member`` sees it: its machine type, GPUs, price and market (a
+    spot endpoint's on-demand group: STANDARD VMs, ``capacity.scheduling``)."""
     return replace(
         d,
+        market=member.market or d.market,
         instance_type=member.instance_type,
         machine_type=member.machine_type,
         attached_accelerator=member.attached_accelerator,
@@ -127,7 +129,8 @@ class FleetParts:
 
     group: str
     template: TemplateInputs
-    script: Callable[[str], Any]  # a group's boot script: its VMs leave (and recreate in) that group
+    # a group's boot script: its VMs leave (and recreate in) that group, in its market (GPUFIT_SPOT)
+    script: Callable[[str, Deployment], Any]
     update_policy: gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs
     project: str
     role: Any
@@ -167,7 +170,9 @@ def create(
     migs = []
     for n, own in enumerate(groups, start=1):
         dv = member_deployment(d, own.member)
-        inputs = replace(fleet.template, startup_script=fleet.script(own.name))
+        # the choice's launch (its machine type's replicas, TP), in this group's market
+        script = fleet.script(own.name, replace(d, market=dv.market))
+        inputs = replace(fleet.template, startup_script=script)
         template = instance_template(f"{base}-f{n}-tmpl", dv, inputs, opts)
         mig = gcp.compute.RegionInstanceGroupManager(
             f"{base}-f{n}-mig",

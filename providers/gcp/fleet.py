@@ -390,7 +390,7 @@ class GcpGpuFleet(pulumi.ComponentResource):
             fallback_groups.FleetParts(
                 group_name,
                 template_inputs,
-                lambda group: boot_script(d, project, self.secrets, self.bucket.name, names, group),
+                lambda group, dm: boot_script(dm, project, self.secrets, self.bucket.name, names, group),
                 update_policy,
                 project,
                 role.name,

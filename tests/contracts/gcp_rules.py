@@ -235,6 +235,28 @@ def check_spot(r: Resource, s: Stack) -> Iterator[str]:
             yield "a Spot VM takes on_host_maintenance TERMINATE"
 
 
+def check_standard(r: Resource, s: Stack) -> Iterator[str]:
+    """compute.v1 ``Scheduling.provisioningModel`` (rev. 20261106): STANDARD is "Standard
+    provisioning with user controlled runtime, no discounts", SPOT "Heavily discounted, no
+    guaranteed runtime"; ``preemptible`` marks the legacy discounted model. pulumi-gcp 10.2
+    ``RegionInstanceTemplateScheduling.instance_termination_action``: "the type of termination
+    action for `SPOT` VM"; compute.v1 ``terminationTime``/``maxRunDuration``: "If specified, the
+    instance termination action will be performed" then
+    (https://cloud.google.com/compute/docs/instances/limit-vm-runtime). So a STANDARD VM is not
+    preemptible and takes a termination action only with a run-time limit."""
+    scheduling = r.get("scheduling") or {}
+    if str(scheduling.get("provisioningModel") or "").upper() != "STANDARD":
+        return
+    if scheduling.get("preemptible"):
+        yield "a STANDARD VM is not preemptible (preemptible is the legacy spot model)"
+    limited = scheduling.get("terminationTime") or (scheduling.get("maxRunDuration") or {}).get("seconds")
+    if scheduling.get("instanceTerminationAction") and not limited:
+        yield (
+            "a STANDARD VM takes instance_termination_action only with a run-time limit "
+            "(termination_time or max_run_duration); without one it is a Spot VM's preemption action"
+        )
+
+
 GVNIC_SERIES = ("a3-", "a4-", "a4x-", "g4-")
 HYPERDISK_SERIES = ("a3-ultragpu-", "a4-", "a4x-", "g4-")
 
@@ -727,6 +749,36 @@ RULES: tuple[Rule, ...] = (
             )
         ],
         [R(INSTANCE, "vm", scheduling={"provisioningModel": "SPOT", "automaticRestart": True})],
+    ),
+    _rule(
+        "gcp.standard",
+        "a STANDARD (on-demand) VM carries no spot-only scheduling: not preemptible, and a "
+        "termination action only with a run-time limit",
+        "https://cloud.google.com/compute/docs/instances/limit-vm-runtime",
+        (INSTANCE, TEMPLATE),
+        check_standard,
+        [
+            R(
+                TEMPLATE,
+                "t",
+                scheduling={
+                    "provisioningModel": "STANDARD",
+                    "preemptible": False,
+                    "automaticRestart": True,
+                    "terminationTime": "2026-12-04T13:00:00Z",
+                    "instanceTerminationAction": "DELETE",
+                },
+            ),
+            R(TEMPLATE, "t", scheduling={"provisioningModel": "STANDARD", "automaticRestart": True}),
+        ],
+        [
+            R(
+                TEMPLATE,
+                "t",
+                scheduling={"provisioningModel": "STANDARD", "instanceTerminationAction": "DELETE"},
+            ),
+            R(TEMPLATE, "t", scheduling={"provisioningModel": "STANDARD", "preemptible": True}),
+        ],
     ),
     _rule(
         "gcp.machine-series",
