@@ -310,3 +310,41 @@ def test_the_policy_takes_a_standard_template_beyond_reach_without_a_termination
         "labels": {k: v for k, v in templates[refuge]["labels"].items() if k != "gpufit-deadline-layer"},
     }
     assert any("instanceTerminationAction" in p for p in check_expiry(TEMPLATE, timed, config))
+
+
+QUOTA = {
+    "errors": [
+        {
+            "code": "QUOTA_EXCEEDED",
+            "message": "Quota 'NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region europe-north1.",
+        }
+    ]
+}
+
+
+def test_a_vm_refused_on_demand_quota_goes_back_round_the_ring_to_spot(
+    stack: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project that runs spot on preemptible quota may have no on-demand GPU quota: a VM of the
+    on-demand group refused for quota moves on, round the ring to the choice's spot group, rather
+    than wait there for quota for ever; a spot group's quota error stays put (the same
+    preemptible quota), as before."""
+    import tests.test_gcp_rebalance as rebalance_tests
+
+    mocks, _ = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    env = {
+        **workflow.inputs["userEnvVars"],
+        "GOOGLE_CLOUD_PROJECT_ID": "my-project",
+        "GPUFIT_DEADLINE": "2000000000",
+    }
+    groups = json.loads(env["GPUFIT_REBALANCE"])["groups"]
+    assert ["starved_by" in g for g in groups] == [False, False, True]
+    choice, spot, refuge = (g["name"] for g in groups)
+    monkeypatch.setattr(rebalance_tests, "ERROR", QUOTA)
+    starved = FakeCompute("my-project", "europe-north1", {choice: 0, spot: 0, refuge: 1}, {refuge: ["vm"]})
+    Workflow(workflow_definition(), env, starved, 1_900_000_000.0, lambda t: None).execute()
+    assert starved.targets == {choice: 1, spot: 0, refuge: 0}
+    kept = FakeCompute("my-project", "europe-north1", {choice: 0, spot: 1, refuge: 0}, {spot: ["vm"]})
+    Workflow(workflow_definition(), env, kept, 1_900_000_000.0, lambda t: None).execute()
+    assert kept.targets == {choice: 0, spot: 1, refuge: 0}

@@ -111,7 +111,10 @@ def rebalanced(d: Deployment, group: str, groups: Sequence[OwnGroup]) -> tuple[R
     """The choice's group, then the fallbacks' groups, each with the replicas a VM holds."""
 
     def one(name: str, m: FleetMember) -> RebalancedGroup:
-        return RebalancedGroup(name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count)
+        on_demand = m.market == "on-demand" and d.market == "spot"  # a spot fleet's on-demand group
+        return RebalancedGroup(
+            name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count, on_demand
+        )
 
     return (one(group, d.members[0]), *(one(g.name, g.member) for g in groups))
 

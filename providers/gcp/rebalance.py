@@ -101,9 +101,13 @@ STARVED = (
     'map.get(mi, "instanceStatus") == null and map.get(mi, "currentAction") in ["'
     + '", "'.join(STARVED_ACTIONS)
     + '"] and text.match_regex(json.encode_to_string('
-    'default(map.get(mi, ["lastAttempt", "errors"]), "")), plan.capacity)'
+    'default(map.get(mi, ["lastAttempt", "errors"]), "")), '
+    'default(map.get(plan.groups[i], "starved_by"), plan.capacity))'
 )
-"""``STARVED_ACTIONS`` as a Workflows expression over one managed instance ``mi``."""
+"""``STARVED_ACTIONS`` as a Workflows expression over one managed instance ``mi`` of group
+``i``: its last error matches the group's own ``starved_by`` (an on-demand group's,
+``quota_pattern``) or else the plan's capacity errors (``map.get`` gives null for a missing key:
+https://cloud.google.com/workflows/docs/reference/stdlib/map/get)."""
 
 GRACE_SECONDS = 120
 """How long a VM must stay starved before it moves: the workflow lists a group, and only when some
@@ -138,6 +142,7 @@ class RebalancedGroup:
     machine_type: str = ""
     accelerator: str | None = None
     gpus: int = 0
+    on_demand: bool = False  # a spot fleet's on-demand group (``selector.fallbacks.on_demand_refuge``)
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,20 @@ def capacity_pattern() -> str:
     )
 
 
+def quota_pattern() -> str:
+    """``capacity_pattern`` and a GCP quota error's code or message (``gitops/capacity_errors.yaml``):
+    what starves a VM of a spot fleet's on-demand group. Its VMs count against the region's
+    on-demand GPU quota, which a project that runs spot on preemptible quota may lack ("If you
+    request preemptible quota, Spot VMs ... consume preemptible quota":
+    https://cloud.google.com/compute/resource-usage#preemptible_quota), so a VM refused for quota
+    there moves on, round the ring to the spot choice's group, as one short of capacity does,
+    rather than wait for quota forever. A spot group's quota error is left as it was: moving it
+    to another spot group draws on the same preemptible quota."""
+    return "(?i)" + "|".join(
+        f"(?:{r.pattern.pattern})" for r in rules() if r.cloud == "gcp" and r.kind in ("capacity", "quota")
+    )
+
+
 def plan_variable(region: str, groups: Sequence[RebalancedGroup], units: int, tick_job: str) -> str:
     """The JSON the workflow reads from ``GPUFIT_REBALANCE`` (at most 4 KiB: discovery document):
     the groups, the plan's replicas, the capacity errors and its own Cloud Scheduler job (which
@@ -220,6 +239,7 @@ def plan_variable(region: str, groups: Sequence[RebalancedGroup], units: int, ti
                 "machine_type": g.machine_type,
                 "accelerator": g.accelerator,
                 "gpus": g.gpus,
+                **({"starved_by": quota_pattern()} if g.on_demand else {}),
             }
             for g in groups
         ],
