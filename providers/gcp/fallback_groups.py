@@ -1,7 +1,9 @@
 """A GCP batch, single-node checkpointed or stateless served fleet's fallbacks in groups of their
 own, and the rebalancer that moves VMs to them (``providers.gcp.rebalance`` says why and how).
 A served model's groups carry the choice's named ports and autohealing, and each is a backend
-of the endpoint's one regional backend service (``providers.gcp.endpoint.load_balancer``).
+of the endpoint's one regional backend service (``providers.gcp.endpoint.load_balancer``). A
+spot endpoint's on-demand groups (``selector.fallbacks.on_demand_refuge``) come last, each
+template STANDARD (``member_deployment``: the member's market) and its boot script told so.
 
 Each fallback the plan realises as a ``group`` (``selector.gcp_flexibility``) gets a regional
 instance template of its machine type (the fleet's one boot script: a VM looks its replicas up

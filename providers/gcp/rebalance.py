@@ -18,7 +18,8 @@ cloud until the deadline, with no machine of ours. Each run lists each group's m
 instances in ranked order (``regionInstanceGroupManagers.listManagedInstances``: "includes any
 current actions that the group has scheduled for its instances"); at the first group with VMs
 that do not exist yet and whose last attempt failed for want of capacity (``STARVED_ACTIONS``;
-the codes and messages of ``gitops/capacity_errors.yaml``) it waits ``GRACE_SECONDS``, lists
+the codes and messages of ``gitops/capacity_errors.yaml``; in a spot fleet's on-demand group,
+its quota errors too: ``quota_pattern``) it waits ``GRACE_SECONDS``, lists
 again, and moves the VMs starved in both lists: it resizes the next group of the ring by what
 they held (``regionInstanceGroupManagers.resize``), never past the plan's replicas, then deletes
 them from their group (``deleteInstances``: "reduces the targetSize of the managed instance
@@ -210,13 +211,13 @@ def capacity_pattern() -> str:
 
 def quota_pattern() -> str:
     """``capacity_pattern`` and a GCP quota error's code or message (``gitops/capacity_errors.yaml``):
-    what starves a VM of a spot fleet's on-demand group. Its VMs count against the region's
-    on-demand GPU quota, which a project that runs spot on preemptible quota may lack ("If you
-    request preemptible quota, Spot VMs ... consume preemptible quota":
-    https://cloud.google.com/compute/resource-usage#preemptible_quota), so a VM refused for quota
-    there moves on, round the ring to the spot choice's group, as one short of capacity does,
-    rather than wait for quota forever. A spot group's quota error is left as it was: moving it
-    to another spot group draws on the same preemptible quota."""
+    what starves a VM of a spot fleet's on-demand group. Its VMs count against the standard
+    (on-demand) GPU quota, which a project that runs spot on preemptible quota may lack ("To
+    prevent Spot VMs from consuming your quotas for standard VMs' CPUs, GPUs, and disks, consider
+    requesting preemptible quota for Spot VMs": https://cloud.google.com/compute/docs/instances/create-use-spot),
+    so a VM refused for quota there moves on, round the ring to the spot choice's group, as one
+    short of capacity does, rather than wait for quota for ever. A spot group's quota error is
+    left as before."""
     return "(?i)" + "|".join(
         f"(?:{r.pattern.pattern})" for r in rules() if r.cloud == "gcp" and r.kind in ("capacity", "quota")
     )
