@@ -11,6 +11,7 @@ The realistic fixtures are copied and pinned to GCP's europe-north1 (``placement
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -348,3 +349,36 @@ def test_a_vm_refused_on_demand_quota_goes_back_round_the_ring_to_spot(
     kept = FakeCompute("my-project", "europe-north1", {choice: 0, spot: 1, refuge: 0}, {spot: ["vm"]})
     Workflow(workflow_definition(), env, kept, 1_900_000_000.0, lambda t: None).execute()
     assert kept.targets == {choice: 0, spot: 1, refuge: 0}
+
+
+def test_each_vm_account_may_update_only_its_own_markets_groups(stack: Any) -> None:
+    """A spot VM's account is granted the group role on the spot groups only, an on-demand VM's on
+    the on-demand group only (a compromised spot VM cannot grow the on-demand group or point a
+    spot group at the STANDARD template); the deadline's and the rebalancer's accounts hold every
+    group. Each template runs as its market's account, and both read the endpoint's secrets."""
+    mocks, outputs = stack
+    choice, (spot, refuge) = outputs["group"], outputs["fallback_groups"]
+    templates = _templates(mocks)
+    spot_email = templates[choice]["serviceAccount"]["email"]
+    refuge_email = templates[refuge]["serviceAccount"]["email"]
+    assert templates[spot]["serviceAccount"]["email"] == spot_email != refuge_email
+
+    def named(expression: str) -> set[str]:
+        return set(re.findall(r'instanceGroupManagers/([a-z0-9-]+)"', expression))
+
+    scopes: dict[str, set[str]] = {}
+    for m in mocks.of_type("gcp:projects/iAMMember:IAMMember"):
+        if m.inputs.get("condition"):
+            scopes.setdefault(m.inputs["member"].split(":", 1)[1], set()).update(
+                named(m.inputs["condition"]["expression"])
+            )
+    assert scopes[spot_email] == {choice, spot}
+    assert scopes[refuge_email] == {refuge}
+    others = [groups for email, groups in scopes.items() if email not in (spot_email, refuge_email)]
+    assert others and all(groups == {choice, spot, refuge} for groups in others)  # deadline, rebalancer
+    readers = {
+        (m.inputs["secretId"], m.inputs["member"].split(":", 1)[1])
+        for m in mocks.of_type("gcp:secretmanager/secretIamMember:SecretIamMember")
+    }
+    secrets = {s for s, _ in readers}
+    assert secrets and readers == {(s, e) for s in secrets for e in (spot_email, refuge_email)}

@@ -14,9 +14,10 @@ minutes, moves the VMs a group cannot create for want of capacity to the next gr
 service account holds the fleet's custom role (get and update of a group) on these groups only
 (an IAM condition on their resource names) and may pause its own schedule; the schedule starts
 it as an account of its own that may only start executions. The VMs' service account may leave
-a group the same way (``GROUP_PERMISSIONS``); it is one account for all of the fleet's groups, so
-its condition names them all (the same workload's VMs, each leaving only its own group by its
-boot script).
+a group the same way (``GROUP_PERMISSIONS``); the groups of the choice's market share one account,
+whose condition names them; the groups of another market (a spot endpoint's on-demand groups)
+have an account of their own whose condition names those alone, so a spot VM cannot grow an
+on-demand group or point a spot group at a STANDARD template.
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
     )
 
 
+def other_market(d: Deployment, member: FleetMember) -> bool:
+    """Whether ``member``'s group runs in another market than the choice's (a spot endpoint's
+    on-demand group): its VMs then have a service account of their own."""
+    return bool(member.market) and member.market != d.market
+
+
 def rebalanced(d: Deployment, group: str, groups: Sequence[OwnGroup]) -> tuple[RebalancedGroup, ...]:
     """The choice's group, then the fallbacks' groups, each with the replicas a VM holds."""
 
@@ -141,6 +148,8 @@ class FleetParts:
     role: Any
     condition: gcp.projects.IAMMemberConditionArgs
     digest: str
+    # the VMs' account of the groups in another market than the choice's (``other_market``)
+    other_account: Any
     # a served model's: the replicas' named ports (the backend service reaches ``serve0`` in every
     # group) and the readiness responder's autohealing, as the choice's group has them
     named_ports: Sequence[gcp.compute.RegionInstanceGroupManagerNamedPortArgs] = ()
@@ -178,6 +187,8 @@ def create(
         # the choice's launch (its machine type's replicas, TP), in this group's market
         script = fleet.script(own.name, replace(d, market=dv.market))
         inputs = replace(fleet.template, startup_script=script)
+        if other_market(d, own.member):
+            inputs = replace(inputs, service_account_email=fleet.other_account)
         template = instance_template(f"{base}-f{n}-tmpl", dv, inputs, opts)
         mig = gcp.compute.RegionInstanceGroupManager(
             f"{base}-f{n}-mig",
