@@ -264,6 +264,25 @@ def on_demand_refuge(choice: Offer, shape: Shape, served: bool) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class RefugeGap:
+    """An on-demand group the budget alone turned away (``selector.refuge``): ``instance_type``
+    in ``region``, ``total_usd`` for every VM of the fleet there the whole duration, and which
+    limit it is ``over`` (worded as ``selector.select``'s budget rejection)."""
+
+    instance_type: str
+    region: str
+    total_usd: float
+    over: str
+
+
+def over_budget(hourly: float, total: float, inputs: CostInputs) -> str:
+    """Which limit of the spec's budget ``hourly``/``total`` exceeds."""
+    if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
+        return f"${hourly:,.2f}/h is over max_hourly_usd ${inputs.budget_hourly:,.2f}"
+    return f"${total:,.2f} is over max_total_usd ${inputs.budget_total or 0:,.2f}"
+
+
 def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
     """How many capacity units (replicas) one instance of a type whose fit is ``own`` counts
     for in the choice's fleet, or None when it cannot join it (see the module doc).
@@ -376,6 +395,7 @@ def fallbacks(
     checkpointed: bool = False,
     served: bool = False,
     late: list[Late] | None = None,
+    refuge_gaps: list[RefugeGap] | None = None,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -394,7 +414,8 @@ def fallbacks(
     cost, after every fallback in the choice's market: ``on_demand_refuge``).
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
     not taken (an unbudgeted on-demand service: nothing moves the group back to the choice).
-    ``late`` collects the offers that ran the job within the budget but past the deadline."""
+    ``late`` collects the offers that ran the job within the budget but past the deadline;
+    ``refuge_gaps`` the on-demand groups the budget alone turned away (``selector.refuge``)."""
     ceiling = (
         max_cost_ratio * offer_cost(choice_offer, choice_shape, inputs, rates, on_demand_base).total_usd
         if max_cost_ratio is not None
@@ -501,9 +522,12 @@ def fallbacks(
                     if late is not None:  # the breadth note names what the deadline cost
                         late.append(Late(it.name, offer.region, shape.instances, cost.hours))
                     continue
-                if not within_budget(cost.hourly_usd, cost.total_usd):
-                    continue
                 refuged = wanted != market
+                if not within_budget(cost.hourly_usd, cost.total_usd):
+                    if refuged and refuge_gaps is not None:
+                        over = over_budget(cost.hourly_usd, cost.total_usd, inputs)
+                        refuge_gaps.append(RefugeGap(it.name, offer.region, cost.total_usd, over))
+                    continue
                 key = (refuged, cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
                 best = found.get((it.name, wanted))
                 if best is None or key < best[0]:

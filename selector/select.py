@@ -40,6 +40,7 @@ from selector.fallbacks import (
     MAX_FALLBACKS,
     VM_COUNTED_CLOUDS,
     Fallback,
+    RefugeGap,
     fallbacks,
     fleet_units,
     multinode_note,
@@ -112,6 +113,7 @@ class Plan:
     broader_region: BroaderRegion | None = None
     """Where a fleet with fewer than two fallbacks would have several (``broader_region``)."""
     late: tuple[Late, ...] = ()  # fallbacks of the choice's region only the deadline turned away
+    refuge_gaps: tuple[RefugeGap, ...] = ()  # on-demand groups only the budget turned away
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
     wait_value_per_hour: float = 0.0
@@ -479,6 +481,7 @@ def plan(
         feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
     late: list[Late] = []
+    gaps: list[RefugeGap] = []
     # An unbudgeted on-demand service never moves back to its choice: cap what a fallback costs.
     unbudgeted = inputs.budget_hourly is None and inputs.budget_total is None
     ratio = placement.max_fallback_cost_ratio if spec.task == "serve" and unbudgeted else None
@@ -511,6 +514,7 @@ def plan(
             checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
             served=spec.task == "serve" and spec.fault_tolerance != "none",
             late=late,
+            refuge_gaps=gaps,
         )
 
     def same_build(it: InstanceType) -> Shape | Rejection:
@@ -582,6 +586,7 @@ def plan(
         fallbacks=backups,
         broader_region=broader,
         late=late_of(late, candidates[0].offer.region if candidates else "", backups),
+        refuge_gaps=tuple(gaps),
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )

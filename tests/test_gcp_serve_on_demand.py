@@ -382,3 +382,42 @@ def test_each_vm_account_may_update_only_its_own_markets_groups(stack: Any) -> N
     }
     secrets = {s for s, _ in readers}
     assert secrets and readers == {(s, e) for s in secrets for e in (spot_email, refuge_email)}
+
+
+def test_a_budget_that_drops_the_on_demand_group_is_said_in_the_fleet_line_and_json() -> None:
+    """Review finding 2: a spot endpoint the plan would give an on-demand group but whose budget
+    turns it away says so, with the figure and the limit ($96.71/h × 336 h, the catalog's row)."""
+    from cli.fleet_text import fleet_line
+
+    budgeted = plan(parse_spec(pinned("04-llama70b-fp8-spot", budget={"max_total_usd": 10000})), CATALOG)
+    assert budgeted.choice is not None and not any(f.refuge for f in budgeted.fallbacks)
+    note = (
+        "no on-demand group: a3-highgpu-8g on-demand $32,506.01 is over max_total_usd $10,000.00; "
+        "the endpoint has no refuge in a spot drought"
+    )
+    assert fleet_line(budgeted).endswith(note)
+    assert note in plan_to_dict(budgeted)["choice"]["fleet_notes"]
+    unbudgeted = plan(parse_spec(pinned("04-llama70b-fp8-spot")), CATALOG)
+    assert any(f.refuge for f in unbudgeted.fallbacks)
+    assert "no on-demand group" not in fleet_line(unbudgeted)
+    assert not any("no on-demand group" in n for n in plan_to_dict(unbudgeted)["choice"]["fleet_notes"])
+
+
+def test_a_region_that_sells_no_type_on_demand_is_said_too() -> None:
+    """us-south1 sells a3-ultragpu-8g as spot only in the catalog: no on-demand group can exist."""
+    from cli.fleet_text import fleet_line
+
+    doc = pinned("04-llama70b-fp8-spot")
+    doc["placement"]["regions"] = ["us-south1"]
+    rows = json.loads(Path(CATALOG.path).read_text())["offers"]
+    there = {
+        (o["instance_type"], o["market"]) for o in rows if (o["cloud"], o["region"]) == ("gcp", "us-south1")
+    }
+    assert ("a3-ultragpu-8g", "spot") in there and not any(m == "on-demand" for _, m in there)
+    p = plan(parse_spec(doc), CATALOG)
+    assert p.choice is not None and p.choice.offer.region == "us-south1" and p.choice.offer.market == "spot"
+    note = (
+        "no on-demand group: no type sold on demand in us-south1 runs the choice's launch; "
+        "the endpoint has no refuge in a spot drought"
+    )
+    assert note in fleet_line(p) and note in plan_to_dict(p)["choice"]["fleet_notes"]
