@@ -6,6 +6,7 @@ on demand in the region runs the choice's launch. The plan says so (Fleet line, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from selector.fallbacks import on_demand_refuge
@@ -33,3 +34,23 @@ def refuge_note(plan: Plan) -> str | None:
         among = " among placement.instance_types" if spec.placement.instance_types is not None else ""
         why = f"no type{among} sold on demand in {region} runs the choice's launch"
     return f"no on-demand group: {why}; the endpoint has no refuge in a spot drought"
+
+
+def worst_case_usd(plan: Plan) -> float | None:
+    """What the plan costs at most: every replica on the dearest member of its fleet (the choice
+    or a fallback, each costed as the whole fleet there) for the full duration. The budget policy
+    enforces the same bound by the hour on a rebalanced set (``policy.gpufit_policies``); for a
+    spot endpoint with an on-demand group that is the on-demand rate, since nothing moves a VM
+    back to spot. None without a choice."""
+    if plan.choice is None:
+        return None
+    return max([plan.choice.cost.total_usd, *(f.cost.total_usd for f in plan.fallbacks)])
+
+
+def worst_case_clause(plan: Plan, money: Callable[[float], str]) -> str:
+    """`` (up to $32,506.01 if moved on demand)`` for a plan with an on-demand group whose
+    worst case exceeds its total, else ``""``: the Cost line's bound."""
+    worst = worst_case_usd(plan)
+    if worst is None or plan.choice is None or not any(f.refuge for f in plan.fallbacks):
+        return ""
+    return f" (up to {money(worst)} if moved on demand)" if worst > plan.choice.cost.total_usd else ""

@@ -13,7 +13,7 @@ from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup
 from selector.fallbacks import Fallback, realised_text
 from selector.freshness import age_text, as_of_date
 from selector.obtainability import Obtainability, obtainability
-from selector.refuge import refuge_note
+from selector.refuge import refuge_note, worst_case_usd
 from selector.select import Candidate, Plan
 from selector.setup_time import SetupTime
 from selector.sizing import GIB, Shape
@@ -246,7 +246,9 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
             if choice
             else None
         ),
-        "cost": cost_to_dict(choice.cost) if choice else None,
+        "cost": {**cost_to_dict(choice.cost), "worst_case_usd": _r(worst_case_usd(plan), 2)}
+        if choice
+        else None,
         "capacity": capacity_to_dict(choice.offer, choice.shape.instances) if choice else None,
         "disk": disk_to_dict(plan),
         "setup": setup_to_dict(plan),

@@ -421,3 +421,29 @@ def test_a_region_that_sells_no_type_on_demand_is_said_too() -> None:
         "the endpoint has no refuge in a spot drought"
     )
     assert note in fleet_line(p) and note in plan_to_dict(p)["choice"]["fleet_notes"]
+
+
+def test_the_cost_line_and_json_give_the_worst_case_on_demand() -> None:
+    """Review finding 3: fixture 04's headline total is the spot figure; its bound, every replica
+    on the on-demand group for the whole 336 h (the refuge's own total, the figure the budget
+    policy enforces by the hour), is on the Cost line and in ``cost.worst_case_usd``."""
+    from datetime import date
+
+    from cli.render import render_plan
+
+    p = plan(parse_spec(pinned("04-llama70b-fp8-spot")), CATALOG)
+    assert p.choice is not None
+    refuge = next(f for f in p.fallbacks if f.refuge)
+    assert refuge.cost.total_usd == max(f.cost.total_usd for f in p.fallbacks) > p.choice.cost.total_usd
+    cost = plan_to_dict(p)["cost"]
+    assert cost["worst_case_usd"] == round(refuge.cost.total_usd, 2) == 32506.01
+    assert cost["total_usd"] == round(p.choice.cost.total_usd, 2) < cost["worst_case_usd"]
+    (line,) = [ln for ln in render_plan(p, date(2026, 12, 4)).splitlines() if ln.startswith("Cost ")]
+    assert line.endswith("(up to $32,506.01 if moved on demand)")
+    # without an on-demand group (the budget turned it away): the dearest spot group, no clause
+    budgeted = plan(parse_spec(pinned("04-llama70b-fp8-spot", budget={"max_total_usd": 10000})), CATALOG)
+    assert plan_to_dict(budgeted)["cost"]["worst_case_usd"] == round(
+        max(f.cost.total_usd for f in budgeted.fallbacks), 2
+    )
+    (line,) = [ln for ln in render_plan(budgeted, date(2026, 12, 4)).splitlines() if ln.startswith("Cost ")]
+    assert "if moved on demand" not in line
