@@ -447,3 +447,46 @@ def test_the_cost_line_and_json_give_the_worst_case_on_demand() -> None:
     )
     (line,) = [ln for ln in render_plan(budgeted, date(2026, 12, 4)).splitlines() if ln.startswith("Cost ")]
     assert "if moved on demand" not in line
+
+
+CPU_QUOTA = {
+    "errors": [
+        {"code": "QUOTA_EXCEEDED", "message": "Quota 'CPUS' exceeded. Limit: 24.0 in region europe-north1."}
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        CPU_QUOTA,
+        {
+            "errors": [
+                {
+                    **CPU_QUOTA["errors"][0],
+                    "message": "Quota 'PREEMPTIBLE_NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region europe-north1.",
+                }
+            ]
+        },
+    ],
+)
+def test_an_on_demand_vm_refused_for_a_quota_spot_shares_stays_put(
+    stack: Any, monkeypatch: pytest.MonkeyPatch, error: dict[str, Any]
+) -> None:
+    """Review finding 7: only a standard GPU quota error (``Quota 'NVIDIA_..._GPUS' exceeded``)
+    moves an on-demand group's VM on; a CPUS quota error, which moving to a spot group cannot
+    cure, or any other metric, leaves it in place (the workflow's own definition, interpreted)."""
+    import tests.test_gcp_rebalance as rebalance_tests
+
+    mocks, _ = stack
+    (workflow,) = mocks.of_type(WORKFLOW)
+    env = {
+        **workflow.inputs["userEnvVars"],
+        "GOOGLE_CLOUD_PROJECT_ID": "my-project",
+        "GPUFIT_DEADLINE": "2000000000",
+    }
+    choice, spot, refuge = (g["name"] for g in json.loads(env["GPUFIT_REBALANCE"])["groups"])
+    monkeypatch.setattr(rebalance_tests, "ERROR", error)
+    kept = FakeCompute("my-project", "europe-north1", {choice: 0, spot: 0, refuge: 1}, {refuge: ["vm"]})
+    Workflow(workflow_definition(), env, kept, 1_900_000_000.0, lambda t: None).execute()
+    assert kept.targets == {choice: 0, spot: 0, refuge: 1}
