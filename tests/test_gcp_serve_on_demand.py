@@ -464,7 +464,8 @@ CPU_QUOTA = {
             "errors": [
                 {
                     **CPU_QUOTA["errors"][0],
-                    "message": "Quota 'PREEMPTIBLE_NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region europe-north1.",
+                    "message": "Quota 'PREEMPTIBLE_NVIDIA_H100_GPUS' exceeded. Limit: 0.0 in region "
+                    "europe-north1.",
                 }
             ]
         },
