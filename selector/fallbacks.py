@@ -364,9 +364,12 @@ REFUGE_NOTE = (
     "on-demand (STANDARD VMs), ranked after every spot fallback so that the endpoint survives a "
     "spot drought; nothing moves a VM back to spot when spot capacity returns: a VM moved here "
     "runs at the on-demand price until the deadline, a later `gpufit up` included (it keeps the "
-    "groups' sizes), unless you resize this group to 0 and the choice's group back up"
+    "groups' sizes), unless you resize this group to 0 and the choice's group back up; it needs "
+    "the region's standard quota for its GPUs (NVIDIA_<GPU>_GPUS, which new projects often lack: "
+    "`gcloud compute regions describe REGION`), not checked at plan time"
 )
-"""What an on-demand group of a spot endpoint costs in time (``on_demand_refuge``)."""
+"""What an on-demand group of a spot endpoint costs in time, and the quota it needs
+(``on_demand_refuge``; ``providers.gcp.rebalance.STANDARD_GPU_QUOTA``)."""
 
 
 def same_shape(choice: Shape, own: Shape, units: int) -> bool:

@@ -491,3 +491,15 @@ def test_an_on_demand_vm_refused_for_a_quota_spot_shares_stays_put(
     kept = FakeCompute("my-project", "europe-north1", {choice: 0, spot: 0, refuge: 1}, {refuge: ["vm"]})
     Workflow(workflow_definition(), env, kept, 1_900_000_000.0, lambda t: None).execute()
     assert kept.targets == {choice: 0, spot: 0, refuge: 1}
+
+
+def test_up_dry_run_lists_each_fleet_members_market() -> None:
+    """Review finding 8: fixture 05's one fallback is its own type on demand; the attempt's line
+    says so instead of "fleet a3-highgpu-8g, a3-highgpu-8g"."""
+    from gitops.failover import _attempt
+
+    p = plan(parse_spec(pinned("05-llama405b-endpoint")), CATALOG)
+    attempt = _attempt(1, p)
+    assert attempt.fleet_types == ["a3-highgpu-8g", "a3-highgpu-8g"]  # the names the errors name
+    assert "fleet a3-highgpu-8g, a3-highgpu-8g on-demand)" in attempt.line
+    assert "on-demand" in REFUGE_NOTE and "NVIDIA_<GPU>_GPUS" in REFUGE_NOTE  # finding 6: the quota
