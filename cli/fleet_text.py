@@ -15,6 +15,7 @@ from selector.consumption import third_party_note
 from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, multinode_note, realised_text
 from selector.freshness import age_text
 from selector.obtainability import obtainability
+from selector.refuge import refuge_note
 from selector.select import Plan
 from selector.units import format_hours
 
@@ -26,6 +27,7 @@ def fleet_line(plan: Plan) -> str:
     note = plan.breadth_note
     wanted = fallbacks_wanted(plan.spec)
     line = f"{line}; fewer than {wanted}: {note}" if note is not None and note not in line else line
+    line = f"{line}; {refuge}" if (refuge := refuge_note(plan)) is not None else line
     leave = plan.weighted_leave_note
     return f"{line}; {leave}" if leave is not None else line
 

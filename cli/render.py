@@ -21,6 +21,7 @@ from selector.cost import UNKNOWN_INTERRUPTION_BUCKET, Cost
 from selector.freshness import price_ages
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
+from selector.refuge import worst_case_clause
 from selector.select import Candidate, Plan
 from selector.sizing import Term, usable_gib
 from selector.units import format_hours
@@ -170,7 +171,7 @@ def render_plan(plan: Plan, today: date) -> str:
             f"{shape.vram_gib_per_gpu:.1f} GiB per GPU of {usable_gib(it.gpu, req):.1f} usable"
             + (f"; {req.min_bandwidth_gbps:,.0f} GB/s for the token rate" if req.min_bandwidth_gbps else "")
         )
-        lines.append(f"Cost      {_cost_line(cost, serving)}")
+        lines.append(f"Cost      {_cost_line(cost, serving)}{worst_case_clause(plan, money)}")
         setup = setup_line(plan)
         if setup:
             lines.append(f"Setup     {setup}")

@@ -49,6 +49,7 @@ class FleetMember:
     max_num_seqs: int = 0  # batch generation: sequences per replica on this type (0: none)
     gpu: str | None = None  # the GPU model (catalog name); a GCP group never mixes two
     realised: str = ""  # GCP: "flexibility" (the choice's MIG) or "group" (a MIG of its own)
+    market: str = ""  # a group's own market when not the choice's (a spot endpoint's on-demand group)
 
 
 @dataclass(frozen=True)

@@ -286,6 +286,7 @@ def deployment_from_plan(
                     _max_num_seqs(spec, f.shape),
                     f.offer.instance.gpu.name,
                     f.realised,
+                    f.offer.market if f.offer.market != offer.market else "",
                 )
                 for f in plan.fallbacks
                 if f.realised != ATTEMPT  # a multi-node replica's: a `gpufit up` attempt of its own

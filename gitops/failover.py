@@ -91,6 +91,14 @@ class Attempt:
     desired: int | None = None
     wait_s: float | None = None  # how long its fleet was (or would be) watched
     instance_ids: list[str] = field(default_factory=list)  # only these of its nodes go (none: all)
+    # each of fleet_types' market (a GCP spot endpoint's on-demand groups); empty: the attempt's
+    fleet_markets: list[str] = field(default_factory=list)
+
+    @property
+    def fleet_labels(self) -> list[str]:
+        """``fleet_types``, each in another market than the attempt's marked with it."""
+        markets = self.fleet_markets or [self.market] * len(self.fleet_types)
+        return [t if m == self.market else f"{t} {m}" for t, m in zip(self.fleet_types, markets, strict=True)]
 
     @property
     def line(self) -> str:
@@ -98,7 +106,7 @@ class Attempt:
         which = f"; the plan's fallback {self.listed}" if self.listed else ""
         head = (
             f"attempt {self.number}: {self.cloud} {self.instance_type} × {self.instances} in {where} "
-            f"({self.market}; fleet {', '.join(self.fleet_types)}{which}), ${self.hourly_usd:,.2f}/h, "
+            f"({self.market}; fleet {', '.join(self.fleet_labels)}{which}), ${self.hourly_usd:,.2f}/h, "
             f"estimated ${self.total_usd:,.2f} in all"
         )
         return head + (f" — {self.outcome}: {self.reason}" if self.outcome != "planned" else "")
@@ -146,6 +154,7 @@ def _attempt(number: int, plan: Plan, listed: int = 0) -> Attempt:
             offer.instance.name,
             *(f.offer.instance.name for f in plan.fallbacks if f.realised != ATTEMPT),
         ],
+        fleet_markets=[offer.market, *(f.offer.market for f in plan.fallbacks if f.realised != ATTEMPT)],
         market=offer.market,
         instances=choice.shape.instances,
         hourly_usd=round(choice.cost.hourly_usd, 4),

@@ -182,13 +182,19 @@ def _template_deadline(props: Mapping[str, Any], expiry: datetime | None, config
     scheduling = as_map(props.get("scheduling"))
     scheduler_only = as_map(props.get("labels")).get(LABEL_DEADLINE_LAYER) == DEADLINE_LAYER_SCHEDULER
     action = scheduling.get("instanceTerminationAction")
-    if action != "DELETE":
+    at = scheduling.get("terminationTime")
+    beyond_reach = scheduler_only or (expiry is not None and expiry - config.now > VM_RUN_TIME_LIMIT)
+    limited = bool(at) or duration_seconds(as_map(scheduling.get("maxRunDuration"))) is not None
+    # A STANDARD VM with no run-time limit is never terminated by Compute Engine, so it takes no
+    # termination action (the action is a Spot VM's or a run-time limit's: contract rule
+    # gcp.standard); past a termination time's reach its deadline is the group's Scheduler job.
+    standard = str(scheduling.get("provisioningModel") or "STANDARD").upper() == "STANDARD"
+    moot = standard and not scheduling.get("preemptible") and not limited and beyond_reach
+    if action != "DELETE" and not (moot and action is None):
         problems.append(
             f"scheduling.instanceTerminationAction is {action!r}, not 'DELETE': at its deadline "
             "a VM must be deleted, not left stopped"
         )
-    at = scheduling.get("terminationTime")
-    beyond_reach = scheduler_only or (expiry is not None and expiry - config.now > VM_RUN_TIME_LIMIT)
     if not at and duration_seconds(as_map(scheduling.get("maxRunDuration"))) is None and not beyond_reach:
         problems.append("scheduling sets neither terminationTime nor maxRunDuration: no VM-side deadline")
     elif at:

@@ -250,7 +250,9 @@ def rebalanced_hourly(
 ) -> tuple[float, list[str], list[str]]:
     """The most a rebalanced set of groups can cost an hour: the dearest replica-hour among its
     groups' machines (price ÷ replicas per VM; each group priced both as the plan names its
-    machine and as its own template does, in its own template's market) times the most replicas
+    machine and as its own template does, in its own template's market; a group whose template
+    the stack does not name, in every template's market the catalog prices its machine in, the
+    on-demand one of a spot endpoint's on-demand group included) times the most replicas
     the groups hold together: ``selector.gcp_flexibility.most_replicas`` of the plan's units
     (the rebalancer moves VMs, it never adds replicas), or the groups' own target sizes ×
     replicas per VM when those are more: a self-declared plan never prices a group below what
@@ -282,12 +284,18 @@ def rebalanced_hourly(
             }
             for t in markets
         ]
+        missing, priced = [], False
         for shape in [*shapes, *([template] if template else [])]:
             offer = instance_offer(GCP_INSTANCE, shape, config, region, resource_zones(GCP_GROUPS[0], mig))
             if offer is None:
-                unpriced.append(f"gcp {last_segment(shape.get('machineType'))}")
+                missing.append(f"gcp {last_segment(shape.get('machineType'))}")
                 continue
-            dearest = max(dearest, offer.hourly_usd / weight)
+            priced, dearest = True, max(dearest, offer.hourly_usd / weight)
+        # A group whose template is not known runs one of the stack's templates: a market the
+        # catalog does not sell its machine in (a spot endpoint's on-demand group beside an
+        # a3-highgpu-1g sold as Spot only) is not one it runs in, as long as one market prices it.
+        if template is not None or not priced:
+            unpriced.extend(missing)
     if own > units:
         refused.append(
             f"the rebalanced groups' own target sizes hold {own} replicas, over the plan's units {units}"

@@ -27,7 +27,7 @@ fallbacks and obtainability and the premium (expected, incl. estimated wait);
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TypeVar
 
 from selector.breadth import (
@@ -39,7 +39,7 @@ from selector.breadth import (
     deadline_text,
 )
 from selector.catalog import CAPACITY_MARKETS, Offer
-from selector.fallbacks import VM_COUNTED_CLOUDS, multinode_note
+from selector.fallbacks import VM_COUNTED_CLOUDS, RefugeGap, multinode_note
 from selector.obtainability import LEVELS
 from selector.sizing import Shape
 from selector.spec import WorkloadSpec
@@ -59,6 +59,16 @@ def breadth_allows(level: str | None, cheapest_level: str | None) -> bool:
     """Whether a candidate of obtainability ``level`` may be taken for breadth over a cheapest
     offer of ``cheapest_level``: not a "very low" one unless the cheapest is "very low" too."""
     return level != UNOBTAINABLE or cheapest_level == UNOBTAINABLE
+
+
+@dataclass(slots=True)
+class FleetAside:
+    """What planning one fleet sets aside: the fallbacks only the deadline turned away
+    (``late``) and the on-demand groups only the budget turned away (``gaps``). Each fleet the
+    plan tries keeps its own, so only the chosen fleet's reach the plan."""
+
+    late: list[Late] = field(default_factory=list)
+    gaps: list[RefugeGap] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

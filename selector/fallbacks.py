@@ -6,7 +6,10 @@ instance flexibility) launches one launch template or instance template on any o
 instance types. The plan hands it the choice first, then same-shape fallbacks in expected-cost
 order. A fallback is an offer
 
-- of the choice's cloud, region and market (a fleet lives in one region and one market);
+- of the choice's cloud, region and market (a fleet lives in one region and one market), but
+  for a stateless GCP endpoint on spot, whose on-demand offers of the types sold on demand
+  there follow its spot fallbacks, each in a STANDARD group of its own (``on_demand_refuge``),
+  so the endpoint survives a spot drought;
 - offered where the fleet may launch: the choice's zone when the choice is zone-specific (its
   price holds there only, so the fleet launches only there), else the zones the choice's
   region-level offer is known in (a fallback whose own zones are not known counts there, but
@@ -58,7 +61,13 @@ from dataclasses import dataclass, replace
 from selector.breadth import Late
 from selector.catalog import Catalog, InstanceType, Offer
 from selector.cost import Cost, CostInputs, offer_cost, with_wait
-from selector.gcp_flexibility import FLEXIBLE, MAX_FALLBACK_GROUPS, describe, realisation
+from selector.gcp_flexibility import (
+    FLEXIBLE,
+    MAX_FALLBACK_GROUPS,
+    describe,
+    realisation,
+    serves_launch_machine,
+)
 from selector.obtainability import obtainability
 from selector.rates import CloudRates
 from selector.sizing import Rejection, Shape
@@ -151,6 +160,7 @@ class Fallback:
     cost: Cost
     weighted_capacity: int
     realised: str = ""  # GCP: "flexibility" (the choice's group), "group" (a MIG of its own); ATTEMPT
+    refuge: bool = False  # an on-demand group of a spot endpoint (``on_demand_refuge``)
 
     @property
     def idle_gpus(self) -> int:
@@ -231,6 +241,48 @@ def served_group_shape(choice: Shape, own: Shape, gpus: int) -> Shape | None:
     return _choice_launch_on(choice, own)
 
 
+MAX_ON_DEMAND_GROUPS = 2
+"""At most this many on-demand groups after a spot endpoint's spot ones (``on_demand_refuge``):
+the cheapest on-demand type, and one more in case its capacity is short too."""
+
+
+def on_demand_refuge(choice: Offer, shape: Shape, served: bool) -> bool:
+    """Whether a stateless served model's spot choice on a cloud whose fleet counts VMs (a GCP
+    MIG, one provisioning model per instance template: ``markets.ON_DEMAND_BASE_UNSUPPORTED``)
+    also takes on-demand groups of its own after its spot fallbacks, so that the endpoint
+    survives a spot drought in its region (issue 25; the AWS fleet keeps an on-demand base
+    instead, ``serving.on_demand_base``). Each is an on-demand offer in the choice's region of a
+    type the catalog sells on demand there (``selector.consumption`` drops the rest, such as
+    a3-highgpu-1g/2g/4g, sold as Spot or Flex-start only), running the choice's launch
+    (``served_group_shape``). Nothing moves a VM back to spot when spot capacity returns."""
+    return (
+        served
+        and choice.market == "spot"
+        and choice.cloud in VM_COUNTED_CLOUDS
+        and shape.nodes_per_replica == 1
+        and shape.job_hours is None
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class RefugeGap:
+    """An on-demand group the budget alone turned away (``selector.refuge``): ``instance_type``
+    in ``region``, ``total_usd`` for every VM of the fleet there the whole duration, and which
+    limit it is ``over`` (worded as ``selector.select``'s budget rejection)."""
+
+    instance_type: str
+    region: str
+    total_usd: float
+    over: str
+
+
+def over_budget(hourly: float, total: float, inputs: CostInputs) -> str:
+    """Which limit of the spec's budget ``hourly``/``total`` exceeds."""
+    if inputs.budget_hourly is not None and hourly > inputs.budget_hourly:
+        return f"${hourly:,.2f}/h is over max_hourly_usd ${inputs.budget_hourly:,.2f}"
+    return f"${total:,.2f} is over max_total_usd ${inputs.budget_total or 0:,.2f}"
+
+
 def weight_in_fleet(choice: Shape, own: Shape, units: int, weighted: bool) -> int | None:
     """How many capacity units (replicas) one instance of a type whose fit is ``own`` counts
     for in the choice's fleet, or None when it cannot join it (see the module doc).
@@ -304,7 +356,20 @@ def realised_text(fallback: Fallback) -> str:
         )
     if not fallback.realised:
         return ""
-    return describe(fallback.realised, fallback.offer.instance.machine_type)
+    text = describe(fallback.realised, fallback.offer.instance.machine_type)
+    return f"{text}; {REFUGE_NOTE}" if fallback.refuge else text
+
+
+REFUGE_NOTE = (
+    "on-demand (STANDARD VMs), ranked after every spot fallback so that the endpoint survives a "
+    "spot drought; nothing moves a VM back to spot when spot capacity returns: a VM moved here "
+    "runs at the on-demand price until the deadline, a later `gpufit up` included (it keeps the "
+    "groups' sizes), unless you resize this group to 0 and the choice's group back up; it needs "
+    "the region's standard quota for its GPUs (NVIDIA_<GPU>_GPUS, which new projects often lack: "
+    "`gcloud compute regions describe REGION`), not checked at plan time"
+)
+"""What an on-demand group of a spot endpoint costs in time, and the quota it needs
+(``on_demand_refuge``; ``providers.gcp.rebalance.STANDARD_GPU_QUOTA``)."""
 
 
 def same_shape(choice: Shape, own: Shape, units: int) -> bool:
@@ -333,6 +398,7 @@ def fallbacks(
     checkpointed: bool = False,
     served: bool = False,
     late: list[Late] | None = None,
+    refuge_gaps: list[RefugeGap] | None = None,
 ) -> tuple[Fallback, ...]:
     """The choice's fallbacks in its region and market (and in its zone when the choice is
     zone-specific), cheapest expected total first (ties: fewer GPUs, then the name), one per
@@ -346,10 +412,13 @@ def fallbacks(
     batch job's other GCP fallbacks each get a group of their own, and so do a single-node
     ``checkpointed`` job's that run its launch unchanged (``gcp_flexibility.realisation``).
     A stateless ``served`` model's other GCP fallbacks with at least its GPU memory get groups
-    of their own too, each VM running the choice's launch (``served_group_shape``).
+    of their own too, each VM running the choice's launch (``served_group_shape``), and when
+    its choice is spot, on-demand groups follow (at most ``MAX_ON_DEMAND_GROUPS``, by expected
+    cost, after every fallback in the choice's market: ``on_demand_refuge``).
     ``max_cost_ratio``: a fallback whose billed total exceeds this many times the choice's is
     not taken (an unbudgeted on-demand service: nothing moves the group back to the choice).
-    ``late`` collects the offers that ran the job within the budget but past the deadline."""
+    ``late`` collects the offers that ran the job within the budget but past the deadline;
+    ``refuge_gaps`` the on-demand groups the budget alone turned away (``selector.refuge``)."""
     ceiling = (
         max_cost_ratio * offer_cost(choice_offer, choice_shape, inputs, rates, on_demand_base).total_usd
         if max_cost_ratio is not None
@@ -362,98 +431,113 @@ def fallbacks(
     allowed = (pinned,) if pinned is not None else choice_offer.zones
     # A multi-node replica's fallback is an attempt of its own: placed in its own offer's zone.
     attempts = choice_shape.nodes_per_replica > 1 and cloud not in VM_COUNTED_CLOUDS
-    found: dict[str, tuple[tuple[object, ...], Fallback]] = {}
+    # A spot endpoint's on-demand groups come after its spot fallbacks (``on_demand_refuge``).
+    refuge = on_demand_refuge(choice_offer, choice_shape, served)
+    markets = (market, "on-demand") if refuge else (market,)
+    found: dict[tuple[str, str], tuple[tuple[object, ...], Fallback]] = {}
     for it, offers in catalog.by_instance_type:
-        if it.cloud != cloud or it.name == choice_offer.instance.name:
+        if it.cloud != cloud:
             continue
-        realised = (
-            realisation(
-                choice_offer.instance,
-                it,
-                vm_flexibility,
-                weighted,
-                checkpointed and choice_shape.nodes_per_replica == 1,
-                served and choice_shape.nodes_per_replica == 1,
+        for wanted in markets:
+            if wanted == market and it.name == choice_offer.instance.name:
+                continue
+            realised: str | None
+            if wanted != market:  # one template, one provisioning model: a group of its own
+                realised = "group" if serves_launch_machine(choice_offer.instance, it) else None
+            elif cloud in VM_COUNTED_CLOUDS:
+                realised = realisation(
+                    choice_offer.instance,
+                    it,
+                    vm_flexibility,
+                    weighted,
+                    checkpointed and choice_shape.nodes_per_replica == 1,
+                    served and choice_shape.nodes_per_replica == 1,
+                )
+            else:
+                realised = ""
+            if realised is None:
+                continue
+            bound = realised in FLEXIBLE and cloud in ACCELERATOR_BOUND_CLOUDS
+            if bound and not same_accelerators(choice_offer.instance, it):
+                continue
+            if instance_patterns is not None and not any(
+                fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
+            ):
+                continue
+            here = [
+                o
+                for o in offers
+                if o.region == region
+                and o.market == wanted
+                and (
+                    attempts
+                    or not allowed
+                    or any(offered_in(o, zone) for zone in allowed)
+                    or (pinned is None and o.zone is None and not o.zones)
+                )
+                and not o.unpriced
+            ]
+            if not here:
+                continue
+            if not attempts:
+                # The group may launch this type in any zone it is allowed: cost it where it is dearest.
+                here = [max(here, key=lambda o: o.hourly_usd)]
+            own = fit_of(it)
+            if (
+                fit_at is not None
+                and not isinstance(own, Rejection)
+                and own.tensor_parallel != choice_shape.tensor_parallel
+            ):
+                own = fit_at(it, choice_shape.tensor_parallel)
+            if isinstance(own, Rejection):
+                continue
+            weight = weight_in_fleet(choice_shape, own, units, weighted)
+            if served and realised == "group":
+                own_group = served_group_shape(choice_shape, own, it.gpu_count)
+                if own_group is None:
+                    continue
+                own, weight = own_group, choice_shape.replicas_per_instance
+            padded = (
+                idle_gpu_shape(choice_shape, own)
+                if realised in FLEXIBLE and weight is None and same_series(choice_offer.instance, it)
+                else None
             )
-            if cloud in VM_COUNTED_CLOUDS
-            else ""
-        )
-        if realised is None:
-            continue
-        bound = realised in FLEXIBLE and cloud in ACCELERATOR_BOUND_CLOUDS
-        if bound and not same_accelerators(choice_offer.instance, it):
-            continue
-        if instance_patterns is not None and not any(
-            fnmatch.fnmatchcase(it.name, p) for p in instance_patterns
-        ):
-            continue
-        here = [
-            o
-            for o in offers
-            if o.region == region
-            and o.market == market
-            and (
-                attempts
-                or not allowed
-                or any(offered_in(o, zone) for zone in allowed)
-                or (pinned is None and o.zone is None and not o.zones)
-            )
-            and not o.unpriced
-        ]
-        if not here:
-            continue
-        if not attempts:
-            # The group may launch this type in any zone it is allowed: cost it where it is dearest.
-            here = [max(here, key=lambda o: o.hourly_usd)]
-        own = fit_of(it)
-        if (
-            fit_at is not None
-            and not isinstance(own, Rejection)
-            and own.tensor_parallel != choice_shape.tensor_parallel
-        ):
-            own = fit_at(it, choice_shape.tensor_parallel)
-        if isinstance(own, Rejection):
-            continue
-        weight = weight_in_fleet(choice_shape, own, units, weighted)
-        if served and realised == "group":
-            own_group = served_group_shape(choice_shape, own, it.gpu_count)
-            if own_group is None:
+            alone = attempt_shape(choice_shape, own, cloud)
+            how: str = realised
+            if alone is not None:
+                shape, weight, how = alone, alone.replicas_per_instance, ATTEMPT
+            elif padded is not None:
+                shape, weight = padded, choice_shape.replicas_per_instance
+            elif weight is None:
                 continue
-            own, weight = own_group, choice_shape.replicas_per_instance
-        padded = (
-            idle_gpu_shape(choice_shape, own)
-            if realised in FLEXIBLE and weight is None and same_series(choice_offer.instance, it)
-            else None
-        )
-        alone = attempt_shape(choice_shape, own, cloud)
-        how: str = realised
-        if alone is not None:
-            shape, weight, how = alone, alone.replicas_per_instance, ATTEMPT
-        elif padded is not None:
-            shape, weight = padded, choice_shape.replicas_per_instance
-        elif weight is None:
-            continue
-        elif realised in FLEXIBLE and vm_counted:
-            shape = vm_fleet_shape(own, choice_shape.instances)
-        else:
-            shape = fleet_shape(own, units)
-        for offer in here:
-            billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
-            if ceiling is not None and billed.total_usd > ceiling * (1 + 1e-9):
-                continue
-            window = deadline_hours if inputs.run_hours is None else None
-            odds = obtainability(offer, shape.nodes_per_replica)
-            cost = with_wait(billed, odds, wait_value, window, rerun_usd)
-            if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
-                if late is not None:  # the breadth note names what the deadline cost
-                    late.append(Late(it.name, offer.region, shape.instances, cost.hours))
-                continue
-            if not within_budget(cost.hourly_usd, cost.total_usd):
-                continue
-            key = (cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
-            best = found.get(it.name)
-            if best is None or key < best[0]:
-                found[it.name] = (key, Fallback(offer, shape, cost, weight, how))
+            elif realised in FLEXIBLE and vm_counted:
+                shape = vm_fleet_shape(own, choice_shape.instances)
+            else:
+                shape = fleet_shape(own, units)
+            for offer in here:
+                billed = offer_cost(offer, shape, inputs, rates, on_demand_base)
+                if ceiling is not None and billed.total_usd > ceiling * (1 + 1e-9):
+                    continue
+                window = deadline_hours if inputs.run_hours is None else None
+                odds = obtainability(offer, shape.nodes_per_replica)
+                cost = with_wait(billed, odds, wait_value, window, rerun_usd)
+                if deadline_hours is not None and inputs.run_hours is None and cost.hours > deadline_hours:
+                    if late is not None:  # the breadth note names what the deadline cost
+                        late.append(Late(it.name, offer.region, shape.instances, cost.hours))
+                    continue
+                refuged = wanted != market
+                if not within_budget(cost.hourly_usd, cost.total_usd):
+                    if refuged and refuge_gaps is not None:
+                        over = over_budget(cost.hourly_usd, cost.total_usd, inputs)
+                        refuge_gaps.append(RefugeGap(it.name, offer.region, cost.total_usd, over))
+                    continue
+                key = (refuged, cost.expected_usd, it.gpu_count * shape.instances, it.name, offer.zone or "")
+                best = found.get((it.name, wanted))
+                if best is None or key < best[0]:
+                    found[(it.name, wanted)] = (key, Fallback(offer, shape, cost, weight, how, refuged))
+    # the choice's market first, each by expected cost; then a spot endpoint's on-demand groups
     ranked = [fallback for _, fallback in sorted(found.values(), key=lambda entry: entry[0])]
-    groups = [f for f in ranked if f.realised == "group"][:MAX_FALLBACK_GROUPS]
-    return tuple(f for f in ranked if f.realised != "group" or f in groups)[:limit]
+    groups = [f for f in ranked if f.realised == "group" and not f.refuge][:MAX_FALLBACK_GROUPS]
+    refuges = [f for f in ranked if f.refuge][:MAX_ON_DEMAND_GROUPS]
+    kept = [f for f in ranked if (f.realised != "group" and not f.refuge) or f in groups or f in refuges]
+    return tuple(kept)[:limit]

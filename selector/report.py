@@ -13,6 +13,7 @@ from selector.cost import Cost, cost_inputs, disk_parts, disk_size_gb, job_setup
 from selector.fallbacks import Fallback, realised_text
 from selector.freshness import age_text, as_of_date
 from selector.obtainability import Obtainability, obtainability
+from selector.refuge import refuge_note, worst_case_usd
 from selector.select import Candidate, Plan
 from selector.setup_time import SetupTime
 from selector.sizing import GIB, Shape
@@ -227,7 +228,11 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                 "weighted_capacity": choice.shape.replicas_per_instance,
                 "fleet_units": plan.fleet_units,
                 "fallbacks": [fallback_to_dict(f) for f in plan.fallbacks],
-                "fleet_notes": [n for n in (plan.breadth_note, plan.weighted_leave_note) if n is not None],
+                "fleet_notes": [
+                    n
+                    for n in (plan.breadth_note, plan.weighted_leave_note, refuge_note(plan))
+                    if n is not None
+                ],
                 "broader_region": (
                     {
                         "region": plan.broader_region.offer.region,
@@ -258,7 +263,9 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
             if choice
             else None
         ),
-        "cost": cost_to_dict(choice.cost) if choice else None,
+        "cost": {**cost_to_dict(choice.cost), "worst_case_usd": _r(worst_case_usd(plan), 2)}
+        if choice
+        else None,
         "capacity": capacity_to_dict(choice.offer, choice.shape.instances) if choice else None,
         "disk": disk_to_dict(plan),
         "setup": setup_to_dict(plan),

@@ -24,6 +24,7 @@ from selector.breadth import BroaderRegion, Late, broader_region, late_of
 from selector.breadth_choice import (
     BREADTH_CANDIDATES_TRIED,
     BreadthChoice,
+    FleetAside,
     breadth_allows,
     breadth_note,
     broadest_first,
@@ -39,6 +40,7 @@ from selector.fallbacks import (
     MAX_FALLBACKS,
     VM_COUNTED_CLOUDS,
     Fallback,
+    RefugeGap,
     fallbacks,
     fleet_units,
     spanning_offer,
@@ -91,6 +93,7 @@ class Plan:
     breadth_choice: BreadthChoice | None = None
     """The cheapest offer, passed over for a broader fleet (``selector.breadth_choice``)."""
     late: tuple[Late, ...] = ()  # fallbacks of the choice's region only the deadline turned away
+    refuge_gaps: tuple[RefugeGap, ...] = ()  # on-demand groups only the budget turned away
     price_ages: PriceAges | None = None
     """The dates of the prices of the offers the plan considered (placement allowed)."""
     wait_value_per_hour: float = 0.0
@@ -374,7 +377,7 @@ def plan(
     if feasible_out is not None and everything is not None:
         feasible_out.extend(candidate(e[0], e[1], e[7]) for e in everything)
     backups: tuple[Fallback, ...] = ()
-    late: list[Late] = []
+    aside = FleetAside()
     # An unbudgeted on-demand service never moves back to its choice: cap what a fallback costs.
     unbudgeted = inputs.budget_hourly is None and inputs.budget_total is None
     ratio = placement.max_fallback_cost_ratio if spec.task == "serve" and unbudgeted else None
@@ -386,7 +389,7 @@ def plan(
         engine: EngineBuild | None,
         base: tuple[int, float],
         limit: int = MAX_FALLBACKS,
-        late_out: list[Late] = late,
+        out: FleetAside = aside,
     ) -> tuple[Fallback, ...]:
         def same_build(it: InstanceType) -> Shape | Rejection:
             """A fleet runs one boot script: a fallback must take its choice's engine build."""
@@ -415,7 +418,8 @@ def plan(
             limit=limit,
             checkpointed=spec.task != "serve" and spec.fault_tolerance == "checkpointed",
             served=spec.task == "serve" and spec.fault_tolerance != "none",
-            late=late_out,
+            late=out.late,
+            refuge_gaps=out.gaps,
         )
 
     def in_plan(c: Candidate) -> bool:
@@ -424,11 +428,11 @@ def plan(
         return within and (deadline is None or c.cost.hours <= deadline)
 
     def widest(
-        c: Candidate, base: tuple[int, float], limit: int = MAX_FALLBACKS, late_out: list[Late] = late
+        c: Candidate, base: tuple[int, float], limit: int = MAX_FALLBACKS, out: FleetAside = aside
     ) -> tuple[Candidate, tuple[Fallback, ...]]:
         """``c`` and its fleet; a zone's spot offer with fewer than ``wanted`` fallbacks widened
         to its region's zones when that finds more within the budget and TTL."""
-        found = fleet_of(c.offer, c.shape, c.engine, base, limit, late_out)
+        found = fleet_of(c.offer, c.shape, c.engine, base, limit, out)
         single = c.shape.nodes_per_replica == 1
         cost_only = placement.min_fallbacks == 0  # ranks by expected cost alone: never widened
         if len(found) >= min(wanted, limit) or spec.fault_tolerance == "none" or not single or cost_only:
@@ -437,13 +441,13 @@ def plan(
         if wide is None:
             return c, found
         widened = candidate(wide, c.shape, base)
-        more = fleet_of(wide, widened.shape, c.engine, base, limit, late_out)
+        more = fleet_of(wide, widened.shape, c.engine, base, limit, out)
         return (widened, more) if len(more) > len(found) and in_plan(widened) else (c, found)
 
     first_base = NO_BASE
     cheapest: Candidate | None = None
     narrow: tuple[Fallback, ...] = ()
-    narrow_late: list[Late] = []
+    narrow_aside = FleetAside()
     if candidates:
         cheapest = candidates[0]
         first_base = base_of.get(id(cheapest.offer), NO_BASE)
@@ -451,7 +455,7 @@ def plan(
         narrow = backups
         if first is not cheapest:  # widened: the cheapest's own fleet, in its zone
             narrow = fleet_of(
-                cheapest.offer, cheapest.shape, cheapest.engine, first_base, late_out=narrow_late
+                cheapest.offer, cheapest.shape, cheapest.engine, first_base, out=narrow_aside
             )
         candidates = (first, *candidates[1:])
     broader: BroaderRegion | None = None
@@ -478,7 +482,7 @@ def plan(
             there = candidate(wide, first.shape, base)
             if not in_plan(there):
                 return None
-            found = fleet_of(wide, there.shape, there.engine, base, wanted)
+            found = fleet_of(wide, there.shape, there.engine, base, wanted, FleetAside())
             if len(found) < wanted:
                 return None
             broad_there[id(wide)] = (there, base)
@@ -496,7 +500,7 @@ def plan(
 
     if cheapest is not None and wants_breadth(spec, cheapest.offer.market, len(narrow)):
         first = candidates[0]
-        unwidened = narrow_late if first is not cheapest else late
+        unwidened = narrow_aside if first is not cheapest else aside
 
         def takeable(c: Candidate, floor: str | None = level_of(cheapest)) -> bool:
             return breadth_allows(level_of(c), floor)
@@ -512,7 +516,7 @@ def plan(
         )
 
         def searched(item: _Based) -> tuple[_Based, int]:
-            planned, found = widest(item[0], item[1], need, [])  # counted up to the minimum
+            planned, found = widest(item[0], item[1], need, FleetAside())  # counted up to the minimum
             return (planned, item[1]), len(found)
 
         known: list[tuple[_Based, int]] = [((cheapest, first_base), len(narrow))]
@@ -530,20 +534,20 @@ def plan(
             lambda item: item[0].offer.market == cheapest.offer.market,
         )
         if taken is not None and taken[0][0] is cheapest:
-            candidates, backups, late = (cheapest, *candidates[1:]), narrow, unwidened
+            candidates, backups, aside = (cheapest, *candidates[1:]), narrow, unwidened
         elif taken is not None and taken[0][0] is first:
             pass  # the widening, already planned in full
         elif taken is not None:
             (planned, base), _ = taken
-            late_taken: list[Late] = []
-            chosen, fleet = widest(planned, base, late_out=late_taken)
+            aside_taken = FleetAside()
+            chosen, fleet = widest(planned, base, out=aside_taken)
             if len(fleet) > len(narrow):
                 kind = attrgetter("offer.instance.cloud", "offer.instance.name", "offer.market")
                 others = (cheapest, *(c for c in candidates[1:] if kind(c) != kind(chosen)))
                 candidates = (chosen, *others)[: top + 1]
-                backups, late, broader = fleet, late_taken, None
+                backups, aside, broader = fleet, aside_taken, None
             else:
-                candidates, backups, late = (cheapest, *candidates[1:]), narrow, unwidened
+                candidates, backups, aside = (cheapest, *candidates[1:]), narrow, unwidened
     if cheapest is not None and candidates[0] is not cheapest:  # a walked, broader or widened offer
         chosen = candidates[0]
         chosen_for_breadth = BreadthChoice(
@@ -575,7 +579,8 @@ def plan(
         fallbacks=backups,
         broader_region=broader,
         breadth_choice=chosen_for_breadth,
-        late=late_of(late, candidates[0].offer.region if candidates else "", backups),
+        late=late_of(aside.late, candidates[0].offer.region if candidates else "", backups),
+        refuge_gaps=tuple(dict.fromkeys(aside.gaps)),
         price_ages=price_ages_counted(considered),
         wait_value_per_hour=value,
     )

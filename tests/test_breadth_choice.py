@@ -29,11 +29,19 @@ CATALOG_DAY = date(2026, 12, 4)
 REALISTIC = ROOT / "tests" / "fixtures" / "realistic"
 NARROW = ("04-llama70b-fp8-spot", "05-llama405b-endpoint", "23-qwen3-235b-endpoint", "27-qwen3-30b-moe-batch")
 """The realistic fixtures whose cheapest offer's fleet has fewer than two fallbacks (main at
-d19f4cb: 04 and 23 one, 05 none, 27 one)."""
+d19f4cb: 04 and 23 one, 05 none, 27 one). 05's cheapest now has one (its own type's on-demand
+group, ``selector.fallbacks`` refuge); 04 and 23 have two that way, so they are planned here with
+``REFUGE_OUT``'s budget, which leaves the on-demand group out and the cheapest with one."""
+
+REFUGE_OUT = {"04-llama70b-fp8-spot": 10_000.0, "23-qwen3-235b-endpoint": 10_000.0}
+"""max_total_usd under the on-demand a3-highgpu-8g group's figure in europe-north1 (04:
+$32,506.01, 23: $16,258.36) and over the broad offer's total (04: $3,218, 23: $1,614)."""
 
 
 def _doc(name: str, **placement: Any) -> dict[str, Any]:
     doc = dict(yaml.safe_load((REALISTIC / f"{name}.yaml").read_text()))
+    if name in REFUGE_OUT:
+        doc["budget"] = {**doc.get("budget", {}), "max_total_usd": REFUGE_OUT[name]}
     if placement:
         doc["placement"] = {**doc.get("placement", {}), **placement}
     return doc
@@ -284,7 +292,8 @@ def test_min_fallbacks_zero_ranks_by_expected_cost_alone(name: str) -> None:
 def test_a_pinned_type_keeps_its_narrow_fleet() -> None:
     pinned = _plan("05-llama405b-endpoint", instance_types=["a3-highgpu-8g"])
     assert _where(pinned) == ("gcp", "a3-highgpu-8g", "europe-north1", None, "spot")
-    assert pinned.breadth_choice is None and pinned.fallbacks == ()
+    assert pinned.breadth_choice is None
+    assert [(f.offer.instance.name, f.offer.market) for f in pinned.fallbacks] == [("a3-highgpu-8g", "on-demand")]
     assert pinned.breadth_note == "placement.instance_types pins the types"
 
 
@@ -400,14 +409,14 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
         "Breadth   chose aws p5.48xlarge spot use2-az3 (2 fallbacks, obtainability low) over the "
         "cheapest gcp "
     )
-    assert "a3-highgpu-8g spot europe-north1 (0 fallbacks, obtainability low) at $" in line
+    assert "a3-highgpu-8g spot europe-north1 (1 fallback, obtainability low) at $" in line
     assert "more (expected, incl. estimated wait), for placement.min_fallbacks 2;" in line
     assert "placement.min_fallbacks: 0 ranks by expected cost alone" in line
     code, out, _ = _run("plan", path, "--json")
     choice = json.loads(out)["choice"]
     taken = choice["breadth_choice"]
     assert taken["passed_over"]["instance_type"] == "a3-highgpu-8g"
-    assert taken["passed_over"]["region"] == "europe-north1" and taken["passed_over_fallbacks"] == 0
+    assert taken["passed_over"]["region"] == "europe-north1" and taken["passed_over_fallbacks"] == 1
     assert taken["fallbacks"] == len(choice["fallbacks"]) >= 2 and taken["premium_usd"] > 0
     assert taken["min_fallbacks"] == 2 and choice["broader_region"] is None
     assert taken["obtainability"] == "low" and taken["passed_over_obtainability"] == "low"

@@ -217,7 +217,9 @@ def test_a_deadline_past_120_days_leaves_the_scheduler_job_as_the_groups_cloud_s
     mocks, outputs = run_program(config, NOW, stack="dev")
     template = mocks.one("gcp:compute/regionInstanceTemplate:RegionInstanceTemplate").inputs
     assert "terminationTime" not in template["scheduling"]
-    assert template["scheduling"]["instanceTerminationAction"] == "DELETE"
+    # an on-demand (STANDARD) VM without a run-time limit carries no termination action (gcp.standard)
+    assert template["scheduling"]["provisioningModel"] == "STANDARD"
+    assert "instanceTerminationAction" not in template["scheduling"]
     job = mocks.one("gcp:cloudscheduler/job:Job").inputs
     assert job["httpTarget"]["uri"].endswith("/resize?size=0")
     assert outputs["deadline_layers"] == "Cloud Scheduler resize to 0, in-VM stop, reap"

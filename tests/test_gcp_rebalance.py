@@ -120,9 +120,11 @@ def test_a_served_g2_plan_takes_same_gpu_sizes_by_flexibility_by_default() -> No
     assert any(f.realised == "flexibility" for f in planned.fallbacks)
     for f in planned.fallbacks:
         assert f.offer.instance.name.startswith("g2-standard-")
-        # the choice's GPUs: its group by flexibility; other counts: groups of their own (issue 25)
+        # the choice's GPUs: its group by flexibility; other counts: groups of their own (issue 25),
+        # as is every on-demand type after the spot ones (one template, one provisioning model)
         same = f.offer.instance.gpu_count == choice.gpu_count
-        assert f.realised == ("flexibility" if same else "group"), f
+        assert f.realised == ("flexibility" if same and not f.refuge else "group"), f
+        assert f.refuge == (f.offer.market == "on-demand" != planned.choice.offer.market)
 
 
 # ----------------------------------------------------------------------------- the decision

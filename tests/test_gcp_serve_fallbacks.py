@@ -84,14 +84,16 @@ def test_a_served_group_runs_the_choices_replicas_on_a_vm_with_their_gpus() -> N
 
 def test_the_phi4_spot_endpoint_has_several_fallbacks_each_running_its_launch() -> None:
     """Fixture 25: a3-highgpu-1g spot in europe-north1, with no fallback before issue 25's
-    served groups; the catalog's other types there are a3-highgpu-2g/4g/8g."""
+    served groups; the catalog's other types there are a3-highgpu-2g/4g/8g spot, and then
+    a3-highgpu-8g on-demand, the one type sold on demand there (its on-demand group)."""
     planned = _fixture("25-phi4-spot-endpoint")
     choice = planned.choice
     assert choice.offer.instance.name == "a3-highgpu-1g" and choice.offer.region == "europe-north1"
-    assert [f.offer.instance.name for f in planned.fallbacks] == [
-        "a3-highgpu-2g",
-        "a3-highgpu-4g",
-        "a3-highgpu-8g",
+    assert [(f.offer.instance.name, f.offer.market) for f in planned.fallbacks] == [
+        ("a3-highgpu-2g", "spot"),
+        ("a3-highgpu-4g", "spot"),
+        ("a3-highgpu-8g", "spot"),
+        ("a3-highgpu-8g", "on-demand"),
     ]
     assert planned.breadth_note is None
     for f in planned.fallbacks:
@@ -101,29 +103,42 @@ def test_the_phi4_spot_endpoint_has_several_fallbacks_each_running_its_launch() 
         assert f.idle_gpus == f.offer.instance.gpu_count - 1
         # the whole VM is paid for: its price, not the replica's share of it
         assert f.cost.total_usd > choice.cost.total_usd * (f.offer.instance.gpu_count - 0.5)
-        assert f.offer.region == choice.offer.region and f.offer.market == choice.offer.market
+        assert f.offer.region == choice.offer.region
+        assert f.refuge == (f.offer.market == "on-demand") and f.refuge != (
+            f.offer.market == choice.offer.market
+        )
+
+
+def pinned(name: str) -> Any:
+    """A copy of a realistic fixture pinned to GCP's europe-north1 (its plan on main), so that a
+    broader selector may move the fixture itself elsewhere without moving this test."""
+    doc = yaml.safe_load((REALISTIC / f"{name}.yaml").read_text())
+    doc["placement"] = {**doc.get("placement", {}), "clouds": ["gcp"], "regions": ["europe-north1"]}
+    return doc
 
 
 @pytest.mark.parametrize("name", ["04-llama70b-fp8-spot", "23-qwen3-235b-endpoint"])
 def test_a_four_gpu_endpoint_in_europe_north1_takes_the_one_bigger_type(name: str) -> None:
     """Fixtures 04 and 23 (a3-highgpu-4g, TP 4): europe-north1 sells no other type with 80 GB
     GPUs but a3-highgpu-8g (the catalog's spot rows there: a3-highgpu-1g/2g/4g/8g); the 1g and 2g
-    lack the replica's 4 GPUs. One fallback, and the note says why, honestly."""
-    planned = _fixture(name)
+    lack the replica's 4 GPUs. Its spot group, then its on-demand group (the spot drought's)."""
+    planned = plan(parse_spec(pinned(name)), CATALOG)
     assert planned.choice.offer.instance.name == "a3-highgpu-4g"
-    assert [(f.offer.instance.name, f.realised, f.idle_gpus) for f in planned.fallbacks] == [
-        ("a3-highgpu-8g", "group", 4)
+    assert [(f.offer.instance.name, f.offer.market, f.realised, f.idle_gpus) for f in planned.fallbacks] == [
+        ("a3-highgpu-8g", "spot", "group", 4),
+        ("a3-highgpu-8g", "on-demand", "group", 4),
+    ]
+    assert planned.breadth_note is None
+
+
+def test_the_405b_endpoint_says_its_region_has_no_other_spot_type() -> None:
+    planned = plan(parse_spec(pinned("05-llama405b-endpoint")), CATALOG)
+    assert planned.choice.offer.instance.name == "a3-highgpu-8g"
+    assert [(f.offer.instance.name, f.offer.market) for f in planned.fallbacks] == [
+        ("a3-highgpu-8g", "on-demand")
     ]
     note = planned.breadth_note
-    assert note is not None and "only 1 other type(s) run it in europe-north1" in note
-    assert GCP_ONE_TYPE_NOTE not in note
-
-
-def test_the_405b_endpoint_says_its_region_has_no_other_type() -> None:
-    planned = _fixture("05-llama405b-endpoint")
-    assert planned.choice.offer.instance.name == "a3-highgpu-8g" and planned.fallbacks == ()
-    note = planned.breadth_note
-    assert note is not None and "only 0 other type(s) run it in europe-north1" in note
+    assert note is not None and "run it in europe-north1" in note
     assert GCP_ONE_TYPE_NOTE not in note  # no longer "only a batch or checkpointed job ..."
 
 
@@ -144,16 +159,16 @@ def stack() -> tuple[RecordingMocks, dict[str, Any], Any]:
 
 def test_every_group_is_a_backend_of_the_one_backend_service(stack: Any) -> None:
     mocks, outputs, expected = stack
-    assert len(expected.fallbacks) == 3
+    assert len(expected.fallbacks) == 4
     migs = {r.inputs["name"]: r for r in mocks.of_type(MIG)}
     primary, groups = outputs["group"], outputs["fallback_groups"]
-    assert set(migs) == {primary, *groups} and len(groups) == 3
+    assert set(migs) == {primary, *groups} and len(groups) == 4
     assert migs[primary].inputs["targetSize"] == 1
-    assert [migs[g].inputs["targetSize"] for g in groups] == [0, 0, 0]
+    assert [migs[g].inputs["targetSize"] for g in groups] == [0, 0, 0, 0]
     (backend,) = mocks.of_type(BACKEND)
     assert backend.inputs["portName"] == "serve0"
     backends = backend.inputs["backends"]
-    assert len(backends) == 4
+    assert len(backends) == 5
     assert {b["balancingMode"] for b in backends} == {"UTILIZATION"}
     assert {b["capacityScaler"] for b in backends} == {1.0}  # 0 would drain a group for good
     # each backend is one group's instance group, the choice's first, then the plan's order
@@ -186,16 +201,22 @@ def test_the_backend_contract_refuses_the_stack_when_a_group_lacks_the_named_por
         if r.typ == MIG and r.inputs["name"] == bare:
             r = replace(r, inputs={k: v for k, v in r.inputs.items() if k != "namedPorts"})
         mutated.add(r, f"{n}-id")
-    assert list(check_backends(backend, mutated)) == [f"backend 3: group {bare} has no named port 'serve0'"]
+    assert list(check_backends(backend, mutated)) == [f"backend 4: group {bare} has no named port 'serve0'"]
     elsewhere = replace(backend, inputs={**backend.inputs, "region": "us-east4"})
-    assert len(list(check_backends(elsewhere, registered))) == 4  # every group in another region
+    assert len(list(check_backends(elsewhere, registered))) == 5  # every group in another region
 
 
 def test_every_groups_template_runs_the_same_engine_command(stack: Any) -> None:
     mocks, outputs, _ = stack
     templates = mocks.of_type(TEMPLATE)
     machine_types = sorted(t.inputs["machineType"] for t in templates)
-    assert machine_types == ["a3-highgpu-1g", "a3-highgpu-2g", "a3-highgpu-4g", "a3-highgpu-8g"]
+    assert machine_types == [
+        "a3-highgpu-1g",
+        "a3-highgpu-2g",
+        "a3-highgpu-4g",
+        "a3-highgpu-8g",
+        "a3-highgpu-8g",
+    ]
     scripts = [t.inputs["metadata"]["startup-script"] for t in templates]
     starts = {file_named(s, "/serve-start.sh") for s in scripts}
     assert len(starts) == 1  # one launch: its ports, GPU range and TP
@@ -243,6 +264,7 @@ def test_the_workflow_moves_a_starved_replica_to_the_next_group(stack: Any) -> N
         "a3-highgpu-2g",
         "a3-highgpu-4g",
         "a3-highgpu-8g",
+        "a3-highgpu-8g",  # on-demand
     ]
     targets = {n: 0 for n in names}
     targets[names[0]] = 1
@@ -254,7 +276,7 @@ def test_the_workflow_moves_a_starved_replica_to_the_next_group(stack: Any) -> N
 def test_the_budget_counts_the_endpoints_groups_once_at_the_dearest(stack: Any) -> None:
     """The figure is read from the catalog file, not from the plan or the policy's helpers: the
     endpoint runs 1 replica on 1 VM at a time, at worst on the dearest group's type,
-    a3-highgpu-8g spot in europe-north1."""
+    a3-highgpu-8g on-demand in europe-north1 (its on-demand group's)."""
     mocks, _, expected = stack
     region = expected.choice.offer.region
     resources = [(r.typ, r.inputs, region) for r in mocks.resources if not r.typ.startswith("pulumi:")]
@@ -263,7 +285,7 @@ def test_the_budget_counts_the_endpoints_groups_once_at_the_dearest(stack: Any) 
         o
         for o in rows
         if (o["cloud"], o["instance_type"], o["region"], o["market"])
-        == ("gcp", "a3-highgpu-8g", "europe-north1", "spot")
+        == ("gcp", "a3-highgpu-8g", "europe-north1", "on-demand")
     ]
     most = 1 * row["hourly_usd"]
     assert check_stack_budget(resources, PolicyConfig(now=NOW, max_hourly_usd=most + 0.01)) == []
@@ -289,13 +311,11 @@ def test_the_plan_says_how_the_served_groups_run(stack: Any) -> None:
 def test_a_four_gpu_endpoints_fallback_group_spreads_its_replicas_like_the_choices() -> None:
     """Fixture 04 (a3-highgpu-4g, its a3-highgpu-8g group): a served group is BALANCED over the
     zones, as the choice's is (``fleet.target_shape``), not kept in one zone like a multi-GPU job."""
-    import yaml
 
-    workload = yaml.safe_load((REALISTIC / "04-llama70b-fp8-spot.yaml").read_text())
-    workload["placement"] = {**workload.get("placement", {}), "min_fallbacks": 0}  # its narrow plan
+    workload = pinned("04-llama70b-fp8-spot")
     mocks, outputs = run_program({"gcp:project": "my-project", "gpufit:workload": workload}, NOW, stack="dev")
     migs = {r.inputs["name"]: r.inputs for r in mocks.of_type(MIG)}
-    assert len(outputs["fallback_groups"]) == 1 and len(migs) == 2
+    assert len(outputs["fallback_groups"]) == 2 and len(migs) == 3
     assert {m["distributionPolicyTargetShape"] for m in migs.values()} == {"BALANCED"}
 
 
@@ -361,8 +381,8 @@ def test_the_broader_region_named_is_one_placement_regions_allows(
 ) -> None:
     """A narrow fleet's plan names a broader region only among ``placement.regions``: naming one the
     spec rules out would tell the user to choose what they already refused."""
-    doc = yaml.safe_load(
-        (ROOT / "tests" / "fixtures" / "realistic" / "04-llama70b-fp8-spot.yaml").read_text()
+    doc = yaml.safe_load(  # one fallback (its on-demand group) in europe-north1: narrow
+        (ROOT / "tests" / "fixtures" / "realistic" / "05-llama405b-endpoint.yaml").read_text()
     )
     doc["placement"] = {"min_fallbacks": 0, **({"regions": regions} if regions is not None else {})}
     result = plan(parse_spec(doc), CATALOG)
@@ -392,19 +412,20 @@ def test_gpufit_ups_default_wait_covers_the_rebalancer_reaching_the_last_group()
     """Review of the integrated tree (issue 25, should-fix 3): fixture 25's replica reaches its
     third fallback group after three rebalancer moves (each up to a Cloud Scheduler period plus
     the starvation grace) and boots there: the old fixed 15 min declared the fleet out of
-    capacity first; the default wait is 15 min plus 7 min per fallback group (36 min)."""
+    capacity first; the default wait is 15 min plus 7 min per fallback group (43 min for its
+    four, the on-demand group included)."""
     from cli.up_cmd import DEFAULT_WAIT, default_wait
     from providers.gcp.rebalance import EVERY_MINUTES, GRACE_SECONDS
 
     planned = _fixture("25-phi4-spot-endpoint")
     per_group = EVERY_MINUTES * 60 + GRACE_SECONDS
-    assert default_wait(planned).total_seconds() == DEFAULT_WAIT.total_seconds() + 3 * per_group == 36 * 60
+    assert default_wait(planned).total_seconds() == DEFAULT_WAIT.total_seconds() + 4 * per_group == 43 * 60
     assert default_wait(_fixture("15-llama70b-full-ft")) == DEFAULT_WAIT  # AWS: no rebalancer
     report, workspace = _phi4_up({"wait": DEFAULT_WAIT})
     assert report.attempts[0].outcome == "capacity"  # what a flat 15 min did
     report, workspace = _phi4_up({"wait_of": default_wait})
     assert workspace.deployed[0]["fallback_groups"] and report.verdict == "up", report.attempts[0].line
-    assert report.attempts[0].wait_s == 36 * 60
+    assert report.attempts[0].wait_s == 43 * 60
 
 
 def test_up_dry_run_prints_each_attempts_wait(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -417,6 +438,6 @@ def test_up_dry_run_prints_each_attempts_wait(tmp_path: Path, capsys: pytest.Cap
     assert main(["up", "s", "--dry-run", "--project-dir", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "attempt 1: gcp a3-highgpu-1g" in out
-    assert "its fleet is watched for 36 min (15 min + 3 GCP fallback group(s) × (5 min" in out, out
+    assert "its fleet is watched for 43 min (15 min + 4 GCP fallback group(s) × (5 min" in out, out
     assert main(["up", "s", "--dry-run", "--wait", "20m", "--project-dir", str(tmp_path)]) == 0
     assert "its fleet is watched for 20 min\n" in capsys.readouterr().out

@@ -125,12 +125,16 @@ def scheduling(d: Deployment, termination: str | None) -> gcp.compute.RegionInst
             on_host_maintenance="TERMINATE",
             instance_termination_action="DELETE",
         )
+    # A STANDARD VM takes a termination action only with a run-time limit: the action is "for
+    # `SPOT` VM" (pulumi-gcp 10.2 ``instance_termination_action``) or "performed at the
+    # termination time" (compute.v1 ``Scheduling.terminationTime``); contract rule gcp.standard
+    # (our inferred rule: no Google page says Compute refuses the action on an unlimited STANDARD VM).
     return gcp.compute.RegionInstanceTemplateSchedulingArgs(
         provisioning_model="SPOT" if d.spot else "STANDARD",
         preemptible=d.spot,
         automatic_restart=not d.spot,
         on_host_maintenance="TERMINATE",
-        instance_termination_action="DELETE",
+        instance_termination_action="DELETE" if d.spot or termination else None,
         termination_time=termination,
     )
 

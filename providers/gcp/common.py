@@ -242,18 +242,22 @@ def checkpoint_bucket(
 
 
 def vm_identity(
-    base: str, d: Deployment, bucket: gcp.storage.Bucket, child: pulumi.ResourceOptions
+    base: str, d: Deployment, bucket: gcp.storage.Bucket, child: pulumi.ResourceOptions, market: str = ""
 ) -> tuple[gcp.serviceaccount.Account, gcp.storage.BucketIAMMember]:
-    """The VMs' service account and its only grant: object access on the checkpoint bucket."""
+    """The VMs' service account and its only grant: object access on the checkpoint bucket.
+    ``market``: the account of the VMs of a fleet's groups in another market than the choice's
+    (a spot endpoint's on-demand groups, ``gf-on-demand-<digest>``), so that each account's
+    group grant names its own market's groups only (``providers.gcp.fleet``)."""
+    suffix = f"-{market}" if market else ""
     account = gcp.serviceaccount.Account(
-        f"{base}-sa",
-        account_id=service_account_id(d),
-        display_name=f"gpufit {d.workload} ({d.stack})"[:100],
+        f"{base}-sa{suffix}",
+        account_id=f"gf{suffix}-{service_account_id(d)[-6:]}" if market else service_account_id(d),
+        display_name=f"gpufit {d.workload} ({d.stack}){suffix}"[:100],
         description="gpufit VM identity: object access on its checkpoint bucket only",
         opts=child,
     )
     access = gcp.storage.BucketIAMMember(
-        f"{base}-sa-bucket",
+        f"{base}-sa{suffix}-bucket",
         bucket=bucket.name,
         role=BUCKET_ROLE,
         member=account.member,

@@ -152,7 +152,7 @@ class GcpGpuInstance(pulumi.ComponentResource):
         self.firewalls = firewalls(base, d, tag, network_link, child)
         self.bucket = checkpoint_bucket(base, d, labels, child)
         self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
-        self.secrets = machine_secrets(base, d, self.service_account.member, secrets, labels, child)
+        self.secrets = machine_secrets(base, d, [self.service_account.member], secrets, labels, child)
         names = self.secrets.names()
 
         distributed = d.nodes_per_replica > 1

@@ -1,7 +1,9 @@
 """A GCP batch, single-node checkpointed or stateless served fleet's fallbacks in groups of their
 own, and the rebalancer that moves VMs to them (``providers.gcp.rebalance`` says why and how).
 A served model's groups carry the choice's named ports and autohealing, and each is a backend
-of the endpoint's one regional backend service (``providers.gcp.endpoint.load_balancer``).
+of the endpoint's one regional backend service (``providers.gcp.endpoint.load_balancer``). A
+spot endpoint's on-demand groups (``selector.fallbacks.on_demand_refuge``) come last, each
+template STANDARD (``member_deployment``: the member's market) and its boot script told so.
 
 Each fallback the plan realises as a ``group`` (``selector.gcp_flexibility``) gets a regional
 instance template of its machine type (the fleet's one boot script: a VM looks its replicas up
@@ -12,9 +14,10 @@ minutes, moves the VMs a group cannot create for want of capacity to the next gr
 service account holds the fleet's custom role (get and update of a group) on these groups only
 (an IAM condition on their resource names) and may pause its own schedule; the schedule starts
 it as an account of its own that may only start executions. The VMs' service account may leave
-a group the same way (``GROUP_PERMISSIONS``); it is one account for all of the fleet's groups, so
-its condition names them all (the same workload's VMs, each leaving only its own group by its
-boot script).
+a group the same way (``GROUP_PERMISSIONS``); the groups of the choice's market share one account,
+whose condition names them; the groups of another market (a spot endpoint's on-demand groups)
+have an account of their own whose condition names those alone, so a spot VM cannot grow an
+on-demand group or point a spot group at a STANDARD template.
 """
 
 from __future__ import annotations
@@ -91,9 +94,11 @@ def own_groups(d: Deployment, group: str, offered: dict[str, set[str]]) -> tuple
 
 
 def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
-    """The deployment as a VM of ``member`` sees it: its machine type, GPUs and price."""
+    """The deployment as a VM of ``member`` sees it: its machine type, GPUs, price and market (a
+    spot endpoint's on-demand group: STANDARD VMs, ``capacity.scheduling``)."""
     return replace(
         d,
+        market=member.market or d.market,
         instance_type=member.instance_type,
         machine_type=member.machine_type,
         attached_accelerator=member.attached_accelerator,
@@ -105,11 +110,20 @@ def member_deployment(d: Deployment, member: FleetMember) -> Deployment:
     )
 
 
+def other_market(d: Deployment, member: FleetMember) -> bool:
+    """Whether ``member``'s group runs in another market than the choice's (a spot endpoint's
+    on-demand group): its VMs then have a service account of their own."""
+    return bool(member.market) and member.market != d.market
+
+
 def rebalanced(d: Deployment, group: str, groups: Sequence[OwnGroup]) -> tuple[RebalancedGroup, ...]:
     """The choice's group, then the fallbacks' groups, each with the replicas a VM holds."""
 
     def one(name: str, m: FleetMember) -> RebalancedGroup:
-        return RebalancedGroup(name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count)
+        on_demand = m.market == "on-demand" and d.market == "spot"  # a spot fleet's on-demand group
+        return RebalancedGroup(
+            name, m.weighted_capacity, m.machine_type, m.attached_accelerator, m.gpu_count, on_demand
+        )
 
     return (one(group, d.members[0]), *(one(g.name, g.member) for g in groups))
 
@@ -127,12 +141,15 @@ class FleetParts:
 
     group: str
     template: TemplateInputs
-    script: Callable[[str], Any]  # a group's boot script: its VMs leave (and recreate in) that group
+    # a group's boot script: its VMs leave (and recreate in) that group, in its market (GPUFIT_SPOT)
+    script: Callable[[str, Deployment], Any]
     update_policy: gcp.compute.RegionInstanceGroupManagerUpdatePolicyArgs
     project: str
     role: Any
     condition: gcp.projects.IAMMemberConditionArgs
     digest: str
+    # the VMs' account of the groups in another market than the choice's (``other_market``)
+    other_account: Any
     # a served model's: the replicas' named ports (the backend service reaches ``serve0`` in every
     # group) and the readiness responder's autohealing, as the choice's group has them
     named_ports: Sequence[gcp.compute.RegionInstanceGroupManagerNamedPortArgs] = ()
@@ -167,7 +184,11 @@ def create(
     migs = []
     for n, own in enumerate(groups, start=1):
         dv = member_deployment(d, own.member)
-        inputs = replace(fleet.template, startup_script=fleet.script(own.name))
+        # the choice's launch (its machine type's replicas, TP), in this group's market
+        script = fleet.script(own.name, replace(d, market=dv.market))
+        inputs = replace(fleet.template, startup_script=script)
+        if other_market(d, own.member):
+            inputs = replace(inputs, service_account_email=fleet.other_account)
         template = instance_template(f"{base}-f{n}-tmpl", dv, inputs, opts)
         mig = gcp.compute.RegionInstanceGroupManager(
             f"{base}-f{n}-mig",

@@ -162,6 +162,20 @@ def group_resource_name(project: str, region: str, group: str) -> str:
     return f"projects/{project}/regions/{region}/instanceGroupManagers/{group}"
 
 
+def group_condition(
+    project: str, region: str, groups: list[str], title: str
+) -> gcp.projects.IAMMemberConditionArgs:
+    """An IAM condition holding on ``groups`` alone, by ``resource.name`` (``group_resource_name``;
+    Compute Engine recognises resource names in conditions:
+    https://cloud.google.com/iam/docs/conditions-resource-attributes)."""
+    return gcp.projects.IAMMemberConditionArgs(
+        title=title[:100],
+        expression=" || ".join(
+            f'resource.name == "{group_resource_name(project, region, g)}"' for g in groups
+        ),
+    )
+
+
 def resize_uri(project: str, region: str, group: str) -> str:
     """``regionInstanceGroupManagers.resize`` to 0 (Compute API v1)."""
     path = group_resource_name(project, region, group)
@@ -210,7 +224,14 @@ class GcpGpuFleet(pulumi.ComponentResource):
         self.firewalls = firewalls(base, d, tag, network_link, child)
         self.bucket = checkpoint_bucket(base, d, labels, child)
         self.service_account, bucket_access = vm_identity(base, d, self.bucket, child)
-        self.secrets = machine_secrets(base, d, self.service_account.member, secrets, labels, child)
+        # A spot endpoint's on-demand groups' VMs have an account of their own (finding: a spot VM
+        # able to grow the on-demand group multiplies the hourly cost a compromise can run up).
+        other = [g.name for g in placement.groups if fallback_groups.other_market(d, g.member)]
+        self.other_account = (
+            vm_identity(base, d, self.bucket, child, market="on-demand")[0] if other else None
+        )
+        readers = [a.member for a in (self.service_account, self.other_account) if a is not None]
+        self.secrets = machine_secrets(base, d, readers, secrets, labels, child)
         self.health_check = None
         self.readiness_check = None
         if d.server is not None:
@@ -223,8 +244,9 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 self.health_check = health_check(base, d, child)
         names = self.secrets.names()
 
-        # Leaving and resizing the group: one custom role, granted on this MIG alone (IAM
-        # condition on its resource name) to the VMs and to the deadline's own account.
+        # Leaving and resizing the group: one custom role, granted on the fleet's MIGs alone (IAM
+        # condition on their resource names) to the deadline's own account; to each VM account on
+        # its own market's groups only (a VM leaves or recreates itself in its own group).
         role = gcp.projects.IAMCustomRole(
             f"{base}-group-role",
             project=project,
@@ -235,12 +257,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
             opts=child,
         )
         all_groups = [group_name, *(g.name for g in placement.groups)]
-        condition = gcp.projects.IAMMemberConditionArgs(
-            title=f"only {group_name}" + (" and its fallback groups" if placement.groups else ""),
-            expression=" || ".join(
-                f'resource.name == "{group_resource_name(project, region, g)}"' for g in all_groups
-            ),
+        condition = group_condition(
+            project,
+            region,
+            all_groups,
+            f"only {group_name}" + (" and its fallback groups" if placement.groups else ""),
         )
+        own = [g for g in all_groups if g not in other]
         self.deadline_account = gcp.serviceaccount.Account(
             f"{base}-deadline-sa",
             account_id=f"gf-deadline-{_digest(d)}",
@@ -254,11 +277,29 @@ class GcpGpuFleet(pulumi.ComponentResource):
                 project=project,
                 role=role.name,
                 member=account.member,
-                condition=condition,
+                condition=scope,
                 opts=child,
             )
-            for who, account in (("sa", self.service_account), ("deadline", self.deadline_account))
+            for who, account, scope in (
+                (
+                    "sa",
+                    self.service_account,
+                    condition
+                    if not other
+                    else group_condition(project, region, own, f"{d.market} groups only"),
+                ),
+                ("deadline", self.deadline_account, condition),
+            )
         )
+        if self.other_account is not None:
+            gcp.projects.IAMMember(
+                f"{base}-sa-on-demand-group",
+                project=project,
+                role=role.name,
+                member=self.other_account.member,
+                condition=group_condition(project, region, other, "on-demand groups only"),
+                opts=child,
+            )
 
         once = capacity.one_shot_grant(  # issue 26: the cancel and calendar start, bounded in time
             base,
@@ -390,12 +431,13 @@ class GcpGpuFleet(pulumi.ComponentResource):
             fallback_groups.FleetParts(
                 group_name,
                 template_inputs,
-                lambda group: boot_script(d, project, self.secrets, self.bucket.name, names, group),
+                lambda group, dm: boot_script(dm, project, self.secrets, self.bucket.name, names, group),
                 update_policy,
                 project,
                 role.name,
                 condition,
                 _digest(d),
+                self.other_account.email if self.other_account is not None else None,
                 named_ports,
                 autohealing,
                 target_shape(d),

@@ -18,7 +18,8 @@ cloud until the deadline, with no machine of ours. Each run lists each group's m
 instances in ranked order (``regionInstanceGroupManagers.listManagedInstances``: "includes any
 current actions that the group has scheduled for its instances"); at the first group with VMs
 that do not exist yet and whose last attempt failed for want of capacity (``STARVED_ACTIONS``;
-the codes and messages of ``gitops/capacity_errors.yaml``) it waits ``GRACE_SECONDS``, lists
+the codes and messages of ``gitops/capacity_errors.yaml``; in a spot fleet's on-demand group,
+its standard GPU quota errors too: ``quota_pattern``) it waits ``GRACE_SECONDS``, lists
 again, and moves the VMs starved in both lists: it resizes the next group of the ring by what
 they held (``regionInstanceGroupManagers.resize``), never past the plan's replicas, then deletes
 them from their group (``deleteInstances``: "reduces the targetSize of the managed instance
@@ -101,9 +102,13 @@ STARVED = (
     'map.get(mi, "instanceStatus") == null and map.get(mi, "currentAction") in ["'
     + '", "'.join(STARVED_ACTIONS)
     + '"] and text.match_regex(json.encode_to_string('
-    'default(map.get(mi, ["lastAttempt", "errors"]), "")), plan.capacity)'
+    'default(map.get(mi, ["lastAttempt", "errors"]), "")), '
+    'default(map.get(plan.groups[i], "starved_by"), plan.capacity))'
 )
-"""``STARVED_ACTIONS`` as a Workflows expression over one managed instance ``mi``."""
+"""``STARVED_ACTIONS`` as a Workflows expression over one managed instance ``mi`` of group
+``i``: its last error matches the group's own ``starved_by`` (an on-demand group's,
+``quota_pattern``) or else the plan's capacity errors (``map.get`` gives null for a missing key:
+https://cloud.google.com/workflows/docs/reference/stdlib/map/get)."""
 
 GRACE_SECONDS = 120
 """How long a VM must stay starved before it moves: the workflow lists a group, and only when some
@@ -138,6 +143,7 @@ class RebalancedGroup:
     machine_type: str = ""
     accelerator: str | None = None
     gpus: int = 0
+    on_demand: bool = False  # a spot fleet's on-demand group (``selector.fallbacks.on_demand_refuge``)
 
 
 @dataclass(frozen=True)
@@ -203,6 +209,38 @@ def capacity_pattern() -> str:
     )
 
 
+STANDARD_GPU_QUOTA = "Quota 'NVIDIA_[A-Z0-9_]+_GPUS' exceeded"
+"""A regional standard (on-demand) GPU quota error: the message shape of
+``gitops/capacity_errors.yaml``'s GCP quota rule ("Quota '[A-Z0-9_]+' exceeded") narrowed to the
+standard GPU metrics of compute.v1 rev. 20261106 ``Quota.metric`` (``NVIDIA_<model>_GPUS``; the
+preemptible ones are ``PREEMPTIBLE_NVIDIA_...``, the committed ``COMMITTED_NVIDIA_...``, the
+global ``GPUS_ALL_REGIONS``). Quotas both markets may draw on (``CPUS``, ``SSD_TOTAL_GB``,
+``IN_USE_ADDRESSES``, ``GPUS_ALL_REGIONS``) do not match: moving the VM to a spot group cannot
+help there, so it stays, as a spot group's VM does."""
+
+
+def quota_pattern() -> str:
+    """``capacity_pattern`` and a standard GPU quota error (``STANDARD_GPU_QUOTA``): what starves a
+    VM of a spot fleet's on-demand group. Its VMs count against the standard (on-demand) GPU
+    quota, or the preemptible quota while the deadline is 7 days or less away ("GPU VMs that are
+    configured to be automatically deleted after a predefined run time of 7 days or less can
+    consume either preemptible or standard allocation quotas":
+    https://cloud.google.com/compute/docs/instances/limit-vm-runtime,
+    https://cloud.google.com/compute/docs/instance-groups/limit-vm-runtime-in-migs; the template
+    carries the deadline's termination time). A project that runs spot on preemptible quota may
+    lack standard GPU quota ("To prevent Spot VMs from consuming your quotas for standard VMs'
+    CPUs, GPUs, and disks, consider requesting preemptible quota for Spot VMs":
+    https://cloud.google.com/compute/docs/instances/create-use-spot), so a VM refused for it
+    there moves on, round the ring to the spot choice's group, as one short of capacity does,
+    rather than wait for quota for ever. A spot group's quota error is left as before."""
+    return "(?i)" + "|".join(
+        [
+            *(f"(?:{r.pattern.pattern})" for r in rules() if r.cloud == "gcp" and r.kind == "capacity"),
+            f"(?:{STANDARD_GPU_QUOTA})",
+        ]
+    )
+
+
 def plan_variable(region: str, groups: Sequence[RebalancedGroup], units: int, tick_job: str) -> str:
     """The JSON the workflow reads from ``GPUFIT_REBALANCE`` (at most 4 KiB: discovery document):
     the groups, the plan's replicas, the capacity errors and its own Cloud Scheduler job (which
@@ -220,6 +258,7 @@ def plan_variable(region: str, groups: Sequence[RebalancedGroup], units: int, ti
                 "machine_type": g.machine_type,
                 "accelerator": g.accelerator,
                 "gpus": g.gpus,
+                **({"starved_by": quota_pattern()} if g.on_demand else {}),
             }
             for g in groups
         ],

@@ -11,6 +11,7 @@ read (``roles/secretmanager.secretAccessor`` on each secret), named to the machi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -51,8 +52,8 @@ class GcpMachineSecrets:
 
 
 def _secret(
-    base: str, key: str, value: pulumi.Input[str], reader: pulumi.Input[str], labels: dict[str, str],
-    child: pulumi.ResourceOptions,
+    base: str, key: str, value: pulumi.Input[str], readers: Sequence[pulumi.Input[str]],
+    labels: dict[str, str], child: pulumi.ResourceOptions,
 ) -> pulumi.Output[str]:  # fmt: skip
     secret = gcp.secretmanager.Secret(
         f"{base}-{key}",
@@ -66,9 +67,14 @@ def _secret(
     gcp.secretmanager.SecretVersion(
         f"{base}-{key}-value", secret=secret.id, secret_data=pulumi.Output.secret(value), opts=child
     )
-    gcp.secretmanager.SecretIamMember(
-        f"{base}-{key}-reader", secret_id=secret.id, role=SECRET_ACCESSOR, member=reader, opts=child
-    )
+    for n, reader in enumerate(readers):
+        gcp.secretmanager.SecretIamMember(
+            f"{base}-{key}-reader{n or ''}",
+            secret_id=secret.id,
+            role=SECRET_ACCESSOR,
+            member=reader,
+            opts=child,
+        )
     return secret.secret_id
 
 
@@ -81,22 +87,23 @@ def uses_secret_manager(d: Deployment, given: SecretInputs | None) -> bool:
 def machine_secrets(
     base: str,
     d: Deployment,
-    reader: pulumi.Input[str],
+    readers: Sequence[pulumi.Input[str]],
     given: SecretInputs | None,
     labels: dict[str, str],
     child: pulumi.ResourceOptions,
 ) -> GcpMachineSecrets:
-    """Create the deployment's secrets, each readable by ``reader`` (the VMs' service account
-    member) alone; grant it the spec's existing secrets."""
+    """Create the deployment's secrets, each readable by ``readers`` (the VMs' service account
+    members: a spot endpoint's on-demand groups' VMs have an account of their own) alone; grant
+    them the spec's existing secrets."""
     given = given or SecretInputs()
     api_key = api_key_value = None
     if d.server is not None:
         key_input = api_key_input(base, given.api_key, child)
         api_key_value = pulumi.Output.secret(key_input)
-        api_key = _secret(base, "api-key", key_input, reader, labels, child)
+        api_key = _secret(base, "api-key", key_input, readers, labels, child)
         warn_if_gated(d, given.hf_token)
     hf_token = (
-        _secret(base, "hf-token", given.hf_token, reader, labels, child)
+        _secret(base, "hf-token", given.hf_token, readers, labels, child)
         if given.hf_token is not None
         else None
     )
@@ -104,16 +111,17 @@ def machine_secrets(
     for source in d.secrets:
         key = f"secret-{source.env.lower().replace('_', '-')}"
         if source.kind == "config":
-            job.append((source.env, _secret(base, key, given.config[source.ref], reader, labels, child)))
+            job.append((source.env, _secret(base, key, given.config[source.ref], readers, labels, child)))
             continue
         project, name = source.ref.split("/")[1], source.ref.split("/")[3]
-        gcp.secretmanager.SecretIamMember(
-            f"{base}-{key}-reader",
-            project=project,
-            secret_id=name,
-            role=SECRET_ACCESSOR,
-            member=reader,
-            opts=child,
-        )
+        for n, reader in enumerate(readers):
+            gcp.secretmanager.SecretIamMember(
+                f"{base}-{key}-reader{n or ''}",
+                project=project,
+                secret_id=name,
+                role=SECRET_ACCESSOR,
+                member=reader,
+                opts=child,
+            )
         job.append((source.env, pulumi.Output.from_input(source.ref)))
     return GcpMachineSecrets(api_key, hf_token, job, api_key_value)
