@@ -293,7 +293,8 @@ def test_a_pinned_type_keeps_its_narrow_fleet() -> None:
     pinned = _plan("05-llama405b-endpoint", instance_types=["a3-highgpu-8g"])
     assert _where(pinned) == ("gcp", "a3-highgpu-8g", "europe-north1", None, "spot")
     assert pinned.breadth_choice is None
-    assert [(f.offer.instance.name, f.offer.market) for f in pinned.fallbacks] == [("a3-highgpu-8g", "on-demand")]
+    members = [(f.offer.instance.name, f.offer.market) for f in pinned.fallbacks]
+    assert members == [("a3-highgpu-8g", "on-demand")]
     assert pinned.breadth_note == "placement.instance_types pins the types"
 
 
