@@ -2,8 +2,10 @@
 have several fallbacks unless the user pinned a type").
 
 The plan ranks offers by expected cost. A plan is narrow when the cheapest offer's own fleet (in
-its zone, for a zone's spot price) has fewer than ``placement.min_fallbacks`` fallbacks. The one
-rule for a narrow plan: among the cheapest offer, its zone widened to its region
+its zone, for a zone's spot price) has fewer than ``placement.min_fallbacks`` fallbacks that count
+(``breadth_of``: the choice's market, not "very low"; a spot endpoint's on-demand refuge groups
+stay in the fleet uncounted). The one rule for a narrow plan: among the cheapest offer, its zone
+widened to its region
 (``fallbacks.spanning_offer``, priced at the region's dearest zone), the next ranked candidates
 (at most ``BREADTH_CANDIDATES_TRIED``, of the cheapest's market preference, each planned with its
 own engine build, base, budget, TTL and market rules, and widened the same way) and the broader
@@ -39,7 +41,7 @@ from selector.breadth import (
     deadline_text,
 )
 from selector.catalog import CAPACITY_MARKETS, Offer
-from selector.fallbacks import VM_COUNTED_CLOUDS, RefugeGap, multinode_note
+from selector.fallbacks import VM_COUNTED_CLOUDS, Fallback, RefugeGap, multinode_note
 from selector.obtainability import LEVELS
 from selector.sizing import Shape
 from selector.spec import WorkloadSpec
@@ -47,7 +49,8 @@ from selector.spec import WorkloadSpec
 BREADTH_CANDIDATES_TRIED = 12
 """How many ranked candidates after the cheapest (the best offer of each instance type and market
 in each region, cheapest first) a narrow plan tries for a fleet with ``placement.min_fallbacks``
-fallbacks: a bound on the plan's time (each try plans a fleet, stopping at the minimum)."""
+fallbacks: a bound on the plan's time (each try plans a whole fleet: a fleet cut at the minimum
+could leave counted fallbacks behind uncounted ones)."""
 
 T = TypeVar("T")
 
@@ -59,6 +62,20 @@ def breadth_allows(level: str | None, cheapest_level: str | None) -> bool:
     """Whether a candidate of obtainability ``level`` may be taken for breadth over a cheapest
     offer of ``cheapest_level``: not a "very low" one unless the cheapest is "very low" too."""
     return level != UNOBTAINABLE or cheapest_level == UNOBTAINABLE
+
+
+def breadth_of(fleet: Sequence[Fallback], market: str, level: str | None) -> int:
+    """How many of a fleet's fallbacks count toward ``placement.min_fallbacks``: those in the
+    choice's ``market`` whose obtainability ``breadth_allows`` beside the choice's ``level``. A
+    spot endpoint's on-demand refuge group (``selector.refuge``) stays in the fleet but is not
+    counted: at several times the rate, and never moved back from, it is insurance against a
+    spot drought, not breadth; nor is a fallback the plan expects not to launch."""
+    return sum(
+        1
+        for f in fleet
+        if f.offer.market == market
+        and breadth_allows(f.cost.obtainability.level if f.cost.obtainability else None, level)
+    )
 
 
 @dataclass(slots=True)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fnmatch
 import math
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date
 from functools import partial
@@ -27,6 +28,7 @@ from selector.breadth_choice import (
     FleetAside,
     breadth_allows,
     breadth_note,
+    breadth_of,
     broadest_first,
     fallbacks_wanted,
     wants_breadth,
@@ -75,6 +77,15 @@ class Candidate:
         return self.offer.instance.gpu_count * self.shape.instances
 
 
+def level_of(c: Candidate) -> str | None:
+    return c.cost.obtainability.level if c.cost.obtainability is not None else None
+
+
+def width(c: Candidate, fleet: Sequence[Fallback]) -> int:
+    """The fallbacks of ``c``'s fleet that count toward ``placement.min_fallbacks`` (``breadth_of``)."""
+    return breadth_of(fleet, c.offer.market, level_of(c))
+
+
 @dataclass(frozen=True)
 class Plan:
     spec: WorkloadSpec
@@ -117,9 +128,8 @@ class Plan:
         if self.choice is None:
             return None
         offer, shape = self.choice.offer, self.choice.shape
-        return breadth_note(
-            self.spec, offer, shape, len(self.fallbacks), self.late, self.broader_region, self.breadth_choice
-        )
+        n = width(self.choice, self.fallbacks)
+        return breadth_note(self.spec, offer, shape, n, self.late, self.broader_region, self.breadth_choice)
 
     @property
     def weighted_leave_note(self) -> str | None:
@@ -432,17 +442,20 @@ def plan(
     ) -> tuple[Candidate, tuple[Fallback, ...]]:
         """``c`` and its fleet; a zone's spot offer with fewer than ``wanted`` fallbacks widened
         to its region's zones when that finds more within the budget and TTL."""
-        found = fleet_of(c.offer, c.shape, c.engine, base, limit, out)
+        zone_out, wide_out = FleetAside(), FleetAside()
+        found = fleet_of(c.offer, c.shape, c.engine, base, limit, zone_out)
+        # min_fallbacks 0 ranks by expected cost alone: never widened
         single = c.shape.nodes_per_replica == 1
-        cost_only = placement.min_fallbacks == 0  # ranks by expected cost alone: never widened
-        if len(found) >= min(wanted, limit) or spec.fault_tolerance == "none" or not single or cost_only:
-            return c, found
-        wide = spanning_offer(c.offer, catalog)
-        if wide is None:
-            return c, found
-        widened = candidate(wide, c.shape, base)
-        more = fleet_of(wide, widened.shape, c.engine, base, limit, out)
-        return (widened, more) if len(more) > len(found) and in_plan(widened) else (c, found)
+        spans = single and placement.min_fallbacks > 0 and spec.fault_tolerance != "none"
+        wide = spanning_offer(c.offer, catalog) if spans else None
+        if width(c, found) < wanted and wide is not None:
+            widened = candidate(wide, c.shape, base)
+            more = fleet_of(wide, widened.shape, c.engine, base, limit, wide_out)
+            if width(widened, more) > width(c, found) and in_plan(widened):
+                c, found, zone_out = widened, more, wide_out
+        out.late.extend(zone_out.late)
+        out.gaps.extend(zone_out.gaps)
+        return c, found
 
     first_base = NO_BASE
     cheapest: Candidate | None = None
@@ -454,15 +467,13 @@ def plan(
         first, backups = widest(cheapest, first_base)
         narrow = backups
         if first is not cheapest:  # widened: the cheapest's own fleet, in its zone
-            narrow = fleet_of(
-                cheapest.offer, cheapest.shape, cheapest.engine, first_base, out=narrow_aside
-            )
+            narrow = fleet_of(cheapest.offer, cheapest.shape, cheapest.engine, first_base, out=narrow_aside)
         candidates = (first, *candidates[1:])
     broader: BroaderRegion | None = None
     broad_there: dict[int, tuple[Candidate, tuple[int, float]]] = {}
     if (
         candidates
-        and len(backups) < wanted
+        and width(candidates[0], backups) < wanted
         and spec.fault_tolerance != "none"
         and placement.instance_types is None
         and candidates[0].shape.nodes_per_replica == 1
@@ -482,11 +493,11 @@ def plan(
             there = candidate(wide, first.shape, base)
             if not in_plan(there):
                 return None
-            found = fleet_of(wide, there.shape, there.engine, base, wanted, FleetAside())
-            if len(found) < wanted:
+            found = fleet_of(wide, there.shape, there.engine, base, out=FleetAside())
+            if width(there, found) < wanted:
                 return None
             broad_there[id(wide)] = (there, base)
-            return (wide, there.cost.expected_usd, len(found))
+            return (wide, there.cost.expected_usd, width(there, found))
 
         regions_allowed = partial(_matches, placement.regions)
         broader = broader_region(
@@ -495,10 +506,7 @@ def plan(
     chosen_for_breadth: BreadthChoice | None = None
     need = placement.min_fallbacks
 
-    def level_of(c: Candidate) -> str | None:
-        return c.cost.obtainability.level if c.cost.obtainability is not None else None
-
-    if cheapest is not None and wants_breadth(spec, cheapest.offer.market, len(narrow)):
+    if cheapest is not None and wants_breadth(spec, cheapest.offer.market, width(cheapest, narrow)):
         first = candidates[0]
         unwidened = narrow_aside if first is not cheapest else aside
 
@@ -516,12 +524,12 @@ def plan(
         )
 
         def searched(item: _Based) -> tuple[_Based, int]:
-            planned, found = widest(item[0], item[1], need, FleetAside())  # counted up to the minimum
-            return (planned, item[1]), len(found)
+            planned, found = widest(item[0], item[1], out=FleetAside())
+            return (planned, item[1]), width(planned, found)
 
-        known: list[tuple[_Based, int]] = [((cheapest, first_base), len(narrow))]
+        known: list[tuple[_Based, int]] = [((cheapest, first_base), width(cheapest, narrow))]
         if first is not cheapest and takeable(first):
-            known.append(((first, first_base), len(backups)))
+            known.append(((first, first_base), width(first, backups)))
         there = broad_there.get(id(broader.offer)) if broader is not None else None
         if there is not None and broader is not None and takeable(there[0]):
             known.append((there, broader.fallbacks))
@@ -541,7 +549,7 @@ def plan(
             (planned, base), _ = taken
             aside_taken = FleetAside()
             chosen, fleet = widest(planned, base, out=aside_taken)
-            if len(fleet) > len(narrow):
+            if width(chosen, fleet) > width(cheapest, narrow):
                 kind = attrgetter("offer.instance.cloud", "offer.instance.name", "offer.market")
                 others = (cheapest, *(c for c in candidates[1:] if kind(c) != kind(chosen)))
                 candidates = (chosen, *others)[: top + 1]
@@ -553,8 +561,8 @@ def plan(
         chosen_for_breadth = BreadthChoice(
             cheapest.offer,
             cheapest.shape.instances,
-            len(narrow),
-            len(backups),
+            width(cheapest, narrow),
+            width(chosen, backups),
             chosen.cost.expected_usd - cheapest.cost.expected_usd,
             need,
             level_of(cheapest),

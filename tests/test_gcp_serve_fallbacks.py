@@ -21,7 +21,7 @@ from providers.gcp.rebalance import workflow_definition
 from selector.breadth import GCP_ONE_TYPE_NOTE
 from selector.fallbacks import served_group_shape
 from selector.gcp_flexibility import realisation
-from selector.select import plan
+from selector.select import plan, width
 from selector.spec import parse_spec
 from tests.conftest import ROOT
 from tests.machine.unpack import file_named, settings
@@ -121,14 +121,19 @@ def pinned(name: str) -> Any:
 def test_a_four_gpu_endpoint_in_europe_north1_takes_the_one_bigger_type(name: str) -> None:
     """Fixtures 04 and 23 (a3-highgpu-4g, TP 4): europe-north1 sells no other type with 80 GB
     GPUs but a3-highgpu-8g (the catalog's spot rows there: a3-highgpu-1g/2g/4g/8g); the 1g and 2g
-    lack the replica's 4 GPUs. Its spot group, then its on-demand group (the spot drought's)."""
+    lack the replica's 4 GPUs. Its spot group, then its on-demand group (the spot drought's). Only
+    the spot group counts toward ``placement.min_fallbacks`` (``breadth_choice.breadth_of``), so
+    the plan says the fleet is narrow: 1 other type, and no broader region within europe-north1."""
     planned = plan(parse_spec(pinned(name)), CATALOG)
     assert planned.choice.offer.instance.name == "a3-highgpu-4g"
     assert [(f.offer.instance.name, f.offer.market, f.realised, f.idle_gpus) for f in planned.fallbacks] == [
         ("a3-highgpu-8g", "spot", "group", 4),
         ("a3-highgpu-8g", "on-demand", "group", 4),
     ]
-    assert planned.breadth_note is None
+    assert width(planned.choice, planned.fallbacks) == 1
+    note = planned.breadth_note
+    assert note is not None and "only 1 other type(s) run it in europe-north1, spot" in note
+    assert planned.broader_region is None and planned.breadth_choice is None
 
 
 def test_the_405b_endpoint_says_its_region_has_no_other_spot_type() -> None:
@@ -374,14 +379,21 @@ def test_the_tunnel_and_ssh_reach_the_running_vm_not_a_starved_one(tmp_path: Pat
 
 @pytest.mark.parametrize(
     ("regions", "named"),
-    [(["europe-north1", "europe-west4"], "europe-west4"), (["europe-north1"], None), (None, "us-east4")],
+    [
+        (["europe-north1", "europe-west1"], "europe-west1"),
+        (["europe-north1", "europe-west4"], None),
+        (["europe-north1"], None),
+        (None, "us-east4"),
+    ],
 )
 def test_the_broader_region_named_is_one_placement_regions_allows(
     regions: list[str] | None, named: str | None
 ) -> None:
     """A narrow fleet's plan names a broader region only among ``placement.regions``: naming one the
-    spec rules out would tell the user to choose what they already refused."""
-    doc = yaml.safe_load(  # one fallback (its on-demand group) in europe-north1: narrow
+    spec rules out would tell the user to choose what they already refused. europe-west1's
+    a3-highgpu-8g spot has 2 spot fallbacks (a3-megagpu-8g, a3-ultragpu-8g); europe-west4's has one
+    (a3-megagpu-8g) beside two on-demand groups, which do not count: not named."""
+    doc = yaml.safe_load(  # no fallback that counts (its one group is on demand) in europe-north1
         (ROOT / "tests" / "fixtures" / "realistic" / "05-llama405b-endpoint.yaml").read_text()
     )
     doc["placement"] = {"min_fallbacks": 0, **({"regions": regions} if regions is not None else {})}

@@ -24,7 +24,7 @@ from providers.gcp.rebalance import workflow_definition
 from selector.consumption import not_sold_reason
 from selector.fallbacks import REFUGE_NOTE, on_demand_refuge
 from selector.report import plan_to_dict
-from selector.select import plan
+from selector.select import plan, width
 from selector.spec import parse_spec
 from tests.contracts.gcp_discovery import problems as discovery_problems
 from tests.contracts.gcp_rules import check_standard
@@ -93,7 +93,10 @@ def test_a_four_gpu_spot_endpoint_takes_its_spot_group_then_an_on_demand_one(nam
         assert f.shape.instances == choice.shape.instances and f.idle_gpus == 4
     assert refuge.offer.hourly_usd == _market_rows("a3-highgpu-8g", "on-demand")[0]["hourly_usd"]
     assert refuge.cost.total_usd > spot.cost.total_usd * 5  # on-demand A3 High is ~7× its spot price
-    assert planned.breadth_note is None
+    # kept in the fleet but not counted toward placement.min_fallbacks: the plan says it is narrow
+    assert width(choice, planned.fallbacks) == 1
+    note = planned.breadth_note
+    assert note is not None and "only 1 other type(s) run it in europe-north1, spot" in note
 
 
 def test_the_405b_spot_endpoint_gets_its_one_type_on_demand() -> None:
