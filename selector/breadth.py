@@ -111,12 +111,15 @@ def broader_region(
     return None
 
 
-def broader_text(broader: BroaderRegion | None) -> str:
-    """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``"""
+def broader_text(broader: BroaderRegion | None, wanted: int = MIN_FALLBACKS) -> str:
+    """``; in us-east-1 it has 2+ fallbacks at $12.30 more (expected), not taken: ...``, or why
+    none is named: no other region ``placement.regions`` allows, among the
+    ``BROADER_REGIONS_TRIED`` cheapest pricing the type, gives ``wanted`` fallbacks (true, too,
+    when placement.regions allows no other region)."""
     if broader is None:
         return (
-            f"; none of the {BROADER_REGIONS_TRIED} next-cheapest regions pricing it gives 2 "
-            "within the budget and ttl"
+            f"; no other region placement.regions allows, among the {BROADER_REGIONS_TRIED} cheapest "
+            f"pricing it, gives {wanted} within the budget and ttl"
         )
     return (
         f"; in {broader.offer.region} it has {broader.fallbacks}+ fallbacks at "

@@ -190,7 +190,7 @@ def breadth_note(
             "has that many, this is the cheapest with the most found"
         )
     else:
-        tail += broader_text(broader)
+        tail += broader_text(broader, fallbacks_wanted(spec))
     if shape.nodes_per_replica > 1:
         return multinode_note(offer, n) + tail
     resumes = spec.task != "serve" and spec.fault_tolerance == "checkpointed"

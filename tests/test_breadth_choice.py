@@ -526,7 +526,14 @@ def test_a_budget_that_excludes_the_broad_offers_keeps_the_narrow_one_and_its_no
     assert note is not None and note.startswith(
         f"only {len(tight.fallbacks)} other type(s) run it in aps1-az1"
     )
-    assert note.endswith("none of the 3 next-cheapest regions pricing it gives 2 within the budget and ttl")
+    assert note.endswith(
+        "no other region placement.regions allows, among the 3 cheapest pricing it, gives 2 within the "
+        "budget and ttl"
+    )
+    doc["placement"] = {**doc.get("placement", {}), "min_fallbacks": 3}
+    three = plan(parse_spec(doc), CATALOG).breadth_note
+    assert three is not None
+    assert three.endswith("among the 3 cheapest pricing it, gives 3 within the budget and ttl")
 
 
 def test_min_fallbacks_asks_more_than_the_default() -> None:
