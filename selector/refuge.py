@@ -48,9 +48,12 @@ def worst_case_usd(plan: Plan) -> float | None:
 
 
 def worst_case_clause(plan: Plan, money: Callable[[float], str]) -> str:
-    """`` (up to $32,506.01 if moved on demand)`` for a plan with an on-demand group whose
+    """`` (up to $32,506.01 if moved on demand; the total and its rank assume spot capacity
+    holds)`` for a plan with an on-demand group whose
     worst case exceeds its total, else ``""``: the Cost line's bound."""
     worst = worst_case_usd(plan)
     if worst is None or plan.choice is None or not any(f.refuge for f in plan.fallbacks):
         return ""
-    return f" (up to {money(worst)} if moved on demand)" if worst > plan.choice.cost.total_usd else ""
+    if worst <= plan.choice.cost.total_usd:
+        return ""
+    return f" (up to {money(worst)} if moved on demand; the total and its rank assume spot capacity holds)"

@@ -14,7 +14,7 @@ from selector.fallbacks import Fallback, realised_text
 from selector.freshness import age_text, as_of_date
 from selector.obtainability import Obtainability, obtainability
 from selector.refuge import refuge_note, worst_case_usd
-from selector.select import Candidate, Plan
+from selector.select import Candidate, Plan, width
 from selector.setup_time import SetupTime
 from selector.sizing import GIB, Shape
 
@@ -154,10 +154,13 @@ def candidate_to_dict(candidate: Candidate, today: date | None = None) -> dict[s
     return out
 
 
-def fallback_to_dict(fallback: Fallback) -> dict[str, Any]:
-    """One entry of ``choice.fallbacks``: what the fleet may launch instead of the choice."""
+def fallback_to_dict(fallback: Fallback, choice: Candidate | None = None) -> dict[str, Any]:
+    """One entry of ``choice.fallbacks``: what the fleet may launch instead of the choice, and
+    whether it counts toward ``placement.min_fallbacks`` (``selector.breadth_choice.breadth_of``)."""
     offer = fallback.offer
+    counts = choice is not None and width(choice, (fallback,)) == 1
     return {
+        "counts_toward_min_fallbacks": counts,
         "instance_type": offer.instance.name,
         "machine_type": offer.instance.machine_type,
         "region": offer.region,
@@ -227,7 +230,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
                 **candidate_to_dict(choice, today),
                 "weighted_capacity": choice.shape.replicas_per_instance,
                 "fleet_units": plan.fleet_units,
-                "fallbacks": [fallback_to_dict(f) for f in plan.fallbacks],
+                "fallbacks": [fallback_to_dict(f, plan.choice) for f in plan.fallbacks],
                 "fleet_notes": [
                     n
                     for n in (plan.breadth_note, plan.weighted_leave_note, refuge_note(plan))

@@ -641,6 +641,8 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
     assert taken["min_fallbacks"] == 2 and choice["broader_region"] is None
     assert taken["obtainability"] == "low" and taken["passed_over_obtainability"] == "low"
     assert taken["min_fallbacks_reached"] is True
+    # each fallback says whether it counts: the spot ones here, not the on-demand refuges
+    assert [f["counts_toward_min_fallbacks"] for f in choice["fallbacks"]] == [True, True, False, False]
 
 
 def test_gpufit_plan_names_both_obtainability_levels() -> None:

@@ -442,7 +442,9 @@ def test_the_cost_line_and_json_give_the_worst_case_on_demand() -> None:
     assert cost["worst_case_usd"] == round(refuge.cost.total_usd, 2) == 32506.01
     assert cost["total_usd"] == round(p.choice.cost.total_usd, 2) < cost["worst_case_usd"]
     (line,) = [ln for ln in render_plan(p, date(2026, 12, 4)).splitlines() if ln.startswith("Cost ")]
-    assert line.endswith("(up to $32,506.01 if moved on demand)")
+    assert line.endswith(
+        "(up to $32,506.01 if moved on demand; the total and its rank assume spot capacity holds)"
+    )
     # without an on-demand group (the budget turned it away): the dearest spot group, no clause
     budgeted = plan(parse_spec(pinned("04-llama70b-fp8-spot", budget={"max_total_usd": 10000})), CATALOG)
     assert plan_to_dict(budgeted)["cost"]["worst_case_usd"] == round(
