@@ -541,11 +541,8 @@ def plan(
             known,
             lambda item: item[0].offer.market == cheapest.offer.market,
         )
-        if taken is not None and taken[0][0] is cheapest:
-            candidates, backups, aside = (cheapest, *candidates[1:]), narrow, unwidened
-        elif taken is not None and taken[0][0] is first:
-            pass  # the widening, already planned in full
-        elif taken is not None:
+        picked = first if taken is None else taken[0][0]  # first: the widening, planned in full
+        if taken is not None and picked is not first and picked is not cheapest:
             (planned, base), _ = taken
             aside_taken = FleetAside()
             chosen, fleet = widest(planned, base, out=aside_taken)
@@ -555,7 +552,9 @@ def plan(
                 candidates = (chosen, *others)[: top + 1]
                 backups, aside, broader = fleet, aside_taken, None
             else:
-                candidates, backups, aside = (cheapest, *candidates[1:]), narrow, unwidened
+                picked = cheapest
+        if picked is cheapest:
+            candidates, backups, aside = (cheapest, *candidates[1:]), narrow, unwidened
     if cheapest is not None and candidates[0] is not cheapest:  # a walked, broader or widened offer
         chosen = candidates[0]
         chosen_for_breadth = BreadthChoice(
