@@ -45,6 +45,7 @@ from selector.calibration_units import (
     UNITS as UNITS,
     Kind as Kind,
     Measure as Measure,
+    fresh_of,
     split_reason_of,
 )
 from selector.catalog import GpuSpec, InstanceType, load_gpus
@@ -70,8 +71,9 @@ HOLDOUT_BAND: tuple[float, float] = (0.8, 1.25)  # issue 24's band for each kind
 
 SCHEMA_VERSION = 1
 
-Split = Literal["fitted", "held-out"]
-SPLITS: tuple[Split, ...] = ("fitted", "held-out")
+Split = Literal["fitted", "held-out", "fresh"]
+SPLITS: tuple[Split, ...] = ("fitted", "held-out", "fresh")
+"""``fresh``: held out twice over, rows gathered after the model was frozen (``Case.gathered``)."""
 HELD_OUT_SHARE = 3  # one case in 3 is held out by ``split_of``, unless a term was read off it
 
 UNDER_PROVISION = 0.10
@@ -126,9 +128,12 @@ class Case:
     split_reason: str = ""  # why a case the hash holds out is fitted (a term was taken from it)
     engine: tuple[str, str] | None = None  # (name, release) the source ran, as it states them
     peak_bandwidth_gbps: float | None = None  # the source's own measured peak of its (capped) GPU
+    gathered: str = ""  # a fresh case: when it was gathered, after the model was frozen at which commit
 
     @property
     def split(self) -> Split:
+        if self.gathered:
+            return "fresh"
         return "fitted" if self.split_reason else split_of(self.id)
 
 
@@ -233,6 +238,12 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         raise CalibrationError(
             f"{where}: split: fitted (the only override) needs split_reason, the term taken"
         )
+    gathered = fresh_of(entry)
+    if gathered is None:
+        raise CalibrationError(
+            f"{where}: split: fresh and gathered (when, after the model was frozen at which commit) "
+            "come together"
+        )
     engine = _engine(entry.get("engine"), where)
     peak = entry.get("peak_bandwidth_gbps")
     if peak is not None and (kind != "decode_tokens_per_s" or not isinstance(peak, int | float) or peak <= 0):
@@ -280,6 +291,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         split_reason=split_reason,
         engine=engine,
         peak_bandwidth_gbps=None if peak is None else float(peak),
+        gathered=gathered,
     )
 
 

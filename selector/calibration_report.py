@@ -74,6 +74,7 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
         f"Under-provisioning: decode speed over-promised by more than {UNDER_PROVISION:.0%}, "
         f"memory or training GPU-hours under-estimated by more than {UNDER_PROVISION:.0%}, or a setting "
         "gpufit fits where the source ran out of memory.",
+        *_fresh_lines(rows),
         "",
         ROUND4_NOTE + "⚠ marks under-provisioning; excluded rows show why, outside summaries.",
         "",
@@ -135,3 +136,18 @@ def render_markdown(rows: list[Row], issue_kinds: tuple[str, ...] = ()) -> str:
                 f"{_cell(c.source.locator)}.{_cell(note)}"
             )
     return "\n".join(lines) + "\n"
+
+
+def _fresh_lines(rows: list[Row]) -> list[str]:
+    """The paragraph on the fresh split (none without fresh rows): how many, and each distinct
+    ``gathered`` line (when, and at which commit the model was frozen)."""
+    fresh = [r.case for r in rows if r.case.split == "fresh"]
+    if not fresh:
+        return []
+    gathered = sorted({c.gathered for c in fresh})
+    return [
+        "",
+        f"Fresh rows: {len(fresh)} rows held out twice over, gathered after the sizing model was frozen, "
+        "by gatherers who never saw a ratio, taking whole tables (every row gpufit can express) from "
+        "sources none of the other rows use: " + "; ".join(gathered) + ".",
+    ]

@@ -118,10 +118,21 @@ ROUND4_NOTE = (
 
 def split_reason_of(entry: dict[str, Any]) -> str | None:
     """A case's ``split_reason`` ("" when it states none), or None when ``split`` and ``split_reason``
-    do not come together: the only override is ``split: fitted`` for a row a term was taken from."""
+    do not come together: the only override is ``split: fitted`` for a row a term was taken from
+    (``split: fresh``, a row gathered after the model was frozen, is read by ``fresh_of``)."""
     split, reason = entry.get("split"), entry.get("split_reason", "")
-    if split is None and reason == "":
+    if split in (None, "fresh") and reason == "":
         return ""
     if split == "fitted" and isinstance(reason, str) and reason.strip():
         return reason.strip()
     return None
+
+
+def fresh_of(entry: dict[str, Any]) -> str | None:
+    """A fresh case's ``gathered`` line ("" for a case that is not fresh), or None when ``split:
+    fresh`` comes without it. A fresh case was gathered after the sizing model was frozen, by
+    someone who saw no ratio; ``gathered`` states when and at which commit of the model."""
+    if entry.get("split") != "fresh":
+        return "" if "gathered" not in entry else None
+    gathered = entry.get("gathered")
+    return gathered.strip() if isinstance(gathered, str) and gathered.strip() else None
