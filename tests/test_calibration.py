@@ -14,8 +14,8 @@ import pytest
 from selector.calibration import (
     HOLDOUT_BAND,
     KINDS,
-    SPLITS,
     RATIO_BAND,
+    SPLITS,
     CalibrationError,
     Case,
     Kind,
