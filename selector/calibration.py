@@ -61,7 +61,13 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib
-from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation, engine_release_key
+from selector.sizing.speed import (
+    KNOWN_ENGINES,
+    UNTIMED_BEFORE,
+    engine_generation,
+    engine_release_key,
+    kv_read_factor,
+)
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -82,6 +88,8 @@ this: decode speed ratio > 1.1, memory ratio < 1 ÷ 1.1, training GPU-hours rati
 or gpufit fits a setting the source ran out of memory at."""
 
 Interconnect = Literal["nvlink", "pcie"]
+
+LAUNCHED_ENGINES = ("vllm", "sglang")  # engines gpufit launches: a row naming one takes its rules
 
 REFUSED = "gpufit's memory plan would not hold this setting, which the source ran"
 
@@ -405,6 +413,14 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
     return shape.tokens_per_s_per_stream, detail
 
 
+def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
+    """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
+    each GPU when it fits one, else sharded ZeRO-3/FSDP over all): what a source that ran it on
+    that many GPUs measured, where ``fit`` would plan another count."""
+    shards = 1 if gpus == 1 or per_gpu_gib(req, 1, 0) <= usable_gib(gpu, req) else gpus
+    return per_gpu_gib(req, shards, 0)
+
+
 def gpu_memory_needed_gib(per_gpu_gib: float, req: Requirements, gpu: GpuSpec) -> float:
     """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib`` (``usable_gib`` is linear in the
     GPU's memory: the inverse of its fraction and fixed reserve)."""
@@ -444,7 +460,13 @@ def compute_row(case: Case) -> Row:
     spec = parse_spec(case.spec, source=f"calibration case {case.id}")
     req = requirements(spec)
     if case.engine is not None:
-        req = replace(req, engine_generation=engine_generation(*case.engine))
+        req = replace(
+            req,
+            engine_generation=engine_generation(*case.engine),
+            kv_read_factor=kv_read_factor(*case.engine, req.arch.heads, req.arch.kv_heads),
+        )
+        if case.engine[0] in LAUNCHED_ENGINES and not req.is_training and req.engine != "none":
+            req = replace(req, engine=case.engine[0])  # the engine's own schedule and memory rules
     tokens = spec.training.tokens if spec.training else 0.0
     gpu = load_gpus()[case.gpu] if case.gpu else None
     detail = ""
@@ -465,8 +487,11 @@ def compute_row(case: Case) -> Row:
             else:
                 shape, detail = _at_published_tp(case, req, it)
                 canonical = shape.vram_gib_per_gpu * GIB
-                if not detail and shape.gpus_per_replica > case.gpus:
-                    detail = f"over {shape.gpus_per_replica} GPUs; {REFUSED} on {case.gpus}"
+                if req.is_training and shape.gpus_per_replica != case.gpus:
+                    canonical = training_gib_on(req, it.gpu, case.gpus) * GIB
+                    detail = f"on {case.gpus} GPUs as published; gpufit plans {shape.gpus_per_replica}"
+                    if shape.gpus_per_replica > case.gpus:
+                        detail += f"; {REFUSED} on {case.gpus}"
                 elif not detail and shape.gpus_per_replica > 1:
                     detail = f"over {shape.gpus_per_replica} GPUs"
                 if case.measure == "gpu_needed":

@@ -65,7 +65,14 @@ from tests.conftest import ROOT, SERVE_70B, spec_of
 CASES = ROOT / "docs" / "calibration.yaml"
 TABLE = ROOT / "docs" / "calibration.md"
 
-KNOWN_OUT_OF_BAND: dict[Kind, str] = {}
+KNOWN_OUT_OF_BAND: dict[Kind, str] = {
+    "decode_tokens_per_s": (
+        "0.73 over all 128 rows, on the slow side, since issue 24's fresh set (2026-12-05) added rows the "
+        "model times slow: SGLang 0.5.6 MoE on 8 B200 at batch 1-16 (0.36-0.66; the per-expert latency is "
+        "kept for the issue's own 61-layer MoE measurement) and TensorRT-LLM static batches of 384-1,024 "
+        "(0.29-0.56; LARGE_BATCH_MFU is one row's)"
+    ),
+}
 """Kinds whose band check is expected to fail until a proposed fix to the sizing model
 (selector/sizing/) lands (strict: the test fails once the kind is back in band, so this entry
 must then be removed)."""
@@ -117,7 +124,7 @@ def test_split_is_a_fixed_hash_of_the_id(rows: list[Row]) -> None:
     assert split_of("torchao-h100-llama31-8b-bf16") == "fitted"
     assert split_of("qwen25-3b-vllm-bf16-in1") == "held-out"
     held = [r for r in rows if r.case.split == "held-out" and not r.case.excluded]
-    counted = [r for r in rows if not r.case.excluded]
+    counted = [r for r in rows if not r.case.excluded and not r.case.gathered]  # fresh rows: their own split
     assert len(counted) >= 110 and 0.2 < len(held) / len(counted) < 0.45
 
 
@@ -164,30 +171,71 @@ def test_fitted_rows_never_under_provision(rows: list[Row]) -> None:
 
 
 MARGIN_RULE_SLOW = (
-    "after the margin rule (EFFICIENCY_MARGIN_RATIO: 16-bit 0.62, int8 0.53, fp8 0.54, each the highest "
+    "after the margin rule (EFFICIENCY_MARGIN_RATIO: 16-bit 0.62, int8 0.53, fp8 0.38, each the highest "
     "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
+)
+SGLANG_MOE_SLOW = (
+    "SGLang 0.5.6 on 8 B200 decodes DeepSeek-R1, Qwen3-235B, gpt-oss-120b and Qwen3-Next 2-2.8x faster "
+    "alone than MOE_EXPERT_LATENCY_S allows; that term is kept on the slow side for issue 24's own "
+    "61-layer MoE measurement on 8 GPUs (~5x the old step), which a faster term would over-promise"
 )
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
+    ("batch1_decode", "fresh"): "0.43 (0.36-0.52, 8 rows, all MoE on B200): " + SGLANG_MOE_SLOW,
+    ("batch1_decode_h100_b200", "fresh"): "0.43 (0.36-0.52, 8 rows, all MoE on B200): " + SGLANG_MOE_SLOW,
+    ("serving_speed_at_concurrency", "fresh"): (
+        "0.62 (0.29-1.10, 36 rows), slow: the SGLang MoE rows at 16-100 streams (0.43-0.79, "
+        + SGLANG_MOE_SLOW
+        + ") and TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; LARGE_BATCH_MFU is one row's)"
+    ),
+    ("training_gpu_hours", "fresh"): (
+        "1.45 (0.57-2.48, 23 rows), slow: Megatron-Bridge 25.11 FP8 dense runs on B200/H100 reach 2-2.5x the "
+        "Hopper/Blackwell MFU 0.40 with activation checkpointing, which their page does not state (left on)"
+    ),
 }
 """Issue kinds outside the issue's 0.8-1.25 band, with the figure (strict: an entry must go once
 its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, round 3."""
 
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
-    ("serving_speed_at_concurrency", "held-out"): (
-        frozenset({"trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"}),
-        "trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out 1.91 (added in round 5 before its ratio was "
-        "computed; TensorRT-LLM v0.6.1 decoding Llama-2-70B at 2048 in / 2048 out took ~53 ms a step where "
-        "weights and fp8 KV read ~20 ms; the same page says its GQA generation kernels were experimental and "
-        "enabled only 'where our tests displayed performance benefits': no sourced term for that yet)",
-    ),
     ("batch1_decode", "held-out"): (
         frozenset({"llamacpp-a100sxm-llama3-8b-f16", "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1"}),
         "llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's own A100 figure, PR #6017, gives 0.57 of peak; "
         "this RunPod row reads 0.42), tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs "
         "a layer is vLLM PR #1440's measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no "
         "sourced figure)",
+    ),
+    ("finetune_memory", "fresh"): (
+        frozenset(
+            {
+                "fresh-torchtune-4x4090-llama2-7b-full-b4",
+                "fresh-msswift-a100-qwen7b-lora-b1",
+                "fresh-msswift-a100-qwen7b-lora-b2",
+                "fresh-msswift-a100-qwen7b-lora-b4",
+                "fresh-msswift-a100-qwen7b-lora-b8",
+                "fresh-msswift-a100-qwen7b-lora-nogc",
+                "fresh-msswift-a100-qwen7b-lora-r2",
+                "fresh-msswift-a100-qwen7b-lora-r64",
+                "fresh-msswift-a100-qwen7b-lora-r8-all",
+            }
+        ),
+        "ms-swift's Qwen-7B LoRA rows (0.57-0.80) report torch.cuda.max_memory_reserved over variable-length "
+        "batches (truncation 'delete'): the caching allocator's reserve grows 15, 10 and 3 GiB a sample "
+        "from batch 1 to 8 and stops at the 80 GB card, so it is no measure of what the job needs; no "
+        "sourced term separates reserve from need yet. torchtune's 4x RTX 4090 full fine-tune (0.87) is "
+        "timed on the L4, 1.5 GiB smaller, its alpaca batches shorter than the stated 2,048",
+    ),
+    ("training_gpu_hours", "fresh"): (
+        frozenset(
+            {
+                "fresh-torchtitan-512xh100-llama31-405b-3d-1f1b",
+                "fresh-megatron2511-8xb200-qwen3-30b-a3b-fp8mx",
+                "fresh-megatron2511-16xh100-qwen3-30b-a3b-fp8cs",
+            }
+        ),
+        "Qwen3-30B-A3B's 128 small experts (0.57, 0.74) train below MOE_MFU_FACTOR 0.5's MFU, and "
+        "torchtitan's 1F1B 405B (0.74) idles in a pipeline bubble gpufit does not model (its interleaved "
+        "run reads 0.95): no sourced term for either yet",
     ),
 }
 """Per issue kind and split, the rows known to over-promise, named, with why (the bar is zero). The
@@ -814,6 +862,7 @@ def test_a_row_a_term_was_read_off_is_fitted(rows: list[Row]) -> None:
         BATCHED_IMAGE_TIME,
         COMPILE_SPEEDUP,
         FP8_COMPILED_SPEEDUP,
+        FP32_SLOWDOWN,
         WEIGHT_ONLY_COMPILED_SLOWDOWN,
         WEIGHT_ONLY_SLOWDOWN,
         compile_speedup,
@@ -825,6 +874,7 @@ def test_a_row_a_term_was_read_off_is_fitted(rows: list[Row]) -> None:
         "weight_only_slowdown": WEIGHT_ONLY_SLOWDOWN,
         "weight_only_compiled_slowdown": WEIGHT_ONLY_COMPILED_SLOWDOWN,
         "fp8_compiled_speedup": FP8_COMPILED_SPEEDUP,
+        "fp32_slowdown": FP32_SLOWDOWN,
         "batched_image_time": BATCHED_IMAGE_TIME,
         "compile_speedup": COMPILE_SPEEDUP,
         "faster_gpu_speedup": (989.0 / 312.0) ** DIFFUSION_SPEEDUP_EXPONENT,
@@ -858,7 +908,9 @@ def test_a_row_a_term_was_read_off_is_fitted(rows: list[Row]) -> None:
     table = TABLE.read_text(encoding="utf-8")
     for row in rows:
         if row.case.split_reason:
-            assert f"- `{row.case.id}` (hash split held-out): {row.case.split_reason}" in table
+            assert f"- `{row.case.id}` (hash split {split_of(row.case.id)}): {row.case.split_reason}" in table
+            # a hash-fitted row needs no override unless it was gathered for the fresh set
+            assert split_of(row.case.id) == "held-out" or row.case.split_reason.startswith("gathered blind")
     assert "Round 5 (diffusion)" in table  # the "Not fully blind" paragraph names what round 5 saw
 
 
@@ -1007,10 +1059,15 @@ def test_tensorrt_llm_terms_are_read_off_two_fitted_rows(rows: list[Row]) -> Non
         assert 0.97 < by_id[source].ratio <= 1.0, source
     assert engine_generation("nim", "1.8.0") == "nim"
     assert engine_generation("tensorrt-llm", "0.6.1") == "tensorrt-llm"
-    trt = [r for r in rows if r.case.engine is not None and r.case.engine[0] in ("nim", "tensorrt-llm")]
+    trt = [
+        r
+        for r in rows
+        if r.case.engine is not None and r.case.engine[0] in ("nim", "tensorrt-llm") and not r.case.gathered
+    ]
     assert len(trt) == 15
-    over = {r.case.id for r in trt if r.under_provisions}
-    assert over == {"trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"}  # listed in ISSUE_KIND_UNDER
+    assert not [
+        r.case.id for r in trt if r.under_provisions
+    ]  # Llama-2-70B TP 2 read 1.91 before the per-head KV
     first = ("trtllm061-llama2-7b-h100-fp8-b112", "trtllm061-llama2-7b-a100-fp16-b60")
     assert all(0.85 < r.ratio < 1.0 for r in trt if r.case.id in first)  # fp16 takes the 16-bit 0.62
     fp8_flops_per_s = load_gpus()["H100"].tflops_at("fp8") * 1e12
@@ -1097,7 +1154,7 @@ def test_tgi_rows_state_their_release(rows: list[Row]) -> None:
 MARGIN_BOUND: dict[str, tuple[tuple[str, ...], float, str | None]] = {
     "16-bit": (("bf16", "fp16", "fp32"), 0.62, "vllm023-l4-qwen25-05b-256in128out-c32"),
     "int8": (("int8",), 0.53, "gptfast-mixtral-int8-tp1"),
-    "fp8": (("fp8",), 0.54, "torchao-h100-llama31-8b-fp8dq-row"),
+    "fp8": (("fp8",), 0.38, "fresh-torchao-h100-llama31-8b-fp8dq-tensor"),
     "int4": (("int4",), 0.42, None),
 }
 """Per precision group: its keys, the value ``EFFICIENCY_MARGIN_RATIO``'s rule gives and the fitted

@@ -56,6 +56,14 @@ README @9b9f238, Additional Results): the largest, batch 1's, is taken (errs slo
 int4/nf4 and other transformer pipelines (ESTIMATE); a UNet pipeline keeps the eager
 ``WEIGHT_ONLY_SLOWDOWN`` (the fusion gain was measured on a transformer only)."""
 
+FP32_SLOWDOWN = term_ratio("fp32_slowdown")
+"""A diffusion pipeline in fp32 over its 16-bit run: the Hugging Face SDXL blog's unoptimized fp32
+pipeline against fp16, one A100 40 GB, 4 images of 1024² per call, 25 steps: 72,200.5 ms against
+14,800.9 ms, 4.88× (data/diffusion_terms.yaml). PyTorch leaves TF32 off for fp32 matmuls by
+default (``torch.backends.cuda.matmul.allow_tf32``, False since 1.12), so fp32 is not timed at
+gpus.yaml's TF32 rate (half of BF16, which promised it 2.4× too fast: issue 24's fresh set). Taken
+for a transformer pipeline too (ESTIMATE: measured on a UNet only)."""
+
 FP8_COMPILED_SPEEDUP = term_ratio("fp8_compiled_speedup")
 """Compiled fp8 (dynamic activation + weight quantisation fused into the matmuls) over compiled
 bf16 for a diffusion transformer: Flux.1-Dev fp8dq 3.243 s against 4.209 s at batch 1 (1.30×),
@@ -246,6 +254,13 @@ def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[flo
     """A diffusion pipeline's time in ``precision`` relative to its 16-bit run, eager or compiled
     (diffusers-torchao's Flux.1-Dev measurements on one H100), and the ``--explain`` note. A gain
     measured on a transformer is not carried to a UNet (``carries_over``)."""
+    if precision == "fp32":
+        carry = carries_over("fp32_slowdown", arch)
+        label = "; ESTIMATE: measured on SDXL, a UNet, not on this pipeline" if carry is None else _est(carry)
+        return (
+            FP32_SLOWDOWN,
+            f" × {FP32_SLOWDOWN:.2f} fp32 (no TF32 by default: HF SDXL blog, fp32 ÷ fp16{label})",
+        )
     if precision in WEIGHT_ONLY and compiled:
         carry = carries_over("weight_only_compiled_slowdown", arch)
         if carry is None:
@@ -335,7 +350,7 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     seconds = count * per_item
     note = f"{count:.3g} {item.unit}s × " + note
     terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))
-    quantised = WEIGHT_ONLY | {"fp8"}
+    quantised = WEIGHT_ONLY | {"fp8", "fp32"}  # timed at the reference's 16-bit rate × their factor
     compute = item.precision if arch.kind == "diffusion" and spec.precision in quantised else None
     return {
         "work_ref_gpu_seconds": seconds,

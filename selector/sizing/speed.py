@@ -8,6 +8,7 @@ docs/calibration.yaml that ``selector.calibration.split_of`` does not hold out."
 from __future__ import annotations
 
 from selector.catalog import GpuSpec
+from selector.sizing.memory import expected_experts_touched
 from selector.sizing.terms import Requirements
 
 EFFICIENCY_MARGIN_RATIO = 1.05
@@ -38,7 +39,7 @@ PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "bf16": DEFAULT_BANDWIDTH_EFFICIENCY,
     "fp16": DEFAULT_BANDWIDTH_EFFICIENCY,
     "int8": 0.53,
-    "fp8": 0.54,
+    "fp8": 0.38,
     "int4": 0.42,
     "nf4": 0.35,
 }
@@ -51,8 +52,12 @@ the per-layer latency counted apart the batch-1 rows fit about 0.55 for 8-bit an
 weights (0.50 and 0.38 before round 5). ``EFFICIENCY_MARGIN_RATIO``'s rule binds both 8-bit
 values below that fit (ESTIMATES, each bound by one row): int8 0.53, bound by gpt-fast's int8
 Mixtral-8x7B on one A100 (``gptfast-mixtral-int8-tp1``, 1.04 at 0.53; fitted since it stopped
-round 5's int8 at 0.55, where it read 1.07), fp8 0.54, bound by torchao's fp8 dynamic-quant
-Llama-3.1-8B on an H100 (``torchao-h100-llama31-8b-fp8dq-row``, 1.05 at 0.54, 1.06 at 0.55). The
+round 5's int8 at 0.55, where it read 1.07), fp8 0.38, bound by torchao's fp8 dynamic-quant
+Llama-3.1-8B with per-tensor scales on an H100 (``fresh-torchao-h100-llama31-8b-fp8dq-tensor``,
+116.4 tok/s: 1.04 at 0.38, 1.06 at 0.39; a row of issue 24's fresh set, 2026-12-05, which read 1.39
+at the 0.54 its per-row sibling ``torchao-h100-llama31-8b-fp8dq-row`` had bound: per-tensor dynamic
+scaling, what vLLM's ``--quantization fp8`` does to activations, needs a reduction over each
+activation before its matmul and is the slower path at batch 1, the same README's note). The
 rule does not bind int4 (its current-engine fitted rows read at most 0.96, gpt-fast Llama-2-70B
 int4 TP 8): 0.42 is kept, the batch-1 fit, below the 0.45 at which the fitted TGI 1.0.3 GPTQ row
 on an A10G (an older engine) would read 1.13. gpt-fast rows are timed at the 1,700 GB/s its README
@@ -234,8 +239,33 @@ which gpufit launches (selector/engines.py), takes the current terms."""
 
 
 def engine_release_key(text: str) -> tuple[int, ...]:
-    """A release's dotted numbers, compared as numbers ("0.10.0" after "0.8.0")."""
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
+    """A release's dotted numbers, compared as numbers ("0.10.0" after "0.8.0"; a part's leading
+    digits count, so "0.7a" is 0.7)."""
+    digits = (part[: len(part) - len(part.lstrip("0123456789"))] for part in text.split("."))
+    return tuple(int(d) for d in digits if d)
+
+
+PER_QUERY_HEAD_KV_BEFORE: dict[str, str] = {"tensorrt-llm": "0.7"}
+"""Per engine, the first release whose decode attention reads a grouped-query KV head once for its
+group. TensorRT-LLM before 0.7 decoded GQA with its masked multi-head attention kernel, one thread
+block per query head, each loading its KV head's whole cache (``dim3 grid{params.num_heads, ...}``
+and ``hi_kv = hi / qhead_per_kv`` in cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
+decoderMaskedMultiheadAttentionLaunch.h and ...Template.h, v0.5.0 and v0.6.1): the XQA kernel for
+GQA first appears in v0.7.0, and NVIDIA's Falcon-180B/H200 blog (docs/source/blogs/
+Falcon180B-H200.md, 2023-12) credits its improved GQA generation kernels with 'up to 2.4x
+improvement on Llama-70B over TensorRT-LLM v0.5'. gpufit takes the cache as read once per query
+head (``kv_read_factor``: 8 for Llama-2-70B's 64 heads on 8 KV heads), the slow side: L2 hits
+between sibling blocks may save part of it, which no source measures. gpufit launches neither
+engine; this times the calibration rows that state such a release."""
+
+
+def kv_read_factor(name: str, release: str, heads: int, kv_heads: int) -> float:
+    """How many times a decode step of ``name`` ``release`` reads each KV head's cache: once per
+    query head of its group before ``PER_QUERY_HEAD_KV_BEFORE``, else once."""
+    first = PER_QUERY_HEAD_KV_BEFORE.get(name)
+    if first is None or not kv_heads or engine_release_key(release) >= engine_release_key(first):
+        return 1.0
+    return heads / kv_heads
 
 
 def engine_generation(name: str, release: str) -> str:
@@ -246,6 +276,26 @@ def engine_generation(name: str, release: str) -> str:
         return older
     return older if engine_release_key(release) < engine_release_key(first) else "current"
 
+
+MOE_TOUCHED_EXPERT_LATENCY_S = 0.3e-6
+"""Time a mixture-of-experts layer adds per expert a decode batch touches beyond one token's
+(``expected_experts_touched``): the grouped GEMM runs a tile for every touched expert, however few
+tokens it gets, so a step of a hundred sequences costs far more than its weight bytes. SGLang 0.5.6
+on 8 B200 (TP 8) decodes gpt-oss-120b at 2.31 ms a token alone and 14.31 at concurrency 100
+(ShareGPT, mean TPOT; sgl-project/sgl-cookbook OpenAI/GPT-OSS.md @7b5bd9c, 2026-01-30; issue 24's
+fresh set, row ``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``, fitted): 0.3 µs is the smallest
+tenth of a µs at which that row reads no faster than 1.05 (0.2 reads 1.08). DeepSeek-R1 and
+Qwen3-235B on the same page grow less (their rows read 0.57-0.79 at concurrency 16-100 with it): an
+ESTIMATE on the slow side for them."""
+
+LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
+"""Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its
+recurrent state is updated by a kernel per sequence and head, beyond the state's bytes. SGLang 0.5.6
+on 8 B200 decodes Qwen3-Next-80B-A3B at 6.19 ms a token alone and 50.87 at concurrency 100
+(ShareGPT, mean TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
+``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
+2 µs is the smallest whole µs at which that row reads no faster than 1.05 (1 µs reads 1.17). One
+row: an ESTIMATE."""
 
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
@@ -358,7 +408,9 @@ def prefill_mfu(req: Requirements) -> float:
     return GENERATION_PREFILL_MFU.get(req.engine_generation, PREFILL_MFU)
 
 
-def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_per_s: float) -> float:
+def prefill_step_s(
+    req: Requirements, memory_s: float, compute_s: float, flops_per_s: float, pass_s: tuple[float, float]
+) -> float:
     """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
     (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``): the running sequences'
     decode tokens are scheduled first, then waiting prompts take what is left of the step's token
@@ -376,22 +428,70 @@ def prefill_step_s(req: Requirements, memory_s: float, compute_s: float, flops_p
     is kept: a NIM 5,000-in row stated without its prompt would otherwise be over-promised
     (tests/test_calibration.py). Only the chunk's GEMMs share the weight read: its attention to
     the prompt's prefix is a kernel of its own (vLLM's FlashAttention varlen pass over the chunk),
-    run after the GEMMs, so a carrying step is at least the plain step plus that attention."""
+    run after the GEMMs, so a carrying step is at least the plain step plus that attention.
+
+    SGLang (``SEPARATE_PREFILL_ENGINES``) does not mix them: a waiting prompt runs as a forward pass
+    of its own and the running streams wait for it (``separate_prefill_s``)."""
     tokens = req.prefill_tokens_per_step
     if not tokens or not req.prefill_flops_per_step:
         return 0.0
     mfu = prefill_mfu(req)
     per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * mfu)
-    if not req.prefill_chunk_tokens:
-        return tokens * per_token_s
     attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * mfu)
     gemm_token_s = per_token_s - attention_token_s
+    if req.engine in SEPARATE_PREFILL_ENGINES or req.engine_generation in STATIC_BATCH_GENERATIONS:
+        return separate_prefill_s(req, gemm_token_s, attention_token_s, pass_s)
+    if not req.prefill_chunk_tokens:
+        return tokens * per_token_s
     chunk = req.prefill_chunk_tokens
     share = min(1.0, tokens / chunk)
     carried = chunk if share < 1.0 else tokens
     plain = max(memory_s, compute_s)
     carrying = max(memory_s, compute_s + carried * gemm_token_s) + carried * attention_token_s
     return share * (carrying - plain)
+
+
+SEPARATE_PREFILL_ENGINES: frozenset[str] = frozenset({"sglang"})
+"""Engines that run arriving prompts as forward passes of their own while the running streams wait.
+SGLang's scheduler builds a prefill batch first and returns it alone ('# Run prefill first if
+possible', ``Scheduler.get_next_batch_to_run``, sgl-project/sglang python/sglang/srt/managers/
+scheduler.py); it mixes a chunk into the decode batch only with ``--enable-mixed-chunk``, default
+False in the engine's own parser (selector/data/engine_flags/sglang-0.5.23.json), a flag gpufit
+does not set (machine/serving.py). vLLM's V1 scheduler mixes them (``prefill_step_s``)."""
+
+STATIC_BATCH_GENERATIONS: frozenset[str] = frozenset({"tensorrt-llm"})
+"""Engine generations whose calibration rows are static batches: TensorRT-LLM's performance tables
+of 2023 ran ``gptSessionBenchmark``, which prefills the whole batch's prompts in one context pass and
+then decodes them together (NVIDIA/TensorRT-LLM docs/source/performance.md, v0.5-v0.7); the
+published throughput counts that pass. One pass of concurrency × prompt tokens per ``output`` steps
+(``separate_prefill_s``), the weights read again for it; not mixed into the decode steps."""
+
+SGLANG_PREFILL_BATCH_TOKENS = 8192
+"""Most prompt tokens one SGLang prefill pass takes (``--chunked-prefill-size``: 8,192 on
+A100/H100/H200, 16,384 on B200, 2,048 below 35 GiB; sgl-project/sglang server_args.py): the
+smallest of those on the large GPUs, so prompts need the most passes (the slow side)."""
+
+
+def separate_prefill_s(
+    req: Requirements, gemm_token_s: float, attention_token_s: float, pass_s: tuple[float, float]
+) -> float:
+    """Mean time per decode step that an engine of ``SEPARATE_PREFILL_ENGINES`` stalls the running
+    streams for prefill. Prompts arrive at a = tokens per step ÷ prompt per step (a request ends
+    and the next begins every ``output`` steps per stream); each prefill pass carries one prompt
+    while a < 1, and all that arrived, up to ``SGLANG_PREFILL_BATCH_TOKENS``, once they come faster:
+    passes = min(a, max(1, tokens ÷ batch tokens)). A pass takes the weights' read or its tokens'
+    GEMMs, whichever is longer, plus their attention and the step's fixed time (``pass_s``: the
+    weights' read, and the step overhead, layer latencies and all-reduces of a decode step). The prompt
+    unknown, one pass a step (or more for more than a batch of tokens): the slow side. A static
+    batch (``STATIC_BATCH_GENERATIONS``) takes one pass for all its prompts."""
+    tokens = req.prefill_tokens_per_step
+    batches = max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS)
+    passes = min(tokens / req.prefill_chunk_tokens, batches) if req.prefill_chunk_tokens else batches
+    if req.engine_generation in STATIC_BATCH_GENERATIONS and req.prefill_chunk_tokens:
+        passes = tokens / (req.prefill_chunk_tokens * req.concurrency)  # one pass per batch of prompts
+    per_pass = tokens / passes
+    weights_s, fixed_s = pass_s
+    return passes * (max(weights_s, per_pass * gemm_token_s) + per_pass * attention_token_s + fixed_s)
 
 
 def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
@@ -408,9 +508,22 @@ def precision_bandwidth_efficiency(precision: str) -> float:
     return PRECISION_BANDWIDTH_EFFICIENCY.get(precision, DEFAULT_BANDWIDTH_EFFICIENCY)
 
 
-def decode_mfu(concurrency: int) -> float:
-    """``DECODE_MFU``, or ``LARGE_BATCH_MFU`` above ``LARGE_BATCH_SEQUENCES`` sequences."""
-    return LARGE_BATCH_MFU if concurrency > LARGE_BATCH_SEQUENCES else DECODE_MFU
+INT8_WEIGHT_ONLY_DECODE_MFU = 0.07
+"""FLOPs utilisation (of the 16-bit rate: ``GpuSpec.tflops_at``) of decode GEMMs on int8 weight-only
+weights at large batch, which convert each weight tile to 16 bit inside the matmul. Read off the
+one row that measures it, vLLM 0.13.0 with torchao int8 rowwise weights and bf16 activations on an
+H100 at 128 sequences, 32 in / 2,048 out: 4,309.8 decode tok/s, 0.652× the same table's bf16 run
+(pytorch/ao torchao/quantization README @aa25287, 2026-01-05; calibration row
+``fresh-torchao-vllm0130-h100-llama31-8b-int8wo-decode``, fitted): the highest two-decimal value
+at which that row reads no faster than 1.05 (0.08 reads 1.06). One row: an ESTIMATE that errs
+slow for int8 checkpoints an engine runs with int8 tensor cores (W8A8)."""
+
+
+def decode_mfu(concurrency: int, precision: str = "bf16") -> float:
+    """``DECODE_MFU``, or ``LARGE_BATCH_MFU`` above ``LARGE_BATCH_SEQUENCES`` sequences; int8
+    weight-only GEMMs at most ``INT8_WEIGHT_ONLY_DECODE_MFU``."""
+    mfu = LARGE_BATCH_MFU if concurrency > LARGE_BATCH_SEQUENCES else DECODE_MFU
+    return min(mfu, INT8_WEIGHT_ONLY_DECODE_MFU) if precision == "int8" else mfu
 
 
 def layer_latency_s(req: Requirements) -> float:
@@ -421,6 +534,20 @@ def layer_latency_s(req: Requirements) -> float:
     if req.engine_generation == "no-cuda-graphs":
         base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
     return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
+
+
+def batch_layer_latency_s(req: Requirements) -> float:
+    """What a decode step's batch adds to its fixed per-layer time: ``MOE_TOUCHED_EXPERT_LATENCY_S``
+    per expert the batch touches beyond one token's (``expected_experts_touched``), averaged over
+    all layers, and ``LINEAR_ATTENTION_SEQUENCE_LATENCY_S`` per sequence of each linear-attention
+    layer."""
+    arch = req.arch
+    moe = 0.0
+    if arch.is_moe:
+        extra = expected_experts_touched(arch, req.concurrency) - arch.experts_active
+        moe = MOE_TOUCHED_EXPERT_LATENCY_S * max(0.0, extra)
+    linear = LINEAR_ATTENTION_SEQUENCE_LATENCY_S * req.concurrency * arch.linear_layers / max(arch.layers, 1)
+    return moe + linear
 
 
 def weight_bandwidth_efficiency(req: Requirements) -> float:
@@ -451,23 +578,34 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
-    memory_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
-    memory_s += req.kv_bytes_per_decode_step / (bandwidth * kv_bandwidth_efficiency(req))
+    weights_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
+    kv_bytes = req.kv_bytes_per_decode_step * req.kv_read_factor
+    memory_s = weights_s + kv_bytes / (bandwidth * kv_bandwidth_efficiency(req))
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
-    fixed_s = step_overhead_s(req) + req.arch.layers * layer_latency_s(req)
+    fixed_s = step_overhead_s(req) + req.arch.layers * (layer_latency_s(req) + batch_layer_latency_s(req))
     step_ms = step_overhead_s(req) * 1e3
     extra = f" + {step_ms:.3g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    if batch_layer_latency_s(req):
+        extra += f" (+ {batch_layer_latency_s(req) * 1e6:.3g} µs for the batch's experts and sequences)"
+    if req.kv_read_factor != 1.0:
+        extra += f" + kv cache read {req.kv_read_factor:g}× (once per query head)"
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
     if tflops is None:
         return memory_s + fixed_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
-    mfu = decode_mfu(req.concurrency)
+    mfu = decode_mfu(req.concurrency, req.precision)
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
-    prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12)
-    if prefill_s and req.prefill_chunk_tokens:
+    prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12, (weights_s, fixed_s + comm_s))
+    if prefill_s and req.engine_generation in STATIC_BATCH_GENERATIONS:
+        extra += f" + prefill passes the streams wait for {prefill_s * 1e3:.2f} ms (one per static batch)"
+    elif prefill_s and req.engine in SEPARATE_PREFILL_ENGINES:
+        extra += (
+            f" + prefill passes the streams wait for {prefill_s * 1e3:.2f} ms ({req.engine} runs them apart)"
+        )
+    elif prefill_s and req.prefill_chunk_tokens:
         extra += (
             f" + chunked prefill {prefill_s * 1e3:.2f} ms (chunks of {req.prefill_chunk_tokens:g} tokens "
             f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"

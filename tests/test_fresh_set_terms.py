@@ -1,0 +1,170 @@
+"""The terms issue 24's fresh set (2026-12-05) brought into the speed and memory model: SGLang's
+separate prefill passes, TensorRT-LLM's per-query-head KV reads and static batches, the int8
+weight-only decode MFU, the batch's MoE experts and linear-attention sequences, fp32 diffusion,
+and a training row compared on the GPUs its source ran."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from selector.calibration import calibration_instance, compute_row, load_cases, training_gib_on
+from selector.catalog import load_gpus
+from selector.sizing import Rejection, fit, per_gpu_gib, requirements
+from selector.sizing.memory import expected_experts_touched
+from selector.sizing.speed import (
+    DECODE_MFU,
+    INT8_WEIGHT_ONLY_DECODE_MFU,
+    LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
+    MOE_TOUCHED_EXPERT_LATENCY_S,
+    batch_layer_latency_s,
+    decode_mfu,
+    decode_speed,
+    engine_release_key,
+    kv_read_factor,
+)
+from selector.spec import parse_spec
+from tests.conftest import ROOT
+
+H100 = load_gpus()["H100"]
+B200 = load_gpus()["B200"]
+
+
+def _serve(preset: str, concurrency: int, engine: str = "vllm", **serving: Any) -> dict[str, Any]:
+    return {
+        "name": "fresh",
+        "task": "serve",
+        "model": {"preset": preset},
+        "precision": "bf16",
+        "serving": {"context_tokens": 2048, "concurrency": concurrency, "engine": engine, **serving},
+    }
+
+
+def _step_s(spec: dict[str, Any], gpu: Any = H100, gpus: int = 1) -> tuple[float, str]:
+    return decode_speed(requirements(parse_spec(spec)), gpu, gpus)
+
+
+def test_sglang_waits_for_each_arriving_prompt_where_vllm_mixes_it_in() -> None:
+    """At 64 streams of 1,792-token prompts and 256-token answers (a prompt every 4 steps) SGLang's
+    step pays prefill passes of their own (weights read again), so it is slower than vLLM's mixed
+    step; alone (concurrency 1) there is no arriving prompt and the two engines time the same step."""
+    vllm, why_vllm = _step_s(_serve("llama-3.1-8b", 64, prompt_tokens=1792))
+    sglang, why_sglang = _step_s(_serve("llama-3.1-8b", 64, "sglang", prompt_tokens=1792))
+    assert sglang > vllm * 1.05
+    assert "prefill passes the streams wait for" in why_sglang and "chunked prefill" in why_vllm
+    alone_v, _ = _step_s(_serve("llama-3.1-8b", 1, prompt_tokens=1024))
+    alone_s, _ = _step_s(_serve("llama-3.1-8b", 1, "sglang", prompt_tokens=1024))
+    assert alone_s == pytest.approx(alone_v)
+
+
+def test_sglang_prefill_passes_follow_the_arrival_rate() -> None:
+    """Fewer than one prompt a step: a pass per prompt, so the added time per step grows with the
+    streams (100 streams of 1,000-token generations bring 0.1 prompts a step, 10 bring 0.01)."""
+    base = {"prompt_tokens": 500}
+    ten, _ = _step_s(_serve("llama-3.1-8b", 10, "sglang", **base))
+    ten_plain, _ = _step_s(_serve("llama-3.1-8b", 10, **base))
+    hundred, _ = _step_s(_serve("llama-3.1-8b", 100, "sglang", **base))
+    hundred_plain, _ = _step_s(_serve("llama-3.1-8b", 100, **base))
+    assert (hundred - hundred_plain) > 5 * (ten - ten_plain) > 0
+
+
+def test_tensorrt_llm_before_xqa_reads_a_gqa_kv_head_once_per_query_head() -> None:
+    """Llama-2-70B (64 query heads on 8 KV heads) on TensorRT-LLM 0.5/0.6.1: 8 reads; from 0.7
+    (XQA) and on every other engine: 1; a model without GQA: 1. A plan's requirements keep 1."""
+    assert kv_read_factor("tensorrt-llm", "0.6.1", 64, 8) == 8.0
+    assert kv_read_factor("tensorrt-llm", "0.5.0", 64, 8) == 8.0
+    assert kv_read_factor("tensorrt-llm", "0.7a", 64, 8) == 1.0
+    assert kv_read_factor("tensorrt-llm", "0.6.1", 32, 32) == 1.0
+    assert kv_read_factor("vllm", "0.5.0", 64, 8) == 1.0
+    assert engine_release_key("0.7a") == (0, 7) and engine_release_key("0.10.0") > engine_release_key("0.8.0")
+    assert requirements(parse_spec(_serve("llama-2-70b", 64))).kv_read_factor == 1.0
+
+
+def test_per_query_head_kv_reads_slow_only_the_rows_that_state_such_a_release() -> None:
+    """The held-out TensorRT-LLM 0.6.1 Llama-2-70B TP 2 row read 1.91 (over-promised) when the KV
+    cache was read once; with 8 reads it reads under 1, and the MHA Llama-2-7B rows are unmoved."""
+    rows = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    gqa = compute_row(rows["trtllm061-llama2-70b-h100-fp8-tp2-b64-2048in2048out"])
+    assert 0.6 < gqa.ratio < 1.0
+    assert "kv cache read 8×" not in compute_row(rows["trtllm061-llama2-7b-h100-fp8-b112"]).detail
+
+
+def test_int8_weight_only_decode_is_compute_slow_at_large_batch_only() -> None:
+    """int8 weight-only GEMMs reach 0.07 MFU at 128 sequences (torchao in vLLM 0.13); other
+    precisions keep DECODE_MFU, and at batch 1 the step is memory-bound either way."""
+    assert decode_mfu(128, "int8") == INT8_WEIGHT_ONLY_DECODE_MFU < decode_mfu(128, "bf16") == DECODE_MFU
+    int8 = dict(_serve("llama-3.1-8b", 128), precision="int8")
+    assert "compute-bound" in _step_s(int8)[1]
+    assert "memory-bound" in _step_s(dict(_serve("llama-3.1-8b", 1), precision="int8"))[1]
+
+
+def test_a_batch_adds_time_for_each_further_expert_it_touches() -> None:
+    """A dense model's batch adds no fixed time; a MoE model's adds MOE_TOUCHED_EXPERT_LATENCY_S per
+    expert touched beyond one token's; alone it adds nothing."""
+    dense = requirements(parse_spec(_serve("llama-3.1-8b", 64)))
+    assert batch_layer_latency_s(dense) == 0.0
+    one = requirements(parse_spec(_serve("qwen3-30b-a3b", 1)))
+    assert batch_layer_latency_s(one) == 0.0
+    many = requirements(parse_spec(_serve("qwen3-30b-a3b", 64)))
+    touched = expected_experts_touched(many.arch, 64) - many.arch.experts_active
+    assert batch_layer_latency_s(many) == pytest.approx(MOE_TOUCHED_EXPERT_LATENCY_S * touched)
+    assert _step_s(_serve("qwen3-30b-a3b", 64))[0] > _step_s(_serve("qwen3-30b-a3b", 1))[0]
+
+
+def test_linear_attention_layers_add_time_per_sequence() -> None:
+    """Qwen3-Next's Gated DeltaNet layers add LINEAR_ATTENTION_SEQUENCE_LATENCY_S per sequence each
+    (averaged over all layers, so the step adds it × sequences × linear layers)."""
+    req = requirements(parse_spec(_serve("qwen3-next-80b-a3b", 100)))
+    arch = req.arch
+    moe = MOE_TOUCHED_EXPERT_LATENCY_S * (expected_experts_touched(arch, 100) - arch.experts_active)
+    linear = batch_layer_latency_s(req) - moe
+    assert linear * arch.layers == pytest.approx(
+        LINEAR_ATTENTION_SEQUENCE_LATENCY_S * 100 * arch.linear_layers
+    )
+
+
+def test_tensorrt_llm_static_batch_pays_one_prefill_pass_per_batch() -> None:
+    """A TensorRT-LLM 2023 static batch prefills all its prompts in one pass every ``output`` steps:
+    64 streams of 128/128 add about a 64 × 128-token pass ÷ 128 per step, not a pass per prompt."""
+    spec = parse_spec(_serve("llama-2-7b", 64, prompt_tokens=128, context_tokens=256))
+    req = replace(requirements(spec), engine_generation="tensorrt-llm")
+    static, why = decode_speed(req, H100, 1)
+    per_prompt, _ = decode_speed(replace(req, engine="sglang", engine_generation="current"), H100, 1)
+    assert "prefill passes" in why and static < per_prompt
+
+
+def test_fp32_diffusion_is_timed_at_the_measured_fp32_slowdown() -> None:
+    """SDXL in fp32 takes 4.88× its fp16 time (HF SDXL blog, A100 40 GB), not TF32's 2×."""
+    from selector.sizing.requirements import FP32_SLOWDOWN
+
+    def hours(precision: str) -> float:
+        spec = {
+            "name": "sdxl-fp32",
+            "task": "batch",
+            "model": {"preset": "sdxl-base-1.0"},
+            "precision": precision,
+            "work": {"items": 100},
+        }
+        shape = fit(requirements(parse_spec(spec)), calibration_instance(load_gpus()["A100-80GB"], 1))
+        assert not isinstance(shape, Rejection) and shape.job_hours is not None
+        return shape.job_hours
+
+    assert pytest.approx(72200.5 / 14800.9) == FP32_SLOWDOWN
+    assert hours("fp32") == pytest.approx(hours("fp16") * FP32_SLOWDOWN, rel=1e-6)
+
+
+def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:
+    """torchtune's LoRA on one 24 GB card: gpufit's plan would spread it over 2 L4s, but the row
+    compares the whole job on one GPU (what the source measured), flagged as refused."""
+    case = next(
+        c
+        for c in load_cases(ROOT / "docs" / "calibration.yaml")
+        if c.id == "fresh-torchtune-4090-llama2-7b-lora-b4"
+    )
+    row = compute_row(case)
+    req = requirements(parse_spec(case.spec))
+    assert training_gib_on(req, load_gpus()["L4"], 1) == pytest.approx(per_gpu_gib(req, 1, 0))
+    assert "on 1 GPUs as published; gpufit plans 2" in row.detail and row.refused
+    assert 0.9 < row.ratio < 1.1
