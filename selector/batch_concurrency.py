@@ -34,9 +34,9 @@ MAX_BATCH_CONCURRENCY = 256
 """The largest concurrency tried (the KV cache bounds it lower on small GPUs). A gpufit choice,
 not a measured bound: see ``CALIBRATED_DECODE_CONCURRENCY``."""
 
-CALIBRATED_DECODE_CONCURRENCY = 480
+CALIBRATED_DECODE_CONCURRENCY = 1024
 """The highest concurrency among the decode-speed rows of docs/calibration.yaml (gpt-fast at batch
-1, and since issue 24's calibration vLLM, SGLang, NIM and TensorRT-LLM rows at 5 to 480 sequences;
+1, and since issue 24's calibration vLLM, SGLang, NIM and TensorRT-LLM rows at 2 to 1,024 sequences;
 tests/test_batch_concurrency.py keeps this equal to the file). A chosen concurrency above it times
 decode where no published measurement checked the model, and large-batch decode is where it is
 optimistic (issue 24, error class 3): the plan marks such a choice ESTIMATE."""

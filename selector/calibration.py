@@ -61,13 +61,8 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib
-from selector.sizing.speed import (
-    KNOWN_ENGINES,
-    UNTIMED_BEFORE,
-    engine_generation,
-    engine_release_key,
-    kv_read_factor,
-)
+from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
+from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -464,6 +459,7 @@ def compute_row(case: Case) -> Row:
             req,
             engine_generation=engine_generation(*case.engine),
             kv_read_factor=kv_read_factor(*case.engine, req.arch.heads, req.arch.kv_heads),
+            static_batch=static_batch(*case.engine),
         )
         if case.engine[0] in LAUNCHED_ENGINES and not req.is_training and req.engine != "none":
             req = replace(req, engine=case.engine[0])  # the engine's own schedule and memory rules

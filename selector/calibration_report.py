@@ -147,7 +147,8 @@ def _fresh_lines(rows: list[Row]) -> list[str]:
     gathered = sorted({c.gathered for c in fresh})
     return [
         "",
-        f"Fresh rows: {len(fresh)} rows held out twice over, gathered after the sizing model was frozen, "
-        "by gatherers who never saw a ratio, taking whole tables (every row gpufit can express) from "
-        "sources none of the other rows use: " + "; ".join(gathered) + ".",
+        f"Fresh rows: {len(fresh)} rows gathered after the sizing model was frozen, by gatherers who never "
+        "saw a ratio, taking whole tables (every row gpufit can express) from sources none of the other "
+        "rows use: " + "; ".join(gathered) + ". Not blind since: round 6's changes (below) were made after "
+        "their ratios under the frozen model were seen (docs/fresh-set-2026-12-05.md).",
     ]

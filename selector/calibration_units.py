@@ -122,7 +122,8 @@ ROUND4_NOTE = (
     "once per query head (its MMHA kernel; XQA came in 0.7), its 2023 tables are static batches, and "
     "a training row is compared on the GPUs its source ran. Terms read off 6 fresh rows made them "
     "fitted: fp8 0.38 (the margin rule, bound by torchao's per-tensor fp8 row), the int8 weight-only "
-    "decode MFU, SGLang's MoE and linear-attention batch latencies (one row each) and fp32 diffusion "
+    "decode MFU, the MoE and linear-attention batch latencies (one SGLang row each; vLLM's MoE value set "
+    "so the same row does not over-promise under vLLM's schedule either) and fp32 diffusion "
     "(a pair); torchao's two int8 dynamic-quant rows were excluded (gpufit's int8 is weight-only). "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""

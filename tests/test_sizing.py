@@ -326,7 +326,8 @@ def test_a_short_prompts_prefill_attention_is_not_hidden_under_the_weight_read()
     req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
     flops = load_gpus()["H100"].tflops_at("bf16") * 1e12  # type: ignore[operator]
     assert 0 < req.prefill_attention_flops_per_step < req.prefill_flops_per_step
-    added = prefill_step_s(req, memory_s=1.0, compute_s=1e-6, flops_per_s=flops)  # read-bound
+    # read-bound: memory 1 s, compute nil
+    added = prefill_step_s(req, memory_s=1.0, compute_s=1e-6, flops_per_s=flops, pass_s=(1.0, 0.0))
     share = req.prefill_tokens_per_step / req.prefill_chunk_tokens
     attention = share * req.prefill_chunk_tokens * 2 * 32 * 32 * 128 * 512 / (flops * PREFILL_MFU)
     assert added == pytest.approx(attention)

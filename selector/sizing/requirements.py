@@ -61,8 +61,17 @@ FP32_SLOWDOWN = term_ratio("fp32_slowdown")
 pipeline against fp16, one A100 40 GB, 4 images of 1024² per call, 25 steps: 72,200.5 ms against
 14,800.9 ms, 4.88× (data/diffusion_terms.yaml). PyTorch leaves TF32 off for fp32 matmuls by
 default (``torch.backends.cuda.matmul.allow_tf32``, False since 1.12), so fp32 is not timed at
-gpus.yaml's TF32 rate (half of BF16, which promised it 2.4× too fast: issue 24's fresh set). Taken
-for a transformer pipeline too (ESTIMATE: measured on a UNet only)."""
+gpus.yaml's TF32 rate (half of BF16, which promised it 2.4× too fast: issue 24's fresh set). A UNet
+pipeline only: its convolutions keep TF32 (cuDNN's default); a transformer takes
+``FP32_MATMUL_SLOWDOWN``."""
+
+FP32_MATMUL_SLOWDOWN = 312.0 / 19.5
+"""fp32 over 16-bit for a diffusion pipeline with no fp32 measurement of its denoiser's kind (a
+transformer: Flux, SD 3.5): nearly all its time is matmuls, which PyTorch runs without TF32 by
+default, at the GPU's plain FP32 rate: the A100's 19.5 TFLOPS against 312 BF16 tensor TFLOPS (NVIDIA
+A100 datasheet), 16×. The SDXL pair's 4.88× (``FP32_SLOWDOWN``) is lower because cuDNN keeps TF32 on
+for the UNet's convolutions (``torch.backends.cudnn.allow_tf32`` defaults to True): not carried to a
+transformer (review of round 6). An ESTIMATE on the slow side."""
 
 FP8_COMPILED_SPEEDUP = term_ratio("fp8_compiled_speedup")
 """Compiled fp8 (dynamic activation + weight quantisation fused into the matmuls) over compiled
@@ -255,11 +264,14 @@ def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[flo
     (diffusers-torchao's Flux.1-Dev measurements on one H100), and the ``--explain`` note. A gain
     measured on a transformer is not carried to a UNet (``carries_over``)."""
     if precision == "fp32":
-        carry = carries_over("fp32_slowdown", arch)
-        label = "; ESTIMATE: measured on SDXL, a UNet, not on this pipeline" if carry is None else _est(carry)
+        if carries_over("fp32_slowdown", arch) is None:
+            return FP32_MATMUL_SLOWDOWN, (
+                f" × {FP32_MATMUL_SLOWDOWN:.0f} fp32 (ESTIMATE: matmuls without TF32, A100 BF16 tensor "
+                "÷ FP32 TFLOPS; no fp32 run of a transformer pipeline measured)"
+            )
         return (
             FP32_SLOWDOWN,
-            f" × {FP32_SLOWDOWN:.2f} fp32 (no TF32 by default: HF SDXL blog, fp32 ÷ fp16{label})",
+            f" × {FP32_SLOWDOWN:.2f} fp32 (no TF32 for matmuls by default: HF SDXL blog, fp32 ÷ fp16)",
         )
     if precision in WEIGHT_ONLY and compiled:
         carry = carries_over("weight_only_compiled_slowdown", arch)

@@ -8,7 +8,12 @@ docs/calibration.yaml that ``selector.calibration.split_of`` does not hold out."
 from __future__ import annotations
 
 from selector.catalog import GpuSpec
-from selector.sizing.memory import expected_experts_touched
+from selector.sizing.schedule import (
+    SEPARATE_PREFILL_ENGINES,
+    batch_layer_latency_s,
+    engine_release_key,
+    separate_prefill_s,
+)
 from selector.sizing.terms import Requirements
 
 EFFICIENCY_MARGIN_RATIO = 1.05
@@ -238,36 +243,6 @@ SGLang release before 0.4.0 is an error rather than timed as today's engine. SGL
 which gpufit launches (selector/engines.py), takes the current terms."""
 
 
-def engine_release_key(text: str) -> tuple[int, ...]:
-    """A release's dotted numbers, compared as numbers ("0.10.0" after "0.8.0"; a part's leading
-    digits count, so "0.7a" is 0.7)."""
-    digits = (part[: len(part) - len(part.lstrip("0123456789"))] for part in text.split("."))
-    return tuple(int(d) for d in digits if d)
-
-
-PER_QUERY_HEAD_KV_BEFORE: dict[str, str] = {"tensorrt-llm": "0.7"}
-"""Per engine, the first release whose decode attention reads a grouped-query KV head once for its
-group. TensorRT-LLM before 0.7 decoded GQA with its masked multi-head attention kernel, one thread
-block per query head, each loading its KV head's whole cache (``dim3 grid{params.num_heads, ...}``
-and ``hi_kv = hi / qhead_per_kv`` in cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
-decoderMaskedMultiheadAttentionLaunch.h and ...Template.h, v0.5.0 and v0.6.1): the XQA kernel for
-GQA first appears in v0.7.0, and NVIDIA's Falcon-180B/H200 blog (docs/source/blogs/
-Falcon180B-H200.md, 2023-12) credits its improved GQA generation kernels with 'up to 2.4x
-improvement on Llama-70B over TensorRT-LLM v0.5'. gpufit takes the cache as read once per query
-head (``kv_read_factor``: 8 for Llama-2-70B's 64 heads on 8 KV heads), the slow side: L2 hits
-between sibling blocks may save part of it, which no source measures. gpufit launches neither
-engine; this times the calibration rows that state such a release."""
-
-
-def kv_read_factor(name: str, release: str, heads: int, kv_heads: int) -> float:
-    """How many times a decode step of ``name`` ``release`` reads each KV head's cache: once per
-    query head of its group before ``PER_QUERY_HEAD_KV_BEFORE``, else once."""
-    first = PER_QUERY_HEAD_KV_BEFORE.get(name)
-    if first is None or not kv_heads or engine_release_key(release) >= engine_release_key(first):
-        return 1.0
-    return heads / kv_heads
-
-
 def engine_generation(name: str, release: str) -> str:
     """``current``, or the older generation (``ENGINE_GENERATIONS``) of ``name``'s ``release``
     (dotted numbers compared as such)."""
@@ -277,26 +252,6 @@ def engine_generation(name: str, release: str) -> str:
     return older if engine_release_key(release) < engine_release_key(first) else "current"
 
 
-MOE_TOUCHED_EXPERT_LATENCY_S = 0.3e-6
-"""Time a mixture-of-experts layer adds per expert a decode batch touches beyond one token's
-(``expected_experts_touched``): the grouped GEMM runs a tile for every touched expert, however few
-tokens it gets, so a step of a hundred sequences costs far more than its weight bytes. SGLang 0.5.6
-on 8 B200 (TP 8) decodes gpt-oss-120b at 2.31 ms a token alone and 14.31 at concurrency 100
-(ShareGPT, mean TPOT; sgl-project/sgl-cookbook OpenAI/GPT-OSS.md @7b5bd9c, 2026-01-30; issue 24's
-fresh set, row ``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``, fitted): 0.3 µs is the smallest
-tenth of a µs at which that row reads no faster than 1.05 (0.2 reads 1.08). DeepSeek-R1 and
-Qwen3-235B on the same page grow less (their rows read 0.57-0.79 at concurrency 16-100 with it): an
-ESTIMATE on the slow side for them."""
-
-LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
-"""Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its
-recurrent state is updated by a kernel per sequence and head, beyond the state's bytes. SGLang 0.5.6
-on 8 B200 decodes Qwen3-Next-80B-A3B at 6.19 ms a token alone and 50.87 at concurrency 100
-(ShareGPT, mean TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
-``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
-2 µs is the smallest whole µs at which that row reads no faster than 1.05 (1 µs reads 1.17). One
-row: an ESTIMATE."""
-
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
 token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes.
@@ -304,7 +259,11 @@ Fitted to gpt-fast's Mixtral-8x7B rows (top-2; bf16 TP 2-8 and int8 TP 2-4: pyto
 README @0f925b5) and to issue 24's measurement of a 61-layer top-8 MoE (DeepSeek-V3 class) on 8
 GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduces: 20 + 8 × 25 =
 220 µs per layer there, 70 µs for Mixtral. Few rows pin it: an estimate that errs slow for
-many-expert models."""
+many-expert models. The issue's measurement is its filer's, not published with an engine or GPU;
+SGLang 0.5.6 on 8 B200 decodes DeepSeek-R1 at 9.16 ms a token alone, where this term alone gives
+61 × 8 × 25 µs = 12.2 ms (issue 24's fresh set reads 0.36-0.53 at batch 1): kept on the slow side
+until a published row of the issue's setting says otherwise. ``schedule.MOE_TOUCHED_EXPERT_LATENCY_S``
+was fitted on top of it: lowering this one would need those refitted."""
 
 ALLREDUCE_LATENCY_S: dict[str, float] = {"nvlink": 20e-6, "pcie": 100e-6}
 """Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB, by the
@@ -439,7 +398,7 @@ def prefill_step_s(
     per_token_s = req.prefill_flops_per_step / tokens / (flops_per_s * mfu)
     attention_token_s = req.prefill_attention_flops_per_step / tokens / (flops_per_s * mfu)
     gemm_token_s = per_token_s - attention_token_s
-    if req.engine in SEPARATE_PREFILL_ENGINES or req.engine_generation in STATIC_BATCH_GENERATIONS:
+    if req.engine in SEPARATE_PREFILL_ENGINES or req.static_batch:
         return separate_prefill_s(req, gemm_token_s, attention_token_s, pass_s)
     if not req.prefill_chunk_tokens:
         return tokens * per_token_s
@@ -449,49 +408,6 @@ def prefill_step_s(
     plain = max(memory_s, compute_s)
     carrying = max(memory_s, compute_s + carried * gemm_token_s) + carried * attention_token_s
     return share * (carrying - plain)
-
-
-SEPARATE_PREFILL_ENGINES: frozenset[str] = frozenset({"sglang"})
-"""Engines that run arriving prompts as forward passes of their own while the running streams wait.
-SGLang's scheduler builds a prefill batch first and returns it alone ('# Run prefill first if
-possible', ``Scheduler.get_next_batch_to_run``, sgl-project/sglang python/sglang/srt/managers/
-scheduler.py); it mixes a chunk into the decode batch only with ``--enable-mixed-chunk``, default
-False in the engine's own parser (selector/data/engine_flags/sglang-0.5.23.json), a flag gpufit
-does not set (machine/serving.py). vLLM's V1 scheduler mixes them (``prefill_step_s``)."""
-
-STATIC_BATCH_GENERATIONS: frozenset[str] = frozenset({"tensorrt-llm"})
-"""Engine generations whose calibration rows are static batches: TensorRT-LLM's performance tables
-of 2023 ran ``gptSessionBenchmark``, which prefills the whole batch's prompts in one context pass and
-then decodes them together (NVIDIA/TensorRT-LLM docs/source/performance.md, v0.5-v0.7); the
-published throughput counts that pass. One pass of concurrency × prompt tokens per ``output`` steps
-(``separate_prefill_s``), the weights read again for it; not mixed into the decode steps."""
-
-SGLANG_PREFILL_BATCH_TOKENS = 8192
-"""Most prompt tokens one SGLang prefill pass takes (``--chunked-prefill-size``: 8,192 on
-A100/H100/H200, 16,384 on B200, 2,048 below 35 GiB; sgl-project/sglang server_args.py): the
-smallest of those on the large GPUs, so prompts need the most passes (the slow side)."""
-
-
-def separate_prefill_s(
-    req: Requirements, gemm_token_s: float, attention_token_s: float, pass_s: tuple[float, float]
-) -> float:
-    """Mean time per decode step that an engine of ``SEPARATE_PREFILL_ENGINES`` stalls the running
-    streams for prefill. Prompts arrive at a = tokens per step ÷ prompt per step (a request ends
-    and the next begins every ``output`` steps per stream); each prefill pass carries one prompt
-    while a < 1, and all that arrived, up to ``SGLANG_PREFILL_BATCH_TOKENS``, once they come faster:
-    passes = min(a, max(1, tokens ÷ batch tokens)). A pass takes the weights' read or its tokens'
-    GEMMs, whichever is longer, plus their attention and the step's fixed time (``pass_s``: the
-    weights' read, and the step overhead, layer latencies and all-reduces of a decode step). The prompt
-    unknown, one pass a step (or more for more than a batch of tokens): the slow side. A static
-    batch (``STATIC_BATCH_GENERATIONS``) takes one pass for all its prompts."""
-    tokens = req.prefill_tokens_per_step
-    batches = max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS)
-    passes = min(tokens / req.prefill_chunk_tokens, batches) if req.prefill_chunk_tokens else batches
-    if req.engine_generation in STATIC_BATCH_GENERATIONS and req.prefill_chunk_tokens:
-        passes = tokens / (req.prefill_chunk_tokens * req.concurrency)  # one pass per batch of prompts
-    per_pass = tokens / passes
-    weights_s, fixed_s = pass_s
-    return passes * (max(weights_s, per_pass * gemm_token_s) + per_pass * attention_token_s + fixed_s)
 
 
 def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
@@ -534,20 +450,6 @@ def layer_latency_s(req: Requirements) -> float:
     if req.engine_generation == "no-cuda-graphs":
         base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
     return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
-
-
-def batch_layer_latency_s(req: Requirements) -> float:
-    """What a decode step's batch adds to its fixed per-layer time: ``MOE_TOUCHED_EXPERT_LATENCY_S``
-    per expert the batch touches beyond one token's (``expected_experts_touched``), averaged over
-    all layers, and ``LINEAR_ATTENTION_SEQUENCE_LATENCY_S`` per sequence of each linear-attention
-    layer."""
-    arch = req.arch
-    moe = 0.0
-    if arch.is_moe:
-        extra = expected_experts_touched(arch, req.concurrency) - arch.experts_active
-        moe = MOE_TOUCHED_EXPERT_LATENCY_S * max(0.0, extra)
-    linear = LINEAR_ATTENTION_SEQUENCE_LATENCY_S * req.concurrency * arch.linear_layers / max(arch.layers, 1)
-    return moe + linear
 
 
 def weight_bandwidth_efficiency(req: Requirements) -> float:
@@ -599,7 +501,7 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     mfu = decode_mfu(req.concurrency, req.precision)
     compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
     prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12, (weights_s, fixed_s + comm_s))
-    if prefill_s and req.engine_generation in STATIC_BATCH_GENERATIONS:
+    if prefill_s and req.static_batch:
         extra += f" + prefill passes the streams wait for {prefill_s * 1e3:.2f} ms (one per static batch)"
     elif prefill_s and req.engine in SEPARATE_PREFILL_ENGINES:
         extra += (
