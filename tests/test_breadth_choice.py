@@ -35,10 +35,14 @@ CATALOG = load_catalog()
 CATALOG_DAY = date(2026, 12, 4)
 REALISTIC = ROOT / "tests" / "fixtures" / "realistic"
 NARROW = ("04-llama70b-fp8-spot", "05-llama405b-endpoint", "23-qwen3-235b-endpoint", "27-qwen3-30b-moe-batch")
-"""The realistic fixtures whose cheapest offer's fleet has fewer than two fallbacks that count
-(``breadth_choice.breadth_of``: in the choice's market, not "very low"): 04 and 23 one (a3-highgpu-8g
-spot; their on-demand a3-highgpu-8g group is kept but not counted), 05 none (its one group is on
-demand), 27 one (p5.48xlarge)."""
+"""The realistic fixtures whose cheapest offer's fleet has fewer fallbacks that count than the minimum
+they ask (``ASKED``; ``breadth_choice.breadth_of``: in the choice's market, not "very low"): 04 one
+(a3-highgpu-8g spot; its on-demand a3-highgpu-8g group is kept but not counted), 05 and 23 none (their
+one group is on demand), 27 two (p5.48xlarge and p5en.48xlarge in aps1-az1) of the 3 it asks."""
+ASKED = {"27-qwen3-30b-moe-batch": 3}
+"""The ``placement.min_fallbacks`` a ``NARROW`` fixture is planned with (else the default, 2): since
+the MoE decode step pays for each expert its batch touches (issue 24), fixture 27's cheapest fleet
+has the default's two."""
 
 
 def _doc(name: str, **placement: Any) -> dict[str, Any]:
@@ -52,6 +56,11 @@ def _plan(name: str, **placement: Any) -> Plan:
     return plan(parse_spec(_doc(name, **placement)), CATALOG)
 
 
+def _asked(name: str) -> dict[str, int]:
+    """The placement fields that make ``name`` (one of ``NARROW``) narrow: ``ASKED``'s minimum."""
+    return {"min_fallbacks": ASKED[name]} if name in ASKED else {}
+
+
 def _where(p: Plan) -> tuple[str, str, str, str | None, str]:
     assert p.choice is not None
     o = p.choice.offer
@@ -60,22 +69,25 @@ def _where(p: Plan) -> tuple[str, str, str, str | None, str]:
 
 @pytest.mark.parametrize("name", NARROW)
 def test_a_narrow_cheapest_offer_gives_way_to_the_cheapest_broad_one(name: str) -> None:
-    """Each of the four gets two fallbacks or more that count (``width``: the choice's market,
-    not "very low"), on the cheapest offer (by expected cost) of those whose fleet has them; the
-    passed-over offer is the cost-only choice, named with its counted fallbacks and the premium,
-    and it stays in the alternatives. Uncounted members stay in the fleet."""
+    """Each of the four gets the minimum it asks (``ASKED``: 2, 3 for fixture 27) or more fallbacks
+    that count (``width``: the choice's market, not "very low"), on the cheapest offer (by expected
+    cost) of those whose fleet has them; the passed-over offer is the cost-only choice, named with its
+    counted fallbacks and the premium, and it stays in the alternatives. Uncounted members stay in
+    the fleet."""
     cheapest = _plan(name, min_fallbacks=0)
-    broad = _plan(name)
+    broad = _plan(name, **_asked(name))
     assert cheapest.choice is not None and broad.choice is not None
+    need = broad.spec.placement.min_fallbacks
+    assert need == ASKED.get(name, 2)
     narrow_width, broad_width = (
         width(cheapest.choice, cheapest.fallbacks),
         width(broad.choice, broad.fallbacks),
     )
-    assert narrow_width < 2 and cheapest.breadth_choice is None
-    assert broad_width >= 2 and broad.breadth_note is None and broad.broader_region is None
+    assert narrow_width < need and cheapest.breadth_choice is None
+    assert broad_width >= need and broad.breadth_note is None and broad.broader_region is None
     assert len(broad.fallbacks) >= broad_width
     taken = broad.breadth_choice
-    assert taken is not None and taken.min_fallbacks == 2 and taken.fallbacks == broad_width
+    assert taken is not None and taken.min_fallbacks == need and taken.fallbacks == broad_width
     assert taken.passed_over.key == cheapest.choice.offer.key
     assert taken.passed_over_fallbacks == narrow_width
     assert taken.premium_usd == pytest.approx(
@@ -98,20 +110,22 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
     """Brute-force oracle: every ranked candidate of the cost-only plan (one per instance type and market;
     the walk reads the best of each in each region, a superset) that the walk may take (the cheapest one's
     market, not "very low" unless the cheapest is) and that costs less (expected) than the choice is
-    planned alone: ``placement.clouds``/``placement.regions`` narrowed to its cloud and region, the
-    default ``min_fallbacks`` (so its zone is widened as the walk widens it). Where that plan's choice is
+    planned alone: ``placement.clouds``/``placement.regions`` narrowed to its cloud and region, its
+    region's other market excluded (``placement.exclude``: asked for 3, a walk in us-east-2 alone takes
+    on-demand p5en.48xlarge, whose fleet has them), the minimum the fixture asks (``ASKED``, so its zone
+    is widened as the walk widens it). Where that plan's choice is
     the candidate's type and market, its fleet has fewer than the minimum that count (``width``), or,
     widened to the region's zones (priced at the dearest), it costs at least the choice: billed there plus
     the ranked offer's wait and failure estimate (the alone plan values an hour of waiting at its own
     cheapest rate, so its expected cost is not the walk's), or it is the choice itself (the candidate's
     zone widened). Pinning cannot reproduce a candidate when another type of its region wins there
     (pinning its type with ``placement.instance_types`` would also limit its fallbacks to that list);
-    those are counted. 04 and 23 have no cheaper candidate (the broader region, us-east4, is cheaper
-    than every other type with two); 05 has two: p5.48xlarge use1-az5 (reproduced: widened to us-east-1,
-    1 that counts, p5en; p6-b200 is "very low") and p5en.48xlarge use2-az3 (not reproducible:
-    p5.48xlarge wins us-east-2); 27 one, p5en.48xlarge use2-az3 itself (p6-b200 and p5e are "very low"):
-    its zone's fleet counts 1 (p5; p5e "very low"), widened to us-east-2 it is the choice."""
-    broad = _plan(name)
+    those are counted. 04 has no cheaper candidate (the broader region, us-east4, is cheaper than every
+    other type with two); 05 and 23 have two each: p5.48xlarge use1-az5 (reproduced: widened to
+    us-east-1, 1 that counts, p5en; p6-b200 is "very low") and p5en.48xlarge use2-az3 (not
+    reproducible: p5.48xlarge wins us-east-2); 27 (asking 3) one, p5en.48xlarge use2-az3 (p5e and
+    p6-b200 are "very low"): widened to us-east-2 it counts 2 (p5, p4d; p5e and p6-b200 kept)."""
+    broad = _plan(name, **_asked(name))
     ranked = plan(parse_spec(_doc(name, min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED)
     assert broad.choice is not None and ranked.choice is not None
     cheapest, need = ranked.choice, broad.spec.placement.min_fallbacks
@@ -124,7 +138,9 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
         if not breadth_allows(_level(alt), _level(cheapest)):
             continue
         eligible += 1
-        alone = _plan(name, clouds=[o.cloud], regions=[o.region])
+        markets = [m for m in ("on-demand", "spot") if m != o.market]
+        exclude = [{"cloud": o.cloud, "region": o.region, "instance_type": "*", "market": m} for m in markets]
+        alone = _plan(name, clouds=[o.cloud], regions=[o.region], exclude=exclude, **_asked(name))
         c = alone.choice
         if c is None or (c.offer.instance.name, c.offer.market) != (o.instance.name, o.market):
             continue
@@ -143,7 +159,7 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
         == {
             "04-llama70b-fp8-spot": 0,
             "05-llama405b-endpoint": 2,
-            "23-qwen3-235b-endpoint": 0,
+            "23-qwen3-235b-endpoint": 2,
             "27-qwen3-30b-moe-batch": 1,
         }[name]
     )
@@ -152,9 +168,10 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
 def test_the_walk_tries_a_type_in_each_region() -> None:
     """Fixture 27 asking ``min_fallbacks: 3``: p5en.48xlarge's best spot offer (use2-az3, the only
     p5en spot offer the cost-only ranking lists) counts 2 even widened to us-east-2 (p5, p4d; p5e
-    and p6-b200 are "very low"), the default plan's choice; p5en.48xlarge spot in use1-az6 counts 3
-    (p4de, p5, p4d; p6-b200 kept but not counted) and is the choice, at $465.96 more than the
-    cheapest: the walk reads the best offer of each type and market in each region, not one per
+    and p6-b200 are "very low"): planned in us-east-2 alone at the default minimum it is the choice,
+    cheaper than the one taken; p5en.48xlarge spot in use1-az6 counts 3 (p4de, p5, p4d; p6-b200 kept
+    but not counted) and is the choice, at $451.67 more than the cheapest (p4d.24xlarge aps1-az1, 2
+    fallbacks): the walk reads the best offer of each type and market in each region, not one per
     type and market. (Before the count excluded "very low" fallbacks, fixture 05's p5.48xlarge in
     use2-az3 showed the same; it now counts 1 there, p5e being "very low".)"""
     three = _plan("27-qwen3-30b-moe-batch", min_fallbacks=3)
@@ -170,83 +187,138 @@ def test_the_walk_tries_a_type_in_each_region() -> None:
     }
     taken = three.breadth_choice
     assert taken is not None and taken.reached and (taken.fallbacks, taken.min_fallbacks) == (3, 3)
-    assert taken.premium_usd == pytest.approx(465.96, abs=0.01)
+    assert taken.premium_usd == pytest.approx(451.67, abs=0.01)
     ranked = plan(
         parse_spec(_doc("27-qwen3-30b-moe-batch", min_fallbacks=0)), CATALOG, top=BREADTH_CANDIDATES_TRIED
     )
     listed = [a.offer for a in (ranked.choice, *ranked.alternatives) if a is not None]
     p5en = [o.zone for o in listed if (o.instance.name, o.market) == ("p5en.48xlarge", "spot")]
     assert p5en == ["use2-az3"]
-    two = _plan("27-qwen3-30b-moe-batch")
-    assert two.choice is not None and _where(two)[:3] == ("aws", "p5en.48xlarge", "us-east-2")
+    two = _plan("27-qwen3-30b-moe-batch", regions=["us-east-2"])
+    assert two.choice is not None and _where(two) == ("aws", "p5en.48xlarge", "us-east-2", None, "spot")
     assert width(two.choice, two.fallbacks) == 2
     assert two.choice.cost.expected_usd < three.choice.cost.expected_usd
 
 
-def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch() -> None:
-    """Fixture 27: the cheapest, p4d.24xlarge spot aps1-az1 (obtainability medium, 1 fallback),
-    gives way to p5en.48xlarge spot us-east-2 (low), widened from use2-az3 to the region's zones, whose
-    fleet counts 2 (p5 and p4d, low); p5e and p6-b200 (both "very low") stay in it uncounted. Not to
-    p6-b200.48xlarge spot us-east-1 ($75.10 cheaper, expected), whose obtainability is "very low"
-    (spot sale unconfirmed, a capacity-block type): the plan itself expects it not to launch."""
-    broad = _plan("27-qwen3-30b-moe-batch")
+def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Fixture 27 asking ``min_fallbacks: 4``: the cheapest, p4d.24xlarge spot aps1-az1 (obtainability
+    medium, 2 fallbacks), gives way to p5en.48xlarge spot use1-az6 (medium), whose fleet counts 3
+    (p4de, p5 and p4d, low; p6-b200, "very low", stays in it uncounted): short of 4, the cheapest with
+    the most found. Not to p6-b200.48xlarge spot us-east-1, whose fleet has 4 (the walk's only offer
+    with them, $126.76 dearer, expected) but whose obtainability is "very low" (spot sale unconfirmed,
+    a capacity-block type): the plan itself expects it not to launch. With that rule off
+    (``select.breadth_allows`` always true) the plan takes it."""
+    broad = _plan("27-qwen3-30b-moe-batch", min_fallbacks=4)
     assert broad.choice is not None
-    assert _where(broad) == ("aws", "p5en.48xlarge", "us-east-2", None, "spot")
-    assert _level(broad.choice) == "low"
+    assert _where(broad) == ("aws", "p5en.48xlarge", "us-east-1", "use1-az6", "spot")
+    assert _level(broad.choice) == "medium"
     levels = {f.offer.instance.name: _level(f) for f in broad.fallbacks}
     assert levels == {
+        "p4de.24xlarge": "low",
         "p5.48xlarge": "low",
         "p4d.24xlarge": "low",
-        "p5e.48xlarge": UNOBTAINABLE,
         "p6-b200.48xlarge": UNOBTAINABLE,
     }
     taken = broad.breadth_choice
     assert (
-        taken is not None and taken.reached and taken.fallbacks == width(broad.choice, broad.fallbacks) == 2
+        taken is not None
+        and not taken.reached
+        and taken.fallbacks == width(broad.choice, broad.fallbacks) == 3
     )
     assert (taken.passed_over.instance.name, taken.passed_over.zone) == ("p4d.24xlarge", "aps1-az1")
-    assert (taken.passed_over_obtainability, taken.obtainability) == ("medium", "low")
-    assert taken.premium_usd == pytest.approx(277.39, abs=0.01)
+    assert (taken.passed_over_fallbacks, taken.passed_over_obtainability) == (2, "medium")
+    assert taken.obtainability == "medium"
+    assert taken.premium_usd == pytest.approx(451.67, abs=0.01)
     b200 = next(a for a in broad.alternatives if a.offer.instance.name == "p6-b200.48xlarge")
     assert _level(b200) == UNOBTAINABLE
-    assert broad.choice.cost.expected_usd - b200.cost.expected_usd == pytest.approx(75.10, abs=0.01)
+    assert b200.cost.expected_usd - broad.choice.cost.expected_usd == pytest.approx(126.76, abs=0.01)
     assert breadth_allows(UNOBTAINABLE, UNOBTAINABLE) and not breadth_allows(UNOBTAINABLE, "low")
+    monkeypatch.setattr(select_module, "breadth_allows", lambda level, cheapest_level: True)
+    unruled = _plan("27-qwen3-30b-moe-batch", min_fallbacks=4)
+    assert unruled.choice is not None and _level(unruled.choice) == UNOBTAINABLE
+    assert _where(unruled) == ("aws", "p6-b200.48xlarge", "us-east-1", None, "spot")
+    assert unruled.breadth_choice is not None and unruled.breadth_choice.reached
+    assert width(unruled.choice, unruled.fallbacks) == 4
+
+
+_Member = tuple[str, str, bool]
+"""A fleet member as (instance type, market, refuge)."""
+
+REFUGE_CASES = [
+    pytest.param(
+        "04-llama70b-fp8-spot",
+        2,
+        ("a3-highgpu-4g", [("a3-highgpu-8g", "spot", False), ("a3-highgpu-8g", "on-demand", True)]),
+        ("gcp", "a3-highgpu-4g", "us-east4", None, "spot"),
+        [
+            ("a3-megagpu-8g", "spot", False),
+            ("a3-highgpu-8g", "spot", False),
+            ("a3-ultragpu-8g", "spot", False),
+            ("a3-highgpu-8g", "on-demand", True),
+            ("a3-megagpu-8g", "on-demand", True),
+        ],
+        (1, 3),
+        928.25,
+        "Breadth   chose gcp a3-highgpu-4g spot us-east4 (3 fallbacks, obtainability low) over the "
+        "cheapest gcp a3-highgpu-4g spot europe-north1 (1 fallback, obtainability low) at ",
+        id="04",
+    ),
+    pytest.param(
+        "23-qwen3-235b-endpoint",
+        1,
+        ("a3-highgpu-8g", [("a3-highgpu-8g", "on-demand", True)]),
+        ("aws", "p5.48xlarge", "us-east-2", "use2-az3", "spot"),
+        [("p5en.48xlarge", "spot", False), ("p5e.48xlarge", "spot", False)],
+        (0, 1),
+        249.94,
+        "Breadth   chose aws p5.48xlarge spot use2-az3 (1 fallback, obtainability low) over the "
+        "cheapest gcp a3-highgpu-8g spot europe-north1 (0 fallbacks, obtainability low) at ",
+        id="23",
+    ),
+]
 
 
 @pytest.mark.parametrize(
-    ("name", "premium"), [("04-llama70b-fp8-spot", 928.25), ("23-qwen3-235b-endpoint", 464.12)]
+    ("name", "asked", "narrow", "where", "fleet", "counted", "premium", "line_start"), REFUGE_CASES
 )
-def test_an_on_demand_refuge_is_kept_but_not_counted(name: str, premium: float) -> None:
-    """Review of integ5, must-fix 1: fixtures 04 and 23 as given. In europe-north1 the cheapest,
-    a3-highgpu-4g spot, has two fallbacks, a3-highgpu-8g spot and then a3-highgpu-8g on demand (its
-    spot drought's refuge, ~14x the rate, never moved back from); only the spot one counts toward
-    ``placement.min_fallbacks``, so the plan takes a3-highgpu-4g spot in us-east4, whose three spot
-    fallbacks count, its own two on-demand refuges kept after them, and the Breadth line says the
-    passed-over offer had 1 fallback. (Counting the refuge, the plan stayed in europe-north1 with no
-    Breadth line and no broader region.)"""
+def test_an_on_demand_refuge_is_kept_but_not_counted(
+    name: str,
+    asked: int,
+    narrow: tuple[str, list[_Member]],
+    where: tuple[str, str, str, str | None, str],
+    fleet: list[_Member],
+    counted: tuple[int, int],
+    premium: float,
+    line_start: str,
+) -> None:
+    """Review of integ5, must-fix 1: a GCP spot endpoint's on-demand group (its spot drought's refuge,
+    ~14x the rate, never moved back from) stays in the fleet but does not count toward
+    ``placement.min_fallbacks``. Fixture 04 as given: in europe-north1 the cheapest, a3-highgpu-4g
+    spot, has a3-highgpu-8g spot and then a3-highgpu-8g on demand; only the spot one counts, so the
+    plan takes a3-highgpu-4g spot in us-east4, whose three spot fallbacks count, its own two on-demand
+    refuges kept after them. Fixture 23 asking ``min_fallbacks: 1`` (since fp8 decodes at 0.38 its
+    cheapest is a3-highgpu-8g, whose fleet is the refuge alone): 0 count, so the plan takes
+    p5.48xlarge spot use2-az3 (p5en counts; p5e, "very low", does not). The Breadth line says how
+    many the passed-over offer had. (Counting the refuge, either plan stayed in europe-north1 with
+    no Breadth line and no broader region.)"""
     cheapest = _plan(name, min_fallbacks=0)
     assert cheapest.choice is not None
-    assert _where(cheapest) == ("gcp", "a3-highgpu-4g", "europe-north1", None, "spot")
-    assert [(f.offer.instance.name, f.offer.market, f.refuge) for f in cheapest.fallbacks] == [
-        ("a3-highgpu-8g", "spot", False),
-        ("a3-highgpu-8g", "on-demand", True),
-    ]
-    broad = _plan(name)
+    assert _where(cheapest) == ("gcp", narrow[0], "europe-north1", None, "spot")
+    assert [(f.offer.instance.name, f.offer.market, f.refuge) for f in cheapest.fallbacks] == narrow[1]
+    refuges = sum(f.refuge for f in cheapest.fallbacks)
+    assert refuges == 1 and width(cheapest.choice, cheapest.fallbacks) + refuges == asked
+    broad = _plan(name, min_fallbacks=asked)
     assert broad.choice is not None
-    assert _where(broad) == ("gcp", "a3-highgpu-4g", "us-east4", None, "spot")
-    assert width(cheapest.choice, cheapest.fallbacks) == 1
-    assert [(f.offer.instance.name, f.offer.market, f.refuge) for f in broad.fallbacks] == [
-        ("a3-megagpu-8g", "spot", False),
-        ("a3-highgpu-8g", "spot", False),
-        ("a3-ultragpu-8g", "spot", False),
-        ("a3-highgpu-8g", "on-demand", True),
-        ("a3-megagpu-8g", "on-demand", True),
-    ]
+    assert _where(broad) == where
+    assert width(cheapest.choice, cheapest.fallbacks) == counted[0]
+    assert [(f.offer.instance.name, f.offer.market, f.refuge) for f in broad.fallbacks] == fleet
     taken = broad.breadth_choice
-    assert taken is not None and taken.reached
+    assert taken is not None and taken.reached and taken.min_fallbacks == asked
     assert (
         (taken.passed_over_fallbacks, taken.fallbacks)
-        == (1, 3)
+        == counted
         == (
             width(cheapest.choice, cheapest.fallbacks),
             width(broad.choice, broad.fallbacks),
@@ -254,11 +326,7 @@ def test_an_on_demand_refuge_is_kept_but_not_counted(name: str, premium: float) 
     )
     assert taken.premium_usd == pytest.approx(premium, abs=0.01)
     line = next(x for x in render_plan(broad, CATALOG_DAY).splitlines() if x.startswith("Breadth   "))
-    assert line.startswith(
-        "Breadth   chose gcp a3-highgpu-4g spot us-east4 (3 fallbacks, obtainability low) over the "
-        "cheapest gcp a3-highgpu-4g spot europe-north1 (1 fallback, obtainability low) at "
-        f"${premium:,.2f} more"
-    )
+    assert line.startswith(f"{line_start}${premium:,.2f} more")
 
 
 def _member(market: str, level: str | None) -> Any:
@@ -645,23 +713,24 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
     assert [f["counts_toward_min_fallbacks"] for f in choice["fallbacks"]] == [True, True, False, False]
 
 
-def test_gpufit_plan_names_both_obtainability_levels() -> None:
-    """Fixture 27: the Breadth line and JSON say the passed-over offer was "medium", the choice "low";
-    the choice, p5en.48xlarge widened to us-east-2's zones, counts 2 of its 4 fallbacks (p5e and
-    p6-b200 are "very low")."""
-    path = str(REALISTIC / "27-qwen3-30b-moe-batch.yaml")
-    code, out, _ = _run("plan", path)
+def test_gpufit_plan_names_both_obtainability_levels(tmp_path: Any) -> None:
+    """Fixture 12 asking ``min_fallbacks: 3``: the Breadth line and JSON say the passed-over offer,
+    p4d.24xlarge aps1-az1 (2 fallbacks), was "medium", the choice, p4d.24xlarge use2-az2, "low"; the
+    choice counts 3 of its 4 fallbacks (p6-b200 is "very low")."""
+    path = tmp_path / "guanaco-three.yaml"
+    path.write_text(yaml.safe_dump(_doc("12-guanaco-65b-qlora", min_fallbacks=3)))
+    code, out, _ = _run("plan", str(path))
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("Breadth   "))
     assert line.startswith(
-        "Breadth   chose aws p5en.48xlarge spot us-east-2 (2 fallbacks, obtainability low) over the "
-        "cheapest aws p4d.24xlarge spot aps1-az1 (1 fallback, obtainability medium) at $277.39 more"
+        "Breadth   chose aws p4d.24xlarge spot use2-az2 (3 fallbacks, obtainability low) over the "
+        "cheapest aws p4d.24xlarge spot aps1-az1 (2 fallbacks, obtainability medium) at $13.61 more"
     )
-    code, out, _ = _run("plan", path, "--json")
+    code, out, _ = _run("plan", str(path), "--json")
     choice = json.loads(out)["choice"]
     taken = choice["breadth_choice"]
     assert (taken["passed_over_obtainability"], taken["obtainability"]) == ("medium", "low")
-    assert taken["fallbacks"] == _counted(choice) == 2 and len(choice["fallbacks"]) == 4
+    assert taken["fallbacks"] == _counted(choice) == 3 and len(choice["fallbacks"]) == 4
 
 
 def test_gpufit_plan_of_a_cost_only_spec_has_no_breadth_line(tmp_path: Any) -> None:
