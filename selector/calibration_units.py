@@ -124,7 +124,10 @@ ROUND4_NOTE = (
     "fitted: fp8 0.38 (the margin rule, bound by torchao's per-tensor fp8 row), the int8 weight-only "
     "decode MFU, the MoE and linear-attention batch latencies (one SGLang row each; vLLM's MoE value set "
     "so the same row does not over-promise under vLLM's schedule either) and fp32 diffusion "
-    "(a pair); torchao's two int8 dynamic-quant rows were excluded (gpufit's int8 is weight-only). "
+    "(a pair); torchao's two int8 dynamic-quant generate.py rows were excluded, a judgment made after "
+    "their 12-13x was seen (a path neither engine gpufit launches takes). The fresh TensorRT-LLM FP8 rows "
+    "were first timed with a 16-bit KV cache their source does not state; set to fp8 KV after review "
+    "(the sweep's build flags, and settings a 16-bit cache cannot hold), four of them over-promise. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

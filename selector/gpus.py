@@ -69,7 +69,10 @@ class GpuSpec:
 
         Weight-only quantised formats (int4, nf4) and int8 weights compute in 16 bit; fp32
         training runs on TF32 tensor cores at half the BF16 rate (A100 156 vs 312, H100 SXM
-        494.5 vs 989 TFLOP/s, NVIDIA datasheets).
+        494.5 vs 989 TFLOP/s, NVIDIA datasheets). That assumes the job turns TF32 on for its
+        matmuls (e.g. the HF Trainer's ``--tf32``): PyTorch leaves it off by default, and plain FP32
+        is 8× slower again on an A100 (19.5 TFLOP/s). An open point (issue 24, round 6 review);
+        diffusion, where the default was measured, takes ``requirements.FP32_SLOWDOWN``.
         """
         sixteen = self.bf16_tflops if self.bf16_tflops is not None else self.fp16_tflops
         if precision == "fp8":

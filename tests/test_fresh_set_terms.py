@@ -187,3 +187,49 @@ def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:
     assert training_gib_on(req, load_gpus()["L4"], 1) == pytest.approx(per_gpu_gib(req, 1, 0))
     assert "on 1 GPUs as published; gpufit plans 2" in row.detail and row.refused
     assert 0.9 < row.ratio < 1.1
+
+
+def test_fp32_transformer_diffusion_takes_the_fp32_matmul_rate() -> None:
+    """Flux in fp32 is timed 16× its bf16 run (A100 BF16 tensor ÷ FP32 TFLOPS, an estimate): the
+    SDXL pair's 4.88× holds for a UNet, whose convolutions keep TF32 (cuDNN's default)."""
+    from selector.sizing.requirements import FP32_MATMUL_SLOWDOWN
+
+    def hours(precision: str) -> float:
+        spec = {
+            "name": "flux-fp32",
+            "task": "batch",
+            "model": {"preset": "flux.1-dev"},
+            "precision": precision,
+            "work": {"items": 100},
+        }
+        shape = fit(requirements(parse_spec(spec)), calibration_instance(load_gpus()["H100"], 1))
+        assert not isinstance(shape, Rejection) and shape.job_hours is not None
+        return shape.job_hours
+
+    assert pytest.approx(16.0) == FP32_MATMUL_SLOWDOWN
+    assert hours("fp32") == pytest.approx(hours("bf16") * FP32_MATMUL_SLOWDOWN, rel=1e-6)
+
+
+def test_sglang_prefill_passes_take_at_most_its_smallest_chunk() -> None:
+    """Prompts arriving faster than one a step share passes of at most 2,048 tokens (SGLang's
+    smallest ``--chunked-prefill-size``): 256 streams of 4,096-token prompts and 512-token answers
+    bring 2,048 prompt tokens a step, one pass; twice the streams (at 1,024-token answers, the same
+    arrival of prompts per stream halved) keep the pass count bounded by the tokens, not the prompts."""
+    from selector.sizing.schedule import SGLANG_PREFILL_BATCH_TOKENS, separate_prefill_s
+
+    assert SGLANG_PREFILL_BATCH_TOKENS == 2048
+    req = replace(
+        requirements(
+            parse_spec(_serve("llama-3.1-8b", 256, "sglang", prompt_tokens=4096, context_tokens=4608))
+        ),
+        prefill_tokens_per_step=4096.0,
+        prefill_chunk_tokens=4096.0,
+    )
+    # one prompt a step of 4,096 tokens: min(1 arrival, max(1, 4096 / 2048) = 2 batches) = 1 pass
+    one = separate_prefill_s(req, gemm_token_s=0.0, attention_token_s=0.0, pass_s=(1.0, 0.0))
+    assert one == pytest.approx(1.0)
+    # 4 prompts of 1,024 a step: min(4 arrivals, 2 batches of 2,048) = 2 passes
+    four = replace(req, prefill_chunk_tokens=1024.0)
+    assert separate_prefill_s(
+        four, gemm_token_s=0.0, attention_token_s=0.0, pass_s=(1.0, 0.0)
+    ) == pytest.approx(2.0)

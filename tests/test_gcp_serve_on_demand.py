@@ -77,7 +77,9 @@ def test_the_catalog_sells_only_the_8_gpu_a3_high_on_demand_in_europe_north1() -
     assert len(_market_rows("a3-highgpu-8g", "on-demand")) == 1
 
 
-@pytest.mark.parametrize("name", ["04-llama70b-fp8-spot", "23-qwen3-235b-endpoint"])
+@pytest.mark.parametrize(
+    "name", ["04-llama70b-fp8-spot"]
+)  # 23 needs 8 GPUs a replica since issue 24's round 6
 def test_a_four_gpu_spot_endpoint_takes_its_spot_group_then_an_on_demand_one(name: str) -> None:
     planned = plan(parse_spec(pinned(name)), CATALOG)
     choice = planned.choice

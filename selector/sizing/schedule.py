@@ -31,9 +31,14 @@ GQA first appears in v0.7.0. gpufit takes the cache as read once per query head 
 8 for Llama-2-70B's 64 heads on 8 KV heads), the slow extreme: sibling blocks may hit in L2. NVIDIA
 measured the whole effect once, Llama-2-70B on one H200 at 128 in / 2,048 out, 1,227 tok/s/GPU
 without XQA against 2,941 with it (docs/source/blogs/XQA-kernel.md, 2024-01-30): at 8 reads gpufit
-reaches at most 1,085 there (12 % slow); about 5-6 reads would reproduce it, but then the fresh
-TensorRT-LLM v0.5 Llama-2-70B TP 4 128/128 row over-promises, so the slow extreme is kept. gpufit
-launches neither engine; this times the calibration rows that state such a release."""
+reaches at most 1,085 there (12 % slow); about 5-6 reads would reproduce it, but then more fresh
+TensorRT-LLM v0.5 Llama-2-70B rows over-promise, so the slow extreme is kept. The evidence for v0.6.1
+is mixed: its release code has no XQA, and the page its rows cite (performance.md @138f96d) says
+nothing of it, but a later revision of that page (@77d24b5), still quoting the v0.6.1 figures, sets
+``export TRTLLM_ENABLE_XQA=1`` in its Llama-2-70B commands and says GQA kernels were 'enabled where
+our tests displayed performance benefits'. Read once, the held-out v0.6.1 Llama-2-70B TP 2 row
+over-promises (1.90); read 8 times it reads 0.79. gpufit launches neither engine; this times the
+calibration rows that state such a release."""
 
 STATIC_BATCH_BEFORE: dict[str, str] = {"tensorrt-llm": "0.8"}
 """Per engine, the first release whose published tables are not static batches: TensorRT-LLM's

@@ -261,7 +261,7 @@ GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduc
 220 µs per layer there, 70 µs for Mixtral. Few rows pin it: an estimate that errs slow for
 many-expert models. The issue's measurement is its filer's, not published with an engine or GPU;
 SGLang 0.5.6 on 8 B200 decodes DeepSeek-R1 at 9.16 ms a token alone, where this term alone gives
-61 × 8 × 25 µs = 12.2 ms (issue 24's fresh set reads 0.36-0.53 at batch 1): kept on the slow side
+61 × 8 × 25 µs = 12.2 ms (issue 24's fresh set reads 0.36-0.52 at batch 1): kept on the slow side
 until a published row of the issue's setting says otherwise. ``schedule.MOE_TOUCHED_EXPERT_LATENCY_S``
 was fitted on top of it: lowering this one would need those refitted."""
 
