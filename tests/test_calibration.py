@@ -362,13 +362,7 @@ SOURCE = """    source: {url: "https://example.org/x", title: t, locator: l}
 """
 
 
-def test_old_format_row_still_computes(tmp_path: Path) -> None:
-    """A row with only the fields of the first case format (no split, interconnect, prompt length,
-    oom or excluded) loads with defaults and computes."""
-    (case,) = load_cases(
-        _one_case(
-            tmp_path,
-            """  - id: old-row
+OLD_FORMAT_ROW = """  - id: old-row
     kind: decode_tokens_per_s
     model: {preset: llama-3.1-8b}
     gpu: H100
@@ -379,9 +373,12 @@ def test_old_format_row_still_computes(tmp_path: Path) -> None:
     setting: s
     published: {value: 120, unit: tokens/s}
 """
-            + SOURCE,
-        )
-    )
+
+
+def test_old_format_row_still_computes(tmp_path: Path) -> None:
+    """A row with only the fields of the first case format (no split, interconnect, prompt length,
+    oom or excluded) loads with defaults and computes."""
+    (case,) = load_cases(_one_case(tmp_path, OLD_FORMAT_ROW + SOURCE))
     assert case.interconnect == "nvlink" and not case.oom and not case.excluded
     row = compute_row(case)
     assert 0.5 < row.ratio < 1.1
@@ -475,17 +472,7 @@ def test_bad_case_is_named(tmp_path: Path) -> None:
         load_cases(bad)
 
 
-FRESH_ROW = """  - id: fresh-row
-    kind: decode_tokens_per_s
-    model: {preset: llama-3.1-8b}
-    gpu: H100
-    gpus: 1
-    task: serve
-    precision: bf16
-    serving: {context_tokens: 2048, concurrency: 1}
-    setting: s
-    published: {value: 120, unit: tokens/s}
-"""
+FRESH_ROW = OLD_FORMAT_ROW.replace("id: old-row", "id: fresh-row")
 
 
 def test_fresh_row_is_its_own_split_whatever_its_hash(tmp_path: Path) -> None:
@@ -709,6 +696,22 @@ def _diffusion_hours(preset: str, gpu: str, precision_: str = "bf16", **work: ob
     shape = fit(requirements(parse_spec(spec)), calibration_instance(load_gpus()[gpu], 1))
     assert not isinstance(shape, Rejection) and shape.job_hours is not None
     return shape.job_hours
+
+
+def test_fp32_diffusion_is_timed_at_the_measured_fp32_slowdown() -> None:
+    """SDXL in fp32 takes 4.88× its fp16 time (HF SDXL blog, A100 40 GB: PyTorch leaves TF32 off for
+    matmuls, cuDNN keeps it for the UNet's convolutions), not TF32's 2×; Flux, a transformer with
+    no fp32 measurement, takes the FP32 matmul rate, 16× (A100 BF16 tensor ÷ FP32, an estimate)."""
+    from selector.sizing.requirements import FP32_MATMUL_SLOWDOWN, FP32_SLOWDOWN
+
+    assert pytest.approx(72200.5 / 14800.9) == FP32_SLOWDOWN
+    sdxl = _diffusion_hours("sdxl-base-1.0", "A100-80GB", "fp32")
+    assert sdxl == pytest.approx(
+        _diffusion_hours("sdxl-base-1.0", "A100-80GB", "fp16") * FP32_SLOWDOWN, rel=1e-6
+    )
+    assert pytest.approx(16.0) == FP32_MATMUL_SLOWDOWN
+    flux = _diffusion_hours("flux.1-dev", "H100", "fp32")
+    assert flux == pytest.approx(_diffusion_hours("flux.1-dev", "H100") * FP32_MATMUL_SLOWDOWN, rel=1e-6)
 
 
 def test_diffusion_never_faster_than_compute_allows_on_an_unmeasured_gpu() -> None:

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from selector.calibration import calibration_instance, compute_row, load_cases, training_gib_on
+from selector.calibration import compute_row, load_cases, training_gib_on
 from selector.catalog import load_gpus
-from selector.sizing import Rejection, fit, per_gpu_gib, requirements
+from selector.sizing import per_gpu_gib, requirements
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -154,26 +154,6 @@ def test_tensorrt_llm_static_batch_pays_one_prefill_pass_per_batch() -> None:
     assert requirements(spec).static_batch is False  # never a plan's
 
 
-def test_fp32_diffusion_is_timed_at_the_measured_fp32_slowdown() -> None:
-    """SDXL in fp32 takes 4.88× its fp16 time (HF SDXL blog, A100 40 GB), not TF32's 2×."""
-    from selector.sizing.requirements import FP32_SLOWDOWN
-
-    def hours(precision: str) -> float:
-        spec = {
-            "name": "sdxl-fp32",
-            "task": "batch",
-            "model": {"preset": "sdxl-base-1.0"},
-            "precision": precision,
-            "work": {"items": 100},
-        }
-        shape = fit(requirements(parse_spec(spec)), calibration_instance(load_gpus()["A100-80GB"], 1))
-        assert not isinstance(shape, Rejection) and shape.job_hours is not None
-        return shape.job_hours
-
-    assert pytest.approx(72200.5 / 14800.9) == FP32_SLOWDOWN
-    assert hours("fp32") == pytest.approx(hours("fp16") * FP32_SLOWDOWN, rel=1e-6)
-
-
 def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:
     """torchtune's LoRA on one 24 GB card: gpufit's plan would spread it over 2 L4s, but the row
     compares the whole job on one GPU (what the source measured), flagged as refused."""
@@ -187,27 +167,6 @@ def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:
     assert training_gib_on(req, load_gpus()["L4"], 1) == pytest.approx(per_gpu_gib(req, 1, 0))
     assert "on 1 GPUs as published; gpufit plans 2" in row.detail and row.refused
     assert 0.9 < row.ratio < 1.1
-
-
-def test_fp32_transformer_diffusion_takes_the_fp32_matmul_rate() -> None:
-    """Flux in fp32 is timed 16× its bf16 run (A100 BF16 tensor ÷ FP32 TFLOPS, an estimate): the
-    SDXL pair's 4.88× holds for a UNet, whose convolutions keep TF32 (cuDNN's default)."""
-    from selector.sizing.requirements import FP32_MATMUL_SLOWDOWN
-
-    def hours(precision: str) -> float:
-        spec = {
-            "name": "flux-fp32",
-            "task": "batch",
-            "model": {"preset": "flux.1-dev"},
-            "precision": precision,
-            "work": {"items": 100},
-        }
-        shape = fit(requirements(parse_spec(spec)), calibration_instance(load_gpus()["H100"], 1))
-        assert not isinstance(shape, Rejection) and shape.job_hours is not None
-        return shape.job_hours
-
-    assert pytest.approx(16.0) == FP32_MATMUL_SLOWDOWN
-    assert hours("fp32") == pytest.approx(hours("bf16") * FP32_MATMUL_SLOWDOWN, rel=1e-6)
 
 
 def test_sglang_prefill_passes_take_at_most_its_smallest_chunk() -> None:
