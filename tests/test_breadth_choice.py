@@ -165,6 +165,15 @@ def test_the_choice_is_the_cheapest_of_the_broad_ones(name: str) -> None:
     )
 
 
+P5EN_USE1_AZ6_FLEET = {
+    "p4de.24xlarge": "low",
+    "p5.48xlarge": "low",
+    "p4d.24xlarge": "low",
+    "p6-b200.48xlarge": UNOBTAINABLE,
+}
+"""Fixture 27's fleet once it asks 3 or more fallbacks: p5en.48xlarge spot use1-az6's, by obtainability."""
+
+
 def test_the_walk_tries_a_type_in_each_region() -> None:
     """Fixture 27 asking ``min_fallbacks: 3``: p5en.48xlarge's best spot offer (use2-az3, the only
     p5en spot offer the cost-only ranking lists) counts 2 even widened to us-east-2 (p5, p4d; p5e
@@ -178,13 +187,7 @@ def test_the_walk_tries_a_type_in_each_region() -> None:
     assert three.choice is not None
     assert _where(three) == ("aws", "p5en.48xlarge", "us-east-1", "use1-az6", "spot")
     assert width(three.choice, three.fallbacks) == 3
-    members = {f.offer.instance.name: _level(f) for f in three.fallbacks}
-    assert members == {
-        "p4de.24xlarge": "low",
-        "p5.48xlarge": "low",
-        "p4d.24xlarge": "low",
-        "p6-b200.48xlarge": UNOBTAINABLE,
-    }
+    assert {f.offer.instance.name: _level(f) for f in three.fallbacks} == P5EN_USE1_AZ6_FLEET
     taken = three.breadth_choice
     assert taken is not None and taken.reached and (taken.fallbacks, taken.min_fallbacks) == (3, 3)
     assert taken.premium_usd == pytest.approx(451.67, abs=0.01)
@@ -214,13 +217,7 @@ def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch(
     assert broad.choice is not None
     assert _where(broad) == ("aws", "p5en.48xlarge", "us-east-1", "use1-az6", "spot")
     assert _level(broad.choice) == "medium"
-    levels = {f.offer.instance.name: _level(f) for f in broad.fallbacks}
-    assert levels == {
-        "p4de.24xlarge": "low",
-        "p5.48xlarge": "low",
-        "p4d.24xlarge": "low",
-        "p6-b200.48xlarge": UNOBTAINABLE,
-    }
+    assert {f.offer.instance.name: _level(f) for f in broad.fallbacks} == P5EN_USE1_AZ6_FLEET
     taken = broad.breadth_choice
     assert (
         taken is not None
