@@ -60,7 +60,7 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.fit import serving_shape, serving_usable_gib
+from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation
 from selector.spec import TRAINING_TASKS, parse_spec
@@ -408,6 +408,23 @@ def _decode(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str
     return shape.tokens_per_s_per_stream, detail
 
 
+def _training(case: Case, req: Requirements, gpu: GpuSpec) -> tuple[float, str]:
+    """GPU-hours of a training case: ``fit``'s, or, where gpufit's memory plan would not hold the
+    setting the source ran, its compute at the published GPU count (the detail says so)."""
+    result = fit(req, calibration_instance(gpu, case.gpus))
+    if isinstance(result, Rejection) and result.filter == "vram":
+        tflops = training_tflops(req, gpu)
+        if tflops is None:
+            raise CalibrationError(f"case {case.id}: no training TFLOPS for {gpu.name}")
+        hours = training_hours(req, gpu, case.gpus, tflops)
+        return hours * case.gpus, f"{case.gpus} GPUs × {hours:,.0f} h; {REFUSED}"
+    shape = _shape(case, req, calibration_instance(gpu, case.gpus))
+    if shape.job_hours is None:
+        raise CalibrationError(f"case {case.id}: gpufit gives no training hours")
+    hours = shape.job_hours
+    return hours * shape.gpus_per_replica, f"{shape.gpus_per_replica} GPUs × {hours:,.0f} h"
+
+
 def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
     """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
     each GPU when it fits one, else sharded ZeRO-3/FSDP over all): what a source that ran it on
@@ -508,12 +525,8 @@ def compute_row(case: Case) -> Row:
         detail = f"{canonical:.2f} s per image"
     else:
         assert gpu is not None
-        shape = _shape(case, req, calibration_instance(gpu, case.gpus))
-        if shape.job_hours is None:
-            raise CalibrationError(f"case {case.id}: gpufit gives no training hours")
-        canonical = shape.job_hours * shape.gpus_per_replica
+        canonical, detail = _training(case, req, gpu)
         shown = tokens * case.gpus / canonical / 3600.0 if case.unit == "tokens/s" else canonical
-        detail = f"{shape.gpus_per_replica} GPUs × {shape.job_hours:,.0f} h"
     ratio = canonical / _canonical(case, case.value, tokens)
     refused = REFUSED in detail and not case.oom
     return Row(case=case, gpufit=shown, ratio=ratio, detail=detail, accepted=accepted, refused=refused)

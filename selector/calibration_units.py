@@ -128,6 +128,11 @@ ROUND4_NOTE = (
     "their 12-13x was seen (a path neither engine gpufit launches takes). The fresh TensorRT-LLM FP8 rows "
     "were first timed with a 16-bit KV cache their source does not state; set to fp8 KV after review "
     "(the sweep's build flags, and settings a 16-bit cache cannot hold), four of them over-promise. "
+    "Round 7 (2026-12-05, after round 6's ratios were seen): `training.activation_checkpointing: "
+    "selective` was added (torchtitan's op policy, 1 FLOP per parameter per token recomputed, memory "
+    "sized as none) and set on the 8 torchtitan rows whose sources state selective checkpointing (one "
+    "fitted, 7 fresh), which had been sized as full recomputation; a training setting gpufit's memory "
+    "plan would not hold is now timed at the published GPU count rather than refused. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -35,7 +35,7 @@ from selector.sizing.speed import (
     prefill_step_s,
 )
 from selector.sizing.training import LOSS_BYTES_PER_LOGIT
-from selector.spec import parse_spec
+from selector.spec import SpecError, parse_spec
 from tests.conftest import QLORA_65B, SERVE_70B, merged, spec_of
 
 GPUS = load_gpus()
@@ -162,6 +162,32 @@ def test_activation_recomputation_shrinks_activations() -> None:
     logits = s * 32000 * LOSS_BYTES_PER_LOGIT
     assert full.replicated_bytes == 34 * s * h * layers + logits
     assert ckpt.replicated_bytes == 2 * s * h * layers + 34 * s * h + logits
+
+
+def test_selective_recomputation_keeps_what_no_recompute_keeps_and_runs_half_the_matmuls() -> None:
+    """``activation_checkpointing: selective``: memory as without recomputation (34·s·b·h a
+    layer, the most torchtitan's op policy or Megatron's selective keeps), 1 FLOP per parameter
+    per token more (every second forward matmul run again), between none (6) and full (8)."""
+    base = merged(QLORA_65B, task="finetune-full", precision="bf16")
+    by_mode = {
+        mode: requirements(spec_of(base, training={"tokens": "1e9", "activation_checkpointing": mode}))
+        for mode in (False, "selective", True)
+    }
+    none, selective, full = by_mode[False], by_mode["selective"], by_mode[True]
+    assert selective.replicated_bytes == none.replicated_bytes > full.replicated_bytes
+    params = selective.arch.params_active
+    assert selective.train_flops - none.train_flops == pytest.approx(1.0 * params * 1e9)
+    assert none.train_flops < selective.train_flops < full.train_flops
+    (compute,) = (t for t in selective.terms if t.name == "training compute")
+    assert "recomputed matmuls (selective)" in compute.formula
+
+
+def test_activation_checkpointing_takes_true_false_or_selective_only() -> None:
+    base = merged(QLORA_65B, task="finetune-full", precision="bf16")
+    with pytest.raises(SpecError) as err:
+        spec_of(base, training={"tokens": "1e9", "activation_checkpointing": "partial"})
+    (line,) = [p for p in err.value.problems if "activation_checkpointing" in str(p)]
+    assert "selective" in str(line)
 
 
 # --- parallelism ----------------------------------------------------------------------------

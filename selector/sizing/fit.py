@@ -484,13 +484,27 @@ def serving_shape(
     )
 
 
-def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
-    gpu, n = it.gpu, it.gpu_count
-    usable = usable_gib(gpu, req)
+def training_tflops(req: Requirements, gpu: GpuSpec) -> float | None:
+    """The dense tensor TFLOPS a training job runs at on ``gpu``: its precision's, FP8 as BF16 ×
+    ``FP8_TRAINING_SPEEDUP``; None without a sourced figure."""
     tflops = gpu.tflops_at(req.precision)
     if req.precision == "fp8" and tflops is not None:
         bf16 = gpu.tflops_at("bf16")
         tflops = bf16 * FP8_TRAINING_SPEEDUP if bf16 is not None else None
+    return tflops
+
+
+def training_hours(req: Requirements, gpu: GpuSpec, gpus: int, tflops: float) -> float:
+    """Hours ``req``'s training compute takes on ``gpus`` × ``gpu`` at ``tflops`` each and the
+    training utilisation (``training_mfu``), eager runs ``EAGER_TRAINING_SLOWDOWN`` slower."""
+    hours = req.train_flops / (gpus * tflops * 1e12 * training_mfu(req, gpu)) / 3600.0
+    return hours * (EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0)
+
+
+def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
+    gpu, n = it.gpu, it.gpu_count
+    usable = usable_gib(gpu, req)
+    tflops = training_tflops(req, gpu)
     if tflops is None:
         return Rejection(
             "speed", f"no sourced {compute_name(req.precision)} tensor throughput for {gpu.name}"
@@ -515,8 +529,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 f"{it.name} is PCIe only (set placement.allow_pcie_tensor_parallel)",
             )
         mfu = training_mfu(req, gpu)
-        hours = req.train_flops / (gpus * tflops * 1e12 * mfu) / 3600.0
-        hours *= EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0
+        hours = training_hours(req, gpu, gpus, tflops)
         if req.deadline_hours is not None and within_ttl(hours, setup_hours, req.deadline_hours) != 1:
             if not joins_nodes(it) or nodes == req.max_nodes:
                 needs = f"needs {hours:.1f} h on {gpus}×{gpu.name}"

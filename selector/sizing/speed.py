@@ -296,9 +296,10 @@ MPT-7B/70B on A100-40/80GB (same README), the Llama 2 paper's A100 GPU-hours (ar
 Table 2), TinyLlama and torchtune Llama-3.2-3B/3.1-70B/405B on A100 (pytorch/torchtune README
 @1814feb): fitted rows 0.99-1.21. Hopper 0.40: the Llama 3 paper's 38-43% BF16 MFU on H100
 (Dubey et al. 2024, Table 4), checked on the fitted llm-foundry MPT-13B 32k row (31.7% MFU with
-recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B (1.37). Blackwell
-takes Hopper's 0.40 (an estimate: no Blackwell training row); Ada keeps ``DEFAULT_MFU`` (an
-estimate: no fitted row; errs slow)."""
+recomputation = 42% of FLOPs run; ratio 1.06) and torchtitan Llama-3.1-8B with its selective
+checkpointing (1.16; 1.37 when it was sized as full recomputation). Blackwell takes Hopper's 0.40
+(an estimate: no Blackwell training row); Ada keeps ``DEFAULT_MFU`` (an estimate: no fitted row;
+errs slow)."""
 
 WORK_MFU = 0.40
 """MFU of a batch job stated in TFLOP per item (``work.tflop_per_item``): the Llama 3 paper's

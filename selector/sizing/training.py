@@ -121,6 +121,18 @@ HFU = MFU × 4/3 for its activation-checkpointed rows (mosaicml/llm-foundry scri
 benchmarking/README.md @4952183)."""
 
 
+SELECTIVE_RECOMPUTE_FLOPS_PER_PARAM_TOKEN = 1.0
+"""Selective activation checkpointing (``training.activation_checkpointing: selective``) runs half
+the forward pass's matmuls again: torchtitan's op-level policy "Saves output of all compute ops,
+except every second mm" (pytorch/torchtitan torchtitan/parallelisms/parallelize_llama.py @004b314,
+``_apply_ac_to_transformer_block``), 1 FLOP per parameter per token of the 2 a forward pass runs.
+The upper bound taken (errs slow): every second of a Llama block's seven matmuls (wk, wo, w3) is
+~37 % of its linear FLOPs, and Megatron's ``--recompute-granularity selective`` recomputes only the
+core attention (Korthikanti et al. 2023, arXiv 2205.05198, §5: 2.7 % more FLOPs for GPT-3).
+Memory: the kept activations are sized as no recomputation (``KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN``,
+the paper's selective figure with FlashAttention), the most either policy keeps."""
+
+
 def training_requirements(
     spec: WorkloadSpec,
     arch: ModelArch,
@@ -214,13 +226,16 @@ def training_requirements(
                     f"adapters × {opt:g} B ({training.optimizer})",
                 )
             )
-    recompute_all = training.activation_checkpointing
+    recompute_all = training.activation_checkpointing is True
+    selective = training.activation_checkpointing == "selective"
     saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN
     on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers
     acts = on_gpu * saved * s * b * h
-    if training.activation_checkpointing:
+    if recompute_all:
         acts += KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
         act_formula = f"{on_gpu} layers × 2·s·b·h + one layer × 34·s·b·h (full recompute)"
+    elif selective:
+        act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, selective recompute keeps at most this)"
     else:
         act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, no recompute)"
     if training.activation_offload:
@@ -241,8 +256,10 @@ def training_requirements(
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
     recompute = 0.0
-    if training.activation_checkpointing:
+    if recompute_all:
         recompute = RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active + attention * 2.0 / k
+    elif selective:
+        recompute = SELECTIVE_RECOMPUTE_FLOPS_PER_PARAM_TOKEN * arch.params_active
     flops = (k * arch.params_active + attention + recompute) * training.tokens
     terms.append(
         Term(
@@ -252,13 +269,14 @@ def training_requirements(
             "trained weights (2 B) + optimiser state per trained parameter",
         )
     )
+    recomputed = "matmuls (selective)" if selective else "forward"
     terms.append(
         Term(
             "training compute",
             flops,
             "FLOP",
             f"({k:g} × {arch.params_active:.4g} params + attention {attention:.3g}"
-            + (f" + recomputed forward {recompute:.3g}" if recompute else "")
+            + (f" + recomputed {recomputed} {recompute:.3g}" if recompute else "")
             + " per token) "
             f"× {training.tokens:.3g} tokens",
         )

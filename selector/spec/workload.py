@@ -44,7 +44,12 @@ class TrainingSpec(Strict):
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
     sequence_tokens: int = Field(2048, gt=0)
     micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
-    activation_checkpointing: bool = True
+    activation_checkpointing: bool | Literal["selective"] = Field(
+        True,
+        description="true: full recomputation (each layer's input kept, its forward run again); "
+        "selective: the matmul and attention outputs kept, half the forward's matmuls run again "
+        "(torchtitan op-level SAC; Megatron --recompute-granularity selective runs less); false: none",
+    )
     lora_rank: int = Field(16, gt=0)
     optimizer: Optimizer = "adamw"
     loss: Literal["stock", "chunked"] = Field(
@@ -60,6 +65,13 @@ class TrainingSpec(Strict):
         "utilisation was fitted; false (default, the safe side): eager PyTorch, timed 1.27x slower "
         "(torchtune) and a chunked loss sized at 6 B per logit",
     )
+    @field_validator("activation_checkpointing", mode="before")
+    @classmethod
+    def _checkpointing_mode(cls, value: object) -> object:
+        if isinstance(value, bool) or value == "selective":
+            return value
+        raise ValueError(f"got {value!r}; expected true (full), false (none) or selective")
+
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
         description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
