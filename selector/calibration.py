@@ -62,7 +62,13 @@ from selector.sizing import (
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
-from selector.sizing.speed import KNOWN_ENGINES, UNTIMED_BEFORE, engine_generation
+from selector.sizing.speed import (
+    KNOWN_ENGINES,
+    MOE_EXPERT_LATENCY_S,
+    UNTIMED_BEFORE,
+    engine_generation,
+    moe_expert_latency_s,
+)
 from selector.spec import TRAINING_TASKS, parse_spec
 
 RATIO_BAND: tuple[float, float] = (0.75, 1.33)
@@ -471,6 +477,10 @@ def compute_row(case: Case) -> Row:
     """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
     spec = parse_spec(case.spec, source=f"calibration case {case.id}")
     req = requirements(spec)
+    # a measurement that names no release is timed with the slow MoE expert latency
+    req = replace(
+        req, moe_expert_latency_s=moe_expert_latency_s(*case.engine) if case.engine else MOE_EXPERT_LATENCY_S
+    )
     if case.engine is not None:
         req = replace(
             req,

@@ -132,7 +132,15 @@ ROUND4_NOTE = (
     "selective` was added (torchtitan's op policy, 1 FLOP per parameter per token recomputed, memory "
     "sized as none) and set on the 8 torchtitan rows whose sources state selective checkpointing (one "
     "fitted, 7 fresh), which had been sized as full recomputation; a training setting gpufit's memory "
-    "plan would not hold is now timed at the published GPU count rather than refused. "
+    "plan would not hold is now timed at the published GPU count rather than refused. Session 7 also "
+    "gathered 209 fresh rows blind after freezing the model at 78f057a (ids `fresh7-`: dense and MoE "
+    "decode, Hugging Face Transformers serving footprints, PEFT and litgpt fine-tuning memory). Then, "
+    "seeing their ratios: the per-routed-expert latency of the vLLM and SGLang releases gpufit launches "
+    "(from vLLM 0.15.1 and SGLang 0.5.6, the first releases measured fast) became 7 µs, read off "
+    "SGLang 0.5.6's three DeepSeek-R1 batch-1 rows (now fitted), with 25 µs kept for older releases "
+    "(vLLM 0.7.4's DeepSeek-R1 reads 0.75-1.01 with it) and for rows naming no release; the batch "
+    "expert and linear-attention latencies were refitted on their rows by their rules; and the "
+    "Megatron rows' recompute was set from Megatron-Bridge's own configs (most run none). "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -167,24 +167,28 @@ MARGIN_RULE_SLOW = (
     "after the margin rule (EFFICIENCY_MARGIN_RATIO: 16-bit 0.62, int8 0.53, fp8 0.38, each the highest "
     "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
 )
-SGLANG_MOE_SLOW = (
-    "SGLang 0.5.6 on 8 B200 decodes DeepSeek-R1, Qwen3-235B, gpt-oss-120b and Qwen3-Next 2-2.8x faster "
-    "alone than MOE_EXPERT_LATENCY_S allows; that term is kept on the slow side for issue 24's own "
-    "61-layer MoE measurement on 8 GPUs (~5x the old step), which a faster term would over-promise"
-)
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
-    ("batch1_decode", "fresh"): "0.43 (0.36-0.52, 8 rows, all MoE on B200): " + SGLANG_MOE_SLOW,
-    ("batch1_decode_h100_b200", "fresh"): "0.43 (0.36-0.52, 8 rows, all MoE on B200): " + SGLANG_MOE_SLOW,
-    ("serving_speed_at_concurrency", "fresh"): (
-        "0.69 (0.29-1.28, 36 rows), slow: the SGLang MoE rows at 16-100 streams (0.43-0.79, "
-        + SGLANG_MOE_SLOW
-        + ") and TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; LARGE_BATCH_MFU is one row's)"
+    ("batch1_decode_h100_b200", "fresh"): (
+        "0.78 (0.60-0.89, 6 rows, all MoE on B200 with SGLang 0.5.6 once DeepSeek-R1's three rows were "
+        "fitted): gpt-oss-120b, Qwen3-235B and Qwen3-Next alone read 0.60-0.89 at the 7 µs "
+        "CURRENT_MOE_EXPERT_LATENCY_S DeepSeek-R1 binds"
     ),
-    ("training_gpu_hours", "fresh"): (
-        "1.45 (0.57-2.48, 23 rows), slow: Megatron-Bridge 25.11 FP8 dense runs on B200/H100 reach 2-2.5x the "
-        "Hopper/Blackwell MFU 0.40 with activation checkpointing, which their page does not state (left on)"
+    ("serving_speed_at_concurrency", "fresh"): (
+        "0.72 (0.29-1.38, 72 rows), slow: the MoE rows at 8-100 streams (SGLang 0.5.6/0.5.7 0.54-0.81, "
+        "vLLM 0.15.1 gpt-oss-120b 0.48-0.72), TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; "
+        "LARGE_BATCH_MFU is one row's) and SGLang 0.5.3's FP8 Qwen3-8B (0.63-0.65, fp8 efficiency 0.38)"
+    ),
+    ("serving_memory", "fresh"): (
+        "0.74 (0.09-2.81, 142 rows): the Qwen2 and Optimum GPTQ Hugging Face Transformers rows of 2023-24 "
+        "(0.09-0.97 at long prompts or large batches) hold the whole prompt's logits in fp32 (transformers "
+        "#30860/#31292, fixed in 4.45) and count the CUDA context (nvidia-smi); the engine-log and "
+        "Qwen3 rows read 1.00-1.26"
+    ),
+    ("finetune_memory", "fresh"): (
+        "0.79 (0.40-2.02, 51 rows): litgpt's A10G QLoRA rows (0.51-0.87) and eager, un-checkpointed LoRA "
+        "on small models (0.70-0.86), and ms-swift's reserved-memory rows (0.57-0.80)"
     ),
 }
 """Issue kinds outside the issue's 0.8-1.25 band, with the figure (strict: an entry must go once
@@ -192,7 +196,12 @@ its kind is back in band). Listed in /work/notes/closing-issue-24-model.md, roun
 
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
     ("batch1_decode", "held-out"): (
-        frozenset({"llamacpp-a100sxm-llama3-8b-f16", "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1"}),
+        frozenset(
+            {
+                "llamacpp-a100sxm-llama3-8b-f16",
+                "tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1",
+            }
+        ),
         "llamacpp-a100sxm-llama3-8b-f16 1.24 (llama.cpp's own A100 figure, PR #6017, gives 0.57 of peak; "
         "this RunPod row reads 0.42), tgi-8xa100-40gb-llama2-70b-fp16-tp8-c1 1.50 (TGI 1.0.3's eager 67 µs "
         "a layer is vLLM PR #1440's measured gap, not fitted; its NCCL all-reduce latency at TP 8 has no "
@@ -201,21 +210,100 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
     ("serving_speed_at_concurrency", "fresh"): (
         frozenset(
             {
-                "fresh-trtllm050-llama2-7b-h100-fp8-tp1-b64-128in128out",
+                "fresh-trtllm050-h200-llama2-13b-fp8-tp1-b128-128in2048out",
                 "fresh-trtllm050-llama2-70b-h100-fp8-tp4-b64-128in128out",
                 "fresh-trtllm050-llama2-70b-h100-fp8-tp4-b64-128in2048out",
-                "fresh-trtllm050-h200-llama2-13b-fp8-tp1-b128-128in2048out",
+                "fresh-trtllm050-llama2-7b-h100-fp8-tp1-b64-128in128out",
+                "fresh7-dstack-dsr1-h200-vllm-tp8-3200in-6400out-c128",
+                "fresh7-sglcb-llama31-70b-a100-tp8-1k1k-c16",
             }
         ),
-        "TensorRT-LLM v0.5.0 static batches with fp8 KV on H100/H200 (1.12-1.28): its KV efficiency 0.78 "
-        "was read off the v0.5 L40S row, and no sourced term says why its H100/H200 runs are slower; "
-        "even at 0.6 the 128/128 Llama-2-70B TP 4 row reads 1.14. gpufit launches neither TensorRT-LLM "
-        "nor NIM: these rows time no plan",
+        "TensorRT-LLM v0.5.0 static batches with fp8 KV on H100/H200 (1.12-1.28; its KV efficiency 0.78 "
+        "was read off the v0.5 L40S row, gpufit launches neither TensorRT-LLM nor NIM); SGLang 0.5.6's "
+        "Llama-3.1-70B TP 8 on A100 at 16 streams of 1k/1k (1.18; its 1 and 100 stream rows read 0.97 and "
+        "1.09); vLLM 0.7.4's DeepSeek-R1 at 128 streams of 3,200 + 6,400 tokens (1.38), a setting whose KV "
+        "cache gpufit's memory plan does not hold (the engine must queue or preempt, its source records a "
+        "1,060 s mean time to first token; gpufit would not plan it)",
+    ),
+    ("serving_memory", "fresh"): (
+        frozenset(
+            {
+                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b1-mem",
+                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b16-mem",
+                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b2-mem",
+                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b4-mem",
+                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b8-mem",
+                "fresh7-optgptq-a100-l2-13b-fp16-b16-mem",
+                "fresh7-optgptq-a100-l2-13b-fp16-b8-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b1-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b16-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b2-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b4-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b8-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b1-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b16-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b2-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b4-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b8-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b1-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b16-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b2-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b4-mem",
+                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b8-mem",
+                "fresh7-qwen2sb-a100-0p5b-awq-in14336-mem",
+                "fresh7-qwen2sb-a100-0p5b-awq-in30720-mem",
+                "fresh7-qwen2sb-a100-0p5b-awq-in6144-mem",
+                "fresh7-qwen2sb-a100-0p5b-bf16-in14336-mem",
+                "fresh7-qwen2sb-a100-0p5b-bf16-in30720-mem",
+                "fresh7-qwen2sb-a100-0p5b-bf16-in6144-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in14336-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in30720-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in6144-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in14336-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in30720-mem",
+                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in6144-mem",
+                "fresh7-qwen2sb-a100-1p5b-awq-in14336-mem",
+                "fresh7-qwen2sb-a100-1p5b-awq-in30720-mem",
+                "fresh7-qwen2sb-a100-1p5b-awq-in6144-mem",
+                "fresh7-qwen2sb-a100-1p5b-bf16-in14336-mem",
+                "fresh7-qwen2sb-a100-1p5b-bf16-in30720-mem",
+                "fresh7-qwen2sb-a100-1p5b-bf16-in6144-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in14336-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in30720-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in6144-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in14336-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in30720-mem",
+                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in6144-mem",
+                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in14336-mem",
+                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in30720-mem",
+                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in6144-mem",
+                "fresh7-qwen2sb-a100-72b-awq-in14336-mem",
+                "fresh7-qwen2sb-a100-72b-awq-in6144-mem",
+                "fresh7-qwen2sb-a100-72b-gptq-int4-in14336-mem",
+                "fresh7-qwen2sb-a100-72b-gptq-int4-in6144-mem",
+                "fresh7-qwen2sb-a100-7b-awq-in14336-mem",
+                "fresh7-qwen2sb-a100-7b-awq-in30720-mem",
+                "fresh7-qwen2sb-a100-7b-awq-in6144-mem",
+                "fresh7-qwen2sb-a100-7b-bf16-in14336-mem",
+                "fresh7-qwen2sb-a100-7b-bf16-in30720-mem",
+                "fresh7-qwen2sb-a100-7b-bf16-in6144-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int4-in14336-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int4-in30720-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int4-in6144-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int8-in14336-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int8-in30720-mem",
+                "fresh7-qwen2sb-a100-7b-gptq-int8-in6144-mem",
+            }
+        ),
+        "Hugging Face Transformers 2023-24 footprints: Qwen2's speed benchmark (5.3-5.9 B per prompt token "
+        "per vocabulary entry above gpufit's terms at 6k-30k prompts: every prompt position's logits, "
+        "upcast to fp32, before transformers 4.45; #30860, #31292) and Optimum's GPTQ benchmark (nvidia-smi "
+        "with the CUDA context, HF's growing cache at batch 8-16). gpufit sizes `serving.engine: none` as "
+        "today's transformers, which keeps one position's logits (Qwen3's rows, 1.02-1.26)",
     ),
     ("finetune_memory", "fresh"): (
         frozenset(
             {
-                "fresh-torchtune-4x4090-llama2-7b-full-b4",
                 "fresh-msswift-a100-qwen7b-lora-b1",
                 "fresh-msswift-a100-qwen7b-lora-b2",
                 "fresh-msswift-a100-qwen7b-lora-b4",
@@ -224,23 +312,55 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh-msswift-a100-qwen7b-lora-r2",
                 "fresh-msswift-a100-qwen7b-lora-r64",
                 "fresh-msswift-a100-qwen7b-lora-r8-all",
+                "fresh-torchtune-4x4090-llama2-7b-full-b4",
+                "fresh7-litgpt-a10g-gemma-2-2b-lora",
+                "fresh7-litgpt-a10g-gemma-2-2b-qlora",
+                "fresh7-litgpt-a10g-gemma-2-9b-qlora",
+                "fresh7-litgpt-a10g-gemma-2b-full-4gpu",
+                "fresh7-litgpt-a10g-gemma-2b-lora",
+                "fresh7-litgpt-a10g-gemma-2b-qlora",
+                "fresh7-litgpt-a10g-gemma-7b-qlora",
+                "fresh7-litgpt-a10g-llama-2-7b-full-oom-4gpu",
+                "fresh7-litgpt-a10g-llama-2-7b-qlora",
+                "fresh7-litgpt-a10g-llama-3-8b-full-oom-4gpu",
+                "fresh7-litgpt-a10g-llama-3-8b-qlora",
+                "fresh7-litgpt-a10g-llama-31-8b-qlora",
+                "fresh7-litgpt-a10g-llama-32-1b-qlora",
+                "fresh7-litgpt-a10g-llama-32-3b-qlora",
+                "fresh7-litgpt-a10g-mistral-7b-qlora",
+                "fresh7-litgpt-a10g-mistral-7b-v02-qlora",
+                "fresh7-litgpt-a10g-phi-2-full-2gpu",
+                "fresh7-litgpt-a10g-phi-2-lora",
+                "fresh7-litgpt-a10g-phi-2-qlora",
+                "fresh7-litgpt-a10g-phi-3-lora",
+                "fresh7-litgpt-a10g-phi-3-qlora",
+                "fresh7-litgpt-a10g-stablelm-base-alpha-3b-full-2gpu",
+                "fresh7-litgpt-a10g-stablelm-base-alpha-3b-qlora",
+                "fresh7-litgpt-a10g-tiny-llama-full",
+                "fresh7-litgpt-a10g-tiny-llama-lora",
+                "fresh7-litgpt-a10g-tiny-llama-qlora",
+                "fresh7-peftmc-l40s-llama32-3b-lora-r10-mlp",
             }
         ),
-        "ms-swift's Qwen-7B LoRA rows (0.57-0.80) report torch.cuda.max_memory_reserved over variable-length "
-        "batches (truncation 'delete'): the caching allocator's reserve grows 15, 10 and 3 GiB a sample "
-        "from batch 1 to 8 and stops at the 80 GB card; how much of it the job needs is unknown, and no "
-        "sourced term separates reserve from need yet. torchtune's 4x RTX 4090 full fine-tune (0.87) is "
-        "timed on the L4, 1.5 GiB smaller, its alpaca batches shorter than the stated 2,048",
+        "ms-swift's Qwen-7B LoRA rows (0.57-0.80, torch.cuda.max_memory_reserved over variable-length "
+        "batches); torchtune's 4x RTX 4090 full fine-tune (0.87, timed on the L4); litgpt's A10G table "
+        "(max_memory_allocated): QLoRA 0.51-0.87 (bitsandbytes' MatMul4Bit keeps each 4-bit layer's input "
+        "for backward, ctx.tensors = (A, B), which a frozen 16-bit layer does not; the rest unexplained), "
+        "eager un-checkpointed LoRA on every linear layer or on 2B-3.8B models 0.70-0.86 (a dropout copy "
+        "per adapted layer, SwiGLU's wider MLP activations than Korthikanti's 34·s·b·h), full fine-tunes "
+        "0.40-0.87; PEFT's MLP-only LoRA r10 on Llama-3.2-3B (0.89, reserved memory)",
     ),
     ("training_gpu_hours", "fresh"): (
         frozenset(
             {
-                "fresh-torchtitan-512xh100-llama31-405b-3d-1f1b",
-                "fresh-megatron2511-8xb200-qwen3-30b-a3b-fp8mx",
                 "fresh-megatron2511-16xh100-qwen3-30b-a3b-fp8cs",
+                "fresh-megatron2511-64xb200-gpt-oss-120b-bf16",
+                "fresh-megatron2511-8xb200-qwen3-30b-a3b-fp8mx",
+                "fresh-torchtitan-512xh100-llama31-405b-3d-1f1b",
             }
         ),
-        "Qwen3-30B-A3B's 128 small experts (0.57, 0.74) train below MOE_MFU_FACTOR 0.5's MFU, and "
+        "Qwen3-30B-A3B's 128 small experts (0.43, 0.55 without recompute, as Megatron-Bridge v0.2.0's "
+        "configs run them) and gpt-oss-120b on 64 B200 (0.72) train below MOE_MFU_FACTOR 0.5's MFU, and "
         "torchtitan's 1F1B 405B (0.74) idles in a pipeline bubble gpufit does not model (its interleaved "
         "run reads 0.95): no sourced term for either yet",
     ),
@@ -1139,8 +1259,11 @@ def test_v0_step_overhead_is_read_off_the_qwen_half_billion_row(rows: list[Row])
     assert 1 / step_s == pytest.approx(311.55, rel=0.01)
     v0 = [r for r in rows if r.case.engine is not None and engine_generation(*r.case.engine) == "v0-engine"]
     assert len(v0) >= 11
-    assert all(r.case.engine == ("vllm", "0.6.3") for r in v0)
-    assert not [r.case.id for r in v0 if r.under_provisions]
+    assert {r.case.engine for r in v0} == {("vllm", "0.6.3"), ("vllm", "0.7.4.dev181+gf35f8e22")}
+    # the one exception runs a setting whose KV cache gpufit's memory plan does not hold
+    over = [r for r in v0 if r.under_provisions]
+    assert [r.case.id for r in over] == ["fresh7-dstack-dsr1-h200-vllm-tp8-3200in-6400out-c128"]
+    assert all(r.refused for r in over)
     qwen_vllm = [r for r in rows if r.case.id.startswith("qwen25-") and "-vllm-" in r.case.id]
     assert all(r in v0 for r in qwen_vllm)
 

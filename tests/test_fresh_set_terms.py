@@ -22,7 +22,16 @@ from selector.sizing.schedule import (
     kv_read_factor,
     static_batch,
 )
-from selector.sizing.speed import DECODE_MFU, INT8_WEIGHT_ONLY_DECODE_MFU, decode_mfu, decode_speed
+from selector.sizing.speed import (
+    CURRENT_MOE_EXPERT_LATENCY_S,
+    DECODE_MFU,
+    FAST_MOE_FROM,
+    INT8_WEIGHT_ONLY_DECODE_MFU,
+    MOE_EXPERT_LATENCY_S,
+    decode_mfu,
+    decode_speed,
+    moe_expert_latency_s,
+)
 from selector.spec import parse_spec
 from tests.conftest import ROOT
 
@@ -125,7 +134,29 @@ def test_the_fitted_moe_rows_do_not_over_promise_under_either_schedule() -> None
         case = cases[case_id]
         assert case.split == "fitted"
         assert compute_row(case).ratio <= 1.05
-        assert compute_row(replace(case, engine=("vllm", "0.13.0"))).ratio <= 1.05
+        assert compute_row(replace(case, engine=("vllm", FAST_MOE_FROM["vllm"]))).ratio <= 1.05
+
+
+def test_moe_expert_latency_follows_the_release_and_errs_slow_where_it_is_unknown() -> None:
+    """CURRENT_MOE_EXPERT_LATENCY_S from the first release measured at it (FAST_MOE_FROM), the slow
+    MOE_EXPERT_LATENCY_S before it, for other engines and for a row that names no release; a plan
+    takes the value of the releases gpufit launches (all pinned ones are later)."""
+    for engine, first in FAST_MOE_FROM.items():
+        assert moe_expert_latency_s(engine, first) == CURRENT_MOE_EXPERT_LATENCY_S
+        assert moe_expert_latency_s(engine, "0.4.0") == MOE_EXPERT_LATENCY_S
+        assert moe_expert_latency_s(engine, None) == MOE_EXPERT_LATENCY_S
+    assert moe_expert_latency_s("tensorrt-llm", "1.2.0") == MOE_EXPERT_LATENCY_S
+    assert CURRENT_MOE_EXPERT_LATENCY_S < MOE_EXPERT_LATENCY_S
+    for engine in ("vllm", "sglang"):
+        assert requirements(parse_spec(_serve("qwen3-30b-a3b", 1, engine))).moe_expert_latency_s == (
+            CURRENT_MOE_EXPERT_LATENCY_S
+        )
+    cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    dsr1 = cases["fresh-sglcb-dsr1-0528-b200-tp8-1k1k-c1"]
+    assert dsr1.split == "fitted" and 1.0 <= compute_row(dsr1).ratio <= 1.05
+    assert compute_row(replace(dsr1, engine=None)).ratio < 0.6  # no release named: the slow value
+    old_vllm = cases["fresh7-dstack-dsr1-h200-vllm-tp8-3200in-800out-c4"]
+    assert old_vllm.split == "fresh" and compute_row(old_vllm).ratio <= 1.0
 
 
 def test_linear_attention_layers_add_time_per_sequence() -> None:

@@ -103,4 +103,3 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
     # never launch: review of issue 25, finding 2)
     single, _ = deployment("llama70b-full-ft")
     assert single.nodes_per_replica == 3 and not single.grouped
-

@@ -35,6 +35,7 @@ from selector.sizing.speed import (
     MOE_EXPERT_LATENCY_S,
     PREFILL_MFU,
     STEP_OVERHEAD_S,
+    moe_expert_latency_s,
 )
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.spec import WorkloadSpec
@@ -344,6 +345,19 @@ def serving_requirements(
         engine=engine,
         load_bytes=load,
         activation_bytes=activations,
+        moe_expert_latency_s=launched_moe_expert_latency_s(engine),
+    )
+
+
+def launched_moe_expert_latency_s(engine: str) -> float:
+    """``speed.moe_expert_latency_s`` of the engine gpufit launches: the slowest over its pinned
+    releases (``selector/data/engines.yaml``); the slow value for a server gpufit does not launch."""
+    if engine not in ("vllm", "sglang"):
+        return MOE_EXPERT_LATENCY_S
+    from selector.engines import pinned_versions
+
+    return max(
+        (moe_expert_latency_s(engine, v) for v in pinned_versions(engine)), default=MOE_EXPERT_LATENCY_S
     )
 
 
@@ -351,8 +365,9 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
     """The decode-speed constants this workload gets, with their sources, for ``--explain``."""
     engine = spec.server_engine
     tuned = spec.tuning.bandwidth_efficiency is not None
+    expert_s = launched_moe_expert_latency_s(engine)
     per_layer = (EAGER_LAYER_LATENCY_S if engine == "none" else LAYER_LATENCY_S) + (
-        MOE_EXPERT_LATENCY_S * arch.experts_active if arch.is_moe else 0.0
+        expert_s * arch.experts_active if arch.is_moe else 0.0
     )
     layer_note = (
         "eager decode loop (a server gpufit does not launch; HF transformers Qwen2.5-7B, errs slow)"
@@ -360,9 +375,10 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
         else f"{engine} with CUDA graphs (Qwen2.5 vLLM and torchao batch-1 rows)"
     )
     if arch.is_moe:
-        layer_note += (
-            f" + {arch.experts_active} routed experts × {MOE_EXPERT_LATENCY_S * 1e6:g} µs "
-            "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
+        layer_note += f" + {arch.experts_active} routed experts × {expert_s * 1e6:g} µs " + (
+            "(SGLang 0.5.6 DeepSeek-R1 on 8 B200 alone, the releases gpufit launches; an estimate)"
+            if expert_s < MOE_EXPERT_LATENCY_S
+            else "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
         )
     return [
         Term(
@@ -408,8 +424,8 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
                 per_expert * extra * 1e6,
                 "µs/layer",
                 f"{extra:.1f} more experts touched by {concurrency} sequences × {per_expert * 1e6:g} µs "
-                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: 0.3 µs "
-                "under SGLang's schedule, 1.4 under vLLM's; an estimate, one row)",
+                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: 0.9 µs "
+                "under SGLang's schedule, 2.0 under vLLM's; an estimate, one row)",
             )
         )
     if arch.linear_layers and concurrency > 1:

@@ -98,29 +98,30 @@ def separate_prefill_s(
     return passes * (max(weights_s, per_pass * gemm_token_s) + per_pass * attention_token_s + fixed_s)
 
 
-MOE_TOUCHED_EXPERT_LATENCY_S: dict[str, float] = {"sglang": 0.3e-6, "vllm": 1.4e-6}
+MOE_TOUCHED_EXPERT_LATENCY_S: dict[str, float] = {"sglang": 0.9e-6, "vllm": 2.0e-6}
 """Time a mixture-of-experts layer adds per expert a decode batch touches beyond one token's
 (``expected_experts_touched``), by the engine's schedule: the grouped GEMM runs a tile for every
 touched expert, however few tokens it gets, so a step of a hundred sequences costs far more than
 its weight bytes. SGLang 0.5.6 on 8 B200 (TP 8) decodes gpt-oss-120b at 2.31 ms a token alone and
 14.31 at concurrency 100 (ShareGPT, mean TPOT; sgl-project/sgl-cookbook OpenAI/GPT-OSS.md
 @7b5bd9c, 2026-01-30; issue 24's fresh set, row ``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``,
-fitted). SGLang: 0.3 µs, the smallest tenth of a µs at which that row, timed with SGLang's separate
-prefill passes, reads no faster than 1.05 (0.2 reads 1.08). vLLM mixes the prompts into its steps
-(``speed.prefill_step_s``) and no vLLM MoE row at concurrency is in the calibration: 1.4 µs, the
-value at which the same row timed with vLLM's schedule reads no faster than 1.05 (1.3 reads 1.06),
-an ESTIMATE on the slow side (review of round 6, must-fix 1). Any other engine takes the larger.
-These sit on top of ``speed.MOE_EXPERT_LATENCY_S``, itself on the slow side for SGLang on B200:
-lowering that one would need these refitted."""
+fitted). SGLang: 0.9 µs, the smallest tenth of a µs at which that row, timed with SGLang's separate
+prefill passes and ``speed.CURRENT_MOE_EXPERT_LATENCY_S``, reads no faster than 1.05 (0.8 reads
+1.08). vLLM mixes the prompts into its steps (``speed.prefill_step_s``): 2.0 µs, the value at which
+the same row timed with vLLM's schedule (a release from ``speed.FAST_MOE_FROM``) reads no faster
+than 1.05 (1.9 reads 1.07), an ESTIMATE on the slow side (review of round 6, must-fix 1); vLLM 0.15.1's
+gpt-oss-120b rows at concurrency 4-64 on H100 (InferenceX issue #828, held out) read below 1 with it.
+Any other engine takes the larger. Refitted in session 7 when the per-routed-expert latency of the
+releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25)."""
 
-LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
+LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 1e-6
 """Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its
 recurrent state is updated per sequence and head, beyond the state's bytes. SGLang 0.5.6 on 8 B200
 decodes Qwen3-Next-80B-A3B at 6.19 ms a token alone and 50.87 at concurrency 100 (ShareGPT, mean
 TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
 ``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
-2 µs is the smallest whole µs at which that row reads no faster than 1.05 under SGLang's schedule
-(1 µs reads 1.17; under vLLM's, with its larger expert term, it reads 0.92). One row: an ESTIMATE."""
+1 µs is the smallest whole µs at which that row reads no faster than 1.05 under SGLang's schedule
+(0 reads 1.16; under vLLM's, with its larger expert term, it reads 0.92). One row: an ESTIMATE."""
 
 
 def moe_touched_expert_latency_s(engine: str) -> float:

@@ -254,16 +254,48 @@ def engine_generation(name: str, release: str) -> str:
 
 MOE_EXPERT_LATENCY_S = 25e-6
 """Fixed time a mixture-of-experts layer adds per expert a token is routed to (router, top-k,
-token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes.
+token permutation, one grouped-GEMM launch and combine per active expert), beyond its bytes, in
+engine releases before ``FAST_MOE_FROM`` and wherever the release is not known (the slow side).
 Fitted to gpt-fast's Mixtral-8x7B rows (top-2; bf16 TP 2-8 and int8 TP 2-4: pytorch-labs/gpt-fast
 README @0f925b5) and to issue 24's measurement of a 61-layer top-8 MoE (DeepSeek-V3 class) on 8
 GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduces: 20 + 8 × 25 =
-220 µs per layer there, 70 µs for Mixtral. Few rows pin it: an estimate that errs slow for
-many-expert models. The issue's measurement is its filer's, not published with an engine or GPU;
-SGLang 0.5.6 on 8 B200 decodes DeepSeek-R1 at 9.16 ms a token alone, where this term alone gives
-61 × 8 × 25 µs = 12.2 ms (issue 24's fresh set reads 0.36-0.52 at batch 1): kept on the slow side
-until a published row of the issue's setting says otherwise. ``schedule.MOE_TOUCHED_EXPERT_LATENCY_S``
-was fitted on top of it: lowering this one would need those refitted."""
+220 µs per layer there, 70 µs for Mixtral. vLLM 0.7.4 bears it out: DeepSeek-R1 on 8 H200 (TP 8,
+3,200 in / 800-3,200 out, concurrency 4-128) reads 0.75-1.01 with it (dstackai/benchmarks
+Deepseek-R1/raw_data/online_results.csv @7f37e66; issue 24's session-7 fresh set)."""
+
+CURRENT_MOE_EXPERT_LATENCY_S = 7e-6
+"""``MOE_EXPERT_LATENCY_S`` in the releases gpufit launches (from ``FAST_MOE_FROM``): SGLang 0.5.6
+decodes DeepSeek-R1-0528 (FP8, 61 layers, top-8) on 8 B200 at TP 8 alone at 9.16-9.29 ms a token
+(sgl-project/sgl-cookbook DeepSeek-R1.md @7b5bd9c, 1k/1k, 1k/8k and 8k/1k, concurrency 1), where
+25 µs times it at 0.51-0.52 of that speed. 7 µs is the smallest whole µs at which none of those
+three rows (fitted since) reads faster than 1.05 (6 µs reads 1.06-1.07): the 61-layer top-8 class
+the slow value was fitted to. Held-out rows it was not read off: SGLang 0.5.6 Qwen3-235B,
+gpt-oss-120b and Qwen3-Next alone (0.60-0.89), SGLang 0.5.7 DeepSeek-R1 on 8 H200 and vLLM 0.15.1
+gpt-oss-120b on H100 at concurrency (0.54-0.72; issue 24's session-7 fresh set). An ESTIMATE read on
+B200 alone: no batch-1 MoE row of a current engine on A100, L40S or A10G exists, and gpt-fast's
+Mixtral rows on A100 (a decode loop gpufit does not launch, timed at the slow value) would read up
+to 1.11 at 7 µs."""
+
+FAST_MOE_FROM: dict[str, str] = {"vllm": "0.15.1", "sglang": "0.5.6"}
+"""Per engine, the first release a published row measures faster than ``MOE_EXPERT_LATENCY_S``
+allows: SGLang 0.5.6 (the DeepSeek-R1 rows above, which bind ``CURRENT_MOE_EXPERT_LATENCY_S``);
+vLLM 0.15.1, gpt-oss-120b on H100 at TP 2-8, concurrency 4-64 (SemiAnalysis InferenceX issue #828),
+which reads 0.40-0.53 at 25 µs and 0.48-0.72 at 7 µs: below 1 at both, so it shows vLLM left the
+slow value behind without pinning the new one (SGLang's 7 µs is taken for vLLM too, an estimate).
+vLLM 0.7.4's DeepSeek-R1 rows take the slow value (above); releases between are not measured, so
+they take it too. gpufit launches later releases than both (``selector/data/engines.yaml``: vLLM
+0.34.0, SGLang 0.5.23)."""
+
+
+def moe_expert_latency_s(engine: str, release: str | None) -> float:
+    """Per routed expert: ``CURRENT_MOE_EXPERT_LATENCY_S`` for a release of ``engine`` from
+    ``FAST_MOE_FROM``, else ``MOE_EXPERT_LATENCY_S`` (an older release, another engine, or a
+    measurement that names no release: the slow side)."""
+    first = FAST_MOE_FROM.get(engine)
+    if first is None or release is None or engine_release_key(release) < engine_release_key(first):
+        return MOE_EXPERT_LATENCY_S
+    return CURRENT_MOE_EXPERT_LATENCY_S
+
 
 ALLREDUCE_LATENCY_S: dict[str, float] = {"nvlink": 20e-6, "pcie": 100e-6}
 """Time one tensor-parallel all-reduce of a decode step takes, whatever its few KiB, by the
@@ -445,12 +477,12 @@ def decode_mfu(concurrency: int, precision: str = "bf16") -> float:
 
 def layer_latency_s(req: Requirements) -> float:
     """Fixed per-layer latency of a decode step: ``LAYER_LATENCY_S`` (``EAGER_LAYER_LATENCY_S``
-    without a CUDA-graph engine), plus ``MOE_EXPERT_LATENCY_S`` per routed expert of a
-    mixture-of-experts layer."""
+    without a CUDA-graph engine), plus ``req.moe_expert_latency_s`` (``moe_expert_latency_s``) per
+    routed expert of a mixture-of-experts layer."""
     base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
     if req.engine_generation == "no-cuda-graphs":
         base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
-    return base + (MOE_EXPERT_LATENCY_S * req.arch.experts_active if req.arch.is_moe else 0.0)
+    return base + (req.moe_expert_latency_s * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
 def weight_bandwidth_efficiency(req: Requirements) -> float:

@@ -94,6 +94,7 @@ class Requirements:
     prefill_chunk_tokens: float = 0.0  # prompt tokens one prefilling step carries (chunked prefill)
     prefill_tokens_per_step: float = 0.0  # mean prompt tokens per decode step (0: none)
     engine_generation: str = "current"  # the release era whose fixed latencies apply (speed.py)
+    moe_expert_latency_s: float = 25e-6  # per routed expert (speed.moe_expert_latency_s); slow side
     kv_read_factor: float = 1.0  # times a decode step reads the KV cache (schedule.kv_read_factor)
     static_batch: bool = False  # a calibration row's static batch: one prefill pass per batch (schedule.py)
     runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)

@@ -21,6 +21,7 @@ r"""``serving.certificate_arn``, matched whole:
 within ACM's own ``Arn`` shape (botocore acm 2015-12-08:
 ``arn:[\w+=/,.@-]+:acm:[\w+=/,.@-]*:[0-9]+:[\w+=,.@-]+(/[\w+=,.@-]+)*``)."""
 
+
 class RopeScalingSpec(Strict):
     """Opt into a longer context than the model's config allows, by the YaRN recipe its card
     documents (presets carry it; otherwise give both values as the card states them)."""

@@ -65,6 +65,7 @@ class TrainingSpec(Strict):
         "utilisation was fitted; false (default, the safe side): eager PyTorch, timed 1.27x slower "
         "(torchtune) and a chunked loss sized at 6 B per logit",
     )
+
     @field_validator("activation_checkpointing", mode="before")
     @classmethod
     def _checkpointing_mode(cls, value: object) -> object:
