@@ -61,6 +61,7 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
+from selector.sizing.inference import TRANSFORMERS_CACHE_CLASS_FROM, TRANSFORMERS_LAST_LOGIT_FROM
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
     KNOWN_ENGINES,
@@ -473,6 +474,19 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
     return value
 
 
+def _transformers_release(req: Requirements, release: str) -> Requirements:
+    """``req`` without the memory a transformers release from ``TRANSFORMERS_LAST_LOGIT_FROM`` (every
+    prompt position's logits) or ``TRANSFORMERS_CACHE_CLASS_FROM`` (a second KV cache) does not hold."""
+    key = engine_release_key(release)
+    if req.prompt_logit_bytes and key >= engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM):
+        req = replace(
+            req, replicated_bytes=req.replicated_bytes - req.prompt_logit_bytes, prompt_logit_bytes=0.0
+        )
+    if req.legacy_cache_bytes and key >= engine_release_key(TRANSFORMERS_CACHE_CLASS_FROM):
+        req = replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
+    return req
+
+
 def compute_row(case: Case) -> Row:
     """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
     spec = parse_spec(case.spec, source=f"calibration case {case.id}")
@@ -481,6 +495,8 @@ def compute_row(case: Case) -> Row:
     req = replace(
         req, moe_expert_latency_s=moe_expert_latency_s(*case.engine) if case.engine else MOE_EXPERT_LATENCY_S
     )
+    if case.engine is not None and case.engine[0] == "transformers":
+        req = _transformers_release(req, case.engine[1])
     if case.engine is not None:
         req = replace(
             req,

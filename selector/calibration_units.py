@@ -140,7 +140,10 @@ ROUND4_NOTE = (
     "SGLang 0.5.6's three DeepSeek-R1 batch-1 rows (now fitted), with 25 µs kept for older releases "
     "(vLLM 0.7.4's DeepSeek-R1 reads 0.75-1.01 with it) and for rows naming no release; the batch "
     "expert and linear-attention latencies were refitted on their rows by their rules; and the "
-    "Megatron rows' recompute was set from Megatron-Bridge's own configs (most run none). "
+    "Megatron rows' recompute was set from Megatron-Bridge's own configs (most run none); and a "
+    "server gpufit does not launch is sized as transformers before 4.45 and 4.36 holds memory (every "
+    "prompt position's logits in fp32, the KV cache twice, from the library's own changes), the "
+    "Hugging Face rows naming their release. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

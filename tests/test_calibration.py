@@ -180,12 +180,6 @@ ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
         "vLLM 0.15.1 gpt-oss-120b 0.48-0.72), TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; "
         "LARGE_BATCH_MFU is one row's) and SGLang 0.5.3's FP8 Qwen3-8B (0.63-0.65, fp8 efficiency 0.38)"
     ),
-    ("serving_memory", "fresh"): (
-        "0.74 (0.09-2.81, 142 rows): the Qwen2 and Optimum GPTQ Hugging Face Transformers rows of 2023-24 "
-        "(0.09-0.97 at long prompts or large batches) hold the whole prompt's logits in fp32 (transformers "
-        "#30860/#31292, fixed in 4.45) and count the CUDA context (nvidia-smi); the engine-log and "
-        "Qwen3 rows read 1.00-1.26"
-    ),
     ("finetune_memory", "fresh"): (
         "0.79 (0.40-2.02, 51 rows): litgpt's A10G QLoRA rows (0.51-0.87) and eager, un-checkpointed LoRA "
         "on small models (0.70-0.86), and ms-swift's reserved-memory rows (0.57-0.80)"
@@ -226,80 +220,10 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "1,060 s mean time to first token; gpufit would not plan it)",
     ),
     ("serving_memory", "fresh"): (
-        frozenset(
-            {
-                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b1-mem",
-                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b16-mem",
-                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b2-mem",
-                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b4-mem",
-                "fresh7-optgptq-a100-l2-13b-bnb-fp4-b8-mem",
-                "fresh7-optgptq-a100-l2-13b-fp16-b16-mem",
-                "fresh7-optgptq-a100-l2-13b-fp16-b8-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b1-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b16-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b2-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b4-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-cudaold-b8-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b1-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b16-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b2-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b4-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllama-b8-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b1-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b16-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b2-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b4-mem",
-                "fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b8-mem",
-                "fresh7-qwen2sb-a100-0p5b-awq-in14336-mem",
-                "fresh7-qwen2sb-a100-0p5b-awq-in30720-mem",
-                "fresh7-qwen2sb-a100-0p5b-awq-in6144-mem",
-                "fresh7-qwen2sb-a100-0p5b-bf16-in14336-mem",
-                "fresh7-qwen2sb-a100-0p5b-bf16-in30720-mem",
-                "fresh7-qwen2sb-a100-0p5b-bf16-in6144-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in14336-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in30720-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int4-in6144-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in14336-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in30720-mem",
-                "fresh7-qwen2sb-a100-0p5b-gptq-int8-in6144-mem",
-                "fresh7-qwen2sb-a100-1p5b-awq-in14336-mem",
-                "fresh7-qwen2sb-a100-1p5b-awq-in30720-mem",
-                "fresh7-qwen2sb-a100-1p5b-awq-in6144-mem",
-                "fresh7-qwen2sb-a100-1p5b-bf16-in14336-mem",
-                "fresh7-qwen2sb-a100-1p5b-bf16-in30720-mem",
-                "fresh7-qwen2sb-a100-1p5b-bf16-in6144-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in14336-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in30720-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int4-in6144-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in14336-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in30720-mem",
-                "fresh7-qwen2sb-a100-1p5b-gptq-int8-in6144-mem",
-                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in14336-mem",
-                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in30720-mem",
-                "fresh7-qwen2sb-a100-57b-a14b-gptq-int4-in6144-mem",
-                "fresh7-qwen2sb-a100-72b-awq-in14336-mem",
-                "fresh7-qwen2sb-a100-72b-awq-in6144-mem",
-                "fresh7-qwen2sb-a100-72b-gptq-int4-in14336-mem",
-                "fresh7-qwen2sb-a100-72b-gptq-int4-in6144-mem",
-                "fresh7-qwen2sb-a100-7b-awq-in14336-mem",
-                "fresh7-qwen2sb-a100-7b-awq-in30720-mem",
-                "fresh7-qwen2sb-a100-7b-awq-in6144-mem",
-                "fresh7-qwen2sb-a100-7b-bf16-in14336-mem",
-                "fresh7-qwen2sb-a100-7b-bf16-in30720-mem",
-                "fresh7-qwen2sb-a100-7b-bf16-in6144-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int4-in14336-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int4-in30720-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int4-in6144-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int8-in14336-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int8-in30720-mem",
-                "fresh7-qwen2sb-a100-7b-gptq-int8-in6144-mem",
-            }
-        ),
-        "Hugging Face Transformers 2023-24 footprints: Qwen2's speed benchmark (5.3-5.9 B per prompt token "
-        "per vocabulary entry above gpufit's terms at 6k-30k prompts: every prompt position's logits, "
-        "upcast to fp32, before transformers 4.45; #30860, #31292) and Optimum's GPTQ benchmark (nvidia-smi "
-        "with the CUDA context, HF's growing cache at batch 8-16). gpufit sizes `serving.engine: none` as "
-        "today's transformers, which keeps one position's logits (Qwen3's rows, 1.02-1.26)",
+        frozenset({"fresh7-optgptq-a100-l2-13b-gptq-exllamav2-b1-mem"}),
+        "Optimum's GPTQ benchmark, Llama-2-13B with AutoGPTQ's exllamav2 kernels at batch 1 (0.90; the "
+        "same table's other kernels read 0.94-0.98 there): nvidia-smi counts the CUDA context and the "
+        "kernels' scratch buffers, neither sourced as a figure",
     ),
     ("finetune_memory", "fresh"): (
         frozenset(

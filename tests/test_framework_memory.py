@@ -78,14 +78,43 @@ def test_serving_headroom_is_the_engines_budget_without_the_context_again() -> N
     assert usable_gib(h100) == pytest.approx(h100.memory_gib * 0.9)
 
 
+_NONE_SPEC: dict[str, Any] = {
+    "name": "own",
+    "task": "serve",
+    "model": {"preset": "llama-3.2-3b"},
+    "serving": {"engine": "none", "context_tokens": 4096, "tokens_per_s_per_stream": 10},
+}
+
+
 def _serve_none() -> Requirements:
-    spec = {
-        "name": "own",
-        "task": "serve",
-        "model": {"preset": "llama-3.2-3b"},
-        "serving": {"engine": "none", "context_tokens": 4096, "tokens_per_s_per_stream": 10},
+    return requirements(parse_spec(_NONE_SPEC))
+
+
+def test_a_server_gpufit_does_not_launch_holds_prompt_logits_and_a_second_cache() -> None:
+    """``serving.engine: none`` (a transformers release gpufit does not know): every prompt
+    position's logits at 6 B (16-bit + fp32, before 4.45) and the previous step's KV cache (the tuple
+    cache before 4.36) are sized; vLLM holds neither. A calibration row naming transformers 4.51.3
+    drops both, 4.38.2 drops the second cache only, 4.32 keeps both."""
+    from selector.calibration import compute_row
+    from selector.sizing.inference import PROMPT_LOGIT_BYTES
+
+    none = _serve_none()
+    prompt = none.prompt_logit_bytes / (none.arch.vocab * PROMPT_LOGIT_BYTES)
+    assert PROMPT_LOGIT_BYTES == 6.0 and prompt == pytest.approx(4096 / 2)  # half the context, unstated
+    assert none.legacy_cache_bytes > 0 and none.kv_bytes >= 2 * none.legacy_cache_bytes
+    names = {t.name for t in none.terms}
+    assert {"prompt logits", "previous step's kv cache"} <= names
+    vllm = requirements(parse_spec({**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "engine": "vllm"}}))
+    assert vllm.prompt_logit_bytes == vllm.legacy_cache_bytes == 0.0
+    case = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}[
+        "fresh7-qwen2sb-a100-7b-bf16-in30720-mem"
+    ]
+    by_release = {
+        release: compute_row(dataclasses.replace(case, engine=("transformers", release))).gpufit
+        for release in ("4.32", "4.38.2", "4.51.3")
     }
-    return requirements(parse_spec(spec))
+    assert by_release["4.32"] > by_release["4.38.2"] > by_release["4.51.3"]
+    assert case.engine == ("transformers", "4.38.2") and compute_row(case).ratio > 0.91
 
 
 def test_jobs_without_an_engine_budget_keep_the_safe_headroom() -> None:

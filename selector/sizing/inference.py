@@ -47,6 +47,29 @@ more other than the A100 and to 2048 elsewhere (vllm/engine/arg_utils.py,
 ``default_max_num_batched_tokens``); gpufit takes the larger everywhere (errs safe). vLLM 0.19's
 profile run peaked 1.2-3.9 GiB above the weights on H100 (llm-d-incubation/llm-d-planner @d3121e0)."""
 
+PROMPT_LOGIT_BYTES = 6.0
+"""Bytes per prompt position and vocabulary entry a Hugging Face Transformers ``generate`` holds at
+prefill before 4.45: every position's logits in the model's 16-bit dtype, then upcast to fp32
+(``logits = logits.float()`` in most ``*ForCausalLM.forward``, huggingface/transformers issue
+#30860), 2 + 4 B. PR #31292 (in 4.45, ``TRANSFORMERS_LAST_LOGIT_FROM``) computes only the last
+position's in ``generate``. A server gpufit does not launch (``serving.engine: none``) is sized
+with them, its release being unknown (the safe side); it also prefills every prompt in one forward
+pass, unchunked. Consistent with Qwen2's speed benchmark (transformers 4.38.2: 5.3-5.9 B per prompt
+logit above gpufit's other terms at 6k-30k prompts) and with Qwen2.5's (4.46) and Qwen3's (4.51.3),
+which show none; not read off them."""
+
+TRANSFORMERS_LAST_LOGIT_FROM = "4.45.0"
+"""The first transformers release whose ``generate`` keeps only the last position's logits."""
+
+TRANSFORMERS_CACHE_CLASS_FROM = "4.36.0"
+"""The first transformers release with the ``Cache`` classes (``DynamicCache``, PR #26681, "Generate:
+New Cache abstraction"), which replace each layer's keys and values as it concatenates. Before it,
+``generate`` kept the previous step's ``past_key_values`` tuple in its model kwargs while the
+forward pass built the next one by ``torch.cat``, so a step ends holding the KV cache twice. A
+server gpufit does not launch (``serving.engine: none``) is sized with the second copy, its release
+being unknown (the safe side). Consistent with Optimum's GPTQ benchmark (transformers 4.32-4.35:
+Llama-2-13B holds about a KV cache more than gpufit's other terms at batch 8-16); not read off it."""
+
 RUNTIME_RESERVE_GIB = 1.25
 """GPU memory a serving engine holds on every GPU beyond weights, KV cache and activation peak:
 non-torch allocations (0.25 GiB at TP 1) and CUDA graphs (0.91 GiB), vLLM 0.19 on H100 for
@@ -185,7 +208,15 @@ def serving_requirements(
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     state = linear_state_bytes_per_sequence(arch) * batch
-    chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
+    engine = spec.server_engine
+    prompt_tokens = prefill_prompt_tokens(serving.context_tokens, serving.prompt_tokens)
+    if engine == "none":  # one unchunked prefill of every prompt, each position's logits kept
+        chunk = int(prompt_tokens * batch)
+        prompt_logits = prompt_tokens * batch * arch.vocab * PROMPT_LOGIT_BYTES
+        legacy_cache = kv
+    else:
+        chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
+        prompt_logits = legacy_cache = 0.0
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(
         arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
@@ -316,13 +347,35 @@ def serving_requirements(
                 f"bytes per step × {rate:g} tokens/s ÷ {eff:g} efficiency",
             )
         )
-    engine = spec.server_engine
+    if prompt_logits:
+        terms.append(
+            Term(
+                "prompt logits",
+                prompt_logits / GIB,
+                "GiB",
+                f"{batch} × {prompt_tokens:g} prompt tokens × vocab {arch.vocab} × {PROMPT_LOGIT_BYTES:g} B: a "
+                "server gpufit does not launch may keep every prompt position's logits, upcast to fp32 "
+                f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292); errs safe",
+            )
+        )
+    if legacy_cache:
+        terms.append(
+            Term(
+                "previous step's kv cache",
+                legacy_cache / GIB,
+                "GiB",
+                "a server gpufit does not launch may hold the KV cache twice at the end of a step "
+                f"(transformers before {TRANSFORMERS_CACHE_CLASS_FROM}, its tuple cache); errs safe",
+            )
+        )
     load = _load_peak(spec, arch, served, engine, terms)
     return replace(
         common,
         sharded_bytes=weights + activations,
-        kv_bytes=kv + state,
-        replicated_bytes=RUNTIME_RESERVE_GIB * GIB,
+        kv_bytes=kv + state + legacy_cache,
+        replicated_bytes=RUNTIME_RESERVE_GIB * GIB + prompt_logits,
+        prompt_logit_bytes=prompt_logits,
+        legacy_cache_bytes=legacy_cache,
         host_bytes=0.0,
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
