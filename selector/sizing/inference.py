@@ -353,8 +353,8 @@ def serving_requirements(
                 "prompt logits",
                 prompt_logits / GIB,
                 "GiB",
-                f"{batch} × {prompt_tokens:g} prompt tokens × vocab {arch.vocab} × {PROMPT_LOGIT_BYTES:g} B: a "
-                "server gpufit does not launch may keep every prompt position's logits, upcast to fp32 "
+                f"{batch} × {prompt_tokens:g} prompt tokens × vocab {arch.vocab} × {PROMPT_LOGIT_BYTES:g} B: "
+                "a server gpufit does not launch may keep every prompt position's logits, upcast to fp32 "
                 f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292); errs safe",
             )
         )
