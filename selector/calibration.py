@@ -60,8 +60,8 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
+from selector.sizing.engine_memory import TRANSFORMERS_CACHE_CLASS_FROM, TRANSFORMERS_LAST_LOGIT_FROM
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
-from selector.sizing.inference import TRANSFORMERS_CACHE_CLASS_FROM, TRANSFORMERS_LAST_LOGIT_FROM
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
     KNOWN_ENGINES,

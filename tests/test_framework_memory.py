@@ -96,7 +96,7 @@ def test_a_server_gpufit_does_not_launch_holds_prompt_logits_and_a_second_cache(
     cache before 4.36) are sized; vLLM holds neither. A calibration row naming transformers 4.51.3
     drops both, 4.38.2 drops the second cache only, 4.32 keeps both."""
     from selector.calibration import compute_row
-    from selector.sizing.inference import PROMPT_LOGIT_BYTES
+    from selector.sizing.engine_memory import PROMPT_LOGIT_BYTES
 
     none = _serve_none()
     prompt = none.prompt_logit_bytes / (none.arch.vocab * PROMPT_LOGIT_BYTES)

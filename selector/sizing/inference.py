@@ -15,7 +15,12 @@ from selector.sizing.attention import (
     indexer_bytes_per_token_layer,
     linear_state_bytes_per_sequence,
 )
-from selector.sizing.engine_memory import online_fp8_load_bytes
+from selector.sizing.engine_memory import (
+    PROMPT_LOGIT_BYTES,
+    TRANSFORMERS_CACHE_CLASS_FROM,
+    TRANSFORMERS_LAST_LOGIT_FROM,
+    online_fp8_load_bytes,
+)
 from selector.sizing.memory import (
     decode_weight_bytes,
     expected_experts_touched,
@@ -46,29 +51,6 @@ workspace. vLLM's OpenAI server defaults ``max_num_batched_tokens`` to 8192 on G
 more other than the A100 and to 2048 elsewhere (vllm/engine/arg_utils.py,
 ``default_max_num_batched_tokens``); gpufit takes the larger everywhere (errs safe). vLLM 0.19's
 profile run peaked 1.2-3.9 GiB above the weights on H100 (llm-d-incubation/llm-d-planner @d3121e0)."""
-
-PROMPT_LOGIT_BYTES = 6.0
-"""Bytes per prompt position and vocabulary entry a Hugging Face Transformers ``generate`` holds at
-prefill before 4.45: every position's logits in the model's 16-bit dtype, then upcast to fp32
-(``logits = logits.float()`` in most ``*ForCausalLM.forward``, huggingface/transformers issue
-#30860), 2 + 4 B. PR #31292 (in 4.45, ``TRANSFORMERS_LAST_LOGIT_FROM``) computes only the last
-position's in ``generate``. A server gpufit does not launch (``serving.engine: none``) is sized
-with them, its release being unknown (the safe side); it also prefills every prompt in one forward
-pass, unchunked. Consistent with Qwen2's speed benchmark (transformers 4.38.2: 5.3-5.9 B per prompt
-logit above gpufit's other terms at 6k-30k prompts) and with Qwen2.5's (4.46) and Qwen3's (4.51.3),
-which show none; not read off them."""
-
-TRANSFORMERS_LAST_LOGIT_FROM = "4.45.0"
-"""The first transformers release whose ``generate`` keeps only the last position's logits."""
-
-TRANSFORMERS_CACHE_CLASS_FROM = "4.36.0"
-"""The first transformers release with the ``Cache`` classes (``DynamicCache``, PR #26681, "Generate:
-New Cache abstraction"), which replace each layer's keys and values as it concatenates. Before it,
-``generate`` kept the previous step's ``past_key_values`` tuple in its model kwargs while the
-forward pass built the next one by ``torch.cat``, so a step ends holding the KV cache twice. A
-server gpufit does not launch (``serving.engine: none``) is sized with the second copy, its release
-being unknown (the safe side). Consistent with Optimum's GPTQ benchmark (transformers 4.32-4.35:
-Llama-2-13B holds about a KV cache more than gpufit's other terms at batch 8-16); not read off it."""
 
 RUNTIME_RESERVE_GIB = 1.25
 """GPU memory a serving engine holds on every GPU beyond weights, KV cache and activation peak:

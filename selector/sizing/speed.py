@@ -234,7 +234,7 @@ KNOWN_ENGINES: tuple[str, ...] = ("vllm", "sglang", "tgi", "llama.cpp", "tensorr
 """Engine names a calibration row may state (matched case-insensitively); any other name is an
 error, never read as today's engine. ``transformers`` (Hugging Face ``generate``, a row with
 ``serving.engine: none``) decides only whether every prompt position's logits are held
-(``inference.PROMPT_LOGIT_BYTES``)."""
+(``engine_memory.PROMPT_LOGIT_BYTES``)."""
 
 UNTIMED_BEFORE: dict[str, str] = {"sglang": "0.4.0"}
 """Per engine, the first release gpufit can time: SGLang before 0.4.0 ran its batch scheduler on
