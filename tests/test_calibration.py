@@ -37,7 +37,7 @@ from selector.calibration_kinds import (
     summarize_issue_kinds,
 )
 from selector.catalog import load_gpus
-from selector.sizing import Rejection, Requirements, requirements
+from selector.sizing import Rejection, requirements
 from selector.sizing.inference import prefill_flops_per_token
 from selector.sizing.speed import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -56,8 +56,6 @@ from selector.sizing.speed import (
     V0_STEP_OVERHEAD_S,
     decode_speed,
     engine_generation,
-    layer_latency_s,
-    step_overhead_s,
     weight_bandwidth_efficiency,
 )
 from tests.conftest import ROOT, SERVE_70B, spec_of
@@ -1159,10 +1157,6 @@ def test_older_generations_cap_the_weights_bandwidth_never_raise_it() -> None:
         int4.bandwidth_efficiency
     )
     assert engine_generation("llama.cpp", "b3000") == "llama.cpp"
-
-
-def fixed_step_s(req: Requirements) -> float:
-    return step_overhead_s(req) + req.arch.layers * layer_latency_s(req)
 
 
 def test_v0_step_overhead_is_read_off_the_qwen_half_billion_row(rows: list[Row]) -> None:

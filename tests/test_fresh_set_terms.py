@@ -30,6 +30,7 @@ from selector.sizing.speed import (
     MOE_EXPERT_LATENCY_S,
     decode_mfu,
     decode_speed,
+    expert_latency_s,
     moe_expert_latency_s,
 )
 from selector.spec import parse_spec
@@ -151,6 +152,9 @@ def test_moe_expert_latency_follows_the_release_and_errs_slow_where_it_is_unknow
         assert requirements(parse_spec(_serve("qwen3-30b-a3b", 1, engine))).moe_expert_latency_s == (
             CURRENT_MOE_EXPERT_LATENCY_S
         )
+    moe = requirements(parse_spec(_serve("qwen3-30b-a3b", 1)))
+    assert expert_latency_s(moe, H100) == expert_latency_s(moe, B200) == CURRENT_MOE_EXPERT_LATENCY_S
+    assert expert_latency_s(moe, load_gpus()["A100-80GB"]) == MOE_EXPERT_LATENCY_S  # not measured there
     cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
     dsr1 = cases["fresh-sglcb-dsr1-0528-b200-tp8-1k1k-c1"]
     assert dsr1.split == "fitted" and 1.0 <= compute_row(dsr1).ratio <= 1.05

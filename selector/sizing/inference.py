@@ -411,7 +411,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
     )
     if arch.is_moe:
         layer_note += f" + {arch.experts_active} routed experts × {expert_s * 1e6:g} µs " + (
-            "(SGLang 0.5.6 DeepSeek-R1 on 8 B200 alone, the releases gpufit launches; an estimate)"
+            "on Hopper/Blackwell, 25 µs on other GPUs (SGLang 0.5.6 DeepSeek-R1 on 8 B200 alone, the "
+            "releases gpufit launches; an estimate)"
             if expert_s < MOE_EXPERT_LATENCY_S
             else "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
         )

@@ -276,7 +276,7 @@ gpt-oss-120b and Qwen3-Next alone (0.60-0.89), SGLang 0.5.7 DeepSeek-R1 on 8 H20
 gpt-oss-120b on H100 at concurrency (0.54-0.72; issue 24's session-7 fresh set). An ESTIMATE read on
 B200 alone: no batch-1 MoE row of a current engine on A100, L40S or A10G exists, and gpt-fast's
 Mixtral rows on A100 (a decode loop gpufit does not launch, timed at the slow value) would read up
-to 1.11 at 7 µs."""
+to 1.11 at 7 µs: it applies on Hopper and Blackwell only (``FAST_MOE_ARCHS``)."""
 
 FAST_MOE_FROM: dict[str, str] = {"vllm": "0.15.1", "sglang": "0.5.6"}
 """Per engine, the first release a published row measures faster than ``MOE_EXPERT_LATENCY_S``
@@ -477,14 +477,28 @@ def decode_mfu(concurrency: int, precision: str = "bf16") -> float:
     return min(mfu, INT8_WEIGHT_ONLY_DECODE_MFU) if precision == "int8" else mfu
 
 
-def layer_latency_s(req: Requirements) -> float:
+FAST_MOE_ARCHS: frozenset[str] = frozenset({"Hopper", "Blackwell"})
+"""GPU generations ``CURRENT_MOE_EXPERT_LATENCY_S`` was measured on (SGLang on B200 and H200, vLLM
+0.15.1 on H100). Elsewhere (A100, L40S, A10G, L4) no current-engine MoE row exists and gpt-fast's
+Mixtral rows on A100 would over-promise at it (up to 1.11): ``MOE_EXPERT_LATENCY_S`` (the slow side)."""
+
+
+def expert_latency_s(req: Requirements, gpu: GpuSpec) -> float:
+    """Per routed expert: ``req.moe_expert_latency_s`` (``moe_expert_latency_s`` of the release) on
+    ``FAST_MOE_ARCHS``, never below ``MOE_EXPERT_LATENCY_S`` on other GPUs."""
+    if gpu.arch in FAST_MOE_ARCHS:
+        return req.moe_expert_latency_s
+    return max(req.moe_expert_latency_s, MOE_EXPERT_LATENCY_S)
+
+
+def layer_latency_s(req: Requirements, gpu: GpuSpec) -> float:
     """Fixed per-layer latency of a decode step: ``LAYER_LATENCY_S`` (``EAGER_LAYER_LATENCY_S``
-    without a CUDA-graph engine), plus ``req.moe_expert_latency_s`` (``moe_expert_latency_s``) per
-    routed expert of a mixture-of-experts layer."""
+    without a CUDA-graph engine), plus ``expert_latency_s`` per routed expert of a
+    mixture-of-experts layer."""
     base = EAGER_LAYER_LATENCY_S if req.engine == "none" else LAYER_LATENCY_S
     if req.engine_generation == "no-cuda-graphs":
         base = max(base, NO_CUDA_GRAPH_LAYER_LATENCY_S)
-    return base + (req.moe_expert_latency_s * req.arch.experts_active if req.arch.is_moe else 0.0)
+    return base + (expert_latency_s(req, gpu) * req.arch.experts_active if req.arch.is_moe else 0.0)
 
 
 def weight_bandwidth_efficiency(req: Requirements) -> float:
@@ -521,9 +535,10 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
-    fixed_s = step_overhead_s(req) + req.arch.layers * (layer_latency_s(req) + batch_layer_latency_s(req))
+    per_layer_s = layer_latency_s(req, gpu)
+    fixed_s = step_overhead_s(req) + req.arch.layers * (per_layer_s + batch_layer_latency_s(req))
     step_ms = step_overhead_s(req) * 1e3
-    extra = f" + {step_ms:.3g} ms step + {req.arch.layers} layers × {layer_latency_s(req) * 1e6:g} µs"
+    extra = f" + {step_ms:.3g} ms step + {req.arch.layers} layers × {per_layer_s * 1e6:g} µs"
     if batch_layer_latency_s(req):
         extra += f" (+ {batch_layer_latency_s(req) * 1e6:.3g} µs for the batch's experts and sequences)"
     if req.kv_read_factor != 1.0:
