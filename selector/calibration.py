@@ -60,7 +60,7 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.engine_memory import TRANSFORMERS_CACHE_CLASS_FROM, TRANSFORMERS_LAST_LOGIT_FROM
+from selector.sizing.engine_memory import TRANSFORMERS_LAST_LOGIT_FROM, TRANSFORMERS_SINGLE_CACHE_FROM
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
@@ -476,13 +476,14 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
 
 def _transformers_release(req: Requirements, release: str) -> Requirements:
     """``req`` without the memory a transformers release from ``TRANSFORMERS_LAST_LOGIT_FROM`` (every
-    prompt position's logits) or ``TRANSFORMERS_CACHE_CLASS_FROM`` (a second KV cache) does not hold."""
+    prompt position's logits) or ``TRANSFORMERS_SINGLE_CACHE_FROM`` (a second KV cache) does not hold
+    (a row's stated release decides what ``serving.own_server`` leaves to the safe side)."""
     key = engine_release_key(release)
     if req.prompt_logit_bytes and key >= engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM):
         req = replace(
             req, replicated_bytes=req.replicated_bytes - req.prompt_logit_bytes, prompt_logit_bytes=0.0
         )
-    if req.legacy_cache_bytes and key >= engine_release_key(TRANSFORMERS_CACHE_CLASS_FROM):
+    if req.legacy_cache_bytes and key >= engine_release_key(TRANSFORMERS_SINGLE_CACHE_FROM):
         req = replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
     return req
 

@@ -140,10 +140,14 @@ ROUND4_NOTE = (
     "SGLang 0.5.6's three DeepSeek-R1 batch-1 rows (now fitted), with 25 µs kept for older releases "
     "(vLLM 0.7.4's DeepSeek-R1 reads 0.75-1.01 with it) and for rows naming no release; the batch "
     "expert and linear-attention latencies were refitted on their rows by their rules; and the "
-    "Megatron rows' recompute was set from Megatron-Bridge's own configs (most run none); and a "
-    "server gpufit does not launch is sized as transformers before 4.45 and 4.36 holds memory (every "
-    "prompt position's logits in fp32, the KV cache twice, from the library's own changes), the "
-    "Hugging Face rows naming their release. "
+    "Megatron rows' recompute was set from Megatron-Bridge's own configs (most run none; Qwen3-30B-A3B "
+    "then reads 0.43 and 0.55, gpt-oss-120b on B200 0.72: fine-grained MoE trains below MOE_MFU_FACTOR); "
+    "13 of the 45 training rows run a setting gpufit's memory plan refuses (Megatron shards activations "
+    "by TP and PP, gpufit does not) and are timed at the published GPU count, so the training kind checks "
+    "the speed model, not a plan gpufit would make; and a "
+    "server gpufit does not launch is sized, unless `serving.own_server` says otherwise, as transformers "
+    "before 4.45 and 4.42 holds memory (every prompt position's logits in fp32, the KV cache twice, from "
+    "the library's own changes), the Hugging Face rows naming their release. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

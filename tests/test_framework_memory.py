@@ -92,28 +92,39 @@ def _serve_none() -> Requirements:
 
 def test_a_server_gpufit_does_not_launch_holds_prompt_logits_and_a_second_cache() -> None:
     """``serving.engine: none`` (a transformers release gpufit does not know): every prompt
-    position's logits at 6 B (16-bit + fp32, before 4.45) and the previous step's KV cache (the tuple
-    cache before 4.36) are sized; vLLM holds neither. A calibration row naming transformers 4.51.3
-    drops both, 4.38.2 drops the second cache only, 4.32 keeps both."""
+    position's logits at 6 B (16-bit + fp32, before 4.45; the whole context when the prompt is not
+    stated) and the previous step's KV cache (before 4.42) are sized; ``own_server: transformers``
+    keeps only the unchunked prefill, ``chunked`` neither, and vLLM holds neither. A calibration row
+    naming transformers 4.51.3 drops both, 4.38.2 and 4.32 keep both."""
     from selector.calibration import compute_row
     from selector.sizing.engine_memory import PROMPT_LOGIT_BYTES
 
     none = _serve_none()
     prompt = none.prompt_logit_bytes / (none.arch.vocab * PROMPT_LOGIT_BYTES)
-    assert PROMPT_LOGIT_BYTES == 6.0 and prompt == pytest.approx(4096 / 2)  # half the context, unstated
+    assert PROMPT_LOGIT_BYTES == 6.0 and prompt == 4096  # the whole context: no prompt_tokens given
     assert none.legacy_cache_bytes > 0 and none.kv_bytes >= 2 * none.legacy_cache_bytes
-    names = {t.name for t in none.terms}
-    assert {"prompt logits", "previous step's kv cache"} <= names
+    assert {"prompt logits", "previous step's kv cache"} <= {t.name for t in none.terms}
+    by_server = {
+        own: requirements(
+            parse_spec(
+                {**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "own_server": own, "concurrency": 4}}
+            )
+        )
+        for own in ("transformers", "chunked")
+    }
+    assert by_server["transformers"].prompt_logit_bytes == by_server["transformers"].legacy_cache_bytes == 0.0
+    assert (
+        by_server["transformers"].sharded_bytes > by_server["chunked"].sharded_bytes
+    )  # 16,384 tokens at once
     vllm = requirements(parse_spec({**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "engine": "vllm"}}))
     assert vllm.prompt_logit_bytes == vllm.legacy_cache_bytes == 0.0
-    case = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}[
-        "fresh7-qwen2sb-a100-7b-bf16-in30720-mem"
-    ]
+    rows = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    case = rows["fresh7-qwen2sb-a100-7b-bf16-in30720-mem"]
     by_release = {
         release: compute_row(dataclasses.replace(case, engine=("transformers", release))).gpufit
-        for release in ("4.32", "4.38.2", "4.51.3")
+        for release in ("4.32", "4.38.2", "4.42.0", "4.51.3")
     }
-    assert by_release["4.32"] > by_release["4.38.2"] > by_release["4.51.3"]
+    assert by_release["4.32"] == by_release["4.38.2"] > by_release["4.42.0"] > by_release["4.51.3"]
     assert case.engine == ("transformers", "4.38.2") and compute_row(case).ratio > 0.91
 
 

@@ -89,19 +89,23 @@ prefill before 4.45: every position's logits in the model's 16-bit dtype, then u
 (``logits = logits.float()`` in most ``*ForCausalLM.forward``, huggingface/transformers issue
 #30860), 2 + 4 B. PR #31292 (in 4.45, ``TRANSFORMERS_LAST_LOGIT_FROM``) computes only the last
 position's in ``generate``. A server gpufit does not launch (``serving.engine: none``) is sized
-with them, its release being unknown (the safe side); it also prefills every prompt in one forward
-pass, unchunked. Consistent with Qwen2's speed benchmark (transformers 4.38.2: 5.3-5.9 B per prompt
-logit above gpufit's other terms at 6k-30k prompts) and with Qwen2.5's (4.46) and Qwen3's (4.51.3),
-which show none; not read off them."""
+with them unless ``serving.own_server`` says otherwise (its release is unknown: the safe side); it
+also prefills every prompt in one forward pass, unchunked. The prompt is the whole context when
+``serving.prompt_tokens`` is not given. Prefill logits and the doubled cache peak at different
+moments; gpufit adds them (an over-count on the safe side). Consistent with Qwen2's speed benchmark
+(transformers 4.38.2: 5.3-5.9 B per prompt logit above gpufit's other terms at 6k-30k prompts) and
+with Qwen2.5's (4.46) and Qwen3's (4.51.3), which show none; not read off them."""
 
 TRANSFORMERS_LAST_LOGIT_FROM = "4.45.0"
 """The first transformers release whose ``generate`` keeps only the last position's logits."""
 
-TRANSFORMERS_CACHE_CLASS_FROM = "4.36.0"
-"""The first transformers release with the ``Cache`` classes (``DynamicCache``, PR #26681, "Generate:
-New Cache abstraction"), which replace each layer's keys and values as it concatenates. Before it,
-``generate`` kept the previous step's ``past_key_values`` tuple in its model kwargs while the
-forward pass built the next one by ``torch.cat``, so a step ends holding the KV cache twice. A
-server gpufit does not launch (``serving.engine: none``) is sized with the second copy, its release
-being unknown (the safe side). Consistent with Optimum's GPTQ benchmark (transformers 4.32-4.35:
-Llama-2-13B holds about a KV cache more than gpufit's other terms at batch 8-16); not read off it."""
+TRANSFORMERS_SINGLE_CACHE_FROM = "4.42.0"
+"""The first transformers release whose ``generate`` holds the KV cache once: it creates a
+``DynamicCache`` up front (PR #30536, "Reduce by 2 the memory requirement in generate()"), whose
+layers are replaced as they are concatenated. Before it (the tuple cache, and 4.36-4.41, whose
+``generate`` kept the legacy tuple in its arguments while the model wrapped the same tensors in a
+cache), the previous step's keys and values stay referenced while the forward pass concatenates
+the next ones by ``torch.cat``: a step ends holding the KV cache twice. A server gpufit does not
+launch (``serving.engine: none``) is sized with the second copy unless ``serving.own_server`` says
+otherwise. Consistent with Optimum's GPTQ benchmark (transformers 4.32-4.35: Llama-2-13B holds
+about a KV cache more than gpufit's other terms at batch 4-16); not read off it."""

@@ -17,8 +17,8 @@ from selector.sizing.attention import (
 )
 from selector.sizing.engine_memory import (
     PROMPT_LOGIT_BYTES,
-    TRANSFORMERS_CACHE_CLASS_FROM,
     TRANSFORMERS_LAST_LOGIT_FROM,
+    TRANSFORMERS_SINGLE_CACHE_FROM,
     online_fp8_load_bytes,
 )
 from selector.sizing.memory import (
@@ -191,14 +191,17 @@ def serving_requirements(
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     state = linear_state_bytes_per_sequence(arch) * batch
     engine = spec.server_engine
-    prompt_tokens = prefill_prompt_tokens(serving.context_tokens, serving.prompt_tokens)
-    if engine == "none":  # one unchunked prefill of every prompt, each position's logits kept
-        chunk = int(prompt_tokens * batch)
-        prompt_logits = prompt_tokens * batch * arch.vocab * PROMPT_LOGIT_BYTES
-        legacy_cache = kv
-    else:
-        chunk = min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
-        prompt_logits = legacy_cache = 0.0
+    prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
+    runs = spec.batch_engine if spec.task == "batch" else engine  # the server that holds the memory
+    own = serving.own_server if runs == "none" else "chunked"
+    chunk = (
+        int(prompt_tokens * batch)
+        if own != "chunked"
+        else min(PREFILL_CHUNK_TOKENS, serving.context_tokens * batch)
+    )
+    legacy = own == "transformers-legacy"  # every prompt position's logits, the KV cache twice
+    prompt_logits = prompt_tokens * batch * arch.vocab * PROMPT_LOGIT_BYTES if legacy else 0.0
+    legacy_cache = kv if legacy else 0.0
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(
         arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
@@ -337,7 +340,8 @@ def serving_requirements(
                 "GiB",
                 f"{batch} × {prompt_tokens:g} prompt tokens × vocab {arch.vocab} × {PROMPT_LOGIT_BYTES:g} B: "
                 "a server gpufit does not launch may keep every prompt position's logits, upcast to fp32 "
-                f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292); errs safe",
+                f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292; unless "
+                "serving.own_server says otherwise); errs safe",
             )
         )
     if legacy_cache:
@@ -347,7 +351,8 @@ def serving_requirements(
                 legacy_cache / GIB,
                 "GiB",
                 "a server gpufit does not launch may hold the KV cache twice at the end of a step "
-                f"(transformers before {TRANSFORMERS_CACHE_CLASS_FROM}, its tuple cache); errs safe",
+                f"(transformers before {TRANSFORMERS_SINGLE_CACHE_FROM}; serving.own_server: transformers or "
+                "chunked says otherwise); errs safe",
             )
         )
     load = _load_peak(spec, arch, served, engine, terms)
@@ -411,8 +416,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
     )
     if arch.is_moe:
         layer_note += f" + {arch.experts_active} routed experts × {expert_s * 1e6:g} µs " + (
-            "on Hopper/Blackwell, 25 µs on other GPUs (SGLang 0.5.6 DeepSeek-R1 on 8 B200 alone, the "
-            "releases gpufit launches; an estimate)"
+            "on Hopper/Blackwell, 25 µs on other GPUs (read off SGLang 0.5.6 DeepSeek-R1 on 8 B200 at batch "
+            "1, applied to the pinned releases; unmeasured on other GPUs; an estimate)"
             if expert_s < MOE_EXPERT_LATENCY_S
             else "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
         )

@@ -112,7 +112,9 @@ the same row timed with vLLM's schedule (a release from ``speed.FAST_MOE_FROM``)
 than 1.05 (1.9 reads 1.07), an ESTIMATE on the slow side (review of round 6, must-fix 1); vLLM 0.15.1's
 gpt-oss-120b rows at concurrency 4-64 on H100 (InferenceX issue #828, held out) read below 1 with it.
 Any other engine takes the larger. Refitted in session 7 when the per-routed-expert latency of the
-releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25)."""
+releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25); a release
+still timed at 25 µs takes them on top of it, which errs slow (vLLM 0.7.4's DeepSeek-R1 rows read
+0.75-1.01, not the 0.83-1.08 the older values gave)."""
 
 LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 1e-6
 """Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its

@@ -271,7 +271,7 @@ decodes DeepSeek-R1-0528 (FP8, 61 layers, top-8) on 8 B200 at TP 8 alone at 9.16
 (sgl-project/sgl-cookbook DeepSeek-R1.md @7b5bd9c, 1k/1k, 1k/8k and 8k/1k, concurrency 1), where
 25 µs times it at 0.51-0.52 of that speed. 7 µs is the smallest whole µs at which none of those
 three rows (fitted since) reads faster than 1.05 (6 µs reads 1.06-1.07): the 61-layer top-8 class
-the slow value was fitted to. Held-out rows it was not read off: SGLang 0.5.6 Qwen3-235B,
+the slow value was fitted to. Fresh rows it was not read off: SGLang 0.5.6 Qwen3-235B,
 gpt-oss-120b and Qwen3-Next alone (0.60-0.89), SGLang 0.5.7 DeepSeek-R1 on 8 H200 and vLLM 0.15.1
 gpt-oss-120b on H100 at concurrency (0.54-0.72; issue 24's session-7 fresh set). An ESTIMATE read on
 B200 alone: no batch-1 MoE row of a current engine on A100, L40S or A10G exists, and gpt-fast's

@@ -130,7 +130,10 @@ The upper bound taken (errs slow): every second of a Llama block's seven matmuls
 ~37 % of its linear FLOPs, and Megatron's ``--recompute-granularity selective`` recomputes only the
 core attention (Korthikanti et al. 2023, arXiv 2205.05198, §5: 2.7 % more FLOPs for GPT-3).
 Memory: the kept activations are sized as no recomputation (``KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN``,
-the paper's selective figure with FlashAttention), the most either policy keeps."""
+the paper's selective figure with FlashAttention, for a 4h GeLU MLP; a SwiGLU MLP keeps somewhat more
+under Megatron's policy). For torchtitan's op policy it is on the high side: its Llama-3.1-8B FSDP 8
+run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torchtitan.md @820504e,
+96 GB H100s) where gpufit plans 114 GiB, so a selective job may be planned on more GPUs than it needs."""
 
 
 def training_requirements(
