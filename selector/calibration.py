@@ -474,30 +474,37 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
     return value
 
 
-def _transformers_release(req: Requirements, release: str) -> Requirements:
-    """``req`` without the memory a transformers release from ``TRANSFORMERS_LAST_LOGIT_FROM`` (every
-    prompt position's logits) or ``TRANSFORMERS_SINGLE_CACHE_FROM`` (a second KV cache) does not hold
-    (a row's stated release decides what ``serving.own_server`` leaves to the safe side)."""
-    key = engine_release_key(release)
-    if req.prompt_logit_bytes and key >= engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM):
-        req = replace(
-            req, replicated_bytes=req.replicated_bytes - req.prompt_logit_bytes, prompt_logit_bytes=0.0
-        )
-    if req.legacy_cache_bytes and key >= engine_release_key(TRANSFORMERS_SINGLE_CACHE_FROM):
-        req = replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
+def _transformers_spec(spec: dict[str, Any], release: str) -> dict[str, Any]:
+    """``spec`` with the ``serving.own_server`` a transformers ``release`` is: ``transformers-legacy``
+    before ``TRANSFORMERS_LAST_LOGIT_FROM`` (every prompt position's logits and, before
+    ``TRANSFORMERS_SINGLE_CACHE_FROM``, the KV cache twice), else ``transformers``."""
+    legacy = engine_release_key(release) < engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM)
+    serving = {**spec.get("serving", {}), "own_server": "transformers-legacy" if legacy else "transformers"}
+    return {**spec, "serving": serving}
+
+
+def _single_cache(req: Requirements, release: str) -> Requirements:
+    """``req`` without the second KV cache a ``transformers-legacy`` release from
+    ``TRANSFORMERS_SINGLE_CACHE_FROM`` (4.42-4.44) no longer holds."""
+    if req.legacy_cache_bytes and engine_release_key(release) >= engine_release_key(
+        TRANSFORMERS_SINGLE_CACHE_FROM
+    ):
+        return replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
     return req
 
 
 def compute_row(case: Case) -> Row:
     """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
-    spec = parse_spec(case.spec, source=f"calibration case {case.id}")
+    transformers = case.engine[1] if case.engine and case.engine[0] == "transformers" else None
+    doc = _transformers_spec(case.spec, transformers) if transformers else case.spec
+    spec = parse_spec(doc, source=f"calibration case {case.id}")
     req = requirements(spec)
+    if transformers:
+        req = _single_cache(req, transformers)
     # a measurement that names no release is timed with the slow MoE expert latency
     req = replace(
         req, moe_expert_latency_s=moe_expert_latency_s(*case.engine) if case.engine else MOE_EXPERT_LATENCY_S
     )
-    if case.engine is not None and case.engine[0] == "transformers":
-        req = _transformers_release(req, case.engine[1])
     if case.engine is not None:
         req = replace(
             req,

@@ -145,9 +145,10 @@ ROUND4_NOTE = (
     "13 of the 45 training rows run a setting gpufit's memory plan refuses (Megatron shards activations "
     "by TP and PP, gpufit does not) and are timed at the published GPU count, so the training kind checks "
     "the speed model, not a plan gpufit would make; and a "
-    "server gpufit does not launch is sized, unless `serving.own_server` says otherwise, as transformers "
-    "before 4.45 and 4.42 holds memory (every prompt position's logits in fp32, the KV cache twice, from "
-    "the library's own changes), the Hugging Face rows naming their release. "
+    "server gpufit does not launch is sized by the new `serving.own_server` (transformers, the default, "
+    "prefills every prompt unchunked; transformers-legacy also holds every prompt position's logits in "
+    "fp32 and, before 4.42, the KV cache twice, from the library's own changes), the Hugging Face rows "
+    "naming their transformers release. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -90,32 +90,26 @@ def _serve_none() -> Requirements:
     return requirements(parse_spec(_NONE_SPEC))
 
 
-def test_a_server_gpufit_does_not_launch_holds_prompt_logits_and_a_second_cache() -> None:
-    """``serving.engine: none`` (a transformers release gpufit does not know): every prompt
-    position's logits at 6 B (16-bit + fp32, before 4.45; the whole context when the prompt is not
-    stated) and the previous step's KV cache (before 4.42) are sized; ``own_server: transformers``
-    keeps only the unchunked prefill, ``chunked`` neither, and vLLM holds neither. A calibration row
-    naming transformers 4.51.3 drops both, 4.38.2 and 4.32 keep both."""
+def test_own_server_says_what_a_server_gpufit_does_not_launch_holds() -> None:
+    """``serving.engine: none``: by default (``own_server: transformers``, a release from 4.45) one
+    unchunked prefill of every prompt; ``transformers-legacy`` adds every prompt position's logits at
+    6 B (the whole context when the prompt is not stated) and the previous step's KV cache;
+    ``chunked`` prefills in chunks as vLLM, which holds neither. A calibration row naming
+    transformers 4.32 or 4.38.2 is legacy, 4.42-4.44 legacy without the second cache, 4.51.3 not."""
     from selector.calibration import compute_row
     from selector.sizing.engine_memory import PROMPT_LOGIT_BYTES
 
-    none = _serve_none()
-    prompt = none.prompt_logit_bytes / (none.arch.vocab * PROMPT_LOGIT_BYTES)
+    def own(server: str) -> Requirements:
+        serving = {**_NONE_SPEC["serving"], "own_server": server, "concurrency": 4}
+        return requirements(parse_spec({**_NONE_SPEC, "serving": serving}))
+
+    legacy, default, chunked = own("transformers-legacy"), own("transformers"), own("chunked")
+    prompt = legacy.prompt_logit_bytes / (legacy.arch.vocab * PROMPT_LOGIT_BYTES * 4)
     assert PROMPT_LOGIT_BYTES == 6.0 and prompt == 4096  # the whole context: no prompt_tokens given
-    assert none.legacy_cache_bytes > 0 and none.kv_bytes >= 2 * none.legacy_cache_bytes
-    assert {"prompt logits", "previous step's kv cache"} <= {t.name for t in none.terms}
-    by_server = {
-        own: requirements(
-            parse_spec(
-                {**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "own_server": own, "concurrency": 4}}
-            )
-        )
-        for own in ("transformers", "chunked")
-    }
-    assert by_server["transformers"].prompt_logit_bytes == by_server["transformers"].legacy_cache_bytes == 0.0
-    assert (
-        by_server["transformers"].sharded_bytes > by_server["chunked"].sharded_bytes
-    )  # 16,384 tokens at once
+    assert legacy.legacy_cache_bytes > 0 and legacy.kv_bytes >= 2 * legacy.legacy_cache_bytes
+    assert {"prompt logits", "previous step's kv cache"} <= {t.name for t in legacy.terms}
+    assert _serve_none().prompt_logit_bytes == default.prompt_logit_bytes == default.legacy_cache_bytes == 0.0
+    assert default.sharded_bytes > chunked.sharded_bytes  # 16,384 prompt tokens in one pass
     vllm = requirements(parse_spec({**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "engine": "vllm"}}))
     assert vllm.prompt_logit_bytes == vllm.legacy_cache_bytes == 0.0
     rows = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}

@@ -89,8 +89,9 @@ prefill before 4.45: every position's logits in the model's 16-bit dtype, then u
 (``logits = logits.float()`` in most ``*ForCausalLM.forward``, huggingface/transformers issue
 #30860), 2 + 4 B. PR #31292 (in 4.45, ``TRANSFORMERS_LAST_LOGIT_FROM``) computes only the last
 position's in ``generate``. A server gpufit does not launch (``serving.engine: none``) is sized
-with them unless ``serving.own_server`` says otherwise (its release is unknown: the safe side); it
-also prefills every prompt in one forward pass, unchunked. The prompt is the whole context when
+with them when ``serving.own_server: transformers-legacy`` says it is such a release; by default
+(``transformers``) and in both transformers modes it prefills every prompt in one forward pass,
+unchunked, the most a current server holds. The prompt is the whole context when
 ``serving.prompt_tokens`` is not given. Prefill logits and the doubled cache peak at different
 moments; gpufit adds them (an over-count on the safe side). Consistent with Qwen2's speed benchmark
 (transformers 4.38.2: 5.3-5.9 B per prompt logit above gpufit's other terms at 6k-30k prompts) and
@@ -105,7 +106,7 @@ TRANSFORMERS_SINGLE_CACHE_FROM = "4.42.0"
 layers are replaced as they are concatenated. Before it (the tuple cache, and 4.36-4.41, whose
 ``generate`` kept the legacy tuple in its arguments while the model wrapped the same tensors in a
 cache), the previous step's keys and values stay referenced while the forward pass concatenates
-the next ones by ``torch.cat``: a step ends holding the KV cache twice. A server gpufit does not
-launch (``serving.engine: none``) is sized with the second copy unless ``serving.own_server`` says
-otherwise. Consistent with Optimum's GPTQ benchmark (transformers 4.32-4.35: Llama-2-13B holds
-about a KV cache more than gpufit's other terms at batch 4-16); not read off it."""
+the next ones by ``torch.cat``: a step ends holding the KV cache twice. ``serving.own_server:
+transformers-legacy`` is sized with the second copy (an over-count for 4.42-4.44). Consistent with
+Optimum's GPTQ benchmark (transformers 4.32-4.35: Llama-2-13B holds about a KV cache more than
+gpufit's other terms at batch 4-16); not read off it."""

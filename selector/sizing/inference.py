@@ -339,9 +339,8 @@ def serving_requirements(
                 prompt_logits / GIB,
                 "GiB",
                 f"{batch} × {prompt_tokens:g} prompt tokens × vocab {arch.vocab} × {PROMPT_LOGIT_BYTES:g} B: "
-                "a server gpufit does not launch may keep every prompt position's logits, upcast to fp32 "
-                f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292; unless "
-                "serving.own_server says otherwise); errs safe",
+                "serving.own_server transformers-legacy keeps every prompt position's logits, upcast to fp32 "
+                f"(transformers before {TRANSFORMERS_LAST_LOGIT_FROM}, #30860/#31292)",
             )
         )
     if legacy_cache:
@@ -350,9 +349,8 @@ def serving_requirements(
                 "previous step's kv cache",
                 legacy_cache / GIB,
                 "GiB",
-                "a server gpufit does not launch may hold the KV cache twice at the end of a step "
-                f"(transformers before {TRANSFORMERS_SINGLE_CACHE_FROM}; serving.own_server: transformers or "
-                "chunked says otherwise); errs safe",
+                "serving.own_server transformers-legacy holds the KV cache twice at the end of a step "
+                f"(transformers before {TRANSFORMERS_SINGLE_CACHE_FROM}, PR #30536)",
             )
         )
     load = _load_peak(spec, arch, served, engine, terms)

@@ -54,13 +54,12 @@ class ServingSpec(Strict):
         description="model server gpufit starts: serve, default vllm for transformer models "
         "without a job.command; a token batch, default vllm on 127.0.0.1 for job.command",
     )
-    own_server: Literal["transformers-legacy", "transformers", "chunked"] = Field(
-        "transformers-legacy",
-        description="engine none: how your server holds memory. transformers-legacy (default, the safe "
-        "side: a Hugging Face generate of unknown release: one unchunked prefill of every prompt, every "
-        "prompt position's logits in fp32 and the KV cache twice, as before transformers 4.42/4.45); "
-        "transformers (4.45 or later: the unchunked prefill only); chunked (a server that prefills in "
-        "chunks and keeps one position's logits, as vLLM, SGLang and TGI do)",
+    own_server: Literal["transformers", "transformers-legacy", "chunked"] = Field(
+        "transformers",
+        description="engine none: how your server holds memory. transformers (default: a Hugging Face "
+        "generate from 4.45, one unchunked prefill of every prompt, the most a current server holds); "
+        "transformers-legacy (before 4.45: also every prompt position's logits in fp32 and, before 4.42, "
+        "the KV cache twice); chunked (a server that prefills in chunks, as vLLM, SGLang and TGI do)",
     )
     images_per_request: int = Field(
         0, ge=0, le=64, description="multimodal models: images in each sequence's context"
