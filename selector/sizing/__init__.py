@@ -48,7 +48,6 @@ from selector.sizing.speed import (
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.sizing.training import (
     FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN,
-    KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN,
     LOSS_BYTES_PER_LOGIT,
     OPTIMIZER_BYTES,
     TRAIN_FLOPS_PER_PARAM_TOKEN,
@@ -63,7 +62,6 @@ __all__ = [
     "FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN",
     "GIB",
     "INFERENCE_OVERHEAD_FACTOR",
-    "KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN",
     "LOSS_BYTES_PER_LOGIT",
     "ONE_GPU_KINDS",
     "OPTIMIZER_BYTES",

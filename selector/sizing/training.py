@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from selector.model_arch import ModelArch
+from selector.sizing.activations import saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.spec import WorkloadSpec
@@ -17,12 +18,6 @@ variance 12 B; 8-bit Adam 6 B; SGD with momentum 8 B (EleutherAI, 'Transformer M
 ``adamw-bf16`` is pure-bf16 training (torchtune's default ``dtype: bf16``: no fp32 master copy,
 momentum and variance in bf16, 2 + 2 B; pytorch/torchtune docs 'Memory optimization overview',
 'Lower precision optimizers')."""
-
-KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN = 34
-"""Activation bytes per layer = s·b·h·(34 + 5·a·s/h) without recomputation (Korthikanti et
-al., 'Reducing Activation Recomputation in Large Transformer Models', MLSys 2023, eq. 1).
-gpufit assumes FlashAttention (Dao et al. 2022), which never stores the s×s attention scores,
-so the 5·a·s/h term is dropped: s·b·h·34, the paper's selective-recomputation figure."""
 
 FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN = 2
 """With full activation recomputation only each layer's input is kept: 2·s·b·h bytes per
@@ -129,9 +124,8 @@ except every second mm" (pytorch/torchtitan torchtitan/parallelisms/parallelize_
 The upper bound taken (errs slow): every second of a Llama block's seven matmuls (wk, wo, w3) is
 ~37 % of its linear FLOPs, and Megatron's ``--recompute-granularity selective`` recomputes only the
 core attention (Korthikanti et al. 2023, arXiv 2205.05198, §5: 2.7 % more FLOPs for GPT-3).
-Memory: the kept activations are sized as no recomputation (``KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN``,
-the paper's selective figure with FlashAttention, for a 4h GeLU MLP; a SwiGLU MLP keeps somewhat more
-under Megatron's policy). For torchtitan's op policy it is on the high side: its Llama-3.1-8B FSDP 8
+Memory: the kept activations are sized as no recomputation (``activations.SAVED_PER_SBH``, the
+most either policy keeps). For torchtitan's op policy it is on the high side: its Llama-3.1-8B FSDP 8
 run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torchtitan.md @820504e,
 96 GB H100s) where gpufit plans 114 GiB, so a selective job may be planned on more GPUs than it needs."""
 
@@ -231,16 +225,19 @@ def training_requirements(
             )
     recompute_all = training.activation_checkpointing is True
     selective = training.activation_checkpointing == "selective"
-    saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN
+    per_layer, per_formula = saved_bytes_per_sbh(
+        arch, spec.task, training.lora_targets, training.lora_dropout > 0.0
+    )
+    saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else per_layer
     on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers
     acts = on_gpu * saved * s * b * h
     if recompute_all:
-        acts += KORTHIKANTI_BYTES_PER_TOKEN_HIDDEN * s * b * h
-        act_formula = f"{on_gpu} layers × 2·s·b·h + one layer × 34·s·b·h (full recompute)"
+        acts += per_layer * s * b * h
+        act_formula = f"{on_gpu} layers × 2·s·b·h + one layer × {per_formula} (full recompute)"
     elif selective:
-        act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, selective recompute keeps at most this)"
+        act_formula = f"{on_gpu} layers × {per_formula} (selective recompute keeps at most this)"
     else:
-        act_formula = f"{on_gpu} layers × 34·s·b·h (FlashAttention, no recompute)"
+        act_formula = f"{on_gpu} layers × {per_formula} (no recompute)"
     if training.activation_offload:
         host += (layers - on_gpu) * saved * s * b * h
         act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM (torchtune)"

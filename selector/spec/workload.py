@@ -51,6 +51,14 @@ class TrainingSpec(Strict):
         "(torchtitan op-level SAC; Megatron --recompute-granularity selective runs less); false: none",
     )
     lora_rank: int = Field(16, gt=0)
+    lora_targets: Literal["all-linear", "q-v"] = Field(
+        "all-linear",
+        description="layers the LoRA adapters train, for the activations they keep: every linear layer, "
+        "or the query and value projections only (adapter parameters are sized on every linear layer)",
+    )
+    lora_dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="LoRA dropout; above 0 each adapter keeps its own dropout copy"
+    )
     optimizer: Optimizer = "adamw"
     loss: Literal["stock", "chunked"] = Field(
         "stock",
