@@ -150,7 +150,8 @@ ROUND4_NOTE = (
     "fp32 and, before 4.42, the KV cache twice, from the library's own changes), the Hugging Face rows "
     "naming their transformers release; and a layer's saved activations follow the training mode, "
     "measured with PyTorch's autograd on a Hugging Face Llama layer with PEFT (full fine-tune 20 + 4 "
-    "kv/heads + 8 ffn/hidden s·b·h, LoRA and 4-bit by `training.lora_targets` and `lora_dropout`, "
+    "kv/heads + 8 ffn/hidden s·b·h; LoRA with PEFT's fp32 adapters and old bitsandbytes 4-bit by "
+    "`training.lora_targets` and `lora_dropout`, "
     "set on the litgpt and PEFT rows from their own settings), not Korthikanti's 34 for every model. "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""

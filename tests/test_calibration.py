@@ -166,6 +166,11 @@ MARGIN_RULE_SLOW = (
     "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
 )
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
+    ("finetune_memory", "fitted"): (
+        "1.251 (1.02-1.68, 9 rows), on the safe side: the activation lines were measured on an eager "
+        "HF + PEFT layer, and torchtune's compiled runs keep less (its Llama-3.2-3B LoRA and QLoRA rows "
+        "read 1.44 and 1.68)"
+    ),
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "fresh"): (
@@ -226,7 +231,6 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh-msswift-a100-qwen7b-lora-b2",
                 "fresh-msswift-a100-qwen7b-lora-b4",
                 "fresh-msswift-a100-qwen7b-lora-b8",
-                "fresh-msswift-a100-qwen7b-lora-nogc",
                 "fresh-msswift-a100-qwen7b-lora-r2",
                 "fresh-msswift-a100-qwen7b-lora-r64",
                 "fresh-msswift-a100-qwen7b-lora-r8-all",
@@ -254,10 +258,10 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         ),
         "ms-swift's Qwen-7B LoRA rows (0.57-0.80, torch.cuda.max_memory_reserved over variable-length "
         "batches); torchtune's 4x RTX 4090 full fine-tune (0.89, timed on the L4); litgpt's A10G table "
-        "(max_memory_allocated): QLoRA on q and v 0.82-0.88 and on every layer of Gemma, Phi-3 and "
-        "TinyLlama 0.75-0.86, above the measured HF + PEFT layer (SAVED_PER_SBH): litgpt's own model code "
-        "(a fused QKV projection, its LoRA and bitsandbytes path) keeps more; Gemma-2-2B LoRA 0.86; full "
-        "fine-tunes with FSDP on PCIe A10Gs 0.40-0.86 (two that ran out of memory gpufit fits)",
+        "(max_memory_allocated): QLoRA and LoRA rows above the activations measured on an HF + PEFT layer "
+        "(activations.saved_bytes_per_sbh), by an amount not yet explained (litgpt's own model code is "
+        "not measured); full fine-tunes with FSDP on PCIe A10Gs 0.40-0.86 (two that ran out of memory "
+        "gpufit fits)",
     ),
     ("training_gpu_hours", "fresh"): (
         frozenset(

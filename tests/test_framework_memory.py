@@ -48,6 +48,27 @@ def test_activation_offload_keeps_two_layers_on_the_gpu_and_the_rest_on_the_host
     assert off.host_bytes == 0.0
 
 
+def test_lora_targets_dropout_and_adapter_dtype_change_the_activations_kept() -> None:
+    """Without recomputation: LoRA on every layer keeps more than on q and v, dropout more than
+    none, PEFT's fp32 adapters more than bf16 ones; QLoRA at least what LoRA keeps."""
+
+    def acts(task: str, **training: Any) -> float:
+        return _term(
+            _req(
+                task,
+                "nf4" if task == "finetune-qlora" else "bf16",
+                activation_checkpointing=False,
+                **training,
+            ),
+            "activations",
+        )
+
+    base = acts("finetune-lora")
+    assert acts("finetune-lora", lora_targets="q-v") < base < acts("finetune-lora", lora_dropout=0.05)
+    assert acts("finetune-lora", adapter_dtype="bf16") < base
+    assert acts("finetune-qlora") >= base
+
+
 def test_kbit_preparation_none_keeps_16_bit_embeddings_and_the_optimiser_on_the_gpu() -> None:
     """PEFT casts unquantised params to fp32 and pages the optimiser; torchtune does neither."""
     peft = _req("finetune-qlora", "nf4")

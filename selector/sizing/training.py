@@ -124,7 +124,7 @@ except every second mm" (pytorch/torchtitan torchtitan/parallelisms/parallelize_
 The upper bound taken (errs slow): every second of a Llama block's seven matmuls (wk, wo, w3) is
 ~37 % of its linear FLOPs, and Megatron's ``--recompute-granularity selective`` recomputes only the
 core attention (Korthikanti et al. 2023, arXiv 2205.05198, §5: 2.7 % more FLOPs for GPT-3).
-Memory: the kept activations are sized as no recomputation (``activations.SAVED_PER_SBH``, the
+Memory: the kept activations are sized as no recomputation (``activations.saved_bytes_per_sbh``, the
 most either policy keeps). For torchtitan's op policy it is on the high side: its Llama-3.1-8B FSDP 8
 run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torchtitan.md @820504e,
 96 GB H100s) where gpufit plans 114 GiB, so a selective job may be planned on more GPUs than it needs."""
@@ -226,7 +226,7 @@ def training_requirements(
     recompute_all = training.activation_checkpointing is True
     selective = training.activation_checkpointing == "selective"
     per_layer, per_formula = saved_bytes_per_sbh(
-        arch, spec.task, training.lora_targets, training.lora_dropout > 0.0
+        arch, spec.task, training.lora_targets, training.lora_dropout > 0.0, training.adapter_dtype
     )
     saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else per_layer
     on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers

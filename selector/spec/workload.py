@@ -23,7 +23,6 @@ from selector.spec.fields import (
     EgressTarget,
     FaultTolerance,
     Hours,
-    Optimizer,
     Precision,
     SizeGB,
     Strict,
@@ -33,59 +32,12 @@ from selector.spec.model import ModelSpec
 from selector.spec.secrets import secret_problems, secret_sources
 from selector.spec.serving import RopeScalingSpec as RopeScalingSpec, ServingSpec as ServingSpec
 from selector.spec.tls import tls_problems
+from selector.spec.training import TrainingSpec as TrainingSpec
 
 _NAME_RE = re.compile(r"[a-z][a-z0-9-]{0,38}[a-z0-9]")
 """``name``, matched whole (``fullmatch``: ``re.match`` with ``$`` admits a trailing newline)."""
 WORKDIR_RE = re.compile(r"(?:/[A-Za-z0-9_][A-Za-z0-9._-]*)+")
 """``job.workdir``: an absolute path whose components start with a letter, digit or ``_``."""
-
-
-class TrainingSpec(Strict):
-    tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
-    sequence_tokens: int = Field(2048, gt=0)
-    micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
-    activation_checkpointing: bool | Literal["selective"] = Field(
-        True,
-        description="true: full recomputation (each layer's input kept, its forward run again); "
-        "selective: the matmul and attention outputs kept, half the forward's matmuls run again "
-        "(torchtitan op-level SAC; Megatron --recompute-granularity selective runs less); false: none",
-    )
-    lora_rank: int = Field(16, gt=0)
-    lora_targets: Literal["all-linear", "q-v"] = Field(
-        "all-linear",
-        description="layers the LoRA adapters train, for the activations they keep: every linear layer, "
-        "or the query and value projections only (adapter parameters are sized on every linear layer)",
-    )
-    lora_dropout: float = Field(
-        0.0, ge=0.0, lt=1.0, description="LoRA dropout; above 0 each adapter keeps its own dropout copy"
-    )
-    optimizer: Optimizer = "adamw"
-    loss: Literal["stock", "chunked"] = Field(
-        "stock",
-        description="cross-entropy: stock (fp32 upcast of all logits) or chunked (torchtune/Unsloth style)",
-    )
-    activation_offload: bool = Field(
-        False, description="saved activations offloaded to host RAM (torchtune enable_activation_offloading)"
-    )
-    compile: bool = Field(
-        False,
-        description="true: compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
-        "utilisation was fitted; false (default, the safe side): eager PyTorch, timed 1.27x slower "
-        "(torchtune) and a chunked loss sized at 6 B per logit",
-    )
-
-    @field_validator("activation_checkpointing", mode="before")
-    @classmethod
-    def _checkpointing_mode(cls, value: object) -> object:
-        if isinstance(value, bool) or value == "selective":
-            return value
-        raise ValueError(f"got {value!r}; expected true (full), false (none) or selective")
-
-    kbit_preparation: Literal["fp32-cast", "none"] = Field(
-        "fp32-cast",
-        description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
-        "(torchtune: unquantised parameters stay 16-bit, optimiser on the GPU)",
-    )
 
 
 class WorkSpec(Strict):
