@@ -37,8 +37,8 @@ REALISTIC = ROOT / "tests" / "fixtures" / "realistic"
 NARROW = ("04-llama70b-fp8-spot", "05-llama405b-endpoint", "23-qwen3-235b-endpoint", "27-qwen3-30b-moe-batch")
 """The realistic fixtures whose cheapest offer's fleet has fewer fallbacks that count than the minimum
 they ask (``ASKED``; ``breadth_choice.breadth_of``: in the choice's market, not "very low"): 04 one
-(a3-highgpu-8g spot; its on-demand a3-highgpu-8g group is kept but not counted), 05 and 23 none (their
-one group is on demand), 27 two (p5.48xlarge and p5en.48xlarge in aps1-az1) of the 3 it asks."""
+(a3-highgpu-8g spot; its on-demand a3-highgpu-8g group is kept but not counted), 23 the same, 05 none
+(its one group is on demand), 27 two (p5.48xlarge and p5en.48xlarge in aps1-az1) of the 3 it asks."""
 ASKED = {"27-qwen3-30b-moe-batch": 3}
 """The ``placement.min_fallbacks`` a ``NARROW`` fixture is planned with (else the default, 2): since
 the MoE decode step pays for each expert its batch touches (issue 24), fixture 27's cheapest fleet
@@ -243,43 +243,33 @@ def test_a_breadth_choice_never_takes_an_offer_the_plan_expects_not_to_launch(
 _Member = tuple[str, str, bool]
 """A fleet member as (instance type, market, refuge)."""
 
+
+def _four_gpu_refuge_case(name: str, premium: float, case_id: str) -> Any:
+    """Fixtures 04 and 23 (a3-highgpu-4g a replica): the same narrow europe-north1 fleet and the same
+    broad us-east4 one, at their own premium."""
+    return pytest.param(
+        name,
+        2,
+        ("a3-highgpu-4g", [("a3-highgpu-8g", "spot", False), ("a3-highgpu-8g", "on-demand", True)]),
+        ("gcp", "a3-highgpu-4g", "us-east4", None, "spot"),
+        [
+            ("a3-megagpu-8g", "spot", False),
+            ("a3-highgpu-8g", "spot", False),
+            ("a3-ultragpu-8g", "spot", False),
+            ("a3-highgpu-8g", "on-demand", True),
+            ("a3-megagpu-8g", "on-demand", True),
+        ],
+        (1, 3),
+        premium,
+        "Breadth   chose gcp a3-highgpu-4g spot us-east4 (3 fallbacks, obtainability low) over the "
+        "cheapest gcp a3-highgpu-4g spot europe-north1 (1 fallback, obtainability low) at ",
+        id=case_id,
+    )
+
+
 REFUGE_CASES = [
-    pytest.param(
-        "04-llama70b-fp8-spot",
-        2,
-        ("a3-highgpu-4g", [("a3-highgpu-8g", "spot", False), ("a3-highgpu-8g", "on-demand", True)]),
-        ("gcp", "a3-highgpu-4g", "us-east4", None, "spot"),
-        [
-            ("a3-megagpu-8g", "spot", False),
-            ("a3-highgpu-8g", "spot", False),
-            ("a3-ultragpu-8g", "spot", False),
-            ("a3-highgpu-8g", "on-demand", True),
-            ("a3-megagpu-8g", "on-demand", True),
-        ],
-        (1, 3),
-        928.25,
-        "Breadth   chose gcp a3-highgpu-4g spot us-east4 (3 fallbacks, obtainability low) over the "
-        "cheapest gcp a3-highgpu-4g spot europe-north1 (1 fallback, obtainability low) at ",
-        id="04",
-    ),
-    pytest.param(
-        "23-qwen3-235b-endpoint",
-        2,
-        ("a3-highgpu-4g", [("a3-highgpu-8g", "spot", False), ("a3-highgpu-8g", "on-demand", True)]),
-        ("gcp", "a3-highgpu-4g", "us-east4", None, "spot"),
-        [
-            ("a3-megagpu-8g", "spot", False),
-            ("a3-highgpu-8g", "spot", False),
-            ("a3-ultragpu-8g", "spot", False),
-            ("a3-highgpu-8g", "on-demand", True),
-            ("a3-megagpu-8g", "on-demand", True),
-        ],
-        (1, 3),
-        464.12,
-        "Breadth   chose gcp a3-highgpu-4g spot us-east4 (3 fallbacks, obtainability low) over the "
-        "cheapest gcp a3-highgpu-4g spot europe-north1 (1 fallback, obtainability low) at ",
-        id="23",
-    ),
+    _four_gpu_refuge_case("04-llama70b-fp8-spot", 928.25, "04"),
+    _four_gpu_refuge_case("23-qwen3-235b-endpoint", 464.12, "23"),
 ]
 
 
@@ -301,10 +291,9 @@ def test_an_on_demand_refuge_is_kept_but_not_counted(
     ``placement.min_fallbacks``. Fixture 04 as given: in europe-north1 the cheapest, a3-highgpu-4g
     spot, has a3-highgpu-8g spot and then a3-highgpu-8g on demand; only the spot one counts, so the
     plan takes a3-highgpu-4g spot in us-east4, whose three spot fallbacks count, its own two on-demand
-    refuges kept after them. Fixture 23 asking ``min_fallbacks: 1`` (since fp8 decodes at 0.38 its
-    cheapest is a3-highgpu-8g, whose fleet is the refuge alone): 0 count, so the plan takes
-    p5.48xlarge spot use2-az3 (p5en counts; p5e, "very low", does not). The Breadth line says how
-    many the passed-over offer had. (Counting the refuge, either plan stayed in europe-north1 with
+    refuges kept after them. Fixture 23 the same (a3-highgpu-4g a replica again since current MoE
+    engines pay 7 µs per routed expert on Hopper, not 25). The Breadth line says how many the
+    passed-over offer had. (Counting the refuge, either plan stayed in europe-north1 with
     no Breadth line and no broader region.)"""
     cheapest = _plan(name, min_fallbacks=0)
     assert cheapest.choice is not None

@@ -179,38 +179,37 @@ def test_saved_activations_reproduce_the_measured_llama_layers() -> None:
     llama2 = ModelArch(
         "l2", "transformer", 1e9, 1e9, layers=2, hidden=1024, heads=16, kv_heads=16, ffn=2752, vocab=256
     )
-    measured = {  # bf16 LoRA cells minus PEFT's fp32 adapter copies where PEFT's default applies
-        (llama3, "finetune-full", "all-linear", False): 49.07,
-        (llama2, "finetune-full", "all-linear", False): 45.57,
-        (llama3, "finetune-lora", "q-v", False): 42.20,
-        (llama2, "finetune-lora", "q-v", False): 40.32,
-        (llama3, "finetune-lora", "q-v", True): 44.20,
-        (llama3, "finetune-lora", "all-linear", False): 72.51,
-        (llama2, "finetune-lora", "all-linear", False): 67.38,
-        (llama3, "finetune-lora", "all-linear", True): 82.01,
-        (llama2, "finetune-lora", "all-linear", True): 76.07,
-        (llama3, "finetune-qlora", "q-v", False): 45.13,  # bitsandbytes < 0.43.2, bf16 adapters
-        (llama3, "finetune-qlora", "q-v", True): 51.13,
-        (llama3, "finetune-qlora", "all-linear", True): 82.01,  # the fp32-adapter LoRA line is larger
+    fp32, bf16 = "fp32", "bf16"  # PEFT's default fp32 adapters; bf16 ones (torchtune, litgpt bf16-true)
+    measured = {
+        (llama3, "finetune-full", "all-linear", False, fp32): 49.07,
+        (llama2, "finetune-full", "all-linear", False, fp32): 45.57,
+        (llama3, "finetune-lora", "q-v", False, fp32): 42.20,
+        (llama2, "finetune-lora", "q-v", False, fp32): 40.32,
+        (llama3, "finetune-lora", "q-v", True, fp32): 44.20,
+        (llama3, "finetune-lora", "all-linear", False, fp32): 72.51,
+        (llama2, "finetune-lora", "all-linear", False, fp32): 67.38,
+        (llama3, "finetune-lora", "all-linear", True, fp32): 82.01,
+        (llama2, "finetune-lora", "all-linear", True, fp32): 76.07,
+        (llama3, "finetune-qlora", "q-v", False, fp32): 45.13,  # bitsandbytes < 0.43.2 is larger
+        (llama3, "finetune-qlora", "q-v", True, fp32): 51.13,
+        (llama3, "finetune-qlora", "all-linear", True, fp32): 82.01,  # the fp32 LoRA line is larger
+        (llama3, "finetune-lora", "q-v", False, bf16): 36.13,
+        (llama2, "finetune-lora", "q-v", False, bf16): 34.26,
+        (llama3, "finetune-lora", "q-v", True, bf16): 40.13,
+        (llama3, "finetune-lora", "all-linear", False, bf16): 45.29,
+        (llama3, "finetune-lora", "all-linear", True, bf16): 62.79,
+        (llama2, "finetune-lora", "all-linear", True, bf16): 58.48,
+        (llama3, "finetune-qlora", "all-linear", True, bf16): 73.79,
     }
-    for (arch, task, targets, dropout), value in measured.items():
-        assert saved_bytes_per_sbh(arch, task, targets, dropout)[0] == pytest.approx(value, abs=0.35)
-    bf16 = {  # adapters in the model's dtype (torchtune, litgpt bf16-true)
-        (llama3, "finetune-lora", "q-v", False): 36.13,
-        (llama2, "finetune-lora", "q-v", False): 34.26,
-        (llama3, "finetune-lora", "q-v", True): 40.13,
-        (llama3, "finetune-lora", "all-linear", False): 45.29,
-        (llama3, "finetune-lora", "all-linear", True): 62.79,
-        (llama2, "finetune-lora", "all-linear", True): 58.48,
-        (llama3, "finetune-qlora", "all-linear", True): 73.79,
-    }
-    for (arch, task, targets, dropout), value in bf16.items():
-        assert saved_bytes_per_sbh(arch, task, targets, dropout, "bf16")[0] == pytest.approx(value, abs=0.35)
+    for (arch, task, targets, dropout, adapters), value in measured.items():
+        assert saved_bytes_per_sbh(arch, task, targets, dropout, adapters)[0] == pytest.approx(
+            value, abs=0.35
+        )
 
 
 def test_selective_recomputation_keeps_what_no_recompute_keeps_and_runs_half_the_matmuls() -> None:
-    """``activation_checkpointing: selective``: memory as without recomputation (34·s·b·h a
-    layer, the most torchtitan's op policy or Megatron's selective keeps), 1 FLOP per parameter
+    """``activation_checkpointing: selective``: memory as without recomputation (the measured
+    full fine-tune layer, the most torchtitan's op policy or Megatron's selective keeps), 1 FLOP per parameter
     per token more (every second forward matmul run again), between none (6) and full (8)."""
     base = merged(QLORA_65B, task="finetune-full", precision="bf16")
     by_mode = {
