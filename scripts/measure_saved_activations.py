@@ -1,7 +1,10 @@
 # Measure bytes saved for backward per decoder layer, in units of s*b*h: the source of
 # selector/sizing/activations.py SAVED_PER_SBH. Run in a throwaway venv, never the project's:
 #   python3 -m venv /tmp/tv && /tmp/tv/bin/pip install torch transformers peft
-#   /tmp/tv/bin/python scripts/measure_saved_activations.py      (CPU, a few minutes)
+#   /tmp/tv/bin/python scripts/measure_saved_activations.py [--fp32-adapters]   (CPU, minutes)
+# --fp32-adapters keeps PEFT's default fp32 adapters (the LORA "fp32" lines); on CPU a dropout mask
+# is saved in the input's dtype (4 B for fp32 adapters), on CUDA as 1-byte bool: the lines subtract
+# the difference per dropout.
 # Measured 2026-12-05 with torch 2.13.0+cpu, transformers 5.25.0, peft 0.21.2.
 # Uses real HF transformers LlamaForCausalLM + PEFT LoRA, bf16, CPU.
 # Method: torch.autograd.graph.saved_tensors_hooks pack hook records each saved tensor's
@@ -22,6 +25,7 @@ torch.manual_seed(0)
 S, B, H = 256, 2, 1024
 SBH = S * B * H
 VOCAB = 256
+ADAPTERS = "fp32" if "--fp32-adapters" in sys.argv else "bf16"  # selector/sizing/activations.py LORA
 
 
 class Recorder:
@@ -121,7 +125,8 @@ def build(L, ffn, kv, attn, mode, lora_targets=None, lora_dropout=0.0, emu4bit=F
             )
             model = get_peft_model(model, lc)
             model.train()
-            model = model.to(torch.bfloat16)  # LoRA weights in bf16 too
+            if ADAPTERS == "bf16":  # LoRA weights in bf16 too; fp32: PEFT's default (autocast_adapter_dtype)
+                model = model.to(torch.bfloat16)
         if mode == "inputgrad":
             model.get_input_embeddings().register_forward_hook(lambda m, i, o: o.requires_grad_(True))
     return model
@@ -233,7 +238,7 @@ if __name__ == "__main__":
         (3584, 4, "eager"),
         (2752, 16, "eager"),
     ]
-    only = sys.argv[1:]  # optional filter on config prefix
+    only = [a for a in sys.argv[1:] if not a.startswith("--")]  # optional filter on config prefix
     if only and only[0] != "1":
         variants = variants[:5]  # skip the second eager variant to save CPU time
     for cname, kw in CONFIGS.items():

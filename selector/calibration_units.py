@@ -152,7 +152,10 @@ ROUND4_NOTE = (
     "measured with PyTorch's autograd on a Hugging Face Llama layer with PEFT (full fine-tune 20 + 4 "
     "kv/heads + 8 ffn/hidden s·b·h; LoRA with PEFT's fp32 adapters and old bitsandbytes 4-bit by "
     "`training.lora_targets` and `lora_dropout`, "
-    "set on the litgpt and PEFT rows from their own settings), not Korthikanti's 34 for every model. "
+    "`adapter_dtype` (PEFT's fp32 or bf16), set on the litgpt, PEFT and torchtune rows from their own "
+    "settings), not Korthikanti's 34 for every model; every LoRA and QLoRA row moved (the PEFT "
+    "method-comparison LoRA rows from 0.89-1.03 to 1.06-1.22, ms-swift's un-checkpointed row from "
+    "0.74 to 0.96, the others by a few hundredths). "
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -29,6 +29,11 @@ LORA: dict[tuple[str, LoraTargets, bool], Line] = {
 copy of its input; bf16: adapters in the model's dtype (torchtune, litgpt's bf16-true), which keep
 the 16-bit input the layer shares. Each dropout keeps its output and a 1-byte mask."""
 
+BNB_INPUTS_BESIDE_FP32_ADAPTERS: Line = (4.0, 0.0, 2.0)
+"""What a bitsandbytes 4-bit base before 0.43.2 adds beside fp32 adapters, which keep their own fp32
+copies and share none of its 16-bit inputs: the q/k/v input (2), the gate/up input (2) and the down
+input (2·ffn/hidden). An ESTIMATE from the measured layers' structure (not measured together)."""
+
 LEGACY_4BIT: dict[tuple[LoraTargets, bool], Line] = {
     ("q-v", False): (16.0, 4.0, 8.0),
     ("q-v", True): (22.0, 4.0, 8.0),
@@ -46,8 +51,9 @@ MEASUREMENT = (
     "once, a middle layer of the stack; torch 2.13.0, transformers 5.25.0, peft 0.21.2, 2026-12-05, "
     "CPU, dropout masks corrected to CUDA's 1-byte bool"
 )
-"""Where every line comes from. Each line fits its measured cells (ffn 3.5h and 2.6875h, kv heads a
-quarter of the heads and all of them) to ±0.3: a frozen 16-bit linear keeps nothing, a full fine-tune
+"""Where every line comes from (the fp32 adapter lines with ``--fp32-adapters``). Each line fits its
+measured cells (ffn 3.5h with kv heads a quarter of the heads, ffn 2.6875h with all of them; the
+bf16 lines also the two other combinations) to ±0.3: a frozen 16-bit linear keeps nothing, a full fine-tune
 keeps every linear's input (49·s·b·h for Llama-3's shape, where Korthikanti et al. 2023 count 34 for
 a GPT layer), RMSNorm an fp32 and a 16-bit copy of its input, SwiGLU four ffn-wide tensors. Not
 measured, and sized as above: torch.compile and fused kernels (keep less), padded batches (HF then
@@ -57,28 +63,27 @@ token is routed to, missing each expert's h-wide input and output: errs low), ea
 (+6·heads·s÷h for the scores; gpufit assumes FlashAttention/SDPA)."""
 
 
-def _at(line: Line, g: float, f: float) -> float:
-    c, k, m = line
-    return c + k * g + m * f
-
-
 def saved_bytes_per_sbh(
     arch: ModelArch, task: str, targets: LoraTargets, dropout: bool, adapters: str = "fp32"
 ) -> tuple[float, str]:
     """(bytes a layer keeps per s·b·h, the formula) for ``task``: ``FULL_FINETUNE`` for a full
-    fine-tune or pre-training, ``LORA`` for LoRA with ``adapters`` in that dtype, and for QLoRA the
-    larger of ``LORA`` and ``LEGACY_4BIT`` (the bitsandbytes release is not known: the safe side)."""
+    fine-tune or pre-training, ``LORA`` for LoRA with ``adapters`` in that dtype, and for QLoRA a
+    bitsandbytes base before 0.43.2 (its release is not known: the safe side), ``LEGACY_4BIT`` with
+    bf16 adapters, ``LORA`` + ``BNB_INPUTS_BESIDE_FP32_ADAPTERS`` with fp32 ones."""
     g = arch.kv_heads / arch.heads if arch.heads and arch.kv_heads else 1.0
     routed = arch.experts_active if arch.is_moe else 1
     f = arch.ffn * routed / arch.hidden if arch.hidden else 0.0
     if task in ("finetune-lora", "finetune-qlora"):
-        lines = [(f"LoRA, {adapters} adapters", LORA[(adapters, targets, dropout)])]
-        if task == "finetune-qlora":
-            lines.append(("bitsandbytes < 0.43.2 4-bit base", LEGACY_4BIT[(targets, dropout)]))
-        what, line = max(lines, key=lambda named: _at(named[1], g, f))
+        what, line = f"LoRA, {adapters} adapters", LORA[(adapters, targets, dropout)]
+        if task == "finetune-qlora" and adapters == "bf16":
+            what, line = "bitsandbytes < 0.43.2 4-bit base, bf16 adapters", LEGACY_4BIT[(targets, dropout)]
+        elif task == "finetune-qlora":
+            c0, k0, m0 = line
+            c1, k1, m1 = BNB_INPUTS_BESIDE_FP32_ADAPTERS
+            what, line = f"{what} + bitsandbytes < 0.43.2 inputs (estimate)", (c0 + c1, k0 + k1, m0 + m1)
         what += f" on {targets}" + (", dropout" if dropout else "")
     else:
         what, line = "full fine-tune", FULL_FINETUNE
     c, k, m = line
-    value = _at(line, g, f)
+    value = c + k * g + m * f
     return value, f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g} = {value:.1f}·s·b·h ({what}; measured, HF + PEFT)"

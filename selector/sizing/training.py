@@ -200,9 +200,17 @@ def training_requirements(
                 "lora adapter params", adapters / 1e6, "M", f"rank {training.lora_rank} on every linear layer"
             )
         )
-        replicated_states = adapters * (2 + 2)
+        adapter_bytes = 4.0 if training.adapter_dtype == "fp32" else 2.0
+        replicated_states = adapters * 2 * adapter_bytes
         checkpoint = adapters * (2 + opt)
-        terms.append(Term("adapter weights + grads", replicated_states / GIB, "GiB", "adapters × (2 + 2) B"))
+        terms.append(
+            Term(
+                "adapter weights + grads",
+                replicated_states / GIB,
+                "GiB",
+                f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype})",
+            )
+        )
         if spec.task == "finetune-qlora" and peft_prep:
             host = adapters * 8
             terms.append(
