@@ -61,6 +61,7 @@ QLORA_65B: dict[str, Any] = {
         "micro_batch": 1,
         "activation_checkpointing": True,
         "lora_rank": 64,
+        "adapter_dtype": "bf16",  # the QLoRA paper's qlora.py casts its LoRA layers to bf16 under --bf16
     },
     "fault_tolerance": "checkpointed",
     "checkpoint_interval": "30m",

@@ -707,7 +707,7 @@ def test_gpufit_plan_says_what_it_chose_over_the_cheapest() -> None:
 
 def test_gpufit_plan_names_both_obtainability_levels(tmp_path: Any) -> None:
     """Fixture 12 asking ``min_fallbacks: 3``: the Breadth line and JSON say the passed-over offer,
-    p4d.24xlarge aps1-az1 (2 fallbacks), was "medium", the choice, p4d.24xlarge use2-az2, "low"; the
+    p4d.24xlarge aps1-az1 (2 fallbacks), was "medium", the choice, p4de.24xlarge use1-az6, "low"; the
     choice counts 3 of its 4 fallbacks (p6-b200 is "very low")."""
     path = tmp_path / "guanaco-three.yaml"
     path.write_text(yaml.safe_dump(_doc("12-guanaco-65b-qlora", min_fallbacks=3)))
@@ -715,8 +715,8 @@ def test_gpufit_plan_names_both_obtainability_levels(tmp_path: Any) -> None:
     assert code == 0
     line = next(x for x in out.splitlines() if x.startswith("Breadth   "))
     assert line.startswith(
-        "Breadth   chose aws p4d.24xlarge spot use2-az2 (3 fallbacks, obtainability low) over the "
-        "cheapest aws p4d.24xlarge spot aps1-az1 (2 fallbacks, obtainability medium) at $13.61 more"
+        "Breadth   chose aws p4de.24xlarge spot use1-az6 (3 fallbacks, obtainability low) over the "
+        "cheapest aws p4d.24xlarge spot aps1-az1 (2 fallbacks, obtainability medium) at $28.94 more"
     )
     code, out, _ = _run("plan", str(path), "--json")
     choice = json.loads(out)["choice"]

@@ -120,13 +120,14 @@ def test_qlora_65b_fits_one_48gb_gpu_but_not_24gb() -> None:
     TTL, as eager training on one L40S runs past the example's 48 h), with its adapters in bf16 as
     the paper's qlora.py runs them under --bf16; PEFT's default fp32 adapters (gpufit's default,
     4 B more a parameter (weights and gradients) and an fp32 input copy a layer) miss the L40S."""
-    bf16 = merged(QLORA_65B, training={**QLORA_65B["training"], "adapter_dtype": "bf16"})
-    req = requirements(spec_of(bf16, teardown=None))
+    req = requirements(spec_of(QLORA_65B, teardown=None))  # bf16 adapters
     assert req.vram_gib_per_replica < 40.5  # usable on an L40S
     on_l40s = shape(fit(req, instance("L40S")))
     assert on_l40s.gpus_per_replica == 1 and on_l40s.vram_gib_per_gpu < usable_gib(GPUS["L40S"])
     assert rejection(fit(req, instance("L4"))).filter == "vram"
-    fp32 = requirements(spec_of(QLORA_65B, teardown=None))
+    fp32 = requirements(
+        spec_of(merged(QLORA_65B, training={**QLORA_65B["training"], "adapter_dtype": "fp32"}), teardown=None)
+    )
     assert rejection(fit(fp32, instance("L40S"))).filter == "vram"
     assert fp32.vram_gib_per_replica < req.vram_gib_per_replica + 3.5  # 800M adapter params × 4 B
 
