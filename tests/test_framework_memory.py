@@ -127,14 +127,15 @@ def test_own_server_says_what_a_server_gpufit_does_not_launch_holds() -> None:
         return requirements(parse_spec({**_NONE_SPEC, "serving": serving}))
 
     legacy, default, chunked = own("transformers-legacy"), own("transformers"), own("chunked")
-    prompt = legacy.prompt_logit_bytes / (legacy.arch.vocab * PROMPT_LOGIT_BYTES * 4)
+    prompt = _term(legacy, "prompt logits") * 2**30 / (legacy.arch.vocab * PROMPT_LOGIT_BYTES * 4)
     assert PROMPT_LOGIT_BYTES == 6.0 and prompt == 4096  # the whole context: no prompt_tokens given
     assert legacy.legacy_cache_bytes > 0 and legacy.kv_bytes >= 2 * legacy.legacy_cache_bytes
     assert {"prompt logits", "previous step's kv cache"} <= {t.name for t in legacy.terms}
-    assert _serve_none().prompt_logit_bytes == default.prompt_logit_bytes == default.legacy_cache_bytes == 0.0
+    for none in (_serve_none(), default):
+        assert "prompt logits" not in {t.name for t in none.terms} and none.legacy_cache_bytes == 0.0
     assert default.sharded_bytes > chunked.sharded_bytes  # 16,384 prompt tokens in one pass
     vllm = requirements(parse_spec({**_NONE_SPEC, "serving": {**_NONE_SPEC["serving"], "engine": "vllm"}}))
-    assert vllm.prompt_logit_bytes == vllm.legacy_cache_bytes == 0.0
+    assert "prompt logits" not in {t.name for t in vllm.terms} and vllm.legacy_cache_bytes == 0.0
     rows = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
     case = rows["fresh7-qwen2sb-a100-7b-bf16-in30720-mem"]
     by_release = {

@@ -202,6 +202,7 @@ def serving_requirements(
     legacy = own == "transformers-legacy"  # every prompt position's logits, the KV cache twice
     prompt_logits = prompt_tokens * batch * arch.vocab * PROMPT_LOGIT_BYTES if legacy else 0.0
     legacy_cache = kv if legacy else 0.0
+    expert_s = launched_moe_expert_latency_s(engine)
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(
         arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
@@ -314,7 +315,7 @@ def serving_requirements(
             if prefill_tokens
             else "none at concurrency 1",
         ),
-        *speed_terms(spec, arch, eff),
+        *speed_terms(spec, arch, eff, expert_s),
         Term(
             "runtime reserve",
             RUNTIME_RESERVE_GIB,
@@ -359,7 +360,6 @@ def serving_requirements(
         sharded_bytes=weights + activations,
         kv_bytes=kv + state + legacy_cache,
         replicated_bytes=RUNTIME_RESERVE_GIB * GIB + prompt_logits,
-        prompt_logit_bytes=prompt_logits,
         legacy_cache_bytes=legacy_cache,
         host_bytes=0.0,
         bytes_per_decode_step=step_bytes,
@@ -383,7 +383,7 @@ def serving_requirements(
         engine=engine,
         load_bytes=load,
         activation_bytes=activations,
-        moe_expert_latency_s=launched_moe_expert_latency_s(engine),
+        moe_expert_latency_s=expert_s,
     )
 
 
@@ -399,11 +399,11 @@ def launched_moe_expert_latency_s(engine: str) -> float:
     )
 
 
-def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
-    """The decode-speed constants this workload gets, with their sources, for ``--explain``."""
+def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float) -> list[Term]:
+    """The decode-speed constants this workload gets, with their sources, for ``--explain``
+    (``expert_s``: ``launched_moe_expert_latency_s`` of its engine)."""
     engine = spec.server_engine
     tuned = spec.tuning.bandwidth_efficiency is not None
-    expert_s = launched_moe_expert_latency_s(engine)
     per_layer = (EAGER_LAYER_LATENCY_S if engine == "none" else LAYER_LATENCY_S) + (
         expert_s * arch.experts_active if arch.is_moe else 0.0
     )
@@ -414,8 +414,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float) -> list[Term]:
     )
     if arch.is_moe:
         layer_note += f" + {arch.experts_active} routed experts × {expert_s * 1e6:g} µs " + (
-            "on Hopper/Blackwell, 25 µs on other GPUs (read off SGLang 0.5.6 DeepSeek-R1 on 8 B200 at batch "
-            "1, applied to the pinned releases; unmeasured on other GPUs; an estimate)"
+            f"on Hopper/Blackwell, {MOE_EXPERT_LATENCY_S * 1e6:g} µs on other GPUs (read off SGLang 0.5.6 "
+            "DeepSeek-R1 on 8 B200 at batch 1, applied to the pinned releases; an estimate)"
             if expert_s < MOE_EXPERT_LATENCY_S
             else "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
         )
