@@ -33,6 +33,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from selector.calibration_compare import (
+    STATISTICS,
+    Statistic,
+    compared_step_requirements,
+    single_cache,
+    transformers_spec,
+)
 from selector.calibration_units import (
     BYTES_PER_UNIT as BYTES_PER_UNIT,
     GPU_MEASURES as GPU_MEASURES,
@@ -60,7 +67,6 @@ from selector.sizing import (
     requirements,
     usable_gib,
 )
-from selector.sizing.engine_memory import TRANSFORMERS_LAST_LOGIT_FROM, TRANSFORMERS_SINGLE_CACHE_FROM
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
@@ -139,6 +145,7 @@ class Case:
     engine: tuple[str, str] | None = None  # (name, release) the source ran, as it states them
     peak_bandwidth_gbps: float | None = None  # the source's own measured peak of its (capped) GPU
     gathered: str = ""  # a fresh case: when it was gathered, after the model was frozen at which commit
+    statistic: Statistic = "mean"  # a decode row's published statistic of the inter-token gaps
 
     @property
     def split(self) -> Split:
@@ -263,9 +270,13 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
     published = entry.get("published")
     if not isinstance(published, dict) or not isinstance(published.get("value"), int | float):
         raise CalibrationError(f"{where}: published needs a numeric value and a unit")
-    unit = published.get("unit")
+    unit, statistic = published.get("unit"), published.get("statistic", "mean")
     if unit not in UNITS[kind]:
         raise CalibrationError(f"{where}: unit {unit!r}; {kind} takes {', '.join(UNITS[kind])}")
+    if statistic not in STATISTICS or (statistic != "mean" and kind != "decode_tokens_per_s"):
+        raise CalibrationError(
+            f"{where}: published.statistic {statistic!r}; a decode case takes mean or median"
+        )
     source = entry.get("source")
     if not isinstance(source, dict):
         raise CalibrationError(f"{where}: source must give url, title and locator")
@@ -302,6 +313,7 @@ def _case(entry: Any, gpus_known: dict[str, GpuSpec], index: int) -> Case:
         engine=engine,
         peak_bandwidth_gbps=None if peak is None else float(peak),
         gathered=gathered,
+        statistic=cast(Statistic, statistic),
     )
 
 
@@ -474,33 +486,14 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
     return value
 
 
-def _transformers_spec(spec: dict[str, Any], release: str) -> dict[str, Any]:
-    """``spec`` with the ``serving.own_server`` a transformers ``release`` is: ``transformers-legacy``
-    before ``TRANSFORMERS_LAST_LOGIT_FROM`` (every prompt position's logits and, before
-    ``TRANSFORMERS_SINGLE_CACHE_FROM``, the KV cache twice), else ``transformers``."""
-    legacy = engine_release_key(release) < engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM)
-    serving = {**spec.get("serving", {}), "own_server": "transformers-legacy" if legacy else "transformers"}
-    return {**spec, "serving": serving}
-
-
-def _single_cache(req: Requirements, release: str) -> Requirements:
-    """``req`` without the second KV cache a ``transformers-legacy`` release from
-    ``TRANSFORMERS_SINGLE_CACHE_FROM`` (4.42-4.44) no longer holds."""
-    if req.legacy_cache_bytes and engine_release_key(release) >= engine_release_key(
-        TRANSFORMERS_SINGLE_CACHE_FROM
-    ):
-        return replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
-    return req
-
-
 def compute_row(case: Case) -> Row:
     """gpufit's figure for ``case``, in the published unit, and the canonical ratio."""
     transformers = case.engine[1] if case.engine and case.engine[0] == "transformers" else None
-    doc = _transformers_spec(case.spec, transformers) if transformers else case.spec
+    doc = transformers_spec(case.spec, transformers) if transformers else case.spec
     spec = parse_spec(doc, source=f"calibration case {case.id}")
     req = requirements(spec)
     if transformers:
-        req = _single_cache(req, transformers)
+        req = single_cache(req, transformers)
     # a measurement that names no release is timed with the slow MoE expert latency
     req = replace(
         req, moe_expert_latency_s=moe_expert_latency_s(*case.engine) if case.engine else MOE_EXPERT_LATENCY_S
@@ -522,7 +515,11 @@ def compute_row(case: Case) -> Row:
         assert gpu is not None
         if case.peak_bandwidth_gbps is not None:
             gpu = replace(gpu, bandwidth_gbps=case.peak_bandwidth_gbps)
+        compared = compared_step_requirements(req, case.statistic)
+        median_note = "median gap: a step without prefill" if compared is not req else ""
+        req = compared
         canonical, detail = _decode(case, req, calibration_instance(gpu, case.gpus, case.interconnect))
+        detail = "; ".join(part for part in (median_note, detail) if part)
         shown = 1000.0 / canonical if case.unit == "ms/token" else canonical
     elif case.kind == "memory_gib":
         assert case.measure is not None

@@ -24,7 +24,9 @@ KIND_NOTES: dict[Kind, str] = {
     "decode_tokens_per_s": (
         "Batch 1 (or concurrency 1): one stream's decode rate. Where the source ran more GPUs in "
         "tensor parallel than gpufit would pick for memory, gpufit's speed is taken at the "
-        "published degree."
+        "published degree. gpufit's step is the mean (arriving prompts' prefill included), as a mean "
+        "TPOT or ITL measures it; a row that publishes only the median gap (`published.statistic: "
+        "median`) is compared with the step without prefill when fewer than half the steps carry one."
     ),
     "memory_gib": (
         "Per-GPU rows are the memory `fit` places on each GPU; the others are single terms of "

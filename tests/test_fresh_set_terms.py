@@ -6,11 +6,13 @@ and a training row compared on the GPUs its source ran."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from selector.calibration import compute_row, load_cases, training_gib_on
+from selector.calibration import CalibrationError, compute_row, load_cases, training_gib_on
+from selector.calibration_compare import MEDIAN_PREFILL_SHARE, compared_step_requirements
 from selector.catalog import load_gpus
 from selector.sizing import per_gpu_gib, requirements
 from selector.sizing.memory import expected_experts_touched
@@ -20,6 +22,7 @@ from selector.sizing.schedule import (
     batch_layer_latency_s,
     engine_release_key,
     kv_read_factor,
+    prefill_step_share,
     static_batch,
 )
 from selector.sizing.speed import (
@@ -227,3 +230,79 @@ def test_sglang_prefill_passes_take_at_most_its_smallest_chunk() -> None:
     assert separate_prefill_s(
         four, gemm_token_s=0.0, attention_token_s=0.0, pass_s=(1.0, 0.0)
     ) == pytest.approx(2.0)
+
+
+def test_a_median_itl_row_is_compared_with_the_step_without_prefill() -> None:
+    """A row that publishes only the median inter-token gap (the vLLM FP8-KV blog's Table 4) is
+    compared with gpufit's step without the arriving prompts' prefill when fewer than half the steps
+    carry a chunk (8 streams of 20k prompts and 2k answers: about 1 % of vLLM's steps); the same row
+    read as a mean keeps the prefill and is slower; the plan itself (``decode_speed``) keeps it."""
+    cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    median = cases["fresh7-vllmblog-fp8kv-llama31-8b-h100-c8-kvbf16"]
+    assert median.statistic == "median"
+    req = requirements(parse_spec(median.spec))
+    assert 0.0 < prefill_step_share(req) < MEDIAN_PREFILL_SHARE
+    row, as_mean = compute_row(median), compute_row(replace(median, statistic="mean"))
+    assert row.ratio > as_mean.ratio * 1.1 and "median gap" in row.detail
+    compared = compared_step_requirements(req, "median")
+    assert decode_speed(compared, H100, 1)[0] < decode_speed(req, H100, 1)[0]
+    assert compared_step_requirements(req, "mean") is req
+
+
+def test_a_median_row_keeps_the_prefill_when_most_steps_carry_it() -> None:
+    """Short answers to long prompts put a chunk in every step (vLLM) or a pass per step (SGLang):
+    the median gap then holds the prefill, and the mean step is compared."""
+    for engine in ("vllm", "sglang"):
+        req = requirements(parse_spec(_serve("llama-3.1-8b", 64, engine, prompt_tokens=2000)))
+        assert prefill_step_share(req) >= MEDIAN_PREFILL_SHARE
+        assert compared_step_requirements(req, "median") is req
+    unknown = requirements(parse_spec(_serve("llama-3.1-8b", 8)))  # prompt unstated: every step
+    assert prefill_step_share(unknown) == 1.0
+    alone = requirements(parse_spec(_serve("llama-3.1-8b", 1)))
+    assert prefill_step_share(alone) == 0.0
+
+
+def test_only_a_decode_row_may_state_a_median(tmp_path: Path) -> None:
+    """``published.statistic`` is mean or median, and only a decode row states it."""
+    text = (ROOT / "docs" / "calibration.yaml").read_text(encoding="utf-8")
+    head, _, _ = text.partition("\ncases:\n")
+    for case, message in (
+        (_MEDIAN_MEMORY_ROW, "a decode case takes mean or median"),
+        (_DECODE_ROW.replace("statistic: median", "statistic: p90"), "'p90'"),
+    ):
+        path = tmp_path / "c.yaml"
+        path.write_text(head + "\ncases:\n" + case, encoding="utf-8")
+        with pytest.raises(CalibrationError, match=message):
+            load_cases(path)
+    path = tmp_path / "c.yaml"
+    path.write_text(head + "\ncases:\n" + _DECODE_ROW, encoding="utf-8")
+    assert load_cases(path)[0].statistic == "median"
+
+
+_DECODE_ROW = """  - id: median-row
+    kind: decode_tokens_per_s
+    model: {preset: llama-3.1-8b}
+    label: Llama-3.1-8B
+    gpu: H100
+    gpus: 1
+    task: serve
+    precision: bf16
+    serving: {context_tokens: 22000, concurrency: 8, prompt_tokens: 20000}
+    setting: a test row
+    published: {value: 15.18, unit: ms/token, statistic: median}
+    source: {url: 'https://example.com/a', title: a title, locator: a locator}
+"""
+_MEDIAN_MEMORY_ROW = """  - id: median-memory-row
+    kind: memory_gib
+    measure: per_gpu
+    model: {preset: llama-3.1-8b}
+    label: Llama-3.1-8B
+    gpu: H100
+    gpus: 1
+    task: serve
+    precision: bf16
+    serving: {context_tokens: 4096, concurrency: 8}
+    setting: a test row
+    published: {value: 20.0, unit: GiB, statistic: median}
+    source: {url: 'https://example.com/a', title: a title, locator: a locator}
+"""

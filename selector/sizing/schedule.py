@@ -98,6 +98,25 @@ def separate_prefill_s(
     return passes * (max(weights_s, per_pass * gemm_token_s) + per_pass * attention_token_s + fixed_s)
 
 
+def prefill_step_share(req: Requirements) -> float:
+    """Share of decode steps that carry a prefill chunk (``speed.prefill_step_s``: tokens per step ÷
+    chunk) or, where prompts run apart (``SEPARATE_PREFILL_ENGINES``, a static batch), that wait
+    for a prefill pass (passes per step, as ``separate_prefill_s`` counts them); at most 1. The
+    prompt unknown, every step (the slow side). Below one half the median inter-token gap is a step
+    without prefill, which is what a source's median ITL measures (``selector.calibration``)."""
+    tokens = req.prefill_tokens_per_step
+    if not tokens:
+        return 0.0
+    if not req.prefill_chunk_tokens:
+        return 1.0
+    if req.engine in SEPARATE_PREFILL_ENGINES or req.static_batch:
+        passes = min(tokens / req.prefill_chunk_tokens, max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS))
+        if req.static_batch:
+            passes = tokens / (req.prefill_chunk_tokens * req.concurrency)
+        return min(1.0, passes)
+    return min(1.0, tokens / req.prefill_chunk_tokens)
+
+
 MOE_TOUCHED_EXPERT_LATENCY_S: dict[str, float] = {"sglang": 0.9e-6, "vllm": 2.0e-6}
 """Time a mixture-of-experts layer adds per expert a decode batch touches beyond one token's
 (``expected_experts_touched``), by the engine's schedule: the grouped GEMM runs a tile for every

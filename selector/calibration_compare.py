@@ -1,0 +1,53 @@
+"""How what a calibration row states of its run shapes the figure gpufit compares with it: the
+Hugging Face transformers release a server ran (``transformers_spec``, ``single_cache``), and which
+statistic of the inter-token gaps a decode row publishes (``compared_step_requirements``).
+
+The statistic: gpufit plans on the mean step (prefill interference included: ``speed.prefill_step_s``), the
+figure a mean TPOT or mean ITL measures. A source that publishes only the MEDIAN inter-token gap
+measures a step without prefill whenever fewer than half the steps carry or wait for one
+(``schedule.prefill_step_share``): the calibration then compares the step without the arriving
+prompts' prefill, and the plan itself keeps the mean. A median row where half the steps or more
+carry prefill is compared with the mean step."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Literal
+
+from selector.sizing.engine_memory import TRANSFORMERS_LAST_LOGIT_FROM, TRANSFORMERS_SINGLE_CACHE_FROM
+from selector.sizing.schedule import engine_release_key, prefill_step_share
+from selector.sizing.terms import Requirements
+
+Statistic = Literal["mean", "median"]
+STATISTICS: tuple[Statistic, ...] = ("mean", "median")
+MEDIAN_PREFILL_SHARE = 0.5
+"""Below this share of steps with prefill, the median gap is a step without it."""
+
+
+def compared_step_requirements(req: Requirements, statistic: Statistic) -> Requirements:
+    """``req`` as the published ``statistic`` measures it: unchanged for a mean; for a median, without
+    the arriving prompts' prefill when less than ``MEDIAN_PREFILL_SHARE`` of the steps carry it."""
+    if statistic == "mean" or prefill_step_share(req) >= MEDIAN_PREFILL_SHARE:
+        return req
+    return replace(
+        req, prefill_tokens_per_step=0.0, prefill_flops_per_step=0.0, prefill_attention_flops_per_step=0.0
+    )
+
+
+def transformers_spec(spec: dict[str, Any], release: str) -> dict[str, Any]:
+    """``spec`` with the ``serving.own_server`` a transformers ``release`` is: ``transformers-legacy``
+    before ``TRANSFORMERS_LAST_LOGIT_FROM`` (every prompt position's logits and, before
+    ``TRANSFORMERS_SINGLE_CACHE_FROM``, the KV cache twice), else ``transformers``."""
+    legacy = engine_release_key(release) < engine_release_key(TRANSFORMERS_LAST_LOGIT_FROM)
+    serving = {**spec.get("serving", {}), "own_server": "transformers-legacy" if legacy else "transformers"}
+    return {**spec, "serving": serving}
+
+
+def single_cache(req: Requirements, release: str) -> Requirements:
+    """``req`` without the second KV cache a ``transformers-legacy`` release from
+    ``TRANSFORMERS_SINGLE_CACHE_FROM`` (4.42-4.44) no longer holds."""
+    if req.legacy_cache_bytes and engine_release_key(release) >= engine_release_key(
+        TRANSFORMERS_SINGLE_CACHE_FROM
+    ):
+        return replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
+    return req
