@@ -2,12 +2,13 @@
 Hugging Face transformers release a server ran (``transformers_spec``, ``single_cache``), and which
 statistic of the inter-token gaps a decode row publishes (``compared_step_requirements``).
 
-The statistic: gpufit plans on the mean step (prefill interference included: ``speed.prefill_step_s``), the
-figure a mean TPOT or mean ITL measures. A source that publishes only the MEDIAN inter-token gap
-measures a step without prefill whenever fewer than half the steps carry or wait for one
-(``schedule.prefill_step_share``): the calibration then compares the step without the arriving
-prompts' prefill, and the plan itself keeps the mean. A median row where half the steps or more
-carry prefill is compared with the mean step."""
+The statistic: gpufit plans on the mean step (prefill interference included:
+``speed.prefill_step_s``), the figure a mean TPOT or mean ITL measures. A source's median gap
+(vLLM's benchmark pools every request's gaps and takes their median) is, where fewer than half
+the gaps hold a prefill (``schedule.prefill_step_share``), a step without it: the calibration then
+compares that step. Where half or more hold one, the median is a step that carries one, slower
+than the mean: the calibration compares the step carrying a whole chunk (the prompts' prefill
+scaled to every step). The plan itself keeps the mean."""
 
 from __future__ import annotations
 
@@ -26,11 +27,17 @@ MEDIAN_PREFILL_SHARE = 0.5
 
 def compared_step_requirements(req: Requirements, statistic: Statistic) -> Requirements:
     """``req`` as the published ``statistic`` measures it: unchanged for a mean; for a median, without
-    the arriving prompts' prefill when less than ``MEDIAN_PREFILL_SHARE`` of the steps carry it."""
-    if statistic == "mean" or prefill_step_share(req) >= MEDIAN_PREFILL_SHARE:
+    the arriving prompts' prefill when less than ``MEDIAN_PREFILL_SHARE`` of the gaps hold one, else
+    with it scaled so that every step carries it (share 1)."""
+    share = prefill_step_share(req)
+    if statistic == "mean" or share == 1.0:
         return req
+    scale = 0.0 if share < MEDIAN_PREFILL_SHARE else 1.0 / share
     return replace(
-        req, prefill_tokens_per_step=0.0, prefill_flops_per_step=0.0, prefill_attention_flops_per_step=0.0
+        req,
+        prefill_tokens_per_step=req.prefill_tokens_per_step * scale,
+        prefill_flops_per_step=req.prefill_flops_per_step * scale,
+        prefill_attention_flops_per_step=req.prefill_attention_flops_per_step * scale,
     )
 
 

@@ -99,20 +99,20 @@ def separate_prefill_s(
 
 
 def prefill_step_share(req: Requirements) -> float:
-    """Share of decode steps that carry a prefill chunk (``speed.prefill_step_s``: tokens per step ÷
-    chunk) or, where prompts run apart (``SEPARATE_PREFILL_ENGINES``, a static batch), that wait
-    for a prefill pass (passes per step, as ``separate_prefill_s`` counts them); at most 1. The
-    prompt unknown, every step (the slow side). Below one half the median inter-token gap is a step
-    without prefill, which is what a source's median ITL measures (``selector.calibration``)."""
+    """Share of the inter-token gaps a prompt's prefill lengthens, at most 1: under vLLM's mixed
+    steps the share of steps that carry a chunk (``speed.prefill_step_s``: tokens per step ÷ chunk;
+    every running stream's gap is that step); under SGLang's separate passes the passes per step
+    ``separate_prefill_s`` counts (more than the gaps they lengthen, as a chunked prompt's passes
+    run back to back: the slow side). A static batch's prefill is its time to first token, in no
+    gap: 0. The prompt unknown, every gap (the slow side). A source's median gap is a step without
+    prefill below one half (``selector.calibration_compare``)."""
     tokens = req.prefill_tokens_per_step
-    if not tokens:
+    if not tokens or req.static_batch:
         return 0.0
     if not req.prefill_chunk_tokens:
         return 1.0
-    if req.engine in SEPARATE_PREFILL_ENGINES or req.static_batch:
+    if req.engine in SEPARATE_PREFILL_ENGINES:
         passes = min(tokens / req.prefill_chunk_tokens, max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS))
-        if req.static_batch:
-            passes = tokens / (req.prefill_chunk_tokens * req.concurrency)
         return min(1.0, passes)
     return min(1.0, tokens / req.prefill_chunk_tokens)
 
