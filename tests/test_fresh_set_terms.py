@@ -293,30 +293,30 @@ def test_only_a_decode_row_may_state_a_median(tmp_path: Path) -> None:
     assert load_cases(path)[0].statistic == "median"
 
 
-_DECODE_ROW = """  - id: median-row
-    kind: decode_tokens_per_s
-    model: {preset: llama-3.1-8b}
+def _median_row(kind: str, serving: str, published: str) -> str:
+    """A calibration row of ``kind`` (its lines after ``kind:``) that states a median."""
+    return f"""  - id: median-row
+    kind: {kind}
+    model: {{preset: llama-3.1-8b}}
     label: Llama-3.1-8B
     gpu: H100
     gpus: 1
     task: serve
     precision: bf16
-    serving: {context_tokens: 22000, concurrency: 8, prompt_tokens: 20000}
+    serving: {serving}
     setting: a test row
-    published: {value: 15.18, unit: ms/token, statistic: median}
-    source: {url: 'https://example.com/a', title: a title, locator: a locator}
+    published: {published}
+    source: {{url: 'https://example.com/a', title: a title, locator: a locator}}
 """
-_MEDIAN_MEMORY_ROW = """  - id: median-memory-row
-    kind: memory_gib
-    measure: per_gpu
-    model: {preset: llama-3.1-8b}
-    label: Llama-3.1-8B
-    gpu: H100
-    gpus: 1
-    task: serve
-    precision: bf16
-    serving: {context_tokens: 4096, concurrency: 8}
-    setting: a test row
-    published: {value: 20.0, unit: GiB, statistic: median}
-    source: {url: 'https://example.com/a', title: a title, locator: a locator}
-"""
+
+
+_DECODE_ROW = _median_row(
+    "decode_tokens_per_s",
+    "{context_tokens: 22000, concurrency: 8, prompt_tokens: 20000}",
+    "{value: 15.18, unit: ms/token, statistic: median}",
+)
+_MEDIAN_MEMORY_ROW = _median_row(
+    "memory_gib\n    measure: per_gpu",
+    "{context_tokens: 4096, concurrency: 8}",
+    "{value: 20.0, unit: GiB, statistic: median}",
+)
