@@ -158,6 +158,16 @@ ROUND4_NOTE = (
     "settings), not Korthikanti's 34 for every model; every LoRA and QLoRA row moved (the PEFT "
     "method-comparison LoRA rows from 0.89-1.03 to 1.06-1.22, ms-swift's un-checkpointed row from "
     "0.74 to 0.96, the others by a few hundredths). "
+    "Session 8 (2026-12-05): a decode row that publishes only the median inter-token gap "
+    "(`published.statistic: median`; the vLLM FP8-KV blog's four rows) is compared with the step "
+    "without prefill when fewer than half the steps carry one. Then 96 rows were gathered blind after "
+    "freezing the model at cf5ccbf (ids `fresh8-`: SGLang and vLLM MoE serving, TensorRT-LLM 0.16's "
+    "tuning-guide Llama-3.3-70B, torchtune's tutorials and fms-acceleration's A100 fine-tuning table). "
+    "Seeing their ratios, the per-routed-expert latency of current releases rose from 7 to 9 µs, read "
+    "off SGLang's three GLM-4.6 batch-1 rows on 8 B200 (1.15-1.16 at 7 µs; now fitted), DeepSeek-R1's "
+    "rows falling to 0.91-0.92; the batch expert and linear-attention terms were refitted by their "
+    "rules (0.8 and 1.9 µs, 2 µs); and a release that names no version is refused (it compared as "
+    "older than every release)."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -415,7 +415,8 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float
     if arch.is_moe:
         layer_note += f" + {arch.experts_active} routed experts × {expert_s * 1e6:g} µs " + (
             f"on Hopper/Blackwell, {MOE_EXPERT_LATENCY_S * 1e6:g} µs on other GPUs (read off SGLang 0.5.6 "
-            "DeepSeek-R1 on 8 B200 at batch 1, applied to the pinned releases; an estimate)"
+            "GLM-4.6 on 8 B200 at batch 1, the slower of two models measured, applied to the pinned "
+            "releases; an estimate)"
             if expert_s < MOE_EXPERT_LATENCY_S
             else "(gpt-fast Mixtral rows and issue 24's 61-layer MoE; estimate, errs slow)"
         )
@@ -463,8 +464,8 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
                 per_expert * extra * 1e6,
                 "µs/layer",
                 f"{extra:.1f} more experts touched by {concurrency} sequences × {per_expert * 1e6:g} µs "
-                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: 0.9 µs "
-                "under SGLang's schedule, 2.0 under vLLM's; an estimate, one row)",
+                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: 0.8 µs "
+                "under SGLang's schedule, 1.9 under vLLM's; an estimate, one row)",
             )
         )
     if arch.linear_layers and concurrency > 1:

@@ -265,25 +265,30 @@ GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduc
 3,200 in / 800-3,200 out, concurrency 4-128) reads 0.75-1.01 with it (dstackai/benchmarks
 Deepseek-R1/raw_data/online_results.csv @7f37e66; issue 24's session-7 fresh set)."""
 
-CURRENT_MOE_EXPERT_LATENCY_S = 7e-6
-"""``MOE_EXPERT_LATENCY_S`` in the releases gpufit launches (from ``FAST_MOE_FROM``): SGLang 0.5.6
-decodes DeepSeek-R1-0528 (FP8, 61 layers, top-8) on 8 B200 at TP 8 alone at 9.16-9.29 ms a token
-(sgl-project/sgl-cookbook DeepSeek-R1.md @7b5bd9c, 1k/1k, 1k/8k and 8k/1k, concurrency 1), where
-25 µs times it at 0.51-0.52 of that speed. 7 µs is the smallest whole µs at which none of those
-three rows (fitted since) reads faster than 1.05 (6 µs reads 1.06-1.07): the 61-layer top-8 class
-the slow value was fitted to. Fresh rows it was not read off: SGLang 0.5.6 Qwen3-235B,
-gpt-oss-120b and Qwen3-Next alone (0.60-0.89), SGLang 0.5.7 DeepSeek-R1 on 8 H200 and vLLM 0.15.1
-gpt-oss-120b on H100 at concurrency (0.54-0.72; issue 24's session-7 fresh set). An ESTIMATE read on
-B200 alone: no batch-1 MoE row of a current engine on A100, L40S or A10G exists, and gpt-fast's
-Mixtral rows on A100 (a decode loop gpufit does not launch, timed at the slow value) would read up
-to 1.11 at 7 µs: it applies on Hopper and Blackwell only (``FAST_MOE_ARCHS``)."""
+CURRENT_MOE_EXPERT_LATENCY_S = 9e-6
+"""``MOE_EXPERT_LATENCY_S`` in the releases gpufit launches (from ``FAST_MOE_FROM``): SGLang
+0.5.6.post1 decodes GLM-4.6 (BF16, 92 layers, top-8 of 160 experts and a shared one, GQA) on 8 B200
+at TP 8 alone at 14.81-15.02 ms a token (sgl-project/sgl-cookbook GLM/GLM-4.6.md @ec650cf, 1k/1k,
+1k/8k and 8k/1k, concurrency 1; issue 24's session-8 fresh set, fitted since). 9 µs is the smallest
+whole µs at which none of those three rows reads faster than 1.05 (8 µs reads 1.09-1.10). Session 7
+read 7 µs off SGLang's DeepSeek-R1-0528 on the same GPUs (9.16-9.29 ms, 61 layers, top-8, MLA),
+which GLM-4.6 then over-promised (1.15-1.16): two models of the same class differ by a fifth in
+their per-layer time, so the slower sets the value and DeepSeek-R1 now reads 0.91-0.92. Rows it
+was not read off: SGLang 0.5.6 Qwen3-235B, gpt-oss-120b, Qwen3-Next and 0.5.8 Qwen3-Coder-Next
+alone (0.56-0.78). SGLang 0.5.7's GLM-4.7-Flash on one B200 (explicit ``--attention-backend
+triton``, MLA) decodes at a third to a half of the speed gpufit gives any value here (listed in
+tests/test_calibration.py); gpufit has no preset for it. An ESTIMATE read on B200 alone: no batch-1
+MoE row of a current engine on A100, L40S or A10G exists, and gpt-fast's Mixtral rows on A100 (a
+decode loop gpufit does not launch, timed at the slow value) would read up to 1.11 at 7 µs: it
+applies on Hopper and Blackwell only (``FAST_MOE_ARCHS``)."""
 
 FAST_MOE_FROM: dict[str, str] = {"vllm": "0.15.1", "sglang": "0.5.6"}
 """Per engine, the first release a published row measures faster than ``MOE_EXPERT_LATENCY_S``
-allows: SGLang 0.5.6 (the DeepSeek-R1 rows above, which bind ``CURRENT_MOE_EXPERT_LATENCY_S``);
+allows: SGLang 0.5.6 (the DeepSeek-R1 and GLM-4.6 rows above; GLM-4.6 binds
+``CURRENT_MOE_EXPERT_LATENCY_S``);
 vLLM 0.15.1, gpt-oss-120b on H100 at TP 2-8, concurrency 4-64 (SemiAnalysis InferenceX issue #828),
 which reads 0.40-0.53 at 25 µs and 0.48-0.72 at 7 µs: below 1 at both, so it shows vLLM left the
-slow value behind without pinning the new one (SGLang's 7 µs is taken for vLLM too, an estimate).
+slow value behind without pinning the new one (SGLang's value is taken for vLLM too, an estimate).
 vLLM 0.7.4's DeepSeek-R1 rows take the slow value (above); releases between are not measured, so
 they take it too. gpufit launches later releases than both (``selector/data/engines.yaml``: vLLM
 0.34.0, SGLang 0.5.23)."""
