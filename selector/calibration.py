@@ -335,10 +335,7 @@ def _engine(value: Any, where: str) -> tuple[str, str] | None:
             f"{where}: engine.name {name!r} is not a known engine (expected one of {expected})"
         )
     if known != "llama.cpp" and not release.lstrip("v")[:1].isdigit():
-        raise CalibrationError(
-            f"{where}: engine.release {release!r} names no version; "
-            "leave engine out when the source states none"
-        )
+        raise CalibrationError(f"{where}: engine.release {release!r} names no version (leave engine out)")
     first = UNTIMED_BEFORE.get(known)
     if first and engine_release_key(release) < engine_release_key(first):
         raise CalibrationError(
