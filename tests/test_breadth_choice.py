@@ -292,7 +292,7 @@ def test_an_on_demand_refuge_is_kept_but_not_counted(
     spot, has a3-highgpu-8g spot and then a3-highgpu-8g on demand; only the spot one counts, so the
     plan takes a3-highgpu-4g spot in us-east4, whose three spot fallbacks count, its own two on-demand
     refuges kept after them. Fixture 23 the same (a3-highgpu-4g a replica again since current MoE
-    engines pay 7 µs per routed expert on Hopper, not 25). The Breadth line says how many the
+    engines pay 9 µs per routed expert on Hopper, not 25). The Breadth line says how many the
     passed-over offer had. (Counting the refuge, either plan stayed in europe-north1 with
     no Breadth line and no broader region.)"""
     cheapest = _plan(name, min_fallbacks=0)

@@ -12,7 +12,8 @@ from selector.sizing.terms import Requirements
 
 def engine_release_key(text: str) -> tuple[int, ...]:
     """A release's dotted numbers, compared as numbers ("0.10.0" after "0.8.0"; a part's leading
-    digits count, so "0.7a" is 0.7)."""
+    digits count, so "0.7a" is 0.7; a leading "v", as in a tag "v0.6.1", is dropped)."""
+    text = text.removeprefix("v")
     digits = (part[: len(part) - len(part.lstrip("0123456789"))] for part in text.split("."))
     return tuple(int(d) for d in digits if d)
 

@@ -287,8 +287,9 @@ FAST_MOE_FROM: dict[str, str] = {"vllm": "0.15.1", "sglang": "0.5.6"}
 allows: SGLang 0.5.6 (the DeepSeek-R1 and GLM-4.6 rows above; GLM-4.6 binds
 ``CURRENT_MOE_EXPERT_LATENCY_S``);
 vLLM 0.15.1, gpt-oss-120b on H100 at TP 2-8, concurrency 4-64 (SemiAnalysis InferenceX issue #828),
-which reads 0.40-0.53 at 25 µs and 0.48-0.72 at 7 µs: below 1 at both, so it shows vLLM left the
-slow value behind without pinning the new one (SGLang's value is taken for vLLM too, an estimate).
+which reads 0.40-0.53 at 25 µs and 0.48-0.68 at 9 µs (0.48-0.72 at session 7's 7): below 1 at
+both, so it shows vLLM left the slow value behind without pinning the new one (SGLang's value is
+taken for vLLM too, an estimate).
 vLLM 0.7.4's DeepSeek-R1 rows take the slow value (above); releases between are not measured, so
 they take it too. gpufit launches later releases than both (``selector/data/engines.yaml``: vLLM
 0.34.0, SGLang 0.5.23)."""
