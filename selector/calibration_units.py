@@ -166,8 +166,10 @@ ROUND4_NOTE = (
     "Seeing their ratios, the per-routed-expert latency of current releases rose from 7 to 9 µs, read "
     "off SGLang's three GLM-4.6 batch-1 rows on 8 B200 (1.15-1.16 at 7 µs; now fitted), DeepSeek-R1's "
     "rows falling to 0.91-0.92; the batch expert and linear-attention terms were refitted by their "
-    "rules (0.8 and 1.9 µs, 2 µs); and a release that names no version is refused (it compared as "
-    "older than every release)."
+    "rules (0.8 and 1.9 µs, 2 µs); a release that names no version is refused (it compared as "
+    "older than every release); and `training.sharding: full` sizes a job sharded over all its GPUs as "
+    "FSDP FULL_SHARD or ZeRO-3 runs it even where one GPU holds it (set on fms-acceleration's 22 "
+    "two-GPU FSDP rows, which read 1.2-2.0 sized as replicas and 0.78-1.22 sharded)."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -284,6 +284,11 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh7-litgpt-a10g-phi-3-qlora",
                 "fresh7-litgpt-a10g-stablelm-base-alpha-3b-full-2gpu",
                 "fresh7-litgpt-a10g-tiny-llama-qlora",
+                "fresh8-fmsacc-a100-llama2-70b-gptq-g2-b2",
+                "fresh8-fmsacc-a100-llama2-70b-gptq-g2-b4",
+                "fresh8-fmsacc-a100-llama2-70b-qlora-acc-g2-b2",
+                "fresh8-fmsacc-a100-llama2-70b-qlora-base-g2-b2",
+                "fresh8-fmsacc-a100-mixtral8x7b-gptq-g2-b2",
                 "fresh8-tttut-llama2-7b-qlora-r8",
             }
         ),
@@ -294,7 +299,10 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "not measured); full fine-tunes with FSDP on PCIe A10Gs 0.40-0.86 (two that ran out of memory "
         "gpufit fits); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, 9.13 of it "
         "already at model init, about 5.5 GB above the NF4 weights, for which gpufit's training plan has no "
-        "term; the same tutorial's LoRA rows read 0.92-0.99)",
+        "term; the same tutorial's LoRA rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of Llama-2-70B "
+        "and GPTQ Mixtral with FSDP FULL_SHARD over 2 A100s (0.78-0.88 sharded as the source ran them, "
+        "training.sharding full; the same table's 1-GPU and 7B rows read 1.0-1.2): the FSDP working set of "
+        "a quantised base (all-gathered units, the unsharded root) is not modelled",
     ),
     ("training_gpu_hours", "fresh"): (
         frozenset(

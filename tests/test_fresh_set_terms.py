@@ -11,10 +11,16 @@ from typing import Any
 
 import pytest
 
-from selector.calibration import CalibrationError, compute_row, load_cases, training_gib_on
+from selector.calibration import (
+    CalibrationError,
+    calibration_instance,
+    compute_row,
+    load_cases,
+    training_gib_on,
+)
 from selector.calibration_compare import MEDIAN_PREFILL_SHARE, compared_step_requirements
 from selector.catalog import load_gpus
-from selector.sizing import per_gpu_gib, requirements
+from selector.sizing import Rejection, fit, per_gpu_gib, requirements
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -196,6 +202,31 @@ def test_tensorrt_llm_static_batch_pays_one_prefill_pass_per_batch() -> None:
     per_prompt, _ = decode_speed(replace(req, engine="sglang", static_batch=False), H100, 1)
     assert "one per static batch" in why and static < per_prompt
     assert requirements(spec).static_batch is False  # never a plan's
+
+
+def test_full_sharding_splits_a_job_that_fits_one_gpu_over_all_of_them() -> None:
+    """``training.sharding: full`` (FSDP FULL_SHARD, ZeRO-3) shards weights, gradients and optimiser
+    state over all the job's GPUs even when one GPU holds them (``auto`` replicates them then, as DDP):
+    fms-acceleration's Mistral-7B full fine-tune over 2 A100s with FSDP FULL_SHARD measured 36.76 GB
+    a GPU, which gpufit reads 1.01 sharded and 1.79 replicated."""
+    cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    fsdp = cases["fresh8-fmsacc-a100-mistral7b-full-g2-b2"]
+    assert fsdp.spec["training"]["sharding"] == "full"
+    assert 0.95 < compute_row(fsdp).ratio < 1.1
+    auto = dict(fsdp.spec, training={**fsdp.spec["training"], "sharding": "auto"})
+    assert compute_row(replace(fsdp, spec=auto)).ratio > 1.7
+    req = requirements(parse_spec(fsdp.spec))
+    assert req.shard_training and training_gib_on(req, load_gpus()["A100-80GB"], 2) == pytest.approx(
+        per_gpu_gib(req, 2, 0)
+    )
+    shape = fit(req, calibration_instance(load_gpus()["A100-80GB"], 8))
+    assert not isinstance(shape, Rejection)
+    assert shape.vram_gib_per_gpu == pytest.approx(per_gpu_gib(req, 8, 0))
+    assert next(t for t in shape.terms if t.name == "shards").value == 8
+    replicated = fit(requirements(parse_spec(auto)), calibration_instance(load_gpus()["A100-80GB"], 8))
+    assert not isinstance(replicated, Rejection)
+    assert next(t for t in replicated.terms if t.name == "shards").value == 1
+    assert replicated.vram_gib_per_gpu > 2 * shape.vram_gib_per_gpu
 
 
 def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:

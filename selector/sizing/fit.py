@@ -517,7 +517,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
         )
     for nodes in range(1, req.max_nodes + 1):
         gpus = n * nodes
-        shards = 1 if per_gpu_gib(req, 1, 0) <= usable else gpus
+        shards = gpus if req.shard_training or per_gpu_gib(req, 1, 0) > usable else 1
         if per_gpu_gib(req, shards, 0) > usable:
             continue
         if nodes > 1 and not joins_nodes(it):
@@ -536,7 +536,14 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 return _over_ttl(needs, setup_hours, req.deadline_hours, hours)
             continue
         terms = (
-            Term("shards", shards, "GPUs", "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs"),
+            Term(
+                "shards",
+                shards,
+                "GPUs",
+                "ZeRO-3/FSDP over all GPUs (training.sharding full)"
+                if req.shard_training
+                else "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs",
+            ),
             Term(
                 "per-GPU memory",
                 per_gpu_gib(req, shards, 0),

@@ -74,6 +74,7 @@ class Requirements:
     work_ref_note: str = ""
     work_compute_precision: str | None = None
     eager_training: bool = False  # training.compile false: eager PyTorch kernels (EAGER_TRAINING_SLOWDOWN)
+    shard_training: bool = False  # training.sharding full: sharded over all GPUs even where one holds all
     work_ref_bandwidth_gbps: float = 0.0  # diffusion: the reference GPU's bandwidth (GPU scaling)
     """The precision whose tensor throughput times the work on each GPU; None: the spec's. A
     weight-only quantised diffusion model still multiplies in 16-bit (``requirements``)."""

@@ -302,4 +302,5 @@ def training_requirements(
         terms=tuple(terms),
         checkpoint_bytes=checkpoint,
         eager_training=not training.compile,
+        shard_training=training.sharding == "full",
     )

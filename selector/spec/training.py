@@ -56,6 +56,12 @@ class TrainingSpec(Strict):
             return value
         raise ValueError(f"got {value!r}; expected true (full), false (none) or selective")
 
+    sharding: Literal["auto", "full"] = Field(
+        "auto",
+        description="how a multi-GPU job holds weights, gradients and optimiser state: auto (each GPU "
+        "holds the whole job when it fits one, as DDP, else ZeRO-3/FSDP over all GPUs) or full (always "
+        "sharded over all GPUs of the job, as FSDP FULL_SHARD or ZeRO-3 runs it)",
+    )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
         description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
