@@ -448,8 +448,8 @@ def _training(case: Case, req: Requirements, gpu: GpuSpec) -> tuple[float, str]:
 
 def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
     """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
-    each GPU when it fits one, else sharded ZeRO-3/FSDP over all): what a source that ran it on
-    that many GPUs measured, where ``fit`` would plan another count."""
+    each GPU when it fits one, else sharded ZeRO-3/FSDP over all; always sharded under
+    ``training.sharding: full``): what a source that ran it on that many GPUs measured."""
     one = gpus == 1 or (not req.shard_training and per_gpu_gib(req, 1, 0) <= usable_gib(gpu, req))
     shards = 1 if one else gpus
     return per_gpu_gib(req, shards, 0)

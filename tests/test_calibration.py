@@ -301,8 +301,12 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "already at model init, about 5.5 GB above the NF4 weights, for which gpufit's training plan has no "
         "term; the same tutorial's LoRA rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of Llama-2-70B "
         "and GPTQ Mixtral with FSDP FULL_SHARD over 2 A100s (0.78-0.88 sharded as the source ran them, "
-        "training.sharding full; the same table's 1-GPU and 7B rows read 1.0-1.2): the FSDP working set of "
-        "a quantised base (all-gathered units, the unsharded root) is not modelled",
+        "training.sharding full; the same table's 1-GPU and 7B rows read 1.0-1.2): what they hold after "
+        "training matches gpufit's sharded states (19.2 GB against 19.9 for the 70B QLoRA), the excess is "
+        "per step and grows with the batch (about one more 2 B·s·b·h a layer than gpufit's checkpointed "
+        "activations, 5.4 GB a sequence at 70B), unexplained (the all-gathered units and unsharded root "
+        "explain some 1.5 GB); Mixtral GPTQ at batch 2 looks suspect (its per-step memory is nearly its "
+        "batch-4 sibling's, which reads 1.13)",
     ),
     ("training_gpu_hours", "fresh"): (
         frozenset(

@@ -229,6 +229,29 @@ def test_full_sharding_splits_a_job_that_fits_one_gpu_over_all_of_them() -> None
     assert replicated.vram_gib_per_gpu > 2 * shape.vram_gib_per_gpu
 
 
+def test_full_sharding_over_pcie_needs_the_placement_to_allow_it() -> None:
+    """Sharded, a job exchanges its parameters every layer: on a PCIe-only instance a ``full`` job is
+    refused as any sharded job is, unless ``placement.allow_pcie_tensor_parallel``; ``auto`` keeps a
+    job one GPU holds as replicas there."""
+    doc: dict[str, Any] = {
+        "name": "shard",
+        "task": "finetune-lora",
+        "model": {"preset": "mistral-7b-v0.1"},
+        "precision": "bf16",
+        "training": {"tokens": 1e8, "sequence_tokens": 2048, "sharding": "full"},
+    }
+    pcie = calibration_instance(load_gpus()["A100-80GB"], 4, "pcie")
+    refused = fit(requirements(parse_spec(doc)), pcie)
+    assert isinstance(refused, Rejection) and refused.filter == "nvlink"
+    allowed = fit(requirements(parse_spec({**doc, "placement": {"allow_pcie_tensor_parallel": True}})), pcie)
+    assert not isinstance(allowed, Rejection)
+    assert next(t for t in allowed.terms if t.name == "shards").value == 4
+    auto = {**doc, "training": {**doc["training"], "sharding": "auto"}}
+    replicas = fit(requirements(parse_spec(auto)), pcie)
+    assert not isinstance(replicas, Rejection)
+    assert next(t for t in replicas.terms if t.name == "shards").value == 1
+
+
 def test_a_training_row_is_compared_on_the_gpus_its_source_ran() -> None:
     """torchtune's LoRA on one 24 GB card: gpufit's plan would spread it over 2 L4s, but the row
     compares the whole job on one GPU (what the source measured), flagged as refused."""

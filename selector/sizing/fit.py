@@ -541,7 +541,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 shards,
                 "GPUs",
                 "ZeRO-3/FSDP over all GPUs (training.sharding full)"
-                if req.shard_training
+                if req.shard_training and shards > 1
                 else "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs",
             ),
             Term(
