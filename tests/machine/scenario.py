@@ -51,7 +51,9 @@ Conditions: always, never, job_started, checkpointed, synced:N (N output syncs s
 started).
 A call pattern is [command, word, ...]: the command, then words the call holds in that order
 (a word with ``*`` is a shell-style pattern). Placeholders: {bucket} {workdir} {machine}
-{group} {region} {prefix} {deployment} {api_key} (the API key's fake value).
+{group} {region} {prefix} {deployment} {api_key} (the API key's fake value); in call patterns and
+``job_env``, {batch_port+i}: a token batch's engine port for replica i (a free port each run, as a
+server's is, so two test runs on one machine do not collide).
 """
 
 from __future__ import annotations
@@ -124,6 +126,8 @@ def machine(doc: dict[str, Any]) -> Machine:
         d = replace(d, server=replace(d.server, base_port=free_port()))
         if doc.get("image_digest"):
             d = replace(d, server=replace(d.server, image_ref=f"{d.server.image}@{doc['image_digest']}"))
+    if d.batch_engine is not None:  # a free port as for a server: a fixed one collides with another run
+        d = replace(d, batch_engine=replace(d.batch_engine, base_port=free_port()))
     user = doc.get("secrets", {})
     if user:
         from selector.spec import secret_sources
@@ -239,7 +243,14 @@ class Outcome:
         )
 
     def pattern(self, raw: list[Any]) -> list[str]:
-        return [self.fill(str(w)) for w in raw]
+        return [self.fill_ports(str(w)) for w in raw]
+
+    def fill_ports(self, word: str) -> str:
+        """``fill``, and ``{batch_port+i}``: the batch engine's replica ``i`` port."""
+        launch = self.m.d.batch_engine
+        for i in range(8):
+            word = word.replace(f"{{batch_port+{i}}}", str(launch.base_port + i if launch else 0))
+        return self.fill(word)
 
     def transcript(self) -> str:
         return self.sandbox.transcript()
@@ -378,7 +389,9 @@ def check(outcome: Outcome, expect: dict[str, Any]) -> None:
             elif isinstance(want, str) and want.startswith("~"):
                 assert outcome.fill(want[1:]) in env.get(var, ""), f"{var}={env.get(var)!r}"
             else:
-                assert env.get(var) == outcome.fill(str(want)), f"{var}={env.get(var)!r}, expected {want!r}"
+                assert env.get(var) == outcome.fill_ports(str(want)), (
+                    f"{var}={env.get(var)!r}, expected {want!r}"
+                )
     for path, mode in expect.get("modes", {}).items():
         found = outcome.sandbox.root / path.lstrip("/")
         assert found.exists(), f"no {path}"
