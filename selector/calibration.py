@@ -65,6 +65,7 @@ from selector.sizing import (
     fit,
     per_gpu_gib,
     requirements,
+    training_shards,
     usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
@@ -450,9 +451,7 @@ def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
     """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
     each GPU when it fits one, else sharded ZeRO-3/FSDP over all; always sharded under
     ``training.sharding: full``): what a source that ran it on that many GPUs measured."""
-    one = gpus == 1 or (not req.shard_training and per_gpu_gib(req, 1, 0) <= usable_gib(gpu, req))
-    shards = 1 if one else gpus
-    return per_gpu_gib(req, shards, 0)
+    return per_gpu_gib(req, training_shards(req, gpu, gpus), 0)
 
 
 def gpu_memory_needed_gib(per_gpu_gib: float, req: Requirements, gpu: GpuSpec) -> float:

@@ -26,6 +26,7 @@ from selector.sizing.fit import (
     fit,
     fit_serving_at,
     per_gpu_gib,
+    training_shards,
     usable_gib,
 )
 from selector.sizing.inference import AUDIO_ACTIVATION_FACTOR, PREFILL_CHUNK_TOKENS
@@ -87,5 +88,6 @@ __all__ = [
     "lora_params",
     "per_gpu_gib",
     "requirements",
+    "training_shards",
     "usable_gib",
 ]

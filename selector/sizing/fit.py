@@ -501,6 +501,15 @@ def training_hours(req: Requirements, gpu: GpuSpec, gpus: int, tflops: float) ->
     return hours * (EAGER_TRAINING_SLOWDOWN if req.eager_training else 1.0)
 
 
+def training_shards(req: Requirements, gpu: GpuSpec, gpus: int) -> int:
+    """How many ways a training job on ``gpus`` GPUs splits its weights, gradients and optimiser
+    state: 1 (each GPU holds the whole job, as DDP) when one GPU holds it, else all of them
+    (ZeRO-3/FSDP); all of them always under ``training.sharding: full``."""
+    if req.shard_training or per_gpu_gib(req, 1, 0) > usable_gib(gpu, req):
+        return gpus
+    return 1
+
+
 def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:
     gpu, n = it.gpu, it.gpu_count
     usable = usable_gib(gpu, req)
@@ -517,7 +526,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
         )
     for nodes in range(1, req.max_nodes + 1):
         gpus = n * nodes
-        shards = gpus if req.shard_training or per_gpu_gib(req, 1, 0) > usable else 1
+        shards = training_shards(req, gpu, gpus)
         if per_gpu_gib(req, shards, 0) > usable:
             continue
         if nodes > 1 and not joins_nodes(it):

@@ -76,6 +76,15 @@ SGLANG_PREFILL_BATCH_TOKENS = 2048
 server_args.py): the smallest, so prompts need the most passes (the slow side on every GPU)."""
 
 
+def separate_prefill_passes(req: Requirements) -> float:
+    """Prefill passes a decode step waits for where prompts run apart (``separate_prefill_s``): one
+    per arriving prompt while they come slower than a pass takes, then one per
+    ``SGLANG_PREFILL_BATCH_TOKENS`` of them; the prompt unknown, the batches alone."""
+    tokens = req.prefill_tokens_per_step
+    batches = max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS)
+    return min(tokens / req.prefill_chunk_tokens, batches) if req.prefill_chunk_tokens else batches
+
+
 def separate_prefill_s(
     req: Requirements, gemm_token_s: float, attention_token_s: float, pass_s: tuple[float, float]
 ) -> float:
@@ -90,8 +99,7 @@ def separate_prefill_s(
     decode step). The prompt unknown, one pass a step (or more for more than a batch of tokens):
     the slow side."""
     tokens = req.prefill_tokens_per_step
-    batches = max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS)
-    passes = min(tokens / req.prefill_chunk_tokens, batches) if req.prefill_chunk_tokens else batches
+    passes = separate_prefill_passes(req)
     if req.static_batch and req.prefill_chunk_tokens:
         passes = tokens / (req.prefill_chunk_tokens * req.concurrency)  # one pass per batch of prompts
     per_pass = tokens / passes
@@ -113,8 +121,7 @@ def prefill_step_share(req: Requirements) -> float:
     if not req.prefill_chunk_tokens:
         return 1.0
     if req.engine in SEPARATE_PREFILL_ENGINES:
-        passes = min(tokens / req.prefill_chunk_tokens, max(1.0, tokens / SGLANG_PREFILL_BATCH_TOKENS))
-        return min(1.0, passes)
+        return min(1.0, separate_prefill_passes(req))
     return min(1.0, tokens / req.prefill_chunk_tokens)
 
 

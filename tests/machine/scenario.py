@@ -231,6 +231,10 @@ class Outcome:
 
     def fill(self, word: str) -> str:
         d = self.m.d
+        for i in range(8):  # a token batch's engine ports, replica i
+            word = word.replace(
+                f"{{batch_port+{i}}}", str(d.batch_engine.base_port + i if d.batch_engine else 0)
+            )
         return (
             word.replace("{bucket}", BUCKET)
             .replace("{workdir}", self.sandbox.root.as_posix() + d.workdir)
@@ -243,14 +247,7 @@ class Outcome:
         )
 
     def pattern(self, raw: list[Any]) -> list[str]:
-        return [self.fill_ports(str(w)) for w in raw]
-
-    def fill_ports(self, word: str) -> str:
-        """``fill``, and ``{batch_port+i}``: the batch engine's replica ``i`` port."""
-        launch = self.m.d.batch_engine
-        for i in range(8):
-            word = word.replace(f"{{batch_port+{i}}}", str(launch.base_port + i if launch else 0))
-        return self.fill(word)
+        return [self.fill(str(w)) for w in raw]
 
     def transcript(self) -> str:
         return self.sandbox.transcript()
@@ -389,9 +386,7 @@ def check(outcome: Outcome, expect: dict[str, Any]) -> None:
             elif isinstance(want, str) and want.startswith("~"):
                 assert outcome.fill(want[1:]) in env.get(var, ""), f"{var}={env.get(var)!r}"
             else:
-                assert env.get(var) == outcome.fill_ports(str(want)), (
-                    f"{var}={env.get(var)!r}, expected {want!r}"
-                )
+                assert env.get(var) == outcome.fill(str(want)), f"{var}={env.get(var)!r}, expected {want!r}"
     for path, mode in expect.get("modes", {}).items():
         found = outcome.sandbox.root / path.lstrip("/")
         assert found.exists(), f"no {path}"
