@@ -69,6 +69,28 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def free_ports(count: int) -> int:
+    """A base port whose ``count`` ports from it are all free on 127.0.0.1 and ``PRIVATE_IP`` (the
+    fake engines' replica ports bind one of them): one free port alone may have a neighbour in use,
+    which made a replicas scenario fail with "Address already in use"."""
+    for _ in range(50):
+        base = free_port()
+        held: list[socket.socket] = []
+        try:
+            for port in range(base, base + count):
+                for host in ("127.0.0.1", PRIVATE_IP):
+                    s = socket.socket()
+                    held.append(s)
+                    s.bind((host, port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for s in held:
+                s.close()
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
 @dataclass
 class Call:
     cmd: str

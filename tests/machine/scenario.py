@@ -72,7 +72,7 @@ from deployment import Deployment
 from machine import lifecycle
 from machine.boot import FleetGroup, NodeRole, Paths, deployment_id, fleet_group, render
 from machine.serving import MachineSecrets
-from tests.machine.harness import PRIVATE_IP, Call, Sandbox, free_port, matches
+from tests.machine.harness import PRIVATE_IP, Call, Sandbox, free_ports, matches
 from tests.machine.plans import deployment, fixture_deployment
 
 SCENARIOS = Path(__file__).resolve().parent / "scenarios"
@@ -123,11 +123,11 @@ def machine(doc: dict[str, Any]) -> Machine:
         d = replace(d, command="train.py --steps 1000" if multi else single)
     d = replace(d, checkpoint_command="fakehook" if doc.get("hook", True) and d.command else None)
     if d.server is not None:
-        d = replace(d, server=replace(d.server, base_port=free_port()))
+        d = replace(d, server=replace(d.server, base_port=free_ports(len(d.server.ports()))))
         if doc.get("image_digest"):
             d = replace(d, server=replace(d.server, image_ref=f"{d.server.image}@{doc['image_digest']}"))
     if d.batch_engine is not None:  # a free port as for a server: a fixed one collides with another run
-        d = replace(d, batch_engine=replace(d.batch_engine, base_port=free_port()))
+        d = replace(d, batch_engine=replace(d.batch_engine, base_port=free_ports(8)))
     user = doc.get("secrets", {})
     if user:
         from selector.spec import secret_sources
