@@ -169,7 +169,11 @@ ROUND4_NOTE = (
     "rules (0.8 and 1.9 µs, 2 µs); a release that names no version is refused (it compared as "
     "older than every release); and `training.sharding: full` sizes a job sharded over all its GPUs as "
     "FSDP FULL_SHARD or ZeRO-3 runs it even where one GPU holds it (set on fms-acceleration's 22 "
-    "two-GPU FSDP rows, which read 1.2-2.0 sized as replicas and 0.78-1.22 sharded)."
+    "two-GPU FSDP rows, which read 1.2-2.0 sized as replicas and 0.78-1.22 sharded). "
+    "Session 9 (2026-12-05), having seen every ratio: the chunked loss's bytes per logit were "
+    "re-derived from the order PyTorch's autograd engine runs the loss's nodes (compiled 4 → 3.25 B, "
+    "eager 6 → 6.5 B); the 7 compiled torchtune rows moved from 1.15-1.68 to 1.13-1.52, the eager "
+    "litgpt rows by about +0.01."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -167,11 +167,6 @@ MARGIN_RULE_SLOW = (
     "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
 )
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
-    ("finetune_memory", "fitted"): (
-        "1.26 (1.05-1.68, 9 rows), on the safe side: the activation lines were measured on an eager "
-        "HF + PEFT layer, and torchtune's compiled runs keep less (its Llama-3.2-3B LoRA and QLoRA rows "
-        "read 1.37 and 1.68)"
-    ),
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
     ("serving_speed_at_concurrency", "fresh"): (
@@ -298,8 +293,13 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "(activations.saved_bytes_per_sbh), by an amount not yet explained (litgpt's own model code is "
         "not measured); full fine-tunes with FSDP on PCIe A10Gs 0.40-0.86 (two that ran out of memory "
         "gpufit fits); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, 9.13 of it "
-        "already at model init, about 5.5 GB above the NF4 weights, for which gpufit's training plan has no "
-        "term; the same tutorial's LoRA rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of Llama-2-70B "
+        "already at model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, "
+        "whose NF4 quantisation compared every element with the 16 NF4 values at once, unchunked: a "
+        "(numel x 16) bf16 difference and its absolute value, 64 B an element of the weight in hand, 2.9 GB "
+        "for a 4096 x 11008 MLP weight, at model build and again at state-dict load, beside what the "
+        "caching allocator keeps; torchao 0.2 quantises in chunks of 1M elements, pytorch/ao #196, "
+        "2024-05-01, so a current QLoRA has no such peak and gpufit sizes none; the same tutorial's LoRA "
+        "rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of Llama-2-70B "
         "and GPTQ Mixtral with FSDP FULL_SHARD over 2 A100s (0.78-0.88 sharded as the source ran them, "
         "training.sharding full; the same table's 1-GPU and 7B rows read 1.0-1.2): what they hold after "
         "training matches gpufit's sharded states (19.2 GB against 19.9 for the 70B QLoRA), the excess is "

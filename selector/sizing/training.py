@@ -31,23 +31,31 @@ Llama-3.1-8B QLoRA context on 80 GB, unslothai/unsloth README @e3162dc). Chunked
 (torchtune, Unsloth) is ``CHUNKED_LOSS_BYTES_PER_LOGIT``; gpufit assumes the stock loss unless
 ``training.loss: chunked`` (errs safe)."""
 
-CHUNKED_LOSS_BYTES_PER_LOGIT = 4
+CHUNKED_LOSS_BYTES_PER_LOGIT = 3.25
 """Bytes per logit with a chunked cross-entropy (``training.loss: chunked``) whose per-chunk
-upcast and cross-entropy are compiled together (``training.compile: true``): the 16-bit logits
-of every chunk kept for the backward pass (2) and their 16-bit gradient (2); only one chunk (1/8
-by default) is upcast to fp32 at a time (torchtune CEWithChunkedOutputLoss: "upcasting only one
-chunk at a time"; "The CE and upcasting have to be compiled together", torchtune/modules/loss/
-ce_chunked_output_loss.py @1814feb, pytorch/torchtune PR #1390). Kept at 4 B (errs heavy): the
-recipes ``del logits`` (recipes/lora_finetune_single_device.py @1814feb), but no source pins when
-autograd frees each chunk's saved logits against when their gradient is made, and counting one
-chunk's fp32 upcast and fp32 gradient as well (2 × 4 B ÷ 8) with the chunk's bf16 gradient
-(2 B ÷ 8) gives 3.25 B on top of the saved logits alone; the whole-tensor 2 + 2 B bounds both.
-torchtune's Llama 3.1 8B LoRA row on an RTX 4090 (16.2 GiB, README @0031bfb) sits below gpufit's
-terms without any logits (16.6 GiB) and cannot pin this figure (docs/calibration.yaml note)."""
+upcast and cross-entropy are compiled together (``training.compile: true``; torchtune
+CEWithChunkedOutputLoss: "upcasting only one chunk at a time", "The CE and upcasting have to be
+compiled together", torchtune/modules/loss/ce_chunked_output_loss.py @1814feb, PR #1390). Every
+chunk's 16-bit logits are kept for the backward pass (2 B); the compiled graph saves no fp32 copy.
+The backward runs every chunk's cross-entropy node before any output-projection node: PyTorch's
+autograd engine takes ready nodes highest sequence number first (torch/csrc/autograd/engine.h,
+``CompareNodeTaskTime``), and the loss's nodes were all made after the model's output projection.
+So the chunks' 16-bit gradients pile up (2 B in all) while each chunk's saved logits are freed as
+its node finishes (no ``retain_graph``): the sum stays at 2 B, plus the chunk in hand, its fp32
+upcast and fp32 gradient and its 16-bit gradient, (4 + 4 + 2) B ÷ 8 chunks. 2 + 1.25 = 3.25 B, the
+fused kernel's fp32 buffers counted in full (errs heavy). 4 B until session 9 (every chunk's
+logits and gradient both counted whole, before the engine's order was read); torchtune's Llama
+3.1 8B LoRA row on an RTX 4090 (16.2 GiB, README @0031bfb) sits below gpufit's terms without any
+logits (16.6 GiB) and cannot pin this figure (docs/calibration.yaml note)."""
 
-EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6
-"""The same chunked loss run eagerly (``training.compile: false``): autograd keeps each chunk's fp32
-log-softmax for the backward pass, 2 + 4 B per logit."""
+EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT = 6.5
+"""The same chunked loss run eagerly (``training.compile: false``). Autograd keeps each chunk's
+fp32 log-softmax output for the backward pass (4 B; ``log_softmax`` saves its result, the fp32
+upcast saves nothing), and the loss still holds every chunk's 16-bit logits until the forward pass
+ends (2 B): at the last chunk, with its fp32 upcast in hand (4 B ÷ 8), 2 + 4 + 0.5 = 6.5 B. The
+backward frees each chunk's log-softmax as its gradient is made and stays below that (about
+4 + 1 B, with the chunk's two fp32 gradients). 6 B until session 9 (the last chunk's upcast left
+out)."""
 
 KBIT_FP32_PARAMS_BYTES = 4.0
 """PEFT's ``prepare_model_for_kbit_training`` casts every parameter that is not quantised (token

@@ -46,7 +46,7 @@ class TrainingSpec(Strict):
         False,
         description="true: compiled/fused kernels (torch.compile, Transformer Engine), as gpufit's training "
         "utilisation was fitted; false (default, the safe side): eager PyTorch, timed 1.27x slower "
-        "(torchtune) and a chunked loss sized at 6 B per logit",
+        "(torchtune) and a chunked loss sized at 6.5 B per logit",
     )
 
     @field_validator("activation_checkpointing", mode="before")
