@@ -30,6 +30,7 @@ from selector.sizing.memory import (
 )
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
+    MOE_TOUCHED_EXPERT_LATENCY_S,
     SEPARATE_PREFILL_ENGINES,
     moe_touched_expert_latency_s,
 )
@@ -464,8 +465,9 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
                 per_expert * extra * 1e6,
                 "µs/layer",
                 f"{extra:.1f} more experts touched by {concurrency} sequences × {per_expert * 1e6:g} µs "
-                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: 0.8 µs "
-                "under SGLang's schedule, 1.9 under vLLM's; an estimate, one row)",
+                f"for {spec.server_engine} (SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: "
+                f"{MOE_TOUCHED_EXPERT_LATENCY_S['sglang'] * 1e6:g} µs under SGLang's schedule, "
+                f"{MOE_TOUCHED_EXPERT_LATENCY_S['vllm'] * 1e6:g} under vLLM's; an estimate, one row)",
             )
         )
     if arch.linear_layers and concurrency > 1:
