@@ -173,7 +173,13 @@ ROUND4_NOTE = (
     "Session 9 (2026-12-05), having seen every ratio: the chunked loss's bytes per logit were "
     "re-derived from the order PyTorch's autograd engine runs the loss's nodes (compiled 4 → 3.25 B, "
     "eager 6 → 6.5 B); the 7 compiled torchtune rows moved from 1.15-1.68 to 1.13-1.52, the eager "
-    "litgpt rows by about +0.01."
+    "litgpt rows by about +0.01. "
+    "Session 10 (2026-12-05), having seen every ratio: vLLM from 0.15.1 takes SGLang's 0.8 µs per "
+    "further expert a batch touches, not the 1.9 µs read off SGLang's gpt-oss-120b row timed under "
+    "vLLM's schedule while no vLLM MoE row at concurrency existed; vLLM 0.15.1's own gpt-oss-120b "
+    "rows (InferenceX #828) read 0.48-0.68 with 1.9 µs and 0.65-0.74 with 0.8, and at most 0.96 with "
+    "none, so they bind no value; older releases (vLLM 0.7.4's DeepSeek-R1 rows, whose 16-stream row "
+    "would read 1.17) keep 1.9 µs."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -540,6 +540,23 @@ def test_qlora_paged_optimizer_needs_host_memory() -> None:
     assert rejection(fit(req, instance("L40S", memory_gib=4))).filter == "host-memory"
 
 
+def test_host_memory_counts_every_process_on_the_node() -> None:
+    """Each of a node's training processes (one per GPU) pages its own optimiser state: a host that
+    holds one process's state can hold one GPU's job but not eight GPUs' (plan and rejection say so)."""
+    req = requirements(spec_of(QLORA_65B))
+    one_gib = req.host_bytes / 2**30
+    ram = 4.5 * one_gib / 0.9  # room for four processes' state (not five) in the usable 90 %
+    one = shape(fit(req, instance("A100-80GB", 1, memory_gib=ram)))
+    line = next(t for t in one.terms if t.name == "host RAM per node")
+    assert line.value == pytest.approx(one_gib) and "paged optimiser" in line.formula
+    assert shape(fit(req, instance("A100-80GB", 4, nvlink=True, memory_gib=ram)))
+    eight = rejection(fit(req, instance("A100-80GB", 8, nvlink=True, memory_gib=ram)))
+    assert eight.filter == "host-memory"
+    assert (
+        f"8 processes × {one_gib:.2f} GiB" in eight.reason and f"need {8 * one_gib:.1f} GiB" in eight.reason
+    )
+
+
 def test_custom_model_states_its_needs() -> None:
     spec = parse_spec(
         merged(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.diffusion_terms import DIFFUSION_SPEEDUP_EXPONENT, cap_note, diffusion_gpu_scale
 from selector.sizing.engine_memory import sglang_static_fraction
+from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP
@@ -174,20 +175,6 @@ def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
     arch = req.arch
     fraction = sglang_static_fraction(gpu.memory_mib, tp, req.concurrency, arch.is_mla, arch.is_multimodal)
     return min(usable, fraction * gpu.memory_gib + req.activation_bytes / tp / GIB)
-
-
-def host_memory_cause(req: Requirements) -> str:
-    """What holds a training job's host RAM, named from its terms: the paged optimiser state (PEFT's
-    k-bit preparation) and/or the offloaded activations (``training.activation_offload``)."""
-    causes = [
-        cause
-        for cause, present in (
-            ("the paged optimiser state", any("(host RAM)" in t.name for t in req.terms)),
-            ("the offloaded activations", any("offloaded to host RAM" in t.formula for t in req.terms)),
-        )
-        if present
-    ]
-    return " and ".join(causes) or "host-side state"
 
 
 def _powers_of_two(limit: int) -> list[int]:
@@ -518,12 +505,9 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
         return Rejection(
             "speed", f"no sourced {compute_name(req.precision)} tensor throughput for {gpu.name}"
         )
-    if req.host_bytes / GIB > it.memory_gib * USABLE_MEMORY_FRACTION:
-        return Rejection(
-            "host-memory",
-            f"{host_memory_cause(req)} need {req.host_bytes / GIB:.1f} GiB of host RAM; "
-            f"{it.name} has {it.memory_gib:g} GiB",
-        )
+    host = host_memory_rejection(req, it, USABLE_MEMORY_FRACTION)
+    if host is not None:
+        return Rejection("host-memory", host)
     for nodes in range(1, req.max_nodes + 1):
         gpus = n * nodes
         shards = training_shards(req, gpu, gpus)
@@ -544,7 +528,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 needs = f"needs {hours:.1f} h on {gpus}×{gpu.name}"
                 return _over_ttl(needs, setup_hours, req.deadline_hours, hours)
             continue
-        terms = (
+        terms: tuple[Term, ...] = (
             Term(
                 "shards",
                 shards,
@@ -578,6 +562,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 ),
             ),
         )
+        terms += host_memory_terms(req, it)
         return Shape(
             tensor_parallel=1,
             gpus_per_replica=gpus,
