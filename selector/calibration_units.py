@@ -179,7 +179,12 @@ ROUND4_NOTE = (
     "vLLM's schedule while no vLLM MoE row at concurrency existed; vLLM 0.15.1's own gpt-oss-120b "
     "rows (InferenceX #828) read 0.48-0.68 with 1.9 µs and 0.65-0.74 with 0.8, and at most 0.96 with "
     "none, so they bind no value; older releases (vLLM 0.7.4's DeepSeek-R1 rows, whose 16-stream row "
-    "would read 1.17) keep 1.9 µs."
+    "would read 1.17) keep 1.9 µs. And `training.gradient_accumulation` with `accumulation_sync` "
+    "(default `last`: FSDP no_sync, the Hugging Face Trainer's and Lightning Fabric's way) sizes the "
+    "whole model's unsharded gradients on every GPU of a sharded job that accumulates; set on litgpt's "
+    "four FSDP full fine-tunes that accumulate 4 micro-batches (its configs and finetune/full.py), they "
+    "moved from 0.40-0.78 to 0.75-1.45: the two settings litgpt ran out of memory at are now refused, "
+    "StableLM-3B reads 1.04, Gemma-2B 0.75."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

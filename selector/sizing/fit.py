@@ -150,16 +150,15 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
 
 
 def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
-    """Memory on each GPU when the shardable part is split ``shards`` ways; the KV cache
-    splits by tensor parallelism only up to the number of KV heads (beyond, heads replicate).
+    """Memory on each GPU when the shardable part is split ``shards`` ways (plus, over more than one,
+    the NCCL reserve of a served model or a sharded job's unsharded gradients,
+    ``Requirements.sharded_only_bytes``); the KV cache splits by tensor parallelism only up to the
+    number of KV heads (beyond, heads replicate).
     An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
     the larger of the two."""
-    kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
-    steady = (
-        req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
-    ) / GIB
+    steady = per_gpu_steady_bytes(req, shards, kv_heads) / GIB
     if req.load_bytes:
+        reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
         return max(steady, (req.load_bytes / shards + req.replicated_bytes + reserve) / GIB)
     return steady
 
@@ -271,6 +270,11 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
     loading = ""
+    if req.sharded_only_bytes and shards > 1:
+        loading = (
+            f", {req.sharded_only_bytes / GIB:.1f} GiB of it gradients accumulated whole on every GPU "
+            "(training.accumulation_sync: every keeps them sharded)"
+        )
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         loading = (
             f" while loading: {req.load_bytes / GIB:.1f} GiB as the 16-bit checkpoint is quantised to FP8"
@@ -285,9 +289,10 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 
 
 def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
-    """Bytes on each GPU once serving (weights, KV cache, workspace), without the load peak."""
+    """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
+    model's load peak."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
+    reserve = req.runtime_reserve_tp_bytes + req.sharded_only_bytes if shards > 1 else 0.0
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 

@@ -55,6 +55,7 @@ class Requirements:
     sharded_bytes: float = 0.0
     kv_bytes: float = 0.0
     replicated_bytes: float = 0.0
+    sharded_only_bytes: float = 0.0  # per GPU, only when training is sharded (FSDP no_sync gradients)
     host_bytes: float = 0.0
     bytes_per_decode_step: float = 0.0
     flops_per_decode_step: float = 0.0

@@ -11,6 +11,7 @@ from selector.sizing.activations import saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
 from selector.sizing.terms import GIB, Requirements, Term
 from selector.spec import WorkloadSpec
+from selector.spec.training import TrainingSpec
 
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adamw-bf16": 4.0, "sgd": 8.0}
 """Optimiser state per trained parameter in mixed precision: AdamW fp32 master + momentum +
@@ -138,6 +139,40 @@ run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torc
 96 GB H100s) where gpufit plans 114 GiB, so a selective job may be planned on more GPUs than it needs."""
 
 
+def accumulated_gradient_bytes(
+    training: TrainingSpec, trained_params: float, grad_bytes: float, terms: list[Term]
+) -> float:
+    """Gradients each GPU of a sharded job holds whole while it accumulates micro-batches without
+    reducing them (``training.accumulation_sync: last``), and the plan's line for them. PyTorch
+    FSDP's ``no_sync``: "This likely results in higher memory usage because FSDP will accumulate the
+    full model gradients (instead of gradient shards) until the eventual sync" (torch/distributed/
+    fsdp/fully_sharded_data_parallel.py, ``FullyShardedDataParallel.no_sync``); FSDP2's
+    ``set_requires_gradient_sync(False)`` keeps each parameter's ``unsharded_accumulated_grad``
+    likewise. Hugging Face Accelerate enters it on every micro-batch but the last unless
+    ``sync_each_batch`` is set (``Accelerator.accumulate`` and ``no_sync``, huggingface/accelerate
+    @16cb6eb8; the Trainer's loop does the same and exempts DeepSpeed, whose ZeRO keeps gradients
+    partitioned); Lightning Fabric's FSDP strategy maps ``no_backward_sync`` to it, which litgpt's
+    full fine-tune enters while it accumulates (litgpt/finetune/full.py lines 253-254 @00af8b0).
+    Counted at the job's own gradient bytes (an fp32 ``reduce_dtype`` would double them: not
+    modelled). Only a sharded job pays it (``Requirements.sharded_only_bytes``): a replica that
+    holds the whole job holds its gradients already."""
+    if training.gradient_accumulation == 1 or training.accumulation_sync == "every":
+        return 0.0
+    held = trained_params * grad_bytes
+    terms.append(
+        Term(
+            "accumulated gradients (sharded)",
+            held / GIB,
+            "GiB",
+            f"{trained_params:.4g} params × {grad_bytes:g} B on every GPU of a sharded job: "
+            f"{training.gradient_accumulation} micro-batches reduced on the last only (FSDP no_sync, "
+            "the Hugging Face Trainer's and Lightning Fabric's default; set training.accumulation_sync: "
+            "every for DeepSpeed ZeRO or Accelerate sync_each_batch)",
+        )
+    )
+    return held
+
+
 def training_requirements(
     spec: WorkloadSpec,
     arch: ModelArch,
@@ -151,6 +186,7 @@ def training_requirements(
     opt = OPTIMIZER_BYTES[training.optimizer]
     host = 0.0
     if spec.task in ("finetune-full", "pretrain"):
+        grad_bytes = 4.0 if spec.precision == "fp32" else 2.0 if spec.precision == "fp8" else wbytes
         if spec.precision == "fp32":
             per_param, formula = 4 + 4 + (opt - 4), f"4 weights + 4 grads + {opt - 4:g} optimiser (fp32)"
         elif spec.precision == "fp8":
@@ -173,7 +209,9 @@ def training_requirements(
                 f"{arch.params:.4g} params × {per_param:g} B ({formula})",
             )
         )
+        accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
     else:
+        accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
         peft_prep = training.kbit_preparation == "fp32-cast"
@@ -302,6 +340,7 @@ def training_requirements(
         sharded_bytes=sharded,
         kv_bytes=0.0,
         replicated_bytes=replicated_states + acts + logits,
+        sharded_only_bytes=accumulated,
         host_bytes=host,
         bytes_per_decode_step=0.0,
         flops_per_decode_step=0.0,

@@ -62,6 +62,20 @@ class TrainingSpec(Strict):
         "holds the whole job when it fits one, as DDP, else ZeRO-3/FSDP over all GPUs) or full (always "
         "sharded over all GPUs of the job, as FSDP FULL_SHARD or ZeRO-3 runs it)",
     )
+    gradient_accumulation: int = Field(
+        1,
+        gt=0,
+        description="micro-batches each GPU runs per optimiser step; above 1 on a sharded job the "
+        "accumulation_sync setting decides whether every GPU holds the whole model's gradients",
+    )
+    accumulation_sync: Literal["last", "every"] = Field(
+        "last",
+        description="under gradient accumulation on a sharded job, when gradients are reduced: last "
+        "(default, the safe side: only on the last micro-batch, PyTorch FSDP no_sync as Hugging Face "
+        "Trainer/Accelerate and Lightning Fabric run it, so every GPU accumulates the full model's "
+        "unsharded gradients) or every (reduce-scattered each micro-batch: DeepSpeed ZeRO, Accelerate "
+        "sync_each_batch)",
+    )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
         description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
