@@ -72,10 +72,10 @@ from selector.sizing.fit import serving_shape, serving_usable_gib, training_hour
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
     KNOWN_ENGINES,
+    MOE_EXPERT_LATENCY_S,
     UNTIMED_BEFORE,
     engine_generation,
     moe_expert_latency_s,
-    moe_touched_expert_latency_s,
 )
 from selector.spec import TRAINING_TASKS, parse_spec
 
@@ -496,9 +496,10 @@ def compute_row(case: Case) -> Row:
     req = requirements(spec)
     if transformers:
         req = single_cache(req, transformers)
-    engine, release = case.engine or ("", None)  # no release named: the slow MoE latencies
-    req = replace(req, moe_expert_latency_s=moe_expert_latency_s(engine, release))
-    req = replace(req, moe_touched_expert_latency_s=moe_touched_expert_latency_s(engine, release))
+    # a measurement that names no release is timed with the slow MoE expert latency
+    req = replace(
+        req, moe_expert_latency_s=moe_expert_latency_s(*case.engine) if case.engine else MOE_EXPERT_LATENCY_S
+    )
     if case.engine is not None:
         req = replace(
             req,

@@ -42,11 +42,12 @@ def host_memory_rejection(req: Requirements, it: InstanceType, usable_fraction: 
     """Why ``it`` cannot hold the job's host-side state (``node_host_gib`` over ``usable_fraction``
     of its RAM), or None."""
     need = node_host_gib(req, it.gpu_count)
-    if need <= it.memory_gib * usable_fraction:
+    usable = it.memory_gib * usable_fraction
+    if need <= usable:
         return None
     return (
-        f"{host_memory_cause(req)} need {need:.1f} GiB of host RAM ({_per_node(req, it)}); "
-        f"{it.name} has {it.memory_gib:g} GiB"
+        f"host RAM for {host_memory_cause(req)}: {need:.1f} GiB ({_per_node(req, it)}); "
+        f"{it.name} has {it.memory_gib:g} GiB, {usable:.1f} usable"
     )
 
 

@@ -27,15 +27,11 @@ from selector.sizing.memory import (
     kv_bytes_per_token,
     kv_cache_bytes,
 )
-from selector.sizing.schedule import (
-    OLDER_MOE_TOUCHED_EXPERT_LATENCY_S,
-    SEPARATE_PREFILL_ENGINES,
-)
+from selector.sizing.schedule import SEPARATE_PREFILL_ENGINES
 from selector.sizing.speed import (
     MOE_EXPERT_LATENCY_S,
     PREFILL_MFU,
     moe_expert_latency_s,
-    moe_touched_expert_latency_s,
 )
 from selector.sizing.speed_explain import speed_terms
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
@@ -198,7 +194,7 @@ def serving_requirements(
     legacy = own == "transformers-legacy"  # every prompt position's logits, the KV cache twice
     prompt_logits = prompt_tokens * batch * arch.vocab * PROMPT_LOGIT_BYTES if legacy else 0.0
     legacy_cache = kv if legacy else 0.0
-    expert_s, touched_s = launched_moe_latencies_s(engine)
+    expert_s = launched_moe_expert_latency_s(engine)
     activations = chunk * (4 * arch.hidden + 3 * arch.ffn) * 2.0 + batch * arch.vocab * 4.0
     step_weights, step_formula = decode_weight_bytes(
         arch, weights / arch.params if expert_bytes is None else 2.0, batch, expert_bytes
@@ -311,7 +307,7 @@ def serving_requirements(
             if prefill_tokens
             else "none at concurrency 1",
         ),
-        *speed_terms(spec, arch, eff, expert_s, touched_s),
+        *speed_terms(spec, arch, eff, expert_s),
         Term(
             "runtime reserve",
             RUNTIME_RESERVE_GIB,
@@ -380,22 +376,18 @@ def serving_requirements(
         load_bytes=load,
         activation_bytes=activations,
         moe_expert_latency_s=expert_s,
-        moe_touched_expert_latency_s=touched_s,
     )
 
 
-def launched_moe_latencies_s(engine: str) -> tuple[float, float]:
-    """(``speed.moe_expert_latency_s``, ``speed.moe_touched_expert_latency_s``) of the engine gpufit
-    launches: the slowest over its pinned releases (``selector/data/engines.yaml``); the slow values
-    for a server gpufit does not launch."""
+def launched_moe_expert_latency_s(engine: str) -> float:
+    """``speed.moe_expert_latency_s`` of the engine gpufit launches: the slowest over its pinned
+    releases (``selector/data/engines.yaml``); the slow value for a server gpufit does not launch."""
     if engine not in ("vllm", "sglang"):
-        return MOE_EXPERT_LATENCY_S, OLDER_MOE_TOUCHED_EXPERT_LATENCY_S
+        return MOE_EXPERT_LATENCY_S
     from selector.engines import pinned_versions
 
-    versions: list[str | None] = [*pinned_versions(engine)] or [None]
-    return (
-        max(moe_expert_latency_s(engine, v) for v in versions),
-        max(moe_touched_expert_latency_s(engine, v) for v in versions),
+    return max(
+        (moe_expert_latency_s(engine, v) for v in pinned_versions(engine)), default=MOE_EXPERT_LATENCY_S
     )
 
 

@@ -125,35 +125,30 @@ def prefill_step_share(req: Requirements) -> float:
     return min(1.0, tokens / req.prefill_chunk_tokens)
 
 
-MOE_TOUCHED_EXPERT_LATENCY_S = 0.8e-6
+MOE_TOUCHED_EXPERT_LATENCY_S: dict[str, float] = {"sglang": 0.8e-6, "vllm": 1.9e-6}
 """Time a mixture-of-experts layer adds per expert a decode batch touches beyond one token's
-(``expected_experts_touched``), in the releases ``speed.FAST_MOE_FROM`` names (vLLM 0.15.1, SGLang
-0.5.6, and the later ones gpufit launches): the grouped GEMM runs a tile for every touched expert,
-however few tokens it gets, so a step of a hundred sequences costs far more than its weight bytes.
-SGLang 0.5.6 on 8 B200 (TP 8) decodes gpt-oss-120b at 2.31 ms a token alone and 14.31 at
-concurrency 100 (ShareGPT, mean TPOT; sgl-project/sgl-cookbook OpenAI/GPT-OSS.md @7b5bd9c,
-2026-01-30; issue 24's fresh set, row ``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``, fitted):
-0.8 µs is the smallest tenth of a µs at which that row, timed with SGLang's separate prefill passes
-and ``speed.CURRENT_MOE_EXPERT_LATENCY_S``, reads no faster than 1.05 (1.048; 0.7 reads 1.10).
-vLLM's releases from 0.15.1 take the same value, the grouped-GEMM cost of the same kernels (an
-ESTIMATE): vLLM 0.15.1's own rows, gpt-oss-120b on H100 at TP 2-8 and concurrency 4-64
-(SemiAnalysisAI/InferenceX issue #828, session 7's fresh set), read 0.65-0.74 with it, 0.48-0.68
-with the 1.9 µs vLLM took before (``OLDER_MOE_TOUCHED_EXPERT_LATENCY_S``), and at most 0.96 with
-none: they bind no value, and SGLang's is the slow side of them. Until session 10 vLLM's value was
-the one at which SGLang's B200 row would read 1.05 under vLLM's mixed schedule, a check made while
-no vLLM MoE row at concurrency existed (review of round 6); vLLM's own rows now measure it faster
-than either value gives. Refitted in session 7 when the per-routed-expert latency of the releases
-gpufit launches fell from 25 to 7 µs (0.3 µs on top of 25, 0.9 at 7), and in session 8 when it rose
-to 9 µs (GLM-4.6's batch-1 rows)."""
-
-OLDER_MOE_TOUCHED_EXPERT_LATENCY_S = 1.9e-6
-"""``MOE_TOUCHED_EXPERT_LATENCY_S`` for releases before ``speed.FAST_MOE_FROM``, for rows that name
-no release and for other engines (the slow side): the value at which SGLang's gpt-oss-120b B200
-row reads no faster than 1.05 timed as vLLM schedules a step (1.044; 1.8 reads 1.08), taken on top
-of the older releases' 25 µs per routed expert. vLLM 0.7.4's DeepSeek-R1 on 8 H200 (dstackai/
-benchmarks, session 7's fresh set) reads 0.77-1.41 with it; at 0.8 µs its concurrency-16 row would
-over-promise (1.17)."""
-
+(``expected_experts_touched``), by the engine's schedule: the grouped GEMM runs a tile for every
+touched expert, however few tokens it gets, so a step of a hundred sequences costs far more than
+its weight bytes. SGLang 0.5.6 on 8 B200 (TP 8) decodes gpt-oss-120b at 2.31 ms a token alone and
+14.31 at concurrency 100 (ShareGPT, mean TPOT; sgl-project/sgl-cookbook OpenAI/GPT-OSS.md
+@7b5bd9c, 2026-01-30; issue 24's fresh set, row ``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``,
+fitted). SGLang: 0.8 µs, the smallest tenth of a µs at which that row, timed with SGLang's separate
+prefill passes and ``speed.CURRENT_MOE_EXPERT_LATENCY_S``, reads no faster than 1.05 (1.048; 0.7
+reads 1.10). vLLM mixes the prompts into its steps (``speed.prefill_step_s``): 1.9 µs, the value at
+which the same row timed with vLLM's schedule (a release from ``speed.FAST_MOE_FROM``) reads no
+faster than 1.05 (1.044; 1.8 reads 1.08), an ESTIMATE on the slow side (review of round 6, must-fix
+1); vLLM 0.15.1's gpt-oss-120b rows at concurrency 4-64 on H100 (InferenceX issue #828, fresh) read
+below 1 with it.
+Any other engine takes the larger. Refitted in session 7 when the per-routed-expert latency of the
+releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25; 0.9 and 2.0
+at 7), and in session 8 when it rose to 9 µs (GLM-4.6's batch-1 rows); a release
+still timed at 25 µs takes them on top of it, which errs slow (vLLM 0.7.4's DeepSeek-R1 rows read
+0.75-1.01, not the 0.83-1.08 the older values gave). Session 10 tried SGLang's 0.8 µs for vLLM from
+0.15.1, as vLLM 0.15.1's 1k/1k rows read 0.65-0.74 with it, and took it back on review: no vLLM MoE
+row above 64 streams or on B200 bounds it, SGLang's own rows timed under vLLM's schedule then read up
+to 1.59, and the same InferenceX sweep's 1k/8k table (not gathered) puts gpt-oss-120b at TP 8 and 64
+streams at 16.0 ms a token ('16.0→14.6 ms (TP8c64→TP2c64)'), which would read about 1.41 at 0.8 µs
+and 1.03 at 1.9: vLLM keeps 1.9, close to binding."""
 
 LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
 """Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its
@@ -162,20 +157,25 @@ decodes Qwen3-Next-80B-A3B at 6.19 ms a token alone and 50.87 at concurrency 100
 TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
 ``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
 2 µs is the smallest whole µs at which that row reads no faster than 1.05 under SGLang's schedule
-with the session-8 terms (0.96; 1 µs reads 1.07, 0 reads 1.21). It was 1 µs with session 7's. One
-row: an ESTIMATE."""
+with the session-8 terms (0.96; 1 µs reads 1.07, 0 reads 1.21; under vLLM's, with its larger expert
+term, it reads 0.88). It was 1 µs with session 7's. One row: an ESTIMATE."""
+
+
+def moe_touched_expert_latency_s(engine: str) -> float:
+    """``MOE_TOUCHED_EXPERT_LATENCY_S`` for ``engine`` (the largest for one without its own)."""
+    return MOE_TOUCHED_EXPERT_LATENCY_S.get(engine, max(MOE_TOUCHED_EXPERT_LATENCY_S.values()))
 
 
 def batch_layer_latency_s(req: Requirements) -> float:
-    """What a decode step's batch adds per layer, as a mean over all layers: the release's time per
-    expert the batch touches beyond one token's (``Requirements.moe_touched_expert_latency_s``:
-    ``MOE_TOUCHED_EXPERT_LATENCY_S`` or ``OLDER_MOE_TOUCHED_EXPERT_LATENCY_S``; charged on every
-    layer of a MoE model, dense ones too: the slow side), and ``LINEAR_ATTENTION_SEQUENCE_LATENCY_S``
-    per sequence of each linear-attention layer, spread over the layers."""
+    """What a decode step's batch adds per layer, as a mean over all layers: the engine's
+    ``MOE_TOUCHED_EXPERT_LATENCY_S`` per expert the batch touches beyond one token's (charged on
+    every layer of a MoE model, dense ones too: the slow side), and
+    ``LINEAR_ATTENTION_SEQUENCE_LATENCY_S`` per sequence of each linear-attention layer, spread
+    over the layers."""
     arch = req.arch
     moe = 0.0
     if arch.is_moe:
         extra = expected_experts_touched(arch, req.concurrency) - arch.experts_active
-        moe = req.moe_touched_expert_latency_s * max(0.0, extra)
+        moe = moe_touched_expert_latency_s(req.engine) * max(0.0, extra)
     linear = LINEAR_ATTENTION_SEQUENCE_LATENCY_S * req.concurrency * arch.linear_layers / max(arch.layers, 1)
     return moe + linear

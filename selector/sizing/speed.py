@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from selector.catalog import GpuSpec
 from selector.sizing.schedule import (
-    MOE_TOUCHED_EXPERT_LATENCY_S,
-    OLDER_MOE_TOUCHED_EXPERT_LATENCY_S,
     SEPARATE_PREFILL_ENGINES,
     batch_layer_latency_s,
     engine_release_key,
@@ -289,37 +287,22 @@ FAST_MOE_FROM: dict[str, str] = {"vllm": "0.15.1", "sglang": "0.5.6"}
 allows: SGLang 0.5.6 (the DeepSeek-R1 and GLM-4.6 rows above; GLM-4.6 binds
 ``CURRENT_MOE_EXPERT_LATENCY_S``);
 vLLM 0.15.1, gpt-oss-120b on H100 at TP 2-8, concurrency 4-64 (SemiAnalysis InferenceX issue #828),
-which reads 0.40-0.53 at 25 µs and 0.48-0.68 at 9 µs (0.48-0.72 at session 7's 7; 0.65-0.74 with
-session 10's 0.8 µs per touched expert): below 1 throughout, so it shows vLLM left the slow value
-behind without pinning the new one (SGLang's value is taken for vLLM too, an estimate).
+which reads 0.40-0.53 at 25 µs and 0.48-0.68 at 9 µs (0.48-0.72 at session 7's 7): below 1 at
+both, so it shows vLLM left the slow value behind without pinning the new one (SGLang's value is
+taken for vLLM too, an estimate).
 vLLM 0.7.4's DeepSeek-R1 rows take the slow value (above); releases between are not measured, so
 they take it too. gpufit launches later releases than both (``selector/data/engines.yaml``: vLLM
 0.34.0, SGLang 0.5.23)."""
 
 
-def fast_moe_release(engine: str, release: str | None) -> bool:
-    """Whether ``engine`` ``release`` is from ``FAST_MOE_FROM`` on (False for another engine or a
+def moe_expert_latency_s(engine: str, release: str | None) -> float:
+    """Per routed expert: ``CURRENT_MOE_EXPERT_LATENCY_S`` for a release of ``engine`` from
+    ``FAST_MOE_FROM``, else ``MOE_EXPERT_LATENCY_S`` (an older release, another engine, or a
     measurement that names no release: the slow side)."""
     first = FAST_MOE_FROM.get(engine)
-    return (
-        first is not None and release is not None and engine_release_key(release) >= engine_release_key(first)
-    )
-
-
-def moe_expert_latency_s(engine: str, release: str | None) -> float:
-    """Per routed expert: ``CURRENT_MOE_EXPERT_LATENCY_S`` for a ``fast_moe_release``, else
-    ``MOE_EXPERT_LATENCY_S``."""
-    return CURRENT_MOE_EXPERT_LATENCY_S if fast_moe_release(engine, release) else MOE_EXPERT_LATENCY_S
-
-
-def moe_touched_expert_latency_s(engine: str, release: str | None) -> float:
-    """Per expert a decode batch touches beyond one token's: ``schedule.MOE_TOUCHED_EXPERT_LATENCY_S``
-    for a ``fast_moe_release``, else ``schedule.OLDER_MOE_TOUCHED_EXPERT_LATENCY_S``."""
-    return (
-        MOE_TOUCHED_EXPERT_LATENCY_S
-        if fast_moe_release(engine, release)
-        else OLDER_MOE_TOUCHED_EXPERT_LATENCY_S
-    )
+    if first is None or release is None or engine_release_key(release) < engine_release_key(first):
+        return MOE_EXPERT_LATENCY_S
+    return CURRENT_MOE_EXPERT_LATENCY_S
 
 
 ALLREDUCE_LATENCY_S: dict[str, float] = {"nvlink": 20e-6, "pcie": 100e-6}

@@ -8,8 +8,8 @@ from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
     MOE_TOUCHED_EXPERT_LATENCY_S,
-    OLDER_MOE_TOUCHED_EXPERT_LATENCY_S,
     SEPARATE_PREFILL_ENGINES,
+    moe_touched_expert_latency_s,
 )
 from selector.sizing.speed import (
     EAGER_LAYER_LATENCY_S,
@@ -22,11 +22,9 @@ from selector.sizing.terms import Term
 from selector.spec import WorkloadSpec
 
 
-def speed_terms(
-    spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float, touched_s: float
-) -> list[Term]:
+def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float) -> list[Term]:
     """The decode-speed constants this workload gets, with their sources, for ``--explain``
-    (``expert_s``, ``touched_s``: ``launched_moe_latencies_s`` of its engine)."""
+    (``expert_s``: ``inference.launched_moe_expert_latency_s`` of its engine)."""
     engine = spec.server_engine
     tuned = spec.tuning.bandwidth_efficiency is not None
     per_layer = (EAGER_LAYER_LATENCY_S if engine == "none" else LAYER_LATENCY_S) + (
@@ -63,7 +61,7 @@ def speed_terms(
             + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
-        *_batch_latency_terms(spec, arch, touched_s),
+        *_batch_latency_terms(spec, arch),
         Term(
             "per-step overhead",
             STEP_OVERHEAD_S * 1e3,
@@ -78,29 +76,25 @@ def _server_name(engine: str) -> str:
     return "a server gpufit does not launch" if engine == "none" else f"the {engine} gpufit launches"
 
 
-def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch, per_expert: float) -> list[Term]:
-    """``--explain``'s lines for what a batch adds per layer (MoE experts it touches, at
-    ``per_expert`` each; linear-attention sequences) and for SGLang's separate prefill passes, where
-    they apply."""
+def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
+    """``--explain``'s lines for what a batch adds per layer (MoE experts it touches, linear-attention
+    sequences) and for SGLang's separate prefill passes, where they apply."""
     serving = spec.serving
     concurrency = serving.concurrency if serving is not None else 1
     terms: list[Term] = []
     if arch.is_moe and concurrency > 1:
         extra = expected_experts_touched(arch, concurrency) - arch.experts_active
-        source = (
-            "read off SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook, and taken for vLLM from "
-            "0.15.1, whose own gpt-oss-120b rows read slower than it gives; an estimate; "
-            f"{OLDER_MOE_TOUCHED_EXPERT_LATENCY_S * 1e6:g} µs for older releases"
-            if per_expert <= MOE_TOUCHED_EXPERT_LATENCY_S
-            else "the slow value older releases take; an estimate"
-        )
+        per_expert = moe_touched_expert_latency_s(spec.server_engine)
         terms.append(
             Term(
                 "batch expert latency",
                 per_expert * extra * 1e6,
                 "µs/layer",
                 f"{extra:.1f} more experts touched by {concurrency} sequences × {per_expert * 1e6:g} µs "
-                f"under {_server_name(spec.server_engine)} ({source})",
+                f"under {_server_name(spec.server_engine)} "
+                "(SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: "
+                f"{MOE_TOUCHED_EXPERT_LATENCY_S['sglang'] * 1e6:g} µs under SGLang's schedule, "
+                f"{MOE_TOUCHED_EXPERT_LATENCY_S['vllm'] * 1e6:g} under vLLM's; an estimate, one row)",
             )
         )
     if arch.linear_layers and concurrency > 1:

@@ -97,7 +97,6 @@ class Requirements:
     prefill_tokens_per_step: float = 0.0  # mean prompt tokens per decode step (0: none)
     engine_generation: str = "current"  # the release era whose fixed latencies apply (speed.py)
     moe_expert_latency_s: float = 25e-6  # per routed expert (speed.moe_expert_latency_s); slow side
-    moe_touched_expert_latency_s: float = 1.9e-6  # per expert a batch touches; slow side (speed.py)
     legacy_cache_bytes: float = 0.0  # a second KV cache, transformers' tuple cache (inside kv_bytes)
     kv_read_factor: float = 1.0  # times a decode step reads the KV cache (schedule.kv_read_factor)
     static_batch: bool = False  # a calibration row's static batch: one prefill pass per batch (schedule.py)
