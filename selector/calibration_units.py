@@ -176,10 +176,12 @@ ROUND4_NOTE = (
     "litgpt rows by about +0.01. "
     "Session 10 (2026-12-05), having seen every ratio: `training.gradient_accumulation` with "
     "`accumulation_sync` (default `last`: FSDP no_sync, the Hugging Face Trainer's and Lightning "
-    "Fabric's way) sizes the whole model's unsharded gradients on every GPU of a sharded job that "
-    "accumulates; set on litgpt's four FSDP full fine-tunes that accumulate 4 micro-batches (its "
-    "configs and finetune/full.py), they moved from 0.40-0.78 to 0.75-1.45: the two settings litgpt "
-    "ran out of memory at are now refused, StableLM-3B reads 1.04, Gemma-2B 0.75."
+    "Fabric's way) sizes the whole model's gradients, held unsharded on every GPU of a sharded job "
+    "that accumulates (beyond its shard: × (1 − 1/N)); set on litgpt's four FSDP full fine-tunes "
+    "that accumulate 4 micro-batches (its configs and finetune/full.py), they moved from 0.40-0.78 "
+    "to 0.66-1.28: the two settings litgpt ran out of memory at are now refused, StableLM-3B reads "
+    "0.87 and Gemma-2B 0.66 (both still under; the review found a first version that read 1.04 for "
+    "StableLM counted the gradients' shard twice)."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -275,6 +275,7 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh7-litgpt-a10g-mistral-7b-v02-qlora",
                 "fresh7-litgpt-a10g-phi-2-full-2gpu",
                 "fresh7-litgpt-a10g-phi-3-qlora",
+                "fresh7-litgpt-a10g-stablelm-base-alpha-3b-full-2gpu",
                 "fresh7-litgpt-a10g-tiny-llama-qlora",
                 "fresh8-fmsacc-a100-llama2-70b-gptq-g2-b2",
                 "fresh8-fmsacc-a100-llama2-70b-gptq-g2-b4",
@@ -288,11 +289,12 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "batches); torchtune's 4x RTX 4090 full fine-tune (0.89, timed on the L4); litgpt's A10G table "
         "(max_memory_allocated): QLoRA and LoRA rows above the activations measured on an HF + PEFT layer "
         "(activations.saved_bytes_per_sbh), by an amount not yet explained (litgpt's own model code is "
-        "not measured); two full fine-tunes with FSDP on PCIe A10Gs: Gemma-2B (0.75 with its 4 "
-        "micro-batches' unsharded gradients, FSDP no_sync; its unsharded root unit, the 256k-vocab "
-        "embedding and head FSDP keeps gathered from forward to backward, would explain about 2 GB more; "
-        "gpufit does not size it, the wrapping being the framework's choice) and Phi-2 (0.86, no "
-        "accumulation); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, 9.13 of it "
+        "not measured); three full fine-tunes with FSDP on PCIe A10Gs: Gemma-2B and StableLM-3B (0.66 "
+        "and 0.87 with their 4 micro-batches' unsharded gradients, FSDP no_sync; FSDP's root unit, the "
+        "embedding and head it keeps gathered from forward to backward, would explain about 2 GB more "
+        "for Gemma's 256k vocabulary; gpufit does not size it, the wrapping being the framework's "
+        "choice) and Phi-2 (0.86, no accumulation); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak "
+        "reserved 9.29 GB, 9.13 of it "
         "already at model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, "
         "whose NF4 quantisation compared every element with the 16 NF4 values at once, unchunked: a "
         "(numel x 16) bf16 difference and its absolute value, 64 B an element of the weight in hand, 2.9 GB "

@@ -297,66 +297,76 @@ def test_host_ram_rejection_names_what_holds_it() -> None:
 
 def test_sharded_accumulation_without_sync_holds_the_whole_models_gradients() -> None:
     """FSDP no_sync (the Hugging Face Trainer's and Lightning Fabric's default under gradient
-    accumulation) keeps every parameter's unsharded gradient on every GPU until the last micro-batch:
-    a sharded full fine-tune pays params × gradient bytes per GPU; a replica (DDP) holds its
-    gradients anyway; a LoRA job's adapter gradients are whole already; syncing every micro-batch
-    (DeepSpeed ZeRO, Accelerate sync_each_batch) or no accumulation pays nothing."""
+    accumulation) keeps every parameter's unsharded gradient on every GPU until the last micro-batch,
+    while no gradient shard exists: a GPU of N pays the gradients × (1 − 1/N) beyond the shard gpufit
+    counts, in fp32 where the optimiser keeps an fp32 master and at the job's own bytes under pure
+    bf16 training; a replica (DDP) holds its gradients anyway; a LoRA job's adapter gradients are
+    whole already; reducing every micro-batch or no accumulation pays nothing."""
     plain = _req("finetune-full", "bf16")
     accumulating = _req("finetune-full", "bf16", gradient_accumulation=4)
     params = accumulating.arch.params
-    assert accumulating.sharded_only_bytes == pytest.approx(params * 2)
-    assert _term(accumulating, "accumulated gradients (sharded)") == pytest.approx(params * 2 / 2**30)
-    assert per_gpu_gib(accumulating, 4, 0) - per_gpu_gib(plain, 4, 0) == pytest.approx(params * 2 / 2**30)
+    assert accumulating.accumulated_grad_bytes == pytest.approx(params * 4)  # fp32 master: fp32 grads
+    assert _term(accumulating, "unsharded accumulated gradients") == pytest.approx(params * 4 / 2**30)
+    for shards in (2, 4, 8):
+        extra = per_gpu_gib(accumulating, shards, 0) - per_gpu_gib(plain, shards, 0)
+        assert extra == pytest.approx(params * 4 * (1 - 1 / shards) / 2**30)
     assert per_gpu_gib(accumulating, 1, 0) == pytest.approx(per_gpu_gib(plain, 1, 0))
-    assert _req("finetune-full", "fp32", gradient_accumulation=4).sharded_only_bytes == pytest.approx(
-        params * 4
-    )
+    pure = _req("finetune-full", "bf16", gradient_accumulation=4, optimizer="adamw-bf16")
+    assert pure.accumulated_grad_bytes == pytest.approx(params * 2)
     for quiet in (
         _req("finetune-full", "bf16", gradient_accumulation=4, accumulation_sync="every"),
         _req("finetune-lora", "bf16", gradient_accumulation=4),
         plain,
     ):
-        assert quiet.sharded_only_bytes == 0.0
-        assert not any(t.name == "accumulated gradients (sharded)" for t in quiet.terms)
+        assert quiet.accumulated_grad_bytes == 0.0
+        assert not any(t.name == "unsharded accumulated gradients" for t in quiet.terms)
 
 
-def test_a_plan_refused_for_accumulated_gradients_says_how_to_shard_them() -> None:
-    """A full fine-tune that fits sharded over 8 GPUs without accumulation but not with FSDP no_sync
-    accumulation is refused with the gradients' share and the setting that shards them."""
-    spec = {
+def test_a_plan_refused_for_accumulated_gradients_says_what_the_job_must_do() -> None:
+    """A Llama-3.1-8B full fine-tune that holds sharded over 8 A100-40GB without accumulation is
+    refused with FSDP no_sync accumulation (26 GiB of unsharded fp32 gradients a GPU), the refusal
+    naming their share and the way a job keeps only its shard; sized as reducing every micro-batch
+    it holds again."""
+    spec: dict[str, Any] = {
         "name": "acc",
         "task": "finetune-full",
-        "model": {"preset": "llama-3.1-70b"},
+        "model": {"preset": "llama-3.1-8b"},
         "precision": "bf16",
         "training": {"tokens": 1e9, "sequence_tokens": 2048, "micro_batch": 1},
     }
-    node = calibration_instance(GPUS["H100"], 8)
+    node = calibration_instance(GPUS["A100-40GB"], 8)
     assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
     spec["training"]["gradient_accumulation"] = 8
     refused = fit(requirements(parse_spec(spec)), node)
     assert isinstance(refused, Rejection) and refused.filter == "vram"
-    assert "gradients accumulated whole on every GPU" in refused.reason
-    assert "training.accumulation_sync: every" in refused.reason
+    assert "GiB of it unsharded accumulated gradients" in refused.reason
+    assert "sync_each_batch" in refused.reason and "training.accumulation_sync: every" in refused.reason
     spec["training"]["accumulation_sync"] = "every"
     assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
 
 
 def test_litgpt_fsdp_full_fine_tunes_accumulate_unsharded_gradients() -> None:
     """litgpt's full fine-tunes on A10Gs accumulate 4 micro-batches under Fabric's no_backward_sync
-    (FSDP no_sync): sized so, the two settings its table reports out of memory are refused and
-    StableLM-3B's peak reads within 10 %; without the term each under-provisioned (0.62-0.78)."""
+    (FSDP no_sync): sized so, the two settings its table reports out of memory are refused (each was
+    accepted without the term), and StableLM-3B and Gemma-2B read closer to their peaks, though still
+    under (listed in tests/test_calibration.py)."""
     rows = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
-    ids = (
+
+    def without_accumulation(case_id: str) -> Row:
+        case = rows[case_id]
+        training = {**case.spec["training"], "gradient_accumulation": 1}
+        return compute_rows([dataclasses.replace(case, spec={**case.spec, "training": training})])[0]
+
+    for case_id in (
         "fresh7-litgpt-a10g-llama-2-7b-full-oom-4gpu",
         "fresh7-litgpt-a10g-llama-3-8b-full-oom-4gpu",
+    ):
+        assert rows[case_id].spec["training"]["gradient_accumulation"] == 4
+        assert not compute_rows([rows[case_id]])[0].accepted
+        assert without_accumulation(case_id).accepted
+    for case_id in (
         "fresh7-litgpt-a10g-stablelm-base-alpha-3b-full-2gpu",
-    )
-    for case_id in ids:
-        case = rows[case_id]
-        assert case.spec["training"]["gradient_accumulation"] == 4
-        assert not compute_rows([case])[0].under_provisions
-        without = dataclasses.replace(
-            case, spec={**case.spec, "training": {**case.spec["training"], "gradient_accumulation": 1}}
-        )
-        assert compute_rows([without])[0].under_provisions
-    assert 0.95 <= compute_rows([rows[ids[2]]])[0].ratio <= 1.1
+        "fresh7-litgpt-a10g-gemma-2b-full-4gpu",
+    ):
+        assert rows[case_id].spec["training"]["gradient_accumulation"] == 4
+        assert without_accumulation(case_id).ratio < compute_rows([rows[case_id]])[0].ratio < 0.9

@@ -13,7 +13,7 @@ from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
-from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP
+from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP, unsharded_gradient_bytes
 
 USABLE_MEMORY_FRACTION = 0.90
 """vLLM's ``gpu_memory_utilization`` (default 0.9, which gpufit renders): the engine's budget for
@@ -150,10 +150,9 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
 
 
 def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
-    """Memory on each GPU when the shardable part is split ``shards`` ways (plus, over more than one,
-    the NCCL reserve of a served model or a sharded job's unsharded gradients,
-    ``Requirements.sharded_only_bytes``); the KV cache splits by tensor parallelism only up to the
-    number of KV heads (beyond, heads replicate).
+    """Memory on each GPU when the shardable part is split ``shards`` ways (``per_gpu_steady_bytes``);
+    the KV cache splits by tensor parallelism only up to the number of KV heads (beyond, heads
+    replicate).
     An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
     the larger of the two."""
     steady = per_gpu_steady_bytes(req, shards, kv_heads) / GIB
@@ -270,10 +269,11 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
     loading = ""
-    if req.sharded_only_bytes and shards > 1:
+    if req.accumulated_grad_bytes and shards > 1:
         loading = (
-            f", {req.sharded_only_bytes / GIB:.1f} GiB of it gradients accumulated whole on every GPU "
-            "(training.accumulation_sync: every keeps them sharded)"
+            f", {unsharded_gradient_bytes(req, shards) / GIB:.1f} GiB of it unsharded accumulated gradients "
+            "(a job that reduces every micro-batch, as DeepSpeed ZeRO-2/3, torchtune or Accelerate's "
+            "sync_each_batch do, holds only its shard: training.accumulation_sync: every)"
         )
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         loading = (
@@ -290,9 +290,10 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 
 def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
     """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
-    model's load peak."""
+    model's load peak; over more than one GPU, a served model's NCCL reserve and a sharded job's
+    ``unsharded_gradient_bytes``."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = req.runtime_reserve_tp_bytes + req.sharded_only_bytes if shards > 1 else 0.0
+    reserve = req.runtime_reserve_tp_bytes + unsharded_gradient_bytes(req, shards) if shards > 1 else 0.0
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
@@ -546,7 +547,13 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 "per-GPU memory",
                 per_gpu_gib(req, shards, 0),
                 "GiB",
-                f"sharded ÷ {shards} + replicated; {usable_note(gpu, req)}",
+                f"sharded ÷ {shards} + replicated"
+                + (
+                    " + unsharded accumulated gradients × (1 − 1/N)"
+                    if unsharded_gradient_bytes(req, shards)
+                    else ""
+                )
+                + f"; {usable_note(gpu, req)}",
             ),
             Term(
                 "training hours",

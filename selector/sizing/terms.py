@@ -55,7 +55,7 @@ class Requirements:
     sharded_bytes: float = 0.0
     kv_bytes: float = 0.0
     replicated_bytes: float = 0.0
-    sharded_only_bytes: float = 0.0  # per GPU, only when training is sharded (FSDP no_sync gradients)
+    accumulated_grad_bytes: float = 0.0  # whole gradients held unsharded under FSDP no_sync (training.py)
     host_bytes: float = 0.0
     bytes_per_decode_step: float = 0.0
     flops_per_decode_step: float = 0.0

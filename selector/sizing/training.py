@@ -140,37 +140,55 @@ run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torc
 
 
 def accumulated_gradient_bytes(
-    training: TrainingSpec, trained_params: float, grad_bytes: float, terms: list[Term]
+    training: TrainingSpec,
+    trained_params: float,
+    job_grad_bytes: float,
+    terms: list[Term],
 ) -> float:
-    """Gradients each GPU of a sharded job holds whole while it accumulates micro-batches without
-    reducing them (``training.accumulation_sync: last``), and the plan's line for them. PyTorch
-    FSDP's ``no_sync``: "This likely results in higher memory usage because FSDP will accumulate the
-    full model gradients (instead of gradient shards) until the eventual sync" (torch/distributed/
-    fsdp/fully_sharded_data_parallel.py, ``FullyShardedDataParallel.no_sync``); FSDP2's
-    ``set_requires_gradient_sync(False)`` keeps each parameter's ``unsharded_accumulated_grad``
-    likewise. Hugging Face Accelerate enters it on every micro-batch but the last unless
-    ``sync_each_batch`` is set (``Accelerator.accumulate`` and ``no_sync``, huggingface/accelerate
-    @16cb6eb8; the Trainer's loop does the same and exempts DeepSpeed, whose ZeRO keeps gradients
-    partitioned); Lightning Fabric's FSDP strategy maps ``no_backward_sync`` to it, which litgpt's
-    full fine-tune enters while it accumulates (litgpt/finetune/full.py lines 253-254 @00af8b0).
-    Counted at the job's own gradient bytes (an fp32 ``reduce_dtype`` would double them: not
-    modelled). Only a sharded job pays it (``Requirements.sharded_only_bytes``): a replica that
-    holds the whole job holds its gradients already."""
+    """The whole model's gradients, which each GPU of a sharded job holds unsharded while it
+    accumulates micro-batches without reducing them (``training.accumulation_sync: last``), and the
+    plan's line for them. PyTorch FSDP's ``no_sync``: "This likely results in higher memory usage
+    because FSDP will accumulate the full model gradients (instead of gradient shards) until the
+    eventual sync" (torch/distributed/fsdp/fully_sharded_data_parallel.py,
+    ``FullyShardedDataParallel.no_sync``); FSDP2 under ``set_requires_gradient_sync(False)``
+    reshards the parameters but keeps each one's unsharded gradient. Hugging Face Accelerate enters
+    it on every micro-batch but the last unless ``sync_each_batch`` is set (``Accelerator.accumulate``
+    and ``no_sync``, huggingface/accelerate @16cb6eb8; the Trainer's loop does the same, exempting
+    DeepSpeed, and older Trainers ignore ``sync_each_batch``); Lightning Fabric's FSDP strategy maps
+    ``no_backward_sync`` to it, which litgpt's full fine-tune enters while it accumulates
+    (litgpt/finetune/full.py lines 253-254 @00af8b0). DeepSpeed ZeRO-2/3, torchtune's and
+    torchtitan's FSDP2 recipes and the Lightning Trainer reduce every micro-batch
+    (``accumulation_sync: every``).
+    No sharded gradient exists meanwhile (the optimiser step sets them to None, and each unit's
+    unsharded gradient is freed as its shard is made on the last micro-batch), so a GPU of N holds
+    these bytes × (1 − 1/N) beyond the sharded gradients ``sharded_bytes`` counts
+    (``unsharded_gradient_bytes``); a replica that holds the whole job holds its gradients already. Their
+    dtype is the unsharded parameters' (FSDP1 keeps ``param_dtype``; FSDP2 casts to ``reduce_dtype``):
+    fp32 (4 B) wherever the optimiser keeps an fp32 master (Lightning's ``bf16-mixed`` runs FSDP
+    with fp32 parameters; torchtitan reduces in fp32), the safe side, though Accelerate's bf16 policy
+    keeps 2 B; the job's own bytes under pure 16-bit training (``adamw-bf16``)."""
     if training.gradient_accumulation == 1 or training.accumulation_sync == "every":
         return 0.0
+    grad_bytes = job_grad_bytes if training.optimizer == "adamw-bf16" else max(job_grad_bytes, 4.0)
     held = trained_params * grad_bytes
     terms.append(
         Term(
-            "accumulated gradients (sharded)",
+            "unsharded accumulated gradients",
             held / GIB,
             "GiB",
-            f"{trained_params:.4g} params × {grad_bytes:g} B on every GPU of a sharded job: "
-            f"{training.gradient_accumulation} micro-batches reduced on the last only (FSDP no_sync, "
-            "the Hugging Face Trainer's and Lightning Fabric's default; set training.accumulation_sync: "
-            "every for DeepSpeed ZeRO or Accelerate sync_each_batch)",
+            f"{trained_params:.4g} params × {grad_bytes:g} B, × (1 − 1/N) on each of N GPUs of a sharded job "
+            f"beyond its gradient shard: {training.gradient_accumulation} micro-batches reduced on the last "
+            "only (FSDP no_sync, the Hugging Face Trainer's and Lightning Fabric's default)",
         )
     )
     return held
+
+
+def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
+    """What a sharded job accumulating under FSDP no_sync holds beyond its gradient shard on each of
+    ``shards`` GPUs: the whole gradients less the shard ``sharded_bytes`` counts
+    (``accumulated_gradient_bytes``)."""
+    return req.accumulated_grad_bytes * (1.0 - 1.0 / shards) if shards > 1 else 0.0
 
 
 def training_requirements(
@@ -340,7 +358,7 @@ def training_requirements(
         sharded_bytes=sharded,
         kv_bytes=0.0,
         replicated_bytes=replicated_states + acts + logits,
-        sharded_only_bytes=accumulated,
+        accumulated_grad_bytes=accumulated,
         host_bytes=host,
         bytes_per_decode_step=0.0,
         flops_per_decode_step=0.0,

@@ -70,10 +70,11 @@ class TrainingSpec(Strict):
     )
     accumulation_sync: Literal["last", "every"] = Field(
         "last",
-        description="under gradient accumulation on a sharded job, when gradients are reduced: last "
-        "(default, the safe side: only on the last micro-batch, PyTorch FSDP no_sync as Hugging Face "
-        "Trainer/Accelerate and Lightning Fabric run it, so every GPU accumulates the full model's "
-        "unsharded gradients) or every (reduce-scattered each micro-batch: DeepSpeed ZeRO, Accelerate "
+        description="under gradient accumulation on a sharded job, when the job reduces gradients: last "
+        "(default, the safe side: only on the last micro-batch, PyTorch FSDP no_sync as the Hugging Face "
+        "Trainer/Accelerate and Lightning Fabric run it, so every GPU holds the whole model's unsharded "
+        "gradients, fp32 where the optimiser keeps an fp32 master) or every (reduce-scattered each "
+        "micro-batch: DeepSpeed ZeRO-2/3, torchtune, torchtitan, the Lightning Trainer, Accelerate "
         "sync_each_batch)",
     )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
