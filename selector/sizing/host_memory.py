@@ -9,15 +9,15 @@ from selector.sizing.terms import GIB, Requirements, Term
 
 
 def host_memory_cause(req: Requirements) -> str:
-    """What holds a training job's host RAM, named from its terms: the paged optimiser state (PEFT's
-    k-bit preparation) and/or the offloaded activations (``training.activation_offload``)."""
+    """What holds a training job's host RAM: the paged optimiser state (PEFT's k-bit preparation)
+    and/or the offloaded activations (``training.activation_offload``)."""
     causes = [
         cause
-        for cause, present in (
-            ("the paged optimiser state", any("(host RAM)" in t.name for t in req.terms)),
-            ("the offloaded activations", any("offloaded to host RAM" in t.formula for t in req.terms)),
+        for cause, held in (
+            ("the paged optimiser state", req.paged_optimizer_bytes),
+            ("the offloaded activations", req.offloaded_activation_bytes),
         )
-        if present
+        if held
     ]
     return " and ".join(causes) or "host-side state"
 

@@ -353,7 +353,6 @@ def serving_requirements(
         kv_bytes=kv + state + legacy_cache,
         replicated_bytes=RUNTIME_RESERVE_GIB * GIB + prompt_logits,
         legacy_cache_bytes=legacy_cache,
-        host_bytes=0.0,
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
         prefill_flops_per_step=prefill_flops,

@@ -98,7 +98,6 @@ def embed_requirements(
         sharded_bytes=weights + activations,
         kv_bytes=kv,
         replicated_bytes=0.0,
-        host_bytes=0.0,
         bytes_per_decode_step=0.0,
         flops_per_decode_step=0.0,
         min_bandwidth_gbps=0.0,

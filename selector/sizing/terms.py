@@ -56,7 +56,8 @@ class Requirements:
     kv_bytes: float = 0.0
     replicated_bytes: float = 0.0
     accumulated_grad_bytes: float = 0.0  # whole gradients held unsharded under FSDP no_sync (training.py)
-    host_bytes: float = 0.0
+    paged_optimizer_bytes: float = 0.0  # one process's optimiser state paged to host RAM (PEFT k-bit prep)
+    offloaded_activation_bytes: float = 0.0  # one process's activations offloaded to host RAM
     bytes_per_decode_step: float = 0.0
     flops_per_decode_step: float = 0.0
     min_bandwidth_gbps: float = 0.0
@@ -106,6 +107,11 @@ class Requirements:
     @property
     def vram_gib_per_replica(self) -> float:
         return (self.sharded_bytes + self.kv_bytes + self.replicated_bytes) / GIB
+
+    @property
+    def host_bytes(self) -> float:
+        """Host RAM one training process keeps: its paged optimiser state and offloaded activations."""
+        return self.paged_optimizer_bytes + self.offloaded_activation_bytes
 
     @property
     def is_training(self) -> bool:

@@ -202,7 +202,7 @@ def training_requirements(
     assert training is not None
     s, b, h, layers = training.sequence_tokens, training.micro_batch, arch.hidden, arch.layers
     opt = OPTIMIZER_BYTES[training.optimizer]
-    host = 0.0
+    paged = offloaded = 0.0
     if spec.task in ("finetune-full", "pretrain"):
         grad_bytes = 4.0 if spec.precision == "fp32" else 2.0 if spec.precision == "fp8" else wbytes
         if spec.precision == "fp32":
@@ -276,11 +276,11 @@ def training_requirements(
             )
         )
         if spec.task == "finetune-qlora" and peft_prep:
-            host = adapters * 8
+            paged = adapters * 8
             terms.append(
                 Term(
                     "paged optimiser state (host RAM)",
-                    host / GIB,
+                    paged / GIB,
                     "GiB",
                     "adapters × 8 B (fp32 Adam moments, paged to CPU memory)",
                 )
@@ -311,7 +311,7 @@ def training_requirements(
     else:
         act_formula = f"{on_gpu} layers × {per_formula} (no recompute)"
     if training.activation_offload:
-        host += (layers - on_gpu) * saved * s * b * h
+        offloaded = (layers - on_gpu) * saved * s * b * h
         act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM (torchtune)"
     chunked = CHUNKED_LOSS_BYTES_PER_LOGIT if training.compile else EAGER_CHUNKED_LOSS_BYTES_PER_LOGIT
     per_logit = chunked if training.loss == "chunked" else LOSS_BYTES_PER_LOGIT
@@ -359,7 +359,8 @@ def training_requirements(
         kv_bytes=0.0,
         replicated_bytes=replicated_states + acts + logits,
         accumulated_grad_bytes=accumulated,
-        host_bytes=host,
+        paged_optimizer_bytes=paged,
+        offloaded_activation_bytes=offloaded,
         bytes_per_decode_step=0.0,
         flops_per_decode_step=0.0,
         min_bandwidth_gbps=0.0,
