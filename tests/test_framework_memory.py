@@ -313,6 +313,8 @@ def test_sharded_accumulation_without_sync_holds_the_whole_models_gradients() ->
     assert per_gpu_gib(accumulating, 1, 0) == pytest.approx(per_gpu_gib(plain, 1, 0))
     pure = _req("finetune-full", "bf16", gradient_accumulation=4, optimizer="adamw-bf16")
     assert pure.accumulated_grad_bytes == pytest.approx(params * 2)
+    fp32 = _req("finetune-full", "fp32", gradient_accumulation=4, optimizer="adamw-bf16")
+    assert fp32.accumulated_grad_bytes == pytest.approx(params * 4)
     for quiet in (
         _req("finetune-full", "bf16", gradient_accumulation=4, accumulation_sync="every"),
         _req("finetune-lora", "bf16", gradient_accumulation=4),

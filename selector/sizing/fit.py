@@ -272,8 +272,9 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     if req.accumulated_grad_bytes and shards > 1:
         loading = (
             f", {unsharded_gradient_bytes(req, shards) / GIB:.1f} GiB of it unsharded accumulated gradients "
-            "(a job that reduces every micro-batch, as DeepSpeed ZeRO-2/3, torchtune or Accelerate's "
-            "sync_each_batch do, holds only its shard: training.accumulation_sync: every)"
+            "beyond their shard (a job that reduces every micro-batch, as DeepSpeed ZeRO-2/3, torchtune, "
+            "torchtitan or Accelerate's sync_each_batch do, holds only its shard: "
+            "training.accumulation_sync: every)"
         )
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         loading = (

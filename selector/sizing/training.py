@@ -161,12 +161,16 @@ def accumulated_gradient_bytes(
     (``accumulation_sync: every``).
     No sharded gradient exists meanwhile (the optimiser step sets them to None, and each unit's
     unsharded gradient is freed as its shard is made on the last micro-batch), so a GPU of N holds
-    these bytes × (1 − 1/N) beyond the sharded gradients ``sharded_bytes`` counts
-    (``unsharded_gradient_bytes``); a replica that holds the whole job holds its gradients already. Their
-    dtype is the unsharded parameters' (FSDP1 keeps ``param_dtype``; FSDP2 casts to ``reduce_dtype``):
-    fp32 (4 B) wherever the optimiser keeps an fp32 master (Lightning's ``bf16-mixed`` runs FSDP
-    with fp32 parameters; torchtitan reduces in fp32), the safe side, though Accelerate's bf16 policy
-    keeps 2 B; the job's own bytes under pure 16-bit training (``adamw-bf16``)."""
+    these bytes × (1 − 1/N) beyond the gradient shard ``sharded_bytes`` counts
+    (``unsharded_gradient_bytes``); a replica that holds the whole job holds its gradients already.
+    Their dtype is the unsharded parameters' (FSDP1 keeps ``param_dtype``; FSDP2 casts to
+    ``reduce_dtype``): fp32 (4 B) wherever the optimiser keeps an fp32 master (Lightning's
+    ``bf16-mixed`` runs FSDP with fp32 parameters; an FSDP2 policy with an fp32 ``reduce_dtype``),
+    the safe side, though Accelerate's bf16 policy keeps 2 B; the job's own bytes under pure 16-bit
+    training (``adamw-bf16``). The shard subtracted is at the same bytes: a sharded mixed-precision
+    job's 16 B a parameter (written "2 weights + 2 grads + 12" above) are, as FSDP stores them, a
+    4 B fp32 parameter, a 4 B fp32 gradient shard and 8 B of moments (adamw-8bit 10 B and sgd 12 B
+    likewise), so its gradient shard is 4 B ÷ N."""
     if training.gradient_accumulation == 1 or training.accumulation_sync == "every":
         return 0.0
     grad_bytes = job_grad_bytes if training.optimizer == "adamw-bf16" else max(job_grad_bytes, 4.0)
