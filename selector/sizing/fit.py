@@ -268,22 +268,22 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
-    loading = ""
+    detail = ""
     if req.accumulated_grad_bytes and shards > 1:
-        loading = (
+        detail = (
             f", {unsharded_gradient_bytes(req, shards) / GIB:.1f} GiB of it unsharded accumulated gradients "
             "beyond their shard (a job that reduces every micro-batch, as DeepSpeed ZeRO-2/3, torchtune, "
             "torchtitan or Accelerate's sync_each_batch do, holds only its shard: "
             "training.accumulation_sync: every)"
         )
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
-        loading = (
+        detail = (
             f" while loading: {req.load_bytes / GIB:.1f} GiB as the 16-bit checkpoint is quantised to FP8"
         )
     return Rejection(
         "vram",
         f"needs {req.vram_gib_per_replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
-        f"GPU{'s' if shards > 1 else ''}{loading}){why}; {it.name} has {n}×{usable:.1f} GiB usable "
+        f"GPU{'s' if shards > 1 else ''}{detail}){why}; {it.name} has {n}×{usable:.1f} GiB usable "
         f"{it.gpu.name} over {link}",
         gap=need / usable - 1.0,
     )
