@@ -170,8 +170,9 @@ ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
     ("serving_speed_at_concurrency", "fresh"): (
-        "0.76 (0.29-2.17, 98 rows), slow: the MoE rows at 4-100 streams (SGLang 0.5.6-0.5.8 0.43-0.99, "
-        "vLLM 0.10-0.15 0.48-0.78), TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; "
+        "0.74 (0.29-2.17, 117 rows), slow: the MoE rows at 4-100 streams (SGLang 0.5.6-0.5.8 0.43-0.99, "
+        "vLLM 0.10-0.15 0.46-0.78), SGLang 0.4.6 without CUDA graphs on an L4 (0.41-0.77, median gaps), "
+        "TensorRT-LLM 2023 static batches of 384-1,024 (0.29-0.56; "
         "LARGE_BATCH_MFU is one row's) and SGLang 0.5.3's FP8 Qwen3-8B (0.63-0.65, fp8 efficiency 0.38), "
         "while GLM-4.7-Flash's six over-promising rows (ISSUE_KIND_UNDER) pull it up"
     ),
@@ -283,6 +284,9 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh8-fmsacc-a100-llama2-70b-qlora-base-g2-b2",
                 "fresh8-fmsacc-a100-mixtral8x7b-gptq-g2-b2",
                 "fresh8-tttut-llama2-7b-qlora-r8",
+                "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4-mb1",
+                "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4dq-mb1",
+                "fresh10-litgpt-rt-a100-40gb-l2-13b-qlora-nf4-mb1",
             }
         ),
         "ms-swift's Qwen-7B LoRA rows (0.57-0.80, torch.cuda.max_memory_reserved over variable-length "
@@ -293,7 +297,9 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "and 0.87 with their 4 micro-batches' unsharded gradients, FSDP no_sync; FSDP's root unit, the "
         "embedding and head it keeps gathered from forward to backward, would explain about 2 GB more "
         "for Gemma's 256k vocabulary; gpufit does not size it, the wrapping being the framework's "
-        "choice) and Phi-2 (0.86, no accumulation); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak "
+        "choice) and Phi-2 (0.86, no accumulation); litgpt's 2023 resource table on one A100-40GB, "
+        "Llama-2-7B and 13B QLoRA (0.89-0.91, bitsandbytes 0.41.1, the same family as its A10G QLoRA "
+        "rows); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak "
         "reserved 9.29 GB, 9.13 of it "
         "already at model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, "
         "whose NF4 quantisation compared every element with the 16 NF4 values at once, unchunked: a "

@@ -13,7 +13,12 @@ from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
-from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP, unsharded_gradient_bytes
+from selector.sizing.training import (
+    EAGER_TRAINING_SLOWDOWN,
+    FP8_TRAINING_SPEEDUP,
+    gradient_refusal_note,
+    unsharded_gradient_bytes,
+)
 
 USABLE_MEMORY_FRACTION = 0.90
 """vLLM's ``gpu_memory_utilization`` (default 0.9, which gpufit renders): the engine's budget for
@@ -269,13 +274,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
     detail = ""
-    if req.accumulated_grad_bytes and shards > 1:
-        detail = (
-            f", {unsharded_gradient_bytes(req, shards) / GIB:.1f} GiB of it unsharded accumulated gradients "
-            "beyond their shard (a job that reduces every micro-batch, as DeepSpeed ZeRO-2/3, torchtune, "
-            "torchtitan or Accelerate's sync_each_batch do, holds only its shard: "
-            "training.accumulation_sync: every)"
-        )
+    detail = gradient_refusal_note(req, shards)
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         detail = (
             f" while loading: {req.load_bytes / GIB:.1f} GiB as the 16-bit checkpoint is quantised to FP8"
@@ -550,7 +549,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 "GiB",
                 f"sharded ÷ {shards} + replicated"
                 + (
-                    " + unsharded accumulated gradients × (1 − 1/N)"
+                    " + FSDP gradients beyond the shards (frozen weights', accumulated)"
                     if unsharded_gradient_bytes(req, shards)
                     else ""
                 )

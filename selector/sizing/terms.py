@@ -56,6 +56,7 @@ class Requirements:
     kv_bytes: float = 0.0
     replicated_bytes: float = 0.0
     accumulated_grad_bytes: float = 0.0  # whole gradients held unsharded under FSDP no_sync (training.py)
+    frozen_grad_bytes: float = 0.0  # a sharded LoRA job's gradients of its frozen weights (training.py)
     paged_optimizer_bytes: float = 0.0  # one process's optimiser state paged to host RAM (PEFT k-bit prep)
     offloaded_activation_bytes: float = 0.0  # one process's activations offloaded to host RAM
     bytes_per_decode_step: float = 0.0

@@ -139,6 +139,12 @@ run at local batch 2 measured 77.0 GiB a GPU (benchmarks/llama3_h100_202412_torc
 96 GB H100s) where gpufit plans 114 GiB, so a selective job may be planned on more GPUs than it needs."""
 
 
+def fsdp_gradient_bytes(training: TrainingSpec, job_bytes: float) -> float:
+    """Bytes of a gradient FSDP keeps for a parameter (``accumulated_gradient_bytes``): fp32 where the
+    optimiser keeps an fp32 master, the job's own under ``adamw-bf16``."""
+    return job_bytes if training.optimizer == "adamw-bf16" else max(job_bytes, 4.0)
+
+
 def accumulated_gradient_bytes(
     training: TrainingSpec,
     trained_params: float,
@@ -173,7 +179,7 @@ def accumulated_gradient_bytes(
     likewise), so its gradient shard is 4 B ÷ N."""
     if training.gradient_accumulation == 1 or training.accumulation_sync == "every":
         return 0.0
-    grad_bytes = job_grad_bytes if training.optimizer == "adamw-bf16" else max(job_grad_bytes, 4.0)
+    grad_bytes = fsdp_gradient_bytes(training, job_grad_bytes)
     held = trained_params * grad_bytes
     terms.append(
         Term(
@@ -188,11 +194,71 @@ def accumulated_gradient_bytes(
     return held
 
 
+def frozen_gradient_bytes(
+    task: str, training: TrainingSpec, frozen_params: float, frozen_bytes: float, terms: list[Term]
+) -> tuple[float, float]:
+    """(gradients of the frozen weights a sharded LoRA job's FSDP allocates, split over its GPUs;
+    the whole of them held unsharded while it accumulates under no_sync), and the plan's line.
+    PyTorch's FSDP notes: "For use_orig_params=True, FSDP supports mixing frozen and non-frozen
+    parameters, but it's recommended to avoid doing so to prevent higher than expected gradient
+    memory usage" (torch.distributed.fsdp documentation, FSDP notes): a unit's flat gradient covers
+    every parameter in it. Lightning Fabric's FSDP strategy sets ``use_orig_params=True`` ("Enables
+    joint setup of model and optimizer"), and litgpt wraps each ``Block``, adapters inside, in its
+    LoRA fine-tunes (finetune/lora.py @8641822, ``FSDPStrategy(auto_wrap_policy={Block}, ...)``).
+    FSDP2 "mixes frozen and non-frozen parameters in the same communication group without using
+    extra memory" (PyTorch FSDP2 tutorial): ``training.fsdp_frozen_gradients: false``, as for PEFT's
+    ``fsdp_auto_wrap_policy``, which wraps the adapters apart, and DeepSpeed ZeRO. Sized for 16-bit
+    LoRA only (a 4-bit QLoRA base's packed storage is not modelled), at ``fsdp_gradient_bytes``."""
+    if task != "finetune-lora" or not training.fsdp_frozen_gradients:
+        return 0.0, 0.0
+    grad_bytes = fsdp_gradient_bytes(training, frozen_bytes)
+    held = frozen_params * grad_bytes
+    terms.append(
+        Term(
+            "frozen weights' gradients (sharded)",
+            held / GIB,
+            "GiB",
+            f"{frozen_params:.4g} params × {grad_bytes:g} B, ÷ N on each of N GPUs of a sharded job: FSDP1 "
+            "units mixing frozen weights and adapters (use_orig_params, per-layer wrapping) give the frozen "
+            "weights gradient memory (training.fsdp_frozen_gradients)",
+        )
+    )
+    return held, accumulated_gradient_bytes(training, frozen_params, frozen_bytes, terms)
+
+
 def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
-    """What a sharded job accumulating under FSDP no_sync holds beyond its gradient shard on each of
-    ``shards`` GPUs: the whole gradients less the shard ``sharded_bytes`` counts
-    (``accumulated_gradient_bytes``)."""
-    return req.accumulated_grad_bytes * (1.0 - 1.0 / shards) if shards > 1 else 0.0
+    """What a sharded job's gradients add on each of ``shards`` GPUs beyond ``sharded_bytes``: a
+    LoRA job's frozen weights' gradient shard (``frozen_gradient_bytes``), and, accumulating under
+    FSDP no_sync, the whole gradients less their shard (``accumulated_gradient_bytes``)."""
+    if shards <= 1:
+        return 0.0
+    return req.frozen_grad_bytes / shards + req.accumulated_grad_bytes * (1.0 - 1.0 / shards)
+
+
+def gradient_refusal_note(req: Requirements, shards: int) -> str:
+    """What a refusal says of ``unsharded_gradient_bytes`` on ``shards`` GPUs, and the setting that
+    names a job that avoids them ("" when there are none)."""
+    extra = unsharded_gradient_bytes(req, shards)
+    if not extra:
+        return ""
+    parts = [
+        part
+        for part, present in (
+            (
+                "unsharded accumulated gradients beyond their shard (a job that reduces every "
+                "micro-batch, as DeepSpeed ZeRO-2/3, torchtune, torchtitan or Accelerate's sync_each_batch "
+                "do, holds only its shard: training.accumulation_sync: every)",
+                req.accumulated_grad_bytes,
+            ),
+            (
+                "gradients of frozen weights in FSDP1 units mixed with the adapters (FSDP2, PEFT's "
+                "fsdp_auto_wrap_policy or DeepSpeed give them none: training.fsdp_frozen_gradients: false)",
+                req.frozen_grad_bytes,
+            ),
+        )
+        if present
+    ]
+    return f", {extra / GIB:.1f} GiB of it " + "; ".join(parts)
 
 
 def training_requirements(
@@ -232,8 +298,11 @@ def training_requirements(
             )
         )
         accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
+        frozen = 0.0
     else:
-        accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
+        # the adapters' gradients are held whole on every GPU already; a sharded LoRA job's FSDP1 units
+        # may give the frozen weights gradients too
+        frozen, accumulated = frozen_gradient_bytes(spec.task, training, arch.params, wbytes, terms)
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
         peft_prep = training.kbit_preparation == "fp32-cast"
@@ -363,6 +432,7 @@ def training_requirements(
         kv_bytes=0.0,
         replicated_bytes=replicated_states + acts + logits,
         accumulated_grad_bytes=accumulated,
+        frozen_grad_bytes=frozen,
         paged_optimizer_bytes=paged,
         offloaded_activation_bytes=offloaded,
         bytes_per_decode_step=0.0,

@@ -77,6 +77,14 @@ class TrainingSpec(Strict):
         "micro-batch: DeepSpeed ZeRO-2/3, torchtune, torchtitan, the Lightning Trainer, Accelerate "
         "sync_each_batch)",
     )
+    fsdp_frozen_gradients: bool = Field(
+        True,
+        description="a sharded LoRA job: true (default, the safe side) where FSDP1 units mix the frozen "
+        "base weights with the adapters under use_orig_params (per-layer wrapping: Lightning Fabric and "
+        "litgpt, Accelerate's FSDP1 transformer-layer wrapping), which gives the frozen weights gradient "
+        "memory too; false for FSDP2 (torchtune, torchtitan, Accelerate fsdp_version 2), PEFT's "
+        "fsdp_auto_wrap_policy, or DeepSpeed ZeRO",
+    )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
         description="QLoRA: fp32-cast (PEFT prepare_model_for_kbit_training, paged optimiser) or none "
