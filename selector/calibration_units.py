@@ -190,7 +190,7 @@ ROUND4_NOTE = (
     "of-memory settings accepted). Seeing that, `training.fsdp_frozen_gradients` (default true) "
     "sizes the gradients PyTorch's FSDP1 gives frozen weights in units mixed with adapters under "
     "use_orig_params (Lightning Fabric's default; litgpt wraps each Block): those rows read "
-    "0.92-1.11 and both settings are refused; the torchtune (FSDP2) and fms-hf-tuning (PEFT's wrap "
+    "0.85-1.04 and both settings are refused; the torchtune (FSDP2) and fms-hf-tuning (PEFT's wrap "
     "policy) LoRA rows set it false, from their code, and did not move. One #828 row is fitted (its "
     "ratio decided the vLLM touched-expert latency before it was gathered)."
 )

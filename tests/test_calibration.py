@@ -287,6 +287,8 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4-mb1",
                 "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4dq-mb1",
                 "fresh10-litgpt-rt-a100-40gb-l2-13b-qlora-nf4-mb1",
+                "fresh10-litgpt-rt-2xa100-40gb-stablelm-lora-fsdp-mb1",
+                "fresh10-litgpt-rt-2xa100-40gb-stablelm-lora-fsdp-mb2",
             }
         ),
         "ms-swift's Qwen-7B LoRA rows (0.57-0.80, torch.cuda.max_memory_reserved over variable-length "
@@ -299,7 +301,9 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "for Gemma's 256k vocabulary; gpufit does not size it, the wrapping being the framework's "
         "choice) and Phi-2 (0.86, no accumulation); litgpt's 2023 resource table on one A100-40GB, "
         "Llama-2-7B and 13B QLoRA (0.89-0.91, bitsandbytes 0.41.1, the same family as its A10G QLoRA "
-        "rows); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak "
+        "rows) and StableLM-3B's LoRA over 2 A100s with FSDP at micro batch 1 and 2 (0.85, 0.89 with the "
+        "frozen weights' gradients FSDP1 gives mixed units; the same model's 1-GPU rows read 1.10-1.25); "
+        "torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak "
         "reserved 9.29 GB, 9.13 of it "
         "already at model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, "
         "whose NF4 quantisation compared every element with the 16 NF4 values at once, unchunked: a "

@@ -273,7 +273,6 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
-    detail = ""
     detail = gradient_refusal_note(req, shards)
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         detail = (

@@ -195,35 +195,47 @@ def accumulated_gradient_bytes(
 
 
 def frozen_gradient_bytes(
-    task: str, training: TrainingSpec, frozen_params: float, frozen_bytes: float, terms: list[Term]
+    training: TrainingSpec, arch: ModelArch, weight_bytes: float, terms: list[Term]
 ) -> tuple[float, float]:
-    """(gradients of the frozen weights a sharded LoRA job's FSDP allocates, split over its GPUs;
-    the whole of them held unsharded while it accumulates under no_sync), and the plan's line.
-    PyTorch's FSDP notes: "For use_orig_params=True, FSDP supports mixing frozen and non-frozen
-    parameters, but it's recommended to avoid doing so to prevent higher than expected gradient
-    memory usage" (torch.distributed.fsdp documentation, FSDP notes): a unit's flat gradient covers
-    every parameter in it. Lightning Fabric's FSDP strategy sets ``use_orig_params=True`` ("Enables
-    joint setup of model and optimizer"), and litgpt wraps each ``Block``, adapters inside, in its
-    LoRA fine-tunes (finetune/lora.py @8641822, ``FSDPStrategy(auto_wrap_policy={Block}, ...)``).
-    FSDP2 "mixes frozen and non-frozen parameters in the same communication group without using
-    extra memory" (PyTorch FSDP2 tutorial): ``training.fsdp_frozen_gradients: false``, as for PEFT's
-    ``fsdp_auto_wrap_policy``, which wraps the adapters apart, and DeepSpeed ZeRO. Sized for 16-bit
-    LoRA only (a 4-bit QLoRA base's packed storage is not modelled), at ``fsdp_gradient_bytes``."""
-    if task != "finetune-lora" or not training.fsdp_frozen_gradients:
+    """(what a sharded LoRA job's FSDP adds for its frozen weights, split over its GPUs; their
+    gradients held whole while it accumulates under no_sync), and the plan's line. The
+    ``FullyShardedDataParallel`` docstring: "For use_orig_params=True, FSDP supports mixing frozen
+    and non-frozen parameters, but it's recommended to avoid doing so to prevent higher than expected
+    gradient memory usage": a unit's flat gradient covers every parameter in it (torch 2.1
+    ``_use_sharded_grad_views`` only sets the frozen views' ``.grad`` to None). Lightning Fabric's
+    FSDP strategy sets ``use_orig_params=True`` ("Enables joint setup of model and optimizer"), and
+    litgpt wraps each ``Block``, adapters inside, in its LoRA fine-tunes (finetune/lora.py @8641822,
+    ``FSDPStrategy(auto_wrap_policy={Block}, ...)``); a hand-written Accelerate FSDP1 loop with
+    transformer-layer wrapping mixes them too, and Accelerate then upcasts every flat parameter that
+    needs gradients to fp32, frozen weights included (``Accelerator.prepare_model``). The Hugging Face
+    Trainer wraps a PEFT model's adapters apart itself (transformers ``update_fsdp_plugin_peft`` sets
+    PEFT's ``fsdp_auto_wrap_policy``), as fms-hf-tuning and torchtune's first ``lora_fsdp_wrap_policy``
+    do; FSDP2 (torchtune, torchtitan) "mixes frozen and non-frozen parameters ... without using extra
+    memory"; DeepSpeed ZeRO keeps no gradient for them: ``training.fsdp_frozen_gradients: false``.
+    The embeddings, head and final norm form the root unit, all frozen, and get none. Per frozen
+    parameter ÷ N: the gradient at ``fsdp_gradient_bytes`` and, where that is fp32, Accelerate's
+    upcast of the 16-bit weight (the safe side for litgpt's bf16-true, which keeps both 16-bit unless
+    its rows say ``adamw-bf16``). Sized for 16-bit LoRA only (a 4-bit QLoRA base's packed storage is
+    not modelled)."""
+    if not training.fsdp_frozen_gradients:
         return 0.0, 0.0
-    grad_bytes = fsdp_gradient_bytes(training, frozen_bytes)
-    held = frozen_params * grad_bytes
+    root_unit = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
+    frozen_params = arch.params - root_unit
+    grad_bytes = fsdp_gradient_bytes(training, weight_bytes)
+    per_param = grad_bytes + max(0.0, grad_bytes - weight_bytes)
+    held = frozen_params * per_param
     terms.append(
         Term(
-            "frozen weights' gradients (sharded)",
+            "frozen weights' FSDP gradients",
             held / GIB,
             "GiB",
-            f"{frozen_params:.4g} params × {grad_bytes:g} B, ÷ N on each of N GPUs of a sharded job: FSDP1 "
-            "units mixing frozen weights and adapters (use_orig_params, per-layer wrapping) give the frozen "
-            "weights gradient memory (training.fsdp_frozen_gradients)",
+            f"{frozen_params:.4g} params outside the embeddings and head × {per_param:g} B (gradient"
+            + (" + fp32 upcast" if per_param > grad_bytes else "")
+            + "), ÷ N on each of N GPUs of a sharded job: FSDP1 units mixing frozen weights and adapters "
+            "(training.fsdp_frozen_gradients; false under the Hugging Face Trainer, FSDP2 or DeepSpeed)",
         )
     )
-    return held, accumulated_gradient_bytes(training, frozen_params, frozen_bytes, terms)
+    return held, accumulated_gradient_bytes(training, frozen_params, weight_bytes, terms)
 
 
 def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
@@ -251,8 +263,9 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
                 req.accumulated_grad_bytes,
             ),
             (
-                "gradients of frozen weights in FSDP1 units mixed with the adapters (FSDP2, PEFT's "
-                "fsdp_auto_wrap_policy or DeepSpeed give them none: training.fsdp_frozen_gradients: false)",
+                "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
+                "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
+                "training.fsdp_frozen_gradients: false)",
                 req.frozen_grad_bytes,
             ),
         )
@@ -300,9 +313,7 @@ def training_requirements(
         accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
         frozen = 0.0
     else:
-        # the adapters' gradients are held whole on every GPU already; a sharded LoRA job's FSDP1 units
-        # may give the frozen weights gradients too
-        frozen, accumulated = frozen_gradient_bytes(spec.task, training, arch.params, wbytes, terms)
+        frozen = accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
         peft_prep = training.kbit_preparation == "fp32-cast"
@@ -332,6 +343,8 @@ def training_requirements(
                 f"{arch.params:.4g} params × {wbytes:.3g} B ({spec.precision})",
             )
         )
+        if spec.task == "finetune-lora":  # a sharded job's FSDP1 units may give them gradients too
+            frozen, accumulated = frozen_gradient_bytes(training, arch, wbytes, terms)
         terms.append(
             Term(
                 "lora adapter params", adapters / 1e6, "M", f"rank {training.lora_rank} on every linear layer"

@@ -80,9 +80,10 @@ class TrainingSpec(Strict):
     fsdp_frozen_gradients: bool = Field(
         True,
         description="a sharded LoRA job: true (default, the safe side) where FSDP1 units mix the frozen "
-        "base weights with the adapters under use_orig_params (per-layer wrapping: Lightning Fabric and "
-        "litgpt, Accelerate's FSDP1 transformer-layer wrapping), which gives the frozen weights gradient "
-        "memory too; false for FSDP2 (torchtune, torchtitan, Accelerate fsdp_version 2), PEFT's "
+        "base weights with the adapters under use_orig_params (Lightning Fabric and litgpt; a "
+        "hand-written Accelerate FSDP1 loop with transformer-layer wrapping), which gives the frozen "
+        "weights gradient memory too; false under the Hugging Face Trainer (TRL, axolotl, LLaMA-Factory, "
+        "ms-swift: it wraps a PEFT model's adapters apart), FSDP2 (torchtune, torchtitan), PEFT's "
         "fsdp_auto_wrap_policy, or DeepSpeed ZeRO",
     )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
