@@ -187,7 +187,7 @@ ROUND4_NOTE = (
     "InferenceX #828 1K/8K and 8K/1K rows and two vLLM single-stream rows; docs/fresh-set-"
     "session10-2026-12-05.md keeps each row's ratio under the frozen model). The frozen model under-"
     "provisioned 15 of them: 12 litgpt LoRA rows over 2 and 4 A100s with FSDP (0.22-0.63, two out-"
-    "of-memory settings accepted). Seeing that, `training.fsdp_frozen_gradients` (default true) "
+    "of-memory settings accepted). Seeing that, `training.fsdp_frozen_gradients` (true on them) "
     "sizes the gradients PyTorch's FSDP1 gives frozen weights in units mixed with adapters under "
     "use_orig_params (Lightning Fabric's default; litgpt wraps each Block): those rows read "
     "0.85-1.04 and both settings are refused; the torchtune (FSDP2) and fms-hf-tuning (PEFT's wrap "

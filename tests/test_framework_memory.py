@@ -317,7 +317,7 @@ def test_sharded_accumulation_without_sync_holds_the_whole_models_gradients() ->
     assert fp32.accumulated_grad_bytes == pytest.approx(params * 4)
     for quiet in (
         _req("finetune-full", "bf16", gradient_accumulation=4, accumulation_sync="every"),
-        _req("finetune-lora", "bf16", gradient_accumulation=4, fsdp_frozen_gradients=False),
+        _req("finetune-lora", "bf16", gradient_accumulation=4),
         plain,
     ):
         assert quiet.accumulated_grad_bytes == 0.0
@@ -380,23 +380,26 @@ def test_fsdp1_units_mixing_frozen_weights_and_adapters_give_the_frozen_weights_
     holds its frozen weights' gradients (outside the root unit's embeddings and head, all frozen)
     split over its GPUs, with Accelerate's fp32 upcast where the optimiser keeps an fp32 master, and,
     accumulating under no_sync, the whole gradients; a replica (DDP), the Hugging Face Trainer,
-    FSDP2 or DeepSpeed (training.fsdp_frozen_gradients: false) and QLoRA's 4-bit base pay nothing."""
-    lora = _req("finetune-lora", "bf16")
+    FSDP2 or DeepSpeed (training.fsdp_frozen_gradients false, the default) and QLoRA's 4-bit base
+    pay nothing."""
+    lora = _req("finetune-lora", "bf16", fsdp_frozen_gradients=True)
     arch = lora.arch
     frozen = arch.params - (arch.embedding_params or 2 * arch.vocab * arch.hidden)
     assert lora.frozen_grad_bytes == pytest.approx(frozen * (4 + 2))  # fp32 gradient + fp32 upcast
     assert _term(lora, "frozen weights' FSDP gradients") == pytest.approx(frozen * 6 / 2**30)
-    apart = _req("finetune-lora", "bf16", fsdp_frozen_gradients=False)
+    apart = _req("finetune-lora", "bf16")  # the default: the Hugging Face Trainer, FSDP2, DeepSpeed
     assert apart.frozen_grad_bytes == 0.0
     assert per_gpu_gib(lora, 4, 0) - per_gpu_gib(apart, 4, 0) == pytest.approx(frozen * 6 / 4 / 2**30)
     assert per_gpu_gib(lora, 1, 0) == pytest.approx(per_gpu_gib(apart, 1, 0))
-    pure = _req("finetune-lora", "bf16", optimizer="adamw-bf16", gradient_accumulation=8)
+    pure = _req(
+        "finetune-lora", "bf16", optimizer="adamw-bf16", gradient_accumulation=8, fsdp_frozen_gradients=True
+    )
     assert pure.frozen_grad_bytes == pytest.approx(frozen * 2)
     assert pure.accumulated_grad_bytes == pytest.approx(frozen * 2)
     bare = dataclasses.replace(pure, frozen_grad_bytes=0.0, accumulated_grad_bytes=0.0)
     whole = per_gpu_gib(pure, 4, 0) - per_gpu_gib(bare, 4, 0)
     assert whole == pytest.approx(frozen * 2 / 2**30)  # the shard plus the rest: all of them
-    assert _req("finetune-qlora", "nf4").frozen_grad_bytes == 0.0
+    assert _req("finetune-qlora", "nf4", fsdp_frozen_gradients=True).frozen_grad_bytes == 0.0
 
 
 def test_litgpt_fsdp_lora_rows_hold_their_frozen_weights_gradients() -> None:
@@ -415,6 +418,25 @@ def test_litgpt_fsdp_lora_rows_hold_their_frozen_weights_gradients() -> None:
     for case in rows:
         row = compute_rows([case])[0]
         assert row.under_provisions == (case.id in short) and not (case.oom and row.accepted)
+        assert case.spec["training"]["fsdp_frozen_gradients"] is True
         training = {**case.spec["training"], "fsdp_frozen_gradients": False}
         apart = compute_rows([dataclasses.replace(case, spec={**case.spec, "training": training})])[0]
         assert apart.under_provisions and apart.ratio < row.ratio
+
+
+def test_the_default_plans_a_70b_lora_on_one_8_gpu_node() -> None:
+    """fsdp_frozen_gradients defaults to false, as the Hugging Face Trainer, FSDP2 and DeepSpeed run
+    LoRA: a Llama-3.1-70B LoRA fits sharded over one 8×H100 node (torchtune measured 27.6 GiB a GPU
+    on A100s); sized as Lightning Fabric's FSDP1 units run it, the same node cannot hold it."""
+    spec: dict[str, Any] = {
+        "name": "l70-lora",
+        "task": "finetune-lora",
+        "model": {"preset": "llama-3.1-70b"},
+        "precision": "bf16",
+        "training": {"tokens": 1e8, "sequence_tokens": 2048},
+    }
+    node = dataclasses.replace(calibration_instance(GPUS["H100"], 8), node_interconnect=None)
+    assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
+    spec["training"]["fsdp_frozen_gradients"] = True
+    refused = fit(requirements(parse_spec(spec)), node)
+    assert isinstance(refused, Rejection) and "gradients of frozen weights" in refused.reason

@@ -211,7 +211,9 @@ def frozen_gradient_bytes(
     Trainer wraps a PEFT model's adapters apart itself (transformers ``update_fsdp_plugin_peft`` sets
     PEFT's ``fsdp_auto_wrap_policy``), as fms-hf-tuning and torchtune's first ``lora_fsdp_wrap_policy``
     do; FSDP2 (torchtune, torchtitan) "mixes frozen and non-frozen parameters ... without using extra
-    memory"; DeepSpeed ZeRO keeps no gradient for them: ``training.fsdp_frozen_gradients: false``.
+    memory"; DeepSpeed ZeRO keeps no gradient for them: ``training.fsdp_frozen_gradients: false``, the
+    default, as most frameworks run (true would refuse a 70B LoRA on one 8×80 GB node, which the
+    Trainer and torchtune run: torchtune measured 27.6 GiB a GPU).
     The embeddings, head and final norm form the root unit, all frozen, and get none. Per frozen
     parameter ÷ N: the gradient at ``fsdp_gradient_bytes`` and, where that is fp32, Accelerate's
     upcast of the 16-bit weight (the safe side for litgpt's bf16-true, which keeps both 16-bit unless
@@ -232,7 +234,7 @@ def frozen_gradient_bytes(
             f"{frozen_params:.4g} params outside the embeddings and head × {per_param:g} B (gradient"
             + (" + fp32 upcast" if per_param > grad_bytes else "")
             + "), ÷ N on each of N GPUs of a sharded job: FSDP1 units mixing frozen weights and adapters "
-            "(training.fsdp_frozen_gradients; false under the Hugging Face Trainer, FSDP2 or DeepSpeed)",
+            "(training.fsdp_frozen_gradients: Lightning Fabric, litgpt)",
         )
     )
     return held, accumulated_gradient_bytes(training, frozen_params, weight_bytes, terms)
@@ -265,7 +267,7 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
             (
                 "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
                 "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
-                "training.fsdp_frozen_gradients: false)",
+                "training.fsdp_frozen_gradients false, the default)",
                 req.frozen_grad_bytes,
             ),
         )

@@ -78,13 +78,13 @@ class TrainingSpec(Strict):
         "sync_each_batch)",
     )
     fsdp_frozen_gradients: bool = Field(
-        True,
-        description="a sharded LoRA job: true (default, the safe side) where FSDP1 units mix the frozen "
-        "base weights with the adapters under use_orig_params (Lightning Fabric and litgpt; a "
-        "hand-written Accelerate FSDP1 loop with transformer-layer wrapping), which gives the frozen "
-        "weights gradient memory too; false under the Hugging Face Trainer (TRL, axolotl, LLaMA-Factory, "
-        "ms-swift: it wraps a PEFT model's adapters apart), FSDP2 (torchtune, torchtitan), PEFT's "
-        "fsdp_auto_wrap_policy, or DeepSpeed ZeRO",
+        False,
+        description="a sharded LoRA job: false (default) under the Hugging Face Trainer (TRL, axolotl, "
+        "LLaMA-Factory, ms-swift: it wraps a PEFT model's adapters apart), FSDP2 (torchtune, torchtitan), "
+        "PEFT's fsdp_auto_wrap_policy or DeepSpeed ZeRO; true where FSDP1 units mix the frozen base "
+        "weights with the adapters under use_orig_params (Lightning Fabric and litgpt; a hand-written "
+        "Accelerate FSDP1 loop with transformer-layer wrapping), which gives the frozen weights "
+        "gradient memory too",
     )
     kbit_preparation: Literal["fp32-cast", "none"] = Field(
         "fp32-cast",
