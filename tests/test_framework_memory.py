@@ -32,6 +32,17 @@ def _req(task: str, precision: str, **training: Any) -> Requirements:
     return requirements(parse_spec(spec))
 
 
+def _job(task: str, preset: str) -> dict[str, Any]:
+    """A bf16 training spec of ``preset`` at 2,048 tokens, micro batch 1, for plans on real nodes."""
+    return {
+        "name": "job",
+        "task": task,
+        "model": {"preset": preset},
+        "precision": "bf16",
+        "training": {"tokens": 1e9, "sequence_tokens": 2048, "micro_batch": 1},
+    }
+
+
 def _term(req: Requirements, name: str) -> float:
     return next(t.value for t in req.terms if t.name == name)
 
@@ -329,13 +340,7 @@ def test_a_plan_refused_for_accumulated_gradients_says_what_the_job_must_do() ->
     refused with FSDP no_sync accumulation (26 GiB of unsharded fp32 gradients a GPU), the refusal
     naming their share and the way a job keeps only its shard; sized as reducing every micro-batch
     it holds again."""
-    spec: dict[str, Any] = {
-        "name": "acc",
-        "task": "finetune-full",
-        "model": {"preset": "llama-3.1-8b"},
-        "precision": "bf16",
-        "training": {"tokens": 1e9, "sequence_tokens": 2048, "micro_batch": 1},
-    }
+    spec = _job("finetune-full", "llama-3.1-8b")
     node = calibration_instance(GPUS["A100-40GB"], 8)
     assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
     spec["training"]["gradient_accumulation"] = 8
@@ -428,13 +433,7 @@ def test_the_default_plans_a_70b_lora_on_one_8_gpu_node() -> None:
     """fsdp_frozen_gradients defaults to false, as the Hugging Face Trainer, FSDP2 and DeepSpeed run
     LoRA: a Llama-3.1-70B LoRA fits sharded over one 8×H100 node (torchtune measured 27.6 GiB a GPU
     on A100s); sized as Lightning Fabric's FSDP1 units run it, the same node cannot hold it."""
-    spec: dict[str, Any] = {
-        "name": "l70-lora",
-        "task": "finetune-lora",
-        "model": {"preset": "llama-3.1-70b"},
-        "precision": "bf16",
-        "training": {"tokens": 1e8, "sequence_tokens": 2048},
-    }
+    spec = _job("finetune-lora", "llama-3.1-70b")
     node = dataclasses.replace(calibration_instance(GPUS["H100"], 8), node_interconnect=None)
     assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
     spec["training"]["fsdp_frozen_gradients"] = True
