@@ -405,6 +405,7 @@ def test_fsdp1_units_mixing_frozen_weights_and_adapters_give_the_frozen_weights_
     whole = per_gpu_gib(pure, 4, 0) - per_gpu_gib(bare, 4, 0)
     assert whole == pytest.approx(frozen * 2 / 2**30)  # the shard plus the rest: all of them
     assert _req("finetune-qlora", "nf4", fsdp_frozen_gradients=True).frozen_grad_bytes == 0.0
+    assert _req("finetune-lora", "int8", fsdp_frozen_gradients=True).frozen_grad_bytes == 0.0  # quantised
 
 
 def test_litgpt_fsdp_lora_rows_hold_their_frozen_weights_gradients() -> None:

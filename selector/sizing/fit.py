@@ -16,6 +16,7 @@ from selector.sizing.terms import GIB, Requirements, Term
 from selector.sizing.training import (
     EAGER_TRAINING_SLOWDOWN,
     FP8_TRAINING_SPEEDUP,
+    gradient_formula_note,
     gradient_refusal_note,
     unsharded_gradient_bytes,
 )
@@ -547,11 +548,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 per_gpu_gib(req, shards, 0),
                 "GiB",
                 f"sharded ÷ {shards} + replicated"
-                + (
-                    " + FSDP gradients beyond the shards (frozen weights', accumulated)"
-                    if unsharded_gradient_bytes(req, shards)
-                    else ""
-                )
+                + gradient_formula_note(req, shards)
                 + f"; {usable_note(gpu, req)}",
             ),
             Term(

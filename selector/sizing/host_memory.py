@@ -23,13 +23,14 @@ def host_memory_cause(req: Requirements) -> str:
 
 
 def node_host_gib(req: Requirements, gpus_per_node: int) -> float:
-    """Host RAM a training node needs: ``Requirements.host_bytes`` (one process's paged optimiser
-    state and offloaded activations) for each of its processes, one per GPU (``torchrun
-    --nproc-per-node``, machine/boot.py). Each process builds its own optimiser and offloads its
-    own activations (bitsandbytes' paged optimisers page each process's state apart; torchtune's
-    ``OffloadActivations`` keeps each rank's saved tensors in its own pinned host memory), whether
-    the processes replicate the job (DDP) or shard it: gpufit keeps adapter state replicated
-    under sharding too (the slow side)."""
+    """Host RAM a training node needs: ``Requirements.host_bytes`` (one process's paged optimiser state
+    and offloaded activations) for each of its processes, one per GPU, as torchrun's
+    ``--nproc-per-node`` runs a multi-node job (machine/boot.py) and as single-node launchers
+    (torchrun, accelerate launch) run one (a single-process job is over-counted: the safe side).
+    Each process builds its own optimiser and offloads its own activations (bitsandbytes' paged
+    optimisers page each process's state apart; torchtune's ``OffloadActivations`` keeps each rank's
+    saved tensors in its own pinned host memory), whether the processes replicate the job (DDP) or
+    shard it: gpufit keeps adapter state replicated under sharding too (the slow side)."""
     return gpus_per_node * req.host_bytes / GIB
 
 

@@ -137,8 +137,8 @@ prefill passes and ``speed.CURRENT_MOE_EXPERT_LATENCY_S``, reads no faster than 
 reads 1.10). vLLM mixes the prompts into its steps (``speed.prefill_step_s``): 1.9 µs, the value at
 which the same row timed with vLLM's schedule (a release from ``speed.FAST_MOE_FROM``) reads no
 faster than 1.05 (1.044; 1.8 reads 1.08), an ESTIMATE on the slow side (review of round 6, must-fix
-1); vLLM 0.15.1's gpt-oss-120b rows at concurrency 4-64 on H100 (InferenceX issue #828, fresh) read
-below 1 with it.
+1); vLLM 0.15.1's gpt-oss-120b rows at concurrency 4-64 on H100 (InferenceX issue #828) read below
+1 with it, except the 1K/8K 64-stream row (1.03, fitted: below).
 Any other engine takes the larger. Refitted in session 7 when the per-routed-expert latency of the
 releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25; 0.9 and 2.0
 at 7), and in session 8 when it rose to 9 µs (GLM-4.6's batch-1 rows); a release
@@ -146,9 +146,9 @@ still timed at 25 µs takes them on top of it, which errs slow (vLLM 0.7.4's Dee
 0.75-1.01, not the 0.83-1.08 the older values gave). Session 10 tried SGLang's 0.8 µs for vLLM from
 0.15.1, as vLLM 0.15.1's 1k/1k rows read 0.65-0.74 with it, and took it back on review: no vLLM MoE
 row above 64 streams or on B200 bounds it, SGLang's own rows timed under vLLM's schedule then read up
-to 1.59, and the same InferenceX sweep's 1k/8k table (not gathered) puts gpt-oss-120b at TP 8 and 64
-streams at 16.0 ms a token ('16.0→14.6 ms (TP8c64→TP2c64)'), which would read about 1.41 at 0.8 µs
-and 1.03 at 1.9: vLLM keeps 1.9, close to binding."""
+to 1.59, and the same InferenceX sweep's 1K/8K table puts gpt-oss-120b at TP 8 and 64 streams at
+16.01 ms a token, which reads 1.41 at 0.8 µs and 1.03 at 1.9 (gathered later that session, row
+``fresh10-ix828-gptoss120b-h100-vllm0151-tp8-1k8k-c64``, fitted): vLLM keeps 1.9, close to binding."""
 
 LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
 """Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its

@@ -217,9 +217,11 @@ def frozen_gradient_bytes(
     The embeddings, head and final norm form the root unit, all frozen, and get none. Per frozen
     parameter ÷ N: the gradient at ``fsdp_gradient_bytes`` and, where that is fp32, Accelerate's
     upcast of the 16-bit weight (the safe side for litgpt's bf16-true, which keeps both 16-bit unless
-    its rows say ``adamw-bf16``). Sized for 16-bit LoRA only (a 4-bit QLoRA base's packed storage is
-    not modelled)."""
-    if not training.fsdp_frozen_gradients:
+    its rows say ``adamw-bf16``). Sized for 16- and 32-bit LoRA only: quantised frozen weights (int8,
+    fp8; a 4-bit QLoRA base's packed storage) hold no gradient. Like every sharded term it applies
+    only where gpufit shards the job: a framework that shards whatever fits (litgpt with more than one
+    device) is sized so with ``training.sharding: full``."""
+    if not training.fsdp_frozen_gradients or weight_bytes < 2.0:  # quantised frozen weights take none
         return 0.0, 0.0
     root_unit = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
     frozen_params = arch.params - root_unit
@@ -247,6 +249,22 @@ def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
     if shards <= 1:
         return 0.0
     return req.frozen_grad_bytes / shards + req.accumulated_grad_bytes * (1.0 - 1.0 / shards)
+
+
+def gradient_formula_note(req: Requirements, shards: int) -> str:
+    """The per-GPU memory line's words for ``unsharded_gradient_bytes`` on ``shards`` GPUs, naming
+    only the parts present ("" when there are none)."""
+    if not unsharded_gradient_bytes(req, shards):
+        return ""
+    parts = [
+        name
+        for name, held in (
+            ("frozen weights'", req.frozen_grad_bytes),
+            ("accumulated", req.accumulated_grad_bytes),
+        )
+        if held
+    ]
+    return " + FSDP gradients beyond the shards (" + " and ".join(parts) + ")"
 
 
 def gradient_refusal_note(req: Requirements, shards: int) -> str:

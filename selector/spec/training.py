@@ -79,7 +79,9 @@ class TrainingSpec(Strict):
     )
     fsdp_frozen_gradients: bool = Field(
         False,
-        description="a sharded LoRA job: false (default) under the Hugging Face Trainer (TRL, axolotl, "
+        description="a sharded 16-bit LoRA job (finetune-lora; set training.sharding full where the "
+        "framework shards whatever fits, as litgpt does over several GPUs): false (default) under the "
+        "Hugging Face Trainer (TRL, axolotl, "
         "LLaMA-Factory, ms-swift: it wraps a PEFT model's adapters apart), FSDP2 (torchtune, torchtitan), "
         "PEFT's fsdp_auto_wrap_policy or DeepSpeed ZeRO; true where FSDP1 units mix the frozen base "
         "weights with the adapters under use_orig_params (Lightning Fabric and litgpt; a hand-written "
