@@ -5,20 +5,16 @@ the node runs."""
 from __future__ import annotations
 
 from selector.catalog import InstanceType
-from selector.sizing.terms import GIB, Requirements, Term
+from selector.sizing.terms import GIB, Requirements, Term, held_names
 
 
 def host_memory_cause(req: Requirements) -> str:
     """What holds a training job's host RAM: the paged optimiser state (PEFT's k-bit preparation)
     and/or the offloaded activations (``training.activation_offload``)."""
-    causes = [
-        cause
-        for cause, held in (
-            ("the paged optimiser state", req.paged_optimizer_bytes),
-            ("the offloaded activations", req.offloaded_activation_bytes),
-        )
-        if held
-    ]
+    causes = held_names(
+        ("the paged optimiser state", req.paged_optimizer_bytes),
+        ("the offloaded activations", req.offloaded_activation_bytes),
+    )
     return " and ".join(causes) or "host-side state"
 
 

@@ -10,6 +10,13 @@ from selector.spec import TRAINING_TASKS
 
 GIB = 1024**3
 
+
+def held_names(*parts: tuple[str, float]) -> list[str]:
+    """The names of the (name, bytes) parts that hold anything, in order: how a plan line or a
+    refusal names only the memory that is there."""
+    return [name for name, held in parts if held]
+
+
 BYTES_PER_PARAM: dict[str, float] = {
     "fp32": 4.0,
     "bf16": 2.0,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from selector.model_arch import ModelArch
 from selector.sizing.activations import saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
-from selector.sizing.terms import GIB, Requirements, Term
+from selector.sizing.terms import GIB, Requirements, Term, held_names
 from selector.spec import WorkloadSpec
 from selector.spec.training import TrainingSpec
 
@@ -256,14 +256,9 @@ def gradient_formula_note(req: Requirements, shards: int) -> str:
     only the parts present ("" when there are none)."""
     if not unsharded_gradient_bytes(req, shards):
         return ""
-    parts = [
-        name
-        for name, held in (
-            ("frozen weights'", req.frozen_grad_bytes),
-            ("accumulated", req.accumulated_grad_bytes),
-        )
-        if held
-    ]
+    parts = held_names(
+        ("frozen weights'", req.frozen_grad_bytes), ("accumulated", req.accumulated_grad_bytes)
+    )
     return " + FSDP gradients beyond the shards (" + " and ".join(parts) + ")"
 
 
@@ -273,24 +268,20 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
     extra = unsharded_gradient_bytes(req, shards)
     if not extra:
         return ""
-    parts = [
-        part
-        for part, present in (
-            (
-                "unsharded accumulated gradients beyond their shard (a job that reduces every "
-                "micro-batch, as DeepSpeed ZeRO-2/3, torchtune, torchtitan or Accelerate's sync_each_batch "
-                "do, holds only its shard: training.accumulation_sync: every)",
-                req.accumulated_grad_bytes,
-            ),
-            (
-                "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
-                "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
-                "training.fsdp_frozen_gradients false, the default)",
-                req.frozen_grad_bytes,
-            ),
-        )
-        if present
-    ]
+    parts = held_names(
+        (
+            "unsharded accumulated gradients beyond their shard (a job that reduces every "
+            "micro-batch, as DeepSpeed ZeRO-2/3, torchtune, torchtitan or Accelerate's sync_each_batch "
+            "do, holds only its shard: training.accumulation_sync: every)",
+            req.accumulated_grad_bytes,
+        ),
+        (
+            "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
+            "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
+            "training.fsdp_frozen_gradients false, the default)",
+            req.frozen_grad_bytes,
+        ),
+    )
     return f", {extra / GIB:.1f} GiB of it " + "; ".join(parts)
 
 
