@@ -486,7 +486,7 @@ def render_markdown(plan: Plan, today: date) -> str:
             ],
             [
                 "memory",
-                f"{req.vram_gib_per_replica:.1f} GiB per replica, {shape.vram_gib_per_gpu:.1f} GiB per GPU",
+                f"{shape.vram_gib_per_replica:.1f} GiB per replica, {shape.vram_gib_per_gpu:.1f} GiB per GPU",
             ],
         ]
         if shape.tokens_per_s_per_stream is not None:

@@ -191,7 +191,7 @@ def plan_to_dict(plan: Plan, today: date | None = None) -> dict[str, Any]:
     choice = plan.choice
     shape = choice.shape if choice else None
     requirements: dict[str, Any] = {
-        "vram_gib_per_replica": _r(req.vram_gib_per_replica, 2),
+        "vram_gib_per_replica": _r(shape.vram_gib_per_replica if shape else req.vram_gib_per_replica, 2),
         "gpus_per_replica": shape.gpus_per_replica if shape else None,
         "nodes": shape.nodes_per_replica if shape else None,
         "needs_fp8": req.needs_fp8,

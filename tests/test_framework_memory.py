@@ -352,6 +352,45 @@ def test_a_plan_refused_for_accumulated_gradients_says_what_the_job_must_do() ->
     assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
 
 
+def test_gradients_no_node_count_holds_are_refused_as_such() -> None:
+    """A Llama-3.1-70B full fine-tune accumulating under FSDP no_sync keeps its whole fp32 gradients
+    (263 GiB) on every GPU however many share it: the refusal says no number of nodes holds it and
+    what stays, not that more than placement.max_nodes would; reducing every micro-batch, more GPUs
+    hold it again (40 A100-40GB), and the plan's per-replica figure counts what each GPU holds."""
+    spec = _job("finetune-full", "llama-3.1-70b")
+    spec["training"]["gradient_accumulation"] = 4
+    node = calibration_instance(GPUS["A100-40GB"], 8)
+    req = requirements(parse_spec(spec))
+    refused = fit(req, node)
+    assert isinstance(refused, Rejection) and refused.filter == "vram"
+    whole = req.accumulated_grad_bytes / 2**30
+    assert f"no number of nodes holds it: every GPU keeps {whole + req.replicated_bytes / 2**30:.1f} GiB" in (
+        refused.reason
+    )
+    assert f"{whole:.1f} GiB of the whole model's accumulated gradients" in refused.reason
+    assert "placement.max_nodes" not in refused.reason
+    beyond = per_gpu_gib(req, 8, 0) - req.sharded_bytes / 8 / 2**30 - req.replicated_bytes / 2**30
+    assert f"needs {req.vram_gib_per_replica + 8 * beyond:.1f} GiB per replica" in refused.reason
+    spec["training"]["accumulation_sync"] = "every"
+    held = fit(requirements(parse_spec(spec)), node)
+    assert not isinstance(held, Rejection) and held.gpus_per_replica == 40
+
+
+def test_a_replica_counts_the_gradients_each_of_its_gpus_holds() -> None:
+    """Frozen weights' FSDP gradients (fp32 plus the fp32 upcast: 6 B a parameter) split over 2 GPUs
+    put more on each GPU than the weights' share they sit beside: the replica's figure (plan header,
+    --json) adds them once per GPU and never reads below one GPU's."""
+    spec = _job("finetune-lora", "llama-3.2-3b")
+    spec["training"].update(fsdp_frozen_gradients=True, sharding="full")
+    req = requirements(parse_spec(spec))
+    shape = fit(req, calibration_instance(GPUS["A100-40GB"], 2))
+    assert not isinstance(shape, Rejection) and shape.gpus_per_replica == 2
+    assert shape.vram_gib_per_gpu > req.vram_gib_per_replica  # what the old header showed
+    beyond = req.frozen_grad_bytes / 2 / 2**30  # each GPU's shard of them
+    assert shape.vram_gib_per_replica == pytest.approx(req.vram_gib_per_replica + 2 * beyond)
+    assert shape.vram_gib_per_replica >= shape.vram_gib_per_gpu
+
+
 def test_litgpt_fsdp_full_fine_tunes_accumulate_unsharded_gradients() -> None:
     """litgpt's full fine-tunes on A10Gs accumulate 4 micro-batches under Fabric's no_backward_sync
     (FSDP no_sync): sized so, the two settings its table reports out of memory are refused (each was

@@ -18,6 +18,8 @@ from selector.sizing.training import (
     FP8_TRAINING_SPEEDUP,
     gradient_formula_note,
     gradient_refusal_note,
+    replica_gib,
+    unshardable_note,
     unsharded_gradient_bytes,
 )
 
@@ -281,7 +283,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
         )
     return Rejection(
         "vram",
-        f"needs {req.vram_gib_per_replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
+        f"needs {replica_gib(req, shards):.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
         f"GPU{'s' if shards > 1 else ''}{detail}){why}; {it.name} has {n}×{usable:.1f} GiB usable "
         f"{it.gpu.name} over {link}",
         gap=need / usable - 1.0,
@@ -579,7 +581,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
             replicas=1,
             instances=nodes,
             vram_gib_per_gpu=per_gpu_gib(req, shards, 0),
-            vram_gib_per_replica=req.vram_gib_per_replica,
+            vram_gib_per_replica=replica_gib(req, shards),
             needs_nvlink=shards > 1 and n > 1,
             needs_node_interconnect=nodes > 1,
             tokens_per_s_per_stream=None,
@@ -587,4 +589,5 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
             job_hours=hours,
             terms=terms,
         )
-    return _vram_rejection(req, it, f", more than {req.max_nodes} nodes (placement.max_nodes) hold")
+    beyond = unshardable_note(req, usable) or f", more than {req.max_nodes} nodes (placement.max_nodes) hold"
+    return _vram_rejection(req, it, beyond)

@@ -251,6 +251,39 @@ def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
     return req.frozen_grad_bytes / shards + req.accumulated_grad_bytes * (1.0 - 1.0 / shards)
 
 
+def replica_gib(req: Requirements, shards: int) -> float:
+    """One replica's memory over ``shards`` GPUs: ``Requirements.vram_gib_per_replica`` plus what
+    ``unsharded_gradient_bytes`` puts on each of them, which every GPU holds for itself."""
+    return req.vram_gib_per_replica + shards * unsharded_gradient_bytes(req, shards) / GIB
+
+
+def unshardable_gib(req: Requirements) -> float:
+    """What each GPU of a training job holds however many GPUs share it (the limit of
+    ``per_gpu_steady_bytes`` as the shards grow): its replicated part (activations, the loss, any
+    replicated state) and, accumulating under FSDP no_sync, the whole model's gradients."""
+    return (req.replicated_bytes + req.accumulated_grad_bytes) / GIB
+
+
+def unshardable_note(req: Requirements, usable: float) -> str:
+    """A training refusal's words when ``unshardable_gib`` alone exceeds a GPU's ``usable`` GiB: no
+    node count holds the job ("" when more GPUs would)."""
+    floor = unshardable_gib(req)
+    if floor <= usable:
+        return ""
+    parts = [
+        f"{size / GIB:.1f} GiB {name}"
+        for name, size in (
+            ("of activations and other per-GPU memory", req.replicated_bytes),
+            ("of the whole model's accumulated gradients", req.accumulated_grad_bytes),
+        )
+        if size
+    ]
+    return (
+        f"; no number of nodes holds it: every GPU keeps {floor:.1f} GiB however many share the model "
+        f"({', '.join(parts)})"
+    )
+
+
 def gradient_formula_note(req: Requirements, shards: int) -> str:
     """The per-GPU memory line's words for ``unsharded_gradient_bytes`` on ``shards`` GPUs, naming
     only the parts present ("" when there are none)."""
