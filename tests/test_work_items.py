@@ -55,7 +55,7 @@ def test_int4_diffusion_takes_its_own_slowdown_compiled_or_not() -> None:
     torch.compile, which cannot fuse those kernels, gains it nothing; int8 and nf4 keep theirs."""
     from selector.sizing.requirements import INT4_WEIGHT_ONLY_SLOWDOWN, WEIGHT_ONLY_SLOWDOWN
 
-    assert INT4_WEIGHT_ONLY_SLOWDOWN == pytest.approx(109 / 12)
+    assert pytest.approx(109 / 12) == INT4_WEIGHT_ONLY_SLOWDOWN
 
     def flux(precision: str, compile: bool = False) -> float:
         spec = batch({"preset": "flux.1-dev"}, {"items": 1000, "compile": compile}, precision=precision)
@@ -65,11 +65,8 @@ def test_int4_diffusion_takes_its_own_slowdown_compiled_or_not() -> None:
     assert flux("int4", compile=True) == pytest.approx(flux("int4"))
     assert flux("int8") == pytest.approx(flux("bf16") * WEIGHT_ONLY_SLOWDOWN)
     assert flux("int8", compile=True) < flux("int8")
-    note = next(
-        t.formula
-        for t in requirements(parse_spec(batch({"preset": "flux.1-dev"}, {"items": 10}, precision="int4"))).terms
-        if t.name == "work on the reference GPU"
-    )
+    int4 = requirements(parse_spec(batch({"preset": "flux.1-dev"}, {"items": 10}, precision="int4")))
+    note = next(t.formula for t in int4.terms if t.name == "work on the reference GPU")
     assert "9.08 int4 weight-only" in note and "the slowest" in note
 
 
