@@ -200,11 +200,12 @@ ROUND4_NOTE = (
     "vLLM recipe's KV pools; docs/fresh-set-session11-2026-12-05.md keeps each row's ratio under "
     "the frozen model). Seeing their ratios: int4 diffusion takes its own slowdown, 109 / 12 s, the "
     "slowest of torchao, Quanto and GGUF int4 on Flux, compiled or not (it had taken int8's 1.30 and "
-    "read 0.15); and the stated release of two SGLang cookbook pages was checked against the wheels: "
-    "0.5.7 (2026-01-01) has no class for GLM-4.7-Flash's Glm4MoeLiteForCausalLM and 0.5.6.post2 "
-    "(2025-12-11) none for Kimi-K2.5's KimiK25ForConditionalGeneration, so those 17 rows (9 from "
-    "session 8, 8 new, all over-promising, 1.35-5.29) are excluded as measuring a build the pages do "
-    "not name."
+    "read 0.15); Qwen-1's 1.8B LoRA rows were corrected to fp32 adapters (the README pins PEFT < 0.6 "
+    "where the cells were added); and every engine row's stated release was checked against the "
+    "wheels: only two SGLang cookbook pages fail, 0.5.7 (2026-01-01) having no class for "
+    "GLM-4.7-Flash's Glm4MoeLiteForCausalLM and 0.5.6.post2 (2025-12-11) none for Kimi-K2.5's "
+    "KimiK25ForConditionalGeneration, so each ran a build the page does not name; their 16 "
+    "over-promising rows (1.35-5.29) are kept and named, as the label changes nothing gpufit computes."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

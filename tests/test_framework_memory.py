@@ -364,31 +364,60 @@ def test_gradients_no_node_count_holds_are_refused_as_such() -> None:
     refused = fit(req, node)
     assert isinstance(refused, Rejection) and refused.filter == "vram"
     whole = req.accumulated_grad_bytes / 2**30
-    assert f"no number of nodes holds it: every GPU keeps {whole + req.replicated_bytes / 2**30:.1f} GiB" in (
-        refused.reason
-    )
+    floor = whole + req.replicated_bytes / 2**30
+    assert f"no number of nodes holds it sharded: every GPU keeps {floor:.1f} GiB" in refused.reason
     assert f"{whole:.1f} GiB of the whole model's accumulated gradients" in refused.reason
-    assert "placement.max_nodes" not in refused.reason
-    beyond = per_gpu_gib(req, 8, 0) - req.sharded_bytes / 8 / 2**30 - req.replicated_bytes / 2**30
-    assert f"needs {req.vram_gib_per_replica + 8 * beyond:.1f} GiB per replica" in refused.reason
+    assert "placement.max_nodes" not in refused.reason and "one GPU would hold it" not in refused.reason
+    assert f"needs {8 * per_gpu_gib(req, 8, 0):.1f} GiB per replica" in refused.reason  # 8 GPUs' worth
     spec["training"]["accumulation_sync"] = "every"
     held = fit(requirements(parse_spec(spec)), node)
     assert not isinstance(held, Rejection) and held.gpus_per_replica == 40
 
 
-def test_a_replica_counts_the_gradients_each_of_its_gpus_holds() -> None:
+def test_a_replica_counts_what_each_of_its_gpus_holds() -> None:
     """Frozen weights' FSDP gradients (fp32 plus the fp32 upcast: 6 B a parameter) split over 2 GPUs
-    put more on each GPU than the weights' share they sit beside: the replica's figure (plan header,
-    --json) adds them once per GPU and never reads below one GPU's."""
+    put more on each GPU than the unsharded model needs: the replica's figure (plan header, --json)
+    is what its GPUs hold together, each GPU's activations and gradient share counted on each, so it
+    never reads below one GPU's."""
     spec = _job("finetune-lora", "llama-3.2-3b")
     spec["training"].update(fsdp_frozen_gradients=True, sharding="full")
     req = requirements(parse_spec(spec))
     shape = fit(req, calibration_instance(GPUS["A100-40GB"], 2))
     assert not isinstance(shape, Rejection) and shape.gpus_per_replica == 2
     assert shape.vram_gib_per_gpu > req.vram_gib_per_replica  # what the old header showed
-    beyond = req.frozen_grad_bytes / 2 / 2**30  # each GPU's shard of them
-    assert shape.vram_gib_per_replica == pytest.approx(req.vram_gib_per_replica + 2 * beyond)
-    assert shape.vram_gib_per_replica >= shape.vram_gib_per_gpu
+    assert shape.vram_gib_per_replica == pytest.approx(2 * shape.vram_gib_per_gpu)
+    single = _job("finetune-lora", "llama-3.2-3b")
+    alone = fit(requirements(parse_spec(single)), calibration_instance(GPUS["A100-40GB"], 1))
+    assert not isinstance(alone, Rejection)
+    assert alone.vram_gib_per_replica == pytest.approx(alone.vram_gib_per_gpu)
+
+
+def test_a_job_one_gpu_holds_unsharded_is_told_so() -> None:
+    """Sharded (training.sharding full) with its frozen weights' FSDP gradients, a Llama-3.2-3B LoRA at
+    micro batch 2 keeps more on each of a node's 4 A10Gs than fits however many share it; unsharded,
+    one GPU would hold it, and the refusal says so rather than only 'no number of nodes'."""
+    spec = _job("finetune-lora", "llama-3.2-3b")
+    spec["training"].update(
+        fsdp_frozen_gradients=True, sharding="full", micro_batch=2, gradient_accumulation=4
+    )
+    req = requirements(parse_spec(spec))
+    refused = fit(req, calibration_instance(GPUS["A10G"], 4))
+    assert isinstance(refused, Rejection) and refused.filter == "vram", refused
+    assert "no number of nodes holds it sharded" in refused.reason
+    unsharded = f"one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto"
+    assert unsharded in refused.reason
+
+
+def test_a_job_memory_held_but_the_deadline_missed_is_refused_for_the_deadline() -> None:
+    """A node count that holds the job but runs past job.ttl is the reason given, even when a larger
+    count (tried next) would not hold it at all."""
+    spec = _job("finetune-lora", "llama-3.2-3b")
+    spec["training"].update(
+        fsdp_frozen_gradients=True, sharding="full", micro_batch=2, gradient_accumulation=4
+    )
+    spec["teardown"] = {"ttl": "1h"}
+    refused = fit(requirements(parse_spec(spec)), calibration_instance(GPUS["A10G"], 1))
+    assert isinstance(refused, Rejection) and refused.filter != "vram", refused
 
 
 def test_litgpt_fsdp_full_fine_tunes_accumulate_unsharded_gradients() -> None:

@@ -516,6 +516,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
     host = host_memory_rejection(req, it, USABLE_MEMORY_FRACTION)
     if host is not None:
         return Rejection("host-memory", host)
+    late: Rejection | None = None  # a node count that held it but missed the deadline
     for nodes in range(1, req.max_nodes + 1):
         gpus = n * nodes
         shards = training_shards(req, gpu, gpus)
@@ -532,9 +533,10 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
         mfu = training_mfu(req, gpu)
         hours = training_hours(req, gpu, gpus, tflops)
         if req.deadline_hours is not None and within_ttl(hours, setup_hours, req.deadline_hours) != 1:
+            needs = f"needs {hours:.1f} h on {gpus}×{gpu.name}"
+            late = _over_ttl(needs, setup_hours, req.deadline_hours, hours)
             if not joins_nodes(it) or nodes == req.max_nodes:
-                needs = f"needs {hours:.1f} h on {gpus}×{gpu.name}"
-                return _over_ttl(needs, setup_hours, req.deadline_hours, hours)
+                return late
             continue
         terms: tuple[Term, ...] = (
             Term(
@@ -590,4 +592,4 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
             terms=terms,
         )
     beyond = unshardable_note(req, usable) or f", more than {req.max_nodes} nodes (placement.max_nodes) hold"
-    return _vram_rejection(req, it, beyond)
+    return late or _vram_rejection(req, it, beyond)

@@ -55,10 +55,11 @@ INT4_WEIGHT_ONLY_SLOWDOWN = term_ratio("int4_weight_only_slowdown")
 steps (Hugging Face blog 'Exploring Quantization Backends in Diffusers', @0b53cb1): torchao
 ``int4_weight_only`` and Quanto INT4 109 s, GGUF Q4_1 23 s, against bf16's 12 s; the slowest, 9.1×, is
 taken, as gpufit's int4 does not say which backend runs (torchao's int4 kernel, tinygemm, is built
-for a handful of rows, not a denoiser's thousands of image tokens). torch.compile gains it nothing:
-it cannot fuse that kernel (CogVideoX-5B int4wo on an A100 took 1,131 s eager and 1,068 s compiled,
-against bf16's 243 and 212 s: sayakpaul/diffusers-torchao README @9b9f238), so an int4 pipeline keeps
-its eager time under ``work.compile``. Other pipelines take it as an ESTIMATE (on a UNet it errs
+for a handful of rows, not a denoiser's thousands of image tokens). torch.compile gains it little
+(CogVideoX-5B int4wo on an A100 took 1,131 s eager and 1,068 s compiled, 1.06×, against bf16's 243
+and 212 s, 1.15×: sayakpaul/diffusers-torchao README @9b9f238), so none is taken: an int4 pipeline
+keeps its eager time under ``work.compile``. The batching gain (``BATCHED_IMAGE_TIME``, measured in
+bf16) is applied to it too, unmeasured. Other pipelines take it as an ESTIMATE (on a UNet it errs
 slow: the quantisers convert only linear layers). Read off issue 24's session-11 fresh set after its
 int4 rows were seen at 0.15-0.70 under the int8 slowdown used before."""
 
@@ -290,8 +291,8 @@ def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[flo
         label = _est(carry) if carry is not None else "; ESTIMATE: Flux's, errs slow on a UNet"
         return INT4_WEIGHT_ONLY_SLOWDOWN, (
             f" × {INT4_WEIGHT_ONLY_SLOWDOWN:.2f} int4 weight-only (Flux: torchao int4_weight_only and Quanto "
-            f"INT4 109 s, GGUF Q4_1 23 s, bf16 12 s; the slowest{label})"
-            + ("; torch.compile gains int4 nothing (its kernels are not fused)" if compiled else "")
+            f"INT4 109 s, GGUF Q4_1 23 s, bf16 12 s; the slowest, as the backend is not known{label})"
+            + ("; no torch.compile gain taken (int4wo 1.06× on CogVideoX)" if compiled else "")
         )
     if precision in WEIGHT_ONLY and compiled:
         carry = carries_over("weight_only_compiled_slowdown", arch)
@@ -314,7 +315,12 @@ def _format_factor(precision: str, compiled: bool, arch: ModelArch) -> tuple[flo
         label = _est(carry) if carry is not None else "; ESTIMATE: Flux's, errs slow on a UNet"
         if precision == "fp8":
             return f, f" × {f:.2f} fp8 without torch.compile ({FP8_EAGER_NOTE}{label})"
-        return f, f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo{label})"
+        return f, (
+            f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo{label}; bitsandbytes' "
+            "LLM.int8 is not weight-only: 2.25× on Flux, not covered)"
+            if precision == "int8"
+            else f" × {f:.2f} weight-only dequantisation (diffusers-torchao int8wo{label})"
+        )
     if precision == "fp8":
         carry = carries_over("fp8_compiled_speedup", arch)
         if carry is None:

@@ -252,9 +252,11 @@ def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
 
 
 def replica_gib(req: Requirements, shards: int) -> float:
-    """One replica's memory over ``shards`` GPUs: ``Requirements.vram_gib_per_replica`` plus what
-    ``unsharded_gradient_bytes`` puts on each of them, which every GPU holds for itself."""
-    return req.vram_gib_per_replica + shards * unsharded_gradient_bytes(req, shards) / GIB
+    """What one copy of a training job's model holds over the ``shards`` GPUs it is sharded across:
+    the sharded states once, and each GPU's own replicated part (activations, the loss) and
+    ``unsharded_gradient_bytes`` on each; ``Requirements.vram_gib_per_replica`` unsharded."""
+    each = req.replicated_bytes + unsharded_gradient_bytes(req, shards)
+    return (req.sharded_bytes + req.kv_bytes + max(shards, 1) * each) / GIB
 
 
 def unshardable_gib(req: Requirements) -> float:
@@ -266,7 +268,8 @@ def unshardable_gib(req: Requirements) -> float:
 
 def unshardable_note(req: Requirements, usable: float) -> str:
     """A training refusal's words when ``unshardable_gib`` alone exceeds a GPU's ``usable`` GiB: no
-    node count holds the job ("" when more GPUs would)."""
+    node count holds the job sharded, and, where one GPU would hold it unsharded, that it would
+    ("" when more GPUs would)."""
     floor = unshardable_gib(req)
     if floor <= usable:
         return ""
@@ -278,9 +281,15 @@ def unshardable_note(req: Requirements, usable: float) -> str:
         )
         if size
     ]
+    held = (
+        f"; unsharded, one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto, "
+        "where the framework allows)"
+        if req.vram_gib_per_replica <= usable
+        else ""
+    )
     return (
-        f"; no number of nodes holds it: every GPU keeps {floor:.1f} GiB however many share the model "
-        f"({', '.join(parts)})"
+        f"; no number of nodes holds it sharded: every GPU keeps {floor:.1f} GiB however many share the "
+        f"model ({', '.join(parts)}){held}"
     )
 
 
