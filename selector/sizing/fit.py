@@ -277,13 +277,14 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
     detail = gradient_refusal_note(req, shards)
+    replica = replica_gib(req, shards) if req.is_training else req.vram_gib_per_replica
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         detail = (
             f" while loading: {req.load_bytes / GIB:.1f} GiB as the 16-bit checkpoint is quantised to FP8"
         )
     return Rejection(
         "vram",
-        f"needs {replica_gib(req, shards):.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
+        f"needs {replica:.1f} GiB per replica ({need:.1f} GiB per GPU over {shards} "
         f"GPU{'s' if shards > 1 else ''}{detail}){why}; {it.name} has {n}×{usable:.1f} GiB usable "
         f"{it.gpu.name} over {link}",
         gap=need / usable - 1.0,
