@@ -15,7 +15,7 @@ from selector.calibration import Row, calibration_instance, compute_rows, load_c
 from selector.catalog import load_gpus
 from selector.sizing import Rejection, Requirements, fit, per_gpu_gib, requirements, usable_gib
 from selector.sizing.activations import saved_bytes_per_sbh
-from selector.spec import parse_spec
+from selector.spec import SpecError, parse_spec
 from tests.conftest import ROOT
 
 GPUS = load_gpus()
@@ -508,3 +508,60 @@ def test_the_default_plans_a_70b_lora_on_one_8_gpu_node() -> None:
     spec["training"]["fsdp_frozen_gradients"] = True
     refused = fit(requirements(parse_spec(spec)), node)
     assert isinstance(refused, Rejection) and "gradients of frozen weights" in refused.reason
+
+
+def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> None:
+    """training.framework fills the memory fields the framework decides (data/training_frameworks.yaml)
+    where the spec leaves them out; a field the spec states wins; the plan names the values used."""
+    from typing import get_args
+
+    from selector.spec.frameworks import framework_defaults, framework_names
+    from selector.spec.training import Framework
+
+    assert set(get_args(Framework)) == set(framework_names())
+    spec = _job("finetune-lora", "llama-3.2-3b")
+    spec["training"].update(framework="litgpt", loss="stock")
+    training = parse_spec(spec).training
+    assert training is not None
+    held = (training.accumulation_sync, training.fsdp_frozen_gradients, training.sharding)
+    assert held == ("last", True, "full")
+    assert (training.kbit_preparation, training.adapter_dtype, training.loss) == ("none", "bf16", "stock")
+    line = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
+    assert "litgpt (LitGPT (Lightning Fabric)): accumulation_sync last, fsdp_frozen_gradients true" in line
+    assert "loss stock" in line  # the spec's own value, not the framework's chunked
+    for name in framework_names():
+        spec["training"] = {"tokens": 1e9, "framework": name}
+        training = parse_spec(spec).training
+        assert training is not None
+        defaults = framework_defaults(name)
+        assert {field: getattr(training, field) for field in defaults} == defaults
+    plain = parse_spec(_job("finetune-lora", "llama-3.2-3b")).training
+    assert plain is not None and plain.framework is None and plain.fsdp_frozen_gradients is False
+
+
+def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
+    """Llama-3.1-8B full fine-tune, 8 micro-batches, over 8 A100-40GB: under the Hugging Face Trainer
+    (FSDP no_sync) it is refused for its unsharded gradients, under DeepSpeed or torchtune, which
+    reduce every micro-batch, it holds; litgpt shards a LoRA job whatever fits and gives its frozen
+    weights FSDP1 gradients, which the Trainer does not."""
+    node = calibration_instance(GPUS["A100-40GB"], 8)
+    spec = _job("finetune-full", "llama-3.1-8b")
+    spec["training"].update(gradient_accumulation=8, framework="hf-trainer")
+    assert isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
+    for name in ("hf-trainer-deepspeed", "torchtune"):
+        spec["training"]["framework"] = name
+        assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection), name
+    lora = _job("finetune-lora", "llama-3.2-3b")
+    lora["training"].update(gradient_accumulation=4, framework="litgpt")
+    assert requirements(parse_spec(lora)).frozen_grad_bytes > 0
+    lora["training"]["framework"] = "hf-trainer"
+    assert requirements(parse_spec(lora)).frozen_grad_bytes == 0
+
+
+def test_an_unknown_framework_is_one_line_naming_the_field() -> None:
+    spec = _job("finetune-lora", "llama-3.2-3b")
+    spec["training"]["framework"] = "megatron"
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec)
+    (problem,) = err.value.problems
+    assert str(problem).startswith("training.framework: got 'megatron'; input should be 'hf-trainer'")

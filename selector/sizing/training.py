@@ -11,6 +11,7 @@ from selector.sizing.activations import saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
 from selector.sizing.terms import GIB, Requirements, Term, held_names
 from selector.spec import WorkloadSpec
+from selector.spec.frameworks import framework_defaults, framework_title
 from selector.spec.training import TrainingSpec
 
 OPTIMIZER_BYTES: dict[str, float] = {"adamw": 12.0, "adamw-8bit": 6.0, "adamw-bf16": 4.0, "sgd": 8.0}
@@ -327,6 +328,25 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
     return f", {extra / GIB:.1f} GiB of it " + "; ".join(parts)
 
 
+def framework_term(training: TrainingSpec) -> Term:
+    """The plan's line for ``training.framework``: the fields it set, as the job runs them (a field
+    the spec states wins, so a value may differ from the framework's default)."""
+    assert training.framework is not None
+    defaults = framework_defaults(training.framework)
+    held = ", ".join(f"{field} {_spelled(getattr(training, field))}" for field in defaults)
+    return Term(
+        "training framework",
+        len(defaults),
+        "fields",
+        f"{training.framework} ({framework_title(training.framework)}): {held} "
+        "(data/training_frameworks.yaml; a field the spec states wins)",
+    )
+
+
+def _spelled(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
 def training_requirements(
     spec: WorkloadSpec,
     arch: ModelArch,
@@ -336,6 +356,8 @@ def training_requirements(
 ) -> Requirements:
     training = spec.training
     assert training is not None
+    if training.framework:
+        terms.append(framework_term(training))
     s, b, h, layers = training.sequence_tokens, training.micro_batch, arch.hidden, arch.layers
     opt = OPTIMIZER_BYTES[training.optimizer]
     paged = offloaded = 0.0

@@ -5,13 +5,34 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
 from selector.spec.fields import Count, Optimizer, Strict
+from selector.spec.frameworks import framework_defaults
+
+Framework = Literal["hf-trainer", "hf-trainer-deepspeed", "litgpt", "torchtune", "torchtitan"]
+"""The frameworks data/training_frameworks.yaml describes (tests keep the two the same)."""
 
 
 class TrainingSpec(Strict):
+    framework: Framework | None = Field(
+        None,
+        description="the training framework, which sets the defaults of the fields below that say what "
+        "it does with memory (accumulation_sync, fsdp_frozen_gradients, sharding, kbit_preparation, "
+        "adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging Face Trainer or "
+        "Accelerate with DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-deepspeed (the same "
+        "with DeepSpeed ZeRO-2/3), litgpt, torchtune, torchtitan; unset, gpufit's own defaults",
+    )
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _framework_defaults(cls, data: object) -> object:
+        """A named framework's defaults under the fields the spec leaves out (an unknown name is
+        left for the field's own one-line error)."""
+        if isinstance(data, dict) and isinstance(data.get("framework"), str):
+            return {**framework_defaults(data["framework"]), **data}
+        return data
     sequence_tokens: int = Field(2048, gt=0)
     micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
     activation_checkpointing: bool | Literal["selective"] = Field(
