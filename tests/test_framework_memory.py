@@ -525,9 +525,10 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
     assert training is not None
     held = (training.accumulation_sync, training.fsdp_frozen_gradients, training.sharding)
     assert held == ("last", True, "full")
-    assert (training.kbit_preparation, training.adapter_dtype, training.loss) == ("none", "bf16", "stock")
+    assert (training.kbit_preparation, training.adapter_dtype, training.loss) == ("none", "fp32", "stock")
     line = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
-    assert "litgpt (LitGPT (Lightning Fabric)): accumulation_sync last, fsdp_frozen_gradients true" in line
+    assert "litgpt (LitGPT (Lightning Fabric) fine-tuning): accumulation_sync last" in line
+    assert "fsdp_frozen_gradients true" in line
     assert "loss stock" in line  # the spec's own value, not the framework's chunked
     for name in framework_names():
         spec["training"] = {"tokens": 1e9, "framework": name}
@@ -541,14 +542,15 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
 
 def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
     """Llama-3.1-8B full fine-tune, 8 micro-batches, over 8 A100-40GB: under the Hugging Face Trainer
-    (FSDP no_sync) it is refused for its unsharded gradients, under DeepSpeed or torchtune, which
-    reduce every micro-batch, it holds; litgpt shards a LoRA job whatever fits and gives its frozen
-    weights FSDP1 gradients, which the Trainer does not."""
+    (FSDP no_sync) it is refused for its unsharded gradients, under DeepSpeed ZeRO-3 or torchtune,
+    which reduce every micro-batch, it holds; litgpt shards a LoRA job whatever fits and gives its
+    frozen weights FSDP1 gradients, which the Trainer does not. A QLoRA under the Trainer's tools
+    keeps its adapters' optimiser on the GPU (no paged optimiser by default), not in host RAM."""
     node = calibration_instance(GPUS["A100-40GB"], 8)
     spec = _job("finetune-full", "llama-3.1-8b")
     spec["training"].update(gradient_accumulation=8, framework="hf-trainer")
     assert isinstance(fit(requirements(parse_spec(spec)), node), Rejection)
-    for name in ("hf-trainer-deepspeed", "torchtune"):
+    for name in ("hf-trainer-zero3", "torchtune"):
         spec["training"]["framework"] = name
         assert not isinstance(fit(requirements(parse_spec(spec)), node), Rejection), name
     lora = _job("finetune-lora", "llama-3.2-3b")
@@ -556,6 +558,12 @@ def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
     assert requirements(parse_spec(lora)).frozen_grad_bytes > 0
     lora["training"]["framework"] = "hf-trainer"
     assert requirements(parse_spec(lora)).frozen_grad_bytes == 0
+    qlora = _job("finetune-qlora", "llama-3.1-8b")
+    qlora["precision"] = "nf4"
+    qlora["training"]["framework"] = "hf-trainer"
+    assert requirements(parse_spec(qlora)).paged_optimizer_bytes == 0
+    qlora["training"].pop("framework")
+    assert requirements(parse_spec(qlora)).paged_optimizer_bytes > 0  # PEFT's own recipe pages it
 
 
 def test_an_unknown_framework_is_one_line_naming_the_field() -> None:

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from selector.spec.fields import Count, Optimizer, Strict
 from selector.spec.frameworks import framework_defaults
 
-Framework = Literal["hf-trainer", "hf-trainer-deepspeed", "litgpt", "torchtune", "torchtitan"]
+Framework = Literal["hf-trainer", "hf-trainer-zero3", "litgpt", "torchtune", "torchtitan"]
 """The frameworks data/training_frameworks.yaml describes (tests keep the two the same)."""
 
 
@@ -19,9 +19,10 @@ class TrainingSpec(Strict):
         None,
         description="the training framework, which sets the defaults of the fields below that say what "
         "it does with memory (accumulation_sync, fsdp_frozen_gradients, sharding, kbit_preparation, "
-        "adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging Face Trainer or "
-        "Accelerate with DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-deepspeed (the same "
-        "with DeepSpeed ZeRO-2/3), litgpt, torchtune, torchtitan; unset, gpufit's own defaults",
+        "adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging Face Trainer with "
+        "DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-zero3 (the same with DeepSpeed "
+        "ZeRO-3), litgpt (fine-tuning; its command line's bf16-mixed keeps fp32 weights: state precision "
+        "fp32 then), torchtune (from v0.3.0), torchtitan; unset, gpufit's own defaults",
     )
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
 
