@@ -23,10 +23,12 @@ FIT_FILTERS = (
     "speed",
     "deadline",
     "host-memory",
+    "framework",
     "image",
 )
 """Filters that say the machine cannot do the job (as opposed to placement, market, budget);
-``image``: no machine image gpufit boots supports it (``selector.images``)."""
+``image``: no machine image gpufit boots supports it (``selector.images``); ``framework``: the
+training framework the spec names cannot run the job on it (``sizing.training.framework_refusal``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -527,15 +527,32 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
     assert held == ("last", True, "full")
     assert (training.kbit_preparation, training.adapter_dtype, training.loss) == ("none", "fp32", "stock")
     line = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
-    assert "litgpt (LitGPT (Lightning Fabric) fine-tuning): accumulation_sync last" in line
+    assert "litgpt (LitGPT (Lightning Fabric) fine-tuning; quantised fine-tunes on one GPU only" in line
     assert "fsdp_frozen_gradients true" in line
     assert "loss stock" in line  # the spec's own value, not the framework's chunked
-    for name in framework_names():
+    expected = {  # each framework's own behaviour, or the safe side where its configs differ
+        "hf-trainer": {"accumulation_sync": "last", "fsdp_frozen_gradients": False, "adapter_dtype": "fp32",
+                       "loss": "stock", "activation_checkpointing": False},
+        "hf-trainer-zero3": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
+                             "adapter_dtype": "fp32", "loss": "stock", "activation_checkpointing": False},
+        "litgpt": {"accumulation_sync": "last", "fsdp_frozen_gradients": True, "sharding": "full",
+                   "kbit_preparation": "none", "loss": "chunked", "activation_checkpointing": False,
+                   "lora_dropout": 0.05},
+        "torchtune": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
+                      "kbit_preparation": "none", "adapter_dtype": "bf16", "loss": "chunked",
+                      "activation_checkpointing": False},
+        "torchtitan": {"accumulation_sync": "every", "sharding": "full"},
+    }
+    assert set(expected) == set(framework_names())
+    for name, fields in expected.items():
+        assert framework_defaults(name) == fields, name
         spec["training"] = {"tokens": 1e9, "framework": name}
         training = parse_spec(spec).training
         assert training is not None
-        defaults = framework_defaults(name)
-        assert {field: getattr(training, field) for field in defaults} == defaults
+        assert {field: getattr(training, field) for field in fields} == fields
+    spec["training"] = {"tokens": 1e9, "framework": "torchtitan"}
+    titan = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
+    assert "activation_checkpointing true, not the framework's to set" in titan
     plain = parse_spec(_job("finetune-lora", "llama-3.2-3b")).training
     assert plain is not None and plain.framework is None and plain.fsdp_frozen_gradients is False
 
@@ -545,7 +562,7 @@ def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
     (FSDP no_sync) it is refused for its unsharded gradients, under DeepSpeed ZeRO-3 or torchtune,
     which reduce every micro-batch, it holds; litgpt shards a LoRA job whatever fits and gives its
     frozen weights FSDP1 gradients, which the Trainer does not. A QLoRA under the Trainer's tools
-    keeps its adapters' optimiser on the GPU (no paged optimiser by default), not in host RAM."""
+    is told to state its k-bit preparation, which differs by tool and release."""
     node = calibration_instance(GPUS["A100-40GB"], 8)
     spec = _job("finetune-full", "llama-3.1-8b")
     spec["training"].update(gradient_accumulation=8, framework="hf-trainer")
@@ -560,10 +577,9 @@ def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
     assert requirements(parse_spec(lora)).frozen_grad_bytes == 0
     qlora = _job("finetune-qlora", "llama-3.1-8b")
     qlora["precision"] = "nf4"
-    qlora["training"]["framework"] = "hf-trainer"
-    assert requirements(parse_spec(qlora)).paged_optimizer_bytes == 0
-    qlora["training"].pop("framework")
-    assert requirements(parse_spec(qlora)).paged_optimizer_bytes > 0  # PEFT's own recipe pages it
+    qlora["training"]["framework"] = "hf-trainer"  # its tools differ: the plan says to state it
+    line = next(t.formula for t in requirements(parse_spec(qlora)).terms if t.name == "training framework")
+    assert "kbit_preparation fp32-cast, not the framework's to set" in line
 
 
 def test_an_unknown_framework_is_one_line_naming_the_field() -> None:
@@ -573,3 +589,25 @@ def test_an_unknown_framework_is_one_line_naming_the_field() -> None:
         parse_spec(spec)
     (problem,) = err.value.problems
     assert str(problem).startswith("training.framework: got 'megatron'; input should be 'hf-trainer'")
+
+
+def test_litgpt_runs_a_quantised_fine_tune_on_one_gpu_and_pretrains_on_one_node() -> None:
+    """LitGPT refuses quantised fine-tunes over several GPUs and pretrains with FSDP HYBRID_SHARD
+    (sharded within a node): a multi-GPU node is refused for its QLoRA, and a pretraining job that
+    needs a second node is refused rather than sharded over every GPU; other frameworks are not."""
+    qlora = _job("finetune-qlora", "llama-3.1-8b")
+    qlora["precision"] = "nf4"
+    qlora["training"]["framework"] = "litgpt"
+    refused = fit(requirements(parse_spec(qlora)), calibration_instance(GPUS["A100-40GB"], 8))
+    assert isinstance(refused, Rejection) and refused.filter == "framework"
+    assert "one GPU only; this node has 8" in refused.reason
+    one = calibration_instance(GPUS["A100-40GB"], 1)
+    assert not isinstance(fit(requirements(parse_spec(qlora)), one), Rejection)
+    pretrain = _job("pretrain", "llama-3.1-70b")
+    pretrain["training"]["framework"] = "litgpt"
+    refused = fit(requirements(parse_spec(pretrain)), calibration_instance(GPUS["A100-80GB"], 8))
+    assert isinstance(refused, Rejection) and refused.filter == "framework"
+    assert "HYBRID_SHARD" in refused.reason
+    pretrain["training"]["framework"] = "torchtitan"
+    held = fit(requirements(parse_spec(pretrain)), calibration_instance(GPUS["A100-80GB"], 8))
+    assert not isinstance(held, Rejection) and held.nodes_per_replica > 1

@@ -16,6 +16,7 @@ from selector.sizing.terms import GIB, Requirements, Term
 from selector.sizing.training import (
     EAGER_TRAINING_SLOWDOWN,
     FP8_TRAINING_SPEEDUP,
+    framework_refusal,
     gradient_formula_note,
     gradient_refusal_note,
     replica_gib,
@@ -519,6 +520,8 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
         return Rejection("host-memory", host)
     late: Rejection | None = None  # a node count that held it but missed the deadline
     for nodes in range(1, req.max_nodes + 1):
+        if (unsupported := framework_refusal(req, n, nodes)) is not None:
+            return Rejection("framework", unsupported)
         gpus = n * nodes
         shards = training_shards(req, gpu, gpus)
         if per_gpu_gib(req, shards, 0) > usable:

@@ -328,12 +328,24 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
     return f", {extra / GIB:.1f} GiB of it " + "; ".join(parts)
 
 
-def framework_term(training: TrainingSpec) -> Term:
+def framework_term(training: TrainingSpec, task: str) -> Term:
     """The plan's line for ``training.framework``: the fields it set, as the job runs them (a field
     the spec states wins, so a value may differ from the framework's default)."""
     assert training.framework is not None
     defaults = framework_defaults(training.framework)
     held = ", ".join(f"{field} {_spelled(getattr(training, field))}" for field in defaults)
+    if task == "finetune-qlora" and "kbit_preparation" not in defaults:
+        held += (
+            f"; kbit_preparation {training.kbit_preparation}, not the framework's to set (its tools "
+            "differ by release: TRL >= 0.26, axolotl, LLaMA-Factory and ms-swift keep the embeddings "
+            "16-bit and the optimiser on the GPU, none; PEFT's recipe with a paged optimiser, fp32-cast: "
+            "state the job's)"
+        )
+    if "activation_checkpointing" not in defaults:
+        held += (
+            f"; activation_checkpointing {_spelled(training.activation_checkpointing)}, not the framework's "
+            "to set (gpufit's default, full recomputation, holds the least: state the job's)"
+        )
     return Term(
         "training framework",
         len(defaults),
@@ -341,6 +353,25 @@ def framework_term(training: TrainingSpec) -> Term:
         f"{training.framework} ({framework_title(training.framework)}): {held} "
         "(data/training_frameworks.yaml; a field the spec states wins)",
     )
+
+
+def framework_refusal(req: Requirements, gpus_per_node: int, nodes: int) -> str | None:
+    """Why the named training framework cannot run the job on ``nodes`` nodes of ``gpus_per_node``
+    GPUs (None when it can): LitGPT fine-tunes a quantised model on one GPU only ('Quantization is
+    currently not supported for multi-GPU training', litgpt/finetune/lora.py @00af8b0, and its
+    devices then stay 1, so a larger node's other GPUs would idle while gpufit timed them), and
+    pretrains with FSDP HYBRID_SHARD (litgpt/pretrain.py @00af8b0), sharded within each node and
+    copied across nodes, which gpufit's sharding over every GPU would under-size."""
+    if req.framework != "litgpt":
+        return None
+    if req.task == "finetune-qlora" and gpus_per_node > 1:
+        return f"LitGPT fine-tunes a quantised model on one GPU only; this node has {gpus_per_node}"
+    if req.task == "pretrain" and nodes > 1:
+        return (
+            "LitGPT pretrains with FSDP HYBRID_SHARD, sharded within each node and copied across nodes, "
+            "which gpufit does not size: a job that needs more than one node is refused"
+        )
+    return None
 
 
 def _spelled(value: object) -> str:
@@ -357,7 +388,7 @@ def training_requirements(
     training = spec.training
     assert training is not None
     if training.framework:
-        terms.append(framework_term(training))
+        terms.append(framework_term(training, spec.task))
     s, b, h, layers = training.sequence_tokens, training.micro_batch, arch.hidden, arch.layers
     opt = OPTIMIZER_BYTES[training.optimizer]
     paged = offloaded = 0.0
@@ -406,7 +437,7 @@ def training_requirements(
                     + (
                         "PEFT prepare_model_for_kbit_training casts them to fp32)"
                         if peft_prep
-                        else "kbit_preparation none: kept 16-bit, torchtune)"
+                        else "kbit_preparation none: kept 16-bit, as torchtune, litgpt and TRL ≥ 0.26 do)"
                     ),
                 )
             )
@@ -521,6 +552,7 @@ def training_requirements(
         replicated_bytes=replicated_states + acts + logits,
         accumulated_grad_bytes=accumulated,
         frozen_grad_bytes=frozen,
+        framework=training.framework or "",
         paged_optimizer_bytes=paged,
         offloaded_activation_bytes=offloaded,
         bytes_per_decode_step=0.0,
