@@ -527,21 +527,20 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
     assert held == ("last", True, "full")
     assert (training.kbit_preparation, training.adapter_dtype, training.loss) == ("none", "fp32", "stock")
     line = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
-    assert "litgpt (LitGPT (Lightning Fabric) fine-tuning; quantised fine-tunes on one GPU only" in line
+    assert "litgpt (LitGPT (Lightning Fabric) fine-tuning; a quantised fine-tune on one GPU only" in line
     assert "fsdp_frozen_gradients true" in line
     assert "loss stock" in line  # the spec's own value, not the framework's chunked
-    expected = {  # each framework's own behaviour, or the safe side where its configs differ
+    expected = {  # each framework's own behaviour (fields its configs set differently are left out)
         "hf-trainer": {"accumulation_sync": "last", "fsdp_frozen_gradients": False, "adapter_dtype": "fp32",
-                       "loss": "stock", "activation_checkpointing": False},
+                       "loss": "stock"},
         "hf-trainer-zero3": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
-                             "adapter_dtype": "fp32", "loss": "stock", "activation_checkpointing": False},
+                             "adapter_dtype": "fp32", "loss": "stock"},
         "litgpt": {"accumulation_sync": "last", "fsdp_frozen_gradients": True, "sharding": "full",
-                   "kbit_preparation": "none", "loss": "chunked", "activation_checkpointing": False,
-                   "lora_dropout": 0.05},
+                   "kbit_preparation": "none", "loss": "chunked", "lora_dropout": 0.05},
         "torchtune": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
-                      "kbit_preparation": "none", "adapter_dtype": "bf16", "loss": "chunked",
-                      "activation_checkpointing": False},
-        "torchtitan": {"accumulation_sync": "every", "sharding": "full"},
+                      "kbit_preparation": "none", "adapter_dtype": "bf16", "loss": "chunked"},
+        "torchtitan": {"accumulation_sync": "every", "sharding": "full",
+                       "activation_checkpointing": "selective"},
     }
     assert set(expected) == set(framework_names())
     for name, fields in expected.items():
@@ -550,9 +549,12 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
         training = parse_spec(spec).training
         assert training is not None
         assert {field: getattr(training, field) for field in fields} == fields
-    spec["training"] = {"tokens": 1e9, "framework": "torchtitan"}
-    titan = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
-    assert "activation_checkpointing true, not the framework's to set" in titan
+    spec["training"] = {"tokens": 1e9, "framework": "hf-trainer"}
+    trainer = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
+    assert "activation_checkpointing true, gpufit's default" in trainer
+    spec["training"]["activation_checkpointing"] = False
+    trainer = next(t.formula for t in requirements(parse_spec(spec)).terms if t.name == "training framework")
+    assert "gpufit's default" not in trainer  # the spec stated it
     plain = parse_spec(_job("finetune-lora", "llama-3.2-3b")).training
     assert plain is not None and plain.framework is None and plain.fsdp_frozen_gradients is False
 
@@ -579,7 +581,7 @@ def test_the_framework_decides_what_a_sharded_accumulating_job_holds() -> None:
     qlora["precision"] = "nf4"
     qlora["training"]["framework"] = "hf-trainer"  # its tools differ: the plan says to state it
     line = next(t.formula for t in requirements(parse_spec(qlora)).terms if t.name == "training framework")
-    assert "kbit_preparation fp32-cast, not the framework's to set" in line
+    assert "kbit_preparation fp32-cast, gpufit's default: the Trainer's tools differ by release" in line
 
 
 def test_an_unknown_framework_is_one_line_naming_the_field() -> None:
@@ -591,23 +593,34 @@ def test_an_unknown_framework_is_one_line_naming_the_field() -> None:
     assert str(problem).startswith("training.framework: got 'megatron'; input should be 'hf-trainer'")
 
 
-def test_litgpt_runs_a_quantised_fine_tune_on_one_gpu_and_pretrains_on_one_node() -> None:
-    """LitGPT refuses quantised fine-tunes over several GPUs and pretrains with FSDP HYBRID_SHARD
-    (sharded within a node): a multi-GPU node is refused for its QLoRA, and a pretraining job that
-    needs a second node is refused rather than sharded over every GPU; other frameworks are not."""
+def test_litgpt_runs_a_quantised_fine_tune_on_one_gpu_only() -> None:
+    """LitGPT raises for a quantised fine-tune when devices × nodes > 1: a multi-GPU node is refused
+    for it (filter framework), a one-GPU node that cannot hold it is not joined to others (the
+    refusal says why), and a QLoRA or quantised LoRA one GPU holds plans there; an unquantised LitGPT
+    LoRA still plans over a node's GPUs, and LitGPT pretraining (HYBRID_SHARD) is a spec error."""
     qlora = _job("finetune-qlora", "llama-3.1-8b")
     qlora["precision"] = "nf4"
     qlora["training"]["framework"] = "litgpt"
     refused = fit(requirements(parse_spec(qlora)), calibration_instance(GPUS["A100-40GB"], 8))
     assert isinstance(refused, Rejection) and refused.filter == "framework"
-    assert "one GPU only; this node has 8" in refused.reason
-    one = calibration_instance(GPUS["A100-40GB"], 1)
+    assert "one GPU only" in refused.reason and "has 8 GPUs" in refused.reason
+    one = calibration_instance(GPUS["A100-40GB"], 1)  # joins nodes (EFA)
     assert not isinstance(fit(requirements(parse_spec(qlora)), one), Rejection)
-    pretrain = _job("pretrain", "llama-3.1-70b")
+    qlora["model"] = {"preset": "llama-3.1-70b"}  # its NF4 weights outgrow one A100-40GB
+    refused = fit(requirements(parse_spec(qlora)), one)
+    assert isinstance(refused, Rejection) and refused.filter == "vram" and "one GPU only" in refused.reason
+    qlora["training"]["framework"] = "hf-trainer"
+    assert not isinstance(fit(requirements(parse_spec(qlora)), one), Rejection)  # several nodes
+    lora = _job("finetune-lora", "llama-3.1-8b")
+    lora["training"]["framework"] = "litgpt"
+    eight = calibration_instance(GPUS["A100-40GB"], 8)
+    assert not isinstance(fit(requirements(parse_spec(lora)), eight), Rejection)
+    lora["precision"] = "nf4"
+    quantised = fit(requirements(parse_spec(lora)), eight)
+    assert isinstance(quantised, Rejection) and quantised.filter == "framework"
+    pretrain = _job("pretrain", "llama-3.1-8b")
     pretrain["training"]["framework"] = "litgpt"
-    refused = fit(requirements(parse_spec(pretrain)), calibration_instance(GPUS["A100-80GB"], 8))
-    assert isinstance(refused, Rejection) and refused.filter == "framework"
-    assert "HYBRID_SHARD" in refused.reason
-    pretrain["training"]["framework"] = "torchtitan"
-    held = fit(requirements(parse_spec(pretrain)), calibration_instance(GPUS["A100-80GB"], 8))
-    assert not isinstance(held, Rejection) and held.nodes_per_replica > 1
+    with pytest.raises(SpecError) as err:
+        parse_spec(pretrain)
+    problem = str(next(iter(err.value.problems)))
+    assert problem.startswith("training.framework: litgpt is for fine-tuning here")

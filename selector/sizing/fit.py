@@ -16,9 +16,10 @@ from selector.sizing.terms import GIB, Requirements, Term
 from selector.sizing.training import (
     EAGER_TRAINING_SLOWDOWN,
     FP8_TRAINING_SPEEDUP,
-    framework_refusal,
+    ONE_GPU_ONLY,
     gradient_formula_note,
     gradient_refusal_note,
+    one_gpu_only,
     replica_gib,
     unshardable_note,
     unsharded_gradient_bytes,
@@ -63,11 +64,8 @@ zone-bound RoCE network profile with eight MRDMA subnets
 a startup script can install on stock Ubuntu. Without them the nodes would exchange gradients
 over one gVNIC at a fraction of the bandwidth a multi-node plan's speed assumes."""
 
-INTERCONNECT_NAMES = {
-    "gpudirect-tcpx": "GPUDirect-TCPX",
-    "gpudirect-tcpxo": "GPUDirect-TCPXO",
-    "gpudirect-rdma": "GPUDirect RDMA",
-}
+INTERCONNECT_NAMES = {"gpudirect-tcpx": "GPUDirect-TCPX", "gpudirect-tcpxo": "GPUDirect-TCPXO"}
+INTERCONNECT_NAMES["gpudirect-rdma"] = "GPUDirect RDMA"
 
 
 def joins_nodes(it: InstanceType) -> bool:
@@ -519,9 +517,9 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
     if host is not None:
         return Rejection("host-memory", host)
     late: Rejection | None = None  # a node count that held it but missed the deadline
-    for nodes in range(1, req.max_nodes + 1):
-        if (unsupported := framework_refusal(req, n, nodes)) is not None:
-            return Rejection("framework", unsupported)
+    if n > 1 and one_gpu_only(req):  # the framework runs it on one GPU: a larger node's others idle
+        return Rejection("framework", f"{ONE_GPU_ONLY}; {it.name} has {n} GPUs")
+    for nodes in range(1, (1 if one_gpu_only(req) else req.max_nodes) + 1):
         gpus = n * nodes
         shards = training_shards(req, gpu, gpus)
         if per_gpu_gib(req, shards, 0) > usable:
@@ -595,5 +593,6 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
             job_hours=hours,
             terms=terms,
         )
-    beyond = unshardable_note(req, usable) or f", more than {req.max_nodes} nodes (placement.max_nodes) hold"
+    beyond = f"; {ONE_GPU_ONLY}" if one_gpu_only(req) else unshardable_note(req, usable)
+    beyond = beyond or f", more than {req.max_nodes} nodes (placement.max_nodes) hold"
     return late or _vram_rejection(req, it, beyond)

@@ -111,7 +111,7 @@ class Requirements:
     static_batch: bool = False  # a calibration row's static batch: one prefill pass per batch (schedule.py)
     runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)
     runtime_reserve_tp_bytes: float = 0.0  # per GPU, added at tensor parallelism ≥ 2 (NCCL buffers)
-    framework: str = ""  # training.framework, for what it cannot run (training.framework_refusal)
+    framework: str = ""  # training.framework, for what it cannot run (training.one_gpu_only)
 
     @property
     def vram_gib_per_replica(self) -> float:

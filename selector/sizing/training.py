@@ -334,17 +334,20 @@ def framework_term(training: TrainingSpec, task: str) -> Term:
     assert training.framework is not None
     defaults = framework_defaults(training.framework)
     held = ", ".join(f"{field} {_spelled(getattr(training, field))}" for field in defaults)
-    if task == "finetune-qlora" and "kbit_preparation" not in defaults:
+    stated = training.model_fields_set
+    trainer = training.framework.startswith("hf-trainer")
+    if task == "finetune-qlora" and trainer and "kbit_preparation" not in stated:
         held += (
-            f"; kbit_preparation {training.kbit_preparation}, not the framework's to set (its tools "
-            "differ by release: TRL >= 0.26, axolotl, LLaMA-Factory and ms-swift keep the embeddings "
-            "16-bit and the optimiser on the GPU, none; PEFT's recipe with a paged optimiser, fp32-cast: "
-            "state the job's)"
+            f"; kbit_preparation {training.kbit_preparation}, gpufit's default: the Trainer's tools differ "
+            "by release (TRL >= 0.26, axolotl, LLaMA-Factory and ms-swift keep the embeddings 16-bit and "
+            "the optimiser on the GPU: none; PEFT's recipe with a paged optimiser: fp32-cast): state "
+            "the job's"
         )
-    if "activation_checkpointing" not in defaults:
+    if "activation_checkpointing" not in defaults and "activation_checkpointing" not in stated:
         held += (
-            f"; activation_checkpointing {_spelled(training.activation_checkpointing)}, not the framework's "
-            "to set (gpufit's default, full recomputation, holds the least: state the job's)"
+            f"; activation_checkpointing {_spelled(training.activation_checkpointing)}, gpufit's default "
+            "(full recomputation: the least memory, the most time): the framework's configs differ, state "
+            "the job's"
         )
     return Term(
         "training framework",
@@ -355,23 +358,16 @@ def framework_term(training: TrainingSpec, task: str) -> Term:
     )
 
 
-def framework_refusal(req: Requirements, gpus_per_node: int, nodes: int) -> str | None:
-    """Why the named training framework cannot run the job on ``nodes`` nodes of ``gpus_per_node``
-    GPUs (None when it can): LitGPT fine-tunes a quantised model on one GPU only ('Quantization is
-    currently not supported for multi-GPU training', litgpt/finetune/lora.py @00af8b0, and its
-    devices then stay 1, so a larger node's other GPUs would idle while gpufit timed them), and
-    pretrains with FSDP HYBRID_SHARD (litgpt/pretrain.py @00af8b0), sharded within each node and
-    copied across nodes, which gpufit's sharding over every GPU would under-size."""
-    if req.framework != "litgpt":
-        return None
-    if req.task == "finetune-qlora" and gpus_per_node > 1:
-        return f"LitGPT fine-tunes a quantised model on one GPU only; this node has {gpus_per_node}"
-    if req.task == "pretrain" and nodes > 1:
-        return (
-            "LitGPT pretrains with FSDP HYBRID_SHARD, sharded within each node and copied across nodes, "
-            "which gpufit does not size: a job that needs more than one node is refused"
-        )
-    return None
+ONE_GPU_ONLY = (
+    "LitGPT fine-tunes a quantised model on one GPU only ('Quantization is currently not supported for "
+    "multi-GPU training', litgpt/finetune/lora.py @00af8b0)"
+)
+
+
+def one_gpu_only(req: Requirements) -> bool:
+    """Whether the named framework runs the job on one GPU and one node only: LitGPT with a quantised
+    base (its fine-tunes raise when devices × nodes > 1)."""
+    return req.framework == "litgpt" and req.precision in ("int8", "int4", "nf4")
 
 
 def _spelled(value: object) -> str:

@@ -21,8 +21,9 @@ class TrainingSpec(Strict):
         "it does with memory (accumulation_sync, fsdp_frozen_gradients, sharding, kbit_preparation, "
         "adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging Face Trainer with "
         "DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-zero3 (the same with DeepSpeed "
-        "ZeRO-3), litgpt (fine-tuning; its command line's bf16-mixed keeps fp32 weights: state precision "
-        "fp32 then), torchtune (from v0.3.0), torchtitan; unset, gpufit's own defaults",
+        "ZeRO-3), litgpt (fine-tuning; a quantised one on one GPU only; its command line's bf16-mixed keeps "
+        "fp32 weights: state precision fp32 then), torchtune (from v0.3.0), torchtitan; unset, gpufit's own "
+        "defaults",
     )
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
 

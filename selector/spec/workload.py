@@ -342,6 +342,11 @@ class WorkloadSpec(Strict):
             problems.append(f"task {self.task} takes no serving section")
         if self.task in SERVING_TASKS and self.training is not None:
             problems.append(f"task {self.task} takes no training section")
+        if self.training is not None and self.training.framework == "litgpt" and self.task == "pretrain":
+            problems.append(
+                "training.framework: litgpt is for fine-tuning here; LitGPT pretrains with FSDP "
+                "HYBRID_SHARD (sharded within a node, copied across nodes), which gpufit does not size"
+            )
         if self.task == "finetune-qlora" and self.precision not in ("nf4", "int4"):
             problems.append("finetune-qlora quantises the base model: precision must be nf4 or int4")
         if self.task in ("finetune-full", "pretrain") and self.precision not in (
