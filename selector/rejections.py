@@ -28,7 +28,7 @@ FIT_FILTERS = (
 )
 """Filters that say the machine cannot do the job (as opposed to placement, market, budget);
 ``image``: no machine image gpufit boots supports it (``selector.images``); ``framework``: the
-training framework the spec names cannot run the job on it (``sizing.training.framework_refusal``)."""
+training framework the spec names cannot run the job on it (``sizing.training.one_gpu_only``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -536,11 +536,11 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
         "hf-trainer-zero3": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
                              "adapter_dtype": "fp32", "loss": "stock"},
         "litgpt": {"accumulation_sync": "last", "fsdp_frozen_gradients": True, "sharding": "full",
-                   "kbit_preparation": "none", "loss": "chunked", "lora_dropout": 0.05},
+                   "kbit_preparation": "none", "loss": "chunked", "lora_dropout": 0.05,
+                   "activation_checkpointing": False},
         "torchtune": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
                       "kbit_preparation": "none", "adapter_dtype": "bf16", "loss": "chunked"},
-        "torchtitan": {"accumulation_sync": "every", "sharding": "full",
-                       "activation_checkpointing": "selective"},
+        "torchtitan": {"accumulation_sync": "every", "sharding": "full"},
     }
     assert set(expected) == set(framework_names())
     for name, fields in expected.items():
@@ -611,6 +611,12 @@ def test_litgpt_runs_a_quantised_fine_tune_on_one_gpu_only() -> None:
     assert isinstance(refused, Rejection) and refused.filter == "vram" and "one GPU only" in refused.reason
     qlora["training"]["framework"] = "hf-trainer"
     assert not isinstance(fit(requirements(parse_spec(qlora)), one), Rejection)  # several nodes
+    qlora["training"]["framework"] = "litgpt"  # one GPU, no checkpointing (LitGPT's single-device run)
+    h100 = fit(requirements(parse_spec(qlora)), calibration_instance(GPUS["H100"], 1))
+    assert isinstance(h100, Rejection) and h100.filter == "vram"
+    qlora["training"]["activation_checkpointing"] = True  # what it would plan if it checkpointed
+    checkpointed = fit(requirements(parse_spec(qlora)), calibration_instance(GPUS["H100"], 1))
+    assert not isinstance(checkpointed, Rejection)
     lora = _job("finetune-lora", "llama-3.1-8b")
     lora["training"]["framework"] = "litgpt"
     eight = calibration_instance(GPUS["A100-40GB"], 8)

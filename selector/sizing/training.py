@@ -321,7 +321,7 @@ def gradient_refusal_note(req: Requirements, shards: int) -> str:
         (
             "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
             "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
-            "training.fsdp_frozen_gradients false, the default)",
+            "training.fsdp_frozen_gradients false)",
             req.frozen_grad_bytes,
         ),
     )
