@@ -64,8 +64,11 @@ zone-bound RoCE network profile with eight MRDMA subnets
 a startup script can install on stock Ubuntu. Without them the nodes would exchange gradients
 over one gVNIC at a fraction of the bandwidth a multi-node plan's speed assumes."""
 
-INTERCONNECT_NAMES = {"gpudirect-tcpx": "GPUDirect-TCPX", "gpudirect-tcpxo": "GPUDirect-TCPXO"}
-INTERCONNECT_NAMES["gpudirect-rdma"] = "GPUDirect RDMA"
+INTERCONNECT_NAMES = {
+    "gpudirect-tcpx": "GPUDirect-TCPX",
+    "gpudirect-tcpxo": "GPUDirect-TCPXO",
+    "gpudirect-rdma": "GPUDirect RDMA",
+}
 
 
 def joins_nodes(it: InstanceType) -> bool:
@@ -159,9 +162,8 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
 def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
     """Memory on each GPU when the shardable part is split ``shards`` ways (``per_gpu_steady_bytes``);
     the KV cache splits by tensor parallelism only up to the number of KV heads (beyond, heads
-    replicate).
-    An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache exists:
-    the larger of the two."""
+    replicate). An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache
+    exists: the larger of the two."""
     steady = per_gpu_steady_bytes(req, shards, kv_heads) / GIB
     if req.load_bytes:
         reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
@@ -292,8 +294,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
 
 def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
     """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
-    model's load peak; over more than one GPU, a served model's NCCL reserve and a sharded job's
-    ``unsharded_gradient_bytes``."""
+    model's load peak; over more GPUs, a served model's NCCL reserve, a job's unsharded gradients."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
     reserve = req.runtime_reserve_tp_bytes + unsharded_gradient_bytes(req, shards) if shards > 1 else 0.0
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
