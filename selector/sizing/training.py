@@ -274,14 +274,11 @@ def unshardable_note(req: Requirements, usable: float) -> str:
     floor = unshardable_gib(req)
     if floor <= usable:
         return ""
-    parts = [
-        f"{size / GIB:.1f} GiB {name}"
-        for name, size in (
-            ("of activations and other per-GPU memory", req.replicated_bytes),
-            ("of the whole model's accumulated gradients", req.accumulated_grad_bytes),
-        )
-        if size
-    ]
+    replicated, accumulated = req.replicated_bytes, req.accumulated_grad_bytes
+    parts = held_names(
+        (f"{replicated / GIB:.1f} GiB of activations and other per-GPU memory", replicated),
+        (f"{accumulated / GIB:.1f} GiB of the whole model's accumulated gradients", accumulated),
+    )
     held = (
         f"; unsharded, one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto, "
         "where the framework allows)"
