@@ -37,7 +37,9 @@ from selector.calibration_compare import (
     STATISTICS,
     Statistic,
     compared_step_requirements,
+    gpu_memory_needed_gib,
     single_cache,
+    training_gib_on,
     transformers_spec,
 )
 from selector.calibration_units import (
@@ -65,8 +67,6 @@ from selector.sizing import (
     fit,
     per_gpu_gib,
     requirements,
-    training_shards,
-    usable_gib,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
@@ -447,21 +447,6 @@ def _training(case: Case, req: Requirements, gpu: GpuSpec) -> tuple[float, str]:
     return hours * shape.gpus_per_replica, f"{shape.gpus_per_replica} GPUs × {hours:,.0f} h"
 
 
-def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
-    """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
-    each GPU when it fits one, else sharded ZeRO-3/FSDP over all; always sharded under
-    ``training.sharding: full``): what a source that ran it on that many GPUs measured."""
-    return per_gpu_gib(req, training_shards(req, gpu, gpus), 0)
-
-
-def gpu_memory_needed_gib(per_gpu_gib: float, req: Requirements, gpu: GpuSpec) -> float:
-    """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib`` (``usable_gib`` is linear in the
-    GPU's memory: the inverse of its fraction and fixed reserve)."""
-    fixed = usable_gib(replace(gpu, memory_mib=0), req)
-    fraction = usable_gib(replace(gpu, memory_mib=1024), req) - fixed
-    return (per_gpu_gib - fixed) / fraction
-
-
 def _oom_row(case: Case, req: Requirements, it: InstanceType) -> tuple[float, str, bool]:
     """A setting the source ran out of memory at: (what gpufit plans per GPU at the published
     degree, why, whether ``fit`` accepts it). Accepting it is an under-provisioning row."""
@@ -530,6 +515,9 @@ def compute_row(case: Case) -> Row:
             it = calibration_instance(gpu, case.gpus, case.interconnect)
             if case.oom:
                 canonical, detail, accepted = _oom_row(case, req, it)
+            elif req.is_training and isinstance(fit(req, it), Rejection):  # no node count holds it
+                canonical = training_gib_on(req, it.gpu, case.gpus) * GIB
+                detail = f"on {case.gpus} GPUs as published; {REFUSED}"
             else:
                 shape, detail = _at_published_tp(case, req, it)
                 canonical = shape.vram_gib_per_gpu * GIB

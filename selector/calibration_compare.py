@@ -1,6 +1,7 @@
 """How what a calibration row states of its run shapes the figure gpufit compares with it: the
 Hugging Face transformers release a server ran (``transformers_spec``, ``single_cache``), and which
-statistic of the inter-token gaps a decode row publishes (``compared_step_requirements``).
+statistic of the inter-token gaps a decode row publishes (``compared_step_requirements``), and the
+GPU count or GPU size a memory row states (``training_gib_on``, ``gpu_memory_needed_gib``).
 
 The statistic: gpufit plans on the mean step (prefill interference included:
 ``speed.prefill_step_s``), the figure a mean TPOT or mean ITL measures. A source's median gap
@@ -15,7 +16,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Literal
 
+from selector.catalog import GpuSpec
 from selector.sizing.engine_memory import TRANSFORMERS_LAST_LOGIT_FROM, TRANSFORMERS_SINGLE_CACHE_FROM
+from selector.sizing.fit import per_gpu_gib, training_shards, usable_gib
 from selector.sizing.schedule import engine_release_key, prefill_step_share
 from selector.sizing.terms import Requirements
 
@@ -58,3 +61,18 @@ def single_cache(req: Requirements, release: str) -> Requirements:
     ):
         return replace(req, kv_bytes=req.kv_bytes - req.legacy_cache_bytes, legacy_cache_bytes=0.0)
     return req
+
+
+def training_gib_on(req: Requirements, gpu: GpuSpec, gpus: int) -> float:
+    """Per-GPU memory of a training job on ``gpus`` GPUs by ``fit``'s own rule (the whole job on
+    each GPU when it fits one, else sharded ZeRO-3/FSDP over all; always sharded under
+    ``training.sharding: full``): what a source that ran it on that many GPUs measured."""
+    return per_gpu_gib(req, training_shards(req, gpu, gpus), 0)
+
+
+def gpu_memory_needed_gib(per_gpu_gib: float, req: Requirements, gpu: GpuSpec) -> float:
+    """The GPU memory whose ``usable_gib`` holds ``per_gpu_gib`` (``usable_gib`` is linear in the
+    GPU's memory: the inverse of its fraction and fixed reserve)."""
+    fixed = usable_gib(replace(gpu, memory_mib=0), req)
+    fraction = usable_gib(replace(gpu, memory_mib=1024), req) - fixed
+    return (per_gpu_gib - fixed) / fraction

@@ -205,7 +205,15 @@ ROUND4_NOTE = (
     "wheels: only two SGLang cookbook pages fail, 0.5.7 (2026-01-01) having no class for "
     "GLM-4.7-Flash's Glm4MoeLiteForCausalLM and 0.5.6.post2 (2025-12-11) none for Kimi-K2.5's "
     "KimiK25ForConditionalGeneration, so each ran a build the page does not name; their 16 "
-    "over-promising rows (1.35-5.29) are kept and named, as the label changes nothing gpufit computes."
+    "over-promising rows (1.35-5.29) are kept and named, as the label changes nothing gpufit computes. "
+    "Session 12 (2026-12-05), having seen every ratio: a sharded job holds what it gathers to compute "
+    "(`training.sharding_library`, from PyTorch's and DeepSpeed's code, not fitted): under FSDP the root "
+    "unit, kept gathered through the backward pass, two blocks' weights and one block's gradient; under "
+    "DeepSpeed ZeRO-3, set on the 17 rows whose sources ran it (Qwen-1's and PEFT's), up to 1.05e9 "
+    "gathered elements, its gradient bucket and the optimiser step's fp32 sub-group at DeepSpeed's "
+    "defaults; LoRA adapters and their optimiser state shard with the base. Two torchtune rows were "
+    "corrected to their configs at the README's commit (70B LoRA: the chunked loss; 405B QLoRA: no fp32 "
+    "cast of the embeddings and head), after the gathered units had moved them to 1.48 and 1.76."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

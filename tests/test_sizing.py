@@ -148,7 +148,11 @@ def test_lora_base_of_gpt3_is_350_gb() -> None:
         training={"tokens": "1e8", "lora_rank": 4},
     )
     req = requirements(spec)
-    assert req.sharded_bytes / 1e9 == pytest.approx(350)
+    base = next(t.value for t in req.terms if t.name == "frozen base weights") * 2**30
+    assert base / 1e9 == pytest.approx(350)
+    # the adapters (PEFT's fp32) and their AdamW state shard with the base: 4 + 12 B a parameter
+    adapters = lora_params(req.arch, 4)
+    assert req.sharded_bytes == pytest.approx(base + adapters * (4 + 12))
 
 
 def test_lora_parameter_count_for_llama_2_7b() -> None:

@@ -11,19 +11,16 @@ from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.diffusion_terms import DIFFUSION_SPEEDUP_EXPONENT, cap_note, diffusion_gpu_scale
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
-from selector.sizing.speed import decode_speed, training_mfu
-from selector.sizing.terms import GIB, Requirements, Term
-from selector.sizing.training import (
-    EAGER_TRAINING_SLOWDOWN,
-    FP8_TRAINING_SPEEDUP,
-    ONE_GPU_ONLY,
+from selector.sizing.sharded_memory import (
     gradient_formula_note,
     gradient_refusal_note,
-    one_gpu_only,
     replica_gib,
     unshardable_note,
     unsharded_gradient_bytes,
 )
+from selector.sizing.speed import decode_speed, training_mfu
+from selector.sizing.terms import GIB, Requirements, Term
+from selector.sizing.training import EAGER_TRAINING_SLOWDOWN, FP8_TRAINING_SPEEDUP, ONE_GPU_ONLY, one_gpu_only
 
 USABLE_MEMORY_FRACTION = 0.90
 """vLLM's ``gpu_memory_utilization`` (default 0.9, which gpufit renders): the engine's budget for
@@ -296,7 +293,7 @@ def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float
     """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
     model's load peak; over more GPUs, a served model's NCCL reserve, a job's unsharded gradients."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = req.runtime_reserve_tp_bytes + unsharded_gradient_bytes(req, shards) if shards > 1 else 0.0
+    reserve = (req.runtime_reserve_tp_bytes if shards > 1 else 0.0) + unsharded_gradient_bytes(req, shards)
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from selector.model_arch import ModelArch
 from selector.spec import TRAINING_TASKS
@@ -41,6 +42,22 @@ class Term:
 
     def as_dict(self) -> dict[str, object]:
         return {"name": self.name, "value": self.value, "unit": self.unit, "formula": self.formula}
+
+
+@dataclass(frozen=True, slots=True)
+class ShardedWorkingSet:
+    """What a sharded training job gathers and buffers beyond its shards, as bytes fixed by the model
+    and the training settings (``sharded_memory.working_bytes`` reads them)."""
+
+    library: Literal["fsdp", "deepspeed"]
+    root_bytes: float  # FSDP's root unit (embeddings, output head) at the bytes it computes in
+    layer_bytes: float  # one transformer block's parameters at the bytes it computes in
+    unit_grad_bytes: float  # one block's unsharded gradient before its reduce-scatter (0: none)
+    root_grad_bytes: float  # the root unit's unsharded gradient (0: its weights are frozen)
+    model_bytes: float  # every parameter at the bytes it computes in
+    element_bytes: float  # bytes of one element DeepSpeed counts (the 16-bit storage of a 4-bit base)
+    trained_params: float  # parameters the optimiser steps
+    grad_bytes: float  # bytes of a 16- or 32-bit gradient of a trained parameter
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +129,7 @@ class Requirements:
     runtime_reserve_bytes: float = 0.0  # per GPU: the engine's non-torch memory (inside replicated)
     runtime_reserve_tp_bytes: float = 0.0  # per GPU, added at tensor parallelism ≥ 2 (NCCL buffers)
     framework: str = ""  # training.framework, for what it cannot run (training.one_gpu_only)
+    sharded_working: ShardedWorkingSet | None = None  # a sharded job's gathered weights, ZeRO-3 buffers
 
     @property
     def vram_gib_per_replica(self) -> float:

@@ -9,7 +9,8 @@ from dataclasses import replace
 from selector.model_arch import ModelArch
 from selector.sizing.activations import saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
-from selector.sizing.terms import GIB, Requirements, Term, held_names
+from selector.sizing.sharded_memory import working_set, working_term
+from selector.sizing.terms import GIB, Requirements, ShardedWorkingSet, Term
 from selector.spec import WorkloadSpec
 from selector.spec.frameworks import framework_defaults, framework_title
 from selector.spec.training import TrainingSpec
@@ -243,88 +244,6 @@ def frozen_gradient_bytes(
     return held, accumulated_gradient_bytes(training, frozen_params, weight_bytes, terms)
 
 
-def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
-    """What a sharded job's gradients add on each of ``shards`` GPUs beyond ``sharded_bytes``: a
-    LoRA job's frozen weights' gradient shard (``frozen_gradient_bytes``), and, accumulating under
-    FSDP no_sync, the whole gradients less their shard (``accumulated_gradient_bytes``)."""
-    if shards <= 1:
-        return 0.0
-    return req.frozen_grad_bytes / shards + req.accumulated_grad_bytes * (1.0 - 1.0 / shards)
-
-
-def replica_gib(req: Requirements, shards: int) -> float:
-    """What one copy of a training job's model holds over the ``shards`` GPUs it is sharded across:
-    the sharded states once, and each GPU's own replicated part (activations, the loss) and
-    ``unsharded_gradient_bytes`` on each; ``Requirements.vram_gib_per_replica`` unsharded."""
-    each = req.replicated_bytes + unsharded_gradient_bytes(req, shards)
-    return (req.sharded_bytes + req.kv_bytes + max(shards, 1) * each) / GIB
-
-
-def unshardable_gib(req: Requirements) -> float:
-    """What each GPU of a training job holds however many GPUs share it (the limit of
-    ``per_gpu_steady_bytes`` as the shards grow): its replicated part (activations, the loss, any
-    replicated state) and, accumulating under FSDP no_sync, the whole model's gradients."""
-    return (req.replicated_bytes + req.accumulated_grad_bytes) / GIB
-
-
-def unshardable_note(req: Requirements, usable: float) -> str:
-    """A training refusal's words when ``unshardable_gib`` alone exceeds a GPU's ``usable`` GiB: no
-    node count holds the job sharded, and, where one GPU would hold it unsharded, that it would
-    ("" when more GPUs would)."""
-    floor = unshardable_gib(req)
-    if floor <= usable:
-        return ""
-    replicated, accumulated = req.replicated_bytes, req.accumulated_grad_bytes
-    parts = held_names(
-        (f"{replicated / GIB:.1f} GiB of activations and other per-GPU memory", replicated),
-        (f"{accumulated / GIB:.1f} GiB of the whole model's accumulated gradients", accumulated),
-    )
-    held = (
-        f"; unsharded, one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto, "
-        "where the framework allows)"
-        if req.vram_gib_per_replica <= usable
-        else ""
-    )
-    return (
-        f"; no number of nodes holds it sharded: every GPU keeps {floor:.1f} GiB however many share the "
-        f"model ({', '.join(parts)}){held}"
-    )
-
-
-def gradient_formula_note(req: Requirements, shards: int) -> str:
-    """The per-GPU memory line's words for ``unsharded_gradient_bytes`` on ``shards`` GPUs, naming
-    only the parts present ("" when there are none)."""
-    if not unsharded_gradient_bytes(req, shards):
-        return ""
-    parts = held_names(
-        ("frozen weights'", req.frozen_grad_bytes), ("accumulated", req.accumulated_grad_bytes)
-    )
-    return " + FSDP gradients beyond the shards (" + " and ".join(parts) + ")"
-
-
-def gradient_refusal_note(req: Requirements, shards: int) -> str:
-    """What a refusal says of ``unsharded_gradient_bytes`` on ``shards`` GPUs, and the setting that
-    names a job that avoids them ("" when there are none)."""
-    extra = unsharded_gradient_bytes(req, shards)
-    if not extra:
-        return ""
-    parts = held_names(
-        (
-            "unsharded accumulated gradients beyond their shard (a job that reduces every "
-            "micro-batch, as DeepSpeed ZeRO-2/3, torchtune, torchtitan or Accelerate's sync_each_batch "
-            "do, holds only its shard: training.accumulation_sync: every)",
-            req.accumulated_grad_bytes,
-        ),
-        (
-            "gradients of frozen weights in FSDP1 units mixed with the adapters (the Hugging Face "
-            "Trainer, FSDP2, PEFT's fsdp_auto_wrap_policy or DeepSpeed give them none: "
-            "training.fsdp_frozen_gradients false)",
-            req.frozen_grad_bytes,
-        ),
-    )
-    return f", {extra / GIB:.1f} GiB of it " + "; ".join(parts)
-
-
 def framework_term(training: TrainingSpec, task: str) -> Term:
     """The plan's line for ``training.framework``: the fields it set, as the job runs them (a field
     the spec states wins, so a value may differ from the framework's default)."""
@@ -411,16 +330,21 @@ def training_requirements(
         )
         accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
         frozen = 0.0
+        trained, root_bytes = arch.params, wbytes
+        deepspeed = training.sharding_library == "deepspeed"
+        unit_grad = grad_bytes if deepspeed else fsdp_gradient_bytes(training, grad_bytes)
     else:
         frozen = accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
         adapters = lora_params(arch, training.lora_rank)
         sharded = arch.params * wbytes
+        root_bytes = wbytes
         peft_prep = training.kbit_preparation == "fp32-cast"
         if spec.task == "finetune-qlora" and arch.vocab and arch.hidden:
             # a tied head shares the embedding matrix (config.json tie_word_embeddings)
             embed = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
             kept = KBIT_FP32_PARAMS_BYTES if peft_prep else UNQUANTIZED_TRAIN_BYTES
             sharded += embed * (kept - wbytes)
+            root_bytes = kept
             terms.append(
                 Term(
                     "k-bit prep fp32 embeddings" if peft_prep else "unquantised embeddings",
@@ -450,14 +374,20 @@ def training_requirements(
             )
         )
         adapter_bytes = 4.0 if training.adapter_dtype == "fp32" else 2.0
-        replicated_states = adapters * 2 * adapter_bytes
+        trained = adapters
+        deepspeed = training.sharding_library == "deepspeed"
+        unit_grad = adapter_bytes if deepspeed else fsdp_gradient_bytes(training, wbytes)
+        sharded += adapters * adapter_bytes  # sharded with the base: FSDP and ZeRO-3 shard every parameter
+        replicated_states = adapters * adapter_bytes  # gradients whole on each GPU (so under no_sync)
         checkpoint = adapters * (2 + opt)
         terms.append(
             Term(
                 "adapter weights + grads",
-                replicated_states / GIB,
+                2 * replicated_states / GIB,
                 "GiB",
-                f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype})",
+                f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype}); a sharded "
+                "job shards the weights with the base (FSDP, ZeRO-3) and each GPU is counted the whole "
+                "gradients (held unsharded while accumulating under no_sync; the heavy side otherwise)",
             )
         )
         if spec.task == "finetune-qlora" and peft_prep:
@@ -471,13 +401,13 @@ def training_requirements(
                 )
             )
         else:
-            replicated_states += adapters * opt
+            sharded += adapters * opt
             terms.append(
                 Term(
                     "adapter optimiser state",
                     adapters * opt / GIB,
                     "GiB",
-                    f"adapters × {opt:g} B ({training.optimizer})",
+                    f"adapters × {opt:g} B ({training.optimizer}), sharded over the GPUs of a sharded job",
                 )
             )
     recompute_all = training.activation_checkpointing is True
@@ -510,6 +440,18 @@ def training_requirements(
         else ""
     )
     terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({loss_note})"))
+    full_model = spec.task in ("finetune-full", "pretrain")
+    working: ShardedWorkingSet = working_set(
+        training.sharding_library,
+        arch,
+        weight_bytes=wbytes,
+        root_param_bytes=root_bytes,
+        trained_params=trained,
+        grad_bytes=unit_grad,
+        unit_grads=not accumulated and (full_model or bool(frozen)),
+        full_model=full_model,
+    )
+    terms.append(working_term(working))
     k = TRAIN_FLOPS_PER_PARAM_TOKEN[spec.task]
     attention = ATTENTION_TRAIN_FLOPS_PER_TOKEN_LAYER * layers * s * h * k / 6.0
     recompute = 0.0
@@ -555,5 +497,6 @@ def training_requirements(
         terms=tuple(terms),
         checkpoint_bytes=checkpoint,
         eager_training=not training.compile,
-        shard_training=training.sharding == "full",
+        shard_training=training.sharding == "full" or deepspeed,
+        sharded_working=working,
     )

@@ -35,6 +35,7 @@ class TrainingSpec(Strict):
         if isinstance(data, dict) and isinstance(data.get("framework"), str):
             return {**framework_defaults(data["framework"]), **data}
         return data
+
     sequence_tokens: int = Field(2048, gt=0)
     micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
     activation_checkpointing: bool | Literal["selective"] = Field(
@@ -84,6 +85,13 @@ class TrainingSpec(Strict):
         description="how a multi-GPU job holds weights, gradients and optimiser state: auto (each GPU "
         "holds the whole job when it fits one, as DDP, else ZeRO-3/FSDP over all GPUs) or full (always "
         "sharded over all GPUs of the job, as FSDP FULL_SHARD or ZeRO-3 runs it)",
+    )
+    sharding_library: Literal["fsdp", "deepspeed"] = Field(
+        "fsdp",
+        description="what shards a sharded job, for the memory each GPU needs beyond its shard: fsdp "
+        "(PyTorch FSDP1/FSDP2 per transformer block: the root's and two blocks' gathered weights) or "
+        "deepspeed (ZeRO-3, which shards on one GPU too: up to 1e9 gathered elements kept for reuse, "
+        "its gradient bucket and the optimiser step's fp32 sub-group, at DeepSpeed's defaults)",
     )
     gradient_accumulation: int = Field(
         1,
