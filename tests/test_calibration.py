@@ -293,22 +293,16 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh10-litgpt-rt-a100-40gb-l2-13b-qlora-nf4-mb1",
                 "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4-mb1",
                 "fresh10-litgpt-rt-a100-40gb-l2-7b-qlora-nf4dq-mb1",
-                "fresh11-peftdoc-2xa100-40gb-llama2-70b-qlora-zero3",
                 "fresh11-qwen1-a100-14b-qlora-s1024",
                 "fresh11-qwen1-a100-14b-qlora-s256",
                 "fresh11-qwen1-a100-14b-qlora-s512",
-                "fresh11-qwen1-a100-1p8b-full-s1024",
                 "fresh11-qwen1-a100-1p8b-full-s256",
-                "fresh11-qwen1-a100-1p8b-full-s512",
                 "fresh11-qwen1-a100-1p8b-lora-s1024",
                 "fresh11-qwen1-a100-1p8b-lora-s256",
                 "fresh11-qwen1-a100-1p8b-lora-s512",
                 "fresh11-qwen1-a100-1p8b-qlora-s1024",
                 "fresh11-qwen1-a100-1p8b-qlora-s256",
                 "fresh11-qwen1-a100-1p8b-qlora-s512",
-                "fresh11-qwen1-a100-72b-lora-z3-s1024",
-                "fresh11-qwen1-a100-72b-lora-z3-s256",
-                "fresh11-qwen1-a100-72b-lora-z3-s512",
                 "fresh11-qwen1-a100-72b-qlora-s256",
                 "fresh11-qwen1-a100-72b-qlora-s512",
                 "fresh11-qwen1-a100-7b-qlora-s256",
@@ -341,7 +335,7 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "not yet explained (litgpt's own model code is not measured), and Gemma-2B's full fine-tune "
         "with FSDP over 4 PCIe A10Gs (0.81 with its 4 micro-batches' unsharded gradients and FSDP's "
         "gathered root, Gemma's 256k-vocabulary embedding, and blocks; StableLM-3B and Phi-2 read "
-        "0.93-0.95 since session 12); litgpt's 2023 resource table on one A100-40GB, Llama-2-7B and "
+        "0.95-0.97 since session 12); litgpt's 2023 resource table on one A100-40GB, Llama-2-7B and "
         "13B QLoRA (0.89-0.91, bitsandbytes 0.41.1, the same family as its A10G QLoRA rows); "
         "torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, 9.13 of it already at "
         "model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, whose "
@@ -360,13 +354,10 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "1.56). Short sequences read under by a roughly constant excess gpufit does not explain (1.8B "
         "LoRA 1.2-1.9 GB; Q-LoRA on GPTQ under DeepSpeed ZeRO-2: 7B 2.5, 14B 4.5, 72B 7 GB); its full "
         "fine-tunes and 72B LoRA ran DeepSpeed ZeRO-3, sized since session 12 with its buffers at "
-        "DeepSpeed's defaults (the 1.8B's flat 43.5 GB from 256 to 2,048 tokens now reads 0.85-0.96; "
-        "the 7B's 0.91-1.03), the 72B LoRA's adapters sharded as ZeRO-3 partitions them (0.86-0.89 at "
-        "256-1,024 tokens, 0.94-0.97 before, with their state counted whole on each GPU); the slope "
-        "is gpufit's 16 B a logit without DeepSpeed (autocast upcasts the loss) and 5-12 B under it "
-        "(Qwen-1's remote code computes the loss in 16 bit), so long sequences read over. PEFT's "
-        "DeepSpeed ZeRO-3 Llama-2-70B QLoRA on 2 A100-40GB (0.89 with ZeRO-3's buffers; its 8 H100 "
-        "LoRA sibling reads 0.92)",
+        "DeepSpeed's defaults (its 1.8B's flat 43.5 GB at 256 tokens reads 0.90, 0.91-1.04 at "
+        "512-4,096; the 7B's 0.97-1.09; the 72B LoRA's 0.98-1.20); the slope is gpufit's 16 B a logit "
+        "without DeepSpeed (autocast upcasts the loss) and 5-12 B under it (Qwen-1's remote code "
+        "computes the loss in 16 bit), so long sequences read over",
     ),
     ("diffusion_seconds_per_image", "fresh"): (
         frozenset(

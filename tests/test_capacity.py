@@ -399,7 +399,7 @@ def test_a_reservation_too_small_without_overflow_is_infeasible_and_says_why() -
     assert result.choice is None
     why = result.rejection_examples["capacity"]
     assert "reservation cr-0123456789abcdef0 holds 1" in why
-    assert "capacity.overflow: true runs the other 2 on-demand beside it" in why
+    assert "capacity.overflow: true runs the other 3 on-demand beside it" in why
 
 
 def test_a_gcp_group_runs_the_reserved_count_on_its_reservation_and_the_rest_on_demand() -> None:

@@ -37,7 +37,7 @@ def _plan(raw: dict[str, Any]) -> Plan:
 
 
 def _multi_node(overflow: bool, zone: str | None = None) -> dict[str, Any]:
-    """A 70B full fine-tune (3 × p5.48xlarge, one replica over three nodes) on a 1-machine ODCR."""
+    """A 70B full fine-tune (4 × p5.48xlarge, one replica over four nodes) on a 1-machine ODCR."""
     raw = _spec(FIXTURES / "multinode-70b-full-ft.yaml")
     held: dict[str, Any] = {"id": ODCR, "cloud": "aws", "instance_type": "p5.48xlarge", "count": 1}
     if zone is not None:
@@ -63,9 +63,9 @@ def test_overflow_prices_the_reserved_machines_at_zero_and_the_rest_on_demand() 
     result = _plan(_multi_node(overflow=True))
     choice = result.choice
     assert choice is not None and choice.offer.market == "reservation"
-    assert choice.shape.instances == 3
+    assert choice.shape.instances == 4
     on_demand = load_catalog().on_demand_prices[("aws", "p5.48xlarge", "us-east-1")]
-    assert choice.cost.hourly_usd == pytest.approx(2 * on_demand)
+    assert choice.cost.hourly_usd == pytest.approx(3 * on_demand)
     from selector.capacity import capacity_to_dict
 
     doc = capacity_to_dict(choice.offer, choice.shape.instances)
@@ -73,22 +73,22 @@ def test_overflow_prices_the_reserved_machines_at_zero_and_the_rest_on_demand() 
         "id": ODCR,
         "reserved": 1,
         "used": 1,
-        "overflow_on_demand": 2,
+        "overflow_on_demand": 3,
         "affinity": "specific",
     }
-    assert "2 more on-demand (capacity.overflow)" in str(doc["summary"])
+    assert "3 more on-demand (capacity.overflow)" in str(doc["summary"])
 
 
 def test_multi_node_overflow_targets_the_reservation_with_exactly_its_count() -> None:
     mocks, _ = run_program({"gpufit:workload": _multi_node(overflow=True)}, NOW)
     instances = mocks.of_type(INSTANCE)
-    assert len(instances) == 3
+    assert len(instances) == 4
     specs = [r.inputs.get("capacityReservationSpecification") for r in instances]
     targeted = [
         s for s in specs if s and s.get("capacityReservationTarget") == {"capacityReservationId": ODCR}
     ]
     on_demand = [s for s in specs if s == {"capacityReservationPreference": "none"}]
-    assert len(targeted) == 1 and len(on_demand) == 2
+    assert len(targeted) == 1 and len(on_demand) == 3
     for r in instances:
         assert "instanceMarketOptions" not in r.inputs  # on-demand, never spot
 
@@ -180,7 +180,7 @@ def test_the_fleet_is_confined_to_the_reservations_zone() -> None:
     p5 = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1d", "instanceType": "p5.48xlarge"}})
     run_program({"gpufit:workload": _multi_node(overflow=True, zone="use1-az4")}, NOW, mocks=p5)
     interfaces = p5.of_type("aws:ec2/networkInterface:NetworkInterface")
-    assert len(interfaces) == 3 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-us-east-1d"}
+    assert len(interfaces) == 4 and {r.inputs["subnetId"] for r in interfaces} == {"subnet-us-east-1d"}
     raw = _serving_group()
     raw["capacity"]["reservation"]["zone"] = "use1-az2"
     p4d = RecordingMocks(odcrs={ODCR: {"availabilityZone": "us-east-1b", "instanceType": "p4d.24xlarge"}})

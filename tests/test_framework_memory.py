@@ -361,7 +361,8 @@ def test_gradients_no_node_count_holds_are_refused_as_such() -> None:
     """A Llama-3.1-70B full fine-tune accumulating under FSDP no_sync keeps its whole fp32 gradients
     (263 GiB) on every GPU however many share it: the refusal says no number of nodes holds it and
     what stays, not that more than placement.max_nodes would; reducing every micro-batch, more GPUs
-    hold it again (72 A100-40GB: each keeps FSDP's gathered root and blocks too), and the plan's per-replica figure counts what each GPU holds."""
+    hold it again (88 A100-40GB: each keeps FSDP's gathered root and blocks too), and the plan's
+    per-replica figure counts what each GPU holds."""
     spec = _job("finetune-full", "llama-3.1-70b")
     spec["training"]["gradient_accumulation"] = 4
     node = calibration_instance(GPUS["A100-40GB"], 8)
@@ -376,7 +377,7 @@ def test_gradients_no_node_count_holds_are_refused_as_such() -> None:
     assert f"needs {8 * per_gpu_gib(req, 8, 0):.1f} GiB per replica" in refused.reason  # 8 GPUs' worth
     spec["training"]["accumulation_sync"] = "every"
     held = fit(requirements(parse_spec(spec)), node)
-    assert not isinstance(held, Rejection) and held.gpus_per_replica == 72
+    assert not isinstance(held, Rejection) and held.gpus_per_replica == 88
 
 
 def test_a_replica_counts_what_each_of_its_gpus_holds() -> None:
@@ -469,7 +470,7 @@ def test_fsdp1_units_mixing_frozen_weights_and_adapters_give_the_frozen_weights_
     apart = _req("finetune-lora", "bf16")  # the default: the Hugging Face Trainer, FSDP2, DeepSpeed
     assert apart.frozen_grad_bytes == 0.0
     block_gradient = fsdp_gathered_bytes(lora.sharded_working) - fsdp_gathered_bytes(apart.sharded_working)
-    assert block_gradient == pytest.approx(lora.sharded_working.layer_bytes * 2)  # one block, fp32 (4 B)
+    assert block_gradient == pytest.approx(lora.sharded_working.layer_bytes * 3)  # one block: 2 + 4 B (fp32)
     expected = (frozen * 6 / 4 + block_gradient) / 2**30
     assert per_gpu_gib(lora, 4, 0) - per_gpu_gib(apart, 4, 0) == pytest.approx(expected)
     assert per_gpu_gib(lora, 1, 0) == pytest.approx(per_gpu_gib(apart, 1, 0))
@@ -537,15 +538,37 @@ def test_a_named_framework_sets_the_fields_it_decides_and_the_spec_wins() -> Non
     assert "fsdp_frozen_gradients true" in line
     assert "loss stock" in line  # the spec's own value, not the framework's chunked
     expected = {  # each framework's own behaviour (fields its configs set differently are left out)
-        "hf-trainer": {"accumulation_sync": "last", "fsdp_frozen_gradients": False, "adapter_dtype": "fp32",
-                       "loss": "stock"},
-        "hf-trainer-zero3": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
-                             "sharding_library": "deepspeed", "adapter_dtype": "fp32", "loss": "stock"},
-        "litgpt": {"accumulation_sync": "last", "fsdp_frozen_gradients": True, "sharding": "full",
-                   "kbit_preparation": "none", "loss": "chunked", "lora_dropout": 0.05,
-                   "activation_checkpointing": False},
-        "torchtune": {"accumulation_sync": "every", "fsdp_frozen_gradients": False, "sharding": "full",
-                      "kbit_preparation": "none", "adapter_dtype": "bf16", "loss": "chunked"},
+        "hf-trainer": {
+            "accumulation_sync": "last",
+            "fsdp_frozen_gradients": False,
+            "adapter_dtype": "fp32",
+            "loss": "stock",
+        },
+        "hf-trainer-zero3": {
+            "accumulation_sync": "every",
+            "fsdp_frozen_gradients": False,
+            "sharding": "full",
+            "sharding_library": "deepspeed",
+            "adapter_dtype": "fp32",
+            "loss": "stock",
+        },
+        "litgpt": {
+            "accumulation_sync": "last",
+            "fsdp_frozen_gradients": True,
+            "sharding": "full",
+            "kbit_preparation": "none",
+            "loss": "chunked",
+            "lora_dropout": 0.05,
+            "activation_checkpointing": False,
+        },
+        "torchtune": {
+            "accumulation_sync": "every",
+            "fsdp_frozen_gradients": False,
+            "sharding": "full",
+            "kbit_preparation": "none",
+            "adapter_dtype": "bf16",
+            "loss": "chunked",
+        },
         "torchtitan": {"accumulation_sync": "every", "sharding": "full"},
     }
     assert set(expected) == set(framework_names())

@@ -13,8 +13,6 @@ from selector.catalog import load_gpus
 from selector.sizing import Rejection, Requirements, fit, per_gpu_gib, requirements
 from selector.sizing.memory import lora_params
 from selector.sizing.sharded_memory import (
-    ZERO3_REDUCE_BUCKET_NUMEL,
-    ZERO3_REUSE_WINDOW_NUMEL,
     fsdp_gathered_bytes,
     working_bytes,
     working_limit_bytes,
@@ -40,88 +38,99 @@ def _req(task: str, preset: str = "llama-3.1-8b", precision: str = "bf16", **tra
     return requirements(parse_spec(spec))
 
 
-def _root_and_block(req: Requirements) -> tuple[float, float]:
-    arch = req.arch
-    root = arch.embedding_params or 2 * arch.vocab * arch.hidden
-    return root, (arch.params - root) / arch.layers
-
-
-def test_fsdp_holds_the_root_two_blocks_and_a_blocks_gradient_on_two_gpus_or_more() -> None:
-    """A Llama-3.1-8B full fine-tune under FSDP: each GPU of a sharded job holds the root unit (the
-    untied embedding and head, 1.05B parameters at 2 B), two blocks' weights (BACKWARD_PRE: the
-    current and the next) and one block's fp32 gradient, or the root's own gradient when that is
-    larger; one GPU computes on its own storage and gathers nothing."""
+def test_fsdp_holds_the_root_and_its_gradient_two_blocks_and_a_blocks_gradient_on_two_gpus() -> None:
+    """A Llama-3.1-8B full fine-tune under FSDP (AdamW with an fp32 master): each GPU of a sharded job
+    holds the root unit (the untied embedding and head, 2 × 128,256 × 4,096 parameters at 2 B) and
+    its 16-bit gradient, kept through the backward pass, two blocks' weights (BACKWARD_PRE: the current
+    and the next) and one block's gradient, 2 B plus the 4 B fp32 reduce-scatter input FSDP2 keeps, or
+    at the end the root's own fp32 reduce-scatter input where larger; one GPU computes on its own
+    storage and gathers nothing."""
     req = _req("finetune-full")
     ws = req.sharded_working
     assert ws is not None and ws.library == "fsdp"
-    root, block = _root_and_block(req)
-    assert root == pytest.approx(2 * 128256 * 4096)
-    assert ws.root_bytes == pytest.approx(root * 2) and ws.layer_bytes == pytest.approx(block * 2)
-    blocks = 2 * block * 2 + block * 4  # two blocks' bf16 weights + one block's fp32 gradient
-    root_gradient = root * 4
-    assert fsdp_gathered_bytes(ws) == pytest.approx(root * 2 + max(blocks, root_gradient))
-    assert root_gradient > blocks  # Llama-3's 128k vocabulary: the head's backward is the peak
+    root = 2 * 128256 * 4096
+    block = (req.arch.params - root) / 32
+    expected = root * 2 + root * 2 + max(2 * block * 2 + block * 6, root * 4)
+    assert fsdp_gathered_bytes(ws) == pytest.approx(expected)
     assert working_bytes(ws, 1) == 0.0
     for shards in (2, 8):
-        assert working_bytes(ws, shards) == pytest.approx(fsdp_gathered_bytes(ws))
-    base = per_gpu_gib(req, 8, 0) - working_bytes(ws, 8) / GIB
-    assert base == pytest.approx(req.sharded_bytes / 8 / GIB + req.replicated_bytes / GIB)
+        assert working_bytes(ws, shards) == pytest.approx(expected)
+    sharded_and_replicated = req.sharded_bytes / 8 + req.replicated_bytes
+    assert per_gpu_gib(req, 8, 0) == pytest.approx((sharded_and_replicated + expected) / GIB)
     assert per_gpu_gib(req, 1, 0) == pytest.approx(req.vram_gib_per_replica)
+    pure = _req("finetune-full", optimizer="adamw-bf16")  # reduced in bf16: the 2 B gradient alone
+    assert pure.sharded_working is not None
+    assert fsdp_gathered_bytes(pure.sharded_working) == pytest.approx(root * 4 + 2 * block * 2 + block * 2)
+    term = next(t for t in req.terms if t.name == "FSDP gathered units")
+    assert term.value == pytest.approx(expected / GIB)
+    assert f"its gradient {root * 2 / GIB:.2f} GiB" in term.formula
+    assert f"the root's fp32 reduce-scatter input {root * 4 / GIB:.2f} GiB" in term.formula
 
 
 def test_a_lora_job_gathers_frozen_blocks_without_their_gradient_unless_fsdp1_gives_them_one() -> None:
-    """LoRA: the frozen blocks are gathered like any other (2 blocks + the root), but carry a gradient
-    only where FSDP1 units mix them with the adapters (training.fsdp_frozen_gradients); QLoRA gathers
-    its 4-bit blocks at their packed size and its 16-bit root."""
+    """LoRA: the frozen root and blocks are gathered like any other (the root + 2 blocks), with no
+    gradient, but for a block's where FSDP1 units mix frozen weights with the adapters
+    (training.fsdp_frozen_gradients: 2 + 4 B); QLoRA gathers its 4-bit blocks at their packed size and
+    its 16-bit root."""
     apart = _req("finetune-lora")
     mixed = _req("finetune-lora", fsdp_frozen_gradients=True)
-    root, block = _root_and_block(apart)
+    root = 2 * 128256 * 4096
+    block = (apart.arch.params - root) / 32
     assert apart.sharded_working is not None and mixed.sharded_working is not None
     assert fsdp_gathered_bytes(apart.sharded_working) == pytest.approx(root * 2 + 2 * block * 2)
-    assert fsdp_gathered_bytes(mixed.sharded_working) == pytest.approx(root * 2 + 2 * block * 2 + block * 4)
+    assert fsdp_gathered_bytes(mixed.sharded_working) == pytest.approx(root * 2 + 2 * block * 2 + block * 6)
     qlora = _req("finetune-qlora", precision="nf4", kbit_preparation="none")
     assert qlora.sharded_working is not None
     assert fsdp_gathered_bytes(qlora.sharded_working) == pytest.approx(root * 2 + 2 * block * 4.13 / 8)
 
 
 def test_lora_adapters_and_their_optimiser_state_shard_with_the_base() -> None:
-    """FSDP and ZeRO-3 shard every parameter, the adapters too: their weights and AdamW state divide
-    over the GPUs; their gradients stay whole on each (held unsharded under no_sync)."""
+    """FSDP shards every parameter, the adapters too: their weights and AdamW state divide over the
+    GPUs; their gradients stay whole on each (held unsharded under no_sync). ZeRO-3 keeps parameters
+    of at most 1e5 elements whole (stage3_param_persistence_threshold; a rank-16 LoRA matrix on a
+    4,096-wide layer has 65,536) and partitions the optimiser state."""
     req = _req("finetune-lora", adapter_dtype="bf16")
     adapters = lora_params(req.arch, 16)
     base = next(t.value for t in req.terms if t.name == "frozen base weights") * GIB
-    assert req.sharded_bytes == pytest.approx(base + adapters * (2 + 12))
     activations_and_loss = sum(t.value for t in req.terms if t.name in ("activations", "loss logits")) * GIB
+    assert req.sharded_bytes == pytest.approx(base + adapters * (2 + 12))
     assert req.replicated_bytes == pytest.approx(adapters * 2 + activations_and_loss)
+    zero3 = _req("finetune-lora", adapter_dtype="bf16", sharding_library="deepspeed")
+    assert zero3.sharded_bytes == pytest.approx(base + adapters * 12)
+    assert zero3.replicated_bytes == pytest.approx(adapters * 4 + activations_and_loss)
+    assert next(t.value for t in zero3.terms if t.name == "adapter weights + grads") == pytest.approx(
+        adapters * 4 / GIB
+    )
 
 
 def test_zero3_buffers_on_one_gpu_and_its_gathered_parameters_from_two() -> None:
     """The Hugging Face Trainer with ZeRO-3 (hf-trainer-zero3 sets sharding_library deepspeed, and
-    ZeRO-3 always shards): on one GPU its gradient bucket (5e8 bf16 elements) and the optimiser
-    step's fp32 copy of one sub-group's gradients with the bf16 flat copy it is cast from, (4 + 2) B ×
-    min(1e9, trained ÷ N); from two GPUs also the gathered parameters it keeps for reuse, up to
-    1.05e9 elements, never more than the model."""
+    ZeRO-3 always shards), at DeepSpeed's defaults: on one GPU its gradient bucket (5e8 bf16
+    elements, 1 GB) and the optimiser step over one sub-group, 8 B × min(1e9, trained ÷ N) (the fp32
+    gradient and AdamW's square-root temporary); from two GPUs also the gathered parameters it keeps,
+    1.05e9 elements plus two of the largest parameters (Llama-3.1-8B's head, 128,256 × 4,096), never
+    more than the model."""
     req = _req("finetune-full", framework="hf-trainer-zero3")
     ws = req.sharded_working
     assert ws is not None and ws.library == "deepspeed" and req.shard_training
     params = req.arch.params
-    bucket = ZERO3_REDUCE_BUCKET_NUMEL * 2
-    assert working_bytes(ws, 1) == pytest.approx(bucket + 1e9 * 6)  # 8B trained params: a full sub-group
-    assert working_bytes(ws, 16) == pytest.approx(bucket + ZERO3_REUSE_WINDOW_NUMEL * 2 + params / 16 * 6)
-    assert working_bytes(ws, 8) == pytest.approx(bucket + ZERO3_REUSE_WINDOW_NUMEL * 2 + 1e9 * 6)  # capped
-    assert zero3_step_bytes(ws, 64) == pytest.approx(params / 64 * 6)
-    assert working_limit_bytes(ws) == pytest.approx(bucket + ZERO3_REUSE_WINDOW_NUMEL * 2)
+    bucket = 5e8 * 2
+    kept = (1.05e9 + 2 * 128256 * 4096) * 2
+    assert working_bytes(ws, 1) == pytest.approx(bucket + 1e9 * 8)  # 8B trained parameters: a whole sub-group
+    assert working_bytes(ws, 8) == pytest.approx(bucket + kept + 1e9 * 8)  # 1.004e9 a GPU: capped
+    assert working_bytes(ws, 16) == pytest.approx(bucket + kept + params / 16 * 8)
+    assert zero3_step_bytes(ws, 64) == pytest.approx(params / 64 * 8)
+    assert working_limit_bytes(ws) == pytest.approx(bucket + kept)
     small = _req("finetune-full", preset="small", framework="hf-trainer-zero3")
-    assert small.sharded_working is not None
-    assert working_bytes(small.sharded_working, 2) == pytest.approx(
-        bucket + small.sharded_working.model_bytes + small.arch.params / 2 * 6
-    )
-    lora = _req("finetune-lora", framework="hf-trainer-zero3")  # trains the fp32 adapters only
+    assert small.sharded_working is not None  # the whole model is inside the window
+    assert working_bytes(small.sharded_working, 2) == pytest.approx(bucket + 0.494e9 * 2 + 0.494e9 / 2 * 8)
+    lora = _req("finetune-lora", framework="hf-trainer-zero3")  # trains the adapters only
     assert lora.sharded_working is not None
     adapters = lora_params(lora.arch, 16)
-    assert zero3_step_bytes(lora.sharded_working, 4) == pytest.approx(adapters / 4 * 4)  # fp32: no flat copy
-    assert working_bytes(lora.sharded_working, 1) == pytest.approx(
-        ZERO3_REDUCE_BUCKET_NUMEL * 4 + adapters * 4
+    assert working_bytes(lora.sharded_working, 1) == pytest.approx(bucket + adapters * 8)
+    fp32 = _req("finetune-full", precision="fp32", sharding_library="deepspeed")
+    assert fp32.sharded_working is not None and working_bytes(fp32.sharded_working, 1) == pytest.approx(
+        5e8 * 4 + 1e9 * 8
     )
 
 
@@ -164,5 +173,19 @@ def test_a_refusal_for_what_every_gpu_gathers_says_so() -> None:
     refused = fit(req, calibration_instance(GPUS["A10G"], 8))
     assert isinstance(refused, Rejection) and refused.filter == "vram"
     assert "no number of nodes holds it sharded" in refused.reason
-    assert f"{working_limit_bytes(req.sharded_working) / GIB:.1f} GiB of FSDP's gathered units" in refused.reason
+    root = 2 * 128256 * 8192  # Llama-3.1-70B's embedding and head
+    block = (req.arch.params - root) / 80
+    gathered = (root * 2 + root * 2 + max(2 * block * 2 + block * 6, root * 4)) / GIB
+    assert f"{gathered:.1f} GiB of FSDP's gathered units" in refused.reason
     assert "FSDP's gathered units, which the job needs to compute" in refused.reason
+
+
+def test_a_zero3_job_one_gpu_would_hold_unsharded_is_told_to_leave_zero3() -> None:
+    """ZeRO-3 shards whatever the GPU count, so a job that no node count holds under it (a 0.5B LoRA at
+    7,424 tokens on A10Gs: its whole model gathered and a 1 GB bucket beside the activations) but one
+    GPU would hold unsharded (as DDP) is told to set sharding auto and leave ZeRO-3."""
+    req = _req("finetune-lora", preset="small", sequence_tokens=7424, framework="hf-trainer-zero3")
+    refused = fit(req, calibration_instance(GPUS["A10G"], 4))
+    assert isinstance(refused, Rejection), refused
+    assert "no number of nodes holds it sharded" in refused.reason
+    assert "training.sharding auto and sharding_library fsdp, as ZeRO-3 always shards" in refused.reason

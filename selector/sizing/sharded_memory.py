@@ -13,28 +13,39 @@ from selector.model_arch import ModelArch
 from selector.sizing.terms import GIB, Requirements, ShardedWorkingSet, Term, held_names
 
 ZERO3_REUSE_WINDOW_NUMEL = 1e9 + 5e7
-"""Gathered parameter elements ZeRO-3 may keep on each GPU: ``stage3_max_reuse_distance`` (1e9) and
-``stage3_prefetch_bucket_size`` (5e7), DeepSpeed's defaults (deepspeed/runtime/zero/config.py
-@edaa722). After a submodule runs, DeepSpeed releases only the parameters it will not use again
-within the next ``max_reuse_distance`` elements of the module trace (``__params_to_release``,
-deepspeed/runtime/zero/partitioned_param_coordinator.py): those it keeps all lie inside that window,
-so they number at most 1e9 elements, plus what it has fetched ahead. Never more than the model.
+"""Gathered parameter elements ZeRO-3 may keep on each GPU between modules: ``stage3_max_reuse_distance``
+(1e9) and ``stage3_prefetch_bucket_size`` (5e7), DeepSpeed's defaults (deepspeed/runtime/zero/config.py
+@edaa722). After a submodule runs, DeepSpeed releases only the parameters it will use again beyond
+the next ``max_reuse_distance`` elements of the module trace (``__params_to_release``,
+deepspeed/runtime/zero/partitioned_param_coordinator.py). The window is checked only at module
+boundaries (``if params_traversed >= self.__max_reuse_dist_in_numel: break``), so it can overrun by
+one module, and the prefetch by one parameter (``while ... numel_prefetching <
+max_params_to_prefetch``); the module running is fetched whatever the limits: the bound adds two of
+the model's largest parameters (``ShardedWorkingSet.largest_param_numel``). Never more than the model.
 With one partition no gather buffer is made (``_no_gather_coalesced``: the parameter views its own
 partition, partition_parameters.py)."""
 
 ZERO3_REDUCE_BUCKET_NUMEL = 5e8
-"""ZeRO-3's gradient bucket, ``reduce_bucket_size`` elements (DeepSpeed default 5e8), allocated once
-on the GPU when ``contiguous_gradients`` is on (the default): ``bucket.buffer =
-torch.empty(self.reduce_bucket_size, dtype=...)`` (deepspeed/runtime/zero/stage3.py @edaa722). The
-Hugging Face Trainer's ``auto`` sets hidden² elements, far less: the default is the safe side, as
-gpufit does not write the job's DeepSpeed config."""
+"""ZeRO-3's gradient bucket, ``reduce_bucket_size`` elements (DeepSpeed default 5e8) in the
+communication dtype (``comm_dtypes = {self.communication_data_type}``: the model's 16-bit dtype
+under bf16/fp16), allocated once on the GPU when ``contiguous_gradients`` is on (the default):
+``bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=...)`` (deepspeed/runtime/zero/stage3.py
+@edaa722). The Hugging Face Trainer's ``auto`` sets hidden² elements, far less: the default is the
+safe side, as gpufit does not write the job's DeepSpeed config."""
 
 ZERO3_SUB_GROUP_NUMEL = 1e9
 """ZeRO-3's optimiser step runs one sub-group of ``sub_group_size`` trained elements at a time
-(default 1e9, deepspeed/runtime/zero/config.py). For each it makes an fp32 copy of the sub-group's
-16-bit gradients, ``self.flatten(self.averaged_gradients[i]).to(fp32)`` in
-``_prepare_fp32_grad_for_sub_group`` (stage3.py @edaa722): a 16-bit flat copy (2 B) and its fp32
-cast (4 B) of min(1e9, the GPU's share of trained parameters)."""
+(default 1e9, deepspeed/runtime/zero/config.py). For each it casts the sub-group's gradients, held
+in the model's dtype (``grad_accum_dtype``), to an fp32 copy, ``self.flatten(
+self.averaged_gradients[i]).to(fp32)`` in ``_prepare_fp32_grad_for_sub_group`` (stage3.py @edaa722):
+a flat copy (2 B under 16-bit training, freed once cast) then the fp32 gradient (4 B); the optimiser
+then runs on it, and torch's foreach AdamW (the Trainer's default ``adamw_torch``) makes a 4 B
+``exp_avg_sq`` square-root temporary (torch/optim/adamw.py ``_multi_tensor_adamw``; DeepSpeed's
+FusedAdam makes none): ``ZERO3_STEP_BYTES`` each."""
+
+ZERO3_STEP_BYTES = 8.0
+"""Bytes per element of the sub-group at the step's peak: the fp32 gradient and AdamW's temporary,
+4 + 4 (above the 4 + 2 of the cast)."""
 
 
 def working_set(
@@ -45,53 +56,66 @@ def working_set(
     root_param_bytes: float,
     trained_params: float,
     grad_bytes: float,
+    reduce_bytes: float,
+    comm_bytes: float,
     unit_grads: bool,
     full_model: bool,
 ) -> ShardedWorkingSet:
     """The working set of a model with ``arch.layers`` blocks and a root of embeddings and head
-    (one matrix when tied): ``unit_grads`` when a block's own weights get gradients (a full
-    fine-tune, or FSDP1 units that give frozen weights gradients) and no whole-model gradients are
-    held already; ``full_model`` when the root's weights are trained too."""
+    (one matrix when tied). Under FSDP a parameter's unsharded gradient takes ``grad_bytes`` and,
+    reduced in fp32, ``reduce_bytes`` more for the reduce-scatter input; a block's is counted when
+    ``unit_grads`` (its own weights get gradients: a full fine-tune, or FSDP1 units that give frozen
+    weights gradients, and no whole-model gradients are held already), the root's too when
+    ``full_model``. ``comm_bytes``: ZeRO-3's communication and gradient dtype."""
     root = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
     layer = (arch.params - root) / max(arch.layers, 1)
+    experts = arch.experts if arch.experts > 1 else 1  # a fused expert tensor (transformers >= 5)
     return ShardedWorkingSet(
         library=library,
         root_bytes=root * root_param_bytes,
         layer_bytes=layer * weight_bytes,
-        unit_grad_bytes=layer * grad_bytes if unit_grads else 0.0,
+        unit_grad_bytes=layer * (grad_bytes + reduce_bytes) if unit_grads else 0.0,
         root_grad_bytes=root * grad_bytes if unit_grads and full_model else 0.0,
+        root_reduce_bytes=root * reduce_bytes if unit_grads and full_model else 0.0,
         model_bytes=root * root_param_bytes + (arch.params - root) * weight_bytes,
-        element_bytes=4.0 if weight_bytes >= 4.0 else 2.0,
+        element_bytes=weight_bytes if weight_bytes >= 1.0 else 2.0,
+        largest_param_numel=max(arch.vocab * arch.hidden, 2.0 * arch.ffn * arch.hidden * experts),
         trained_params=trained_params,
-        grad_bytes=grad_bytes,
+        comm_bytes=comm_bytes,
     )
 
 
 def fsdp_gathered_bytes(ws: ShardedWorkingSet) -> float:
-    """FSDP's peak of gathered parameters on each GPU of a sharded job: the root unit, which stays
-    gathered from its forward through the backward pass (FSDP1 ``_post_forward_reshard``: "Do not free
-    the root's parameters in the post-forward"; FSDP2 sets the root's ``post_forward_mesh_info`` to
-    None, "the parameters would be freed and all-gathered immediately"; torch/distributed/fsdp), and
-    a block's backward with the default ``BackwardPrefetch.BACKWARD_PRE``, which "at the peak ...
-    holds the current set of parameters, next set of parameters, and current set of gradients"
-    (``BackwardPrefetch`` docstring; FSDP2 prefetches the next block likewise): two blocks' weights
-    and one block's unsharded gradient. The root's own backward, where its gradient is made, is taken
-    instead when it is larger (an untied output head of a large vocabulary)."""
+    """FSDP's peak of gathered parameters and unsharded gradients on each GPU of a sharded job. The
+    root unit stays gathered from its forward through the backward pass (FSDP1 ``_post_forward_reshard``:
+    "Do not free the root's parameters in the post-forward"; FSDP2 sets the root's
+    ``post_forward_mesh_info`` to None, "the parameters would be freed and all-gathered immediately";
+    torch/distributed/fsdp), and so does its 16-bit gradient, made first (the output head) and reduced
+    last (FSDP2's root post-backward runs in ``_root_post_backward_final_callback``, its inputs being
+    token ids that need none; FSDP1's one flat root gradient forms once the embedding's arrives); its
+    fp32 reduce-scatter input comes at the end, when no block is gathered, and is taken instead of the
+    blocks where larger. A block's
+    backward, with the default ``BackwardPrefetch.BACKWARD_PRE``, "at the peak ... holds the current
+    set of parameters, next set of parameters, and current set of gradients" (``BackwardPrefetch``
+    docstring; FSDP2 prefetches the next block likewise): two blocks' weights and one block's
+    gradient, the 16-bit gradient and, where it is reduced in fp32 (FSDP2 with an fp32
+    ``reduce_dtype``, torchtitan's default), the previous block's fp32 reduce-scatter input FSDP2
+    keeps until the next post-backward (``ReduceScatterState``): 2 + 4 B a parameter, which FSDP1's
+    16-bit gradient stays below."""
     blocks = 2.0 * ws.layer_bytes + ws.unit_grad_bytes
-    return ws.root_bytes + max(blocks, ws.root_grad_bytes)
+    return ws.root_bytes + ws.root_grad_bytes + max(blocks, ws.root_reduce_bytes)
 
 
 def zero3_gathered_bytes(ws: ShardedWorkingSet) -> float:
-    """ZeRO-3's gathered parameters kept on each GPU: ``ZERO3_REUSE_WINDOW_NUMEL`` elements, at most
-    the model."""
-    return min(ZERO3_REUSE_WINDOW_NUMEL * ws.element_bytes, ws.model_bytes)
+    """ZeRO-3's gathered parameters kept on each GPU: ``ZERO3_REUSE_WINDOW_NUMEL`` elements and two of
+    the largest parameters, at most the model."""
+    numel = ZERO3_REUSE_WINDOW_NUMEL + 2.0 * ws.largest_param_numel
+    return min(numel * ws.element_bytes, ws.model_bytes)
 
 
 def zero3_step_bytes(ws: ShardedWorkingSet, shards: int) -> float:
-    """The optimiser step's fp32 gradient of one sub-group and the 16-bit flat copy it is cast from
-    (``ZERO3_SUB_GROUP_NUMEL``); an fp32 gradient is flattened once."""
-    flat = ws.grad_bytes if ws.grad_bytes < 4.0 else 0.0
-    return min(ZERO3_SUB_GROUP_NUMEL, ws.trained_params / max(shards, 1)) * (4.0 + flat)
+    """The optimiser step's peak over one sub-group (``ZERO3_SUB_GROUP_NUMEL``, ``ZERO3_STEP_BYTES``)."""
+    return min(ZERO3_SUB_GROUP_NUMEL, ws.trained_params / max(shards, 1)) * ZERO3_STEP_BYTES
 
 
 def working_bytes(ws: ShardedWorkingSet | None, shards: int) -> float:
@@ -104,7 +128,7 @@ def working_bytes(ws: ShardedWorkingSet | None, shards: int) -> float:
         return 0.0
     if ws.library == "fsdp":
         return fsdp_gathered_bytes(ws) if shards > 1 else 0.0
-    bucket = ZERO3_REDUCE_BUCKET_NUMEL * (4.0 if ws.grad_bytes >= 4.0 else 2.0)
+    bucket = ZERO3_REDUCE_BUCKET_NUMEL * ws.comm_bytes
     gathered = zero3_gathered_bytes(ws) if shards > 1 else 0.0
     return gathered + bucket + zero3_step_bytes(ws, shards)
 
@@ -133,9 +157,16 @@ def working_term(ws: ShardedWorkingSet) -> Term:
             "FSDP gathered units",
             fsdp_gathered_bytes(ws) / GIB,
             "GiB",
-            f"on each GPU of a sharded job: the root (embeddings, head) {ws.root_bytes / GIB:.2f} GiB, kept "
-            f"gathered through the backward pass, + two blocks' weights {ws.layer_bytes / GIB:.2f} GiB each"
+            f"on each GPU of a sharded job: the root (embeddings, head) {ws.root_bytes / GIB:.2f} GiB"
+            + (f" and its gradient {ws.root_grad_bytes / GIB:.2f} GiB" if ws.root_grad_bytes else "")
+            + f", kept through the backward pass, + two blocks' weights {ws.layer_bytes / GIB:.2f} GiB each"
             + (f" + one block's gradient {ws.unit_grad_bytes / GIB:.2f} GiB" if ws.unit_grad_bytes else "")
+            + (
+                f", or at the end the root's fp32 reduce-scatter input {ws.root_reduce_bytes / GIB:.2f} GiB "
+                "where larger"
+                if ws.root_reduce_bytes
+                else ""
+            )
             + " (BackwardPrefetch.BACKWARD_PRE; torch FSDP1 and FSDP2); none on one GPU",
         )
     return Term(
@@ -143,10 +174,12 @@ def working_term(ws: ShardedWorkingSet) -> Term:
         working_bytes(ws, 2) / GIB,
         "GiB",
         f"on two GPUs: gathered parameters kept for reuse {zero3_gathered_bytes(ws) / GIB:.2f} GiB "
-        f"(min(stage3_max_reuse_distance + prefetch bucket, the model); none on one GPU) + gradient "
-        f"bucket {ZERO3_REDUCE_BUCKET_NUMEL:.0e} elements + the optimiser step's fp32 gradient of one "
-        f"sub-group {zero3_step_bytes(ws, 2) / GIB:.2f} GiB (min(sub_group_size, trained ÷ N) × "
-        "(4 + 2) B); DeepSpeed's defaults (stage3.py, partitioned_param_coordinator.py)",
+        "(stage3_max_reuse_distance + prefetch bucket + two of the largest parameters, at most the "
+        f"model; none on one GPU) + gradient bucket {ZERO3_REDUCE_BUCKET_NUMEL * ws.comm_bytes / GIB:.2f} "
+        f"GiB (reduce_bucket_size {ZERO3_REDUCE_BUCKET_NUMEL:.0e}) + the optimiser step over one sub-group "
+        f"{zero3_step_bytes(ws, 2) / GIB:.2f} GiB (min(sub_group_size, trained ÷ N) × "
+        f"{ZERO3_STEP_BYTES:g} B: fp32 gradient + AdamW temporary); DeepSpeed's defaults (stage3.py, "
+        "partitioned_param_coordinator.py)",
     )
 
 
@@ -192,9 +225,11 @@ def unshardable_note(req: Requirements, usable: float) -> str:
         (f"{accumulated / GIB:.1f} GiB of the whole model's accumulated gradients", accumulated),
         (f"{gathered / GIB:.1f} GiB of {working_name(req.sharded_working)}", gathered),
     )
+    zero3 = req.sharded_working is not None and req.sharded_working.library == "deepspeed"
     held = (
-        f"; unsharded, one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto, "
-        "where the framework allows)"
+        f"; unsharded, one GPU would hold it ({req.vram_gib_per_replica:.1f} GiB: training.sharding auto"
+        + (" and sharding_library fsdp, as ZeRO-3 always shards" if zero3 else "")
+        + ", where the framework allows)"
         if req.vram_gib_per_replica <= usable
         else ""
     )

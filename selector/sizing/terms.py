@@ -54,10 +54,12 @@ class ShardedWorkingSet:
     layer_bytes: float  # one transformer block's parameters at the bytes it computes in
     unit_grad_bytes: float  # one block's unsharded gradient before its reduce-scatter (0: none)
     root_grad_bytes: float  # the root unit's unsharded gradient (0: its weights are frozen)
+    root_reduce_bytes: float  # the root's fp32 reduce-scatter input at the end of backward (0: none)
     model_bytes: float  # every parameter at the bytes it computes in
     element_bytes: float  # bytes of one element DeepSpeed counts (the 16-bit storage of a 4-bit base)
+    largest_param_numel: float  # the model's largest parameter, in elements (ZeRO-3's window overrun)
     trained_params: float  # parameters the optimiser steps
-    grad_bytes: float  # bytes of a 16- or 32-bit gradient of a trained parameter
+    comm_bytes: float  # ZeRO-3's communication and gradient dtype: 2 under 16-bit training, 4 under fp32
 
 
 @dataclass(frozen=True, slots=True)

@@ -147,6 +147,14 @@ def fsdp_gradient_bytes(training: TrainingSpec, job_bytes: float) -> float:
     return job_bytes if training.optimizer == "adamw-bf16" else max(job_bytes, 4.0)
 
 
+def fp32_reduce_bytes(training: TrainingSpec, job_bytes: float) -> float:
+    """Bytes a parameter's unsharded gradient adds under FSDP beyond the job's dtype
+    (``sharded_memory.fsdp_gathered_bytes``): where it is reduced in fp32 (``fsdp_gradient_bytes`` above
+    the job's), the fp32 reduce-scatter input FSDP2 keeps; else none."""
+    reduced = fsdp_gradient_bytes(training, job_bytes)
+    return reduced if reduced > job_bytes else 0.0
+
+
 def accumulated_gradient_bytes(
     training: TrainingSpec,
     trained_params: float,
@@ -304,6 +312,7 @@ def training_requirements(
     s, b, h, layers = training.sequence_tokens, training.micro_batch, arch.hidden, arch.layers
     opt = OPTIMIZER_BYTES[training.optimizer]
     paged = offloaded = 0.0
+    deepspeed = training.sharding_library == "deepspeed"
     if spec.task in ("finetune-full", "pretrain"):
         grad_bytes = 4.0 if spec.precision == "fp32" else 2.0 if spec.precision == "fp8" else wbytes
         if spec.precision == "fp32":
@@ -331,8 +340,7 @@ def training_requirements(
         accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
         frozen = 0.0
         trained, root_bytes = arch.params, wbytes
-        deepspeed = training.sharding_library == "deepspeed"
-        unit_grad = grad_bytes if deepspeed else fsdp_gradient_bytes(training, grad_bytes)
+        unit_grad, reduce = grad_bytes, fp32_reduce_bytes(training, grad_bytes)
     else:
         frozen = accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
         adapters = lora_params(arch, training.lora_rank)
@@ -375,19 +383,22 @@ def training_requirements(
         )
         adapter_bytes = 4.0 if training.adapter_dtype == "fp32" else 2.0
         trained = adapters
-        deepspeed = training.sharding_library == "deepspeed"
-        unit_grad = adapter_bytes if deepspeed else fsdp_gradient_bytes(training, wbytes)
-        sharded += adapters * adapter_bytes  # sharded with the base: FSDP and ZeRO-3 shard every parameter
-        replicated_states = adapters * adapter_bytes  # gradients whole on each GPU (so under no_sync)
+        unit_grad, reduce = wbytes, fp32_reduce_bytes(training, wbytes)
+        # FSDP shards the adapters with the base; ZeRO-3 keeps small ones whole on every GPU
+        # (stage3_param_persistence_threshold 1e5 elements: most LoRA matrices); gradients whole on each
+        replicated_states = adapters * adapter_bytes * (2 if deepspeed else 1)
+        if not deepspeed:
+            sharded += adapters * adapter_bytes
         checkpoint = adapters * (2 + opt)
         terms.append(
             Term(
                 "adapter weights + grads",
-                2 * replicated_states / GIB,
+                adapters * 2 * adapter_bytes / GIB,
                 "GiB",
-                f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype}); a sharded "
-                "job shards the weights with the base (FSDP, ZeRO-3) and each GPU is counted the whole "
-                "gradients (held unsharded while accumulating under no_sync; the heavy side otherwise)",
+                f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype}); FSDP "
+                "shards the weights with the base (ZeRO-3 keeps them whole: below "
+                "stage3_param_persistence_threshold) and each GPU is counted the whole gradients "
+                "(unsharded under no_sync; the heavy side otherwise)",
             )
         )
         if spec.task == "finetune-qlora" and peft_prep:
@@ -448,6 +459,8 @@ def training_requirements(
         root_param_bytes=root_bytes,
         trained_params=trained,
         grad_bytes=unit_grad,
+        reduce_bytes=reduce,
+        comm_bytes=4.0 if spec.precision == "fp32" else 2.0,
         unit_grads=not accumulated and (full_model or bool(frozen)),
         full_model=full_model,
     )
