@@ -214,7 +214,12 @@ ROUND4_NOTE = (
     "DeepSpeed's defaults; under FSDP LoRA adapters and their optimiser state shard with the base "
     "(ZeRO-3 keeps the small adapter matrices whole). Two torchtune rows were "
     "corrected to their configs at the README's commit (70B LoRA: the chunked loss; 405B QLoRA: no fp32 "
-    "cast of the embeddings and head), after the gathered units had moved them to 1.48 and 1.76."
+    "cast of the embeddings and head), after the gathered units had moved them to 1.48 and 1.76. "
+    "litgpt's own model code was measured like the HF layer (scripts/measure_litgpt_saved_activations.py, "
+    "litgpt 0.4.13, the code of its config_hub table's commit) and its lines apply under "
+    "`training.framework: litgpt`, now set on the 38 rows of that table (the 2023 resource table's "
+    "litgpt code is older and keeps the HF lines): its QLoRA rows on q and v moved from 0.83-0.88 to "
+    "0.86-0.93, its all-linear rows by -0.02 (one dropout for q, k and v)."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -45,6 +45,53 @@ LEGACY_4BIT: dict[tuple[LoraTargets, bool], Line] = {
 (litgpt's table pins bitsandbytes 0.42.0). ``("all-linear", False)`` was not measured: each 4-bit
 input is the storage the adapter keeps anyway, so it equals the q-v line."""
 
+LITGPT_LORA: dict[tuple[LoraTargets, bool], Line] = {
+    ("q-v", False): (20.3, 2.0, 6.0),
+    ("q-v", True): (21.3, 2.0, 6.0),
+    ("all-linear", False): (22.4, 0.0, 8.0),
+    ("all-linear", True): (28.4, 0.0, 9.0),
+}
+"""LoRA in litgpt's own model code (``training.framework: litgpt``; bf16-true, bf16 adapters), by
+targets ("q-v": litgpt's lora_query and lora_value; "all-linear": also key, projection and MLP) and
+dropout. Beside the HF + PEFT layer it keeps q, k and v at every query head (it expands k and v for
+SDPA: 8 in all where HF keeps 4 + 4·kv/heads), the unpadded LoRA output of ``LoRAQKVLinear.zero_pad``
+when q, k and v are not all adapted (2 + 2·kv/heads), and one dropout on the shared q/k/v input where
+PEFT keeps one per projection. Measured (``LITGPT_MEASUREMENT``) at rank 8 on the grouped-query shapes
+and fitted to ±0.01; rank 32 (config_hub's Llama configs) adds 0.09 on q-v, so each q-v constant is
+the rank-32 figure rounded up to a tenth and each all-linear one the rank-8 figure + 0.2 (more layers
+adapted; not measured at rank 32); a model whose key/value heads equal its query heads adds
+``LITGPT_MHA_STEP``."""
+
+LITGPT_LEGACY_4BIT: dict[tuple[LoraTargets, bool], Line] = {
+    ("q-v", False): (24.3, 2.0, 8.0),
+    ("q-v", True): (27.3, 2.0, 8.0),
+    ("all-linear", False): (22.4, 0.0, 8.0),
+    ("all-linear", True): (32.4, 0.0, 11.0),
+}
+"""litgpt's QLoRA on a bitsandbytes 4-bit base before 0.43.2 (its config_hub era pinned 0.42), bf16
+adapters. The q-v lines are measured with every base linear emulating the old ``MatMul4Bit`` (it kept
+each layer's 16-bit input); the all-linear lines are an ESTIMATE, ``LITGPT_LORA``'s plus what the old
+4-bit base adds beside bf16 adapters on every layer in the HF + PEFT measurement (``LEGACY_4BIT`` less
+``LORA``: 4 + 2·ffn/hidden with dropout, nothing without)."""
+
+LITGPT_FULL_FINETUNE: Line = (30.1, 0.0, 8.0)
+"""A full fine-tune in litgpt's model code: beside the HF layer, its RMSNorm keeps an fp32 input and an
+fp32 output (8 where HF keeps 4 + 2) and the attention output is copied from SDPA's (B, H, T, D)
+layout before the projection (+2)."""
+
+LITGPT_MHA_STEP = 4.0
+"""What a litgpt layer adds when its key/value heads equal its query heads: v is then a view into the
+fused qkv output, which stays alive whole (measured +4.0 in every configuration; with one key/value
+head +0.25, also added)."""
+
+LITGPT_MEASUREMENT = (
+    "scripts/measure_litgpt_saved_activations.py: litgpt 0.4.13's Block (litgpt/model.py, litgpt/lora.py; "
+    "identical to commit 00af8b0, the config_hub table's) in bf16 with SDPA, LoRA r 8 (r 32 adds 0.09), "
+    "one forward pass under torch.autograd.graph.saved_tensors_hooks, each storage counted once, "
+    "S(3 layers) - S(2); torch 2.13.0, 2026-12-05, CPU, dropout masks corrected to CUDA's 1-byte bool; "
+    "hidden 1024, 16 heads, ffn 3.5h and 2.6875h, key/value heads 1, 4, 8 and 16"
+)
+
 MEASUREMENT = (
     "scripts/measure_saved_activations.py: Hugging Face LlamaForCausalLM in bf16 with SDPA, PEFT LoRA "
     "r 16, one forward pass under torch.autograd.graph.saved_tensors_hooks, each storage counted "
@@ -64,15 +111,23 @@ token is routed to, missing each expert's h-wide input and output: errs low), ea
 
 
 def saved_bytes_per_sbh(
-    arch: ModelArch, task: str, targets: LoraTargets, dropout: bool, adapters: str = "fp32"
+    arch: ModelArch,
+    task: str,
+    targets: LoraTargets,
+    dropout: bool,
+    adapters: str = "fp32",
+    framework: str | None = None,
 ) -> tuple[float, str]:
     """(bytes a layer keeps per s·b·h, the formula) for ``task``: ``FULL_FINETUNE`` for a full
     fine-tune or pre-training, ``LORA`` for LoRA with ``adapters`` in that dtype, and for QLoRA a
     bitsandbytes base before 0.43.2 (its release is not known: the safe side), ``LEGACY_4BIT`` with
-    bf16 adapters, ``LORA`` + ``BNB_INPUTS_BESIDE_FP32_ADAPTERS`` with fp32 ones."""
+    bf16 adapters, ``LORA`` + ``BNB_INPUTS_BESIDE_FP32_ADAPTERS`` with fp32 ones. Under ``framework``
+    litgpt (its own model code, bf16: ``litgpt_saved_bytes_per_sbh``) the LITGPT lines."""
     g = arch.kv_heads / arch.heads if arch.heads and arch.kv_heads else 1.0
     routed = arch.experts_active if arch.is_moe else 1
     f = arch.ffn * routed / arch.hidden if arch.hidden else 0.0
+    if framework == "litgpt" and (task in ("finetune-full", "pretrain") or adapters == "bf16"):
+        return litgpt_saved_bytes_per_sbh(arch, task, targets, dropout, g, f)
     if task in ("finetune-lora", "finetune-qlora"):
         what, line = f"LoRA, {adapters} adapters", LORA[(adapters, targets, dropout)]
         if task == "finetune-qlora" and adapters == "bf16":
@@ -87,3 +142,36 @@ def saved_bytes_per_sbh(
     c, k, m = line
     value = c + k * g + m * f
     return value, f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g} = {value:.1f}·s·b·h ({what}; measured, HF + PEFT)"
+
+
+def litgpt_saved_bytes_per_sbh(
+    arch: ModelArch, task: str, targets: LoraTargets, dropout: bool, g: float, f: float
+) -> tuple[float, str]:
+    """``saved_bytes_per_sbh`` in litgpt's model code: ``LITGPT_FULL_FINETUNE``, ``LITGPT_LORA`` or,
+    for QLoRA, ``LITGPT_LEGACY_4BIT``, with ``LITGPT_MHA_STEP`` where key/value heads equal the query
+    heads (a quarter of a step with one)."""
+    if task == "finetune-qlora":
+        what, line = (
+            "litgpt, bitsandbytes < 0.43.2 4-bit base, bf16 adapters",
+            LITGPT_LEGACY_4BIT[(targets, dropout)],
+        )
+    elif task == "finetune-lora":
+        what, line = "litgpt, bf16 adapters", LITGPT_LORA[(targets, dropout)]
+    else:
+        what, line = "litgpt full fine-tune", LITGPT_FULL_FINETUNE
+    if task != "finetune-full" and task != "pretrain":
+        what += f" on {targets}" + (", dropout" if dropout else "")
+    c, k, m = line
+    step = (
+        LITGPT_MHA_STEP
+        if arch.kv_heads == arch.heads
+        else LITGPT_MHA_STEP / 16
+        if arch.kv_heads == 1
+        else 0.0
+    )
+    value = c + k * g + m * f + step
+    stepped = f" + {step:g} (fused qkv kept)" if step else ""
+    return (
+        value,
+        f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g}{stepped} = {value:.1f}·s·b·h ({what}; measured, litgpt)",
+    )

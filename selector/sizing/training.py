@@ -424,7 +424,12 @@ def training_requirements(
     recompute_all = training.activation_checkpointing is True
     selective = training.activation_checkpointing == "selective"
     per_layer, per_formula = saved_bytes_per_sbh(
-        arch, spec.task, training.lora_targets, training.lora_dropout > 0.0, training.adapter_dtype
+        arch,
+        spec.task,
+        training.lora_targets,
+        training.lora_dropout > 0.0,
+        training.adapter_dtype,
+        training.framework,
     )
     saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else per_layer
     on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers

@@ -18,12 +18,12 @@ class TrainingSpec(Strict):
     framework: Framework | None = Field(
         None,
         description="the training framework, which sets the defaults of the fields below that say what "
-        "it does with memory (accumulation_sync, fsdp_frozen_gradients, sharding, kbit_preparation, "
-        "adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging Face Trainer with "
-        "DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-zero3 (the same with DeepSpeed "
-        "ZeRO-3), litgpt (fine-tuning; a quantised one on one GPU only; its command line's bf16-mixed keeps "
-        "fp32 weights: state precision fp32 then), torchtune (from v0.3.0), torchtitan; unset, gpufit's own "
-        "defaults",
+        "it does with memory (accumulation_sync, fsdp_frozen_gradients, sharding, sharding_library, "
+        "kbit_preparation, adapter_dtype, loss; a field the spec states wins): hf-trainer (the Hugging "
+        "Face Trainer with DDP/FSDP: TRL, axolotl, LLaMA-Factory, ms-swift), hf-trainer-zero3 (the same "
+        "with DeepSpeed ZeRO-3), litgpt (fine-tuning, sized with its own model code's activations; a "
+        "quantised one on one GPU only; its command line's bf16-mixed keeps fp32 weights: state precision "
+        "fp32 then), torchtune (from v0.3.0), torchtitan; unset, gpufit's own defaults",
     )
     tokens: Count = Field(..., description="tokens processed by the whole job (all epochs)")
 
