@@ -296,7 +296,6 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh11-qwen1-a100-14b-qlora-s1024",
                 "fresh11-qwen1-a100-14b-qlora-s256",
                 "fresh11-qwen1-a100-14b-qlora-s512",
-                "fresh11-qwen1-a100-1p8b-full-s256",
                 "fresh11-qwen1-a100-1p8b-lora-s1024",
                 "fresh11-qwen1-a100-1p8b-lora-s256",
                 "fresh11-qwen1-a100-1p8b-lora-s512",
@@ -310,7 +309,6 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh7-litgpt-a10g-gemma-2-2b-lora",
                 "fresh7-litgpt-a10g-gemma-2-2b-qlora",
                 "fresh7-litgpt-a10g-gemma-2-9b-qlora",
-                "fresh7-litgpt-a10g-gemma-2b-full-4gpu",
                 "fresh7-litgpt-a10g-gemma-2b-qlora",
                 "fresh7-litgpt-a10g-gemma-7b-qlora",
                 "fresh7-litgpt-a10g-llama-3-8b-qlora",
@@ -330,32 +328,30 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "batches); litgpt's A10G table (max_memory_allocated), sized since session 12 with litgpt's "
         "own model code's activations (measured like the HF layer): its QLoRA rows still read "
         "0.74-0.88 (Gemma and Gemma-2 0.74-0.84, Llama-3 0.86-0.88) and Gemma-2-2B's LoRA 0.85, by an "
-        "amount not yet explained, and Gemma-2B's full fine-tune with FSDP over 4 PCIe A10Gs (0.81 "
-        "with its 4 micro-batches' unsharded gradients and FSDP's gathered root, Gemma's "
-        "256k-vocabulary embedding, and blocks; StableLM-3B and Phi-2 read 0.95-0.97 since session "
-        "12); litgpt's 2023 resource table on one A100-40GB, Llama-2-7B and 13B QLoRA (0.89-0.91, "
-        "bitsandbytes 0.41.1; its older litgpt code keeps the HF lines); "
-        "torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, 9.13 of it already at "
-        "model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c pinned torchao 0.1, whose "
-        "NF4 quantisation compared every element with the 16 NF4 values at once, unchunked: a (numel "
-        "x 16) bf16 difference and its absolute value, 64 B an element of the weight in hand, 2.9 GB "
-        "for a 4096 x 11008 MLP weight, at model build and again at state-dict load, beside what the "
-        "caching allocator keeps; torchao 0.2 quantises in chunks of 1M elements, pytorch/ao #196, "
-        "2024-05-01, so a current QLoRA has no such peak and gpufit sizes none; the same tutorial's "
-        "LoRA rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of Llama-2-70B with FSDP FULL_SHARD "
-        "over 2 A100s (0.80-0.85 with FSDP's gathered units, session 12; the same table's 1-GPU and "
-        "7B rows read 1.0-1.2): what they hold after training matches gpufit's sharded states (19.2 "
-        "GB against 19.9 for the 70B QLoRA), the excess is per step and grows with the batch (about "
-        "one more 2 B·s·b·h a layer than gpufit's checkpointed activations, 5.4 GB a sequence at "
-        "70B), unexplained; Qwen-1's README table on A100-80GB (session 11; its cells written as GB, "
-        "the lenient reading): 0.60-0.91 at 256-1,024 tokens, most rows over at 4,096-8,192 (to "
-        "1.56). Short sequences read under by a roughly constant excess gpufit does not explain (1.8B "
-        "LoRA 1.2-1.9 GB; Q-LoRA on GPTQ under DeepSpeed ZeRO-2: 7B 2.5, 14B 4.5, 72B 7 GB); its full "
-        "fine-tunes and 72B LoRA ran DeepSpeed ZeRO-3, sized since session 12 with its buffers at "
-        "DeepSpeed's defaults (its 1.8B's flat 43.5 GB at 256 tokens reads 0.90, 0.91-1.04 at "
-        "512-4,096; the 7B's 0.97-1.09; the 72B LoRA's 0.98-1.20); the slope is gpufit's 16 B a logit "
-        "without DeepSpeed (autocast upcasts the loss) and 5-12 B under it (Qwen-1's remote code "
-        "computes the loss in 16 bit), so long sequences read over",
+        "amount not yet explained (its full fine-tunes with FSDP over 2-4 PCIe A10Gs read 0.94-1.01 "
+        "since FSDP's gathered root and blocks are sized); litgpt's 2023 resource table on one "
+        "A100-40GB, Llama-2-7B and 13B QLoRA (0.89-0.91, bitsandbytes 0.41.1; its older litgpt code "
+        "keeps the HF lines); torchtune's QLoRA tutorial, Llama-2-7B (0.55: peak reserved 9.29 GB, "
+        "9.13 of it already at model init, about 5.5 GB above the NF4 weights; torchtune @0914d5c "
+        "pinned torchao 0.1, whose NF4 quantisation compared every element with the 16 NF4 values at "
+        "once, unchunked: a (numel x 16) bf16 difference and its absolute value, 64 B an element of "
+        "the weight in hand, 2.9 GB for a 4096 x 11008 MLP weight, at model build and again at "
+        "state-dict load, beside what the caching allocator keeps; torchao 0.2 quantises in chunks of "
+        "1M elements, pytorch/ao #196, 2024-05-01, so a current QLoRA has no such peak and gpufit "
+        "sizes none; the same tutorial's LoRA rows read 0.92-0.99); fms-acceleration's 4-bit LoRA of "
+        "Llama-2-70B with FSDP FULL_SHARD over 2 A100s (0.80-0.85 with FSDP's gathered units, session "
+        "12; the same table's 1-GPU and 7B rows read 1.0-1.2): what they hold after training matches "
+        "gpufit's sharded states (19.2 GB against 19.9 for the 70B QLoRA), the excess is per step and "
+        "grows with the batch (about one more 2 B·s·b·h a layer than gpufit's checkpointed "
+        "activations, 5.4 GB a sequence at 70B), unexplained; Qwen-1's README table on A100-80GB "
+        "(session 11; its cells written as GB, the lenient reading): its LoRA and Q-LoRA rows read "
+        "0.60-0.91 at 256-1,024 tokens, most rows over at 4,096-8,192 (to 1.56). Short sequences read "
+        "under by a roughly constant excess gpufit does not explain (1.8B LoRA 1.2-1.9 GB; Q-LoRA on "
+        "GPTQ under DeepSpeed ZeRO-2: 7B 2.5, 14B 4.5, 72B 7 GB); its full fine-tunes and 72B LoRA "
+        "ran DeepSpeed ZeRO-3, sized since session 12 with its buffers at DeepSpeed's defaults (1.8B "
+        "0.94-1.08 at 256-4,096 tokens, 7B 0.99-1.13, 72B LoRA 1.00-1.21); the slope is gpufit's 16 B "
+        "a logit without DeepSpeed (autocast upcasts the loss) and 5-12 B under it (Qwen-1's remote "
+        "code computes the loss in 16 bit), so long sequences read over",
     ),
     ("diffusion_seconds_per_image", "fresh"): (
         frozenset(

@@ -18,7 +18,7 @@ from selector.sizing.sharded_memory import (
     working_limit_bytes,
     zero3_step_bytes,
 )
-from selector.spec import parse_spec
+from selector.spec import SpecError, parse_spec
 
 GIB = 2**30
 GPUS = load_gpus()
@@ -58,9 +58,17 @@ def test_fsdp_holds_the_root_and_its_gradient_two_blocks_and_a_blocks_gradient_o
     sharded_and_replicated = req.sharded_bytes / 8 + req.replicated_bytes
     assert per_gpu_gib(req, 8, 0) == pytest.approx((sharded_and_replicated + expected) / GIB)
     assert per_gpu_gib(req, 1, 0) == pytest.approx(req.vram_gib_per_replica)
-    pure = _req("finetune-full", optimizer="adamw-bf16")  # reduced in bf16: the 2 B gradient alone
+    # reduced in bf16: FSDP2 still copies each gradient into a 2 B reduce-scatter input
+    pure = _req("finetune-full", optimizer="adamw-bf16")
     assert pure.sharded_working is not None
-    assert fsdp_gathered_bytes(pure.sharded_working) == pytest.approx(root * 4 + 2 * block * 2 + block * 2)
+    pure_expected = root * 2 + root * 2 + max(2 * block * 2 + block * 4, root * 2)
+    assert fsdp_gathered_bytes(pure.sharded_working) == pytest.approx(pure_expected)
+    # accumulating under no_sync nothing is reduced: the 16-bit gradients alone, beside the whole ones
+    accumulating = _req("finetune-full", gradient_accumulation=4)
+    assert accumulating.sharded_working is not None
+    assert fsdp_gathered_bytes(accumulating.sharded_working) == pytest.approx(
+        root * 2 + root * 2 + 2 * block * 2 + block * 2
+    )
     term = next(t for t in req.terms if t.name == "FSDP gathered units")
     assert term.value == pytest.approx(expected / GIB)
     assert f"its gradient {root * 2 / GIB:.2f} GiB" in term.formula
@@ -105,17 +113,18 @@ def test_lora_adapters_and_their_optimiser_state_shard_with_the_base() -> None:
 
 def test_zero3_buffers_on_one_gpu_and_its_gathered_parameters_from_two() -> None:
     """The Hugging Face Trainer with ZeRO-3 (hf-trainer-zero3 sets sharding_library deepspeed, and
-    ZeRO-3 always shards), at DeepSpeed's defaults: on one GPU its gradient bucket (5e8 bf16
-    elements, 1 GB) and the optimiser step over one sub-group, 8 B × min(1e9, trained ÷ N) (the fp32
-    gradient and AdamW's square-root temporary); from two GPUs also the gathered parameters it keeps,
-    1.05e9 elements plus two of the largest parameters (Llama-3.1-8B's head, 128,256 × 4,096), never
-    more than the model."""
+    ZeRO-3 always shards), at DeepSpeed's defaults: on one GPU its gradient reduction (the 5e8-element
+    bf16 bucket, its reduce-scatter copy and the largest trained parameter's gradient, Llama-3.1-8B's
+    head of 128,256 × 4,096) and the optimiser step over one sub-group, 8 B × min(1e9, trained ÷ N)
+    (the fp32 gradient and AdamW's square-root temporary); from two GPUs also the gathered parameters
+    it keeps, 1.05e9 elements plus two of the largest parameters, never more than the model."""
     req = _req("finetune-full", framework="hf-trainer-zero3")
     ws = req.sharded_working
     assert ws is not None and ws.library == "deepspeed" and req.shard_training
     params = req.arch.params
-    bucket = 5e8 * 2
-    kept = (1.05e9 + 2 * 128256 * 4096) * 2
+    head = 128256 * 4096
+    bucket = (2 * 5e8 + head) * 2
+    kept = (1.05e9 + 2 * head) * 2
     assert working_bytes(ws, 1) == pytest.approx(bucket + 1e9 * 8)  # 8B trained parameters: a whole sub-group
     assert working_bytes(ws, 8) == pytest.approx(bucket + kept + 1e9 * 8)  # 1.004e9 a GPU: capped
     assert working_bytes(ws, 16) == pytest.approx(bucket + kept + params / 16 * 8)
@@ -123,14 +132,17 @@ def test_zero3_buffers_on_one_gpu_and_its_gathered_parameters_from_two() -> None
     assert working_limit_bytes(ws) == pytest.approx(bucket + kept)
     small = _req("finetune-full", preset="small", framework="hf-trainer-zero3")
     assert small.sharded_working is not None  # the whole model is inside the window
-    assert working_bytes(small.sharded_working, 2) == pytest.approx(bucket + 0.494e9 * 2 + 0.494e9 / 2 * 8)
+    small_bucket = (2 * 5e8 + 151936 * 896) * 2  # its largest parameter: the embedding
+    assert working_bytes(small.sharded_working, 2) == pytest.approx(
+        small_bucket + 0.494e9 * 2 + 0.494e9 / 2 * 8
+    )
     lora = _req("finetune-lora", framework="hf-trainer-zero3")  # trains the adapters only
     assert lora.sharded_working is not None
     adapters = lora_params(lora.arch, 16)
-    assert working_bytes(lora.sharded_working, 1) == pytest.approx(bucket + adapters * 8)
+    assert working_bytes(lora.sharded_working, 1) == pytest.approx(2 * 5e8 * 2 + adapters * 8)
     fp32 = _req("finetune-full", precision="fp32", sharding_library="deepspeed")
     assert fp32.sharded_working is not None and working_bytes(fp32.sharded_working, 1) == pytest.approx(
-        5e8 * 4 + 1e9 * 8
+        (2 * 5e8 + head) * 4 + 1e9 * 8
     )
 
 
@@ -189,3 +201,41 @@ def test_a_zero3_job_one_gpu_would_hold_unsharded_is_told_to_leave_zero3() -> No
     assert isinstance(refused, Rejection), refused
     assert "no number of nodes holds it sharded" in refused.reason
     assert "training.sharding auto and sharding_library fsdp, as ZeRO-3 always shards" in refused.reason
+
+
+def test_a_mixture_of_experts_largest_parameter_is_its_fused_experts_not_the_dense_width() -> None:
+    """ZeRO-3's window overrun is two of the largest parameters: for a mixture of experts, every
+    expert's gate and up projections fused into one tensor, about two thirds of an average layer
+    (Qwen3-30B-A3B: 128 experts × 2 × 768 × 2,048 = 0.40e9 elements), not the dense MLP width times
+    the experts (which would read 5.1e9 there)."""
+    moe = requirements(
+        parse_spec(
+            {
+                "name": "moe",
+                "task": "finetune-full",
+                "model": {"preset": "qwen3-30b-a3b"},
+                "precision": "bf16",
+                "training": {"tokens": 1e8, "sequence_tokens": 2048, "framework": "hf-trainer-zero3"},
+            }
+        )
+    )
+    ws = moe.sharded_working
+    assert ws is not None and moe.arch.is_moe
+    assert 0.38e9 < ws.largest_param_numel < 0.46e9
+
+
+def test_zero3_settings_fsdp_alone_has_are_spec_errors() -> None:
+    """ZeRO-3 reduces every micro-batch and gives frozen weights no gradient: sharding_library
+    deepspeed defaults the FSDP fields so, shards whatever `training.sharding` says, and refuses them
+    stated otherwise, one line each."""
+    base = {"name": "zz", "task": "finetune-lora", "model": {"preset": "llama-3.1-8b"}, "precision": "bf16"}
+    plain = parse_spec({**base, "training": {"tokens": 1e8, "sharding_library": "deepspeed"}})
+    assert plain.training is not None
+    assert plain.training.accumulation_sync == "every" and not plain.training.fsdp_frozen_gradients
+    assert requirements(plain).shard_training  # sharding auto, yet ZeRO-3 shards
+    bad = {"tokens": 1e8, "sharding_library": "deepspeed", "accumulation_sync": "last"}
+    with pytest.raises(SpecError) as err:
+        parse_spec({**base, "training": {**bad, "fsdp_frozen_gradients": True}})
+    problems = [str(p) for p in err.value.problems]
+    assert any("training.accumulation_sync: last is FSDP's no_sync" in p for p in problems)
+    assert any("training.fsdp_frozen_gradients: true is FSDP1's" in p for p in problems)

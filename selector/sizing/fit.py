@@ -543,7 +543,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 "shards",
                 shards,
                 "GPUs",
-                "ZeRO-3/FSDP over all GPUs (training.sharding full)"
+                "ZeRO-3/FSDP over all GPUs (training.sharding full, or DeepSpeed ZeRO-3)"
                 if req.shard_training and shards > 1
                 else "1 if the job fits one GPU, else ZeRO-3/FSDP over all GPUs",
             ),

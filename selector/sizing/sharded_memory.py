@@ -30,8 +30,12 @@ ZERO3_REDUCE_BUCKET_NUMEL = 5e8
 communication dtype (``comm_dtypes = {self.communication_data_type}``: the model's 16-bit dtype
 under bf16/fp16), allocated once on the GPU when ``contiguous_gradients`` is on (the default):
 ``bucket.buffer = torch.empty(self.reduce_bucket_size, dtype=...)`` (deepspeed/runtime/zero/stage3.py
-@edaa722). The Hugging Face Trainer's ``auto`` sets hidden² elements, far less: the default is the
-safe side, as gpufit does not write the job's DeepSpeed config."""
+@edaa722). Reducing it (``reduce_scatter`` on by default) concatenates the padded partitions into a
+second bucket-sized copy (``reduce_scatter_coalesced``: ``torch.cat(tensor_partitions_lst_with_padding)``),
+and a trained parameter's whole 16-bit gradient exists before it is copied in or, larger than the
+bucket, reduced on its own: two buckets and the largest trained parameter's gradient. The Hugging Face
+Trainer's ``auto`` sets hidden² elements, far less: the default is the safe side, as gpufit does not
+write the job's DeepSpeed config."""
 
 ZERO3_SUB_GROUP_NUMEL = 1e9
 """ZeRO-3's optimiser step runs one sub-group of ``sub_group_size`` trained elements at a time
@@ -39,9 +43,10 @@ ZERO3_SUB_GROUP_NUMEL = 1e9
 in the model's dtype (``grad_accum_dtype``), to an fp32 copy, ``self.flatten(
 self.averaged_gradients[i]).to(fp32)`` in ``_prepare_fp32_grad_for_sub_group`` (stage3.py @edaa722):
 a flat copy (2 B under 16-bit training, freed once cast) then the fp32 gradient (4 B); the optimiser
-then runs on it, and torch's foreach AdamW (the Trainer's default ``adamw_torch``) makes a 4 B
-``exp_avg_sq`` square-root temporary (torch/optim/adamw.py ``_multi_tensor_adamw``; DeepSpeed's
-FusedAdam makes none): ``ZERO3_STEP_BYTES`` each."""
+then runs on it, and torch's foreach AdamW (``adamw_torch``, the Trainer's default before torch 2.8)
+makes one 4 B square-root temporary of ``exp_avg_sq`` (torch/optim/adamw.py ``_multi_tensor_adamw``,
+``torch._foreach_sqrt``; the rest runs in place; the fused AdamW and DeepSpeed's FusedAdam make none):
+``ZERO3_STEP_BYTES`` each, the heavy side."""
 
 ZERO3_STEP_BYTES = 8.0
 """Bytes per element of the sub-group at the step's peak: the fp32 gradient and AdamW's temporary,
@@ -69,7 +74,11 @@ def working_set(
     ``full_model``. ``comm_bytes``: ZeRO-3's communication and gradient dtype."""
     root = arch.embedding_params or min(2.0 * arch.vocab * arch.hidden, arch.params / 2)
     layer = (arch.params - root) / max(arch.layers, 1)
-    experts = arch.experts if arch.experts > 1 else 1  # a fused expert tensor (transformers >= 5)
+    # the largest parameter: the head, an MLP's gate and up projections (fused in some models), or,
+    # in a mixture of experts, every expert's gate and up projections fused into one tensor
+    # (transformers >= 5): about two thirds of an average layer, the experts' MLPs being most of it
+    mlp = 2.0 / 3.0 * layer if arch.is_moe else 2.0 * arch.ffn * arch.hidden
+    largest = max(arch.vocab * arch.hidden, mlp)
     return ShardedWorkingSet(
         library=library,
         root_bytes=root * root_param_bytes,
@@ -79,7 +88,8 @@ def working_set(
         root_reduce_bytes=root * reduce_bytes if unit_grads and full_model else 0.0,
         model_bytes=root * root_param_bytes + (arch.params - root) * weight_bytes,
         element_bytes=weight_bytes if weight_bytes >= 1.0 else 2.0,
-        largest_param_numel=max(arch.vocab * arch.hidden, 2.0 * arch.ffn * arch.hidden * experts),
+        largest_param_numel=largest,
+        largest_trained_numel=largest if full_model else 0.0,
         trained_params=trained_params,
         comm_bytes=comm_bytes,
     )
@@ -128,9 +138,14 @@ def working_bytes(ws: ShardedWorkingSet | None, shards: int) -> float:
         return 0.0
     if ws.library == "fsdp":
         return fsdp_gathered_bytes(ws) if shards > 1 else 0.0
-    bucket = ZERO3_REDUCE_BUCKET_NUMEL * ws.comm_bytes
     gathered = zero3_gathered_bytes(ws) if shards > 1 else 0.0
-    return gathered + bucket + zero3_step_bytes(ws, shards)
+    return gathered + zero3_bucket_bytes(ws) + zero3_step_bytes(ws, shards)
+
+
+def zero3_bucket_bytes(ws: ShardedWorkingSet) -> float:
+    """ZeRO-3's gradient reduction (``ZERO3_REDUCE_BUCKET_NUMEL``): the bucket, its reduce-scatter copy
+    and the largest trained parameter's whole gradient, in the communication dtype."""
+    return (2.0 * ZERO3_REDUCE_BUCKET_NUMEL + ws.largest_trained_numel) * ws.comm_bytes
 
 
 def working_limit_bytes(ws: ShardedWorkingSet | None) -> float:
@@ -175,8 +190,9 @@ def working_term(ws: ShardedWorkingSet) -> Term:
         "GiB",
         f"on two GPUs: gathered parameters kept for reuse {zero3_gathered_bytes(ws) / GIB:.2f} GiB "
         "(stage3_max_reuse_distance + prefetch bucket + two of the largest parameters, at most the "
-        f"model; none on one GPU) + gradient bucket {ZERO3_REDUCE_BUCKET_NUMEL * ws.comm_bytes / GIB:.2f} "
-        f"GiB (reduce_bucket_size {ZERO3_REDUCE_BUCKET_NUMEL:.0e}) + the optimiser step over one sub-group "
+        f"model; none on one GPU) + gradient reduction {zero3_bucket_bytes(ws) / GIB:.2f} GiB (the "
+        f"reduce_bucket_size {ZERO3_REDUCE_BUCKET_NUMEL:.0e} bucket, its reduce-scatter copy and the largest "
+        "trained parameter's gradient) + the optimiser step over one sub-group "
         f"{zero3_step_bytes(ws, 2) / GIB:.2f} GiB (min(sub_group_size, trained ÷ N) × "
         f"{ZERO3_STEP_BYTES:g} B: fp32 gradient + AdamW temporary); DeepSpeed's defaults (stage3.py, "
         "partitioned_param_coordinator.py)",

@@ -58,6 +58,7 @@ class ShardedWorkingSet:
     model_bytes: float  # every parameter at the bytes it computes in
     element_bytes: float  # bytes of one element DeepSpeed counts (the 16-bit storage of a 4-bit base)
     largest_param_numel: float  # the model's largest parameter, in elements (ZeRO-3's window overrun)
+    largest_trained_numel: float  # the largest parameter the job trains, in elements (0: adapters only)
     trained_params: float  # parameters the optimiser steps
     comm_bytes: float  # ZeRO-3's communication and gradient dtype: 2 under 16-bit training, 4 under fp32
 

@@ -147,12 +147,13 @@ def fsdp_gradient_bytes(training: TrainingSpec, job_bytes: float) -> float:
     return job_bytes if training.optimizer == "adamw-bf16" else max(job_bytes, 4.0)
 
 
-def fp32_reduce_bytes(training: TrainingSpec, job_bytes: float) -> float:
-    """Bytes a parameter's unsharded gradient adds under FSDP beyond the job's dtype
-    (``sharded_memory.fsdp_gathered_bytes``): where it is reduced in fp32 (``fsdp_gradient_bytes`` above
-    the job's), the fp32 reduce-scatter input FSDP2 keeps; else none."""
-    reduced = fsdp_gradient_bytes(training, job_bytes)
-    return reduced if reduced > job_bytes else 0.0
+def reduce_input_bytes(training: TrainingSpec, job_bytes: float, accumulated: float) -> float:
+    """Bytes a parameter's unsharded gradient adds under FSDP beyond the gradient itself
+    (``sharded_memory.fsdp_gathered_bytes``): FSDP2 copies every gradient into a reduce-scatter input
+    in its reduce dtype, fp32 where the optimiser keeps an fp32 master (``fsdp_gradient_bytes``), and
+    keeps it until the next block's post-backward; none while it accumulates under no_sync
+    (``accumulated``), which reduces nothing."""
+    return 0.0 if accumulated else fsdp_gradient_bytes(training, job_bytes)
 
 
 def accumulated_gradient_bytes(
@@ -340,7 +341,7 @@ def training_requirements(
         accumulated = accumulated_gradient_bytes(training, arch.params, grad_bytes, terms)
         frozen = 0.0
         trained, root_bytes = arch.params, wbytes
-        unit_grad, reduce = grad_bytes, fp32_reduce_bytes(training, grad_bytes)
+        unit_grad, reduce = grad_bytes, reduce_input_bytes(training, grad_bytes, accumulated)
     else:
         frozen = accumulated = 0.0  # the adapters' gradients are held whole on every GPU already
         adapters = lora_params(arch, training.lora_rank)
@@ -383,9 +384,9 @@ def training_requirements(
         )
         adapter_bytes = 4.0 if training.adapter_dtype == "fp32" else 2.0
         trained = adapters
-        unit_grad, reduce = wbytes, fp32_reduce_bytes(training, wbytes)
-        # FSDP shards the adapters with the base; ZeRO-3 keeps small ones whole on every GPU
-        # (stage3_param_persistence_threshold 1e5 elements: most LoRA matrices); gradients whole on each
+        unit_grad, reduce = wbytes, reduce_input_bytes(training, wbytes, accumulated)
+        # FSDP shards the adapters with the base; ZeRO-3 keeps those of at most 1e5 elements whole on
+        # every GPU (stage3_param_persistence_threshold): counted whole under it; gradients whole on each
         replicated_states = adapters * adapter_bytes * (2 if deepspeed else 1)
         if not deepspeed:
             sharded += adapters * adapter_bytes
@@ -396,9 +397,9 @@ def training_requirements(
                 adapters * 2 * adapter_bytes / GIB,
                 "GiB",
                 f"adapters × ({adapter_bytes:g} + {adapter_bytes:g}) B ({training.adapter_dtype}); FSDP "
-                "shards the weights with the base (ZeRO-3 keeps them whole: below "
-                "stage3_param_persistence_threshold) and each GPU is counted the whole gradients "
-                "(unsharded under no_sync; the heavy side otherwise)",
+                "shards the weights with the base (ZeRO-3 keeps those of at most 1e5 elements whole, "
+                "stage3_param_persistence_threshold: all counted whole) and each GPU is counted the "
+                "whole gradients (unsharded under no_sync; the heavy side otherwise)",
             )
         )
         if spec.task == "finetune-qlora" and peft_prep:
@@ -457,16 +458,17 @@ def training_requirements(
     )
     terms.append(Term("loss logits", logits / GIB, "GiB", f"s·b·vocab × {per_logit} B ({loss_note})"))
     full_model = spec.task in ("finetune-full", "pretrain")
+    gathered = 2.0 if spec.precision == "fp8" and full_model else wbytes  # FP8 training gathers bf16
     working: ShardedWorkingSet = working_set(
         training.sharding_library,
         arch,
-        weight_bytes=wbytes,
-        root_param_bytes=root_bytes,
+        weight_bytes=gathered,
+        root_param_bytes=max(root_bytes, gathered),
         trained_params=trained,
         grad_bytes=unit_grad,
         reduce_bytes=reduce,
         comm_bytes=4.0 if spec.precision == "fp32" else 2.0,
-        unit_grads=not accumulated and (full_model or bool(frozen)),
+        unit_grads=full_model or bool(frozen),
         full_model=full_model,
     )
     terms.append(working_term(working))

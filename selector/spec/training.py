@@ -14,6 +14,11 @@ Framework = Literal["hf-trainer", "hf-trainer-zero3", "litgpt", "torchtune", "to
 """The frameworks data/training_frameworks.yaml describes (tests keep the two the same)."""
 
 
+ZERO3_DEFAULTS: dict[str, object] = {"accumulation_sync": "every", "fsdp_frozen_gradients": False}
+"""What DeepSpeed ZeRO-3 does where the FSDP fields would differ: it reduce-scatters every micro-batch
+(its engine exempts itself from no_sync) and gives frozen weights no gradient."""
+
+
 class TrainingSpec(Strict):
     framework: Framework | None = Field(
         None,
@@ -33,7 +38,9 @@ class TrainingSpec(Strict):
         """A named framework's defaults under the fields the spec leaves out (an unknown name is
         left for the field's own one-line error)."""
         if isinstance(data, dict) and isinstance(data.get("framework"), str):
-            return {**framework_defaults(data["framework"]), **data}
+            data = {**framework_defaults(data["framework"]), **data}
+        if isinstance(data, dict) and data.get("sharding_library") == "deepspeed":
+            return {**ZERO3_DEFAULTS, **data}  # ZeRO reduces every micro-batch, frozen weights keep none
         return data
 
     sequence_tokens: int = Field(2048, gt=0)
@@ -89,9 +96,10 @@ class TrainingSpec(Strict):
     sharding_library: Literal["fsdp", "deepspeed"] = Field(
         "fsdp",
         description="what shards a sharded job, for the memory each GPU needs beyond its shard: fsdp "
-        "(PyTorch FSDP1/FSDP2 per transformer block: the root's and two blocks' gathered weights) or "
-        "deepspeed (ZeRO-3, which shards on one GPU too: up to 1e9 gathered elements kept for reuse, "
-        "its gradient bucket and the optimiser step's fp32 sub-group, at DeepSpeed's defaults)",
+        "(PyTorch FSDP1/FSDP2 per transformer block: the root's weights and 16-bit gradient, two blocks' "
+        "weights and a block's gradient) or deepspeed (ZeRO-3, which shards on one GPU too, reduces every "
+        "micro-batch and gives frozen weights no gradient: gathered elements kept for reuse, its gradient "
+        "bucket and the optimiser step's fp32 sub-group, at DeepSpeed's defaults)",
     )
     gradient_accumulation: int = Field(
         1,

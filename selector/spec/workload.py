@@ -347,6 +347,18 @@ class WorkloadSpec(Strict):
                 "training.framework: litgpt is for fine-tuning here; LitGPT pretrains with FSDP "
                 "HYBRID_SHARD (sharded within a node, copied across nodes), which gpufit does not size"
             )
+        training = self.training
+        if training is not None and training.sharding_library == "deepspeed":
+            if training.accumulation_sync == "last":
+                problems.append(
+                    "training.accumulation_sync: last is FSDP's no_sync; DeepSpeed ZeRO-3 "
+                    "(sharding_library deepspeed) reduces every micro-batch: expected every"
+                )
+            if training.fsdp_frozen_gradients:
+                problems.append(
+                    "training.fsdp_frozen_gradients: true is FSDP1's; DeepSpeed ZeRO-3 (sharding_library "
+                    "deepspeed) gives frozen weights no gradient: expected false"
+                )
         if self.task == "finetune-qlora" and self.precision not in ("nf4", "int4"):
             problems.append("finetune-qlora quantises the base model: precision must be nf4 or int4")
         if self.task in ("finetune-full", "pretrain") and self.precision not in (
