@@ -69,3 +69,15 @@ def test_litgpt_keeps_more_than_the_hf_layer_where_it_expands_keys_and_values() 
     assert fp32 == saved_bytes_per_sbh(arch, "finetune-lora", "q-v", True, "fp32", None)
     torchtune = saved_bytes_per_sbh(arch, "finetune-lora", "q-v", True, "bf16", "torchtune")
     assert torchtune == saved_bytes_per_sbh(arch, "finetune-lora", "q-v", True, "bf16", None)
+
+
+def test_one_key_value_head_keeps_four_over_the_heads() -> None:
+    """With one key/value head litgpt keeps 4 ÷ heads more (0.25 of 16 measured): 0.5 for Gemma-2B's
+    8 heads; none between one head and all of them."""
+    gemma = dataclasses.replace(BASE, heads=8, kv_heads=1, ffn=int(3.5 * 1024))
+    value, formula = saved_bytes_per_sbh(gemma, "finetune-lora", "q-v", True, "bf16", "litgpt")
+    assert value == pytest.approx(21.3 + 2 * 1 / 8 + 6 * 3.5 + 0.5) and "+ 0.5 (fused qkv kept)" in formula
+    grouped = dataclasses.replace(gemma, kv_heads=2)
+    assert saved_bytes_per_sbh(grouped, "finetune-lora", "q-v", True, "bf16", "litgpt")[0] == pytest.approx(
+        21.3 + 2 * 2 / 8 + 6 * 3.5
+    )

@@ -132,14 +132,15 @@ def test_zero3_buffers_on_one_gpu_and_its_gathered_parameters_from_two() -> None
     assert working_limit_bytes(ws) == pytest.approx(bucket + kept)
     small = _req("finetune-full", preset="small", framework="hf-trainer-zero3")
     assert small.sharded_working is not None  # the whole model is inside the window
-    small_bucket = (2 * 5e8 + 151936 * 896) * 2  # its largest parameter: the embedding
+    # the bucket, its copy (at most the 0.494e9 trained) and the largest parameter, the embedding
+    small_bucket = (5e8 + 0.494e9 + 151936 * 896) * 2
     assert working_bytes(small.sharded_working, 2) == pytest.approx(
         small_bucket + 0.494e9 * 2 + 0.494e9 / 2 * 8
     )
     lora = _req("finetune-lora", framework="hf-trainer-zero3")  # trains the adapters only
     assert lora.sharded_working is not None
     adapters = lora_params(lora.arch, 16)
-    assert working_bytes(lora.sharded_working, 1) == pytest.approx(2 * 5e8 * 2 + adapters * 8)
+    assert working_bytes(lora.sharded_working, 1) == pytest.approx((5e8 + adapters) * 2 + adapters * 8)
     fp32 = _req("finetune-full", precision="fp32", sharding_library="deepspeed")
     assert fp32.sharded_working is not None and working_bytes(fp32.sharded_working, 1) == pytest.approx(
         (2 * 5e8 + head) * 4 + 1e9 * 8
@@ -239,3 +240,18 @@ def test_zero3_settings_fsdp_alone_has_are_spec_errors() -> None:
     problems = [str(p) for p in err.value.problems]
     assert any("training.accumulation_sync: last is FSDP's no_sync" in p for p in problems)
     assert any("training.fsdp_frozen_gradients: true is FSDP1's" in p for p in problems)
+    # a framework's FSDP defaults give way to ZeRO-3's where the spec names deepspeed
+    trainer = parse_spec(
+        {**base, "training": {"tokens": 1e8, "framework": "hf-trainer", "sharding_library": "deepspeed"}}
+    )
+    assert trainer.training is not None and trainer.training.accumulation_sync == "every"
+
+
+def test_fp8_training_gathers_its_bf16_weights() -> None:
+    """FP8 training keeps bf16 weights and casts each GEMM's (torchao and Transformer Engine gather
+    bf16 unless told otherwise): its gathered blocks and root are bf16's, not 1 B a parameter."""
+    bf16 = _req("finetune-full")
+    fp8 = _req("finetune-full", precision="fp8")
+    assert bf16.sharded_working is not None and fp8.sharded_working is not None
+    assert fp8.sharded_working.layer_bytes == pytest.approx(bf16.sharded_working.layer_bytes)
+    assert fp8.sharded_working.root_bytes == pytest.approx(bf16.sharded_working.root_bytes)

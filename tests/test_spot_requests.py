@@ -334,7 +334,7 @@ def _up(
 
 
 def test_gpufit_up_releases_the_nodes_it_replaces_before_replacing_them(fixture15: Any) -> None:
-    """Attempt 1 starts some p5 nodes and fails for capacity: the release of attempt 1 runs while
+    """Attempt 1 starts some of the choice's nodes and fails for capacity: the release of attempt 1 runs while
     those nodes are still the stack's (before attempt 2's ``pulumi up`` deletes them); when every
     attempt fails, each attempt's release runs before the next, the last one's before the destroy."""
     seen: list[tuple[int, dict[str, str], int]] = []
@@ -350,7 +350,8 @@ def test_gpufit_up_releases_the_nodes_it_replaces_before_replacing_them(fixture1
     report, workspace = _up(fixture15, ["deploy-partial", "ok"], release_for)
     assert report.verdict == "up"
     assert [n for n, _, _ in seen] == [1]
-    assert seen[0][1] and all(v.startswith("p5.48xlarge@") for v in seen[0][1].values())
+    first = fixture15[2](fixture15[1]).choice.offer.instance.name  # the plan's choice, tried first
+    assert seen[0][1] and all(v.startswith(f"{first}@") for v in seen[0][1].values())
 
     seen.clear()
     report, workspace = _up(fixture15, ["deploy-partial"] * 12, release_for)
@@ -500,7 +501,8 @@ def test_a_failed_release_replaces_nothing(fixture15: Any) -> None:
     report, workspace = _up(fixture15, ["deploy-partial"] * 12, _refuse)
     assert report.verdict == "stopped" and len(report.attempts) == 2
     assert len(workspace.deployed_at) == 1 and workspace.destroyed == 0
-    assert workspace.live and all(v.startswith("p5.48xlarge@") for v in workspace.live.values())
+    first = fixture15[2](fixture15[1]).choice.offer.instance.name
+    assert workspace.live and all(v.startswith(f"{first}@") for v in workspace.live.values())
     assert "could not be cancelled" in report.note and "ec2:CancelSpotInstanceRequests" in report.note
     assert report.attempts[-1].outcome == "failed"
 

@@ -99,7 +99,7 @@ def test_deployment_carries_the_fleet_in_plan_order() -> None:
     assert d.capacity_units == result.fleet_units
     multi, _ = deployment("llama70b-full-ft", **MULTI_NODE)
     assert multi.nodes_per_replica == 2 and not multi.grouped
-    # the stack's own plan: three 8 × H100 spot nodes as instances (p6-b200 spot, unconfirmed, may
+    # the stack's own plan: two 8 × H200 spot nodes as instances (p6-b200 spot, unconfirmed, may
     # never launch: review of issue 25, finding 2)
     single, _ = deployment("llama70b-full-ft")
-    assert single.nodes_per_replica == 3 and not single.grouped
+    assert single.nodes_per_replica == 2 and not single.grouped

@@ -48,8 +48,8 @@ input is the storage the adapter keeps anyway, so it equals the q-v line."""
 LITGPT_LORA: dict[tuple[LoraTargets, bool], Line] = {
     ("q-v", False): (20.3, 2.0, 6.0),
     ("q-v", True): (21.3, 2.0, 6.0),
-    ("all-linear", False): (22.4, 0.0, 8.0),
-    ("all-linear", True): (28.4, 0.0, 9.0),
+    ("all-linear", False): (22.6, 0.0, 8.0),
+    ("all-linear", True): (28.6, 0.0, 9.0),
 }
 """LoRA in litgpt's own model code (``training.framework: litgpt``; bf16-true, bf16 adapters), by
 targets ("q-v": litgpt's lora_query and lora_value; "all-linear": also key, projection and MLP) and
@@ -57,16 +57,22 @@ dropout. Beside the HF + PEFT layer it keeps q, k and v at every query head (it 
 SDPA: 8 in all where HF keeps 4 + 4·kv/heads), the unpadded LoRA output of ``LoRAQKVLinear.zero_pad``
 when q, k and v are not all adapted (2 + 2·kv/heads), and one dropout on the shared q/k/v input where
 PEFT keeps one per projection. Measured (``LITGPT_MEASUREMENT``) at rank 8 on the grouped-query shapes
-and fitted to ±0.01; rank 32 (config_hub's Llama configs) adds 0.09 on q-v, so each q-v constant is
-the rank-32 figure rounded up to a tenth and each all-linear one the rank-8 figure + 0.2 (more layers
-adapted; not measured at rank 32); a model whose key/value heads equal its query heads adds
-``LITGPT_MHA_STEP``."""
+and fitted to ±0.01; rank 32 (config_hub's Llama configs) adds 0.09 on q-v and 0.32 on all-linear
+(measured in review), so each constant is the rank-32 figure rounded up to a tenth (a larger rank on a
+narrow model adds more: rank ÷ hidden); a model whose key/value heads equal its query heads adds
+``LITGPT_MHA_STEP``. Measured on CPU, whose SDPA returns its output in (B, H, T, D) layout, so
+litgpt's reshape before the attention projection copies it (+2 where that projection keeps its input:
+a full fine-tune, LoRA on every layer without dropout, a 4-bit base); CUDA's flash and
+memory-efficient kernels return a (B, T, H, D) layout the reshape only views: those lines err 2 heavy
+there. Not covered: Gemma-2's attention logit softcapping, which litgpt runs eagerly (B·H·T² scores
+kept) with two more norms (about 83 s·b·h a layer at 512 tokens for Gemma-2-2B's shape against the
+line's 64, measured in review): its rows read under."""
 
 LITGPT_LEGACY_4BIT: dict[tuple[LoraTargets, bool], Line] = {
     ("q-v", False): (24.3, 2.0, 8.0),
     ("q-v", True): (27.3, 2.0, 8.0),
-    ("all-linear", False): (22.4, 0.0, 8.0),
-    ("all-linear", True): (32.4, 0.0, 11.0),
+    ("all-linear", False): (22.6, 0.0, 8.0),
+    ("all-linear", True): (32.6, 0.0, 11.0),
 }
 """litgpt's QLoRA on a bitsandbytes 4-bit base before 0.43.2 (its config_hub era pinned 0.42), bf16
 adapters. The q-v lines are measured with every base linear emulating the old ``MatMul4Bit`` (it kept
@@ -76,17 +82,19 @@ each layer's 16-bit input); the all-linear lines are an ESTIMATE, ``LITGPT_LORA`
 
 LITGPT_FULL_FINETUNE: Line = (30.1, 0.0, 8.0)
 """A full fine-tune in litgpt's model code: beside the HF layer, its RMSNorm keeps an fp32 input and an
-fp32 output (8 where HF keeps 4 + 2) and the attention output is copied from SDPA's (B, H, T, D)
-layout before the projection (+2)."""
+fp32 output (8 where HF keeps 4 + 2; before litgpt commit 916a84c, 2024-07-23, it returned a 16-bit
+product and kept about 6 less) and, on CPU, the attention output copied before the projection (+2,
+see ``LITGPT_LORA``)."""
 
 LITGPT_MHA_STEP = 4.0
 """What a litgpt layer adds when its key/value heads equal its query heads: v is then a view into the
-fused qkv output, which stays alive whole (measured +4.0 in every configuration; with one key/value
-head +0.25, also added)."""
+fused qkv output, which stays alive whole (measured +4.0 in every configuration); with one key/value
+head 4 ÷ heads (+0.25 of 16 heads measured)."""
 
 LITGPT_MEASUREMENT = (
     "scripts/measure_litgpt_saved_activations.py: litgpt 0.4.13's Block (litgpt/model.py, litgpt/lora.py; "
-    "identical to commit 00af8b0, the config_hub table's) in bf16 with SDPA, LoRA r 8 (r 32 adds 0.09), "
+    "identical to commit 00af8b0, the config_hub table's README; its cells date from April-July 2024 "
+    "commits with the same LoRA code) in bf16 with SDPA, LoRA r 8 (r 32 adds 0.09), "
     "one forward pass under torch.autograd.graph.saved_tensors_hooks, each storage counted once, "
     "S(3 layers) - S(2); torch 2.13.0, 2026-12-05, CPU, dropout masks corrected to CUDA's 1-byte bool; "
     "hidden 1024, 16 heads, ffn 3.5h and 2.6875h, key/value heads 1, 4, 8 and 16"
@@ -162,13 +170,8 @@ def litgpt_saved_bytes_per_sbh(
     if task != "finetune-full" and task != "pretrain":
         what += f" on {targets}" + (", dropout" if dropout else "")
     c, k, m = line
-    step = (
-        LITGPT_MHA_STEP
-        if arch.kv_heads == arch.heads
-        else LITGPT_MHA_STEP / 16
-        if arch.kv_heads == 1
-        else 0.0
-    )
+    kv = arch.kv_heads or arch.heads  # unknown: as many as the query heads
+    step = LITGPT_MHA_STEP * kv / arch.heads if kv in (1, arch.heads) else 0.0
     value = c + k * g + m * f + step
     stepped = f" + {step:g} (fused qkv kept)" if step else ""
     return (

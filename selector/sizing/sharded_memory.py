@@ -33,7 +33,8 @@ under bf16/fp16), allocated once on the GPU when ``contiguous_gradients`` is on 
 @edaa722). Reducing it (``reduce_scatter`` on by default) concatenates the padded partitions into a
 second bucket-sized copy (``reduce_scatter_coalesced``: ``torch.cat(tensor_partitions_lst_with_padding)``),
 and a trained parameter's whole 16-bit gradient exists before it is copied in or, larger than the
-bucket, reduced on its own: two buckets and the largest trained parameter's gradient. The Hugging Face
+bucket, reduced on its own: the bucket, a copy of as much as it holds (at most the trained
+parameters) and the largest trained parameter's gradient. The Hugging Face
 Trainer's ``auto`` sets hidden² elements, far less: the default is the safe side, as gpufit does not
 write the job's DeepSpeed config."""
 
@@ -145,7 +146,8 @@ def working_bytes(ws: ShardedWorkingSet | None, shards: int) -> float:
 def zero3_bucket_bytes(ws: ShardedWorkingSet) -> float:
     """ZeRO-3's gradient reduction (``ZERO3_REDUCE_BUCKET_NUMEL``): the bucket, its reduce-scatter copy
     and the largest trained parameter's whole gradient, in the communication dtype."""
-    return (2.0 * ZERO3_REDUCE_BUCKET_NUMEL + ws.largest_trained_numel) * ws.comm_bytes
+    copy = min(ZERO3_REDUCE_BUCKET_NUMEL, ws.trained_params)  # the bucket holds at most what is trained
+    return (ZERO3_REDUCE_BUCKET_NUMEL + copy + ws.largest_trained_numel) * ws.comm_bytes
 
 
 def working_limit_bytes(ws: ShardedWorkingSet | None) -> float:

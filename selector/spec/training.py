@@ -37,11 +37,16 @@ class TrainingSpec(Strict):
     def _framework_defaults(cls, data: object) -> object:
         """A named framework's defaults under the fields the spec leaves out (an unknown name is
         left for the field's own one-line error)."""
-        if isinstance(data, dict) and isinstance(data.get("framework"), str):
-            data = {**framework_defaults(data["framework"]), **data}
-        if isinstance(data, dict) and data.get("sharding_library") == "deepspeed":
-            return {**ZERO3_DEFAULTS, **data}  # ZeRO reduces every micro-batch, frozen weights keep none
-        return data
+        if not isinstance(data, dict):
+            return data
+        framework = data.get("framework")
+        defaults = framework_defaults(framework) if isinstance(framework, str) else {}
+        if data.get("sharding_library", defaults.get("sharding_library")) == "deepspeed":
+            defaults = {
+                **defaults,
+                **ZERO3_DEFAULTS,
+            }  # ZeRO reduces every micro-batch, frozen weights keep none
+        return {**defaults, **data}
 
     sequence_tokens: int = Field(2048, gt=0)
     micro_batch: int = Field(1, gt=0, description="sequences per GPU per step")
