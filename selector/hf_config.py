@@ -297,6 +297,8 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         index_head_dim=index_dim,
         kv_shared_layers=g3n.kv_shared_layers if g3n else 0,
         per_layer_embedding_params=float(g3n.per_layer_embeddings) if g3n else 0.0,
+        attention_softcap=bool(cfg.get("attn_logit_softcapping", 50.0 if family == "gemma2" else None)),
+        post_norms=family.startswith(("gemma2", "gemma3")),
         quantized_format=fmt,
         quantized_params=quantized,
     )

@@ -85,6 +85,8 @@ class ModelArch:
     per_layer_embedding_params: float = 0.0  # Gemma 3n: per-layer embedding tables (inside ``params``)
     quantized_format: str = ""  # weights published quantised: "mxfp4" (gpt-oss experts), "fp8" (block)
     quantized_params: float = 0.0  # parameters stored in ``quantized_format`` (the rest in 16 bit)
+    attention_softcap: bool = False  # attention logits soft-capped (Gemma 2): training runs it eagerly
+    post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2 and 3)
 
     @property
     def is_multimodal(self) -> bool:

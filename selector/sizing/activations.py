@@ -64,9 +64,8 @@ narrow model adds more: rank ÷ hidden); a model whose key/value heads equal its
 litgpt's reshape before the attention projection copies it (+2 where that projection keeps its input:
 a full fine-tune, LoRA on every layer without dropout, a 4-bit base); CUDA's flash and
 memory-efficient kernels return a (B, T, H, D) layout the reshape only views: those lines err 2 heavy
-there. Not covered: Gemma-2's attention logit softcapping, which litgpt runs eagerly (B·H·T² scores
-kept) with two more norms (about 83 s·b·h a layer at 512 tokens for Gemma-2-2B's shape against the
-line's 64, measured in review): its rows read under."""
+there. Gemma 2's soft-capped attention, which litgpt runs eagerly, and its two extra norms are added
+as for every framework (``EAGER_SOFTCAP_SCORE_BYTES``, ``POST_NORM_BYTES``)."""
 
 LITGPT_LEGACY_4BIT: dict[tuple[LoraTargets, bool], Line] = {
     ("q-v", False): (24.3, 2.0, 8.0),
@@ -115,7 +114,8 @@ measured, and sized as above: torch.compile and fused kernels (keep less), padde
 keeps full-width keys and values: about +3), PEFT's k-bit preparation (fp32 norm outputs: +2 a norm),
 other MLP shapes (GeLU, sized as SwiGLU: errs high), mixture-of-experts layers (ffn × the experts a
 token is routed to, missing each expert's h-wide input and output: errs low), eager attention
-(+6·heads·s÷h for the scores; gpufit assumes FlashAttention/SDPA)."""
+without soft-capping, which a user may choose (+6·heads·s÷h for the scores; gpufit assumes
+FlashAttention/SDPA wherever the model allows it; soft-capped models: ``EAGER_SOFTCAP_SCORE_BYTES``)."""
 
 
 def saved_bytes_per_sbh(
@@ -135,7 +135,9 @@ def saved_bytes_per_sbh(
     routed = arch.experts_active if arch.is_moe else 1
     f = arch.ffn * routed / arch.hidden if arch.hidden else 0.0
     if framework == "litgpt" and (task in ("finetune-full", "pretrain") or adapters == "bf16"):
-        return litgpt_saved_bytes_per_sbh(arch, task, targets, dropout, g, f)
+        return with_post_norms(arch, task, *litgpt_saved_bytes_per_sbh(arch, task, targets, dropout, g, f))
+    if arch.attention_softcap:
+        g = 1.0  # eager attention copies k and v out to every query head and keeps them
     if task in ("finetune-lora", "finetune-qlora"):
         what, line = f"LoRA, {adapters} adapters", LORA[(adapters, targets, dropout)]
         if task == "finetune-qlora" and adapters == "bf16":
@@ -149,7 +151,57 @@ def saved_bytes_per_sbh(
         what, line = "full fine-tune", FULL_FINETUNE
     c, k, m = line
     value = c + k * g + m * f
-    return value, f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g} = {value:.1f}·s·b·h ({what}; measured, HF + PEFT)"
+    formula = f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g} = {value:.1f}·s·b·h ({what}; measured, HF + PEFT)"
+    if arch.attention_softcap and task in ("finetune-full", "pretrain"):
+        value += EAGER_FULL_FINETUNE_EXTRA
+        formula += f" + {EAGER_FULL_FINETUNE_EXTRA:g} (eager attention, every weight trained)"
+    return with_post_norms(arch, task, value, formula)
+
+
+EAGER_FULL_FINETUNE_EXTRA = 3.2
+"""What a fully fine-tuned layer keeps under eager attention beyond the SDPA line with its keys and
+values at every head, in s·b·h (scores apart): measured at Gemma 2's shape (``GEMMA2_MEASUREMENT``),
+59.14 without its two extra norms, against the line's 20 + 4 + 8·4 = 56, in Hugging Face and litgpt
+alike. LoRA's frozen layers keep less than their line there (43.4 against 46)."""
+
+
+POST_NORM_BYTES: dict[bool, float] = {False: 8.0, True: 16.0}
+"""What Gemma 2's and 3's norms after attention and after the MLP keep per layer, in s·b·h: each its
+fp32 input (4 + 4) and, with trained weights (full fine-tune), its fp32 normalised value for the
+weight's gradient (4 + 4 more). Measured the same way on Hugging Face Gemma2 and litgpt's Gemma-2-2b
+(``GEMMA2_MEASUREMENT``), replacing the two norms by identities: 8.04 with a frozen base, 16.03 with
+every weight trained, in both."""
+
+EAGER_SOFTCAP_SCORE_BYTES = 8.0
+"""Bytes a layer keeps per element of its (batch × heads × s × s) attention scores when the logits are
+soft-capped (Gemma 2's ``attn_logit_softcapping``), which SDPA cannot do, so training runs attention
+eagerly (Hugging Face transformers refuses SDPA for it and recommends eager for Gemma 2; litgpt
+switches to its eager path): the tanh output (bf16, 2), the fp32 softmax output (4) and the bf16
+weights the value matmul keeps (2). Measured on Hugging Face Gemma2 and litgpt's Gemma-2-2b at 256,
+512 and 1,024 tokens (``GEMMA2_MEASUREMENT``): 8.000 per element in both (6 without the tanh). A run
+with FlashAttention-2 ≥ 2.6, which soft-caps in its kernel, keeps none of it: errs heavy there."""
+
+GEMMA2_MEASUREMENT = (
+    "hidden 2304, 8 heads of 256, 4 key/value heads, ffn 9216, bf16, LoRA r 16 on q and v with dropout "
+    "and a full fine-tune; transformers 5.25.0 (Gemma2ForCausalLM, attn_implementation eager), litgpt "
+    "0.4.13 (Gemma-2-2b); torch 2.13.0 CPU, saved_tensors_hooks, S(3 layers) - S(2), 2026-12-05"
+)
+
+
+def with_post_norms(arch: ModelArch, task: str, value: float, formula: str) -> tuple[float, str]:
+    """``value`` and its formula with ``POST_NORM_BYTES`` added for a model with post norms."""
+    if not arch.post_norms:
+        return value, formula
+    extra = POST_NORM_BYTES[task in ("finetune-full", "pretrain")]
+    return value + extra, f"{formula} + {extra:g} (post-attention and post-MLP norms)"
+
+
+def eager_score_bytes_per_sbh(arch: ModelArch, s: int) -> float:
+    """What a layer's soft-capped eager attention keeps, in s·b·h at ``s`` tokens: 8 B × heads × s²
+    per sequence (``EAGER_SOFTCAP_SCORE_BYTES``), 0 for a model without soft-capped logits."""
+    if not arch.attention_softcap or not arch.hidden:
+        return 0.0
+    return EAGER_SOFTCAP_SCORE_BYTES * arch.heads * s / arch.hidden
 
 
 def litgpt_saved_bytes_per_sbh(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from selector.model_arch import ModelArch
-from selector.sizing.activations import saved_bytes_per_sbh
+from selector.sizing.activations import eager_score_bytes_per_sbh, saved_bytes_per_sbh
 from selector.sizing.memory import lora_params
 from selector.sizing.sharded_memory import working_set, working_term
 from selector.sizing.terms import GIB, Requirements, ShardedWorkingSet, Term
@@ -432,6 +432,10 @@ def training_requirements(
         training.adapter_dtype,
         training.framework,
     )
+    scores = eager_score_bytes_per_sbh(arch, training.sequence_tokens)
+    if scores:
+        per_layer += scores
+        per_formula += f" + {scores:.1f} soft-capped eager attention scores (8 B × heads × s ÷ h)"
     saved = FULL_RECOMPUTE_BYTES_PER_TOKEN_HIDDEN if recompute_all else per_layer
     on_gpu = min(layers, OFFLOAD_RESIDENT_LAYERS) if training.activation_offload else layers
     acts = on_gpu * saved * s * b * h

@@ -210,6 +210,14 @@ class ModelSpec(Strict):
     )
     qk_rope_head_dim: int | None = Field(None, gt=0, description="MLA: the RoPE key width cached per token")
     sliding_window: int | None = Field(None, gt=0, description="tokens a sliding-window layer attends to")
+    attention_softcap: bool = Field(
+        False,
+        description="attention logits soft-capped (Gemma 2's attn_logit_softcapping): training runs "
+        "attention eagerly and keeps each layer's scores",
+    )
+    post_norms: bool = Field(
+        False, description="a norm after attention and after the MLP too (Gemma 2 and 3), for training"
+    )
     window_layers: int | None = Field(
         None, ge=0, description="layers with the sliding window (default: all, when sliding_window is set)"
     )
@@ -360,4 +368,6 @@ class ModelSpec(Strict):
             window_layers=(self.layers if self.window_layers is None else self.window_layers)
             if self.sliding_window
             else 0,
+            attention_softcap=self.attention_softcap,
+            post_norms=self.post_norms,
         )

@@ -1,0 +1,96 @@
+"""Soft-capped attention (Gemma 2) runs eagerly in training and keeps each layer's scores, and Gemma
+2's and 3's extra norms keep their inputs (selector/sizing/activations.py, measured on Hugging Face
+Gemma2 and litgpt's Gemma-2-2b, 2026-12-05)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from selector.model_arch import ModelArch
+from selector.presets import arch_from_preset
+from selector.sizing import requirements
+from selector.sizing.activations import eager_score_bytes_per_sbh, saved_bytes_per_sbh
+from selector.sizing.terms import GIB
+from selector.spec import parse_spec
+
+# Gemma-2-2B's shape, the measured one: hidden 2304, 8 heads, 4 key/value heads, ffn 9216
+GEMMA2 = ModelArch(
+    name="gemma2-probe",
+    kind="transformer",
+    params=2.6e9,
+    params_active=2.6e9,
+    layers=26,
+    hidden=2304,
+    heads=8,
+    kv_heads=4,
+    head_dim=256,
+    ffn=9216,
+    attention_softcap=True,
+    post_norms=True,
+)
+
+# measured per-layer bytes ÷ (s·b·h), CUDA-corrected, by (framework, task, s)
+MEASURED = {
+    ("hf", "finetune-lora", 256): 58.54,
+    ("hf", "finetune-lora", 512): 65.62,
+    ("hf", "finetune-lora", 1024): 79.83,
+    ("hf", "finetune-full", 512): 89.37,
+    ("hf", "finetune-full", 1024): 103.58,
+    ("litgpt", "finetune-lora", 256): 58.25,
+    ("litgpt", "finetune-lora", 512): 65.31,
+    ("litgpt", "finetune-lora", 1024): 79.51,
+    ("litgpt", "finetune-full", 512): 89.37,
+    ("litgpt", "finetune-full", 1024): 103.58,
+}
+
+
+@pytest.mark.parametrize("cell", sorted(MEASURED), ids=str)
+def test_gemma2_layers_cover_their_measured_cells(cell: tuple[str, str, int]) -> None:
+    """LoRA on q and v with dropout (bf16 adapters) and a full fine-tune: the line, the two extra norms
+    and 8 B per score element cover each measured cell, by at most a few s·b·h."""
+    framework, task, s = cell
+    line, formula = saved_bytes_per_sbh(GEMMA2, task, "q-v", task == "finetune-lora", "bf16", framework)
+    value = line + eager_score_bytes_per_sbh(GEMMA2, s)
+    assert MEASURED[cell] <= value <= MEASURED[cell] + 3.5, formula
+    assert "post-attention and post-MLP norms" in formula
+
+
+def test_the_scores_grow_with_the_sequence_and_vanish_without_softcapping() -> None:
+    """8 B × heads × s ÷ hidden s·b·h a layer: 14.2 at 512 tokens for Gemma-2-2B's shape, 113.8 at
+    4,096; a model without soft-capped logits (SDPA) keeps none, and without post norms nothing extra."""
+    assert eager_score_bytes_per_sbh(GEMMA2, 512) == pytest.approx(8 * 8 * 512 / 2304)
+    assert eager_score_bytes_per_sbh(GEMMA2, 4096) == pytest.approx(8 * 8 * 4096 / 2304)
+    plain = dataclasses.replace(GEMMA2, attention_softcap=False, post_norms=False)
+    assert eager_score_bytes_per_sbh(plain, 4096) == 0.0
+    with_norms, _ = saved_bytes_per_sbh(GEMMA2, "finetune-lora", "q-v", True, "bf16")
+    without, _ = saved_bytes_per_sbh(plain, "finetune-lora", "q-v", True, "bf16")
+    assert with_norms - without == pytest.approx(8 + 4 * (1 - 0.5))  # norms, and k and v at every head
+
+
+def test_gemma2_presets_carry_softcapping_and_post_norms() -> None:
+    """From config.json: Gemma 2's attn_logit_softcapping and Gemma 2 and 3's extra norms; Llama has
+    neither."""
+    gemma2 = arch_from_preset("gemma-2-9b")
+    assert gemma2.attention_softcap and gemma2.post_norms
+    gemma3 = arch_from_preset("gemma-3-12b-it")
+    assert gemma3.post_norms and not gemma3.attention_softcap
+    llama = arch_from_preset("llama-3.1-8b")
+    assert not llama.attention_softcap and not llama.post_norms
+
+
+def test_a_gemma2_fine_tune_plans_its_scores() -> None:
+    """Gemma-2-9B LoRA at 8,192 tokens without recompute: the scores alone are 42 layers × 8 B × 16
+    heads × 8,192² = 336 GiB, and the plan's activations carry them."""
+    spec = {
+        "name": "gemma",
+        "task": "finetune-lora",
+        "model": {"preset": "gemma-2-9b"},
+        "precision": "bf16",
+        "training": {"tokens": 1e8, "sequence_tokens": 8192, "activation_checkpointing": False},
+    }
+    req = requirements(parse_spec(spec))
+    acts = next(t for t in req.terms if t.name == "activations")
+    scores = 42 * 8 * 16 * 8192 * 8192 / GIB
+    assert acts.value > scores and "soft-capped eager attention scores" in acts.formula
