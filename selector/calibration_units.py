@@ -221,10 +221,11 @@ ROUND4_NOTE = (
     "litgpt code is older and keeps the HF lines): its QLoRA rows on q and v moved from 0.83-0.88 to "
     "0.86-0.93, its all-linear rows by -0.02 (one dropout for q, k and v). Gemma 2's soft-capped "
     "attention, which SDPA cannot run, so training runs it eagerly, keeps each layer's scores (8 B an "
-    "element) and its and Gemma 3's extra norms 8 s·b·h a layer (16 trained), measured on Hugging Face "
-    "Gemma2 and litgpt alike (`model.attention_softcap`, `post_norms`, from config.json; set on the 4 "
-    "Gemma-2 rows of litgpt's table, whose config sets attn_logit_softcapping 50): they moved from "
-    "0.75-1.11 to 0.84-1.19."
+    "element, and one layer's backward 6.5 B more) and its and Gemma 3's extra norms 8 s·b·h a layer "
+    "(20 trained), measured on Hugging Face Gemma2 and litgpt alike; query/key norms (Qwen 3, Gemma 3, "
+    "OLMo 2) 4 B per element (6 trained) (`model.attention_softcap`, `post_norms`, `qk_norm`, from "
+    "config.json; the first two set on the 4 Gemma-2 rows of litgpt's table, whose config sets "
+    "attn_logit_softcapping 50): they moved from 0.75-1.11 to 0.84-1.19."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

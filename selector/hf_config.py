@@ -299,6 +299,7 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         per_layer_embedding_params=float(g3n.per_layer_embeddings) if g3n else 0.0,
         attention_softcap=bool(cfg.get("attn_logit_softcapping", 50.0 if family == "gemma2" else None)),
         post_norms=family.startswith(("gemma2", "gemma3")),
+        qk_norm=family.startswith(QK_NORM_FAMILIES),
         quantized_format=fmt,
         quantized_params=quantized,
     )
@@ -310,6 +311,12 @@ def _rope_theta(cfg: Mapping[str, Any]) -> float:
     if value is None and isinstance(cfg.get("rope_parameters"), Mapping):
         value = cfg["rope_parameters"].get("rope_theta")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
+
+
+QK_NORM_FAMILIES = ("qwen3", "gemma3", "olmo2")
+"""model_type prefixes whose attention normalises each head's queries and keys (q_norm, k_norm in
+transformers' Qwen3Attention, Gemma3Attention, Olmo2Attention): sized in training
+(``activations.QK_NORM_BYTES``)."""
 
 
 def _sliding_window(cfg: Mapping[str, Any], family: str, layers: int) -> tuple[int, int]:

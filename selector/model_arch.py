@@ -86,7 +86,8 @@ class ModelArch:
     quantized_format: str = ""  # weights published quantised: "mxfp4" (gpt-oss experts), "fp8" (block)
     quantized_params: float = 0.0  # parameters stored in ``quantized_format`` (the rest in 16 bit)
     attention_softcap: bool = False  # attention logits soft-capped (Gemma 2): training runs it eagerly
-    post_norms: bool = False  # a norm after attention and after the MLP too (Gemma 2 and 3)
+    post_norms: bool = False  # Gemma 2/3's norms: also after attention and the MLP, fp32 normalised values
+    qk_norm: bool = False  # a norm on each head's queries and keys (Qwen 3, Gemma 3, OLMo 2)
 
     @property
     def is_multimodal(self) -> bool:

@@ -13,7 +13,7 @@ from selector.presets import arch_from_preset
 from selector.sizing import requirements
 from selector.sizing.activations import eager_score_bytes_per_sbh, saved_bytes_per_sbh
 from selector.sizing.terms import GIB
-from selector.spec import parse_spec
+from selector.spec import SpecError, parse_spec
 
 # Gemma-2-2B's shape, the measured one: hidden 2304, 8 heads, 4 key/value heads, ffn 9216
 GEMMA2 = ModelArch(
@@ -51,8 +51,9 @@ def test_gemma2_layers_cover_their_measured_cells(cell: tuple[str, str, int]) ->
     """LoRA on q and v with dropout (bf16 adapters) and a full fine-tune: the line, the two extra norms
     and 8 B per score element cover each measured cell, by at most a few s·b·h."""
     framework, task, s = cell
-    line, formula = saved_bytes_per_sbh(GEMMA2, task, "q-v", task == "finetune-lora", "bf16", framework)
-    value = line + eager_score_bytes_per_sbh(GEMMA2, s)
+    dropout = task == "finetune-lora"
+    line, formula = saved_bytes_per_sbh(GEMMA2, task, "q-v", dropout, "bf16", framework, eager=True)
+    value = line + eager_score_bytes_per_sbh(GEMMA2, s, eager=True)
     assert MEASURED[cell] <= value <= MEASURED[cell] + 3.5, formula
     assert "post-attention and post-MLP norms" in formula
 
@@ -60,13 +61,16 @@ def test_gemma2_layers_cover_their_measured_cells(cell: tuple[str, str, int]) ->
 def test_the_scores_grow_with_the_sequence_and_vanish_without_softcapping() -> None:
     """8 B × heads × s ÷ hidden s·b·h a layer: 14.2 at 512 tokens for Gemma-2-2B's shape, 113.8 at
     4,096; a model without soft-capped logits (SDPA) keeps none, and without post norms nothing extra."""
-    assert eager_score_bytes_per_sbh(GEMMA2, 512) == pytest.approx(8 * 8 * 512 / 2304)
-    assert eager_score_bytes_per_sbh(GEMMA2, 4096) == pytest.approx(8 * 8 * 4096 / 2304)
+    assert eager_score_bytes_per_sbh(GEMMA2, 512, eager=True) == pytest.approx(8 * 8 * 512 / 2304)
+    assert eager_score_bytes_per_sbh(GEMMA2, 4096, eager=True) == pytest.approx(8 * 8 * 4096 / 2304)
+    assert eager_score_bytes_per_sbh(GEMMA2, 4096, eager=False) == 0.0  # FlashAttention-2 soft-caps
     plain = dataclasses.replace(GEMMA2, attention_softcap=False, post_norms=False)
-    assert eager_score_bytes_per_sbh(plain, 4096) == 0.0
-    with_norms, _ = saved_bytes_per_sbh(GEMMA2, "finetune-lora", "q-v", True, "bf16")
+    with_norms, _ = saved_bytes_per_sbh(GEMMA2, "finetune-lora", "q-v", True, "bf16", eager=True)
     without, _ = saved_bytes_per_sbh(plain, "finetune-lora", "q-v", True, "bf16")
     assert with_norms - without == pytest.approx(8 + 4 * (1 - 0.5))  # norms, and k and v at every head
+    full_norms, _ = saved_bytes_per_sbh(GEMMA2, "finetune-full", "q-v", False, "bf16")
+    full_plain, _ = saved_bytes_per_sbh(plain, "finetune-full", "q-v", False, "bf16")
+    assert full_norms - full_plain == pytest.approx(16 + 4)  # two extra norms, fp32 pre-norm values
 
 
 def test_gemma2_presets_carry_softcapping_and_post_norms() -> None:
@@ -75,7 +79,7 @@ def test_gemma2_presets_carry_softcapping_and_post_norms() -> None:
     gemma2 = arch_from_preset("gemma-2-9b")
     assert gemma2.attention_softcap and gemma2.post_norms
     gemma3 = arch_from_preset("gemma-3-12b-it")
-    assert gemma3.post_norms and not gemma3.attention_softcap
+    assert gemma3.post_norms and gemma3.qk_norm and not gemma3.attention_softcap
     llama = arch_from_preset("llama-3.1-8b")
     assert not llama.attention_softcap and not llama.post_norms
 
@@ -93,4 +97,34 @@ def test_a_gemma2_fine_tune_plans_its_scores() -> None:
     req = requirements(parse_spec(spec))
     acts = next(t for t in req.terms if t.name == "activations")
     scores = 42 * 8 * 16 * 8192 * 8192 / GIB
-    assert acts.value > scores and "soft-capped eager attention scores" in acts.formula
+    backward = 6.5 * 16 * 8192 * 8192 / GIB  # one layer's attention backward in flight
+    assert "soft-capped eager attention scores" in acts.formula and "attention backward" in acts.formula
+    spec["training"]["softcap_attention"] = "flash-attention-2"
+    flash = next(t for t in requirements(parse_spec(spec)).terms if t.name == "activations")
+    assert acts.value - flash.value == pytest.approx(scores + backward + 42 * 4 * 0.5 * 8192 * 3584 / GIB)
+    assert "scores" not in flash.formula
+
+
+def test_query_and_key_norms_keep_their_fp32_inputs() -> None:
+    """Qwen 3's q_norm and k_norm keep each head's fp32 queries and keys (4 B an element) and, trained,
+    their 16-bit normalised values (2 more): Qwen3-8B's 32 + 8 heads of 128 over hidden 4,096."""
+    qwen3 = arch_from_preset("qwen3-8b")
+    assert qwen3.qk_norm and not qwen3.post_norms
+    plain = dataclasses.replace(qwen3, qk_norm=False)
+    width = (32 + 8) * 128 / 4096
+    for task, per in (("finetune-lora", 4.0), ("finetune-full", 6.0)):
+        normed, formula = saved_bytes_per_sbh(qwen3, task, "q-v", False, "bf16")
+        assert normed - saved_bytes_per_sbh(plain, task, "q-v", False, "bf16")[0] == pytest.approx(
+            per * width
+        )
+        assert "query and key norms" in formula
+
+
+def test_the_norm_flags_belong_to_an_explicit_architecture() -> None:
+    """Beside a preset they would be ignored: a one-line spec error says where they come from."""
+    spec = {"name": "gemma", "task": "finetune-lora", "precision": "bf16", "training": {"tokens": 1e8}}
+    with pytest.raises(SpecError) as err:
+        parse_spec({**spec, "model": {"preset": "gemma-2-9b", "attention_softcap": True}})
+    assert any(
+        "model.attention_softcap describe an explicit architecture" in str(p) for p in err.value.problems
+    )

@@ -125,18 +125,21 @@ def saved_bytes_per_sbh(
     dropout: bool,
     adapters: str = "fp32",
     framework: str | None = None,
+    eager: bool = False,
 ) -> tuple[float, str]:
     """(bytes a layer keeps per s·b·h, the formula) for ``task``: ``FULL_FINETUNE`` for a full
     fine-tune or pre-training, ``LORA`` for LoRA with ``adapters`` in that dtype, and for QLoRA a
     bitsandbytes base before 0.43.2 (its release is not known: the safe side), ``LEGACY_4BIT`` with
     bf16 adapters, ``LORA`` + ``BNB_INPUTS_BESIDE_FP32_ADAPTERS`` with fp32 ones. Under ``framework``
-    litgpt (its own model code, bf16: ``litgpt_saved_bytes_per_sbh``) the LITGPT lines."""
+    litgpt (its own model code, bf16: ``litgpt_saved_bytes_per_sbh``) the LITGPT lines. ``eager``:
+    attention runs eagerly (a soft-capped model), which keeps keys and values at every query head;
+    Gemma's norms (``POST_NORM_BYTES``) and query/key norms (``QK_NORM_BYTES``) are added."""
     g = arch.kv_heads / arch.heads if arch.heads and arch.kv_heads else 1.0
     routed = arch.experts_active if arch.is_moe else 1
     f = arch.ffn * routed / arch.hidden if arch.hidden else 0.0
     if framework == "litgpt" and (task in ("finetune-full", "pretrain") or adapters == "bf16"):
-        return with_post_norms(arch, task, *litgpt_saved_bytes_per_sbh(arch, task, targets, dropout, g, f))
-    if arch.attention_softcap:
+        return with_norms(arch, task, *litgpt_saved_bytes_per_sbh(arch, task, targets, dropout, g, f), True)
+    if eager:
         g = 1.0  # eager attention copies k and v out to every query head and keeps them
     if task in ("finetune-lora", "finetune-qlora"):
         what, line = f"LoRA, {adapters} adapters", LORA[(adapters, targets, dropout)]
@@ -152,25 +155,31 @@ def saved_bytes_per_sbh(
     c, k, m = line
     value = c + k * g + m * f
     formula = f"{c:g} + {k:g}·{g:.3g} + {m:g}·{f:.3g} = {value:.1f}·s·b·h ({what}; measured, HF + PEFT)"
-    if arch.attention_softcap and task in ("finetune-full", "pretrain"):
-        value += EAGER_FULL_FINETUNE_EXTRA
-        formula += f" + {EAGER_FULL_FINETUNE_EXTRA:g} (eager attention, every weight trained)"
-    return with_post_norms(arch, task, value, formula)
+    return with_norms(arch, task, value, formula)
 
 
-EAGER_FULL_FINETUNE_EXTRA = 3.2
-"""What a fully fine-tuned layer keeps under eager attention beyond the SDPA line with its keys and
-values at every head, in s·b·h (scores apart): measured at Gemma 2's shape (``GEMMA2_MEASUREMENT``),
-59.14 without its two extra norms, against the line's 20 + 4 + 8·4 = 56, in Hugging Face and litgpt
-alike. LoRA's frozen layers keep less than their line there (43.4 against 46)."""
+POST_NORM_BYTES: dict[bool, float] = {False: 8.0, True: 20.0}
+"""What Gemma 2's and 3's norms add per layer, in s·b·h (``post_norms``): the norms after attention and
+after the MLP keep their fp32 inputs (4 + 4) and, with trained weights (full fine-tune), their fp32
+normalised values for the weights' gradients (4 + 4 more); and a trained Gemma norm keeps that value
+in fp32 where a Llama norm keeps it in 16 bit (``Gemma2RMSNorm``: ``x.float()`` times ``1 + weight``),
+2 more for each of the two pre-norms the lines count. Measured the same way on Hugging Face Gemma2 and
+litgpt's Gemma-2-2b (``GEMMA2_MEASUREMENT``): 8.04 with a frozen base and 16.03 trained for the two
+extra norms (replaced by identities), and 59.14 for a trained layer without them against the line's
+56 (its o_proj input 2048 wide, not 2304: 0.8 less)."""
 
+QK_NORM_BYTES: dict[bool, float] = {False: 4.0, True: 6.0}
+"""What a norm on each head's queries and keys keeps (``qk_norm``: Qwen 3, Gemma 3, OLMo 2), per
+element of q and k: its fp32 input (4) and, its weight trained, the 16-bit normalised value (2; a
+Gemma norm keeps it in fp32, 4). In s·b·h: × (heads + kv heads) × head_dim ÷ hidden. The norm's
+saved tensors as measured in review with saved_tensors_hooks (LlamaRMSNorm 4.0 frozen, 6.0 trained;
+Gemma2RMSNorm 4.0, 8.0)."""
 
-POST_NORM_BYTES: dict[bool, float] = {False: 8.0, True: 16.0}
-"""What Gemma 2's and 3's norms after attention and after the MLP keep per layer, in s·b·h: each its
-fp32 input (4 + 4) and, with trained weights (full fine-tune), its fp32 normalised value for the
-weight's gradient (4 + 4 more). Measured the same way on Hugging Face Gemma2 and litgpt's Gemma-2-2b
-(``GEMMA2_MEASUREMENT``), replacing the two norms by identities: 8.04 with a frozen base, 16.03 with
-every weight trained, in both."""
+EAGER_SOFTCAP_BACKWARD_BYTES = 6.5
+"""What the backward pass of one soft-capped eager attention adds above its saved scores, per score
+element: the gradients of the softmax and tanh in flight (measured in review with a live-storage
+tracker on CPU: 6.5 at 1,024 tokens, 6.25 at 2,048; the larger taken). Counted for one layer, the
+one in backward (under full recompute, the one recomputed)."""
 
 EAGER_SOFTCAP_SCORE_BYTES = 8.0
 """Bytes a layer keeps per element of its (batch × heads × s × s) attention scores when the logits are
@@ -188,18 +197,28 @@ GEMMA2_MEASUREMENT = (
 )
 
 
-def with_post_norms(arch: ModelArch, task: str, value: float, formula: str) -> tuple[float, str]:
-    """``value`` and its formula with ``POST_NORM_BYTES`` added for a model with post norms."""
-    if not arch.post_norms:
-        return value, formula
-    extra = POST_NORM_BYTES[task in ("finetune-full", "pretrain")]
-    return value + extra, f"{formula} + {extra:g} (post-attention and post-MLP norms)"
+def with_norms(
+    arch: ModelArch, task: str, value: float, formula: str, litgpt: bool = False
+) -> tuple[float, str]:
+    """``value`` and its formula with Gemma's norms (``POST_NORM_BYTES``) and query/key norms
+    (``QK_NORM_BYTES``) added where the model has them (litgpt's lines keep fp32 norm values already:
+    its two extra norms only)."""
+    trained = task in ("finetune-full", "pretrain")
+    if arch.post_norms:
+        extra = 16.0 if trained and litgpt else POST_NORM_BYTES[trained]
+        value, formula = value + extra, f"{formula} + {extra:g} (Gemma's post-attention and post-MLP norms)"
+    if arch.qk_norm and arch.hidden:
+        per = QK_NORM_BYTES[trained] + (2.0 if trained and arch.post_norms else 0.0)
+        extra = per * (arch.heads + (arch.kv_heads or arch.heads)) * arch.head_dim / arch.hidden
+        value, formula = value + extra, f"{formula} + {extra:.1f} (query and key norms)"
+    return value, formula
 
 
-def eager_score_bytes_per_sbh(arch: ModelArch, s: int) -> float:
+def eager_score_bytes_per_sbh(arch: ModelArch, s: int, eager: bool) -> float:
     """What a layer's soft-capped eager attention keeps, in s·b·h at ``s`` tokens: 8 B × heads × s²
-    per sequence (``EAGER_SOFTCAP_SCORE_BYTES``), 0 for a model without soft-capped logits."""
-    if not arch.attention_softcap or not arch.hidden:
+    per sequence (``EAGER_SOFTCAP_SCORE_BYTES``); 0 unless ``eager`` (a soft-capped model trained
+    without FlashAttention-2)."""
+    if not eager or not arch.hidden:
         return 0.0
     return EAGER_SOFTCAP_SCORE_BYTES * arch.heads * s / arch.hidden
 

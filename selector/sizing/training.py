@@ -7,7 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 from selector.model_arch import ModelArch
-from selector.sizing.activations import eager_score_bytes_per_sbh, saved_bytes_per_sbh
+from selector.sizing.activations import (
+    EAGER_SOFTCAP_BACKWARD_BYTES,
+    eager_score_bytes_per_sbh,
+    saved_bytes_per_sbh,
+)
 from selector.sizing.memory import lora_params
 from selector.sizing.sharded_memory import working_set, working_term
 from selector.sizing.terms import GIB, Requirements, ShardedWorkingSet, Term
@@ -422,6 +426,7 @@ def training_requirements(
                     f"adapters × {opt:g} B ({training.optimizer}), sharded over the GPUs of a sharded job",
                 )
             )
+    eager = arch.attention_softcap and training.softcap_attention == "eager"
     recompute_all = training.activation_checkpointing is True
     selective = training.activation_checkpointing == "selective"
     per_layer, per_formula = saved_bytes_per_sbh(
@@ -431,8 +436,9 @@ def training_requirements(
         training.lora_dropout > 0.0,
         training.adapter_dtype,
         training.framework,
+        eager,
     )
-    scores = eager_score_bytes_per_sbh(arch, training.sequence_tokens)
+    scores = eager_score_bytes_per_sbh(arch, s, eager)
     if scores:
         per_layer += scores
         per_formula += f" + {scores:.1f} soft-capped eager attention scores (8 B × heads × s ÷ h)"
@@ -446,6 +452,9 @@ def training_requirements(
         act_formula = f"{on_gpu} layers × {per_formula} (selective recompute keeps at most this)"
     else:
         act_formula = f"{on_gpu} layers × {per_formula} (no recompute)"
+    if eager:  # the backward of one layer's soft-capped attention, above what it saved
+        acts += EAGER_SOFTCAP_BACKWARD_BYTES * arch.heads * s * s * b
+        act_formula += f" + one layer's attention backward {EAGER_SOFTCAP_BACKWARD_BYTES:g} B × heads × s²·b"
     if training.activation_offload:
         offloaded = (layers - on_gpu) * saved * s * b * h
         act_formula += f"; {layers - on_gpu} layers' saved activations offloaded to host RAM (torchtune)"

@@ -216,7 +216,12 @@ class ModelSpec(Strict):
         "attention eagerly and keeps each layer's scores",
     )
     post_norms: bool = Field(
-        False, description="a norm after attention and after the MLP too (Gemma 2 and 3), for training"
+        False,
+        description="Gemma 2/3's norms, for training: one after attention and after the MLP too, and each "
+        "keeping an fp32 normalised value for its weight's gradient",
+    )
+    qk_norm: bool = Field(
+        False, description="a norm on each head's queries and keys (Qwen 3, Gemma 3, OLMo 2), for training"
     )
     window_layers: int | None = Field(
         None, ge=0, description="layers with the sliding window (default: all, when sliding_window is set)"
@@ -252,6 +257,12 @@ class ModelSpec(Strict):
 
     @model_validator(mode="after")
     def _one_form(self) -> ModelSpec:
+        shape = [n for n in ("attention_softcap", "post_norms", "qk_norm") if getattr(self, n)]
+        if shape and (self.preset or self.config or self.hf) and self.params_b is None:
+            raise ValueError(
+                f"model.{', model.'.join(shape)} describe an explicit architecture; a preset, model.config "
+                "or model.hf reads them from config.json"
+            )
         if self.config is not None:
             others = [
                 n for n in ("preset", "kind", "params_b", "layers", "hidden", "heads") if getattr(self, n)
@@ -370,4 +381,5 @@ class ModelSpec(Strict):
             else 0,
             attention_softcap=self.attention_softcap,
             post_norms=self.post_norms,
+            qk_norm=self.qk_norm,
         )

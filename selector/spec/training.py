@@ -75,6 +75,13 @@ class TrainingSpec(Strict):
         "stock",
         description="cross-entropy: stock (fp32 upcast of all logits) or chunked (torchtune/Unsloth style)",
     )
+    softcap_attention: Literal["eager", "flash-attention-2"] = Field(
+        "eager",
+        description="how a model with soft-capped attention logits (Gemma 2) runs attention in training: "
+        "eager (transformers' and litgpt's default, SDPA cannot soft-cap: each layer keeps its scores) or "
+        "flash-attention-2 (>= 2.6, which soft-caps in its kernel and keeps none: Unsloth, axolotl's Gemma 2 "
+        "examples, LLaMA-Factory with flash-attn installed)",
+    )
     activation_offload: bool = Field(
         False, description="saved activations offloaded to host RAM (torchtune enable_activation_offloading)"
     )
