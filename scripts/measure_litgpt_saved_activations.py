@@ -62,63 +62,7 @@ VOCAB = 256
 N_HEAD, HEAD_SIZE = 16, 64
 
 
-class Recorder:
-    def __init__(self):
-        self.modstack = []
-        self.param_ptrs = set()
-        self.reset()
-
-    def reset(self):
-        self.seen = {}  # storage ptr -> (nbytes, module, shape, dtype, numel)
-        self.keep = []
-
-    def add(self, t, tag=None):
-        if t is None or not isinstance(t, torch.Tensor):
-            return
-        st = t.untyped_storage()
-        p = st.data_ptr()
-        if p in self.param_ptrs or p == 0:
-            return
-        if p not in self.seen:
-            mod = tag or (self.modstack[-1] if self.modstack else "<top>")
-            self.seen[p] = (st.nbytes(), mod, tuple(t.shape), str(t.dtype).replace("torch.", ""), t.numel())
-            self.keep.append(t)
-
-
-REC = Recorder()
-
-
-def pack(t):
-    REC.add(t)
-    return t
-
-
-def unpack(t):
-    return t
-
-
-# --- emulation of bitsandbytes < 0.43.2 MatMul4Bit (copied from the project's script): keeps input A in
-# ctx.tensors (not save_for_backward, so the hooks do not see it -> recorded manually) ---
-class MatMul4BitEmu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, A, Bw, bias):
-        out = torch.nn.functional.linear(A, Bw, bias)
-        if any(ctx.needs_input_grad[:2]):
-            ctx.tensors = (A, Bw)
-            REC.add(A, tag=REC.modstack[-1] if REC.modstack else None)
-        else:
-            ctx.tensors = (None, None)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        _, weight = ctx.tensors
-        return g @ weight, None, None
-
-
-def emu4bit_forward(self, x):
-    return MatMul4BitEmu.apply(x, self.weight, self.bias)
-
+from saved_tensors import REC, breakdown, emu4bit_forward, pack, unpack  # noqa: E402
 
 BASE = dict(
     name="llama-like",
@@ -172,8 +116,7 @@ def attach_module_tracking(model):
 def measure(L, **kw):
     torch.manual_seed(0)
     model = build(L, **kw)
-    REC.param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    REC.param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    REC.watch(model)
     attach_module_tracking(model)
     idx = torch.randint(0, VOCAB, (B, S))
     REC.reset()
@@ -273,9 +216,7 @@ def main():
                     kv=kv,
                     raw=raw,
                     cuda=cuda,
-                    breakdown=[
-                        (k[0], list(k[1]), k[2], v) for k, v in sorted(diff.items(), key=lambda x: -x[1])
-                    ],
+                    breakdown=breakdown(diff),
                 )
             )
         for fname, sel in FITS.items():

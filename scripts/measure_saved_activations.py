@@ -28,64 +28,7 @@ VOCAB = 256
 ADAPTERS = "fp32" if "--fp32-adapters" in sys.argv else "bf16"  # selector/sizing/activations.py LORA
 
 
-class Recorder:
-    def __init__(self):
-        self.reset()
-        self.modstack = []
-
-    def reset(self):
-        self.seen = {}  # storage ptr -> (nbytes, module, shape, dtype)
-        self.keep = []
-
-    def add(self, t, tag=None):
-        if t is None or not isinstance(t, torch.Tensor):
-            return
-        st = t.untyped_storage()
-        p = st.data_ptr()
-        if p in self.param_ptrs or p == 0:
-            return
-        if p not in self.seen:
-            mod = tag or (self.modstack[-1] if self.modstack else "<top>")
-            self.seen[p] = (st.nbytes(), mod, tuple(t.shape), str(t.dtype).replace("torch.", ""))
-            self.keep.append(t)
-
-    def total(self):
-        return sum(v[0] for v in self.seen.values())
-
-
-REC = Recorder()
-
-
-def pack(t):
-    REC.add(t)
-    return t
-
-
-def unpack(t):
-    return t
-
-
-# --- emulation of bitsandbytes MatMul4Bit: saves input A via ctx.tensors (NOT save_for_backward,
-# so saved_tensors_hooks do not see it -> we record it manually) ---
-class MatMul4BitEmu(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, A, B, bias):
-        out = torch.nn.functional.linear(A, B, bias)
-        if any(ctx.needs_input_grad[:2]):
-            ctx.tensors = (A, B)
-            REC.add(A, tag=REC.modstack[-1] if REC.modstack else None)
-        else:
-            ctx.tensors = (None, None)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        _, weight = ctx.tensors
-        return g @ weight, None, None
-
-
-def emu4bit_forward(self, x):
-    return MatMul4BitEmu.apply(x, self.weight, self.bias)
+from saved_tensors import REC, breakdown, emu4bit_forward, pack, unpack  # noqa: E402
 
 
 def build(L, ffn, kv, attn, mode, lora_targets=None, lora_dropout=0.0, emu4bit=False):
@@ -152,8 +95,7 @@ def attach_module_tracking(model):
 def measure(L, **kw):
     torch.manual_seed(0)
     model = build(L, **kw)
-    REC.param_ptrs = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    REC.param_ptrs |= {b.untyped_storage().data_ptr() for b in model.buffers()}
+    REC.watch(model)
     attach_module_tracking(model)
     ids = torch.randint(0, VOCAB, (B, S))
     REC.reset()
@@ -189,7 +131,7 @@ def per_layer(**kw):
     # breakdown of steady layer: group entries of s3 minus s2 by module, via counting in layers.*
     def by_mod(s):
         d = collections.Counter()
-        for nb, mod, shp, dt in s.values():
+        for nb, mod, shp, dt, _numel in s.values():
             d[(mod, shp, dt)] += nb
         return d
 
@@ -260,9 +202,7 @@ if __name__ == "__main__":
                     steady=steady,
                     first=first,
                     base=base,
-                    breakdown=[
-                        (k[0], list(k[1]), k[2], v) for k, v in sorted(diff.items(), key=lambda x: -x[1])
-                    ],
+                    breakdown=breakdown(diff),
                 )
             )
     out = "saved_acts_results%s.json" % ("_" + "_".join(only) if only else "")

@@ -299,7 +299,8 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         per_layer_embedding_params=float(g3n.per_layer_embeddings) if g3n else 0.0,
         attention_softcap=bool(cfg.get("attn_logit_softcapping", 50.0 if family == "gemma2" else None)),
         post_norms=family.startswith(("gemma2", "gemma3")),
-        qk_norm=family.startswith(QK_NORM_FAMILIES),
+        qk_norm=family.startswith(QK_NORM_FAMILIES) or bool(cfg.get("use_qk_norm")),
+        fp32_norms=family.startswith(FP32_NORM_FAMILIES),
         quantized_format=fmt,
         quantized_params=quantized,
     )
@@ -312,6 +313,11 @@ def _rope_theta(cfg: Mapping[str, Any]) -> float:
         value = cfg["rope_parameters"].get("rope_theta")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else 0.0
 
+
+FP32_NORM_FAMILIES = ("gemma2", "gemma3", "olmo2", "qwen3_next")
+"""model_type prefixes whose RMSNorm multiplies its weight in fp32 (Gemma's ``1 + weight``, OLMo 2's
+``weight * x`` before the cast): a trained norm keeps an fp32 normalised value
+(``activations.FP32_NORM_VALUE_BYTES``)."""
 
 QK_NORM_FAMILIES = ("qwen3", "gemma3", "olmo2")
 """model_type prefixes whose attention normalises each head's queries and keys (q_norm, k_norm in

@@ -88,6 +88,7 @@ class ModelArch:
     attention_softcap: bool = False  # attention logits soft-capped (Gemma 2): training runs it eagerly
     post_norms: bool = False  # Gemma 2/3's norms: also after attention and the MLP, fp32 normalised values
     qk_norm: bool = False  # a norm on each head's queries and keys (Qwen 3, Gemma 3, OLMo 2)
+    fp32_norms: bool = False  # norms multiply their weight in fp32 (Gemma 2/3, OLMo 2, Qwen3-Next)
 
     @property
     def is_multimodal(self) -> bool:

@@ -29,6 +29,7 @@ GEMMA2 = ModelArch(
     ffn=9216,
     attention_softcap=True,
     post_norms=True,
+    fp32_norms=True,
 )
 
 # measured per-layer bytes ÷ (s·b·h), CUDA-corrected, by (framework, task, s)
@@ -64,7 +65,7 @@ def test_the_scores_grow_with_the_sequence_and_vanish_without_softcapping() -> N
     assert eager_score_bytes_per_sbh(GEMMA2, 512, eager=True) == pytest.approx(8 * 8 * 512 / 2304)
     assert eager_score_bytes_per_sbh(GEMMA2, 4096, eager=True) == pytest.approx(8 * 8 * 4096 / 2304)
     assert eager_score_bytes_per_sbh(GEMMA2, 4096, eager=False) == 0.0  # FlashAttention-2 soft-caps
-    plain = dataclasses.replace(GEMMA2, attention_softcap=False, post_norms=False)
+    plain = dataclasses.replace(GEMMA2, attention_softcap=False, post_norms=False, fp32_norms=False)
     with_norms, _ = saved_bytes_per_sbh(GEMMA2, "finetune-lora", "q-v", True, "bf16", eager=True)
     without, _ = saved_bytes_per_sbh(plain, "finetune-lora", "q-v", True, "bf16")
     assert with_norms - without == pytest.approx(8 + 4 * (1 - 0.5))  # norms, and k and v at every head
@@ -126,5 +127,49 @@ def test_the_norm_flags_belong_to_an_explicit_architecture() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec({**spec, "model": {"preset": "gemma-2-9b", "attention_softcap": True}})
     assert any(
-        "model.attention_softcap describe an explicit architecture" in str(p) for p in err.value.problems
+        "model.attention_softcap: for an explicit architecture only" in str(p) for p in err.value.problems
     )
+
+
+def test_a_checkpointed_batch_keeps_one_layers_scores_and_one_backward() -> None:
+    """Full recompute at micro batch 2: each of Gemma-2-9B's 42 layers keeps its input (2·s·b·h), one
+    layer its full line with its scores, and one layer's attention backward adds 6.5 B per score
+    element; all of it scales with the batch."""
+    s, b, h, heads, layers = 4096, 2, 3584, 16, 42
+    spec = {
+        "name": "gemma",
+        "task": "finetune-lora",
+        "model": {"preset": "gemma-2-9b"},
+        "precision": "bf16",
+        "training": {"tokens": 1e8, "sequence_tokens": s, "micro_batch": b, "adapter_dtype": "bf16"},
+    }
+    acts = next(t for t in requirements(parse_spec(spec)).terms if t.name == "activations").value * GIB
+    # LoRA with bf16 adapters on every linear layer, no dropout: 16 + 4·1 (eager: k, v at every head)
+    # + 8·14336/3584, Gemma's two extra norms 8, the scores 8·16·4096/3584
+    one_layer = 16 + 4 + 8 * 14336 / h + 8 + 8 * heads * s / h
+    expected = layers * 2 * s * b * h + one_layer * s * b * h + 6.5 * heads * s * s * b
+    assert acts == pytest.approx(expected)
+
+
+def test_fp32_norms_keep_fp32_query_and_key_values_when_trained() -> None:
+    """Gemma 3's and OLMo 2's norms multiply their weight in fp32: a trained query/key norm keeps 8 B
+    per element (measured 8.06), and the two pre-norms 2 × 2 s·b·h more than Llama's."""
+    arch = dataclasses.replace(GEMMA2, attention_softcap=False, post_norms=False, qk_norm=True)
+    plain = dataclasses.replace(arch, qk_norm=False, fp32_norms=False)
+    width = (8 + 4) * 256 / 2304
+    trained, _ = saved_bytes_per_sbh(arch, "finetune-full", "q-v", False, "bf16")
+    base, _ = saved_bytes_per_sbh(plain, "finetune-full", "q-v", False, "bf16")
+    assert trained - base == pytest.approx(8 * width + 4)
+
+
+def test_litgpt_cannot_run_soft_capped_attention_with_flash_attention() -> None:
+    spec = {
+        "name": "gemma",
+        "task": "finetune-lora",
+        "precision": "bf16",
+        "model": {"preset": "gemma-2-9b"},
+        "training": {"tokens": 1e8, "framework": "litgpt", "softcap_attention": "flash-attention-2"},
+    }
+    with pytest.raises(SpecError) as err:
+        parse_spec(spec)
+    assert any("litgpt runs soft-capped attention eagerly" in str(p) for p in err.value.problems)

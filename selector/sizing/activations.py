@@ -158,22 +158,27 @@ def saved_bytes_per_sbh(
     return with_norms(arch, task, value, formula)
 
 
-POST_NORM_BYTES: dict[bool, float] = {False: 8.0, True: 20.0}
-"""What Gemma 2's and 3's norms add per layer, in s·b·h (``post_norms``): the norms after attention and
-after the MLP keep their fp32 inputs (4 + 4) and, with trained weights (full fine-tune), their fp32
-normalised values for the weights' gradients (4 + 4 more); and a trained Gemma norm keeps that value
-in fp32 where a Llama norm keeps it in 16 bit (``Gemma2RMSNorm``: ``x.float()`` times ``1 + weight``),
-2 more for each of the two pre-norms the lines count. Measured the same way on Hugging Face Gemma2 and
-litgpt's Gemma-2-2b (``GEMMA2_MEASUREMENT``): 8.04 with a frozen base and 16.03 trained for the two
-extra norms (replaced by identities), and 59.14 for a trained layer without them against the line's
-56 (its o_proj input 2048 wide, not 2304: 0.8 less)."""
+POST_NORM_BYTES: dict[bool, float] = {False: 8.0, True: 16.0}
+"""What Gemma 2's and 3's norms after attention and after the MLP add per layer, in s·b·h
+(``post_norms``): their fp32 inputs (4 + 4) and, with trained weights (full fine-tune), their fp32
+normalised values for the weights' gradients (4 + 4 more). Measured the same way on Hugging Face Gemma2
+and litgpt's Gemma-2-2b (``GEMMA2_MEASUREMENT``), the two norms replaced by identities: 8.04 with a
+frozen base, 16.03 trained."""
+
+FP32_NORM_VALUE_BYTES = 2.0
+"""What a trained norm that multiplies its weight in fp32 (``fp32_norms``: Gemma 2/3's
+``x.float() * (1 + weight)``, OLMo 2's ``(weight * x).to(dtype)``) keeps beyond a Llama norm's 16-bit
+normalised value, per element: 4 B, not 2. For the two pre-norms the lines count, 2 × 2 s·b·h: a
+trained Gemma-2 layer without its extra norms measured 59.14 against the line's 56 (its o_proj input
+2048 wide, not 2304: 0.8 less); OLMo 2's layer norms +4 (measured in review)."""
 
 QK_NORM_BYTES: dict[bool, float] = {False: 4.0, True: 6.0}
-"""What a norm on each head's queries and keys keeps (``qk_norm``: Qwen 3, Gemma 3, OLMo 2), per
-element of q and k: its fp32 input (4) and, its weight trained, the 16-bit normalised value (2; a
-Gemma norm keeps it in fp32, 4). In s·b·h: × (heads + kv heads) × head_dim ÷ hidden. The norm's
-saved tensors as measured in review with saved_tensors_hooks (LlamaRMSNorm 4.0 frozen, 6.0 trained;
-Gemma2RMSNorm 4.0, 8.0)."""
+"""What a norm on each head's queries and keys keeps (``qk_norm``: Qwen 3, Gemma 3, OLMo 2, Llama 4's
+``use_qk_norm``), per element of q and k: its fp32 input (4) and, its weight trained, the 16-bit
+normalised value (2; an ``fp32_norms`` model's is fp32, 4 more: measured 8.06 for Gemma 3 and OLMo 2).
+In s·b·h: × (heads + kv heads) × head_dim ÷ hidden. Measured in review with saved_tensors_hooks
+(Qwen 3 4.03-4.06 frozen, 6.03-6.06 trained). Qwen3-Next normalises only its full-attention layers'
+(counted on every layer: the heavy side); Gemma 3n also normalises v (not counted)."""
 
 EAGER_SOFTCAP_BACKWARD_BYTES = 6.5
 """What the backward pass of one soft-capped eager attention adds above its saved scores, per score
@@ -200,15 +205,18 @@ GEMMA2_MEASUREMENT = (
 def with_norms(
     arch: ModelArch, task: str, value: float, formula: str, litgpt: bool = False
 ) -> tuple[float, str]:
-    """``value`` and its formula with Gemma's norms (``POST_NORM_BYTES``) and query/key norms
-    (``QK_NORM_BYTES``) added where the model has them (litgpt's lines keep fp32 norm values already:
-    its two extra norms only)."""
+    """``value`` and its formula with Gemma's extra norms (``POST_NORM_BYTES``), fp32 norm values
+    (``FP32_NORM_VALUE_BYTES``, not for litgpt, whose lines keep them already) and query/key norms
+    (``QK_NORM_BYTES``) added where the model has them."""
     trained = task in ("finetune-full", "pretrain")
     if arch.post_norms:
-        extra = 16.0 if trained and litgpt else POST_NORM_BYTES[trained]
+        extra = POST_NORM_BYTES[trained]
         value, formula = value + extra, f"{formula} + {extra:g} (Gemma's post-attention and post-MLP norms)"
+    if arch.fp32_norms and trained and not litgpt:
+        extra = 2 * FP32_NORM_VALUE_BYTES
+        value, formula = value + extra, f"{formula} + {extra:g} (fp32 norm values of the two pre-norms)"
     if arch.qk_norm and arch.hidden:
-        per = QK_NORM_BYTES[trained] + (2.0 if trained and arch.post_norms else 0.0)
+        per = QK_NORM_BYTES[trained] + (FP32_NORM_VALUE_BYTES if trained and arch.fp32_norms else 0.0)
         extra = per * (arch.heads + (arch.kv_heads or arch.heads)) * arch.head_dim / arch.hidden
         value, formula = value + extra, f"{formula} + {extra:.1f} (query and key norms)"
     return value, formula

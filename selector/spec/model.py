@@ -260,8 +260,8 @@ class ModelSpec(Strict):
         shape = [n for n in ("attention_softcap", "post_norms", "qk_norm") if getattr(self, n)]
         if shape and (self.preset or self.config or self.hf) and self.params_b is None:
             raise ValueError(
-                f"model.{', model.'.join(shape)} describe an explicit architecture; a preset, model.config "
-                "or model.hf reads them from config.json"
+                f"model.{', model.'.join(shape)}: for an explicit architecture only; a preset, "
+                "model.config or model.hf reads them from config.json"
             )
         if self.config is not None:
             others = [
@@ -382,4 +382,5 @@ class ModelSpec(Strict):
             attention_softcap=self.attention_softcap,
             post_norms=self.post_norms,
             qk_norm=self.qk_norm,
+            fp32_norms=self.post_norms,  # Gemma's norms multiply their weight in fp32
         )

@@ -348,6 +348,11 @@ class WorkloadSpec(Strict):
                 "HYBRID_SHARD (sharded within a node, copied across nodes), which gpufit does not size"
             )
         training = self.training
+        if training and training.framework == "litgpt" and training.softcap_attention != "eager":
+            problems.append(
+                "training.softcap_attention: litgpt runs soft-capped attention eagerly (its model.py: "
+                "'with softcapping we cannot use SDPA'): expected eager"
+            )
         if training is not None and training.sharding_library == "deepspeed":
             if training.accumulation_sync == "last":
                 problems.append(
