@@ -12,11 +12,11 @@ from selector.sizing.diffusion_terms import DIFFUSION_SPEEDUP_EXPONENT, cap_note
 from selector.sizing.engine_memory import sglang_static_fraction
 from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
 from selector.sizing.sharded_memory import (
-    gradient_formula_note,
-    gradient_refusal_note,
+    beyond_shard_bytes,
+    beyond_shard_formula_note,
+    beyond_shard_refusal_note,
     replica_gib,
     unshardable_note,
-    unsharded_gradient_bytes,
 )
 from selector.sizing.speed import decode_speed, training_mfu
 from selector.sizing.terms import GIB, Requirements, Term
@@ -274,7 +274,7 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
     need = per_gpu_gib(req, shards, kv_heads)
     link = "NVLink" if it.nvlink else "PCIe"
     usable = serving_usable_gib(req, it.gpu, shards) if not req.is_training else usable_gib(it.gpu, req)
-    detail = gradient_refusal_note(req, shards)
+    detail = beyond_shard_refusal_note(req, shards)
     replica = replica_gib(req, shards) if req.is_training else req.vram_gib_per_replica
     if req.load_bytes and need * GIB > per_gpu_steady_bytes(req, shards, kv_heads):
         detail = (
@@ -293,7 +293,7 @@ def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float
     """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
     model's load peak; over more GPUs, a served model's NCCL reserve, a job's unsharded gradients."""
     kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = (req.runtime_reserve_tp_bytes if shards > 1 else 0.0) + unsharded_gradient_bytes(req, shards)
+    reserve = (req.runtime_reserve_tp_bytes if shards > 1 else 0.0) + beyond_shard_bytes(req, shards)
     return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
@@ -552,7 +552,7 @@ def _fit_training(req: Requirements, it: InstanceType, setup_hours: float = 0.0)
                 per_gpu_gib(req, shards, 0),
                 "GiB",
                 f"sharded ÷ {shards} + replicated"
-                + gradient_formula_note(req, shards)
+                + beyond_shard_formula_note(req, shards)
                 + f"; {usable_note(gpu, req)}",
             ),
             Term(

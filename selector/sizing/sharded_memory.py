@@ -201,7 +201,7 @@ def working_term(ws: ShardedWorkingSet) -> Term:
     )
 
 
-def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
+def beyond_shard_bytes(req: Requirements, shards: int) -> float:
     """What a sharded job adds on each of ``shards`` GPUs beyond ``sharded_bytes``: a LoRA job's
     frozen weights' gradient shard (``frozen_gradient_bytes``), accumulating under FSDP no_sync, the
     whole gradients less their shard (``accumulated_gradient_bytes``), and the weights it gathers and
@@ -215,8 +215,8 @@ def unsharded_gradient_bytes(req: Requirements, shards: int) -> float:
 def replica_gib(req: Requirements, shards: int) -> float:
     """What one copy of a training job's model holds over the ``shards`` GPUs it is sharded across:
     the sharded states once, and each GPU's own replicated part (activations, the loss) and
-    ``unsharded_gradient_bytes`` on each; ``Requirements.vram_gib_per_replica`` unsharded."""
-    each = req.replicated_bytes + unsharded_gradient_bytes(req, shards)
+    ``beyond_shard_bytes`` on each; ``Requirements.vram_gib_per_replica`` unsharded."""
+    each = req.replicated_bytes + beyond_shard_bytes(req, shards)
     return (req.sharded_bytes + req.kv_bytes + max(shards, 1) * each) / GIB
 
 
@@ -257,10 +257,10 @@ def unshardable_note(req: Requirements, usable: float) -> str:
     )
 
 
-def gradient_formula_note(req: Requirements, shards: int) -> str:
-    """The per-GPU memory line's words for ``unsharded_gradient_bytes`` on ``shards`` GPUs, naming
+def beyond_shard_formula_note(req: Requirements, shards: int) -> str:
+    """The per-GPU memory line's words for ``beyond_shard_bytes`` on ``shards`` GPUs, naming
     only the parts present ("" when there are none)."""
-    if not unsharded_gradient_bytes(req, shards):
+    if not beyond_shard_bytes(req, shards):
         return ""
     parts = held_names(
         ("frozen weights' FSDP gradients", req.frozen_grad_bytes if shards > 1 else 0.0),
@@ -270,10 +270,10 @@ def gradient_formula_note(req: Requirements, shards: int) -> str:
     return " + beyond the shards (" + ", ".join(parts) + ")"
 
 
-def gradient_refusal_note(req: Requirements, shards: int) -> str:
-    """What a refusal says of ``unsharded_gradient_bytes`` on ``shards`` GPUs, and the setting that
+def beyond_shard_refusal_note(req: Requirements, shards: int) -> str:
+    """What a refusal says of ``beyond_shard_bytes`` on ``shards`` GPUs, and the setting that
     names a job that avoids them ("" when there are none)."""
-    extra = unsharded_gradient_bytes(req, shards)
+    extra = beyond_shard_bytes(req, shards)
     if not extra:
         return ""
     parts = held_names(

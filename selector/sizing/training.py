@@ -183,7 +183,7 @@ def accumulated_gradient_bytes(
     No sharded gradient exists meanwhile (the optimiser step sets them to None, and each unit's
     unsharded gradient is freed as its shard is made on the last micro-batch), so a GPU of N holds
     these bytes × (1 − 1/N) beyond the gradient shard ``sharded_bytes`` counts
-    (``unsharded_gradient_bytes``); a replica that holds the whole job holds its gradients already.
+    (``beyond_shard_bytes``); a replica that holds the whole job holds its gradients already.
     Their dtype is the unsharded parameters' (FSDP1 keeps ``param_dtype``; FSDP2 casts to
     ``reduce_dtype``): fp32 (4 B) wherever the optimiser keeps an fp32 master (Lightning's
     ``bf16-mixed`` runs FSDP with fp32 parameters; an FSDP2 policy with an fp32 ``reduce_dtype``),
