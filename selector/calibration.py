@@ -52,6 +52,7 @@ from selector.calibration_units import (
     ROUND4_NOTE as ROUND4_NOTE,
     TERM_OF_MEASURE as TERM_OF_MEASURE,
     UNITS as UNITS,
+    WORK_KINDS as WORK_KINDS,
     Kind as Kind,
     Measure as Measure,
     fresh_of,
@@ -468,6 +469,8 @@ def _canonical(case: Case, value: float, training_tokens: float) -> float:
         return value * BYTES_PER_UNIT[case.unit]
     if case.unit == "s/batch":
         return value / int((case.spec.get("work") or {}).get("batch", 1))
+    if case.unit == "RTFx":
+        return 1.0 / value
     if case.unit == "tokens/s":
         return training_tokens * case.gpus / value / 3600.0
     return value
@@ -536,14 +539,16 @@ def compute_row(case: Case) -> Row:
         else:
             canonical = _term_bytes(case, req, case.measure)
         shown = canonical / BYTES_PER_UNIT[case.unit]
-    elif case.kind == "diffusion_seconds_per_image":
+    elif case.kind in WORK_KINDS:
         assert gpu is not None and spec.work is not None
         shape = _shape(case, req, calibration_instance(gpu, case.gpus))
         if shape.job_hours is None:
             raise CalibrationError(f"case {case.id}: gpufit gives no time for the work")
         canonical = shape.job_hours * 3600.0 * shape.replicas / spec.work.item_count
         shown = canonical * (spec.work.batch if case.unit == "s/batch" else 1)
-        detail = f"{canonical:.2f} s per image"
+        shown = 1.0 / canonical if case.unit == "RTFx" else shown
+        item = "image" if case.kind == "diffusion_seconds_per_image" else "audio second"
+        detail = f"{canonical:.3g} s per {item}"
     else:
         assert gpu is not None
         canonical, detail = _training(case, req, gpu)

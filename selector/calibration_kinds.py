@@ -8,8 +8,8 @@ kinds (``selector.calibration.KINDS``) mix figures the issue's bar judges separa
     H100/H200/B200, the line the issue names ("batch-1 decode on H100/B200").
 ``serving_memory`` / ``finetune_memory``
     memory rows of a serving task / of a training task (fine-tuning peak memory).
-``training_gpu_hours`` / ``diffusion_seconds_per_image``
-    as in ``selector.calibration``.
+``training_gpu_hours`` / ``diffusion_seconds_per_image`` / ``audio_seconds_per_audio_second``
+    as in ``selector.calibration`` (audio: the issue's "diffusion and audio").
 
 A row's issue kind follows from what the case states (kind, task, concurrency, GPU): never from
 its ratio, so a hidden set in the same format is grouped the same way.
@@ -41,6 +41,7 @@ IssueKind = Literal[
     "finetune_memory",
     "training_gpu_hours",
     "diffusion_seconds_per_image",
+    "audio_seconds_per_audio_second",
 ]
 ISSUE_KINDS: tuple[IssueKind, ...] = get_args(IssueKind)
 HOPPER_BLACKWELL = frozenset({"H100", "H200", "B200"})
@@ -66,6 +67,8 @@ def issue_kinds_of(row: Row) -> tuple[IssueKind, ...]:
         return ("finetune_memory",) if training else ("serving_memory",)
     if case.kind == "diffusion_seconds_per_image":
         return ("diffusion_seconds_per_image",)
+    if case.kind == "audio_seconds_per_audio_second":
+        return ("audio_seconds_per_audio_second",)
     return ("training_gpu_hours",)
 
 

@@ -7,18 +7,28 @@ from typing import Any, Literal
 
 from selector.sizing import GIB
 
-Kind = Literal["decode_tokens_per_s", "memory_gib", "training_gpu_hours", "diffusion_seconds_per_image"]
+Kind = Literal[
+    "decode_tokens_per_s",
+    "memory_gib",
+    "training_gpu_hours",
+    "diffusion_seconds_per_image",
+    "audio_seconds_per_audio_second",
+]
 KINDS: tuple[Kind, ...] = (
     "decode_tokens_per_s",
     "memory_gib",
     "training_gpu_hours",
     "diffusion_seconds_per_image",
+    "audio_seconds_per_audio_second",
 )
+WORK_KINDS: frozenset[Kind] = frozenset({"diffusion_seconds_per_image", "audio_seconds_per_audio_second"})
+"""Kinds timing a preset's batch work (``work``): seconds per item, above 1 gpufit slower."""
 KIND_TITLES: dict[Kind, str] = {
     "decode_tokens_per_s": "Decode speed (tokens/s of one stream)",
     "memory_gib": "Memory",
     "training_gpu_hours": "Training GPU-hours",
     "diffusion_seconds_per_image": "Diffusion time (seconds per image)",
+    "audio_seconds_per_audio_second": "Transcription time (seconds per second of audio)",
 }
 KIND_NOTES: dict[Kind, str] = {
     "decode_tokens_per_s": (
@@ -42,6 +52,11 @@ KIND_NOTES: dict[Kind, str] = {
         "preset's measured run, scaled by denoising steps (`work.steps`) and by the GPU's 16-bit tensor "
         "throughput; a published time for a batch is divided by `work.batch`. Above 1: gpufit slower."
     ),
+    "audio_seconds_per_audio_second": (
+        "Wall time to transcribe one second of audio (`work.audio`), from the preset's measured run "
+        "scaled to the GPU; a published RTFx (seconds of audio per second) is inverted. Above 1: "
+        "gpufit slower."
+    ),
 }
 
 Measure = Literal["per_gpu", "weights", "kv_cache", "kv_per_token", "gpu_needed"]
@@ -63,6 +78,7 @@ UNITS: dict[Kind, tuple[str, ...]] = {
     "memory_gib": tuple(BYTES_PER_UNIT),
     "training_gpu_hours": ("GPU-hours", "tokens/s"),
     "diffusion_seconds_per_image": ("s/image", "s/batch"),
+    "audio_seconds_per_audio_second": ("s/audio-s", "RTFx"),
 }
 
 ROUND4_NOTE = (
@@ -225,7 +241,20 @@ ROUND4_NOTE = (
     "(20 trained), measured on Hugging Face Gemma2 and litgpt alike; query/key norms (Qwen 3, Gemma 3, "
     "OLMo 2) 4 B per element (6 trained) (`model.attention_softcap`, `post_norms`, `qk_norm`, from "
     "config.json; the first two set on the 4 Gemma-2 rows of litgpt's table, whose config sets "
-    "attn_logit_softcapping 50): they moved from 0.75-1.11 to 0.84-1.19."
+    "attn_logit_softcapping 50): they moved from 0.75-1.11 to 0.84-1.19. "
+    "Session 13 (2026-12-05): the calibration had no audio row; 37 Whisper large transcription rows "
+    "were gathered blind after freezing the model at 2fa5b0d (ids `fresh13-`: insanely-fast-whisper's "
+    "notebooks, the Distil-Whisper paper's latency tables, the Open ASR Leaderboard's Transformers and "
+    "TensorRT-LLM runs; no source published a Whisper memory figure on a catalog GPU), "
+    "docs/fresh-set-session13-2026-12-05.md keeping each row's ratio under the frozen model, which "
+    "timed every batch like its reference's 24 windows: 13 of the 35 it timed over-promised "
+    "(0.08-0.84), ten at 1-16 windows at once and the leaderboard's three long-form runs at 32 "
+    "(0.70-0.75), and it refused both fp32 T4 rows. Seeing that, a transcription takes at least a "
+    "GPU-independent floor "
+    "per second of audio, 0.1372 s at one window (Distil-Whisper's eager A100 batch-1 run, no slower "
+    "on its T4) × batch^-0.66 (the smallest exponent of its eager A100 columns), the larger of that "
+    "and the reference scaled to the GPU (`selector/sizing/audio_terms.py`; its three rows are fitted), "
+    "and fp32 or quantised Whisper takes the transformer factors (16x, 1.30x) instead of none."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -64,7 +64,18 @@ from tests.conftest import ROOT, SERVE_70B, spec_of
 CASES = ROOT / "docs" / "calibration.yaml"
 TABLE = ROOT / "docs" / "calibration.md"
 
-KNOWN_OUT_OF_BAND: dict[Kind, str] = {}
+AUDIO_SLOW = (
+    "Whisper rows faster than the preset's Transformers reference (insanely-fast-whisper's FlashAttention-2 "
+    "run at 24 windows) scaled by the batch floor: TensorRT-LLM at 64 (Open ASR Leaderboard PR #42, "
+    "1.15-3.33 by dataset), faster-whisper at one window (2.19-2.49), 64-96 windows (no gain beyond the "
+    "reference's 24 is taken: 1.31-2.00) and fp32 on a T4 (4.05, 9.43: the A100's 16x FP32 matmul "
+    "slowdown, where a T4's FP32 rate is an eighth of its fp16 tensor rate); gpufit does not know which "
+    "implementation a job.command runs and times the slowest it has measured"
+)
+
+KNOWN_OUT_OF_BAND: dict[Kind, str] = {
+    "audio_seconds_per_audio_second": "1.60 (0.74-9.43, 37 rows), slow: " + AUDIO_SLOW,
+}
 """Kinds whose band check is expected to fail until a proposed fix to the sizing model
 (selector/sizing/) lands (strict: the test fails once the kind is back in band, so this entry
 must then be removed)."""
@@ -121,6 +132,9 @@ def test_split_is_a_fixed_hash_of_the_id(rows: list[Row]) -> None:
 
 
 FEW_HELD_OUT: dict[str, str] = {
+    "audio_seconds_per_audio_second": "no held-out row: every audio row was gathered after the model was "
+    "frozen (session 13, split fresh), and the preset's reference and the batch floor's three rows are "
+    "fitted",
     "diffusion_seconds_per_image": "3 held-out rows (SD 3.5 Large compiled 1.38, BenchmarkFlux A100 1.01 "
     "and H100 0.97) once every row a diffusion term was chosen from is fitted (round 5 review): the "
     "batching, compiled int8/fp8, int4 and faster-GPU terms have no held-out row",
@@ -152,7 +166,10 @@ def test_each_kind_has_four_held_out_rows(rows: list[Row], kind: Kind) -> None:
     ],
 )
 def test_held_out_geomean_within_issue_band(rows: list[Row], kind: Kind) -> None:
-    (summary,) = [s for s in summarize(rows, "held-out") if s.kind == kind]
+    of_kind = [s for s in summarize(rows, "held-out") if s.kind == kind]
+    if not of_kind and kind in FEW_HELD_OUT:
+        pytest.skip(FEW_HELD_OUT[kind])
+    (summary,) = of_kind
     low, high = HOLDOUT_BAND
     assert low <= summary.geomean <= high, f"{kind}: held-out geometric-mean ratio {summary.geomean:.2f}"
 
@@ -167,6 +184,7 @@ MARGIN_RULE_SLOW = (
     "value at which no fitted current-engine row reads above 1.05), on the slow side, not tuned back"
 )
 ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
+    ("audio_seconds_per_audio_second", "fresh"): "1.68 (0.74-9.43, 33 rows), slow: " + AUDIO_SLOW,
     ("batch1_decode", "held-out"): "0.78 (0.52-1.50, 17 rows) " + MARGIN_RULE_SLOW,
     ("batch1_decode_h100_b200", "held-out"): "0.77 (0.72-0.81, 3 rows) " + MARGIN_RULE_SLOW,
     ("finetune_memory", "held-out"): (
@@ -214,6 +232,20 @@ DAY0_BUILDS = (
     "row's release was checked to hold its model's class (session 11 review)"
 )
 ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
+    ("audio_seconds_per_audio_second", "fresh"): (
+        frozenset(
+            {
+                "fresh13-distilpaper-T4-fp16-transformers-b4-eager",
+                "fresh13-oasr-A100-80GB-bf16-transformers-b32-sdpa-longform-whisper-large-v2",
+            }
+        ),
+        "Distil-Whisper's eager T4 run at 4 windows (0.74: 0.0745 s per audio-second where neither the "
+        "batch floor, 0.0549, nor the A100 reference scaled to a T4, 0.0523, reaches it; at 4 windows a T4 "
+        "is bound by both, which gpufit takes as the larger, not the sum) and the Open ASR Leaderboard's "
+        "long-form large-v2 at 32 windows (0.90: 64.51 RTFx against the floor's 71.8; its large-v3 and "
+        "large runs read 0.96 and 0.94): its whole pipeline (audio decoding, features on the CPU, chunk "
+        "stitching) is timed, the floor's source times model.generate alone",
+    ),
     ("batch1_decode", "held-out"): (
         frozenset(
             {
@@ -410,6 +442,8 @@ def test_issue_kind_geomean_within_issue_band(rows: list[Row], kind: IssueKind, 
     of_split = [s for s in summarize_issue_kinds(rows, cast(Split, split)) if s.kind == kind]
     if not of_split and split == "fresh":
         pytest.skip(f"no fresh {kind} row was found in the sources searched (docs/calibration.yaml header)")
+    if not of_split and kind == "audio_seconds_per_audio_second":
+        pytest.skip(FEW_HELD_OUT[kind])
     (summary,) = of_split
     low, high = HOLDOUT_BAND
     assert low <= summary.geomean <= high, f"{kind} {split}: {summary.geomean:.2f}"

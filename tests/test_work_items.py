@@ -78,13 +78,56 @@ def test_tflop_per_item_overrides_the_measurement() -> None:
 
 
 def test_hours_of_audio_for_whisper() -> None:
+    """On its A100, with enough windows at once that the batch floor does not bind (64), the
+    reference run's measured time per audio-second."""
     whisper = arch_from_preset("whisper-large-v3")
     assert whisper.kind == "audio" and whisper.item is not None
-    spec = batch({"preset": "whisper-large-v3"}, {"audio": "1000h"}, precision="fp16")
+    spec = batch({"preset": "whisper-large-v3"}, {"audio": "1000h", "batch": 64}, precision="fp16")
     expected = 1000 * 3600 * whisper.item.seconds / 3600
     assert hours(spec, "A100-80GB") == pytest.approx(expected)
     req = requirements(parse_spec(spec))
     assert any(t.name == "work on the reference GPU" and "audio-seconds" in t.formula for t in req.terms)
+
+
+def test_fewer_windows_at_once_take_the_batch_floor_on_any_gpu() -> None:
+    """Distil-Whisper's eager A100 runs: 0.1372 s per audio-second at one window, falling as
+    batch^-0.66 (0.0549 at 4, 0.0213 at 16); its T4 batch-1 run was no slower, so the floor is not
+    scaled by the GPU. A job takes the larger of the floor and the reference scaled to its GPU."""
+    from selector.sizing.audio_terms import AUDIO_BATCH1_SECONDS, AUDIO_BATCH_EXPONENT, batch_floor
+
+    assert pytest.approx(0.1372) == AUDIO_BATCH1_SECONDS and pytest.approx(0.66) == AUDIO_BATCH_EXPONENT
+    assert batch_floor(4)[0] == pytest.approx(0.1372 / 4**0.66)
+
+    def per_second(gpu: str, windows: int, precision: str = "fp16") -> float:
+        spec = batch({"preset": "whisper-large-v3"}, {"audio": "1h", "batch": windows}, precision=precision)
+        return hours(spec, gpu)  # one hour of audio: hours of work = seconds per audio-second
+
+    assert per_second("A100-80GB", 1) == pytest.approx(0.1372)
+    assert per_second("T4", 1) == pytest.approx(0.1372)  # overhead-bound: the GPU does not matter
+    assert per_second("A100-80GB", 4) == pytest.approx(0.1372 / 4**0.66)
+    t4_reference = per_second("T4", 24)
+    assert per_second("T4", 16) == pytest.approx(t4_reference)  # the T4 itself binds at 16
+    assert t4_reference > batch_floor(16)[0]
+    # at the reference's own 24 windows the (eager) floor binds over its FlashAttention-2 run
+    assert per_second("A100-80GB", 24) == pytest.approx(batch_floor(24)[0])
+    assert per_second("A100-80GB", 96) == pytest.approx(per_second("A100-80GB", 64))  # no gain past it
+    req = requirements(parse_spec(batch({"preset": "whisper-large-v3"}, {"audio": "1h"})))
+    note = next(t.formula for t in req.terms if t.name == "work on the reference GPU")
+    assert "at least 0.137 s per audio-second at work.batch 1 on any GPU" in note
+
+
+def test_fp32_whisper_runs_its_matmuls_without_tf32() -> None:
+    """PyTorch leaves TF32 off for fp32 matmuls: fp32 Whisper is timed 16x its 16-bit reference (the
+    A100's BF16 tensor over FP32 rate), not refused on a GPU without a TF32 rate (a T4)."""
+    from selector.sizing.diffusion_terms import FP32_MATMUL_SLOWDOWN
+
+    def per_second(gpu: str, precision: str, windows: int = 24) -> float:
+        spec = batch({"preset": "whisper-large-v3"}, {"audio": "1h", "batch": windows}, precision=precision)
+        return hours(spec, gpu)
+
+    a100_fp16 = per_second("A100-80GB", "fp16", 64)
+    assert per_second("A100-80GB", "fp32", 64) == pytest.approx(a100_fp16 * FP32_MATMUL_SLOWDOWN)
+    assert per_second("T4", "fp32", 8) == pytest.approx(per_second("T4", "fp16", 8) * FP32_MATMUL_SLOWDOWN)
 
 
 def test_whisper_is_sized_as_an_encoder_decoder_from_its_config() -> None:

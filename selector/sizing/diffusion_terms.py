@@ -105,6 +105,15 @@ def _speedup_exponent() -> float:
     return speedup_exponent({name: gpu.tflops_at("bf16") or 0.0 for name, gpu in gpus.items()})
 
 
+FP32_MATMUL_SLOWDOWN = 312.0 / 19.5
+"""fp32 over 16-bit for a diffusion or speech pipeline with no fp32 measurement of its denoiser's kind (a
+transformer: Flux, SD 3.5): nearly all its time is matmuls, which PyTorch runs without TF32 by
+default, at the GPU's plain FP32 rate: the A100's 19.5 TFLOPS against 312 BF16 tensor TFLOPS (NVIDIA
+A100 datasheet), 16×. The SDXL pair's 4.88× (``FP32_SLOWDOWN``) is lower because cuDNN keeps TF32 on
+for the UNet's convolutions (``torch.backends.cudnn.allow_tf32`` defaults to True): not carried to a
+transformer (review of round 6). An ESTIMATE on the slow side."""
+
+
 DIFFUSION_SPEEDUP_EXPONENT = _speedup_exponent()
 """How far a faster GPU's extra compute speeds a diffusion pipeline: the promised speed-up is at
 most (target ÷ reference dense 16-bit TFLOPS) to this power, 0.34. Read off the one published pair

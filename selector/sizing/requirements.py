@@ -9,7 +9,8 @@ from typing import Any
 
 from selector.catalog import load_gpus
 from selector.model_arch import ModelArch
-from selector.sizing.diffusion_terms import diffusion_terms, term_ratio
+from selector.sizing.audio_terms import batch_floor, format_factor as audio_format_factor
+from selector.sizing.diffusion_terms import FP32_MATMUL_SLOWDOWN, diffusion_terms, term_ratio
 from selector.sizing.inference import audio_state_bytes, serving_requirements
 from selector.sizing.prefill import embed_requirements
 from selector.sizing.speed import (
@@ -79,14 +80,6 @@ default (``torch.backends.cuda.matmul.allow_tf32``, False since 1.12), so fp32 i
 gpus.yaml's TF32 rate (half of BF16, which promised it 2.4× too fast: issue 24's fresh set). A UNet
 pipeline only: its convolutions keep TF32 (cuDNN's default); a transformer takes
 ``FP32_MATMUL_SLOWDOWN``."""
-
-FP32_MATMUL_SLOWDOWN = 312.0 / 19.5
-"""fp32 over 16-bit for a diffusion pipeline with no fp32 measurement of its denoiser's kind (a
-transformer: Flux, SD 3.5): nearly all its time is matmuls, which PyTorch runs without TF32 by
-default, at the GPU's plain FP32 rate: the A100's 19.5 TFLOPS against 312 BF16 tensor TFLOPS (NVIDIA
-A100 datasheet), 16×. The SDXL pair's 4.88× (``FP32_SLOWDOWN``) is lower because cuDNN keeps TF32 on
-for the UNet's convolutions (``torch.backends.cudnn.allow_tf32`` defaults to True): not carried to a
-transformer (review of round 6). An ESTIMATE on the slow side."""
 
 FP8_COMPILED_SPEEDUP = term_ratio("fp8_compiled_speedup")
 """Compiled fp8 (dynamic activation + weight quantisation fused into the matmuls) over compiled
@@ -367,6 +360,13 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         factor, why = _format_factor(spec.precision, work.compile, arch)
         per_item *= factor
         note += why
+    floor = {}
+    if arch.kind == "audio":
+        factor, why = audio_format_factor(spec.precision)
+        per_item *= factor
+        per_second, floor_note = batch_floor(work.batch)
+        note += f"{why}; {floor_note}"
+        floor = {"work_floor_seconds": count * per_second}
     if arch.kind == "diffusion" and work.compile and spec.precision != "int4":
         gain, why = compile_speedup(arch)
         per_item /= gain
@@ -389,7 +389,7 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
     note = f"{count:.3g} {item.unit}s × " + note
     terms.append(Term("work on the reference GPU", seconds / 3600.0, "GPU-h", note))
     quantised = WEIGHT_ONLY | {"fp8", "fp32"}  # timed at the reference's 16-bit rate × their factor
-    compute = item.precision if arch.kind == "diffusion" and spec.precision in quantised else None
+    compute = item.precision if arch.kind in ("diffusion", "audio") and spec.precision in quantised else None
     return {
         "work_ref_gpu_seconds": seconds,
         "work_ref_tflops": ref_tflops,
@@ -398,4 +398,5 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         "work_ref_bandwidth_gbps": ref_gpu.bandwidth_gbps
         if arch.kind == "diffusion" and item.precision in ("bf16", "fp16")
         else 0.0,
+        **floor,
     }

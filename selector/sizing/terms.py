@@ -106,6 +106,7 @@ class Requirements:
     eager_training: bool = False  # training.compile false: eager PyTorch kernels (EAGER_TRAINING_SLOWDOWN)
     shard_training: bool = False  # training.sharding full: sharded over all GPUs even where one holds all
     work_ref_bandwidth_gbps: float = 0.0  # diffusion: the reference GPU's bandwidth (GPU scaling)
+    work_floor_seconds: float = 0.0  # audio: the job's time on any GPU at work.batch (audio_terms)
     """The precision whose tensor throughput times the work on each GPU; None: the spec's. A
     weight-only quantised diffusion model still multiplies in 16-bit (``requirements``)."""
     deadline_hours: float | None = None
