@@ -53,9 +53,10 @@ KIND_NOTES: dict[Kind, str] = {
         "throughput; a published time for a batch is divided by `work.batch`. Above 1: gpufit slower."
     ),
     "audio_seconds_per_audio_second": (
-        "Wall time to transcribe one second of audio (`work.audio`), from the preset's measured run "
-        "scaled to the GPU; a published RTFx (seconds of audio per second) is inverted. Above 1: "
-        "gpufit slower."
+        "Wall time to transcribe one second of audio (`work.audio`): the larger of the preset's measured "
+        "run scaled to the GPU and the slowest Transformers time measured at the row's `work.batch` "
+        "(`selector/sizing/audio_terms.py`); a published RTFx (seconds of audio per second) is inverted. "
+        "Above 1: gpufit slower."
     ),
 }
 
@@ -254,7 +255,9 @@ ROUND4_NOTE = (
     "per second of audio, 0.1372 s at one window (Distil-Whisper's eager A100 batch-1 run, no slower "
     "on its T4) × batch^-0.66 (the smallest exponent of its eager A100 columns), the larger of that "
     "and the reference scaled to the GPU (`selector/sizing/audio_terms.py`; its three rows are fitted), "
-    "and fp32 or quantised Whisper takes the transformer factors (16x, 1.30x) instead of none."
+    "and fp32 or quantised Whisper takes the transformer factors (16x, 1.30x) instead of none; the "
+    "floor is the slowest Transformers time measured, not a physical limit, and binds over the "
+    "preset's own FlashAttention-2 reference at its 24 windows (that row now reads 1.55)."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -68,8 +68,9 @@ AUDIO_SLOW = (
     "Whisper rows faster than the preset's Transformers reference (insanely-fast-whisper's FlashAttention-2 "
     "run at 24 windows) scaled by the batch floor: TensorRT-LLM at 64 (Open ASR Leaderboard PR #42, "
     "1.15-3.33 by dataset), faster-whisper at one window (2.19-2.49), 64-96 windows (no gain beyond the "
-    "reference's 24 is taken: 1.31-2.00) and fp32 on a T4 (4.05, 9.43: the A100's 16x FP32 matmul "
-    "slowdown, where a T4's FP32 rate is an eighth of its fp16 tensor rate); gpufit does not know which "
+    "reference is taken: 1.21-2.00) and fp32 on a T4 (4.05, 9.43: the A100's 16x FP32 matmul "
+    "slowdown, where the T4 rows show fp32 only 1.6-2.1x fp16, its step being overhead-bound; an "
+    "estimate on the slow side, no fp32 A100 Whisper row settles it); gpufit does not know which "
     "implementation a job.command runs and times the slowest it has measured"
 )
 
@@ -243,8 +244,8 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
         "batch floor, 0.0549, nor the A100 reference scaled to a T4, 0.0523, reaches it; at 4 windows a T4 "
         "is bound by both, which gpufit takes as the larger, not the sum) and the Open ASR Leaderboard's "
         "long-form large-v2 at 32 windows (0.90: 64.51 RTFx against the floor's 71.8; its large-v3 and "
-        "large runs read 0.96 and 0.94): its whole pipeline (audio decoding, features on the CPU, chunk "
-        "stitching) is timed, the floor's source times model.generate alone",
+        "large runs read 0.96 and 0.94): its timing includes the features computed on the CPU and "
+        "sequential long-form decoding, the floor's source times model.generate alone on short clips",
     ),
     ("batch1_decode", "held-out"): (
         frozenset(

@@ -4,7 +4,9 @@ The preset's reference (``models.yaml`` ``whisper-large-v3`` ``item``) is one pi
 Transformers with FlashAttention-2 and 24 windows at once on an A100. A job that transcribes fewer
 windows at once is not as fast: the decoder's step is bound by its per-step overhead, not by the
 GPU, and every window of a batch waits for the batch's longest transcript. ``batch_floor`` sizes
-that; the format factors time fp32 and quantised weights.
+that from the slowest Transformers runs measured (eager attention), not a physical limit: FlashAttention,
+faster-whisper or TensorRT-LLM run faster, which gpufit cannot know from ``job.command``. The format
+factors time fp32 and quantised weights.
 """
 
 from __future__ import annotations
@@ -31,14 +33,16 @@ the smallest exponent between the same table's eager A100 columns (batch 1 → 4
 
 
 def batch_floor(batch: int) -> tuple[float, str]:
-    """Seconds per second of audio below which ``batch`` windows at once cannot go, whatever the GPU
-    (``AUDIO_BATCH1_SECONDS`` × batch^−``AUDIO_BATCH_EXPONENT``), and the ``--explain`` note. The job
+    """Seconds per second of audio gpufit takes for ``batch`` windows at once on any GPU: the slowest
+    Transformers time measured at that batch (``AUDIO_BATCH1_SECONDS`` × batch^−``AUDIO_BATCH_EXPONENT``,
+    extrapolated past the measured 16), not a physical limit; and the ``--explain`` note. The job
     takes the larger of this and the reference run scaled to the GPU (``fit``)."""
     floor = AUDIO_BATCH1_SECONDS * batch**-AUDIO_BATCH_EXPONENT
     return floor, (
-        f"at least {floor:.3g} s per audio-second at work.batch {batch} on any GPU "
-        f"({AUDIO_BATCH1_SECONDS:g} s at one window, Distil-Whisper's eager A100 batch-1 run, "
-        f"× batch^−{AUDIO_BATCH_EXPONENT:g}: the decoder's step is overhead-bound below large batches)"
+        f"no faster than {floor:.3g} s per audio-second at work.batch {batch} on any GPU (the slowest "
+        f"Transformers time measured: {AUDIO_BATCH1_SECONDS:g} s at one window, Distil-Whisper's eager A100 "
+        f"batch-1 run, × batch^−{AUDIO_BATCH_EXPONENT:g}; the decoder's step is overhead-bound at small "
+        "batches; FlashAttention-2, faster-whisper or TensorRT-LLM run faster; state work.batch)"
     )
 
 

@@ -430,7 +430,8 @@ def serving_shape(
                 blend = f"{gpu_scale:.3g}, the TFLOPS ratio (not {blend}: no faster than compute allows)"
             how = f"{blend} (GPU scaling, estimate) × {same_format:g} ÷ {tflops:g} TFLOPS"
         if req.work_floor_seconds > req.work_ref_gpu_seconds * scale_to:  # audio's batch floor binds
-            scale_to, how = req.work_floor_seconds / req.work_ref_gpu_seconds, "the batch floor (any GPU)"
+            scale_to = req.work_floor_seconds / req.work_ref_gpu_seconds
+            how = f"{scale_to:.3g}, the batch floor over the reference (any GPU)"
         job_hours = req.work_ref_gpu_seconds * scale_to / (n * instances) / 3600.0
         terms.append(
             Term(

@@ -366,7 +366,8 @@ def _work(spec: WorkloadSpec, arch: ModelArch, terms: list[Term]) -> dict[str, A
         per_item *= factor
         per_second, floor_note = batch_floor(work.batch)
         note += f"{why}; {floor_note}"
-        floor = {"work_floor_seconds": count * per_second}
+        dequantise = factor if spec.precision not in ("fp32", "bf16", "fp16") else 1.0  # fp32: matmuls only
+        floor = {"work_floor_seconds": count * per_second * dequantise}
     if arch.kind == "diffusion" and work.compile and spec.precision != "int4":
         gain, why = compile_speedup(arch)
         per_item /= gain
