@@ -70,6 +70,7 @@ from selector.sizing import (
     requirements,
 )
 from selector.sizing.fit import serving_shape, serving_usable_gib, training_hours, training_tflops
+from selector.sizing.fp8_path import W8A8_FP8_ENGINES
 from selector.sizing.schedule import engine_release_key, kv_read_factor, static_batch
 from selector.sizing.speed import (
     KNOWN_ENGINES,
@@ -77,6 +78,7 @@ from selector.sizing.speed import (
     UNTIMED_BEFORE,
     engine_generation,
     moe_expert_latency_s,
+    precision_bandwidth_efficiency,
 )
 from selector.spec import TRAINING_TASKS, parse_spec
 
@@ -497,6 +499,10 @@ def compute_row(case: Case) -> Row:
         )
         if case.engine[0] in LAUNCHED_ENGINES and not req.is_training and req.engine != "none":
             req = replace(req, engine=case.engine[0])  # the engine's own schedule and memory rules
+    w8a8 = case.engine is not None and case.engine[0] in W8A8_FP8_ENGINES
+    if req.precision == "fp8" and not w8a8 and not spec.tuning.bandwidth_efficiency:
+        # fp8 runs as W8A8 only where the row names vLLM or SGLang (fp8_path.W8A8_FP8_ENGINES)
+        req = replace(req, bandwidth_efficiency=precision_bandwidth_efficiency("fp8"))
     tokens = spec.training.tokens if spec.training else 0.0
     gpu = load_gpus()[case.gpu] if case.gpu else None
     detail = ""

@@ -1,7 +1,7 @@
 """The terms issue 24's fresh set (2026-12-05) brought into the speed and memory model: SGLang's
 separate prefill passes, TensorRT-LLM's per-query-head KV reads and static batches, the int8
 weight-only decode MFU, the batch's MoE experts and linear-attention sequences, fp32 diffusion,
-and a training row compared on the GPUs its source ran."""
+a training row compared on the GPUs its source ran, and fp8 checkpoints run as W8A8 by vLLM and SGLang."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from selector.calibration import (
     CalibrationError,
+    Case,
     calibration_instance,
     compute_row,
     load_cases,
@@ -21,6 +22,13 @@ from selector.calibration import (
 from selector.calibration_compare import MEDIAN_PREFILL_SHARE, compared_step_requirements
 from selector.catalog import load_gpus
 from selector.sizing import Rejection, fit, per_gpu_gib, requirements
+from selector.sizing.fp8_path import (
+    W8A8_FP8_EFFICIENCY,
+    W8A8_FP8_ENGINES,
+    W8A8_HELD_OUT_PAIR,
+    W8A8_PAIRS,
+    engine_bandwidth_efficiency,
+)
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -34,9 +42,11 @@ from selector.sizing.schedule import (
 from selector.sizing.speed import (
     CURRENT_MOE_EXPERT_LATENCY_S,
     DECODE_MFU,
+    DEFAULT_BANDWIDTH_EFFICIENCY,
     FAST_MOE_FROM,
     INT8_WEIGHT_ONLY_DECODE_MFU,
     MOE_EXPERT_LATENCY_S,
+    PRECISION_BANDWIDTH_EFFICIENCY,
     decode_mfu,
     decode_speed,
     expert_latency_s,
@@ -380,3 +390,73 @@ _MEDIAN_MEMORY_ROW = _median_row(
     "{context_tokens: 4096, concurrency: 8}",
     "{value: 20.0, unit: GiB, statistic: median}",
 )
+
+
+def _fp8_serve(engine: str, preset: str = "llama-3.1-8b", **extra: Any) -> dict[str, Any]:
+    return {**_serve(preset, 8, engine), "precision": "fp8", **extra}
+
+
+def test_an_fp8_checkpoint_runs_as_w8a8_under_the_engines_gpufit_launches() -> None:
+    """vLLM and SGLang run an fp8 checkpoint (a published FP8 repo, or DeepSeek's own fp8 weights) as
+    fp8 GEMMs (W8A8) on the fp8 GPUs a plan places it on: ``W8A8_FP8_EFFICIENCY``, shown in --explain.
+    16-bit weights quantised as the engine loads them (online), a server gpufit does not launch, and
+    tuning.bandwidth_efficiency keep what they had."""
+    for engine in W8A8_FP8_ENGINES:
+        for preset in ("llama-3.1-8b", "deepseek-r1"):
+            req = requirements(parse_spec(_fp8_serve(engine, preset)))
+            assert req.needs_fp8 and req.bandwidth_efficiency == W8A8_FP8_EFFICIENCY
+            (term,) = [t for t in req.terms if t.name == "precision efficiency"]
+            assert term.value == W8A8_FP8_EFFICIENCY and f"W8A8 fp8 GEMMs under {engine}" in term.formula
+    online = parse_spec(_fp8_serve("vllm", "llama-2-13b"))
+    assert online.served().fp8 == "online"
+    weight_only = requirements(online)
+    assert weight_only.bandwidth_efficiency == PRECISION_BANDWIDTH_EFFICIENCY["fp8"] < W8A8_FP8_EFFICIENCY
+    (term,) = [t for t in weight_only.terms if t.name == "precision efficiency"]
+    assert "latency improvements are limited" in term.formula
+    own = _fp8_serve("vllm", job={"command": "python serve.py"})
+    own["serving"] = {**own["serving"], "engine": None}
+    assert requirements(parse_spec(own)).bandwidth_efficiency == PRECISION_BANDWIDTH_EFFICIENCY["fp8"]
+    tuned = requirements(parse_spec(_fp8_serve("vllm", tuning={"bandwidth_efficiency": 0.5})))
+    assert tuned.bandwidth_efficiency == 0.5
+    assert W8A8_FP8_EFFICIENCY < DEFAULT_BANDWIDTH_EFFICIENCY  # the pairs: fp8 gains less than 2x bytes
+    assert engine_bandwidth_efficiency("int8", "vllm", "") == PRECISION_BANDWIDTH_EFFICIENCY["int8"]
+
+
+def _gain(pair: tuple[str, str], cases: dict[str, Case]) -> tuple[float, float]:
+    """(gpufit's fp8 speed ÷ its 16-bit twin's, the published one)."""
+    fp8, sixteen = (cases[i] for i in pair)
+    assert fp8.unit == sixteen.unit and fp8.gpu == sixteen.gpu and fp8.engine == sixteen.engine
+    ours = compute_row(sixteen).gpufit / compute_row(fp8).gpufit
+    published = sixteen.value / fp8.value
+    return (ours, published) if fp8.unit == "ms/token" else (1 / ours, 1 / published)
+
+
+def test_the_w8a8_efficiency_promises_no_fp8_gain_above_a_measured_pair() -> None:
+    """``W8A8_FP8_EFFICIENCY`` is the highest two-decimal value at which gpufit's fp8 speed-up over the
+    16-bit twin exceeds no measured pair's; the pairs' rows are fitted, and the pair with a held-out
+    row is not one of them and holds at the value too."""
+    cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    assert all(cases[i].split == "fitted" for pair in W8A8_PAIRS for i in pair)
+    assert cases[W8A8_HELD_OUT_PAIR[1]].split == "held-out"
+    for pair in (*W8A8_PAIRS, W8A8_HELD_OUT_PAIR):
+        ours, published = _gain(pair, cases)
+        assert 1.0 < ours <= published, pair
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("selector.sizing.fp8_path.W8A8_FP8_EFFICIENCY", round(W8A8_FP8_EFFICIENCY + 0.01, 2))
+        over = [pair for pair in W8A8_PAIRS if _gain(pair, cases)[0] > _gain(pair, cases)[1]]
+    assert W8A8_PAIRS[1] in over  # SGLang's Triton-attention Qwen3-8B pair binds it
+
+
+def test_fp8_rows_take_w8a8_only_where_they_name_vllm_or_sglang() -> None:
+    """A row that names no engine (torchao's generate.py) keeps that path's fp8 efficiency (0.38), the
+    slow side; the torchao vLLM rows name the release their setting states."""
+    cases = {c.id: c for c in load_cases(ROOT / "docs" / "calibration.yaml")}
+    for case_id in ("fresh-sglcb-dsr1-0528-b200-tp8-1k1k-c1", "torchao-vllm-h100-llama31-8b-fp8-decode"):
+        case = cases[case_id]
+        assert case.split == "fitted" and case.engine is not None and case.engine[0] in W8A8_FP8_ENGINES
+        named = compute_row(case).ratio
+        assert 0.85 <= named <= 1.05
+        assert compute_row(replace(case, engine=None)).ratio < named  # no engine: torchao's 0.38
+    assert cases["torchao-vllm-h100-llama31-8b-fp8-decode"].engine == ("vllm", "0.13.0")
+    torchao = cases["fresh-torchao-h100-llama31-8b-fp8dq-tensor"]  # binds the 0.38
+    assert torchao.engine is None and compute_row(torchao).ratio <= 1.05

@@ -495,7 +495,7 @@ def test_replicas_run_in_one_group_of_interchangeable_machines() -> None:
     expected = planned(config)
     assert expected.choice is not None and expected.choice.shape.replicas > 1
     group = mocks.one(AWS_GROUP).inputs
-    assert group["desiredCapacity"] == expected.choice.shape.instances == 7
+    assert group["desiredCapacity"] == expected.choice.shape.instances == 6
     overrides = group["mixedInstancesPolicy"]["launchTemplate"]["overrides"]
     assert [o["instanceType"] for o in overrides][:2] == ["g6e.xlarge", "g6e.2xlarge"]
     assert {o["weightedCapacity"] for o in overrides} == {"1"}  # a served replica per machine

@@ -21,6 +21,7 @@ from selector.sizing.engine_memory import (
     TRANSFORMERS_SINGLE_CACHE_FROM,
     online_fp8_load_bytes,
 )
+from selector.sizing.fp8_path import engine_bandwidth_efficiency
 from selector.sizing.memory import (
     decode_weight_bytes,
     image_kv_bytes,
@@ -185,6 +186,8 @@ def serving_requirements(
     engine = spec.server_engine
     prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
     runs = spec.batch_engine if spec.task == "batch" else engine  # the server that holds the memory
+    if spec.tuning.bandwidth_efficiency is None:
+        eff = engine_bandwidth_efficiency(spec.precision, engine, served.fp8)  # W8A8 fp8 checkpoints
     own = serving.own_server if runs == "none" else "chunked"
     chunk = (
         int(prompt_tokens * batch)
@@ -296,7 +299,7 @@ def serving_requirements(
             )
             + (
                 "; each prompt a forward pass of its own that the streams wait for (SGLang: 'prefill passes')"
-                if spec.server_engine in SEPARATE_PREFILL_ENGINES
+                if engine in SEPARATE_PREFILL_ENGINES
                 else f"; in chunks of {prefill_chunk:g} tokens = min(prompt, {PREFILL_CHUNK_TOKENS} budget − "
                 f"{batch} decodes) sharing the step's weight read (vLLM V1 scheduler)"
                 if serving.prompt_tokens
@@ -307,7 +310,7 @@ def serving_requirements(
             if prefill_tokens
             else "none at concurrency 1",
         ),
-        *speed_terms(spec, arch, eff, expert_s),
+        *speed_terms(spec, arch, eff, expert_s, engine),
         Term(
             "runtime reserve",
             RUNTIME_RESERVE_GIB,
@@ -349,6 +352,7 @@ def serving_requirements(
     load = _load_peak(spec, arch, served, engine, terms)
     return replace(
         common,
+        bandwidth_efficiency=eff,
         sharded_bytes=weights + activations,
         kv_bytes=kv + state + legacy_cache,
         replicated_bytes=RUNTIME_RESERVE_GIB * GIB + prompt_logits,

@@ -61,8 +61,9 @@ round 5's int8 at 0.55, where it read 1.07), fp8 0.38, bound by torchao's fp8 dy
 Llama-3.1-8B with per-tensor scales on an H100 (``fresh-torchao-h100-llama31-8b-fp8dq-tensor``,
 116.4 tok/s: 1.04 at 0.38, 1.06 at 0.39; a row of issue 24's fresh set, 2026-12-05, which read 1.39
 at the 0.54 its per-row sibling ``torchao-h100-llama31-8b-fp8dq-row`` had bound: per-tensor dynamic
-scaling, what vLLM's ``--quantization fp8`` does to activations, needs a reduction over each
-activation before its matmul and is the slower path at batch 1, the same README's note). The
+scaling of activations needs a reduction over each activation before its matmul and is the
+slower path at batch 1, the same README's note). These are torchao's kernels: the fp8 checkpoints
+vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. The
 rule does not bind int4 (its current-engine fitted rows read at most 0.96, gpt-fast Llama-2-70B
 int4 TP 8): 0.42 is kept, the batch-1 fit, below the 0.45 at which the fitted TGI 1.0.3 GPTQ row
 on an A10G (an older engine) would read 1.13. gpt-fast rows are timed at the 1,700 GB/s its README

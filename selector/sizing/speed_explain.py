@@ -4,6 +4,7 @@ adds per layer and the per-step overhead a served workload gets, each with its s
 from __future__ import annotations
 
 from selector.model_arch import ModelArch
+from selector.sizing.fp8_path import W8A8_FP8_EFFICIENCY
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -22,10 +23,9 @@ from selector.sizing.terms import Term
 from selector.spec import WorkloadSpec
 
 
-def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float) -> list[Term]:
+def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float, engine: str) -> list[Term]:
     """The decode-speed constants this workload gets, with their sources, for ``--explain``
-    (``expert_s``: ``inference.launched_moe_expert_latency_s`` of its engine)."""
-    engine = spec.server_engine
+    (``expert_s``: ``inference.launched_moe_expert_latency_s`` of ``engine``, the one that decodes)."""
     tuned = spec.tuning.bandwidth_efficiency is not None
     per_layer = (EAGER_LAYER_LATENCY_S if engine == "none" else LAYER_LATENCY_S) + (
         expert_s * arch.experts_active if arch.is_moe else 0.0
@@ -53,15 +53,17 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float
             else f"{spec.precision} weights (an ESTIMATE, each value the highest at which no fitted "
             "current-engine row reads over 1.05: 16-bit 0.62, on the fast side of the 0.6 used before, "
             "bound by one row, vLLM 0.23 Qwen2.5-0.5B on an L4 at concurrency 32; int8 0.53 bound by "
-            "gpt-fast Mixtral int8 on one A100, fp8 0.38 by torchao fp8 per-tensor Llama-3.1-8B on H100; "
+            "gpt-fast Mixtral int8 on one A100, fp8 0.38 by torchao generate.py's fp8 per-tensor "
+            "Llama-3.1-8B on H100; "
             "int4 0.42 "
             "the batch-1 fit; for the current vLLM/SGLang gpufit launches, older engines' terms time only "
             f"calibration rows); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
-            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else ""),
+            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else "")
+            + _fp8_note(spec, eff, engine, tuned),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
-        *_batch_latency_terms(spec, arch),
+        *_batch_latency_terms(spec, arch, engine),
         Term(
             "per-step overhead",
             STEP_OVERHEAD_S * 1e3,
@@ -72,11 +74,26 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float
     ]
 
 
+def _fp8_note(spec: WorkloadSpec, eff: float, engine: str, tuned: bool) -> str:
+    """Which fp8 path the weights take (``fp8_path``), for the precision-efficiency line."""
+    if spec.precision != "fp8" or tuned:
+        return ""
+    if eff == W8A8_FP8_EFFICIENCY:
+        return (
+            f"; an fp8 checkpoint runs as W8A8 fp8 GEMMs under {engine} (Ada, Hopper, Blackwell): "
+            f"{W8A8_FP8_EFFICIENCY:g}, the highest value at which gpufit's fp8 gain over 16-bit exceeds "
+            "no measured pair's (SGLang Qwen3-8B on H100, vLLM Llama-3.1-8B on H100 and B200; an estimate)"
+        )
+    return "; fp8 quantised as the engine loads 16-bit weights, or a server gpufit does not launch: " + (
+        "torchao's 0.38 (vLLM: online fp8's 'latency improvements are limited'; no row measures it)"
+    )
+
+
 def _server_name(engine: str) -> str:
     return "a server gpufit does not launch" if engine == "none" else f"the {engine} gpufit launches"
 
 
-def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
+def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch, engine: str) -> list[Term]:
     """``--explain``'s lines for what a batch adds per layer (MoE experts it touches, linear-attention
     sequences) and for SGLang's separate prefill passes, where they apply."""
     serving = spec.serving
@@ -84,14 +101,14 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
     terms: list[Term] = []
     if arch.is_moe and concurrency > 1:
         extra = expected_experts_touched(arch, concurrency) - arch.experts_active
-        per_expert = moe_touched_expert_latency_s(spec.server_engine)
+        per_expert = moe_touched_expert_latency_s(engine)
         terms.append(
             Term(
                 "batch expert latency",
                 per_expert * extra * 1e6,
                 "µs/layer",
                 f"{extra:.1f} more experts touched by {concurrency} sequences × {per_expert * 1e6:g} µs "
-                f"under {_server_name(spec.server_engine)} "
+                f"under {_server_name(engine)} "
                 "(SGLang 0.5.6 gpt-oss-120b at 100 streams, sgl-cookbook: "
                 f"{MOE_TOUCHED_EXPERT_LATENCY_S['sglang'] * 1e6:g} µs under SGLang's schedule, "
                 f"{MOE_TOUCHED_EXPERT_LATENCY_S['vllm'] * 1e6:g} under vLLM's; an estimate, one row)",
@@ -108,13 +125,13 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch) -> list[Term]:
                 "an estimate, one row)",
             )
         )
-    if spec.server_engine in SEPARATE_PREFILL_ENGINES and concurrency > 1:
+    if engine in SEPARATE_PREFILL_ENGINES and concurrency > 1:
         terms.append(
             Term(
                 "prefill passes",
                 concurrency,
                 "streams wait",
-                f"{spec.server_engine} prefills each arriving prompt in a forward pass of its own "
+                f"{engine} prefills each arriving prompt in a forward pass of its own "
                 "(--enable-mixed-chunk off, its default): the weights are read again and every stream waits",
             )
         )
