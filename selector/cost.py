@@ -114,12 +114,11 @@ def disk_parts(spec: WorkloadSpec, req: Requirements) -> tuple[DiskPart, ...]:
     job writes under ``outputs/`` there (synced to the bucket, never deleted from the disk):
     ``CHECKPOINTS_KEPT`` training checkpoints for training, ``storage.outputs_gb`` otherwise."""
     storage = spec.storage
-    served = weights_cache_gb(spec, req)
     parts = [
         DiskPart("image", OS_IMAGE_GB, "operating system, drivers, CUDA, frameworks (a gpufit allowance)"),
         DiskPart("weights", req.weights_file_bytes / 1e9, "the model's checkpoint files, downloaded"),
     ]
-    if served:
+    if spec.decode_engine != "none":  # a served model's, or the engine a token batch starts
         parts.append(DiskPart("engine image", ENGINE_IMAGE_ALLOWANCE_GB, "the model server's container"))
     if storage.dataset_gb:
         parts.append(DiskPart("dataset", storage.dataset_gb, "storage.dataset_gb"))

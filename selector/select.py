@@ -180,10 +180,11 @@ def engine_rejection(
     it: InstanceType,
     builds: dict[tuple[str, str], EngineBuild | None],
 ) -> Rejection | None:
-    """The engine filter of a serve plan that starts a model server: the build it launches on
-    ``it`` (recorded in ``builds``), or why no pinned build serves the model on its GPU with the
-    driver of the image it boots (``selector.engines.choose_build``)."""
-    engine = spec.server_engine
+    """The engine filter of a plan that starts a model server (a serve plan's, or the engine a
+    token-generating batch starts for job.command): the build it launches on ``it`` (recorded in
+    ``builds``), or why no pinned build serves the model on its GPU with the driver of the image it
+    boots (``selector.engines.choose_build``)."""
+    engine = spec.decode_engine
     if engine not in ("vllm", "sglang"):
         return None
     image = boot_image(it.cloud, it.name)

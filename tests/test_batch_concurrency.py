@@ -208,3 +208,41 @@ def test_a_concurrency_beyond_the_calibrated_rows_is_marked_estimate() -> None:
     top = CALIBRATED_DECODE_CONCURRENCY
     assert not is_estimate(top) and estimate_note(top) == ""
     assert is_estimate(top + 1) and f"beyond the calibrated {top}" in estimate_note(top + 1)
+
+
+def test_a_token_batch_is_timed_and_budgeted_as_the_engine_gpufit_starts_for_it() -> None:
+    """gpufit starts ``spec.batch_engine`` beside job.command with the serving replica's own argv
+    (``machine.serving.batch_engine_start``): the decode is that engine's (CUDA graphs, its memory
+    budget, one node), not the eager loop of a server gpufit does not launch; ``serving.engine:
+    none`` (the command runs its own) keeps the eager, slow-side terms."""
+    from selector.sizing.speed import EAGER_LAYER_LATENCY_S, LAYER_LATENCY_S
+
+    for engine in ("vllm", "sglang"):
+        spec = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "concurrency": 64, "engine": engine}}
+        req = requirements(spec_of(spec))
+        assert req.engine == engine
+        (layer,) = [t for t in req.terms if t.name == "per-layer latency"]
+        assert layer.value == LAYER_LATENCY_S * 1e6
+    own = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "concurrency": 64, "engine": "none"}}
+    req = requirements(spec_of(own))
+    assert req.engine == "none"
+    (layer,) = [t for t in req.terms if t.name == "per-layer latency"]
+    assert layer.value == EAGER_LAYER_LATENCY_S * 1e6
+    default = requirements(spec_of({**BATCH_8B, "serving": {**BATCH_8B["serving"], "concurrency": 64}}))
+    assert default.engine == "vllm"  # spec.batch_engine's default
+
+
+def test_a_token_batch_gets_its_engine_build_and_the_disk_for_its_image(mini_catalog: Catalog) -> None:
+    """The engine a token batch starts is chosen per GPU and driver like a server's (the engine
+    filter: ``Candidate.engine``), and the boot disk holds its container image; a command that runs
+    its own engine gets neither."""
+    from selector.cost import ENGINE_IMAGE_ALLOWANCE_GB, disk_parts
+
+    started = plan(spec_of(BATCH_8B), mini_catalog)
+    assert started.choice is not None and started.choice.engine is not None
+    assert started.choice.engine.engine == "vllm"
+    parts = {p.name: p.gb for p in disk_parts(started.spec, started.requirements)}
+    assert parts["engine image"] == ENGINE_IMAGE_ALLOWANCE_GB
+    own = plan(spec_of({**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}}), mini_catalog)
+    assert own.choice is not None and own.choice.engine is None
+    assert "engine image" not in {p.name for p in disk_parts(own.spec, own.requirements)}

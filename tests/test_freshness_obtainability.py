@@ -425,11 +425,15 @@ NARROW = ROOT / "tests" / "fixtures" / "realistic" / "09-mixtral-synthetic-data.
 
 
 def _narrow_yaml() -> str:
-    """Fixture 09 with p5en.48xlarge excluded in ap-south-1: under the merged sizing (issue 24)
-    its p4d spot choice in aps1-az1 has p5.48xlarge and p5en.48xlarge as fallbacks there, so the
-    exclusion brings back the narrow fleet this case is about (one fallback), ranked by expected
-    cost alone (``placement.min_fallbacks: 0``: by default the plan takes a broader offer)."""
-    return NARROW.read_text() + (
+    """Fixture 09 with its job.command running its own engine (``serving.engine: none``, timed as
+    a server gpufit does not launch) and p5en.48xlarge excluded in ap-south-1: its p4d spot choice
+    in aps1-az1 has p5.48xlarge and p5en.48xlarge as fallbacks there, so the exclusion brings back
+    the narrow fleet this case is about (one fallback), ranked by expected cost alone
+    (``placement.min_fallbacks: 0``: by default the plan takes a broader offer)."""
+    text = NARROW.read_text()
+    serving = "serving: {context_tokens: 4096, concurrency: 64, tokens: 2e9}"
+    assert serving in text
+    return text.replace(serving, serving[:-1] + ", engine: none}") + (
         "placement:\n  min_fallbacks: 0\n  exclude:\n"
         "    - {cloud: aws, region: ap-south-1, instance_type: p5en.48xlarge}\n"
     )

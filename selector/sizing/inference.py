@@ -183,12 +183,11 @@ def serving_requirements(
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     state = linear_state_bytes_per_sequence(arch) * batch
-    engine = spec.server_engine
+    engine = spec.decode_engine  # the server that decodes and holds the memory
     prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
-    runs = spec.batch_engine if spec.task == "batch" else engine  # the server that holds the memory
     if spec.tuning.bandwidth_efficiency is None:
         eff = engine_bandwidth_efficiency(spec.precision, engine, served.fp8)  # W8A8 fp8 checkpoints
-    own = serving.own_server if runs == "none" else "chunked"
+    own = serving.own_server if engine == "none" else "chunked"
     chunk = (
         int(prompt_tokens * batch)
         if own != "chunked"

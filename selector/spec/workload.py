@@ -574,5 +574,13 @@ class WorkloadSpec(Strict):
             return "none"
         return serving.engine or ("vllm" if self.model.resolve().kind == "transformer" else "none")
 
+    @property
+    def decode_engine(self) -> str:
+        """The engine that decodes the tokens gpufit plans: the model server of a serve plan, the
+        engine a token-generating batch starts on 127.0.0.1 for job.command (``batch_engine``,
+        launched with a serving replica's own arguments: ``machine.serving.batch_engine_start``),
+        else none. Its speed, memory budget, one-node rule and pinned build are the plan's."""
+        return self.batch_engine if self.task == "batch" else self.server_engine
+
     def arch(self) -> ModelArch:
         return self.model.resolve()
