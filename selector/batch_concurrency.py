@@ -27,7 +27,9 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from selector.catalog import InstanceType
+from selector.engines import fp8_kv_cache_dtype
 from selector.sizing import Rejection, Requirements, Shape, Term, fit, requirements
+from selector.sizing.engine_memory import sglang_static_fraction
 from selector.spec import WorkloadSpec
 
 MAX_BATCH_CONCURRENCY = 256
@@ -126,3 +128,28 @@ def best_concurrency_fit(
         "with serving.engine none, job.command's own engine must, from GPUFIT_MAX_NUM_SEQS",
     )
     return replace(shape, concurrency=c, terms=(*shape.terms, term))
+
+
+def batch_launch_values(
+    spec: WorkloadSpec, it: InstanceType, shape: Shape
+) -> tuple[float | None, str | None]:
+    """What the engine a token batch starts takes from the choice's machine on every machine of
+    its fleet: one boot script renders the choice's launch (``deployment.translate.server_launch``)
+    and ``machine.serving.BATCH_RUNTIME`` substitutes only TP, sequences and ports per type. So a
+    fallback must need the same SGLang ``--mem-fraction-static`` (its static pool, sized per GPU,
+    TP and sequences: ``engine_memory.sglang_static_fraction``) and the same fp8 KV cache dtype
+    (``engines.fp8_kv_cache_dtype``, by compute capability); (None, None) for other plans."""
+    engine = spec.decode_engine
+    if spec.task != "batch" or engine == "none" or spec.serving is None:
+        return None, None
+    arch = spec.arch()
+    seqs = shape.concurrency or spec.serving.concurrency
+    fraction = (
+        sglang_static_fraction(
+            it.gpu.memory_mib, shape.tensor_parallel, seqs, arch.is_mla, arch.is_multimodal
+        )
+        if engine == "sglang"
+        else None
+    )
+    kv = fp8_kv_cache_dtype(engine, it.gpu) if spec.serving.kv_cache_precision == "fp8" else None
+    return fraction, kv

@@ -164,7 +164,8 @@ def cost_inputs(spec: WorkloadSpec, req: Requirements) -> CostInputs:
     if spec.task == "serve" or (spec.task == "batch" and req.batch_tokens is None and spec.work is None):
         run_hours = spec.duration if spec.duration is not None else DEFAULT_SERVING_HOURS
     stateless = spec.fault_tolerance == "stateless"
-    # a token batch's job.command runs its own engine: its image and start are setup too
+    # a token batch starts an engine, gpufit's (spec.decode_engine) or job.command's own with
+    # serving.engine none: its start is setup too (only gpufit's image is on the disk plan)
     generates_tokens = spec.task == "batch" and req.batch_tokens is not None
     return CostInputs(
         run_hours=run_hours,

@@ -20,7 +20,12 @@ from operator import attrgetter, itemgetter
 from typing import Literal
 
 from selector.attempt_pin import held, pinned_catalog
-from selector.batch_concurrency import best_concurrency_fit, chooses_concurrency, concurrency_requirements
+from selector.batch_concurrency import (
+    batch_launch_values,
+    best_concurrency_fit,
+    chooses_concurrency,
+    concurrency_requirements,
+)
 from selector.breadth import BroaderRegion, Late, broader_region, late_of
 from selector.breadth_choice import (
     BREADTH_CANDIDATES_TRIED,
@@ -37,7 +42,8 @@ from selector.capacity import BlockQuote
 from selector.capacity_plan import CapacityOptions, capacity_preference
 from selector.catalog import MARKETS, Catalog, InstanceType, Offer
 from selector.cost import Cost, cost_inputs, cost_key, instance_setup_hours, offer_cost, with_wait
-from selector.engines import EngineBuild, choose_build
+from selector.engine_filter import engine_rejection
+from selector.engines import EngineBuild
 from selector.fallbacks import (
     MAX_FALLBACKS,
     VM_COUNTED_CLOUDS,
@@ -48,7 +54,7 @@ from selector.fallbacks import (
     spanning_offer,
 )
 from selector.freshness import PriceAges, price_ages_counted
-from selector.images import boot_image, unsupported_reason
+from selector.images import unsupported_reason
 from selector.markets import NO_BASE, market_preference, on_demand_base
 from selector.obtainability import failure_usd, obtainability, wait_usd
 from selector.rates import CloudRates, load_rates
@@ -172,30 +178,6 @@ def rank_key(pref: int, total: float, gpus: int, offer: Offer) -> tuple[object, 
         offer.zone or "",
         offer.market,
     )
-
-
-def engine_rejection(
-    spec: WorkloadSpec,
-    req: Requirements,
-    it: InstanceType,
-    builds: dict[tuple[str, str], EngineBuild | None],
-) -> Rejection | None:
-    """The engine filter of a plan that starts a model server (a serve plan's, or the engine a
-    token-generating batch starts for job.command): the build it launches on ``it`` (recorded in
-    ``builds``), or why no pinned build serves the model on its GPU with the driver of the image it
-    boots (``selector.engines.choose_build``)."""
-    engine = spec.decode_engine
-    if engine not in ("vllm", "sglang"):
-        return None
-    image = boot_image(it.cloud, it.name)
-    if image is None:  # no image boots it: the image filter says so
-        return None
-    chosen = choose_build(engine, req.arch.family, it.gpu, image.nvidia_driver, image.label)
-    if isinstance(chosen, str):
-        builds[(it.cloud, it.name)] = None
-        return Rejection("engine", chosen)
-    builds[(it.cloud, it.name)] = chosen
-    return None
 
 
 def plan(
@@ -403,10 +385,15 @@ def plan(
         out: FleetAside = aside,
     ) -> tuple[Fallback, ...]:
         def same_build(it: InstanceType) -> Shape | Rejection:
-            """A fleet runs one boot script: a fallback must take its choice's engine build."""
+            """A fleet runs one boot script: a fallback must take its choice's engine build and launch."""
             own = fit_of(it)
+            launch = batch_launch_values(spec, offer.instance, shape)
             if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != engine:
                 return Rejection("engine", "needs another engine build than the choice")
+            if isinstance(own, Shape) and batch_launch_values(spec, it, own) != launch:
+                return Rejection(
+                    "engine", "needs another engine launch than the choice (memory fraction, fp8 KV)"
+                )
             return own
 
         return fallbacks(

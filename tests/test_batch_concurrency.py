@@ -246,3 +246,58 @@ def test_a_token_batch_gets_its_engine_build_and_the_disk_for_its_image(mini_cat
     own = plan(spec_of({**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none"}}), mini_catalog)
     assert own.choice is not None and own.choice.engine is None
     assert "engine image" not in {p.name for p in disk_parts(own.spec, own.requirements)}
+
+
+def test_the_engine_a_token_batch_starts_refuses_what_a_served_one_would() -> None:
+    """The spec check covers the engine gpufit starts for job.command: a context above the model's
+    maximum and a flag its release does not take are spec errors, as for a served model; engine
+    arguments with ``serving.engine: none`` have no engine to go to."""
+    from selector.spec.loading import SpecError
+
+    bad = {
+        **BATCH_8B,
+        "serving": {**BATCH_8B["serving"], "context_tokens": 200000, "engine_args": ["--nope"]},
+    }
+    with pytest.raises(SpecError) as err:
+        spec_of(bad)
+    assert "131,072 tokens" in str(err.value) and "--nope is not a flag of vLLM" in str(err.value)
+    own = {**BATCH_8B, "serving": {**BATCH_8B["serving"], "engine": "none", "engine_args": ["--nope"]}}
+    with pytest.raises(SpecError, match=r"serving\.engine_args and serving\.rope_scaling need"):
+        spec_of(own)
+
+
+def test_an_sglang_batch_fleet_keeps_to_machines_launched_like_its_choice() -> None:
+    """One boot script starts the batch engine on every machine of the fleet with the choice's
+    --mem-fraction-static (only TP, sequences and ports are per type): a type whose own SGLang
+    static pool would differ is not in the fleet; under vLLM (one 0.9 budget) the mixed fleet stays."""
+    from selector.batch_concurrency import batch_launch_values
+    from selector.catalog import load_catalog
+
+    catalog = load_catalog()
+    mixtral = {"preset": "mixtral-8x7b"}
+    plans = {}
+    for engine in ("vllm", "sglang"):
+        doc = {
+            **BATCH_8B,
+            "model": mixtral,
+            "serving": {**BATCH_8B["serving"], "concurrency": 64, "engine": engine},
+        }
+        spec = spec_of(doc)
+        result = plan(spec, catalog)
+        assert result.choice is not None
+        launch = batch_launch_values(spec, result.choice.offer.instance, result.choice.shape)
+        assert all(batch_launch_values(spec, f.offer.instance, f.shape) == launch for f in result.fallbacks)
+        plans[engine] = (spec, result, launch)
+    _, vllm_plan, vllm_launch = plans["vllm"]
+    assert vllm_launch == (None, None) and len({f.offer.instance.gpu.name for f in vllm_plan.fallbacks}) > 1
+    sglang_spec, sglang_plan, sglang_launch = plans["sglang"]
+    assert sglang_launch[0] is not None  # the static pool of the choice's GPU, TP and sequences
+    # the types vLLM's fleet mixes would each start SGLang with a pool of their own: left out
+    other = [
+        f
+        for f in vllm_plan.fallbacks
+        if batch_launch_values(sglang_spec, f.offer.instance, f.shape) != sglang_launch
+    ]
+    assert other and not {f.offer.instance.name for f in other} & {
+        f.offer.instance.name for f in sglang_plan.fallbacks
+    }

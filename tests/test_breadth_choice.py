@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
+import selector.engine_filter as engine_filter
 import selector.select as select_module
 from cli.main import main
 from cli.render import render_plan
@@ -504,7 +505,7 @@ def test_a_walked_candidate_plans_its_fleet_with_its_own_engine_build(
     assert real_world.choice is not None
     assert _where(real_world) == ("aws", "p4de.24xlarge", "us-east-1", "use1-az6", "spot")
     assert "p5.48xlarge" in {f.offer.instance.name for f in real_world.fallbacks}
-    real = select_module.choose_build
+    real = engine_filter.choose_build
 
     def by_generation(engine: str, family: str, gpu: GpuSpec, driver: int, image: str) -> EngineBuild | str:
         build = real(engine, family, gpu, driver, image)
@@ -512,7 +513,7 @@ def test_a_walked_candidate_plans_its_fleet_with_its_own_engine_build(
             return replace(build, tag=f"{build.tag}-cu129", cuda="12.9", min_driver=525)
         return build
 
-    monkeypatch.setattr(select_module, "choose_build", by_generation)
+    monkeypatch.setattr(engine_filter, "choose_build", by_generation)
     broad = _plan("25-phi4-spot-endpoint", clouds=["aws"])
     assert broad.choice is not None and broad.choice.engine is not None
     taken = broad.breadth_choice

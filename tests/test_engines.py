@@ -148,7 +148,7 @@ def test_sglang_does_not_run_on_turing_while_vllm_does() -> None:
 def test_an_image_driver_below_the_builds_cuda_rejects_the_offer(monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    import selector.select as select
+    import selector.engine_filter as engine_filter
 
     old = replace(
         boot_image("gcp", "a3-highgpu-8g"),  # type: ignore[type-var]
@@ -156,7 +156,7 @@ def test_an_image_driver_below_the_builds_cuda_rejects_the_offer(monkeypatch: py
         nvidia_driver=570,
     )
     monkeypatch.setattr(
-        select, "boot_image", lambda cloud, name: old if cloud == "gcp" else boot_image(cloud, name)
+        engine_filter, "boot_image", lambda cloud, name: old if cloud == "gcp" else boot_image(cloud, name)
     )
     result = planned(serve("qwen3-8b", placement={"clouds": ["gcp"]}))
     assert result.choice is None and set(result.rejections) - {"placement", "precision", "vram"} == {"engine"}

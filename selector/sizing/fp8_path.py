@@ -10,10 +10,11 @@ W8A8_FP8_ENGINES: frozenset[str] = frozenset({"vllm", "sglang"})
 places fp8 weights on (compute capability 8.9 and up: ``Requirements.needs_fp8`` refuses the others).
 vLLM: "Ada Lovelace, Hopper, and Blackwell GPUs are supported for W8A8. Turing/Ampere GPUs are
 supported for W8A16 (weight-only FP8) utilizing Marlin kernels" (docs.vllm.ai v0.32.0
-features/quantization/llm_compressor/fp8/; its FP8 Marlin linear kernel refuses capability 8.9 and
-up). SGLang: sgl-kernel's ``fp8_scaled_mm`` after a per-token activation quantisation kernel, Triton
-for block fp8 on sm89, DeepGEMM, CUTLASS or FlashInfer on sm90 and up; its Marlin fp8 only below sm89
-(python/sglang/srt/layers/quantization/fp8.py, fp8_utils.py)."""
+features/quantization/llm_compressor/fp8/, which adds: "FP8 computation is supported on NVIDIA GPUs
+with compute capability >= 8.9 ... FP8 models will run on compute capability >= 7.5 (Turing) as
+weight-only W8A16, utilizing FP8 Marlin"). SGLang: sgl-kernel's ``fp8_scaled_mm`` after a per-token
+activation quantisation kernel, Triton for block fp8 on sm89, DeepGEMM, CUTLASS or FlashInfer on sm90
+and up; its Marlin fp8 only below sm89 (python/sglang/srt/layers/quantization/fp8.py, fp8_utils.py)."""
 
 FP8_CHECKPOINT_MODES: frozenset[str] = frozenset({"checkpoint", "native"})
 """``ServedModel.fp8`` modes whose weights arrive in fp8: a published FP8 repo, or a repo whose own

@@ -82,7 +82,7 @@ def _fp8_note(spec: WorkloadSpec, eff: float, engine: str, tuned: bool) -> str:
         return (
             f"; an fp8 checkpoint runs as W8A8 fp8 GEMMs under {engine} (Ada, Hopper, Blackwell): "
             f"{W8A8_FP8_EFFICIENCY:g}, the highest value at which gpufit's fp8 gain over 16-bit exceeds "
-            "no measured pair's (SGLang Qwen3-8B on H100, vLLM Llama-3.1-8B on H100 and B200; an estimate)"
+            "no measured pair's (SGLang Qwen3-8B and vLLM Llama-3.1-8B on an H100; an estimate)"
         )
     return "; fp8 quantised as the engine loads 16-bit weights, or a server gpufit does not launch: " + (
         "torchao's 0.38 (vLLM: online fp8's 'latency improvements are limited'; no row measures it)"

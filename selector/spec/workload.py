@@ -480,6 +480,12 @@ class WorkloadSpec(Strict):
                 problems.append(
                     f"serving.engine {self.batch_engine} serves transformer models (set engine: none)"
                 )
+            elif self.batch_engine != "none":  # the engine gpufit starts for job.command refuses the same
+                problems += self._launch_problems(self.batch_engine)
+            elif serving is not None and (serving.engine_args or serving.rope_scaling is not None):
+                problems.append(
+                    "serving.engine_args and serving.rope_scaling need serving.engine vllm or sglang"
+                )
             return problems
         if serving.engine in ("vllm", "sglang"):
             if self.job.command is not None:
