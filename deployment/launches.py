@@ -6,8 +6,9 @@ test suite checks them against the committed flag dumps).
 Each transformer preset is planned for each engine in the variants a user reaches: its default
 (16-bit, a context within its maximum), FP8 weights and KV cache, images where it has a vision
 encoder, the longest context its documented YaRN recipe allows, on a Hopper GPU (where SGLang's
-FP8 KV format differs), and with the engine arguments a user adds for tool calling. A variant no
-offer can run is listed with the reason instead.
+FP8 KV format differs), with the engine arguments a user adds for tool calling, and as the engine a
+token-generating batch starts beside its command. A variant no offer can run is listed with the
+reason instead.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ def _variants(preset: str, engine: str) -> Iterator[tuple[str, dict[str, Any]]]:
         )
     if arch.family.startswith("qwen"):
         yield "tools", {**base, "serving": {**base["serving"], "engine_args": TOOL_ARGS[engine]}}
+    # the engine a token batch starts on 127.0.0.1 for job.command (machine.serving.batch_engine_start)
+    batch = {**base["serving"], "tokens": 1e9}
+    yield "batch", {**base, "task": "batch", "serving": batch, "job": {"command": "python generate.py"}}
 
 
 def _case(spec_doc: dict[str, Any], catalog: Catalog) -> ServerLaunch | str:
@@ -83,7 +87,7 @@ def _launch(result: Plan) -> ServerLaunch | str:
     if result.choice is None:
         return f"no offer runs it ({result.status})"
     try:
-        launch = server_launch(result)
+        launch = server_launch(result, batch=result.spec.task == "batch")
     except ServingError as err:
         return str(err)
     if launch is None:
@@ -116,7 +120,7 @@ def server_launches(
             except SpecError as err:
                 skipped.append(f"{path.name}: {err}")
                 continue
-            if spec.server_engine == "none":
+            if spec.decode_engine == "none":
                 continue
             found = _launch(plan(spec, catalog))
             (

@@ -34,7 +34,7 @@ def test_the_launch_matrix_covers_both_engines_every_variant_and_the_example_sta
     engines = Counter(c.engine for c in CASES)
     assert engines["vllm"] > 100 and engines["sglang"] > 100
     variants = {c.label.rsplit(" ", 1)[-1] for c in CASES}
-    assert {"default", "fp8", "fp8-hopper", "images", "yarn", "tools"} <= variants
+    assert {"default", "fp8", "fp8-hopper", "images", "yarn", "tools", "batch"} <= variants
     assert {"Pulumi.llama70b-chat.yaml", "Pulumi.llama8b-lb.yaml", "llama70b-chat.yaml"} <= {
         c.label for c in CASES
     }
