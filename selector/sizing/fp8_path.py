@@ -20,8 +20,9 @@ FP8_CHECKPOINT_MODES: frozenset[str] = frozenset({"checkpoint", "native"})
 """``ServedModel.fp8`` modes whose weights arrive in fp8: a published FP8 repo, or a repo whose own
 weights are fp8 (DeepSeek-V3/R1's block fp8). ``online`` (16-bit weights the engine quantises as it
 loads, with per-tensor weight scales and dynamic activation scales) keeps torchao generate.py's
-``speed.PRECISION_BANDWIDTH_EFFICIENCY['fp8']`` (0.38): vLLM's page says of that mode "latency improvements
-are limited", and no published row measures it."""
+``speed.PRECISION_BANDWIDTH_EFFICIENCY['fp8']`` (0.38): vLLM's fp8 documentation, in its section on
+online dynamic quantisation, says "latency improvements are limited in this mode", and no published
+row measures it."""
 
 W8A8_PAIRS: tuple[tuple[str, str], ...] = (
     (
@@ -61,8 +62,8 @@ sequences the fp8 GEMMs reach a smaller share of peak, activation quantisation i
 benchmarks/kernels/bench_fp8_gemm.py at batch 1 for Llama-3.1-8B's N=6144 K=4096 put fp8 with
 per-channel weights and per-token activations at 4.06 TFLOP/s against bf16's 2.51 (1.6x; vllm-project/
 vllm PR #17126) and, after the SM100 tuning, at 5.33 against 5.92 (0.9x; PR #19566); the pairs
-measure the whole step. An ESTIMATE read after every ratio
-had been seen (session 14), on the slow side of the pairs; above torchao generate.py's 0.38
+measure the whole step. An ESTIMATE read after every ratio had been seen (session 14), on the slow
+side of the pairs; above torchao generate.py's 0.38
 (``speed.PRECISION_BANDWIDTH_EFFICIENCY['fp8']``), which a calibration row keeps where it names no
 engine. Ada (L4, L40S) has no vLLM or SGLang fp8 row: the value is taken there too (an estimate)."""
 
