@@ -384,10 +384,11 @@ def plan(
         limit: int = MAX_FALLBACKS,
         out: FleetAside = aside,
     ) -> tuple[Fallback, ...]:
+        launch = batch_launch_values(spec, offer.instance, shape)  # the choice's, once per fleet
+
         def same_build(it: InstanceType) -> Shape | Rejection:
             """A fleet runs one boot script: a fallback must take its choice's engine build and launch."""
             own = fit_of(it)
-            launch = batch_launch_values(spec, offer.instance, shape)
             if isinstance(own, Shape) and builds.get((it.cloud, it.name)) != engine:
                 return Rejection("engine", "needs another engine build than the choice")
             if isinstance(own, Shape) and batch_launch_values(spec, it, own) != launch:
