@@ -65,15 +65,22 @@ scaling of activations needs a reduction over each activation before its matmul 
 slower path at batch 1, the same README's note). These are torchao's kernels: the fp8 checkpoints
 vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.50, by the same rule (session
 15): bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.049 at 0.50,
-1.059 at 0.51). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3 GPTQ row
-on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out, and takes
-its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). 0.50 stays below what the int4 kernels
-of the engines gpufit launches claim: vLLM runs GPTQ and AWQ checkpoints with Marlin kernels on
-Ampere and later (``gptq_marlin``, ``awq_marlin``), which 'can deliver close to ideal (4x) speedups
-up to batchsizes of 16-32 tokens' over FP16 weights (IST-DASLab/marlin README), i.e. about the
-16-bit share of bandwidth (measured on Ampere and Ada; an estimate on Hopper and Blackwell). The
-change was made after the held-out int4 rows had been seen reading 0.52-0.81 (0.61-0.92 at
-0.50). gpt-fast rows are timed at the 1,700 GB/s its README measured on its 330 W A100s
+1.059 at 0.51; half of its step is fixed time, layer latencies and all-reduces, so the value leans
+on those terms too). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3 GPTQ
+row on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out, and
+takes its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). vLLM, the engine gpufit launches
+by default, puts 0.50 near its edge, not below it: its only int4 rows, 0.6.3 running Qwen2.5
+GPTQ/AWQ checkpoints through its Marlin kernels on an A100 (QwenLM/Qwen2.5 speed_benchmark.rst
+@2abc0f3), timed under today's terms (without V0's 2.24 ms step, which today's engine dropped),
+read 0.87-1.04 at 0.50 and would read up to 1.23 at 16-bit's 0.62. Marlin's 'close to ideal (4x)
+speedups up to batchsizes of 16-32 tokens' (IST-DASLab/marlin README @2f6d7c1) is a kernel
+benchmark on an A10 with ECC off, not a model's decode. An ESTIMATE on Hopper and Blackwell, where
+vLLM runs GPTQ through its Machete kernels and SGLang through Marlin, which its authors say is not
+optimised for Hopper: no row measures either. int4 is counted at 0.5 B a parameter without its
+group scales (gpt-fast's group 32 reads about 0.625 B, so its rows reach about 0.6 of peak at
+0.50; a group-128 GPTQ or AWQ checkpoint reads about 4 % more than gpufit counts). The change was
+made after the held-out int4 rows had been seen reading 0.52-0.81 (0.61-0.92 at 0.50). gpt-fast rows
+are timed at the 1,700 GB/s its README measured on its 330 W A100s
 (``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35 (bitsandbytes kernels are no
 faster than int4; no row measures them: an estimate that errs slow)."""
 

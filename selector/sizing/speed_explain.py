@@ -55,11 +55,16 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float
             "bound by one row, vLLM 0.23 Qwen2.5-0.5B on an L4 at concurrency 32; int8 0.53 bound by "
             "gpt-fast Mixtral int8 on one A100, fp8 0.38 by torchao generate.py's fp8 per-tensor "
             "Llama-3.1-8B on H100; "
-            "int4 0.50 by gpt-fast's int4 Llama-2-70B at TP 8 (vLLM's Marlin int4 kernels claim about "
-            "16-bit's share); for the current vLLM/SGLang gpufit launches, older engines' terms time only "
+            "int4 0.50 by gpt-fast's int4 Llama-2-70B at TP 8 (vLLM 0.6.3's Marlin GPTQ/AWQ rows read up "
+            "to 1.04 at it; an estimate on Hopper and Blackwell); for the current vLLM/SGLang gpufit "
+            "launches, older engines' terms time only "
             f"calibration rows); KV cache reads at {KV_BANDWIDTH_EFFICIENCY:g} "
             "(vLLM concurrency-128 rows)"
-            + ("; nf4 taken as int4 (estimate)" if spec.precision == "nf4" else "")
+            + (
+                "; nf4 0.35, bitsandbytes kernels no faster than int4's (no row measures them: estimate)"
+                if spec.precision == "nf4"
+                else ""
+            )
             + _fp8_note(spec, eff, engine, tuned),
         ),
         Term("per-layer latency", per_layer * 1e6, "µs", layer_note),
