@@ -92,7 +92,9 @@ def test_kv_cache_scales_with_context_and_concurrency() -> None:
 
 
 def test_weight_bytes_per_precision() -> None:
-    assert BYTES_PER_PARAM["bf16"] == 2 and BYTES_PER_PARAM["fp8"] == 1 and BYTES_PER_PARAM["int4"] == 0.5
+    assert BYTES_PER_PARAM["bf16"] == 2 and BYTES_PER_PARAM["fp8"] == 1
+    # GPTQ/AWQ at group size 128: 4 bits + a 16-bit scale and a 4-bit zero per 128 weights
+    assert BYTES_PER_PARAM["int4"] * 8 == pytest.approx(4.156, abs=1e-3)
     assert BYTES_PER_PARAM["nf4"] == pytest.approx(0.516, abs=1e-3)  # QLoRA: ~4.13 bits/param
 
 

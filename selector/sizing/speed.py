@@ -45,7 +45,7 @@ PRECISION_BANDWIDTH_EFFICIENCY: dict[str, float] = {
     "fp16": DEFAULT_BANDWIDTH_EFFICIENCY,
     "int8": 0.53,
     "fp8": 0.38,
-    "int4": 0.50,
+    "int4": 0.51,
     "nf4": 0.35,
 }
 """Bandwidth efficiency of weight-only quantised decode kernels, which dequantise as they read
@@ -63,23 +63,23 @@ Llama-3.1-8B with per-tensor scales on an H100 (``fresh-torchao-h100-llama31-8b-
 at the 0.54 its per-row sibling ``torchao-h100-llama31-8b-fp8dq-row`` had bound: per-tensor dynamic
 scaling of activations needs a reduction over each activation before its matmul and is the
 slower path at batch 1, the same README's note). These are torchao's kernels: the fp8 checkpoints
-vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.50, by the same rule (session
-15): bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.049 at 0.50,
-1.059 at 0.51; half of its step is fixed time, layer latencies and all-reduces, so the value leans
-on those terms too). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3 GPTQ
-row on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out, and
-takes its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). vLLM, the engine gpufit launches
-by default, puts 0.50 near its edge, not below it: its only int4 rows, 0.6.3 running Qwen2.5
-GPTQ/AWQ checkpoints through its Marlin kernels on an A100 (QwenLM/Qwen2.5 speed_benchmark.rst
-@2abc0f3), timed under today's terms (without V0's 2.24 ms step, which today's engine dropped),
-read 0.87-1.04 at 0.50 and would read up to 1.23 at 16-bit's 0.62. Marlin's 'close to ideal (4x)
-speedups up to batchsizes of 16-32 tokens' (IST-DASLab/marlin README @2f6d7c1) is a kernel
-benchmark on an A10 with ECC off, not a model's decode. An ESTIMATE on Hopper and Blackwell, where
-vLLM runs GPTQ through its Machete kernels and SGLang through Marlin, which its authors say is not
-optimised for Hopper: no row measures either. int4 is counted at 0.5 B a parameter without its
-group scales (gpt-fast's group 32 reads about 0.625 B, so its rows reach about 0.6 of peak at
-0.50; a group-128 GPTQ or AWQ checkpoint reads about 4 % more than gpufit counts). The change was
-made after the held-out int4 rows had been seen reading 0.52-0.81 (0.61-0.92 at 0.50). gpt-fast rows
+vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.51, by the same rule (session
+15): bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.040 at 0.51,
+1.050 at 0.52; half of its step is fixed time, layer latencies and all-reduces, so the value leans
+on those terms too), its weights counted with GPTQ/AWQ's group-128 scales and zeros
+(``terms.BYTES_PER_PARAM``; gpt-fast's own group 32 reads about 11 % more, so its rows reach more
+of peak than 0.51 says). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3
+GPTQ row on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out,
+and takes its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). vLLM, the engine gpufit
+launches by default, puts 0.51 near its edge, not below it: its only int4 rows, 0.6.3 running
+Qwen2.5 GPTQ/AWQ checkpoints through its Marlin kernels on an A100 (QwenLM/Qwen2.5
+speed_benchmark.rst @2abc0f3), timed under today's terms (without V0's 2.24 ms step, which
+today's engine dropped), read 0.86-1.03 at 0.51. Marlin's 'close to ideal (4x) speedups up to
+batchsizes of 16-32 tokens' (IST-DASLab/marlin README @2f6d7c1) is a kernel benchmark on an A10
+with ECC off, not a model's decode. An ESTIMATE on Hopper and Blackwell, where vLLM runs GPTQ
+through its Machete kernels and SGLang through Marlin, which its authors say is not optimised for
+Hopper: no row measures either. The change was made after the held-out int4 rows had been seen
+reading 0.52-0.81 (0.61-0.92 at 0.51). gpt-fast rows
 are timed at the 1,700 GB/s its README measured on its 330 W A100s
 (``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35 (bitsandbytes kernels are no
 faster than int4; no row measures them: an estimate that errs slow)."""
@@ -184,13 +184,13 @@ Databricks, 'LLM Inference Performance Engineering: Best Practices' (2023), abou
 bandwidth utilisation on A100/H100, measured in the era of TGI 1.0. It caps Hugging Face TGI
 releases before 2.0 (the figure gpufit used for every engine until round 5)."""
 
-TGI_V1_INT4_EFFICIENCY = 0.41
+TGI_V1_INT4_EFFICIENCY = 0.42
 """Share of peak bandwidth Hugging Face TGI before 2.0 reaches reading GPTQ int4 weights (its
 exllama kernels, no CUDA graphs), in place of ``PRECISION_BANDWIDTH_EFFICIENCY``'s int4: the
 margin rule applied to that generation's fitted int4 rows (philschmid/text-generation-inference-
 tests results/sagemaker.csv: TGI 1.0.3 Llama-2-7B, 13B and 70B GPTQ on A10G), the highest two-decimal
-value at which none reads above 1.05, bound by the 7B row on one A10G (20.68 ms a token: 1.049 at
-0.41, 1.068 at 0.42). The source's own note: int4 only 1.5× faster than fp16 there."""
+value at which none reads above 1.05, bound by the 7B row on one A10G (20.68 ms a token: 1.041 at
+0.42, 1.060 at 0.43). The source's own note: int4 only 1.5× faster than fp16 there."""
 
 GENERATION_BANDWIDTH_CAP: dict[str, float] = {
     "no-cuda-graphs": TGI_V1_16BIT_EFFICIENCY,
