@@ -279,7 +279,7 @@ ROUND4_NOTE = (
     "and AWQ's group-128 layout with a 16-bit scale and a 4-bit zero per 128 weights (vLLM's AWQ and "
     "GPTQ linear methods), not a flat 4 (the fitted vLLM 0.19 W4A16 weights row from 0.97 to 0.99, "
     "Optimum's GPTQ exllamav2 footprint from 0.90 to 0.92), and take the margin rule like the other "
-    "precisions: 0.51 (bound by gpt-fast's int4 Llama-2-70B at TP 8, 1.040; 0.52 reads 1.050), no "
+    "precisions: 0.51 (bound by gpt-fast's int4 Llama-2-70B at TP 8, 1.040; 0.52 reads 1.0501), no "
     "longer the batch-1 fit 0.42, which had been kept because the fitted TGI 1.0.3 GPTQ rows, an older "
     "engine the rule leaves out, over-promised above it; that generation now takes its own value by the "
     "same rule, 0.42 (bound by its 7B row on one A10G). vLLM 0.6.3's Marlin GPTQ/AWQ Qwen2.5 rows on "
@@ -287,8 +287,11 @@ ROUND4_NOTE = (
     "near their edge, not below it. Made after the held-out int4 rows had been seen at 0.52-0.81; they "
     "read 0.61-0.92, held-out batch-1 decode 0.78 -> 0.83 (H100/B200 0.77 -> 0.81; 0.77 without its two "
     "over-promising rows, and most of the gain from llama.cpp and vLLM V0 rows, engines gpufit does not "
-    "launch); the only int4 rows of a current vLLM or SGLang release, SGLang's Kimi-K2.5 (seven of eight "
-    "already over-promising, a build the page does not name), move from 0.87-5.29 to 0.90-5.87."
+    "launch); SGLang's Kimi-K2.5 rows (seven of eight already over-promising, a "
+    "build the page does not name; sized as their fp8 checkpoint, so only the efficiency moves them) "
+    "go from 0.87-5.29 to 0.90-5.87. A Hub repo of packed weights (GPTQ/AWQ I32, MXFP4 U8) is sized "
+    "from its config's shapes, not the Hub's count of stored elements, which had planned an AWQ "
+    "Llama-3.1-8B as 2.3 GiB of weights."
 )
 """docs/calibration.md's account of what round 4 fitted after seeing which rows."""
 

@@ -1395,7 +1395,7 @@ def test_bandwidth_efficiency_follows_the_margin_rule(group: str, monkeypatch: p
 
 def test_older_tgi_reads_gptq_at_its_own_margin_rule_value(monkeypatch: pytest.MonkeyPatch) -> None:
     """TGI before 2.0 (no CUDA graphs, exllama GPTQ kernels) takes ``TGI_V1_INT4_EFFICIENCY`` for
-    int4 in place of today's engines' 0.50: the highest two-decimal value at which none of that
+    int4 in place of today's engines' 0.51: the highest two-decimal value at which none of that
     generation's fitted int4 rows reads above 1.05, bound by the 7B GPTQ row on one A10G. Under
     today's int4 value those rows would over-promise (the rule leaves older engines out)."""
     cases = [

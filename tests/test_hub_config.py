@@ -23,7 +23,8 @@ from cli.main import main
 from selector.datafile import load_yaml_text, loads_json
 from selector.hf_config import ConfigError, arch_from_config
 from selector.hf_validate import check_value, config_problems, field_table, shown
-from selector.spec import hub_arch
+from selector.sizing import requirements
+from selector.spec import hub_arch, parse_spec
 from tests.fakes.hub import FakeHub, FakeRepo, hub_for_gpufit
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -265,6 +266,29 @@ def test_a_combination_the_table_does_not_foresee_is_refused_without_a_traceback
     assert len(str(caught.value).splitlines()) == 1 and str(caught.value).startswith("config.json: ")
 
 
+def test_a_packed_int4_repo_is_sized_from_its_shapes_not_its_packed_count(hub: FakeHub) -> None:
+    """An AWQ Llama-3.1-8B as the Hub counts it (I32 packed weights and zeros, F16 scales and
+    16-bit embeddings): gpufit once took the 1.98e9 stored elements for parameters and planned
+    about 2.3 GiB of weights for a 5.3 GiB checkpoint (review of session 15). Its parameters are
+    the config's 8.03e9 and its int4 weights about vLLM's loaded 5.38 GiB; its files' bytes are the
+    stored ones."""
+    counts = {"I32": 879_200_000, "F16": 1_105_500_000}
+    hub.repos["acme/awq"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
+    arch = hub_arch("acme/awq", None)
+    assert arch.params == pytest.approx(8.03e9, rel=0.01)
+    assert arch.checkpoint_bytes == 879_200_000 * 4 + 1_105_500_000 * 2
+    assert "packed" in arch.source
+    spec = {
+        "name": "awq",
+        "task": "serve",
+        "model": {"hf": "acme/awq"},
+        "precision": "int4",
+        "serving": {"context_tokens": 4096, "concurrency": 1},
+    }
+    weights = next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
+    assert 5.2 < weights < 5.6  # vLLM 0.19 loads RedHatAI's w4a16 Llama-3.1-8B as 5.38 GiB
+
+
 @pytest.mark.parametrize(
     ("counts", "sized"),
     [
@@ -278,10 +302,14 @@ def test_a_combination_the_table_does_not_foresee_is_refused_without_a_traceback
 def test_the_safetensors_bound_depends_on_whether_the_weights_are_packed(
     hub: FakeHub, counts: dict[str, int], sized: bool
 ) -> None:
-    """Review of i22h, should-fix 2: 1.5x either way for float dtypes only, 20x with packed ones."""
+    """Review of i22h, should-fix 2: 1.5x either way for float dtypes only, 20x with packed ones.
+    A float checkpoint's count is the model's; a packed one's counts stored elements (eight int4
+    values in one I32), so the config's shapes keep the count."""
     hub.repos["acme/model"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
+    shapes = arch_from_config(json.loads((HF / "llama-3.1-8b.json").read_bytes()), "m").params
     if sized:
-        assert hub_arch("acme/model", None).params == sum(counts.values())
+        packed = not set(counts) <= {"BF16", "F16"}
+        assert hub_arch("acme/model", None).params == (shapes if packed else sum(counts.values()))
     else:
         with pytest.raises(ValueError, match="the Hub's safetensors metadata counts"):
             hub_arch("acme/model", None)

@@ -63,26 +63,26 @@ Llama-3.1-8B with per-tensor scales on an H100 (``fresh-torchao-h100-llama31-8b-
 at the 0.54 its per-row sibling ``torchao-h100-llama31-8b-fp8dq-row`` had bound: per-tensor dynamic
 scaling of activations needs a reduction over each activation before its matmul and is the
 slower path at batch 1, the same README's note). These are torchao's kernels: the fp8 checkpoints
-vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.51, by the same rule (session
-15): bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.040 at 0.51,
-1.050 at 0.52; half of its step is fixed time, layer latencies and all-reduces, so the value leans
-on those terms too), its weights counted with GPTQ/AWQ's group-128 scales and zeros
-(``terms.BYTES_PER_PARAM``; gpt-fast's own group 32 reads about 11 % more, so its rows reach more
-of peak than 0.51 says). Until then int4 kept its batch-1 fit, 0.42, because the fitted TGI 1.0.3
-GPTQ row on an A10G read 1.13 at 0.45; that row names an older engine, which the rule leaves out,
-and takes its generation's own figure (``TGI_V1_INT4_EFFICIENCY``). vLLM, the engine gpufit
-launches by default, puts 0.51 near its edge, not below it: its only int4 rows, 0.6.3 running
-Qwen2.5 GPTQ/AWQ checkpoints through its Marlin kernels on an A100 (QwenLM/Qwen2.5
-speed_benchmark.rst @2abc0f3), timed under today's terms (without V0's 2.24 ms step, which
-today's engine dropped), read 0.86-1.03 at 0.51. Marlin's 'close to ideal (4x) speedups up to
-batchsizes of 16-32 tokens' (IST-DASLab/marlin README @2f6d7c1) is a kernel benchmark on an A10
-with ECC off, not a model's decode. An ESTIMATE on Hopper and Blackwell, where vLLM runs GPTQ
-through its Machete kernels and SGLang through Marlin, which its authors say is not optimised for
-Hopper: no row measures either. The change was made after the held-out int4 rows had been seen
-reading 0.52-0.81 (0.61-0.92 at 0.51). gpt-fast rows
-are timed at the 1,700 GB/s its README measured on its 330 W A100s
-(``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps 0.35 (bitsandbytes kernels are no
-faster than int4; no row measures them: an estimate that errs slow)."""
+vLLM and SGLang run take ``fp8_path.W8A8_FP8_EFFICIENCY``. int4 0.51, by the same rule (session 15):
+bound by gpt-fast's int4 Llama-2-70B at TP 8 (``gptfast-llama2-70b-tp8-int4``, 1.040 at 0.51, 1.0501
+at 0.52, just over; half of its step is fixed time, layer latencies and all-reduces, so the value
+leans on those terms too), its weights counted with GPTQ/AWQ's group-128 scales and zeros
+(``terms.BYTES_PER_PARAM``; gpt-fast's own layout, a bf16 scale and zero per group of 32, is 5 bits,
+about 20 % more, so its rows reach more of peak than 0.51 says). Until then int4 kept its batch-1
+fit, 0.42, because the fitted TGI 1.0.3 GPTQ row on an A10G read 1.13 at 0.45; that row names an
+older engine, which the rule leaves out, and takes its generation's own figure
+(``TGI_V1_INT4_EFFICIENCY``). vLLM, the engine gpufit launches by default, puts 0.51 near its edge,
+not below it: its only int4 rows, 0.6.3 running Qwen2.5 GPTQ/AWQ checkpoints through its Marlin
+kernels on an A100 (QwenLM/Qwen2.5 speed_benchmark.rst @2abc0f3), timed under today's terms (without
+V0's 2.24 ms step, which today's engine dropped), read 0.86-1.03 at 0.51. Marlin's 'close to ideal
+(4x) speedups up to batchsizes of 16-32 tokens' (IST-DASLab/marlin README @2f6d7c1) is a kernel
+benchmark on an A10 with ECC off, not a model's decode. An ESTIMATE on Hopper and Blackwell, where
+vLLM runs GPTQ through its Machete kernels and SGLang through Marlin, which its authors say is not
+optimised for Hopper: no row measures either. The change was made after the held-out int4 rows had
+been seen reading 0.52-0.81 (0.61-0.92 at 0.51). gpt-fast rows are timed at the 1,700 GB/s its
+README measured on its 330 W A100s (``peak_bandwidth_gbps`` on those calibration rows). NF4 keeps
+0.35 (bitsandbytes kernels are no faster than int4; no row measures them: an estimate that errs
+slow)."""
 
 STEP_OVERHEAD_S = 0.5e-3
 """Fixed time per decode step outside the layers (scheduling, sampling, detokenising, the

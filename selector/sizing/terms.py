@@ -27,15 +27,18 @@ BYTES_PER_PARAM: dict[str, float] = {
     "int4": (4 + 20 / 128) / 8,
     "nf4": 4.13 / 8,
 }
-"""Bytes per weight. int4 is GPTQ's and AWQ's layout at their common group size of 128: four bits a
+"""Bytes per weight. int4 is GPTQ's and AWQ's files at their common group size of 128: four bits a
 weight, and per group of 128 weights of an output channel a 16-bit scale and a 4-bit zero point
 (vLLM's AWQ and GPTQ linear methods allocate ``qweight`` int32 packing eight weights, ``scales``
 fp16 of (in ÷ group, out) and ``qzeros`` int32 packing eight zeros of (in ÷ group, out ÷ 8):
 vllm/model_executor/layers/quantization/awq.py and gptq.py; AutoAWQ's documented config
-``{"zero_point": True, "q_group_size": 128, "w_bit": 4}``): 4 + 20/128 = 4.156 bits. GPTQ's
-``g_idx`` (one int32 per input channel) adds under 0.1 % and is left out; a smaller group costs
-more (group 32: 4.625 bits), a symmetric checkpoint without zeros less (4.125). The fitted vLLM
-0.19 W4A16 Llama-3.1-8B weights row reads 0.99 with the scales (0.97 at a flat 4 bits). NF4 with
+``{"zero_point": True, "q_group_size": 128, "w_bit": 4}``): 4 + 20/128 = 4.156 bits, the larger of
+the two common group-128 layouts (symmetric GPTQ under vLLM's Marlin and compressed-tensors W4A16
+keep no zeros: 4.125). GPTQ's ``g_idx`` (one int32 per input channel) adds about 0.1 % and is left
+out. Formats sharing the name carry more and are under-counted here: torchao's int4 weight-only
+(group 128, bf16 scale and zero: 4.25 bits), gpt-fast's (group 32: 5), GGUF Q4_K_M (about 4.85).
+The fitted vLLM 0.19 W4A16 Llama-3.1-8B weights row (compressed-tensors, symmetric) reads 0.99 with
+the scales (0.97 at a flat 4 bits). NF4 with
 double quantisation costs about 4.13 bits per parameter (Dettmers et al. 2023, QLoRA, arXiv
 2305.14314, §3)."""
 

@@ -137,8 +137,11 @@ def pin_commit(repo: str, revision: str | None, commit: str) -> HubFetcher | Non
 @lru_cache(maxsize=16)
 def hub_arch(repo: str, revision: str | None) -> ModelArch:
     """The architecture of a Hub repo, from its config.json, with the exact parameter count
-    of its safetensors weights where the Hub has them (computed shares, such as the vision
-    encoder's or the active experts', are scaled to it). ValueError says why not."""
+    of its safetensors weights where the Hub has them and they are all float dtypes (computed
+    shares, such as the vision encoder's or the active experts', are scaled to it). Packed weights
+    (an integer dtype such as GPTQ/AWQ's I32 or MXFP4's U8) count stored elements, not parameters
+    (eight int4 values in one I32): the config's shapes keep the count, and the files' bytes are
+    recorded as stored. ValueError says why not."""
     from selector.hf_config import ConfigError, arch_from_config
 
     if not _hub:
@@ -175,6 +178,18 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
         else 0.0
     )
     dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in sorted(model.parameters.items()))
+    if not floats:
+        # Packed weights (GPTQ/AWQ int4 in I32, MXFP4/NVFP4 in U8): the Hub counts stored
+        # elements, not parameters, so the config's shapes keep the count and the files' bytes
+        # (packed weights, scales and zeros as stored) size the download.
+        return replace(
+            arch,
+            checkpoint_bytes=float(file_bytes),
+            source=(
+                f"Hugging Face {at} config.json (parameters from its shapes: the safetensors count "
+                f"{total:,} is of packed elements, {dtypes})"
+            ),
+        )
     return replace(
         arch,
         params=float(total),
