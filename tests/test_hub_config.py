@@ -289,6 +289,34 @@ def test_a_packed_int4_repo_is_sized_from_its_shapes_not_its_packed_count(hub: F
     assert 5.2 < weights < 5.6  # vLLM 0.19 loads RedHatAI's w4a16 Llama-3.1-8B as 5.38 GiB
 
 
+def test_a_packed_mxfp4_repo_is_sized_from_its_shapes(hub: FakeHub) -> None:
+    """gpt-oss-20b as the Hub counts it (U8 MXFP4 expert blocks, two values a byte, and their U8
+    scales; everything else BF16): with the stored-element count taken for parameters, its 16-bit
+    remainder (params less the 19.1e9 MXFP4 expert parameters from the shapes) went negative and
+    the plan's weights read -3.9 GiB (review of session 15). From its shapes: 19.1e9 expert
+    parameters at 4.25 bits and 1.8e9 in 16 bit, about 12.8 GiB, its files' bytes."""
+    config = (BUNDLED / "gpt-oss-20b.json").read_bytes()
+    counts = {"U8": 10_150_000_000, "BF16": 1_800_000_000}
+    hub.repos["acme/oss"] = FakeRepo({"config.json": config}, counts)
+    arch = hub_arch("acme/oss", None)
+    assert arch.params == pytest.approx(20.9e9, rel=0.02) and arch.quantized_format == "mxfp4"
+    spec = {
+        "name": "oss",
+        "task": "serve",
+        "model": {"hf": "acme/oss"},
+        "serving": {"context_tokens": 4096, "concurrency": 1},
+    }
+    weights = next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
+    assert 12.0 < weights < 13.5
+
+
+def test_a_non_packing_integer_buffer_keeps_a_float_checkpoints_exact_count(hub: FakeHub) -> None:
+    """An I64 position-id buffer beside BF16 weights is not packing: the Hub's exact count stays."""
+    counts = {"BF16": 8_000_000_000, "I64": 1_000}
+    hub.repos["acme/buf"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
+    assert hub_arch("acme/buf", None).params == sum(counts.values())
+
+
 @pytest.mark.parametrize(
     ("counts", "sized"),
     [
@@ -308,7 +336,7 @@ def test_the_safetensors_bound_depends_on_whether_the_weights_are_packed(
     hub.repos["acme/model"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
     shapes = arch_from_config(json.loads((HF / "llama-3.1-8b.json").read_bytes()), "m").params
     if sized:
-        packed = not set(counts) <= {"BF16", "F16"}
+        packed = "I32" in counts or "U8" in counts
         assert hub_arch("acme/model", None).params == (shapes if packed else sum(counts.values()))
     else:
         with pytest.raises(ValueError, match="the Hub's safetensors metadata counts"):

@@ -77,6 +77,12 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8
 """safetensors dtypes of one element per stored value (huggingface/safetensors, format docs):
 a checkpoint of only these is not packed, so its count is the model's count."""
 
+PACKED_DTYPES = frozenset({"I32", "U32", "I16", "U16", "I8", "U8"})
+"""safetensors dtypes quantisers pack several weights into: GPTQ's and AWQ's I32 (eight int4
+values), MXFP4's and bitsandbytes' U8 (two 4-bit values). A repo holding any of them counts stored
+elements, not parameters, so its count comes from the config's shapes. I64 and BOOL (position-id
+or mask buffers some checkpoints save) are not packing, and leave a float checkpoint's exact count."""
+
 FLOAT_SAFETENSORS_RATIO = 1.5
 """The same bound when every dtype is a float one: 1.5x either way. The widest real gap between
 the Hub's count and the shapes gpufit's reader adds up is where the reader sizes the text model
@@ -139,9 +145,9 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
     """The architecture of a Hub repo, from its config.json, with the exact parameter count
     of its safetensors weights where the Hub has them and they are all float dtypes (computed
     shares, such as the vision encoder's or the active experts', are scaled to it). Packed weights
-    (an integer dtype such as GPTQ/AWQ's I32 or MXFP4's U8) count stored elements, not parameters
-    (eight int4 values in one I32): the config's shapes keep the count, and the files' bytes are
-    recorded as stored. ValueError says why not."""
+    (``PACKED_DTYPES``: GPTQ/AWQ's I32, MXFP4's U8) count stored elements, not parameters (eight
+    int4 values in one I32): the config's shapes keep the count, and the files' bytes are recorded
+    as stored. ValueError says why not."""
     from selector.hf_config import ConfigError, arch_from_config
 
     if not _hub:
@@ -178,7 +184,7 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
         else 0.0
     )
     dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in sorted(model.parameters.items()))
-    if not floats:
+    if PACKED_DTYPES & set(model.parameters):
         # Packed weights (GPTQ/AWQ int4 in I32, MXFP4/NVFP4 in U8): the Hub counts stored
         # elements, not parameters, so the config's shapes keep the count and the files' bytes
         # (packed weights, scales and zeros as stored) size the download.
