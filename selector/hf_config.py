@@ -35,6 +35,7 @@ from selector.hf_families import (
     gemma3n,
     gemma3n_encoders,
     gemma3n_ffn,
+    int4_method,
     quantized_format,
     qwen3_next_linear,
 )
@@ -302,6 +303,7 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         qk_norm=family.startswith(QK_NORM_FAMILIES) or bool(cfg.get("use_qk_norm")),
         fp32_norms=family.startswith(FP32_NORM_FAMILIES),
         quantized_format=fmt,
+        int4_method=int4_method(doc, cfg),
         quantized_params=quantized,
     )
 

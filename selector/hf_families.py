@@ -149,6 +149,22 @@ def gemma3n_ffn(cfg: Mapping[str, Any]) -> int:
     return int(value)
 
 
+INT4_METHODS = frozenset({"awq", "gptq"})
+"""``quantization_config.quant_method`` values of 4-bit weight checkpoints vLLM serves as published
+(AutoAWQ's and AutoGPTQ's configs: ``bits`` or ``w_bit`` 4)."""
+
+
+def int4_method(doc: Mapping[str, Any], text: Mapping[str, Any]) -> str:
+    """``awq`` or ``gptq`` when the weights are published as 4-bit GPTQ/AWQ (``quant_method`` and
+    ``bits``/``w_bit`` 4 in ``quantization_config``), else ""."""
+    qc = doc.get("quantization_config") or text.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return ""
+    method = str(qc.get("quant_method", "")).lower()
+    bits = qc.get("bits", qc.get("w_bit"))
+    return method if method in INT4_METHODS and bits == 4 else ""
+
+
 def quantized_format(doc: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     """The format the weights are published in, from ``quantization_config``: ``mxfp4``,
     ``fp8``, or "" (16-bit, or a format gpufit does not size differently)."""

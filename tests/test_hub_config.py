@@ -24,7 +24,7 @@ from selector.datafile import load_yaml_text, loads_json
 from selector.hf_config import ConfigError, arch_from_config
 from selector.hf_validate import check_value, config_problems, field_table, shown
 from selector.sizing import requirements
-from selector.spec import hub_arch, parse_spec
+from selector.spec import SpecError, hub_arch, parse_spec
 from tests.fakes.hub import FakeHub, FakeRepo, hub_for_gpufit
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -308,6 +308,32 @@ def test_a_packed_mxfp4_repo_is_sized_from_its_shapes(hub: FakeHub) -> None:
     }
     weights = next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
     assert 12.0 < weights < 13.5
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp8"])
+def test_an_awq_repo_asked_at_another_precision_is_refused_with_the_way_out(
+    hub: FakeHub, precision: str
+) -> None:
+    """An AWQ checkpoint is served as published: vLLM refuses a --quantization other than the
+    checkpoint's, and at bf16 the plan would size 16-bit weights it never loads (2.8x). The spec
+    error names the precision and the way out; at int4 the same repo plans."""
+    doc = json.loads((HF / "llama-3.1-8b.json").read_bytes())
+    doc["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    counts = {"I32": 879_200_000, "F16": 1_105_500_000}
+    hub.repos["acme/awq"] = FakeRepo({"config.json": json.dumps(doc).encode()}, counts)
+    spec = {
+        "name": "awq",
+        "task": "serve",
+        "model": {"hf": "acme/awq"},
+        "precision": precision,
+        "serving": {"context_tokens": 4096, "concurrency": 1},
+    }
+    with pytest.raises(
+        SpecError, match=f"precision {precision}: .* publishes 4-bit AWQ weights.*set precision int4"
+    ):
+        parse_spec(spec)
+    assert hub_arch("acme/awq", None).int4_method == "awq"
+    assert parse_spec({**spec, "precision": "int4"}).precision == "int4"
 
 
 def test_a_non_packing_integer_buffer_keeps_a_float_checkpoints_exact_count(hub: FakeHub) -> None:

@@ -529,6 +529,12 @@ class WorkloadSpec(Strict):
                 f"precision fp8: {arch.name} publishes its experts in MXFP4 and no engine requantises "
                 "them; set precision bf16 to serve the weights as published"
             )
+        if arch.int4_method and self.precision != "int4":
+            problems.append(
+                f"precision {self.precision}: {arch.name} publishes 4-bit {arch.int4_method.upper()} "
+                "weights, which the engine serves as published (vLLM refuses another --quantization "
+                "than the checkpoint's); set precision int4"
+            )
         if serving.engine_args:
             from selector.engine_flags import check_engine_args
 
