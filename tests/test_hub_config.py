@@ -266,6 +266,21 @@ def test_a_combination_the_table_does_not_foresee_is_refused_without_a_traceback
     assert len(str(caught.value).splitlines()) == 1 and str(caught.value).startswith("config.json: ")
 
 
+def _serve_hf(repo: str, precision: str | None = None) -> dict[str, Any]:
+    """A one-stream serve spec of a Hub repo (at ``precision`` when given)."""
+    spec: dict[str, Any] = {
+        "name": "hub",
+        "task": "serve",
+        "model": {"hf": repo},
+        "serving": {"context_tokens": 4096, "concurrency": 1},
+    }
+    return {**spec, "precision": precision} if precision else spec
+
+
+def _weights_gib(spec: dict[str, Any]) -> float:
+    return next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
+
+
 def test_a_packed_int4_repo_is_sized_from_its_shapes_not_its_packed_count(hub: FakeHub) -> None:
     """An AWQ Llama-3.1-8B as the Hub counts it (I32 packed weights and zeros, F16 scales and
     16-bit embeddings): gpufit once took the 1.98e9 stored elements for parameters and planned
@@ -278,15 +293,9 @@ def test_a_packed_int4_repo_is_sized_from_its_shapes_not_its_packed_count(hub: F
     assert arch.params == pytest.approx(8.03e9, rel=0.01)
     assert arch.checkpoint_bytes == 879_200_000 * 4 + 1_105_500_000 * 2
     assert "packed" in arch.source
-    spec = {
-        "name": "awq",
-        "task": "serve",
-        "model": {"hf": "acme/awq"},
-        "precision": "int4",
-        "serving": {"context_tokens": 4096, "concurrency": 1},
-    }
-    weights = next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
-    assert 5.2 < weights < 5.6  # vLLM 0.19 loads RedHatAI's w4a16 Llama-3.1-8B as 5.38 GiB
+    assert (
+        5.2 < _weights_gib(_serve_hf("acme/awq", "int4")) < 5.6
+    )  # vLLM 0.19 loads RedHatAI's w4a16 Llama-3.1-8B as 5.38 GiB
 
 
 def test_a_packed_mxfp4_repo_is_sized_from_its_shapes(hub: FakeHub) -> None:
@@ -300,14 +309,7 @@ def test_a_packed_mxfp4_repo_is_sized_from_its_shapes(hub: FakeHub) -> None:
     hub.repos["acme/oss"] = FakeRepo({"config.json": config}, counts)
     arch = hub_arch("acme/oss", None)
     assert arch.params == pytest.approx(20.9e9, rel=0.02) and arch.quantized_format == "mxfp4"
-    spec = {
-        "name": "oss",
-        "task": "serve",
-        "model": {"hf": "acme/oss"},
-        "serving": {"context_tokens": 4096, "concurrency": 1},
-    }
-    weights = next(t.value for t in requirements(parse_spec(spec)).terms if t.name == "weights")
-    assert 12.0 < weights < 13.5
+    assert 12.0 < _weights_gib(_serve_hf("acme/oss")) < 13.5
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp8"])
@@ -321,19 +323,13 @@ def test_an_awq_repo_asked_at_another_precision_is_refused_with_the_way_out(
     doc["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
     counts = {"I32": 879_200_000, "F16": 1_105_500_000}
     hub.repos["acme/awq"] = FakeRepo({"config.json": json.dumps(doc).encode()}, counts)
-    spec = {
-        "name": "awq",
-        "task": "serve",
-        "model": {"hf": "acme/awq"},
-        "precision": precision,
-        "serving": {"context_tokens": 4096, "concurrency": 1},
-    }
+    spec = _serve_hf("acme/awq", precision)
     with pytest.raises(
         SpecError, match=f"precision {precision}: .* publishes 4-bit AWQ weights.*set precision int4"
     ):
         parse_spec(spec)
     assert hub_arch("acme/awq", None).int4_method == "awq"
-    assert parse_spec({**spec, "precision": "int4"}).precision == "int4"
+    assert parse_spec(_serve_hf("acme/awq", "int4")).precision == "int4"
 
 
 def test_a_non_packing_integer_buffer_keeps_a_float_checkpoints_exact_count(hub: FakeHub) -> None:
