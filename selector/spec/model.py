@@ -77,11 +77,12 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8
 """safetensors dtypes of one element per stored value (huggingface/safetensors, format docs):
 a checkpoint of only these is not packed, so its count is the model's count."""
 
-PACKED_DTYPES = frozenset({"I32", "U32", "I16", "U16", "I8", "U8"})
+PACKED_DTYPES = frozenset({"I32", "U32", "U8"})
 """safetensors dtypes quantisers pack several weights into: GPTQ's and AWQ's I32 (eight int4
-values), MXFP4's and bitsandbytes' U8 (two 4-bit values). A repo holding any of them counts stored
-elements, not parameters, so its count comes from the config's shapes. I64 and BOOL (position-id
-or mask buffers some checkpoints save) are not packing, and leave a float checkpoint's exact count."""
+values), MXFP4's and bitsandbytes' 4-bit U8 (two values a byte). A repo holding any of them counts
+stored elements, not parameters, so its count comes from the config's shapes. I8 (one int8 weight
+an element), I64 and BOOL (position-id or mask buffers some checkpoints save) are not packing, and
+leave the exact count."""
 
 FLOAT_SAFETENSORS_RATIO = 1.5
 """The same bound when every dtype is a float one: 1.5x either way. The widest real gap between
@@ -142,9 +143,9 @@ def pin_commit(repo: str, revision: str | None, commit: str) -> HubFetcher | Non
 
 @lru_cache(maxsize=16)
 def hub_arch(repo: str, revision: str | None) -> ModelArch:
-    """The architecture of a Hub repo, from its config.json, with the exact parameter count
-    of its safetensors weights where the Hub has them and they are all float dtypes (computed
-    shares, such as the vision encoder's or the active experts', are scaled to it). Packed weights
+    """The architecture of a Hub repo, from its config.json, with the exact parameter count of
+    its safetensors weights where the Hub has them and none is packed (computed shares, such as
+    the vision encoder's or the active experts', are scaled to it). Packed weights
     (``PACKED_DTYPES``: GPTQ/AWQ's I32, MXFP4's U8) count stored elements, not parameters (eight
     int4 values in one I32): the config's shapes keep the count, and the files' bytes are recorded
     as stored. ValueError says why not."""
