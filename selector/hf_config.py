@@ -35,7 +35,7 @@ from selector.hf_families import (
     gemma3n,
     gemma3n_encoders,
     gemma3n_ffn,
-    int4_method,
+    published_integer_weights,
     quantized_format,
     qwen3_next_linear,
 )
@@ -253,6 +253,7 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
     params = base + total_mlp
     active = base + active_mlp
     fmt = quantized_format(doc, cfg)
+    integer = published_integer_weights(doc, cfg)
     quantized = 0.0
     if fmt == "mxfp4":  # the experts only (modules_to_not_convert: attention, router, embeddings)
         quantized = float((total_mlp - (layers - dense_layers) * hidden * experts) if experts > 1 else 0)
@@ -303,7 +304,8 @@ def _arch(doc: Mapping[str, Any], name: str) -> ModelArch:
         qk_norm=family.startswith(QK_NORM_FAMILIES) or bool(cfg.get("use_qk_norm")),
         fp32_norms=family.startswith(FP32_NORM_FAMILIES),
         quantized_format=fmt,
-        int4_method=int4_method(doc, cfg),
+        integer_method=integer[0],
+        integer_precision=integer[1],
         quantized_params=quantized,
     )
 

@@ -149,20 +149,36 @@ def gemma3n_ffn(cfg: Mapping[str, Any]) -> int:
     return int(value)
 
 
-INT4_METHODS = frozenset({"awq", "gptq"})
-"""``quantization_config.quant_method`` values of 4-bit weight checkpoints vLLM serves as published
-(AutoAWQ's and AutoGPTQ's configs: ``bits`` or ``w_bit`` 4)."""
+INTEGER_WEIGHT_PRECISION = {4: "int4", 8: "int8"}
+"""gpufit's precision of a checkpoint published with integer weights of that many bits."""
 
 
-def int4_method(doc: Mapping[str, Any], text: Mapping[str, Any]) -> str:
-    """``awq`` or ``gptq`` when the weights are published as 4-bit GPTQ/AWQ (``quant_method`` and
-    ``bits``/``w_bit`` 4 in ``quantization_config``), else ""."""
+def published_integer_weights(doc: Mapping[str, Any], text: Mapping[str, Any]) -> tuple[str, str]:
+    """(method, precision) of a checkpoint published with integer weights and 16-bit activations,
+    which an engine serves as published, else ("", ""): AutoAWQ's and AutoGPTQ's configs
+    (``quant_method`` awq or gptq, ``bits`` 4 or 8; vLLM's awq_marlin and gptq_marlin read ``bits``)
+    and llm-compressor's weight-only ones (``quant_method`` compressed-tensors, every config group's
+    ``weights`` an int of ``num_bits`` 4 or 8 and no ``input_activations``: W4A16, W8A16)."""
     qc = doc.get("quantization_config") or text.get("quantization_config")
     if not isinstance(qc, Mapping):
-        return ""
+        return "", ""
     method = str(qc.get("quant_method", "")).lower()
-    bits = qc.get("bits", qc.get("w_bit"))
-    return method if method in INT4_METHODS and bits == 4 else ""
+    if method in ("awq", "gptq"):
+        bits = qc.get("bits", qc.get("w_bit"))
+        precision = INTEGER_WEIGHT_PRECISION.get(bits) if isinstance(bits, int) else None
+        return (method, precision) if precision else ("", "")
+    groups = qc.get("config_groups")
+    if method != "compressed-tensors" or not isinstance(groups, Mapping) or not groups:
+        return "", ""
+    found = set()
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, Mapping) else None
+        if not isinstance(weights, Mapping) or group.get("input_activations") or weights.get("type") != "int":
+            return "", ""
+        bits = weights.get("num_bits")
+        found.add(INTEGER_WEIGHT_PRECISION.get(bits) if isinstance(bits, int) else None)
+    (precision,) = found if len(found) == 1 else (None,)
+    return (method, precision) if precision else ("", "")
 
 
 def quantized_format(doc: Mapping[str, Any], text: Mapping[str, Any]) -> str:

@@ -85,7 +85,8 @@ class ModelArch:
     per_layer_embedding_params: float = 0.0  # Gemma 3n: per-layer embedding tables (inside ``params``)
     quantized_format: str = ""  # weights published quantised: "mxfp4" (gpt-oss experts), "fp8" (block)
     quantized_params: float = 0.0  # parameters stored in ``quantized_format`` (the rest in 16 bit)
-    int4_method: str = ""  # weights published as 4-bit "awq" or "gptq" (served at precision int4)
+    integer_method: str = ""  # weights published as integers: "awq", "gptq", "compressed-tensors"
+    integer_precision: str = ""  # their precision, "int4" or "int8": the engine serves them as published
     attention_softcap: bool = False  # attention logits soft-capped (Gemma 2): training runs it eagerly
     post_norms: bool = False  # Gemma 2/3's norms: also after attention and the MLP, fp32 normalised values
     qk_norm: bool = False  # a norm on each head's queries and keys (Qwen 3, Gemma 3, OLMo 2)

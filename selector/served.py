@@ -175,3 +175,23 @@ def context_problem(
         "(its config.json); lower it, or opt into YaRN with serving.rope_scaling where the model "
         "documents it"
     )
+
+
+def integer_weights_problem(arch: ModelArch, precision: str) -> str | None:
+    """Why ``precision`` cannot serve a checkpoint published with integer weights (AWQ, GPTQ,
+    compressed-tensors W4A16/W8A16: ``ModelArch.integer_precision``), which an engine serves as
+    published: at fp8 vLLM refuses a --quantization other than the checkpoint's method
+    (``ModelConfig._verify_quantization``), at any other precision the plan would size weights it
+    never loads. None when they agree."""
+    published = arch.integer_precision
+    if not published or precision == published:
+        return None
+    why = (
+        "vLLM refuses --quantization fp8 for another method's checkpoint"
+        if precision == "fp8"
+        else f"the plan would size {precision} weights it never loads"
+    )
+    return (
+        f"precision {precision}: {arch.name} publishes {published} {arch.integer_method} weights, "
+        f"served as published ({why}); set precision {published}"
+    )

@@ -312,24 +312,62 @@ def test_a_packed_mxfp4_repo_is_sized_from_its_shapes(hub: FakeHub) -> None:
     assert 12.0 < _weights_gib(_serve_hf("acme/oss")) < 13.5
 
 
-@pytest.mark.parametrize("precision", ["bf16", "fp8"])
-def test_an_awq_repo_asked_at_another_precision_is_refused_with_the_way_out(
-    hub: FakeHub, precision: str
+W4A16_GROUP = {"weights": {"num_bits": 4, "type": "int", "symmetric": True}, "input_activations": None}
+
+
+@pytest.mark.parametrize(
+    ("quantization", "published", "asked", "why"),
+    [
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4", "bf16", "never loads"),
+        ({"quant_method": "awq", "bits": 4, "group_size": 128}, "int4", "fp8", "refuses --quantization fp8"),
+        ({"quant_method": "gptq", "bits": 8, "group_size": 128}, "int8", "int4", "never loads"),
+        (
+            {"quant_method": "compressed-tensors", "config_groups": {"group_0": W4A16_GROUP}},
+            "int4",
+            "fp8",
+            "refuses --quantization fp8",
+        ),
+    ],
+)
+def test_an_integer_checkpoint_asked_at_another_precision_is_refused_with_the_way_out(
+    hub: FakeHub, quantization: dict[str, Any], published: str, asked: str, why: str
 ) -> None:
-    """An AWQ checkpoint is served as published: vLLM refuses a --quantization other than the
-    checkpoint's, and at bf16 the plan would size 16-bit weights it never loads (2.8x). The spec
-    error names the precision and the way out; at int4 the same repo plans."""
+    """AWQ, GPTQ and llm-compressor's weight-only checkpoints are served as published: at fp8 vLLM
+    refuses a --quantization other than the checkpoint's, and at any other precision the plan would
+    size weights it never loads (a 4-bit AWQ Llama-3.1-8B at bf16: 2.8x). The spec error names the
+    precision, the reason and the way out; at the published precision the repo plans."""
     doc = json.loads((HF / "llama-3.1-8b.json").read_bytes())
-    doc["quantization_config"] = {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True}
+    doc["quantization_config"] = quantization
     counts = {"I32": 879_200_000, "F16": 1_105_500_000}
-    hub.repos["acme/awq"] = FakeRepo({"config.json": json.dumps(doc).encode()}, counts)
-    spec = _serve_hf("acme/awq", precision)
+    hub.repos["acme/q"] = FakeRepo({"config.json": json.dumps(doc).encode()}, counts)
     with pytest.raises(
-        SpecError, match=f"precision {precision}: .* publishes 4-bit AWQ weights.*set precision int4"
+        SpecError, match=f"precision {asked}: .* publishes {published} .*{why}.*set precision {published}"
     ):
-        parse_spec(spec)
-    assert hub_arch("acme/awq", None).int4_method == "awq"
-    assert parse_spec(_serve_hf("acme/awq", "int4")).precision == "int4"
+        parse_spec(_serve_hf("acme/q", asked))
+    assert hub_arch("acme/q", None).integer_precision == published
+    assert parse_spec(_serve_hf("acme/q", published)).precision == published
+
+
+def test_a_w8a8_or_unrecognised_quantization_is_not_taken_for_integer_weights() -> None:
+    """Activations quantised too (W8A8) or an unknown layout: not a weight-only integer checkpoint."""
+    from selector.hf_families import published_integer_weights
+
+    w8a8 = {"weights": {"num_bits": 8, "type": "int"}, "input_activations": {"num_bits": 8, "type": "int"}}
+    for qc in (
+        {"quant_method": "compressed-tensors", "config_groups": {"g": w8a8}},
+        {"quant_method": "gptq", "bits": 3},
+        {"quant_method": "awq", "bits": "4"},
+        {"quant_method": "bitsandbytes", "load_in_4bit": True},
+    ):
+        assert published_integer_weights({"quantization_config": qc}, {}) == ("", "")
+
+
+def test_codes_packed_in_i16_are_not_taken_for_parameters(hub: FakeHub) -> None:
+    """AQLM stores a code per group in I16: a Llama-2-7B 1x16 repo counts about 1.2e9 elements. Any
+    dtype outside the unpacked ones sends a repo to its config's shapes."""
+    counts = {"I16": 810_000_000, "F16": 380_000_000}
+    hub.repos["acme/aqlm"] = FakeRepo({"config.json": (HF / "llama-3.1-8b.json").read_bytes()}, counts)
+    assert hub_arch("acme/aqlm", None).params == pytest.approx(8.03e9, rel=0.01)
 
 
 def test_a_non_packing_integer_buffer_keeps_a_float_checkpoints_exact_count(hub: FakeHub) -> None:

@@ -77,12 +77,13 @@ FLOAT_DTYPES = frozenset({"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F8
 """safetensors dtypes of one element per stored value (huggingface/safetensors, format docs):
 a checkpoint of only these is not packed, so its count is the model's count."""
 
-PACKED_DTYPES = frozenset({"I32", "U32", "U8"})
-"""safetensors dtypes quantisers pack several weights into: GPTQ's and AWQ's I32 (eight int4
-values), MXFP4's and bitsandbytes' 4-bit U8 (two values a byte). A repo holding any of them counts
-stored elements, not parameters, so its count comes from the config's shapes. I8 (one int8 weight
-an element), I64 and BOOL (position-id or mask buffers some checkpoints save) are not packing, and
-leave the exact count."""
+UNPACKED_DTYPES = FLOAT_DTYPES | {"I8", "I64", "BOOL"}
+"""safetensors dtypes of one value an element: the floats, int8 weights (I8) and the I64 and BOOL
+buffers (position ids, masks) some checkpoints save. Any other dtype may pack several weights into
+an element (GPTQ's and AWQ's I32 hold eight int4 values, MXFP4's and bitsandbytes' U8 two, AQLM's
+I16 codes a group each), so a repo holding one counts stored elements, not parameters, and its
+count comes from the config's shapes: leaning that way costs a count's exactness, the other way a
+plan several times too small."""
 
 FLOAT_SAFETENSORS_RATIO = 1.5
 """The same bound when every dtype is a float one: 1.5x either way. The widest real gap between
@@ -145,8 +146,8 @@ def pin_commit(repo: str, revision: str | None, commit: str) -> HubFetcher | Non
 def hub_arch(repo: str, revision: str | None) -> ModelArch:
     """The architecture of a Hub repo, from its config.json, with the exact parameter count of
     its safetensors weights where the Hub has them and none is packed (computed shares, such as
-    the vision encoder's or the active experts', are scaled to it). Packed weights
-    (``PACKED_DTYPES``: GPTQ/AWQ's I32, MXFP4's U8) count stored elements, not parameters (eight
+    the vision encoder's or the active experts', are scaled to it). Packed weights (a dtype outside
+    ``UNPACKED_DTYPES``: GPTQ/AWQ's I32, MXFP4's U8) count stored elements, not parameters (eight
     int4 values in one I32): the config's shapes keep the count, and the files' bytes are recorded
     as stored. ValueError says why not."""
     from selector.hf_config import ConfigError, arch_from_config
@@ -185,7 +186,7 @@ def hub_arch(repo: str, revision: str | None) -> ModelArch:
         else 0.0
     )
     dtypes = ", ".join(f"{dtype} {n:,}" for dtype, n in sorted(model.parameters.items()))
-    if PACKED_DTYPES & set(model.parameters):
+    if not set(model.parameters) <= UNPACKED_DTYPES:
         # Packed weights (GPTQ/AWQ int4 in I32, MXFP4/NVFP4 in U8): the Hub counts stored
         # elements, not parameters, so the config's shapes keep the count and the files' bytes
         # (packed weights, scales and zeros as stored) size the download.

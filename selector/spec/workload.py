@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.breadth import MIN_FALLBACKS
 from selector.model_arch import ModelArch
-from selector.served import ServedModel, context_problem, served_model, yarn_for
+from selector.served import ServedModel, context_problem, integer_weights_problem, served_model, yarn_for
 from selector.spec.capacity import CapacitySpec, capacity_problems
 from selector.spec.embed import EmbedSpec
 from selector.spec.exclusion import AttemptSpec, ExcludeSpec
@@ -529,12 +529,8 @@ class WorkloadSpec(Strict):
                 f"precision fp8: {arch.name} publishes its experts in MXFP4 and no engine requantises "
                 "them; set precision bf16 to serve the weights as published"
             )
-        if arch.int4_method and self.precision != "int4":
-            problems.append(
-                f"precision {self.precision}: {arch.name} publishes 4-bit {arch.int4_method.upper()} "
-                "weights, which the engine serves as published (vLLM refuses another --quantization "
-                "than the checkpoint's); set precision int4"
-            )
+        integer = integer_weights_problem(arch, self.precision)
+        problems += [integer] if integer else []
         if serving.engine_args:
             from selector.engine_flags import check_engine_args
 
