@@ -149,6 +149,13 @@ def gemma3n_ffn(cfg: Mapping[str, Any]) -> int:
     return int(value)
 
 
+def _quantization_config(doc: Mapping[str, Any], text: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The checkpoint's ``quantization_config``: the config's own, else its text model's (where vLLM
+    looks too), or None."""
+    qc = doc.get("quantization_config") or text.get("quantization_config")
+    return qc if isinstance(qc, Mapping) else None
+
+
 INTEGER_WEIGHT_PRECISION = {4: "int4", 8: "int8"}
 """gpufit's precision of a checkpoint published with integer weights of that many bits."""
 
@@ -159,8 +166,8 @@ def published_integer_weights(doc: Mapping[str, Any], text: Mapping[str, Any]) -
     (``quant_method`` awq or gptq, ``bits`` 4 or 8; vLLM's awq_marlin and gptq_marlin read ``bits``)
     and llm-compressor's weight-only ones (``quant_method`` compressed-tensors, every config group's
     ``weights`` an int of ``num_bits`` 4 or 8 and no ``input_activations``: W4A16, W8A16)."""
-    qc = doc.get("quantization_config") or text.get("quantization_config")
-    if not isinstance(qc, Mapping):
+    qc = _quantization_config(doc, text)
+    if qc is None:
         return "", ""
     method = str(qc.get("quant_method", "")).lower()
     if method in ("awq", "gptq"):
@@ -184,8 +191,8 @@ def published_integer_weights(doc: Mapping[str, Any], text: Mapping[str, Any]) -
 def quantized_format(doc: Mapping[str, Any], text: Mapping[str, Any]) -> str:
     """The format the weights are published in, from ``quantization_config``: ``mxfp4``,
     ``fp8``, or "" (16-bit, or a format gpufit does not size differently)."""
-    qc = doc.get("quantization_config") or text.get("quantization_config")
-    if not isinstance(qc, Mapping):
+    qc = _quantization_config(doc, text)
+    if qc is None:
         return ""
     method = str(qc.get("quant_method", ""))
     return method if method in QUANTIZED_BYTES else ""

@@ -177,12 +177,18 @@ def context_problem(
     )
 
 
-def integer_weights_problem(arch: ModelArch, precision: str) -> str | None:
-    """Why ``precision`` cannot serve a checkpoint published with integer weights (AWQ, GPTQ,
-    compressed-tensors W4A16/W8A16: ``ModelArch.integer_precision``), which an engine serves as
-    published: at fp8 vLLM refuses a --quantization other than the checkpoint's method
+def published_weights_problem(arch: ModelArch, precision: str) -> str | None:
+    """Why ``precision`` cannot serve the weights as the checkpoint publishes them, which an engine
+    serves as published: MXFP4 experts at fp8 (no engine requantises them), or integer weights
+    (AWQ, GPTQ, compressed-tensors W4A16/W8A16: ``ModelArch.integer_precision``) at any precision
+    but theirs: at fp8 vLLM refuses a --quantization other than the checkpoint's method
     (``ModelConfig._verify_quantization``), at any other precision the plan would size weights it
     never loads. None when they agree."""
+    if precision == "fp8" and arch.quantized_format == "mxfp4":
+        return (
+            f"precision fp8: {arch.name} publishes its experts in MXFP4 and no engine requantises "
+            "them; set precision bf16 to serve the weights as published"
+        )
     published = arch.integer_precision
     if not published or precision == published:
         return None

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from selector.breadth import MIN_FALLBACKS
 from selector.model_arch import ModelArch
-from selector.served import ServedModel, context_problem, integer_weights_problem, served_model, yarn_for
+from selector.served import ServedModel, context_problem, published_weights_problem, served_model, yarn_for
 from selector.spec.capacity import CapacitySpec, capacity_problems
 from selector.spec.embed import EmbedSpec
 from selector.spec.exclusion import AttemptSpec, ExcludeSpec
@@ -524,13 +524,8 @@ class WorkloadSpec(Strict):
         served = self.served()
         too_long = context_problem(self.engine_context, served, self.model.config or arch.name)
         problems += [too_long] if too_long else []
-        if self.precision == "fp8" and arch.quantized_format == "mxfp4":
-            problems.append(
-                f"precision fp8: {arch.name} publishes its experts in MXFP4 and no engine requantises "
-                "them; set precision bf16 to serve the weights as published"
-            )
-        integer = integer_weights_problem(arch, self.precision)
-        problems += [integer] if integer else []
+        published = published_weights_problem(arch, self.precision)
+        problems += [published] if published else []
         if serving.engine_args:
             from selector.engine_flags import check_engine_args
 
