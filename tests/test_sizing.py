@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import pytest
 
@@ -23,12 +24,19 @@ from selector.sizing import (
 )
 from selector.sizing.fit import USABLE_MEMORY_FRACTION, fit_serving_at
 from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
+from selector.sizing.inference_mfu import (
+    DECODE_MFU,
+    GENERATION_PREFILL_MFU,
+    INT8_WEIGHT_ONLY_DECODE_MFU,
+    LARGE_BATCH_SEQUENCES,
+    PREFILL_MFU,
+    decode_mfu,
+)
 from selector.sizing.speed import (
     ALLREDUCE_LATENCY_S,
     DEFAULT_BANDWIDTH_EFFICIENCY,
     KV_BANDWIDTH_EFFICIENCY,
     LAYER_LATENCY_S,
-    PREFILL_MFU,
     STEP_OVERHEAD_S,
     decode_speed,
     engine_generation,
@@ -407,8 +415,8 @@ def test_a_short_prompts_prefill_attention_is_not_hidden_under_the_weight_read()
     req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
     flops = load_gpus()["H100"].tflops_at("bf16") * 1e12  # type: ignore[operator]
     assert 0 < req.prefill_attention_flops_per_step < req.prefill_flops_per_step
-    # read-bound: memory 1 s, compute nil
-    added = prefill_step_s(req, memory_s=1.0, compute_s=1e-6, flops_per_s=flops, pass_s=(1.0, 0.0))
+    # read-bound: the weight read 1 s, the decode GEMMs nil
+    added = prefill_step_s(req, weights_s=1.0, gemm_s=1e-6, flops_per_s=flops, pass_s=(1.0, 0.0))
     share = req.prefill_tokens_per_step / req.prefill_chunk_tokens
     attention = share * req.prefill_chunk_tokens * 2 * 32 * 32 * 128 * 512 / (flops * PREFILL_MFU)
     assert added == pytest.approx(attention)
@@ -416,8 +424,9 @@ def test_a_short_prompts_prefill_attention_is_not_hidden_under_the_weight_read()
 
 def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
     """vLLM V1 schedules decode tokens first and a prompt chunk in the rest of the token budget, in
-    one forward pass: a step carrying a chunk costs max(memory, decode + chunk compute), not memory
-    + chunk compute. The model is faster than the additive first fit, slower than no prefill."""
+    one forward pass: a step carrying a chunk costs max(weight read, decode + chunk GEMMs) before the
+    attention phase, not weight read + chunk compute. The model is faster than the additive first
+    fit, slower than no prefill."""
     serving = {"context_tokens": 5500, "prompt_tokens": 5000, "concurrency": 50}
     spec = spec_of(SERVE_70B, model={"preset": "llama-3.1-70b"}, precision="fp8", serving=serving)
     req = requirements(spec)
@@ -428,9 +437,49 @@ def test_chunked_prefill_shares_the_weight_read_with_the_decode() -> None:
     additive = none + req.prefill_flops_per_step / (2 * fp8_flops * PREFILL_MFU)
     assert none < step < additive
     assert req.prefill_chunk_tokens == 5000 and req.prefill_tokens_per_step == pytest.approx(500)
-    # one step in ten carries a 5,000-token chunk: the saving is that step's weight and KV read
+    # one step in ten carries a 5,000-token chunk: the saving is that step's weight read
     memory = step - (additive - none)
     assert 0 < additive - step < none and memory < step
+
+
+def test_a_compute_bound_batch_still_reads_its_kv_cache_after_the_gemms() -> None:
+    """Each layer runs its GEMMs, then attention: at 384 sequences of Llama-3.1-8B on an H100 the
+    GEMMs outrun the weight read, and the step is their compute plus the KV read, not the larger of
+    the two (which the single max over the step's bytes and FLOPs gave). At batch 1 the two phases
+    are both reads and the step is their sum, as before."""
+    serving = {"context_tokens": 2048, "prompt_tokens": 1024, "concurrency": 384}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "llama-3.1-8b"}, serving=serving))
+    req = dataclasses.replace(req, prefill_flops_per_step=0.0, prefill_tokens_per_step=0.0)
+    h100 = load_gpus()["H100"]
+    bandwidth = h100.bandwidth_gbps * 1e9
+    weights_s = (req.bytes_per_decode_step - req.kv_bytes_per_decode_step) / (
+        bandwidth * req.bandwidth_efficiency
+    )
+    kv_s = req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
+    flops = h100.tflops_at("bf16") * 1e12 * decode_mfu(384)  # type: ignore[operator]
+    gemm_s = (req.flops_per_decode_step - req.attention_flops_per_decode_step) / flops
+    assert gemm_s > weights_s and kv_s > req.attention_flops_per_decode_step / flops
+    step, why = decode_speed(req, h100, 1)
+    fixed = step - gemm_s - kv_s
+    assert 0 < fixed < 0.1 * step  # the per-step overhead and per-layer latencies only
+    assert step > max(gemm_s + req.attention_flops_per_decode_step / flops, weights_s + kv_s) + fixed / 2
+    assert "GEMMs compute-bound" in why and "then attention" in why
+
+
+def test_large_batch_gemms_ramp_to_the_prefill_mfu_and_the_step_keeps_rising() -> None:
+    """Up to 256 sequences the decode GEMMs take ``DECODE_MFU``; from 256 to 512 they ramp linearly to
+    the engine's prefill MFU (the GEMM width of a prefill chunk), and beyond stay there. For every
+    engine generation's prefill MFU the GEMM time per step, FLOPs ∝ sequences ÷ MFU, still rises with
+    the batch (no batch is timed faster than a smaller one), and int8 weight-only GEMMs keep their
+    own cap."""
+    low, high = LARGE_BATCH_SEQUENCES
+    for wide in (PREFILL_MFU, *GENERATION_PREFILL_MFU.values()):
+        assert decode_mfu(low, "bf16", wide) == DECODE_MFU
+        assert decode_mfu(high, "bf16", wide) == pytest.approx(wide)
+        assert decode_mfu(4 * high, "bf16", wide) == pytest.approx(wide)
+        times = [n / decode_mfu(n, "bf16", wide) for n in range(1, 2 * high)]
+        assert all(later > earlier for earlier, later in itertools.pairwise(times))
+    assert decode_mfu(4 * high, "int8") == INT8_WEIGHT_ONLY_DECODE_MFU
 
 
 def test_explain_names_the_chunked_prefill_schedule() -> None:

@@ -22,6 +22,7 @@ from selector.sizing.engine_memory import (
     online_fp8_load_bytes,
 )
 from selector.sizing.fp8_path import engine_bandwidth_efficiency
+from selector.sizing.inference_mfu import PREFILL_MFU
 from selector.sizing.memory import (
     decode_weight_bytes,
     image_kv_bytes,
@@ -29,11 +30,7 @@ from selector.sizing.memory import (
     kv_cache_bytes,
 )
 from selector.sizing.schedule import SEPARATE_PREFILL_ENGINES
-from selector.sizing.speed import (
-    MOE_EXPERT_LATENCY_S,
-    PREFILL_MFU,
-    moe_expert_latency_s,
-)
+from selector.sizing.speed import MOE_EXPERT_LATENCY_S, moe_expert_latency_s
 from selector.sizing.speed_explain import speed_terms
 from selector.sizing.terms import BYTES_PER_PARAM, GIB, Requirements, Term
 from selector.spec import WorkloadSpec
@@ -358,6 +355,7 @@ def serving_requirements(
         legacy_cache_bytes=legacy_cache,
         bytes_per_decode_step=step_bytes,
         flops_per_decode_step=step_flops,
+        attention_flops_per_decode_step=attention_flops,
         prefill_flops_per_step=prefill_flops,
         prefill_attention_flops_per_step=prefill_attention_flops_per_token(arch, prompt_len) * prefill_tokens,
         prefill_tokens_per_step=prefill_tokens,

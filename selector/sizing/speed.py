@@ -8,6 +8,7 @@ docs/calibration.yaml that ``selector.calibration.split_of`` does not hold out."
 from __future__ import annotations
 
 from selector.catalog import GpuSpec
+from selector.sizing.inference_mfu import decode_mfu, prefill_mfu
 from selector.sizing.schedule import (
     SEPARATE_PREFILL_ENGINES,
     batch_layer_latency_s,
@@ -26,10 +27,12 @@ model was not fitted to (tests/test_calibration.py checks each value against it)
 DEFAULT_BANDWIDTH_EFFICIENCY = 0.62
 """Share of peak memory bandwidth a current serving engine reaches while decoding 16-bit weights
 (model bandwidth utilisation): an ESTIMATE on the fast side of the 0.6 gpufit used before round 5,
-chosen by ``EFFICIENCY_MARGIN_RATIO``'s rule and bound by one row, vLLM 0.23.0 decoding
-Qwen2.5-0.5B on an L4 at concurrency 32 (``vllm023-l4-qwen25-05b-256in128out-c32``: 1.04 at 0.62,
-1.05 at 0.63; a small model whose step is a fifth fixed time, so a thin bound). Today's engines
-read more at batch 1: vLLM 0.23.0 decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77%
+chosen by ``EFFICIENCY_MARGIN_RATIO``'s rule and bound by one row, SGLang 0.5.6 decoding
+gpt-oss-120b on 8 B200 at 100 streams (``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``: 1.048
+at 0.62, 1.051 at 0.63; a MoE row whose batch expert latency was read off it: a thin bound). Until
+the KV read was timed after compute-bound GEMMs (``decode_speed``), vLLM 0.23.0 decoding
+Qwen2.5-0.5B on an L4 at concurrency 32 bound it (1.04 at 0.62, 1.05 at 0.63; now 1.02). Today's
+engines read more at batch 1: vLLM 0.23.0 decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77%
 of the GPU's memory-bandwidth ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on);
 torchao's bf16 runs reach 1,419 GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350
 (57%) (pytorch/ao torchao/quantization/README.md @c452495, 2025-09-08). The older engines have
@@ -380,73 +383,24 @@ whatever the weights' precision. Fitted to the concurrency-128 rows of vLLM 0.13
 bf16 and FP8, 32 in / 2,048 out: pytorch/ao quantization README @aa25287), which 0.6 over-promised
 by 10%; TensorRT-LLM's static batches (performance.md @138f96d) then come out 20-30% slow."""
 
-DECODE_MFU = 0.25
-"""FLOPs utilisation of the decode GEMMs at large batch, where a step turns compute-bound:
-skinny (batch × hidden) GEMMs, attention over the paged cache and scheduling reach well under
-training MFU. Fitted to the large-batch decode rows: TensorRT-LLM v0.6.1 static batches of 60-112
-(NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d) and vLLM 0.13 at concurrency 128 on
-H100/B200 (pytorch/ao quantization README @aa25287)."""
-
-LARGE_BATCH_SEQUENCES = 256
-"""Above this many sequences per replica the decode GEMMs and attention lose efficiency further
-(``LARGE_BATCH_MFU``)."""
-
-LARGE_BATCH_MFU = 0.10
-"""Decode FLOPs utilisation above ``LARGE_BATCH_SEQUENCES``: fitted to the one such row,
-TensorRT-LLM v0.6.1 Llama-2-70B FP8 TP 4 at batch 480 (1,486 tok/s per GPU, 12.4 tok/s per
-stream; NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d). One row: an estimate that errs
-slow, flagged in ``--explain``."""
-
-PREFILL_MFU = 0.40
-"""FLOPs utilisation of the prompt tokens a chunked-prefill step carries. vLLM 0.13 prefills
-Llama-3.1-8B at ~0.5 MFU on H100 (pytorch/ao README @aa25287, 32 × 4096 tokens); NIM 1.8.0's
-Llama-3.3-70B fp8 TP 2 on H100 reached its first token of a 5,000-token prompt in 546.7 ms at
-concurrency 5 (docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance), 0.33 MFU of the dense fp8
-TFLOPS with queueing included. 0.40 is kept (between the two): the chunked-prefill schedule
-(``prefill_step_s``) now stops the double counting the first fit had, so the MFU itself needs no
-stretching."""
-
-
-TRTLLM_PREFILL_MFU = 0.33
-"""FLOPs utilisation of TensorRT-LLM v0.5-v0.6.1's prefill (the releases whose static-batch tables
-the calibration rows quote), read off the same document's Low Latency table (NVIDIA/TensorRT-LLM
-docs/source/performance.md @138f96d, v0.5, H100 FP8, batch 1, input 2048): LLaMA 7B TP 1 first
-token in 36 ms (0.40 of 1,979 dense fp8 TFLOPS with gpufit's FLOP count) and LLaMA 70B TP 4 in
-109 ms (0.33, its all-reduces included); the lower figure is taken, the slow side."""
-
-NIM_PREFILL_MFU = 0.45
-"""FLOPs utilisation of NIM 1.8.0's (TensorRT-LLM) prefill, read off NIM's own concurrency-1 figure
-(docs.nvidia.com/nim/benchmarking/llm/1.0.0/performance, Llama-3.3-70b-instruct, 2 x H100 80G,
-fp8 TP2, 5000 input tokens: TTFT 406.77 ms): 5,000 × 1.4766e11 FLOPs (2 × 70.55e9 parameters +
-the prompt's causal attention, gpufit's own count) in 0.40677 s over 2 × 1,979 dense fp8 TFLOPS
-is 0.459; the TTFT also holds a request's queueing and first decode step, so 0.45 is the slow
-side of what the prefill itself reaches."""
-
-GENERATION_PREFILL_MFU: dict[str, float] = {"tensorrt-llm": TRTLLM_PREFILL_MFU, "nim": NIM_PREFILL_MFU}
-"""Prefill FLOPs utilisation of an engine generation in place of ``PREFILL_MFU``."""
-
-
-def prefill_mfu(req: Requirements) -> float:
-    """``PREFILL_MFU``, or the engine generation's own (``GENERATION_PREFILL_MFU``)."""
-    return GENERATION_PREFILL_MFU.get(req.engine_generation, PREFILL_MFU)
-
 
 def prefill_step_s(
-    req: Requirements, memory_s: float, compute_s: float, flops_per_s: float, pass_s: tuple[float, float]
+    req: Requirements, weights_s: float, gemm_s: float, flops_per_s: float, pass_s: tuple[float, float]
 ) -> float:
-    """Mean time chunked prefill adds to a decode step, the way vLLM's V1 scheduler builds a step
+    """Mean time chunked prefill adds to a decode step (``weights_s``, ``gemm_s``: its GEMM phase's
+    weight read and FLOPs, ``decode_speed``), the way vLLM's V1 scheduler builds a step
     (vllm/v1/core/sched/scheduler.py @00024d31, ``Scheduler.schedule``): the running sequences'
     decode tokens are scheduled first, then waiting prompts take what is left of the step's token
     budget (``max_num_batched_tokens``, ``inference.PREFILL_CHUNK_TOKENS``), and all of it runs as
     one forward pass, so the weights are read once for both. A prompt is prefilled in chunks of
     min(prompt, budget − concurrency) tokens; at steady state a fraction f = tokens per step ÷
     chunk of the steps carry one (every step when the prompts arrive faster). A carrying step takes
-    max(memory, decode compute + chunk compute at ``PREFILL_MFU``), the others max(memory, decode
-    compute); the mean over steps less the plain step is what prefill adds. SGLang's scheduler
-    mixes a chunk with the decode batch the same way (``--chunked-prefill-size``: 2,048 below
-    35 GiB, 8,192 on A100/H100/H200, 16,384 on B200; sgl-project/sglang
-    python/sglang/srt/server_args.py). Replaces the first fit's memory + every step's share of
-    prefill compute, which counted the weight read twice. With the prompt length unknown (no
+    max(weight read, decode GEMMs + chunk GEMMs at ``prefill_mfu``), the others max(weight read,
+    decode GEMMs), each before the same attention phase; the mean over steps less the plain step
+    is what prefill adds. SGLang's scheduler mixes a chunk with the decode batch the same way
+    (``--chunked-prefill-size``: 2,048 below 35 GiB, 8,192 on A100/H100/H200, 16,384 on B200;
+    sgl-project/sglang python/sglang/srt/server_args.py). Replaces the first fit's memory + every
+    step's share of prefill compute, which counted the weight read twice. With the prompt length unknown (no
     chunk size, ``prefill_chunk_tokens`` 0) that additive bound, the slow extreme of the schedule,
     is kept: a NIM 5,000-in row stated without its prompt would otherwise be over-promised
     (tests/test_calibration.py). Only the chunk's GEMMs share the weight read: its attention to
@@ -469,8 +423,8 @@ def prefill_step_s(
     chunk = req.prefill_chunk_tokens
     share = min(1.0, tokens / chunk)
     carried = chunk if share < 1.0 else tokens
-    plain = max(memory_s, compute_s)
-    carrying = max(memory_s, compute_s + carried * gemm_token_s) + carried * attention_token_s
+    plain = max(weights_s, gemm_s)
+    carrying = max(weights_s, gemm_s + carried * gemm_token_s) + carried * attention_token_s
     return share * (carrying - plain)
 
 
@@ -486,24 +440,6 @@ def training_mfu(req: Requirements, gpu: GpuSpec) -> float:
 def precision_bandwidth_efficiency(precision: str) -> float:
     """``PRECISION_BANDWIDTH_EFFICIENCY`` for a weight precision (16-bit for unknown ones)."""
     return PRECISION_BANDWIDTH_EFFICIENCY.get(precision, DEFAULT_BANDWIDTH_EFFICIENCY)
-
-
-INT8_WEIGHT_ONLY_DECODE_MFU = 0.07
-"""FLOPs utilisation (of the 16-bit rate: ``GpuSpec.tflops_at``) of decode GEMMs on int8 weight-only
-weights at large batch, which convert each weight tile to 16 bit inside the matmul. Read off the
-one row that measures it, vLLM 0.13.0 with torchao int8 rowwise weights and bf16 activations on an
-H100 at 128 sequences, 32 in / 2,048 out: 4,309.8 decode tok/s, 0.652× the same table's bf16 run
-(pytorch/ao torchao/quantization README @aa25287, 2026-01-05; calibration row
-``fresh-torchao-vllm0130-h100-llama31-8b-int8wo-decode``, fitted): the highest two-decimal value
-at which that row reads no faster than 1.05 (0.08 reads 1.06). One row: an ESTIMATE that errs
-slow for int8 checkpoints an engine runs with int8 tensor cores (W8A8)."""
-
-
-def decode_mfu(concurrency: int, precision: str = "bf16") -> float:
-    """``DECODE_MFU``, or ``LARGE_BATCH_MFU`` above ``LARGE_BATCH_SEQUENCES`` sequences; int8
-    weight-only GEMMs at most ``INT8_WEIGHT_ONLY_DECODE_MFU``."""
-    mfu = LARGE_BATCH_MFU if concurrency > LARGE_BATCH_SEQUENCES else DECODE_MFU
-    return min(mfu, INT8_WEIGHT_ONLY_DECODE_MFU) if precision == "int8" else mfu
 
 
 FAST_MOE_ARCHS: frozenset[str] = frozenset({"Hopper", "Blackwell"})
@@ -551,16 +487,19 @@ def step_overhead_s(req: Requirements) -> float:
 
 
 def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = True) -> tuple[float, str]:
-    """Decode step time = bytes read ÷ (bandwidth × efficiency) and the batch's FLOPs ÷ (TFLOPS ×
-    ``DECODE_MFU``), whichever is larger, over the GPUs that share one replica's weights
-    (memory-bound decode: gpu-cloud-facts.md §6); plus what the chunked prefill of arriving
-    prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than one GPU,
-    two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
+    """Decode step time over the GPUs that share one replica's weights, in two phases, as every
+    layer runs its kernels one after another: the GEMMs, max(weight bytes ÷ (bandwidth ×
+    efficiency), their FLOPs ÷ (TFLOPS × ``decode_mfu``)), then attention, max(KV-cache bytes ÷
+    (bandwidth × ``kv_bandwidth_efficiency``), its FLOPs at the same MFU) (memory-bound decode:
+    gpu-cloud-facts.md §6; a batch whose GEMMs turn compute-bound still reads its KV cache after
+    them, which a single max over the step's bytes and FLOPs hid); plus what the chunked prefill of
+    arriving prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than
+    one GPU, two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
     weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
     weights_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
     kv_bytes = req.kv_bytes_per_decode_step * req.kv_read_factor
-    memory_s = weights_s + kv_bytes / (bandwidth * kv_bandwidth_efficiency(req))
+    kv_s = kv_bytes / (bandwidth * kv_bandwidth_efficiency(req))
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
@@ -576,10 +515,14 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
     if tflops is None:
-        return memory_s + fixed_s + comm_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
-    mfu = decode_mfu(req.concurrency, req.precision)
-    compute_s = req.flops_per_decode_step / (gpus * tflops * 1e12 * mfu)
-    prefill_s = prefill_step_s(req, memory_s, compute_s, gpus * tflops * 1e12, (weights_s, fixed_s + comm_s))
+        step_s = weights_s + kv_s + fixed_s + comm_s
+        return step_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
+    mfu = decode_mfu(req.concurrency, req.precision, prefill_mfu(req))
+    flops_per_s = gpus * tflops * 1e12
+    attention_flops = req.attention_flops_per_decode_step
+    gemm_compute_s = (req.flops_per_decode_step - attention_flops) / (flops_per_s * mfu)
+    attention_s = max(kv_s, attention_flops / (flops_per_s * mfu))
+    prefill_s = prefill_step_s(req, weights_s, gemm_compute_s, flops_per_s, (weights_s, fixed_s + comm_s))
     if prefill_s and req.static_batch:
         extra += f" + prefill passes the streams wait for {prefill_s * 1e3:.2f} ms (one per static batch)"
     elif prefill_s and req.engine in SEPARATE_PREFILL_ENGINES:
@@ -589,10 +532,11 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     elif prefill_s and req.prefill_chunk_tokens:
         extra += (
             f" + chunked prefill {prefill_s * 1e3:.2f} ms (chunks of {req.prefill_chunk_tokens:g} tokens "
-            f"at {PREFILL_MFU:g} MFU, weights read once with the decode)"
+            f"at {prefill_mfu(req):g} MFU, weights read once with the decode)"
         )
     elif prefill_s:
         extra += f" + arriving prompts' prefill {prefill_s * 1e3:.2f} ms (prompt unknown: added in full)"
-    if compute_s > memory_s:
-        return compute_s + prefill_s + fixed_s + comm_s, f"compute-bound at {mfu:g} MFU{extra}"
-    return memory_s + prefill_s + fixed_s + comm_s, f"memory-bound{extra}"
+    step_s = max(weights_s, gemm_compute_s) + attention_s + prefill_s + fixed_s + comm_s
+    if gemm_compute_s > weights_s:
+        return step_s, f"GEMMs compute-bound at {mfu:.3g} MFU, then attention's KV read{extra}"
+    return step_s, f"memory-bound{extra}"

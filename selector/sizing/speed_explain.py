@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from selector.model_arch import ModelArch
 from selector.sizing.fp8_path import W8A8_FP8_EFFICIENCY
+from selector.sizing.inference_mfu import LARGE_BATCH_SEQUENCES, decode_mfu
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -52,7 +53,7 @@ def speed_terms(spec: WorkloadSpec, arch: ModelArch, eff: float, expert_s: float
             if tuned
             else f"{spec.precision} weights (an ESTIMATE, each value the highest at which no fitted "
             "current-engine row reads over 1.05: 16-bit 0.62, on the fast side of the 0.6 used before, "
-            "bound by one row, vLLM 0.23 Qwen2.5-0.5B on an L4 at concurrency 32; int8 0.53 bound by "
+            "bound by one row, SGLang 0.5.6 gpt-oss-120b on 8 B200 at 100 streams; int8 0.53 bound by "
             "gpt-fast Mixtral int8 on one A100, fp8 0.38 by torchao generate.py's fp8 per-tensor "
             "Llama-3.1-8B on H100; "
             "int4 0.51 by gpt-fast's int4 Llama-2-70B at TP 8 (vLLM 0.6.3's Marlin GPTQ/AWQ rows read up "
@@ -128,6 +129,18 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch, engine: str) -> li
                 f"{concurrency} sequences × {arch.linear_layers} linear-attention layers × "
                 f"{LINEAR_ATTENTION_SEQUENCE_LATENCY_S * 1e6:g} µs (SGLang 0.5.6 Qwen3-Next at 100 streams; "
                 "an estimate, one row)",
+            )
+        )
+    if concurrency > 1:
+        low, high = LARGE_BATCH_SEQUENCES
+        terms.append(
+            Term(
+                "decode GEMM MFU",
+                decode_mfu(concurrency, spec.precision),
+                "of dense TFLOPS",
+                f"{concurrency} sequences' GEMMs where they outrun the weight read (TensorRT-LLM and vLLM "
+                f"0.13 rows at 60-128 sequences; ramps to the prefill MFU from {low} to {high}, an "
+                "estimate); attention's KV read is timed after them, not overlapped",
             )
         )
     if engine in SEPARATE_PREFILL_ENGINES and concurrency > 1:

@@ -100,6 +100,7 @@ class Requirements:
     offloaded_activation_bytes: float = 0.0  # one process's activations offloaded to host RAM
     bytes_per_decode_step: float = 0.0
     flops_per_decode_step: float = 0.0
+    attention_flops_per_decode_step: float = 0.0  # the decode step's attention over the KV cache (inside)
     min_bandwidth_gbps: float = 0.0
     train_flops: float = 0.0
     terms: tuple[Term, ...] = ()
