@@ -24,14 +24,7 @@ from selector.sizing import (
 )
 from selector.sizing.fit import USABLE_MEMORY_FRACTION, fit_serving_at
 from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
-from selector.sizing.inference_mfu import (
-    DECODE_MFU,
-    GENERATION_PREFILL_MFU,
-    INT8_WEIGHT_ONLY_DECODE_MFU,
-    LARGE_BATCH_SEQUENCES,
-    PREFILL_MFU,
-    decode_mfu,
-)
+from selector.sizing.inference_mfu import PREFILL_MFU, decode_mfu
 from selector.sizing.speed import (
     ALLREDUCE_LATENCY_S,
     DEFAULT_BANDWIDTH_EFFICIENCY,
@@ -456,7 +449,7 @@ def test_a_compute_bound_batch_still_reads_its_kv_cache_after_the_gemms() -> Non
         bandwidth * req.bandwidth_efficiency
     )
     kv_s = req.kv_bytes_per_decode_step / (bandwidth * KV_BANDWIDTH_EFFICIENCY)
-    flops = h100.tflops_at("bf16") * 1e12 * decode_mfu(384)  # type: ignore[operator]
+    flops = h100.tflops_at("bf16") * 1e12 * decode_mfu("bf16")  # type: ignore[operator]
     gemm_s = (req.flops_per_decode_step - req.attention_flops_per_decode_step) / flops
     assert gemm_s > weights_s and kv_s > req.attention_flops_per_decode_step / flops
     step, why = decode_speed(req, h100, 1)
@@ -466,20 +459,59 @@ def test_a_compute_bound_batch_still_reads_its_kv_cache_after_the_gemms() -> Non
     assert "GEMMs compute-bound" in why and "then attention" in why
 
 
-def test_large_batch_gemms_ramp_to_the_prefill_mfu_and_the_step_keeps_rising() -> None:
-    """Up to 256 sequences the decode GEMMs take ``DECODE_MFU``; from 256 to 512 they ramp linearly to
-    the engine's prefill MFU (the GEMM width of a prefill chunk), and beyond stay there. For every
-    engine generation's prefill MFU the GEMM time per step, FLOPs ∝ sequences ÷ MFU, still rises with
-    the batch (no batch is timed faster than a smaller one), and int8 weight-only GEMMs keep their
-    own cap."""
-    low, high = LARGE_BATCH_SEQUENCES
-    for wide in (PREFILL_MFU, *GENERATION_PREFILL_MFU.values()):
-        assert decode_mfu(low, "bf16", wide) == DECODE_MFU
-        assert decode_mfu(high, "bf16", wide) == pytest.approx(wide)
-        assert decode_mfu(4 * high, "bf16", wide) == pytest.approx(wide)
-        times = [n / decode_mfu(n, "bf16", wide) for n in range(1, 2 * high)]
-        assert all(later > earlier for earlier, later in itertools.pairwise(times))
-    assert decode_mfu(4 * high, "int8") == INT8_WEIGHT_ONLY_DECODE_MFU
+def test_a_replicated_kv_cache_is_read_whole_on_every_gpu() -> None:
+    """Tensor parallelism splits the KV read only as far as the KV heads go: DeepSeek-V3's MLA
+    latent sits whole on each of 8 GPUs (every rank reads all of it, as in one GPU's step), and
+    Qwen3-235B-A22B's 4 KV heads on 8 GPUs are read as on 4; Llama-3.1-70B's 8 heads split 8 ways."""
+    h200 = load_gpus()["H200"]
+
+    def kv_phase_s(preset: str, gpus: int) -> float:
+        serving = {"context_tokens": 8192, "prompt_tokens": 4096, "concurrency": 64}
+        req = requirements(spec_of(SERVE_70B, model={"preset": preset}, serving=serving))
+        req = dataclasses.replace(req, prefill_flops_per_step=0.0, prefill_tokens_per_step=0.0)
+        with_kv, _ = decode_speed(req, h200, gpus)
+        no_kv = dataclasses.replace(
+            req,
+            bytes_per_decode_step=req.bytes_per_decode_step - req.kv_bytes_per_decode_step,
+            kv_bytes_per_decode_step=0.0,
+            flops_per_decode_step=req.flops_per_decode_step - req.attention_flops_per_decode_step,
+            attention_flops_per_decode_step=0.0,
+        )
+        without, _ = decode_speed(no_kv, h200, gpus)
+        return with_kv - without
+
+    def whole_s(preset: str) -> float:
+        serving = {"context_tokens": 8192, "prompt_tokens": 4096, "concurrency": 64}
+        req = requirements(spec_of(SERVE_70B, model={"preset": preset}, serving=serving))
+        return req.kv_bytes_per_decode_step / (h200.bandwidth_gbps * 1e9 * KV_BANDWIDTH_EFFICIENCY)
+
+    assert kv_phase_s("deepseek-v3", 8) == pytest.approx(whole_s("deepseek-v3"), rel=1e-6)
+    assert kv_phase_s("qwen3-235b-a22b", 8) == pytest.approx(whole_s("qwen3-235b-a22b") / 4, rel=1e-6)
+    assert kv_phase_s("llama-3.1-70b", 8) == pytest.approx(whole_s("llama-3.1-70b") / 8, rel=1e-6)
+
+
+def test_decode_step_time_rises_with_the_batch() -> None:
+    """More sequences never make a step faster, through the turn from memory-bound to compute-bound
+    GEMMs and beyond 256 sequences (one decode MFU at every batch), for 16-bit, fp8 and int8
+    weight-only Llama-3.1-8B on an H100."""
+    h100 = load_gpus()["H100"]
+    for precision in ("bf16", "fp8", "int8"):
+        steps = [
+            decode_speed(
+                requirements(
+                    spec_of(
+                        SERVE_70B,
+                        model={"preset": "llama-3.1-8b"},
+                        precision=precision,
+                        serving={"context_tokens": 2048, "prompt_tokens": 1024, "concurrency": n},
+                    )
+                ),
+                h100,
+                1,
+            )[0]
+            for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 384, 512, 768, 1024)
+        ]
+        assert all(later > earlier for earlier, later in itertools.pairwise(steps)), precision
 
 
 def test_explain_names_the_chunked_prefill_schedule() -> None:

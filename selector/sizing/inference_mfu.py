@@ -6,24 +6,19 @@ from __future__ import annotations
 from selector.sizing.terms import Requirements
 
 DECODE_MFU = 0.25
-"""FLOPs utilisation of the decode GEMMs at large batch, where they turn compute-bound: skinny
-(batch × hidden) GEMMs reach well under training MFU. Fitted to the large-batch decode rows:
-TensorRT-LLM v0.6.1 static batches of 60-112 (NVIDIA/TensorRT-LLM docs/source/performance.md
-@138f96d) and vLLM 0.13 at concurrency 128 on H100/B200 (pytorch/ao quantization README @aa25287).
-It was fitted while the KV read overlapped the GEMMs; timed as a phase after them
-(``speed.decode_speed``) the vLLM 0.13 rows read 0.91-0.96 and TensorRT-LLM's batch 112 0.95, so
-they would allow more, but fresh rows at 100-192 sequences over-promise at 0.30 (TensorRT-LLM 0.7
-Llama-2-70B fp8 on one H200 at batch 192: 0.96 → 1.11; SGLang 0.5.6 Llama-3.1-70B on 8 A100 at
-100 streams: 1.02 → 1.12), so it stays (the slow side)."""
-
-LARGE_BATCH_SEQUENCES = (256, 512)
-"""Sequences per replica over which a decode step's GEMMs ramp from ``DECODE_MFU`` to the prefill
-MFU of the engine generation (``prefill_mfu``): past 256 rows a GEMM is as wide as a prefill
-chunk's, which gpufit times at that MFU. The ramp is linear between the two ends (an ESTIMATE: no
-row measures its shape), which keeps step time rising with the batch. It replaced a drop to 0.10
-above 256 sequences that one TensorRT-LLM row had pinned while the KV read still overlapped the
-GEMMs (``decode_speed``); with the attention phase after the GEMMs that row (batch 480) reads 0.79
-and the seven fresh 384-1,024-sequence rows 0.52-0.93 (they read 0.29-0.81 with the drop)."""
+"""FLOPs utilisation of the decode GEMMs where they turn compute-bound: skinny (batch × hidden)
+GEMMs reach well under training MFU. Fitted to the large-batch decode rows: TensorRT-LLM v0.6.1
+static batches of 60-112 (NVIDIA/TensorRT-LLM docs/source/performance.md @138f96d) and vLLM 0.13 at
+concurrency 128 on H100/B200 (pytorch/ao quantization README @aa25287). It was fitted while the KV
+read overlapped the GEMMs; timed as a phase after them (``speed.decode_speed``) the vLLM 0.13 rows
+read 0.91-1.00 and TensorRT-LLM's batch 112 0.95, so they would allow more, but fresh rows at
+100-192 sequences over-promise at 0.30 (TensorRT-LLM 0.7 Llama-2-70B fp8 on one H200 at batch 192:
+0.96 → 1.11; SGLang 0.5.6 Llama-3.1-70B on 8 A100 at 100 streams: 1.02 → 1.12), so it stays (the
+slow side). The same value holds at every batch: the drop to 0.10 above 256 sequences that one
+TensorRT-LLM row (batch 480) had pinned while the KV read overlapped the GEMMs is gone (that row
+reads 0.74, the seven fresh 384-1,024-sequence rows 0.48-0.84; 0.29-0.81 with the drop). Those rows
+are all TensorRT-LLM's 2023 static batches and no vLLM or SGLang row decodes that many sequences,
+so the higher utilisation wider GEMMs reach is not taken (errs slow)."""
 
 PREFILL_MFU = 0.40
 """FLOPs utilisation of the prompt tokens a chunked-prefill step carries. vLLM 0.13 prefills
@@ -72,12 +67,7 @@ GEMMs). One row: an ESTIMATE that errs slow for int8 checkpoints an engine runs 
 cores (W8A8)."""
 
 
-def decode_mfu(concurrency: int, precision: str = "bf16", wide_mfu: float = PREFILL_MFU) -> float:
-    """The decode GEMMs' MFU: ``DECODE_MFU`` up to the first of ``LARGE_BATCH_SEQUENCES``, then
-    linearly up to ``wide_mfu`` (the engine's prefill MFU, ``prefill_mfu``) at the second and
-    beyond, never below ``DECODE_MFU``; int8 weight-only GEMMs at most
+def decode_mfu(precision: str = "bf16") -> float:
+    """``DECODE_MFU`` for the decode GEMMs of any batch; int8 weight-only GEMMs at most
     ``INT8_WEIGHT_ONLY_DECODE_MFU``."""
-    low, high = LARGE_BATCH_SEQUENCES
-    share = min(1.0, max(0.0, (concurrency - low) / (high - low)))
-    mfu = DECODE_MFU + share * max(0.0, wide_mfu - DECODE_MFU)
-    return min(mfu, INT8_WEIGHT_ONLY_DECODE_MFU) if precision == "int8" else mfu
+    return min(DECODE_MFU, INT8_WEIGHT_ONLY_DECODE_MFU) if precision == "int8" else DECODE_MFU

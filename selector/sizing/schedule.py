@@ -158,7 +158,8 @@ TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
 ``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
 2 µs is the smallest whole µs at which that row reads no faster than 1.05 under SGLang's schedule
 with the session-8 terms (0.96; 1 µs reads 1.07, 0 reads 1.21; under vLLM's, with its larger expert
-term, it reads 0.88). It was 1 µs with session 7's. One row: an ESTIMATE."""
+term, it reads 0.88). It was 1 µs with session 7's. Since session 16 reads its 2 KV heads' cache
+whole on each of the 8 GPUs, it reads 0.95 (1 µs: 1.051). One row: an ESTIMATE."""
 
 
 def moe_touched_expert_latency_s(engine: str) -> float:

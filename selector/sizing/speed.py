@@ -29,9 +29,12 @@ DEFAULT_BANDWIDTH_EFFICIENCY = 0.62
 (model bandwidth utilisation): an ESTIMATE on the fast side of the 0.6 gpufit used before round 5,
 chosen by ``EFFICIENCY_MARGIN_RATIO``'s rule and bound by one row, SGLang 0.5.6 decoding
 gpt-oss-120b on 8 B200 at 100 streams (``fresh-sglcb-gptoss120b-b200-tp8-sharegpt-c100``: 1.048
-at 0.62, 1.051 at 0.63; a MoE row whose batch expert latency was read off it: a thin bound). Until
-the KV read was timed after compute-bound GEMMs (``decode_speed``), vLLM 0.23.0 decoding
-Qwen2.5-0.5B on an L4 at concurrency 32 bound it (1.04 at 0.62, 1.05 at 0.63; now 1.02). Today's
+at 0.62, 1.051 at 0.63). That row is 16-bit only by its spec (served as published): 97 % of its
+weight bytes are MXFP4 experts, which gpufit reads at this efficiency (it has no MXFP4 value of its
+own), and its batch expert latency was read off it: a thin bound. Rows whose weights are 16-bit
+would allow 0.65 (vLLM 0.23.0's Qwen2.5-0.5B on an L4 at concurrency 32, which bound it until the
+KV read was timed after compute-bound GEMMs, ``decode_speed``: 1.04 at 0.62 then, 1.02 now; and
+SGLang's GLM-4.6 rows), so 0.62 errs slow for them. Today's
 engines read more at batch 1: vLLM 0.23.0 decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77%
 of the GPU's memory-bandwidth ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on);
 torchao's bf16 runs reach 1,419 GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350
@@ -381,7 +384,8 @@ KV_BANDWIDTH_EFFICIENCY = 0.5
 """Share of peak bandwidth the attention kernels reach reading the KV cache (paged attention),
 whatever the weights' precision. Fitted to the concurrency-128 rows of vLLM 0.13 on H100 (Llama-3.1-8B
 bf16 and FP8, 32 in / 2,048 out: pytorch/ao quantization README @aa25287), which 0.6 over-promised
-by 10%; TensorRT-LLM's static batches (performance.md @138f96d) then come out 20-30% slow."""
+by 10% (with the KV read timed after compute-bound GEMMs, ``decode_speed``, 0.6 reads them 1.01-1.10
+and 0.5 0.91-1.02). TensorRT-LLM and NIM rows take their own (``TRTLLM_KV_EFFICIENCY``)."""
 
 
 def prefill_step_s(
@@ -490,7 +494,10 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     """Decode step time over the GPUs that share one replica's weights, in two phases, as every
     layer runs its kernels one after another: the GEMMs, max(weight bytes ÷ (bandwidth ×
     efficiency), their FLOPs ÷ (TFLOPS × ``decode_mfu``)), then attention, max(KV-cache bytes ÷
-    (bandwidth × ``kv_bandwidth_efficiency``), its FLOPs at the same MFU) (memory-bound decode:
+    (bandwidth × ``kv_bandwidth_efficiency``), its FLOPs at the same MFU; the KV cache splits over
+    the GPUs only as far as its heads do: MLA's latent, and KV heads fewer than the GPUs, sit whole
+    on every rank, which reads its own copy, as the memory plan holds them,
+    ``ModelArch.kv_split_heads``) (memory-bound decode:
     gpu-cloud-facts.md §6; a batch whose GEMMs turn compute-bound still reads its KV cache after
     them, which a single max over the step's bytes and FLOPs hid); plus what the chunked prefill of
     arriving prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than
@@ -499,7 +506,9 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
     weights_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
     kv_bytes = req.kv_bytes_per_decode_step * req.kv_read_factor
-    kv_s = kv_bytes / (bandwidth * kv_bandwidth_efficiency(req))
+    split = req.arch.kv_split_heads
+    kv_gpus = min(gpus, split) if split else gpus  # MLA's latent, or fewer KV heads than GPUs: replicated
+    kv_s = kv_bytes / (kv_gpus * gpu.bandwidth_gbps * 1e9 * kv_bandwidth_efficiency(req))
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
@@ -517,7 +526,7 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     if tflops is None:
         step_s = weights_s + kv_s + fixed_s + comm_s
         return step_s, f"memory-bound (no sourced TFLOPS for the compute floor){extra}"
-    mfu = decode_mfu(req.concurrency, req.precision, prefill_mfu(req))
+    mfu = decode_mfu(req.precision)
     flops_per_s = gpus * tflops * 1e12
     attention_flops = req.attention_flops_per_decode_step
     gemm_compute_s = (req.flops_per_decode_step - attention_flops) / (flops_per_s * mfu)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from selector.model_arch import ModelArch
 from selector.sizing.fp8_path import W8A8_FP8_EFFICIENCY
-from selector.sizing.inference_mfu import LARGE_BATCH_SEQUENCES, decode_mfu
+from selector.sizing.inference_mfu import decode_mfu
 from selector.sizing.memory import expected_experts_touched
 from selector.sizing.schedule import (
     LINEAR_ATTENTION_SEQUENCE_LATENCY_S,
@@ -132,15 +132,14 @@ def _batch_latency_terms(spec: WorkloadSpec, arch: ModelArch, engine: str) -> li
             )
         )
     if concurrency > 1:
-        low, high = LARGE_BATCH_SEQUENCES
         terms.append(
             Term(
                 "decode GEMM MFU",
-                decode_mfu(concurrency, spec.precision),
+                decode_mfu(spec.precision),
                 "of dense TFLOPS",
-                f"{concurrency} sequences' GEMMs where they outrun the weight read (TensorRT-LLM and vLLM "
-                f"0.13 rows at 60-128 sequences; ramps to the prefill MFU from {low} to {high}, an "
-                "estimate); attention's KV read is timed after them, not overlapped",
+                "applies on a GPU where the batch's GEMMs outrun the weight read (the fit's decode step "
+                "says so); attention's KV read is timed after them, not overlapped (TensorRT-LLM and vLLM "
+                "0.13 rows at 60-128 sequences; the same at any batch, which errs slow above 256)",
             )
         )
     if engine in SEPARATE_PREFILL_ENGINES and concurrency > 1:
