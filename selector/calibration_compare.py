@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from selector.catalog import GpuSpec
 from selector.sizing.engine_memory import TRANSFORMERS_LAST_LOGIT_FROM, TRANSFORMERS_SINGLE_CACHE_FROM
-from selector.sizing.fit import per_gpu_gib, training_shards, usable_gib
+from selector.sizing.fit import training_shards, usable_gib
+from selector.sizing.gpu_memory import per_gpu_gib
 from selector.sizing.schedule import engine_release_key, prefill_step_share
 from selector.sizing.terms import Requirements
 

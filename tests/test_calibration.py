@@ -194,8 +194,9 @@ ISSUE_KIND_OUT_OF_BAND: dict[tuple[IssueKind, str], str] = {
         "median gap 11.7 ms against a mean of 16.3), so most prefill lands in time to first token rather "
         "than in the gaps gpufit's steady arrivals put it in. It was 0.79 before session 16 too: timing "
         "the KV read after compute-bound GEMMs and dropping the 0.10 large-batch MFU raised it to 0.80, "
-        "and reading a replicated KV cache (MLA's latent, fewer KV heads than GPUs) whole on every GPU, "
-        "as the memory plan holds it, brought it back (DeepSeek-R1, Qwen3-235B, Intern-S1, Kimi-K2.5)"
+        "and splitting the KV read only as far as the KV heads go (MLA's latent read whole on every GPU, "
+        "one replicated head each where heads are fewer than GPUs), as the engines hold it, brought it "
+        "back (DeepSeek-R1, Qwen3-235B, Intern-S1, Kimi-K2.5)"
     ),
     ("finetune_memory", "held-out"): (
         "1.27 (1.13-1.54, 3 rows), heavy: torchtune's Llama-3.1-405B QLoRA over 8 A100s reads 1.54 "
@@ -224,8 +225,8 @@ DAY0_BUILDS = (
     "more per 900 tokens of context); Kimi-K2.5 (KimiK25ForConditionalGeneration, int4 experts) on "
     "8 H200, 'SGLang 0.5.6.post2', whose wheel (2025-12-11) has no class for it either (kimi_k25.py "
     "first in 0.5.9, 2026-02-23; the Transformers fallback is ruled out: the remote class does not "
-    "declare the attention-backend support it needs, and TP 8 needs a tp plan it lacks), alone 1.40 "
-    "and 2.43 at 1k/8k and 8k/1k (its 1k/1k 0.90), at 16-64 streams 1.76-5.81, its output flat at "
+    "declare the attention-backend support it needs, and TP 8 needs a tp plan it lacks), alone 1.39 "
+    "and 2.41 at 1k/8k and 8k/1k (its 1k/1k 0.90), at 16-64 streams 1.76-5.38, its output flat at "
     "258 and 254 tokens/s at 16 and 100 streams (a ceiling no GPU term explains): each ran a build the "
     "page does not name, soon after the model appeared; the rows are kept, as the release label "
     "changes nothing gpufit computes (any SGLang from 0.5.6 is timed alike), and every other engine "
@@ -299,10 +300,10 @@ ISSUE_KIND_UNDER: dict[tuple[IssueKind, str], tuple[frozenset[str], str]] = {
                 "fresh11-sglcb-kimik25-int4-h200-tp8-8k1k-c64",
             }
         ),
-        "TensorRT-LLM v0.5.0 static batches with fp8 KV on H100/H200 (1.12-1.28; its KV efficiency 0.78 "
+        "TensorRT-LLM v0.5.0 static batches with fp8 KV on H100/H200 (1.10-1.17; its KV efficiency 0.78 "
         "was read off the v0.5 L40S row, gpufit launches neither TensorRT-LLM nor NIM); SGLang 0.5.6's "
         "Llama-3.1-70B TP 8 on A100 at 16 streams of 1k/1k (1.18; its 1 and 100 stream rows read 0.97 and "
-        "1.09); vLLM 0.7.4's DeepSeek-R1 at 128 streams of 3,200 + 6,400 tokens (1.38), a setting whose KV "
+        "1.02); vLLM 0.7.4's DeepSeek-R1 at 128 streams of 3,200 + 6,400 tokens (1.23), a setting whose KV "
         "cache gpufit's memory plan does not hold (the engine must queue or preempt, its source records a "
         "1,060 s mean time to first token; gpufit would not plan it); " + DAY0_BUILDS,
     ),

@@ -23,6 +23,7 @@ from selector.sizing import (
     usable_gib,
 )
 from selector.sizing.fit import USABLE_MEMORY_FRACTION, fit_serving_at
+from selector.sizing.gpu_memory import per_gpu_steady_bytes
 from selector.sizing.inference import PREFILL_CHUNK_TOKENS, prefill_chunk_tokens
 from selector.sizing.inference_mfu import PREFILL_MFU, decode_mfu
 from selector.sizing.speed import (
@@ -488,6 +489,33 @@ def test_a_replicated_kv_cache_is_read_whole_on_every_gpu() -> None:
     assert kv_phase_s("deepseek-v3", 8) == pytest.approx(whole_s("deepseek-v3"), rel=1e-6)
     assert kv_phase_s("qwen3-235b-a22b", 8) == pytest.approx(whole_s("qwen3-235b-a22b") / 4, rel=1e-6)
     assert kv_phase_s("llama-3.1-70b", 8) == pytest.approx(whole_s("llama-3.1-70b") / 8, rel=1e-6)
+
+
+def test_a_recurrent_state_splits_over_every_gpu_where_its_kv_cache_cannot() -> None:
+    """Qwen3-Next keeps 2 KV heads in its attention layers but 32 value heads in its Gated DeltaNet
+    layers: at TP 8 vLLM and SGLang split the recurrent state 8 ways (by its own heads) and the KV
+    cache only 2 ways. Both the memory plan and the decode step's read say so."""
+    serving = {"context_tokens": 4096, "prompt_tokens": 2048, "concurrency": 64}
+    req = requirements(spec_of(SERVE_70B, model={"preset": "qwen3-next-80b-a3b"}, serving=serving))
+    assert req.state_bytes > 0 and req.state_bytes_per_decode_step == req.state_bytes
+    assert req.arch.kv_split_heads == 2
+    no_state = dataclasses.replace(req, state_bytes=0.0)
+    held = per_gpu_steady_bytes(req, 8, req.arch.kv_split_heads)
+    assert held - per_gpu_steady_bytes(no_state, 8, 2) == pytest.approx(req.state_bytes / 8)
+    h200 = load_gpus()["H200"]
+    quiet = dataclasses.replace(req, prefill_flops_per_step=0.0, prefill_tokens_per_step=0.0)
+    step, _ = decode_speed(quiet, h200, 8)
+    without, _ = decode_speed(
+        dataclasses.replace(
+            quiet,
+            bytes_per_decode_step=quiet.bytes_per_decode_step - quiet.state_bytes_per_decode_step,
+            state_bytes_per_decode_step=0.0,
+        ),
+        h200,
+        8,
+    )
+    read = req.state_bytes_per_decode_step / (8 * h200.bandwidth_gbps * 1e9 * KV_BANDWIDTH_EFFICIENCY)
+    assert step - without == pytest.approx(read, rel=1e-6)
 
 
 def test_decode_step_time_rises_with_the_batch() -> None:

@@ -25,10 +25,10 @@ from selector.sizing.fit import (
     estimate_note,
     fit,
     fit_serving_at,
-    per_gpu_gib,
     training_shards,
     usable_gib,
 )
+from selector.sizing.gpu_memory import per_gpu_gib
 from selector.sizing.inference import AUDIO_ACTIVATION_FACTOR, PREFILL_CHUNK_TOKENS
 from selector.sizing.memory import (
     decode_weight_bytes,

@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 from selector.catalog import GpuSpec, InstanceType, sourced_only
 from selector.sizing.diffusion_terms import DIFFUSION_SPEEDUP_EXPONENT, cap_note, diffusion_gpu_scale
 from selector.sizing.engine_memory import sglang_static_fraction
+from selector.sizing.gpu_memory import per_gpu_gib, per_gpu_steady_bytes
 from selector.sizing.host_memory import host_memory_rejection, host_memory_terms
 from selector.sizing.sharded_memory import (
-    beyond_shard_bytes,
     beyond_shard_formula_note,
     beyond_shard_refusal_note,
     replica_gib,
@@ -156,18 +156,6 @@ def usable_note(gpu: GpuSpec, req: Requirements) -> str:
     )
 
 
-def per_gpu_gib(req: Requirements, shards: int, kv_heads: int) -> float:
-    """Memory on each GPU when the shardable part is split ``shards`` ways (``per_gpu_steady_bytes``);
-    the KV cache splits by tensor parallelism only up to the number of KV heads (beyond, heads
-    replicate). An engine quantising a 16-bit checkpoint as it loads peaks before the KV cache
-    exists: the larger of the two."""
-    steady = per_gpu_steady_bytes(req, shards, kv_heads) / GIB
-    if req.load_bytes:
-        reserve = req.runtime_reserve_tp_bytes if shards > 1 else 0.0
-        return max(steady, (req.load_bytes / shards + req.replicated_bytes + reserve) / GIB)
-    return steady
-
-
 def serving_usable_gib(req: Requirements, gpu: GpuSpec, tp: int) -> float:
     """What a serving replica may fill on each GPU: ``usable_gib``; under SGLang, whose static
     pool (weights + KV cache) is ``--mem-fraction-static`` of the GPU with the rest kept for
@@ -287,14 +275,6 @@ def _vram_rejection(req: Requirements, it: InstanceType, why: str = "") -> Rejec
         f"{it.gpu.name} over {link}",
         gap=need / usable - 1.0,
     )
-
-
-def per_gpu_steady_bytes(req: Requirements, shards: int, kv_heads: int) -> float:
-    """Bytes on each GPU once serving (weights, KV cache, workspace) or training, without a served
-    model's load peak; over more GPUs, a served model's NCCL reserve, a job's unsharded gradients."""
-    kv_split = min(shards, kv_heads) if kv_heads else shards
-    reserve = (req.runtime_reserve_tp_bytes if shards > 1 else 0.0) + beyond_shard_bytes(req, shards)
-    return req.sharded_bytes / shards + req.kv_bytes / max(kv_split, 1) + req.replicated_bytes + reserve
 
 
 def _fit_serving(req: Requirements, it: InstanceType, setup_hours: float = 0.0) -> Shape | Rejection:

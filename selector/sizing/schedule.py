@@ -143,12 +143,14 @@ Any other engine takes the larger. Refitted in session 7 when the per-routed-exp
 releases gpufit launches fell from 25 to 7 µs (they were 0.3 and 1.4 µs on top of 25; 0.9 and 2.0
 at 7), and in session 8 when it rose to 9 µs (GLM-4.6's batch-1 rows); a release
 still timed at 25 µs takes them on top of it, which errs slow (vLLM 0.7.4's DeepSeek-R1 rows read
-0.75-1.01, not the 0.83-1.08 the older values gave). Session 10 tried SGLang's 0.8 µs for vLLM from
+0.75-1.01, not the 0.83-1.08 the older values gave; 0.73-1.06 since session 16 reads MLA's latent
+cache whole on every GPU). Session 10 tried SGLang's 0.8 µs for vLLM from
 0.15.1, as vLLM 0.15.1's 1k/1k rows read 0.65-0.74 with it, and took it back on review: no vLLM MoE
 row above 64 streams or on B200 bounds it, SGLang's own rows timed under vLLM's schedule then read up
 to 1.59, and the same InferenceX sweep's 1K/8K table puts gpt-oss-120b at TP 8 and 64 streams at
 16.01 ms a token, which reads 1.41 at 0.8 µs and 1.03 at 1.9 (gathered later that session, row
-``fresh10-ix828-gptoss120b-h100-vllm0151-tp8-1k8k-c64``, fitted): vLLM keeps 1.9, close to binding."""
+``fresh10-ix828-gptoss120b-h100-vllm0151-tp8-1k8k-c64``, fitted): vLLM keeps 1.9, which that row
+binds (1.055 at 1.8)."""
 
 LINEAR_ATTENTION_SEQUENCE_LATENCY_S = 2e-6
 """Time each sequence of a decode batch adds to a linear-attention (Gated DeltaNet) layer: its
@@ -158,8 +160,9 @@ TPOT; sgl-cookbook Qwen/Qwen3-Next.md @7b5bd9c, 2026-03-01; row
 ``fresh-sglcb-qwen3next80b-b200-tp8-sharegpt-c100``, fitted after ``MOE_TOUCHED_EXPERT_LATENCY_S``):
 2 µs is the smallest whole µs at which that row reads no faster than 1.05 under SGLang's schedule
 with the session-8 terms (0.96; 1 µs reads 1.07, 0 reads 1.21; under vLLM's, with its larger expert
-term, it reads 0.88). It was 1 µs with session 7's. Since session 16 reads its 2 KV heads' cache
-whole on each of the 8 GPUs, it reads 0.95 (1 µs: 1.051). One row: an ESTIMATE."""
+term, it reads 0.88). It was 1 µs with session 7's. Since session 16, with each of its 8 GPUs
+reading one of its 2 KV heads' cache and an eighth of its recurrent state, it reads 0.96 (1 µs:
+1.07). One row: an ESTIMATE."""
 
 
 def moe_touched_expert_latency_s(engine: str) -> float:

@@ -217,7 +217,7 @@ def replica_gib(req: Requirements, shards: int) -> float:
     the sharded states once, and each GPU's own replicated part (activations, the loss) and
     ``beyond_shard_bytes`` on each; ``Requirements.vram_gib_per_replica`` unsharded."""
     each = req.replicated_bytes + beyond_shard_bytes(req, shards)
-    return (req.sharded_bytes + req.kv_bytes + max(shards, 1) * each) / GIB
+    return (req.sharded_bytes + req.kv_bytes + req.state_bytes + max(shards, 1) * each) / GIB
 
 
 def unshardable_gib(req: Requirements) -> float:

@@ -32,9 +32,9 @@ gpt-oss-120b on 8 B200 at 100 streams (``fresh-sglcb-gptoss120b-b200-tp8-sharegp
 at 0.62, 1.051 at 0.63). That row is 16-bit only by its spec (served as published): 97 % of its
 weight bytes are MXFP4 experts, which gpufit reads at this efficiency (it has no MXFP4 value of its
 own), and its batch expert latency was read off it: a thin bound. Rows whose weights are 16-bit
-would allow 0.65 (vLLM 0.23.0's Qwen2.5-0.5B on an L4 at concurrency 32, which bound it until the
-KV read was timed after compute-bound GEMMs, ``decode_speed``: 1.04 at 0.62 then, 1.02 now; and
-SGLang's GLM-4.6 rows), so 0.62 errs slow for them. Today's
+would allow 0.65 (at 0.66 SGLang's GLM-4.6 8k/1k alone reads 1.051 and vLLM 0.23.0's Qwen2.5-0.5B
+on an L4 at concurrency 32 1.050; the L4 row bound it until the KV read was timed after
+compute-bound GEMMs, ``decode_speed``: 1.04 at 0.62 then, 1.02 now), so 0.62 errs slow for them. Today's
 engines read more at batch 1: vLLM 0.23.0 decodes Llama-3.1-8B on an A100-40GB at ~75 tok/s, "roughly 77%
 of the GPU's memory-bandwidth ceiling" (johnmusgrave.com/p/vllm-throughput-latency-sweep-on);
 torchao's bf16 runs reach 1,419 GB/s of the A100's 2,039 (70%) and 1,905 of the H100's 3,350
@@ -291,7 +291,7 @@ Fitted to gpt-fast's Mixtral-8x7B rows (top-2; bf16 TP 2-8 and int8 TP 2-4: pyto
 README @0f925b5) and to issue 24's measurement of a 61-layer top-8 MoE (DeepSeek-V3 class) on 8
 GPUs decoding about 5× slower at batch 1 than bytes ÷ bandwidth plus all-reduces: 20 + 8 × 25 =
 220 µs per layer there, 70 µs for Mixtral. vLLM 0.7.4 bears it out: DeepSeek-R1 on 8 H200 (TP 8,
-3,200 in / 800-3,200 out, concurrency 4-128) reads 0.75-1.01 with it (dstackai/benchmarks
+3,200 in / 800-3,200 out, concurrency 4-128) reads 0.73-1.06 with it (dstackai/benchmarks
 Deepseek-R1/raw_data/online_results.csv @7f37e66; issue 24's session-7 fresh set)."""
 
 CURRENT_MOE_EXPERT_LATENCY_S = 9e-6
@@ -302,7 +302,7 @@ at TP 8 alone at 14.81-15.02 ms a token (sgl-project/sgl-cookbook GLM/GLM-4.6.md
 whole µs at which none of those three rows reads faster than 1.05 (8 µs reads 1.09-1.10). Session 7
 read 7 µs off SGLang's DeepSeek-R1-0528 on the same GPUs (9.16-9.29 ms, 61 layers, top-8, MLA),
 which GLM-4.6 then over-promised (1.15-1.16): two models of the same class differ by a fifth in
-their per-layer time, so the slower sets the value and DeepSeek-R1 now reads 0.91-0.92. Rows it
+their per-layer time, so the slower sets the value and DeepSeek-R1 now reads 0.93-0.94. Rows it
 was not read off: SGLang 0.5.6 Qwen3-235B, gpt-oss-120b, Qwen3-Next and 0.5.8 Qwen3-Coder-Next
 alone (0.56-0.78). SGLang 0.5.7's GLM-4.7-Flash on one B200 (explicit ``--attention-backend
 triton``, MLA) decodes at a third to a half of the speed gpufit gives any value here (listed in
@@ -384,8 +384,9 @@ KV_BANDWIDTH_EFFICIENCY = 0.5
 """Share of peak bandwidth the attention kernels reach reading the KV cache (paged attention),
 whatever the weights' precision. Fitted to the concurrency-128 rows of vLLM 0.13 on H100 (Llama-3.1-8B
 bf16 and FP8, 32 in / 2,048 out: pytorch/ao quantization README @aa25287), which 0.6 over-promised
-by 10% (with the KV read timed after compute-bound GEMMs, ``decode_speed``, 0.6 reads them 1.01-1.10
-and 0.5 0.91-1.02). TensorRT-LLM and NIM rows take their own (``TRTLLM_KV_EFFICIENCY``)."""
+by 10% (with the KV read timed after compute-bound GEMMs, ``decode_speed``, the five vLLM 0.13
+rows at 128 sequences, H100 bf16, fp8 and int8 weight-only and B200 bf16 and fp8, read 1.01-1.10 at
+0.6 and 0.91-1.02 at 0.5). TensorRT-LLM and NIM rows take their own (``TRTLLM_KV_EFFICIENCY``)."""
 
 
 def prefill_step_s(
@@ -495,20 +496,24 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     layer runs its kernels one after another: the GEMMs, max(weight bytes ÷ (bandwidth ×
     efficiency), their FLOPs ÷ (TFLOPS × ``decode_mfu``)), then attention, max(KV-cache bytes ÷
     (bandwidth × ``kv_bandwidth_efficiency``), its FLOPs at the same MFU; the KV cache splits over
-    the GPUs only as far as its heads do: MLA's latent, and KV heads fewer than the GPUs, sit whole
-    on every rank, which reads its own copy, as the memory plan holds them,
-    ``ModelArch.kv_split_heads``) (memory-bound decode:
+    the GPUs only as far as its heads do, as the engines and the memory plan hold it: MLA's latent
+    sits whole on every rank, and with fewer KV heads than GPUs each rank reads one whole head's
+    (``ModelArch.kv_split_heads``), while a hybrid model's recurrent state splits over all of them)
+    (memory-bound decode:
     gpu-cloud-facts.md §6; a batch whose GEMMs turn compute-bound still reads its KV cache after
     them, which a single max over the step's bytes and FLOPs hid); plus what the chunked prefill of
     arriving prompts adds (``prefill_step_s``), layers × ``layer_latency_s`` and, over more than
     one GPU, two all-reduces per layer at the interconnect's latency (``ALLREDUCE_LATENCY_S``)."""
-    weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step
+    weight_bytes = req.bytes_per_decode_step - req.kv_bytes_per_decode_step - req.state_bytes_per_decode_step
     bandwidth = gpus * gpu.bandwidth_gbps * 1e9
     weights_s = weight_bytes / (bandwidth * weight_bandwidth_efficiency(req))
     kv_bytes = req.kv_bytes_per_decode_step * req.kv_read_factor
     split = req.arch.kv_split_heads
-    kv_gpus = min(gpus, split) if split else gpus  # MLA's latent, or fewer KV heads than GPUs: replicated
-    kv_s = kv_bytes / (kv_gpus * gpu.bandwidth_gbps * 1e9 * kv_bandwidth_efficiency(req))
+    # MLA's latent, or fewer KV heads than GPUs: each GPU reads a whole head's cache (a query-head
+    # read factor already counts each rank's own query heads, so it splits over all of them)
+    kv_gpus = gpus if not split or req.kv_read_factor != 1.0 else min(gpus, split)
+    state_s = req.state_bytes_per_decode_step / bandwidth  # a recurrent state splits by its own heads
+    kv_s = (kv_bytes / (kv_gpus * gpu.bandwidth_gbps * 1e9) + state_s) / kv_bandwidth_efficiency(req)
     link = "nvlink" if nvlink else "pcie"
     allreduce = ALLREDUCE_LATENCY_S[link]
     comm_s = 2 * req.arch.layers * allreduce if gpus > 1 else 0.0
@@ -520,6 +525,8 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
         extra += f" (+ {batch_layer_latency_s(req) * 1e6:.3g} µs for the batch's experts and sequences)"
     if req.kv_read_factor != 1.0:
         extra += f" + kv cache read {req.kv_read_factor:g}× (once per query head)"
+    elif kv_gpus < gpus:
+        extra += f" + kv cache split {kv_gpus} ways, not {gpus} (whole KV heads or MLA latent per GPU)"
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)

@@ -93,6 +93,7 @@ class Requirements:
     mfu: float
     sharded_bytes: float = 0.0
     kv_bytes: float = 0.0
+    state_bytes: float = 0.0  # a hybrid model's recurrent state: splits over every GPU, by its own heads
     replicated_bytes: float = 0.0
     accumulated_grad_bytes: float = 0.0  # whole gradients held unsharded under FSDP no_sync (training.py)
     frozen_grad_bytes: float = 0.0  # a sharded LoRA job's gradients of its frozen weights (training.py)
@@ -134,6 +135,7 @@ class Requirements:
     activation_bytes: float = 0.0  # the serving activation workspace (inside sharded_bytes)
     mfu_tuned: bool = False  # tuning.mfu was set: it wins over the per-GPU-generation figure
     kv_bytes_per_decode_step: float = 0.0  # the KV-cache part of bytes_per_decode_step
+    state_bytes_per_decode_step: float = 0.0  # the recurrent-state part of bytes_per_decode_step
     prefill_flops_per_step: float = 0.0  # arriving prompts' prefill carried by each decode step
     prefill_attention_flops_per_step: float = 0.0  # its attention to the prompts' prefixes (inside)
     prefill_chunk_tokens: float = 0.0  # prompt tokens one prefilling step carries (chunked prefill)
@@ -150,7 +152,7 @@ class Requirements:
 
     @property
     def vram_gib_per_replica(self) -> float:
-        return (self.sharded_bytes + self.kv_bytes + self.replicated_bytes) / GIB
+        return (self.sharded_bytes + self.kv_bytes + self.state_bytes + self.replicated_bytes) / GIB
 
     @property
     def host_bytes(self) -> float:
