@@ -329,7 +329,9 @@ def serving_shape(
             gpu.memory_mib, tp, req.concurrency, req.arch.is_mla, req.arch.is_multimodal
         )
         note += (
-            f"; SGLang's static pool {fraction:g} × {gpu.memory_gib:.1f} GiB holds the weights and KV cache "
+            f"; SGLang's static pool {fraction:g} × {gpu.memory_gib:.1f} GiB holds the weights and KV cache"
+            + (" and the linear-attention state" if req.state_bytes else "")
+            + " "
             "(its own reserve for activations and CUDA graphs)"
         )
     terms: list[Term] = [
@@ -338,7 +340,11 @@ def serving_shape(
             "per-GPU memory",
             per_gpu_gib(req, gpus, req.arch.kv_split_heads),
             "GiB",
-            f"(sharded ÷ {gpus} + kv ÷ min({gpus}, kv_heads) + replicated"
+            f"(sharded ÷ {gpus} + kv ÷ min({gpus}, {req.arch.kv_split_heads or gpus}"
+            + (" kv heads" if not req.arch.is_mla else ": MLA's latent whole on each")
+            + ")"
+            + (f" + state ÷ {gpus}" if req.state_bytes else "")
+            + " + replicated"
             + (
                 f" + {req.runtime_reserve_tp_bytes / GIB:g} GiB NCCL buffers at TP ≥ 2"
                 if gpus > 1 and req.runtime_reserve_tp_bytes

@@ -273,7 +273,8 @@ def serving_requirements(
             "bytes read per decode step",
             step_bytes / 1e9,
             "GB",
-            f"{step_formula} + kv cache at {mean_context:g} tokens × {batch} sequences",
+            f"{step_formula} + kv cache at {mean_context:g} tokens × {batch} sequences"
+            + (" + linear-attention state" if state else ""),
         ),
         Term(
             "flops per decode step",

@@ -526,7 +526,8 @@ def decode_speed(req: Requirements, gpu: GpuSpec, gpus: int, *, nvlink: bool = T
     if req.kv_read_factor != 1.0:
         extra += f" + kv cache read {req.kv_read_factor:g}× (once per query head)"
     elif kv_gpus < gpus:
-        extra += f" + kv cache split {kv_gpus} ways, not {gpus} (whole KV heads or MLA latent per GPU)"
+        whole = "MLA's latent whole on each GPU" if req.arch.is_mla else f"split {kv_gpus} ways, not {gpus}"
+        extra += f" + kv cache {whole}" + (f", recurrent state {gpus} ways" if state_s else "")
     if comm_s:
         extra += f" + {2 * req.arch.layers} all-reduces × {allreduce * 1e6:g} µs ({link})"
     tflops = gpu.tflops_at(req.precision)
