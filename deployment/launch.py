@@ -55,10 +55,16 @@ class ServerLaunch:
     engine_args: tuple[str, ...] = ()  # serving.engine_args, after gpufit's own flags
     health_path: str = "/health"
     loopback: bool = False  # a batch job's engine: on 127.0.0.1 for job.command only, no API key
+    state_slots_per_request: int = 0  # SGLang: a hybrid model's recurrent-state slots per stream (0: none)
 
     @property
     def image(self) -> str:
         return self.image_ref or IMAGES[self.engine]
+
+    @property
+    def state_slots(self) -> int:
+        """SGLang's ``--max-mamba-cache-size``: the state slots the plan holds for the streams."""
+        return self.state_slots_per_request * self.max_num_seqs
 
     def port(self, replica: int) -> int:
         return self.base_port + replica

@@ -25,7 +25,7 @@ from selector.engines import (
 from selector.fallbacks import ATTEMPT
 from selector.select import Plan
 from selector.sizing import USABLE_MEMORY_FRACTION, Shape
-from selector.sizing.engine_memory import sglang_static_fraction
+from selector.sizing.engine_memory import SGLANG_STATE_SLOTS_PER_REQUEST, sglang_static_fraction
 from selector.spec import TRAINING_TASKS, WorkloadSpec, secret_sources
 
 JOB_DEADLINE_FACTOR = 1.5
@@ -119,6 +119,9 @@ def server_launch(plan: Plan, batch: bool = False) -> ServerLaunch | None:
         engine_args=tuple(serving.engine_args),
         health_path=health_path(engine),
         loopback=batch,
+        state_slots_per_request=SGLANG_STATE_SLOTS_PER_REQUEST
+        if engine == "sglang" and arch.linear_layers
+        else 0,
     )
 
 

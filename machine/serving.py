@@ -28,8 +28,9 @@ driver, and names it in ``ServerLaunch.image`` (``tag@digest`` once a digest is 
   (merged into its arguments inside Python, never on a command line); ``--log-level warning``
   (at info it logs its arguments); the FP8 KV format FlashAttention 3 takes on Hopper
   (``fp8_e4m3``); ``--mem-fraction-static`` as SGLang would size it, so activations and CUDA
-  graphs keep their room; liveness at ``GET /health_generate``, which runs a one-token
-  generation (a hung scheduler answers 503).
+  graphs keep their room; for a hybrid model ``--max-mamba-cache-size``, the recurrent-state
+  slots the plan holds (``ServerLaunch.state_slots``); liveness at ``GET /health_generate``,
+  which runs a one-token generation (a hung scheduler answers 503).
 """
 
 from __future__ import annotations
@@ -116,6 +117,8 @@ def sglang_args(launch: ServerLaunch, replica: int) -> list[str]:
         "--download-dir", "/root/.cache/huggingface/hub",
         "--log-level", "warning",  # at info, SGLang logs its server arguments, the API key among them
     ]  # fmt: skip
+    if launch.state_slots:  # a hybrid model's recurrent-state pool, as the plan sized it
+        args += ["--max-mamba-cache-size", str(launch.state_slots)]
     if not launch.loopback:  # a batch job's loopback engine takes no key
         args += ["--config", SGLANG_CONFIG_IN_CONTAINER]
     return args + _common_tail(launch, "--limit-mm-data-per-request")
@@ -255,7 +258,8 @@ BATCH_RUNTIME = {
     "--max-running-requests": '"$GPUFIT_MAX_NUM_SEQS"',
 }
 """The values a batch engine takes from the machine's own type (a batch fleet mixes types):
-the supervisor's ``GPUFIT_TP`` and ``GPUFIT_MAX_NUM_SEQS`` (``TP_BY_TYPE``), one port a replica."""
+the supervisor's ``GPUFIT_TP`` and ``GPUFIT_MAX_NUM_SEQS`` (``TP_BY_TYPE``), one port a replica;
+SGLang's ``--max-mamba-cache-size`` follows ``GPUFIT_MAX_NUM_SEQS`` too (``batch_engine_start``)."""
 
 
 def batch_engine_start(launch: ServerLaunch, env_file: str = ENV_FILE, model_cache: str = MODEL_CACHE) -> str:
@@ -269,6 +273,8 @@ def batch_engine_start(launch: ServerLaunch, env_file: str = ENV_FILE, model_cac
     for i, arg in enumerate(args[:-1]):
         if arg in BATCH_RUNTIME:
             words[i + 1] = BATCH_RUNTIME[arg]
+        elif arg == "--max-mamba-cache-size":  # the state slots of the machine's own sequences
+            words[i + 1] = f'"$(({launch.state_slots_per_request} * GPUFIT_MAX_NUM_SEQS))"'
     head = [
         "docker", "run", "--detach", "--name", '"gpufit-batch-$r"', "--gpus", '"\\"device=$devices\\""',
         "--network", "host", "--ipc", "host", "--env-file", shlex.quote(env_file),

@@ -135,7 +135,8 @@ def batch_launch_values(
 ) -> tuple[float | None, str | None]:
     """What the engine a token batch starts takes from the choice's machine on every machine of
     its fleet: one boot script renders the choice's launch (``deployment.translate.server_launch``)
-    and ``machine.serving.BATCH_RUNTIME`` substitutes only TP, sequences and ports per type. So a
+    and ``machine.serving.BATCH_RUNTIME`` substitutes only TP, sequences (SGLang's state slots
+    with them) and ports per type. So a
     fallback must need the same SGLang ``--mem-fraction-static`` (its static pool, sized per GPU,
     TP and sequences: ``engine_memory.sglang_static_fraction``) and the same fp8 KV cache dtype
     (``engines.fp8_kv_cache_dtype``, by compute capability); (None, None) for other plans."""

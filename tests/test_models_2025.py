@@ -6,6 +6,8 @@ them."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,7 @@ import pytest
 
 from cli.main import main
 from deployment import server_launch
+from machine.serving import batch_engine_start, engine_argv
 from selector.catalog import load_catalog
 from selector.datafile import load_yaml
 from selector.hf_config import arch_from_config
@@ -193,3 +196,54 @@ def test_presets_list_what_serve_pulls_and_the_engines_that_serve_it(
     assert "vLLM 0.10.2+, SGLang 0.5.2+" in rows["qwen3-next-80b-a3b"]
     assert "meta-llama/Llama-3.1-8B-Instruct" in rows["llama-3.1-8b"]  # the chat repo, not the base
     assert "vLLM 0.8.0-0.10.2, SGLang 0.4.4+" in rows["llama-3.2-11b-vision"]
+
+
+def test_sglang_holds_a_hybrid_models_state_slots_and_gpufit_sets_and_plans_them() -> None:
+    """SGLang 0.5.23 with its radix cache keeps up to 5 recurrent-state slots per running request of
+    a hybrid model (3, + 2 tracking slots under the overlap schedule) and, left alone, gives that
+    pool 0.9/1.9 of the memory the weights leave: gpufit launches it with --max-mamba-cache-size
+    = 5 × concurrency and plans those slots (+ the pool's padding slot); vLLM keeps one per stream
+    and gets no such flag; a model without linear attention gets none under either."""
+    for engine in ("sglang", "vllm"):
+        result = plan(parse_spec(_spec("qwen3-next-80b-a3b", engine=engine, concurrency=16)), load_catalog())
+        assert result.choice is not None
+        per_sequence = linear_state_bytes_per_sequence(result.requirements.arch)
+        launch = server_launch(result)
+        assert launch is not None
+        argv = engine_argv(launch, 0)
+        if engine == "sglang":
+            assert result.requirements.state_bytes == pytest.approx(per_sequence * (5 * 16 + 1))
+            assert launch.state_slots == 80 and launch.state_slots_per_request == 5
+            assert argv[argv.index("--max-mamba-cache-size") + 1] == "80"
+        else:
+            assert result.requirements.state_bytes == pytest.approx(per_sequence * 16)
+            assert launch.state_slots == 0 and "--max-mamba-cache-size" not in argv
+        assert result.requirements.state_bytes_per_decode_step == pytest.approx(per_sequence * 16)
+    dense = plan(parse_spec(_spec("llama-3.1-8b", engine="sglang")), load_catalog())
+    dense_launch = server_launch(dense)
+    assert dense_launch is not None and "--max-mamba-cache-size" not in engine_argv(dense_launch, 0)
+
+
+def test_a_batch_fleets_sglang_engine_sizes_the_state_slots_from_its_own_machines_sequences(
+    tmp_path: Path,
+) -> None:
+    """A batch fleet mixes machine types, each with its own GPUFIT_MAX_NUM_SEQS: SGLang's
+    --max-mamba-cache-size follows it (5 slots a sequence), not the chosen type's count."""
+    spec = {
+        "name": "hybrid-batch",
+        "task": "batch",
+        "model": {"preset": "qwen3-next-80b-a3b"},
+        "serving": {"context_tokens": 4096, "prompt_tokens": 1024, "tokens": 1e8, "engine": "sglang"},
+        "job": {"command": "python generate.py"},
+    }
+    result = plan(parse_spec(spec), load_catalog())
+    launch = server_launch(result, batch=True)
+    assert launch is not None and launch.state_slots_per_request == 5
+    script = batch_engine_start(launch)
+    assert '--max-mamba-cache-size "$((5 * GPUFIT_MAX_NUM_SEQS))"' in script
+    assert f"--max-mamba-cache-size {launch.state_slots}" not in script
+    if shutil.which("shellcheck"):
+        path = tmp_path / "start.sh"
+        path.write_text(script)
+        run = subprocess.run(["shellcheck", "-S", "warning", "-s", "bash", str(path)], capture_output=True)
+        assert run.returncode == 0, run.stdout.decode()

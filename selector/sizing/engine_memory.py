@@ -83,6 +83,26 @@ def sglang_static_fraction(gpu_mib: float, tp: int, concurrency: int, mla: bool,
     return round(fraction * VLM_FACTOR, 3) if multimodal else fraction
 
 
+SGLANG_STATE_SLOTS_PER_REQUEST = 5
+"""Recurrent-state slots SGLang 0.5.23 keeps per running request of a hybrid (linear-attention)
+model with its radix cache on, its default: ``MAMBA_CACHE_SIZE_MAX_RUNNING_REQUESTS_RATIO`` = 3
+plus, under the default overlap schedule with ``--mamba-radix-cache-strategy auto`` resolved to
+``extra_buffer``, ``get_mamba_tracking_slots`` = 2 (sglang/srt/mem_cache/kv_cache_configurator.py
+``_calculate_mamba_ratio``, mem_cache/allocation_sizing.py, arg_groups/overrides.py; the wheel's
+own code). 5 is the most it keeps (3 where the model takes ``no_buffer``; speculative decoding,
+which ``serving.engine_args`` can turn on, needs more). Left to itself SGLang gives that pool
+``mamba_full_memory_ratio`` (0.9) ÷ 1.9 of what the weights leave of its static pool, whatever the
+concurrency, and the KV cache the rest, which can hold far fewer tokens than a plan needs; gpufit
+sets ``--max-mamba-cache-size`` to this many slots per stream (``sglang_state_slots``) and plans
+them, plus the pool's one padding slot."""
+
+
+def sglang_state_slots(concurrency: int) -> int:
+    """``--max-mamba-cache-size`` for ``concurrency`` running requests: ``SGLANG_STATE_SLOTS_PER_REQUEST``
+    each (SGLang then caps the running requests at that ÷ its own ratio, never below the concurrency)."""
+    return SGLANG_STATE_SLOTS_PER_REQUEST * concurrency
+
+
 PROMPT_LOGIT_BYTES = 6.0
 """Bytes per prompt position and vocabulary entry a Hugging Face Transformers ``generate`` holds at
 prefill before 4.45: every position's logits in the model's 16-bit dtype, then upcast to fp32

@@ -17,9 +17,11 @@ from selector.sizing.attention import (
 )
 from selector.sizing.engine_memory import (
     PROMPT_LOGIT_BYTES,
+    SGLANG_STATE_SLOTS_PER_REQUEST,
     TRANSFORMERS_LAST_LOGIT_FROM,
     TRANSFORMERS_SINGLE_CACHE_FROM,
     online_fp8_load_bytes,
+    sglang_state_slots,
 )
 from selector.sizing.fp8_path import engine_bandwidth_efficiency
 from selector.sizing.inference_mfu import PREFILL_MFU
@@ -179,8 +181,10 @@ def serving_requirements(
     image_tokens = serving.images_per_request * (serving.image_tokens or arch.image_tokens)
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
-    state = linear_state_bytes_per_sequence(arch) * batch
     engine = spec.decode_engine  # the server that decodes and holds the memory
+    state = linear_state_bytes_per_sequence(arch) * batch  # what a step reads: the running streams'
+    slots = sglang_state_slots(batch) + 1 if engine == "sglang" and state else batch
+    held_state = linear_state_bytes_per_sequence(arch) * slots  # SGLang keeps more slots than streams
     prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
     if spec.tuning.bandwidth_efficiency is None:
         eff = engine_bandwidth_efficiency(spec.precision, engine, served.fp8)  # W8A8 fp8 checkpoints
@@ -247,13 +251,19 @@ def serving_requirements(
         terms.append(
             Term(
                 "linear-attention state",
-                state / GIB,
+                held_state / GIB,
                 "GiB",
                 f"{arch.linear_layers} Gated DeltaNet layers × ({arch.linear_value_heads} × "
                 f"{arch.linear_key_dim} × {arch.linear_value_dim} × {LINEAR_STATE_BYTES:g} B recurrent "
                 f"+ conv (2 × {arch.linear_key_heads} × {arch.linear_key_dim} + {arch.linear_value_heads} × "
                 f"{arch.linear_value_dim}) × {arch.linear_conv_kernel - 1} × {LINEAR_CONV_BYTES:g} B) "
-                f"× {batch} sequences; fixed whatever the context",
+                + (
+                    f"× {slots} slots (SGLang keeps {SGLANG_STATE_SLOTS_PER_REQUEST} per stream with its "
+                    "radix cache, + 1 padding; gpufit sets --max-mamba-cache-size)"
+                    if slots != batch
+                    else f"× {batch} sequences"
+                )
+                + "; fixed whatever the context; splits over every GPU by its own heads",
             )
         )
     terms += [
@@ -352,7 +362,7 @@ def serving_requirements(
         bandwidth_efficiency=eff,
         sharded_bytes=weights + activations,
         kv_bytes=kv + legacy_cache,
-        state_bytes=state,
+        state_bytes=held_state,
         replicated_bytes=RUNTIME_RESERVE_GIB * GIB + prompt_logits,
         legacy_cache_bytes=legacy_cache,
         bytes_per_decode_step=step_bytes,
