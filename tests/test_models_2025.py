@@ -202,8 +202,10 @@ def test_sglang_holds_a_hybrid_models_state_slots_and_gpufit_sets_and_plans_them
     """SGLang 0.5.23 with its radix cache keeps up to 5 recurrent-state slots per running request of
     a hybrid model (3, + 2 tracking slots under the overlap schedule) and, left alone, gives that
     pool 0.9/1.9 of the memory the weights leave: gpufit launches it with --max-mamba-cache-size
-    = 5 × concurrency and plans those slots (+ the pool's padding slot); vLLM keeps one per stream
-    and gets no such flag; a model without linear attention gets none under either."""
+    = 5 × concurrency and plans those slots (+ the pool's padding slot); vLLM gets no such flag
+    but holds up to 3 pages a stream with its prefix caching (align mode), 16-bit
+    states padded to attention blocks, counted at the float32 size; a step reads one state per
+    stream under either; a model without linear attention gets none under either."""
     for engine in ("sglang", "vllm"):
         result = plan(parse_spec(_spec("qwen3-next-80b-a3b", engine=engine, concurrency=16)), load_catalog())
         assert result.choice is not None
@@ -216,7 +218,7 @@ def test_sglang_holds_a_hybrid_models_state_slots_and_gpufit_sets_and_plans_them
             assert launch.state_slots == 80 and launch.state_slots_per_request == 5
             assert argv[argv.index("--max-mamba-cache-size") + 1] == "80"
         else:
-            assert result.requirements.state_bytes == pytest.approx(per_sequence * 16)
+            assert result.requirements.state_bytes == pytest.approx(per_sequence * 3 * 16)
             assert launch.state_slots == 0 and "--max-mamba-cache-size" not in argv
         assert result.requirements.state_bytes_per_decode_step == pytest.approx(per_sequence * 16)
     dense = plan(parse_spec(_spec("llama-3.1-8b", engine="sglang")), load_catalog())

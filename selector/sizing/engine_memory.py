@@ -103,6 +103,34 @@ def sglang_state_slots(concurrency: int) -> int:
     return SGLANG_STATE_SLOTS_PER_REQUEST * concurrency
 
 
+VLLM_STATE_SLOTS_PER_REQUEST = 3
+"""Recurrent-state pages vLLM 0.34 holds per running request of a hybrid model: it turns prefix
+caching on for hybrid generative models (``ModelConfig.is_prefix_caching_supported``), which sets
+``mamba_cache_mode`` to ``align`` (``MambaModelConfig.verify_and_update_config`` in
+vllm/model_executor/models/config.py); a request then holds 2 + speculative + prefill-checkpoint
+pages (``MambaSpec.max_memory_usage_bytes``, vllm/v1/kv_cache_interface.py), and the Gated
+DeltaNet layer asks for 1 checkpoint page where FlashInfer runs its prefill
+(vllm/model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py ``get_kv_cache_spec``): 3 at most
+without speculative decoding (the third only on a prefill's last chunk; steady decode holds 1-2),
+out of the same pool as the KV cache (the wheel's own code). Each page is counted at gpufit's
+float32 state size: vLLM keeps the state in the model's 16-bit dtype
+(``MambaStateDtypeCalculator._mamba_state_dtype``) but pads each page up to whole 64-token
+attention blocks (platforms/interface.py ``_align_hybrid_block_size``; +7.5 % to +43 % for
+Qwen3-Next at TP 1-8), which twice the 16-bit size covers. Speculative decoding through
+``serving.engine_args`` adds a page per draft token, which no plan counts."""
+
+
+def held_state_slots(engine: str, concurrency: int) -> int:
+    """Recurrent states a server holds for ``concurrency`` streams of a hybrid model: SGLang the
+    ``--max-mamba-cache-size`` gpufit sets + its pool's padding slot, vLLM
+    ``VLLM_STATE_SLOTS_PER_REQUEST`` a stream, any other server one."""
+    if engine == "sglang":
+        return sglang_state_slots(concurrency) + 1
+    if engine == "vllm":
+        return VLLM_STATE_SLOTS_PER_REQUEST * concurrency
+    return concurrency
+
+
 PROMPT_LOGIT_BYTES = 6.0
 """Bytes per prompt position and vocabulary entry a Hugging Face Transformers ``generate`` holds at
 prefill before 4.45: every position's logits in the model's 16-bit dtype, then upcast to fp32

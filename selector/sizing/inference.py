@@ -20,8 +20,9 @@ from selector.sizing.engine_memory import (
     SGLANG_STATE_SLOTS_PER_REQUEST,
     TRANSFORMERS_LAST_LOGIT_FROM,
     TRANSFORMERS_SINGLE_CACHE_FROM,
+    VLLM_STATE_SLOTS_PER_REQUEST,
+    held_state_slots,
     online_fp8_load_bytes,
-    sglang_state_slots,
 )
 from selector.sizing.fp8_path import engine_bandwidth_efficiency
 from selector.sizing.inference_mfu import PREFILL_MFU
@@ -182,9 +183,9 @@ def serving_requirements(
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     engine = spec.decode_engine  # the server that decodes and holds the memory
-    state = linear_state_bytes_per_sequence(arch) * batch  # what a step reads: the running streams'
-    slots = sglang_state_slots(batch) + 1 if engine == "sglang" and state else batch
-    held_state = linear_state_bytes_per_sequence(arch) * slots  # SGLang keeps more slots than streams
+    state = linear_state_bytes_per_sequence(arch) * batch  # a step reads the running streams' states
+    slots = held_state_slots(engine, batch) if state else batch
+    held_state = linear_state_bytes_per_sequence(arch) * slots  # the engines keep more than the streams
     prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
     if spec.tuning.bandwidth_efficiency is None:
         eff = engine_bandwidth_efficiency(spec.precision, engine, served.fp8)  # W8A8 fp8 checkpoints
@@ -260,7 +261,10 @@ def serving_requirements(
                 + (
                     f"× {slots} slots (SGLang keeps {SGLANG_STATE_SLOTS_PER_REQUEST} per stream with its "
                     "radix cache, + 1 padding; gpufit sets --max-mamba-cache-size)"
-                    if slots != batch
+                    if engine == "sglang"
+                    else f"× {slots} pages (vLLM's prefix caching keeps up to "
+                    f"{VLLM_STATE_SLOTS_PER_REQUEST} per stream, 16-bit states padded to attention blocks)"
+                    if engine == "vllm"
                     else f"× {batch} sequences"
                 )
                 + "; fixed whatever the context; splits over every GPU by its own heads",
