@@ -93,14 +93,9 @@ own code). 5 is the most it keeps (3 where the model takes ``no_buffer``; specul
 which ``serving.engine_args`` can turn on, needs more). Left to itself SGLang gives that pool
 ``mamba_full_memory_ratio`` (0.9) ÷ 1.9 of what the weights leave of its static pool, whatever the
 concurrency, and the KV cache the rest, which can hold far fewer tokens than a plan needs; gpufit
-sets ``--max-mamba-cache-size`` to this many slots per stream (``sglang_state_slots``) and plans
-them, plus the pool's one padding slot."""
-
-
-def sglang_state_slots(concurrency: int) -> int:
-    """``--max-mamba-cache-size`` for ``concurrency`` running requests: ``SGLANG_STATE_SLOTS_PER_REQUEST``
-    each (SGLang then caps the running requests at that ÷ its own ratio, never below the concurrency)."""
-    return SGLANG_STATE_SLOTS_PER_REQUEST * concurrency
+sets ``--max-mamba-cache-size`` to this many slots per stream (``ServerLaunch.state_slots``; SGLang
+then caps the running requests at that ÷ its own ratio, never below the concurrency) and plans
+them, plus the pool's one padding slot (``held_state_slots``)."""
 
 
 VLLM_STATE_SLOTS_PER_REQUEST = 3
@@ -125,7 +120,7 @@ def held_state_slots(engine: str, concurrency: int) -> int:
     ``--max-mamba-cache-size`` gpufit sets + its pool's padding slot, vLLM
     ``VLLM_STATE_SLOTS_PER_REQUEST`` a stream, any other server one."""
     if engine == "sglang":
-        return sglang_state_slots(concurrency) + 1
+        return SGLANG_STATE_SLOTS_PER_REQUEST * concurrency + 1
     if engine == "vllm":
         return VLLM_STATE_SLOTS_PER_REQUEST * concurrency
     return concurrency

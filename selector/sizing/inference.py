@@ -183,9 +183,10 @@ def serving_requirements(
     if image_tokens:
         kv += image_kv_bytes(arch, kvb, serving.context_tokens, image_tokens, batch)
     engine = spec.decode_engine  # the server that decodes and holds the memory
-    state = linear_state_bytes_per_sequence(arch) * batch  # a step reads the running streams' states
-    slots = held_state_slots(engine, batch) if state else batch
-    held_state = linear_state_bytes_per_sequence(arch) * slots  # the engines keep more than the streams
+    per_state = linear_state_bytes_per_sequence(arch)
+    state = per_state * batch  # a step reads the running streams' states
+    slots = held_state_slots(engine, batch)
+    held_state = per_state * slots  # the engines keep more than the streams
     prompt_tokens = serving.prompt_tokens or serving.context_tokens  # unstated: the whole context
     if spec.tuning.bandwidth_efficiency is None:
         eff = engine_bandwidth_efficiency(spec.precision, engine, served.fp8)  # W8A8 fp8 checkpoints
